@@ -1,0 +1,122 @@
+"""Atomic files and completion markers for run directories.
+
+Every file a run writes goes to a temporary name in the same directory and is
+renamed into place, so a killed run never leaves a half-written file that looks
+finished. A job is finished when its ``DONE`` marker exists; the marker is
+written last.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from bnmem.errors import BnmemError
+
+DONE = "DONE"
+
+
+def ensure_dir(path: str | Path) -> Path:
+    """Create ``path`` (and parents); a permission problem becomes a BnmemError."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except PermissionError as e:
+        raise BnmemError(f"cannot create directory {path}: permission denied") from e
+    except FileExistsError as e:
+        raise BnmemError(f"cannot create directory {path}: a file is in the way") from e
+    if not os.access(path, os.W_OK):
+        raise BnmemError(f"cannot write into {path}: permission denied")
+    return path
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    path = Path(path)
+    ensure_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def write_text(path: str | Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON (numpy scalars/arrays allowed), atomically."""
+    write_text(path, json.dumps(obj, indent=2, default=_json_default, allow_nan=True) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_npy(path: str | Path, array: np.ndarray) -> None:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    write_bytes(path, buf.getvalue())
+
+
+def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    write_bytes(path, buf.getvalue())
+
+
+def save_torch(path: str | Path, obj: Any) -> None:
+    """torch.save, atomically. Store state dicts and plain data, not modules."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    write_bytes(path, buf.getvalue())
+
+
+def load_torch(path: str | Path) -> Any:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def is_done(directory: str | Path) -> bool:
+    """True when ``directory`` holds a completion marker."""
+    return (Path(directory) / DONE).exists()
+
+
+def mark_done(directory: str | Path, info: dict[str, Any] | None = None) -> None:
+    """Write the completion marker last, after every other file of the job."""
+    write_json(Path(directory) / DONE, info or {})
