@@ -1,0 +1,66 @@
+"""The ``bnmem`` command-line program.
+
+User errors (bad flags, missing data, unwritable directories, invalid configs)
+end in one line on stderr and exit status 2; an interrupt exits 130 and the
+same command resumes the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from bnmem.cli_app import app
+from bnmem.errors import BnmemError
+
+# Modules under bnmem.commands that register a command each.
+COMMANDS = ["memorize"]
+
+for _name in COMMANDS:
+    importlib.import_module(f"bnmem.commands.{_name}")
+
+
+def _validation_line(err) -> str:
+    """One line from a pydantic ValidationError: 'path: message; ...'."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "config"
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    return "invalid configuration: " + "; ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns (and exits with) the status code."""
+    from pydantic import ValidationError
+
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="bnmem")
+        code = rv if isinstance(rv, int) else 0
+    except BnmemError as e:
+        print(f"bnmem: error: {e}", file=sys.stderr)
+        code = 2
+    except ValidationError as e:
+        print(f"bnmem: error: {_validation_line(e)}", file=sys.stderr)
+        code = 2
+    except click.exceptions.Abort:
+        print("bnmem: interrupted; rerun the same command to resume", file=sys.stderr)
+        code = 130
+    except KeyboardInterrupt:
+        print("bnmem: interrupted; rerun the same command to resume", file=sys.stderr)
+        code = 130
+    except click.ClickException as e:
+        e.show()
+        code = e.exit_code
+    except PermissionError as e:
+        print(f"bnmem: error: permission denied: {e.filename or e}", file=sys.stderr)
+        code = 2
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The typer app and the options every experiment command shares.
+
+Commands live in ``bnmem.commands.*``; each flag maps onto a field of the
+pydantic config models, and ``--set a.b=c`` reaches any field the flags don't.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+import yaml
+
+from bnmem.config import parse_list
+from bnmem.errors import BnmemError
+
+app = typer.Typer(
+    name="bnmem",
+    help="Measure, explain and mitigate how Batch Normalization amplifies memorization and privacy risk.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# --- shared options (Annotated aliases so each command lists only what it uses) ---
+Dataset = Annotated[str, typer.Option(help="digits (embedded), mnist, fashion-mnist, cifar10, cifar100")]
+DataRoot = Annotated[Optional[Path], typer.Option(help="directory holding the dataset files")]
+Download = Annotated[bool, typer.Option("--download", help="download the dataset with torchvision if missing")]
+Arch = Annotated[str, typer.Option(help="lenet, mlp, resnet20 (resnet), resnet18, densenet")]
+Norms = Annotated[str, typer.Option(help="comma-separated norms: batch, none, group, layer")]
+LabelNoise = Annotated[float, typer.Option(help="fraction of training labels flipped to another class")]
+Ood = Annotated[float, typer.Option(help="fraction of the training set that is out-of-distribution")]
+OodSource = Annotated[str, typer.Option(help="noise, heldout-classes, or a dataset name of the same shape")]
+TrainSize = Annotated[Optional[int], typer.Option(help="use only N training examples (seeded subset)")]
+DataSeed = Annotated[int, typer.Option(help="seed of the corruption (same for every norm and model seed)")]
+Epochs = Annotated[int, typer.Option(help="training epochs")]
+Seeds = Annotated[str, typer.Option(help="number of seeds (3 → 0,1,2) or a comma list (0,5,7)")]
+Lr = Annotated[float, typer.Option(help="learning rate")]
+BatchSize = Annotated[int, typer.Option(help="batch size")]
+Optimizer = Annotated[str, typer.Option(help="sgd (momentum) or adam")]
+Momentum = Annotated[float, typer.Option(help="SGD momentum")]
+WeightDecay = Annotated[float, typer.Option(help="weight decay on weight matrices and kernels")]
+NormWeightDecay = Annotated[float, typer.Option(help="weight decay on normalization γ/β (changes γ/σ)")]
+Schedule = Annotated[str, typer.Option(help="learning-rate schedule: constant, cosine, step")]
+Threads = Annotated[int, typer.Option(help="torch threads per training job (fixes reproducibility)")]
+GsReg = Annotated[float, typer.Option(help="λ of the γ/σ regularizer (0: off)")]
+GsTau = Annotated[float, typer.Option(help="τ of the γ/σ regularizer")]
+Device = Annotated[str, typer.Option(help="torch device: cpu, cuda, cuda:1, ...")]
+Out = Annotated[Path, typer.Option(help="run directory (rerun the same command to resume)")]
+Set = Annotated[Optional[list[str]], typer.Option("--set", help="override any config field: --set train.lr=0.1")]
+Quiet = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
+
+
+def parse_seeds(value: str) -> list[int]:
+    """'3' → [0, 1, 2]; '0,5,7' → [0, 5, 7]."""
+    try:
+        if "," not in value:
+            n = int(value)
+            if n < 1:
+                raise BnmemError(f"--seeds must be at least 1, got {n}")
+            return list(range(n))
+        return parse_list(value, int)
+    except ValueError as e:
+        raise BnmemError(f"--seeds must be a count or a comma list of integers, got {value!r}") from e
+
+
+def apply_overrides(config: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """Apply ``a.b=c`` overrides (values parsed as YAML) to a nested config dict."""
+    for item in overrides or []:
+        if "=" not in item:
+            raise BnmemError(f"--set expects KEY=VALUE (e.g. train.lr=0.1), got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise BnmemError(f"--set {key}: cannot parse value {raw!r}") from e
+        node = config
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                if p in node:
+                    raise BnmemError(f"--set {key}: {p!r} is not a section")
+                node[p] = {}
+            node = node[p]
+        node[parts[-1]] = value
+    return config
+
+
+def experiment_dict(
+    *,
+    dataset: str,
+    data_root: Path | None,
+    download: bool,
+    arch: str,
+    norms: str,
+    label_noise: float,
+    ood: float,
+    ood_source: str,
+    train_size: int | None,
+    data_seed: int,
+    epochs: int,
+    seeds: str,
+    lr: float,
+    batch_size: int,
+    optimizer: str,
+    momentum: float,
+    weight_decay: float,
+    norm_weight_decay: float,
+    schedule: str,
+    threads: int,
+    gs_reg: float,
+    gs_tau: float,
+    device: str,
+) -> dict[str, Any]:
+    """The nested config dict that the shared flags describe (validated by the caller)."""
+    return {
+        "data": {
+            "dataset": dataset,
+            "data_root": str(data_root) if data_root else None,
+            "download": download,
+            "label_noise": label_noise,
+            "ood": ood,
+            "ood_source": ood_source,
+            "train_size": train_size,
+            "seed": data_seed,
+        },
+        "arch": arch,
+        "norms": parse_list(norms),
+        "seeds": parse_seeds(seeds),
+        "train": {
+            "optimizer": optimizer,
+            "lr": lr,
+            "momentum": momentum,
+            "weight_decay": weight_decay,
+            "norm_weight_decay": norm_weight_decay,
+            "schedule": schedule,
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "threads": threads,
+            "gs_reg": gs_reg,
+            "gs_tau": gs_tau,
+            "device": device,
+        },
+    }
+
+
+# Shared experiment flags: name -> (annotated type, default). A command decorated
+# with ``experiment_options`` receives them folded into one ``exp`` dict.
+EXPERIMENT_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "dataset": (Dataset, "digits"),
+    "data_root": (DataRoot, None),
+    "download": (Download, False),
+    "arch": (Arch, "lenet"),
+    "norms": (Norms, "batch,none"),
+    "label_noise": (LabelNoise, 0.05),
+    "ood": (Ood, 0.0),
+    "ood_source": (OodSource, "noise"),
+    "train_size": (TrainSize, None),
+    "data_seed": (DataSeed, 0),
+    "epochs": (Epochs, 30),
+    "seeds": (Seeds, "3"),
+    "lr": (Lr, 0.05),
+    "batch_size": (BatchSize, 64),
+    "optimizer": (Optimizer, "sgd"),
+    "momentum": (Momentum, 0.9),
+    "weight_decay": (WeightDecay, 5e-4),
+    "norm_weight_decay": (NormWeightDecay, 0.0),
+    "schedule": (Schedule, "constant"),
+    "threads": (Threads, 1),
+    "gs_reg": (GsReg, 0.0),
+    "gs_tau": (GsTau, 1.0),
+    "device": (Device, "cpu"),
+}
+
+
+def experiment_options(**defaults: Any):
+    """Decorator: add the shared experiment flags to a typer command.
+
+    The command's own parameters stay as they are; the shared ones (with
+    per-command ``defaults``) arrive folded into a nested config dict ``exp``
+    (see :func:`experiment_dict`), with ``--set`` overrides applied.
+    """
+    import functools
+    import inspect
+
+    unknown = set(defaults) - set(EXPERIMENT_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown shared options {unknown}")
+
+    def deco(fn):
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "exp"]
+        shared = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=defaults.get(name, default))
+            for name, (ann, default) in EXPERIMENT_OPTIONS.items()
+        ]
+        overrides = inspect.Parameter("set", inspect.Parameter.KEYWORD_ONLY, annotation=Set, default=None)
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs):
+            shared_values = {k: kwargs.pop(k) for k in EXPERIMENT_OPTIONS}
+            exp = apply_overrides(experiment_dict(**shared_values), kwargs.pop("set"))
+            return fn(exp=exp, **kwargs)
+
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + shared + [overrides]
+        wrapper.__signature__ = sig.replace(parameters=params)
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        del wrapper.__wrapped__  # typer must see the merged signature, not fn's
+        return wrapper
+
+    return deco
