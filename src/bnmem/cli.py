@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
-
 from bnmem.cli_app import app
 from bnmem.errors import BnmemError
 
@@ -37,23 +35,20 @@ def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
     try:
-        rv = app(args=argv, standalone_mode=False, prog_name="bnmem")
-        code = rv if isinstance(rv, int) else 0
+        # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit.
+        app(args=argv, prog_name="bnmem")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BnmemError as e:
         print(f"bnmem: error: {e}", file=sys.stderr)
         code = 2
     except ValidationError as e:
         print(f"bnmem: error: {_validation_line(e)}", file=sys.stderr)
         code = 2
-    except click.exceptions.Abort:
-        print("bnmem: interrupted; rerun the same command to resume", file=sys.stderr)
-        code = 130
     except KeyboardInterrupt:
         print("bnmem: interrupted; rerun the same command to resume", file=sys.stderr)
         code = 130
-    except click.ClickException as e:
-        e.show()
-        code = e.exit_code
     except PermissionError as e:
         print(f"bnmem: error: permission denied: {e.filename or e}", file=sys.stderr)
         code = 2

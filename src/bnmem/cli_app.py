@@ -23,6 +23,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+@app.callback()
+def _root() -> None:
+    """Measure, explain and mitigate how Batch Normalization amplifies memorization and privacy risk."""
+
 # --- shared options (Annotated aliases so each command lists only what it uses) ---
 Dataset = Annotated[str, typer.Option(help="digits (embedded), mnist, fashion-mnist, cifar10, cifar100")]
 DataRoot = Annotated[Optional[Path], typer.Option(help="directory holding the dataset files")]
