@@ -217,10 +217,12 @@ def _lenet_reference(m: LeNet, x: torch.Tensor) -> torch.Tensor:
     """The op order documented in LeNet's docstring, written with bare functionals (eval mode)."""
 
     def norm(layer, h):
-        if isinstance(layer, nn.BatchNorm2d):
+        if isinstance(layer, (nn.BatchNorm2d, nn.BatchNorm1d)):
             return F.batch_norm(h, layer.running_mean, layer.running_var, layer.weight, layer.bias, False, 0.0, layer.eps)
         if isinstance(layer, nn.GroupNorm):
             return F.group_norm(h, layer.num_groups, layer.weight, layer.bias, layer.eps)
+        if isinstance(layer, nn.LayerNorm):
+            return F.layer_norm(h, layer.normalized_shape, layer.weight, layer.bias, layer.eps)
         return h
 
     h = F.conv2d(x, m.conv1.weight, m.conv1.bias, stride=1, padding=2)
@@ -228,8 +230,8 @@ def _lenet_reference(m: LeNet, x: torch.Tensor) -> torch.Tensor:
     h = F.conv2d(h, m.conv2.weight, m.conv2.bias, stride=1, padding=2)
     h = F.max_pool2d(F.relu(norm(m.norm2, h)), kernel_size=2, stride=2)
     h = h.reshape(h.shape[0], -1)  # NCHW order
-    h = F.relu(F.linear(h, m.fc1.weight, m.fc1.bias))
-    h = F.relu(F.linear(h, m.fc2.weight, m.fc2.bias))
+    h = F.relu(norm(m.norm3, F.linear(h, m.fc1.weight, m.fc1.bias)))
+    h = F.relu(norm(m.norm4, F.linear(h, m.fc2.weight, m.fc2.bias)))
     return F.linear(h, m.fc3.weight, m.fc3.bias)
 
 
@@ -241,11 +243,11 @@ def test_lenet_matches_documented_op_order(norm):
         for _, layer in norm_layers(m):
             layer.weight.uniform_(0.5, 1.5)
             layer.bias.uniform_(-0.2, 0.2)
-            if isinstance(layer, nn.BatchNorm2d):
+            if isinstance(layer, (nn.BatchNorm2d, nn.BatchNorm1d)):
                 layer.running_mean.uniform_(-0.1, 0.1)
                 layer.running_var.uniform_(0.5, 2.0)
     m.eval()
-    assert [n for n, _ in m.named_children()] == ["conv1", "norm1", "conv2", "norm2", "fc1", "fc2", "fc3"]
+    assert [n for n, _ in m.named_children()] == ["conv1", "norm1", "conv2", "norm2", "fc1", "norm3", "fc2", "norm4", "fc3"]
     assert m.fc1.in_features == 16 * 7 * 7
     x = torch.randn(4, 3, 28, 28)
     with torch.no_grad():

@@ -30,7 +30,7 @@ def ensure_dir(path: str | Path) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except PermissionError as e:
         raise BnmemError(f"cannot create directory {path}: permission denied") from e
-    except FileExistsError as e:
+    except (FileExistsError, NotADirectoryError) as e:
         raise BnmemError(f"cannot create directory {path}: a file is in the way") from e
     if not os.access(path, os.W_OK):
         raise BnmemError(f"cannot write into {path}: permission denied")
