@@ -86,7 +86,8 @@ def train_model(
             training resumes from it; ``model.pt`` and ``DONE`` mark completion.
         train_idx: indices of the training examples this model sees (shadow models).
         on_epoch: hook after each epoch returning extra measurements.
-        extra_loss: extra loss term added to the cross-entropy each step.
+        extra_loss: extra loss term added to the cross-entropy each step; by
+            default the γ/σ regularizer when ``cfg.gs_reg > 0``.
         measure: record subset accuracies every epoch (``subset_accuracies``).
         progress: show a tqdm bar (a string is used as its description).
 
@@ -104,6 +105,10 @@ def train_model(
         idx = torch.arange(ds.n_train) if train_idx is None else torch.as_tensor(np.asarray(train_idx), dtype=torch.long)
         idx = idx.to(device)
         opt = build_optimizer(model, cfg)
+        if extra_loss is None and cfg.gs_reg > 0:
+            from bnmem.train.regularizer import GammaSigmaRegularizer
+
+            extra_loss = GammaSigmaRegularizer(model, cfg.gs_reg, cfg.gs_tau)
         history: list[dict] = []
         start_epoch, seconds = 0, 0.0
         if run_dir is not None and (run_dir / CHECKPOINT).exists():

@@ -1,0 +1,79 @@
+"""The γ/σ regularizer: keep each BN channel's scale ratio in check.
+
+BN multiplies an outlier's per-step margin growth by (γ/σ)² (see
+:mod:`bnmem.theory`), so the penalty
+
+    R = λ · mean over BN channels c of relu(|γ_c| / σ_c − τ)²
+
+with σ_c = sqrt(Var_batch[x_c] + eps) of the current training batch, is added to
+the loss. It is differentiable through γ and through the batch σ (so it can
+also act by widening the pre-normalization features).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+
+def batch_sigma(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per-channel batch standard deviation as BN computes it in training mode
+    (biased variance over all dims but the channel dim 1)."""
+    dims = [d for d in range(x.ndim) if d != 1]
+    return torch.sqrt(x.var(dim=dims, unbiased=False) + eps)
+
+
+def gamma_sigma_penalty(gammas: Iterable[torch.Tensor], sigmas: Iterable[torch.Tensor], lam: float,
+                        tau: float) -> torch.Tensor:
+    """λ · mean over all channels of relu(|γ|/σ − τ)² (channels of all layers pooled)."""
+    ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)])
+    return lam * torch.relu(ratios - tau).pow(2).mean()
+
+
+class GammaSigmaRegularizer:
+    """Loss hook for :func:`bnmem.train.train_model` (``extra_loss=``).
+
+    Forward hooks record each selected BN layer's training-batch σ during the
+    forward pass; calling the object after that forward returns the penalty.
+
+    Args:
+        model: the model being trained.
+        lam: λ (0 disables the penalty).
+        tau: τ, the ratio above which channels are penalized.
+        layers: names of the BN layers to regularize (default: all).
+    """
+
+    def __init__(self, model: nn.Module, lam: float, tau: float = 1.0, layers: list[str] | None = None) -> None:
+        self.lam, self.tau = lam, tau
+        self.modules: list[tuple[str, _BatchNorm]] = [
+            (n, m) for n, m in model.named_modules()
+            if isinstance(m, _BatchNorm) and m.affine and (layers is None or n in layers)
+        ]
+        self._sigma: dict[str, torch.Tensor] = {}
+        self._handles = [m.register_forward_pre_hook(self._make_hook(n)) for n, m in self.modules]
+
+    def _make_hook(self, name: str):
+        def hook(module: _BatchNorm, args: tuple) -> None:
+            if module.training:
+                self._sigma[name] = batch_sigma(args[0], module.eps)
+
+        return hook
+
+    def __call__(self, model: nn.Module) -> torch.Tensor:
+        if not self.modules or self.lam == 0:
+            return torch.zeros(())
+        missing = [n for n, _ in self.modules if n not in self._sigma]
+        if missing:
+            raise RuntimeError(f"no training-mode forward pass recorded for BN layers {missing}")
+        penalty = gamma_sigma_penalty([m.weight for _, m in self.modules],
+                                      [self._sigma[n] for n, _ in self.modules], self.lam, self.tau)
+        self._sigma.clear()
+        return penalty
+
+    def remove(self) -> None:
+        """Detach the hooks from the model."""
+        for h in self._handles:
+            h.remove()
