@@ -1,0 +1,289 @@
+"""Leave-one-out evaluation of every attack on a set of trained models.
+
+Each model in turn is the target; all the other models are its reference
+(shadow) models. Per target the attacks score every example, and the metrics
+are computed per subset of examples (all, outliers, inliers, ... as masks given
+by the caller) against the target's true membership. Results are averaged over
+targets, as in the LiRA paper's leave-one-out protocol.
+
+Reference models per example are truncated to the same count on each side (the
+smallest over examples, first ones in model order), as the LiRA reference code
+does; see :func:`bnmem.attacks.keep.split_references`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bnmem.attacks.keep import split_references
+from bnmem.attacks.lira import global_threshold, lira_offline, lira_online, loss_attack
+from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
+from bnmem.attacks.rmia import RMIAParams, rmia_log_ratio, rmia_scores, view_log_mean
+from bnmem.attacks.scores import check_logits, lira_statistic, loss_from_phi
+from bnmem.errors import BnmemError
+
+ALL: tuple[str, ...] = (
+    "online",
+    "online_fixed_variance",
+    "offline",
+    "offline_fixed_variance",
+    "global_threshold",
+    "loss",
+    "rmia",
+)
+# Opt-in extras: RMIA with the offline setting, next to "rmia" (which uses rmia_params).
+EXTRA: tuple[str, ...] = ("rmia_offline",)
+AVAILABLE: tuple[str, ...] = ALL + EXTRA
+
+_NEEDS_IN = {"online", "online_fixed_variance", "rmia"}
+_NEEDS_OUT = {"online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "rmia_offline"}
+
+
+@dataclass(frozen=True)
+class AttackInputs:
+    """Everything the attacks read, computed once from the logits.
+
+    Attributes:
+        phi: [n_models, n_examples, n_views] LiRA statistic φ.
+        loss: [n_models, n_examples, n_views] cross-entropy.
+        log_p: [n_models, n_examples] log of the view-averaged p_y (for RMIA).
+        keep: [n_models, n_examples] bool membership.
+    """
+
+    phi: np.ndarray
+    loss: np.ndarray
+    log_p: np.ndarray
+    keep: np.ndarray
+
+    @classmethod
+    def from_logits(cls, logits: np.ndarray, keep: np.ndarray, labels: np.ndarray) -> "AttackInputs":
+        """Compute the statistics from logits [n_models, n_examples, n_views, n_classes].
+
+        Raises:
+            BnmemError: malformed or non-finite inputs, or keep of the wrong shape.
+        """
+        logits, labels = check_logits(logits, labels)
+        keep = np.asarray(keep)
+        if keep.shape != logits.shape[:2]:
+            raise BnmemError(f"keep must be [n_models, n_examples] = {logits.shape[:2]}, got {keep.shape}")
+        if keep.dtype != bool:
+            if not np.isin(keep, (0, 1)).all():
+                raise BnmemError("keep must be boolean (or 0/1)")
+            keep = keep.astype(bool)
+        phi = lira_statistic(logits, labels)
+        loss = loss_from_phi(phi)
+        return cls(
+            phi=phi,
+            loss=loss,
+            log_p=view_log_mean(-loss),
+            keep=keep,
+        )
+
+
+def _as_rmia_params(rmia_params: RMIAParams | Mapping[str, Any] | None) -> RMIAParams:
+    if rmia_params is None:
+        return RMIAParams()
+    if isinstance(rmia_params, RMIAParams):
+        return rmia_params
+    unknown = set(rmia_params) - {"gamma", "a", "online"}
+    if unknown:
+        raise BnmemError(f"unknown RMIA parameter(s): {sorted(unknown)}; known: gamma, a, online")
+    return RMIAParams(**rmia_params)
+
+
+def target_scores(
+    inputs: AttackInputs,
+    target: int,
+    attacks: Sequence[str] = ALL,
+    rmia_params: RMIAParams = RMIAParams(),
+    population: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Scores of every requested attack against one target, the other models as references.
+
+    Args:
+        inputs: :class:`AttackInputs`.
+        target: index of the target model.
+        attacks: names from :data:`AVAILABLE`.
+        rmia_params: settings of the ``rmia`` attack (``rmia_offline`` uses the
+            same γ and a with ``online=False``).
+        population: bool mask [n_examples] of RMIA population points; the
+            target's members are always removed from it. None: every example
+            that is OUT for the target.
+
+    Returns:
+        dict attack name -> float64 [n_examples], higher = member.
+
+    Raises:
+        BnmemError: unknown attack, or too few reference models on a side.
+    """
+    n_models, n_examples = inputs.keep.shape
+    refs = np.array([m for m in range(n_models) if m != target], dtype=np.intp)
+    keep_refs = inputs.keep[refs]
+    idx_in, idx_out = split_references(keep_refs)
+    wanted = set(attacks)
+    if wanted & _NEEDS_IN and idx_in.shape[0] == 0 or wanted & _NEEDS_OUT and idx_out.shape[0] == 0:
+        raise BnmemError(
+            f"target {target}: some example is never IN (or never OUT) among the other "
+            f"{len(refs)} models, so reference-based attacks are impossible; with a balanced "
+            "keep matrix this needs at least 4 models"
+        )
+    cols = np.arange(n_examples)
+    phi_refs = inputs.phi[refs]
+    phi_t = inputs.phi[target]
+
+    def gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return arr[idx, cols]  # [k, n_examples, ...]
+
+    out: dict[str, np.ndarray] = {}
+    for name in attacks:
+        if name == "online":
+            out[name] = lira_online(phi_t, gather(phi_refs, idx_in), gather(phi_refs, idx_out))
+        elif name == "online_fixed_variance":
+            out[name] = lira_online(phi_t, gather(phi_refs, idx_in), gather(phi_refs, idx_out), fix_variance=True)
+        elif name == "offline":
+            out[name] = lira_offline(phi_t, gather(phi_refs, idx_out))
+        elif name == "offline_fixed_variance":
+            out[name] = lira_offline(phi_t, gather(phi_refs, idx_out), fix_variance=True)
+        elif name == "global_threshold":
+            out[name] = global_threshold(phi_t)
+        elif name == "loss":
+            out[name] = loss_attack(inputs.loss[target])
+        elif name in ("rmia", "rmia_offline"):
+            params = rmia_params if name == "rmia" else RMIAParams(rmia_params.gamma, rmia_params.a, online=False)
+            log_p_refs = inputs.log_p[refs]
+            log_ratio = rmia_log_ratio(
+                inputs.log_p[target],
+                gather(log_p_refs, idx_out),
+                gather(log_p_refs, idx_in) if params.online else None,
+                params,
+            )
+            pop = ~inputs.keep[target]
+            if population is not None:
+                pop = pop & population
+            out[name] = rmia_scores(log_ratio, pop, params.gamma)
+        else:
+            raise BnmemError(f"unknown attack {name!r}; available: {', '.join(AVAILABLE)}")
+    return out
+
+
+def _check_mask(mask: Any, n_examples: int, what: str) -> np.ndarray:
+    mask = np.asarray(mask)
+    if mask.shape != (n_examples,) or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
+        raise BnmemError(f"{what} must be a boolean mask of shape ({n_examples},), got {mask.dtype} {mask.shape}")
+    return mask.astype(bool)
+
+
+def _summary(per_target: list[dict[str, float]]) -> dict[str, Any]:
+    """Mean, sample std (ddof=1) and per-target lists over targets; nan entries are skipped."""
+    out: dict[str, Any] = {}
+    for name in METRIC_NAMES:
+        values = np.array([m[name] for m in per_target], dtype=np.float64)
+        ok = values[np.isfinite(values)]
+        out[name] = float(ok.mean()) if ok.size else math.nan
+        out[f"{name}_std"] = float(ok.std(ddof=1)) if ok.size >= 2 else math.nan
+        out[f"{name}_per_target"] = values.tolist()
+    out["n_targets"] = int(np.isfinite([m["auc"] for m in per_target]).sum())
+    return out
+
+
+def evaluate_attacks(
+    logits: np.ndarray,
+    keep: np.ndarray,
+    labels: np.ndarray,
+    subsets: Mapping[str, np.ndarray] | None = None,
+    attacks: Sequence[str] = ALL,
+    rmia_params: RMIAParams | Mapping[str, Any] | None = None,
+    targets: Sequence[int] | None = None,
+    population: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Leave-one-out membership-inference evaluation of every attack.
+
+    Args:
+        logits: [n_models, n_examples, n_views, n_classes] (float32 is fine;
+            all arithmetic is float64).
+        keep: bool [n_models, n_examples], True where the model trained on the example.
+        labels: int [n_examples] true labels.
+        subsets: name -> bool mask [n_examples] (e.g. ``outliers``, ``inliers``).
+            An ``all`` subset is added when missing.
+        attacks: names from :data:`AVAILABLE` (default :data:`ALL`).
+        rmia_params: :class:`RMIAParams` or a dict with ``gamma``, ``a``,
+            ``online`` (defaults γ=1, a=0.3, online).
+        targets: model indices to attack (default: every model).
+        population: bool mask [n_examples] restricting RMIA's population
+            (default: all examples OUT for the target).
+
+    Returns:
+        dict with keys
+
+        - ``metrics``: ``{attack: {subset: summary}}``; a summary holds, for each
+          of ``auc``, ``balanced_acc``, ``tpr_at_0.1pct_fpr``,
+          ``tpr_at_1pct_fpr``: the mean over targets (key = metric name),
+          ``<metric>_std`` (sample std over targets, nan for < 2 targets) and
+          ``<metric>_per_target`` (list in ``targets`` order, so
+          ``auc_per_target`` is in model-index order by default), plus
+          ``n_targets`` (targets whose subset had both members and non-members).
+        - ``curves``: ``{attack: {subset: {"per_target": [(fpr, tpr), ...],
+          "pooled": (fpr, tpr)}}}``; ``pooled`` is the ROC of all targets'
+          scores together, as the reference code plots it.
+        - ``scores``: ``{attack: float64 [n_targets, n_examples]}``.
+        - ``members``: bool [n_targets, n_examples], the targets' keep rows.
+        - ``targets``: list of target indices.
+        - ``subset_sizes``: ``{subset: n_examples in it}``.
+        - ``settings``: the RMIA parameters and array sizes used.
+
+    Raises:
+        BnmemError: malformed inputs, unknown attack or subset mask, or too few
+            models for reference-based attacks (a balanced keep needs >= 4).
+    """
+    inputs = AttackInputs.from_logits(logits, keep, labels)
+    n_models, n_examples = inputs.keep.shape
+    params = _as_rmia_params(rmia_params)
+    attacks = list(attacks)
+    unknown = [a for a in attacks if a not in AVAILABLE]
+    if unknown:
+        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
+    masks = {"all": np.ones(n_examples, dtype=bool)}
+    for name, mask in (subsets or {}).items():
+        masks[name] = _check_mask(mask, n_examples, f"subset {name!r}")
+    pop = None if population is None else _check_mask(population, n_examples, "population")
+    if targets is None:
+        targets = list(range(n_models))
+    targets = [int(t) for t in targets]
+    bad = [t for t in targets if not 0 <= t < n_models]
+    if bad:
+        raise BnmemError(f"target index(es) {bad} out of range for {n_models} models")
+
+    scores = {a: np.empty((len(targets), n_examples)) for a in attacks}
+    for i, t in enumerate(targets):
+        for name, s in target_scores(inputs, t, attacks, params, pop).items():
+            scores[name][i] = s
+    members = inputs.keep[targets]
+
+    metrics: dict[str, dict[str, Any]] = {}
+    curves: dict[str, dict[str, Any]] = {}
+    for name in attacks:
+        metrics[name], curves[name] = {}, {}
+        for sub, mask in masks.items():
+            per_roc = [roc(scores[name][i, mask], members[i, mask]) for i in range(len(targets))]
+            metrics[name][sub] = _summary([metrics_from_roc(*c) for c in per_roc])
+            pooled = roc(scores[name][:, mask].ravel(), members[:, mask].ravel())
+            curves[name][sub] = {"per_target": per_roc, "pooled": pooled}
+    return {
+        "metrics": metrics,
+        "curves": curves,
+        "scores": scores,
+        "members": members,
+        "targets": targets,
+        "subset_sizes": {sub: int(mask.sum()) for sub, mask in masks.items()},
+        "settings": {
+            "rmia": asdict(params),
+            "rmia_population": "OUT for the target" if pop is None else "given mask minus the target's members",
+            "n_models": n_models,
+            "n_examples": n_examples,
+            "n_views": int(inputs.phi.shape[2]),
+        },
+    }

@@ -1,0 +1,116 @@
+"""Log-log ROC figures of membership-inference attacks.
+
+Low false-positive rates are what matter for membership inference (Carlini et
+al. 2022), so both axes are logarithmic from 1e-5 to 1; the dashed diagonal is
+a random guess. Several curves share one panel (e.g. BN vs no-BN for one
+attack), or several panels share one figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from bnmem.errors import BnmemError
+from bnmem.io import atomic_path
+
+Curve = tuple[Sequence[float], Sequence[float]]
+AXIS_MIN = 1e-5
+
+
+def _loggable(fpr: np.ndarray, tpr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Move zeros, which log axes cannot show, just outside the visible range.
+
+    A ROC curve that leaves (0, 0) along a straight segment (tied scores) is
+    the line tpr = (b/a)·fpr, a line of slope 1 on log-log axes; the origin is
+    replaced by a point on that line below the axis floor, so the segment is
+    drawn where it really runs instead of fanning out from the corner. Other
+    zeros (a vertical start at FPR 0, a flat start at TPR 0) are moved to the
+    same floor, so they enter from the panel's edge.
+    """
+    floor = AXIS_MIN / 10.0
+    fpr, tpr = fpr.copy(), tpr.copy()
+    if fpr.size >= 2 and fpr[0] == 0 and tpr[0] == 0 and fpr[1] > 0 and tpr[1] > 0:
+        t = floor / min(fpr[1], tpr[1])
+        fpr[0], tpr[0] = t * fpr[1], t * tpr[1]
+    return np.maximum(fpr, floor), np.maximum(tpr, floor)
+
+
+def _draw_panel(ax, curves: Mapping[str, Curve], title: str) -> None:
+    ax.plot([AXIS_MIN, 1.0], [AXIS_MIN, 1.0], ls="--", color="gray", lw=0.8)
+    for label, (fpr, tpr) in curves.items():
+        fpr = np.asarray(fpr, dtype=np.float64)
+        tpr = np.asarray(tpr, dtype=np.float64)
+        if fpr.shape != tpr.shape:
+            raise BnmemError(f"curve {label!r}: fpr {fpr.shape} and tpr {tpr.shape} differ in shape")
+        if fpr.size == 0:
+            continue  # a subset without both classes has no curve
+        fpr, tpr = _loggable(fpr, tpr)
+        ax.plot(fpr, tpr, label=label, lw=1.2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(AXIS_MIN, 1.0)
+    ax.set_ylim(AXIS_MIN, 1.0)
+    ax.set_xlabel("False positive rate")
+    ax.set_ylabel("True positive rate")
+    ax.grid(alpha=0.3, which="major")
+    if title:
+        ax.set_title(title, fontsize=10)
+    if curves:
+        ax.legend(fontsize=7, loc="lower right")
+
+
+def _save(fig: Figure, path: str | Path) -> None:
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    FigureCanvasAgg(fig)
+    # The temporary name ends in .tmp, so the format must be given explicitly.
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=130, bbox_inches="tight")
+
+
+def plot_roc(curves: Mapping[str, Curve], path: str | Path, title: str = "") -> None:
+    """One log-log ROC panel with a line per curve, saved atomically.
+
+    Args:
+        curves: label -> ``(fpr, tpr)`` (e.g. ``"BN (AUC 0.62)" -> curve``).
+        path: output file; its suffix picks the format (png, pdf, svg).
+        title: panel title.
+
+    Raises:
+        BnmemError: a curve's fpr and tpr differ in shape, or the path is not writable.
+    """
+    fig = Figure(figsize=(4.2, 3.6))
+    _draw_panel(fig.add_subplot(1, 1, 1), curves, title)
+    _save(fig, path)
+
+
+def plot_roc_panels(
+    panels: Mapping[str, Mapping[str, Curve]], path: str | Path, title: str = "", ncols: int = 3
+) -> None:
+    """Several log-log ROC panels (e.g. one per attack) in one figure, saved atomically.
+
+    Args:
+        panels: panel title -> {label -> ``(fpr, tpr)``}.
+        path: output file; its suffix picks the format.
+        title: figure title.
+        ncols: panels per row.
+
+    Raises:
+        BnmemError: no panels, mismatched curve shapes, or an unwritable path.
+    """
+    if not panels:
+        raise BnmemError("plot_roc_panels needs at least one panel")
+    ncols = max(1, min(ncols, len(panels)))
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(4.0 * ncols, 3.5 * nrows))
+    for i, (panel_title, curves) in enumerate(panels.items()):
+        _draw_panel(fig.add_subplot(nrows, ncols, i + 1), curves, panel_title)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    _save(fig, path)
