@@ -1,0 +1,348 @@
+"""Per-sample gradient norms: the L2 norm over all parameters of each example's loss gradient.
+
+Two definitions, because a BN model in training mode couples the examples of a batch:
+
+* ``eval`` (the default, DESIGN.md): the model in eval mode, BN normalizing with
+  its running statistics; example i's gradient is ∇θ cross_entropy(f(x_i), y_i),
+  a function of the example alone.
+* ``batch``: the gradient of example i's own loss term when the forward pass
+  normalizes with the statistics of a training-mode batch B containing it,
+  ∇θ cross_entropy(f_B(x)_i, y_i) (running statistics untouched). It depends on
+  which batch the example sits in; batches here are a seeded random partition
+  of the measured examples into batches of the training batch size. For models
+  without BN both definitions coincide.
+
+Losses are single-example cross-entropies (not divided by any batch size); weight
+decay is not part of the loss. Everything runs on a float64 copy of the model:
+in float32 the p − 1 term of the cross-entropy gradient of a confidently
+classified example is rounded to a few significant digits, or to zero.
+
+Methods for ``eval``: ``ghost`` (per-layer identities, one batched
+forward/backward; see :mod:`bnmem.measure.ghost`), ``vmap`` (``torch.func``:
+vmap over grad of a functional_call), ``loop`` (one backward per example: the
+slow, obviously correct oracle), ``auto`` (ghost where the layers allow it, else
+vmap). For ``batch``: ``jacobian`` (all rows of the per-batch Jacobian of the
+loss vector in one batched backward) or ``loop`` (one backward per example).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from bnmem.errors import BnmemError
+from bnmem.measure.ghost import GhostUnsupported, ghost_sq_norms, unsupported_reason
+from bnmem.measure.predict import bn_query_mode
+from bnmem.models.norms import batchnorm_layers
+
+Definition = Literal["eval", "batch"]
+DEFINITIONS = ("eval", "batch")
+EVAL_METHODS = ("auto", "ghost", "vmap", "loop")
+BATCH_METHODS = ("auto", "jacobian", "loop")
+
+
+@dataclass
+class GradNorms:
+    """Per-sample gradient norms and how they were computed.
+
+    Attributes:
+        norms: float64 (N,) L2 norms; NaN for examples not measured.
+        definition: ``eval`` or ``batch``.
+        method: the method actually used (``ghost``, ``vmap``, ``loop``, ``jacobian``).
+        batch_size: batch size of the ``batch`` definition (None for ``eval``).
+        seed: seed of the ``batch`` definition's batch partition (None for ``eval``).
+    """
+
+    norms: np.ndarray
+    definition: str
+    method: str
+    batch_size: int | None = None
+    seed: int | None = None
+
+    def describe(self) -> dict:
+        """Plain-data description for results files."""
+        d = {"definition": self.definition, "method": self.method, "dtype": "float64",
+             "loss": "per-example cross-entropy (unreduced, no weight decay)"}
+        if self.definition == "batch":
+            d.update(batch_size=self.batch_size, batch_seed=self.seed)
+        return d
+
+
+def float64_copy(model: nn.Module) -> nn.Module:
+    """A float64 deep copy of ``model`` (parameters and buffers), leaving ``model`` untouched."""
+    return copy.deepcopy(model).to(torch.float64)
+
+
+def _params(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _prepare(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if x.shape[0] != y.shape[0]:
+        raise BnmemError(f"x has {x.shape[0]} examples but y has {y.shape[0]}")
+    p = next(iter(_params(model).values()), None)
+    if p is None:
+        raise BnmemError("the model has no trainable parameters")
+    return x.to(device=p.device, dtype=p.dtype), y.to(device=p.device, dtype=torch.long)
+
+
+# --- eval definition -----------------------------------------------------------------
+
+
+def loop_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Oracle: one forward/backward per example, the model in eval mode.
+
+    Args:
+        model: the model (its dtype sets the precision).
+        x, y: inputs (N, ...) and labels (N,).
+
+    Returns:
+        (N,) squared gradient norms.
+    """
+    x, y = _prepare(model, x, y)
+    params = list(_params(model).values())
+    out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
+    with bn_query_mode(model, "eval"), torch.enable_grad():
+        for i in range(x.shape[0]):
+            loss = F.cross_entropy(model(x[i : i + 1]), y[i : i + 1])
+            gs = torch.autograd.grad(loss, params)
+            out[i] = sum(g.pow(2).sum() for g in gs)
+    return out
+
+
+def vmap_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
+    """``torch.func``: vmap over grad of a functional_call, the model in eval mode.
+
+    Args:
+        model: any model (BN layers use their running statistics).
+        x, y: inputs (N, ...) and labels (N,).
+        chunk_size: examples per vmap call (memory: chunk_size x #params per-sample grads).
+
+    Returns:
+        (N,) squared gradient norms.
+    """
+    x, y = _prepare(model, x, y)
+    params = {n: p.detach() for n, p in _params(model).items()}
+
+    def loss_one(ps: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(functional_call(model, ps, (xi.unsqueeze(0),)), yi.unsqueeze(0))
+
+    per_sample = vmap(grad(loss_one), in_dims=(None, 0, 0))
+    out = []
+    with bn_query_mode(model, "eval"):
+        for i in range(0, x.shape[0], chunk_size):
+            gs = per_sample(params, x[i : i + chunk_size], y[i : i + chunk_size])
+            out.append(sum(g.pow(2).flatten(1).sum(1) for g in gs.values()))
+    return torch.cat(out) if out else x.new_empty(0)
+
+
+def ghost_total_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
+    """Ghost-norm identities (see :mod:`bnmem.measure.ghost`), the model in eval mode.
+
+    Raises:
+        GhostUnsupported: a layer the identities do not cover.
+    """
+    x, y = _prepare(model, x, y)
+    out = []
+    with bn_query_mode(model, "eval"):
+        for i in range(0, x.shape[0], chunk_size):
+            parts = ghost_sq_norms(model, x[i : i + chunk_size], y[i : i + chunk_size])
+            out.append(torch.stack(list(parts.values())).sum(0))
+    return torch.cat(out) if out else x.new_empty(0)
+
+
+def eval_sq_norms(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str = "auto", chunk_size: int = 256
+) -> tuple[torch.Tensor, str]:
+    """Squared eval-definition norms by ``method``; returns them and the method used.
+
+    Raises:
+        BnmemError: unknown method, or ``ghost`` asked for a model it does not cover.
+    """
+    if method not in EVAL_METHODS:
+        raise BnmemError(f"unknown gradient-norm method {method!r}; choose one of {', '.join(EVAL_METHODS)}")
+    if method == "loop":
+        return loop_sq_norms(model, x, y), "loop"
+    if method == "vmap":
+        return vmap_sq_norms(model, x, y, chunk_size), "vmap"
+    with bn_query_mode(model, "eval"):
+        reason = unsupported_reason(model)
+    if reason is not None and method == "ghost":
+        raise BnmemError(f"the ghost-norm path does not cover this model: {reason}; use method 'vmap'")
+    if reason is None:
+        try:
+            return ghost_total_sq_norms(model, x, y, chunk_size), "ghost"
+        except GhostUnsupported as e:
+            if method == "ghost":
+                raise BnmemError(f"the ghost-norm path does not cover this model: {e}; use method 'vmap'") from e
+            warnings.warn(f"ghost norms not applicable ({e}); falling back to vmap", stacklevel=2)
+    return vmap_sq_norms(model, x, y, chunk_size), "vmap"
+
+
+# --- batch-coupled definition --------------------------------------------------------
+
+
+def batch_partition(n: int, batch_size: int, seed: int) -> list[torch.Tensor]:
+    """A seeded random partition of positions 0..n-1 into batches of exactly ``batch_size``.
+
+    The last batch is filled up with examples of earlier batches (whose norms are
+    already measured), so every example is normalized with a full-size batch
+    instead of a small leftover one. ``batch_size >= n`` gives one batch.
+
+    Raises:
+        BnmemError: fewer than 2 examples or a batch size below 2 (BN needs 2).
+    """
+    if n < 2 or batch_size < 2:
+        raise BnmemError(f"the batch definition needs at least 2 examples and batch size >= 2 (got {n}, {batch_size})")
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    bs = min(batch_size, n)
+    batches = [perm[i : i + bs] for i in range(0, n - bs + 1, bs)]
+    if n % bs:
+        batches.append(perm[n - bs :])
+    return batches
+
+
+def _batch_losses(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(xb), yb, reduction="none")
+
+
+def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, method: str = "jacobian") -> torch.Tensor:
+    """Squared batch-definition norms of the examples of one batch.
+
+    The model must already be in BN batch mode (see :func:`bnmem.measure.predict.bn_query_mode`).
+
+    Args:
+        model: the model.
+        xb, yb: one batch.
+        method: ``jacobian`` (is_grads_batched backward over the rows of the
+            identity) or ``loop`` (one backward of loss_i per example).
+
+    Returns:
+        (B,) squared norms of ∇θ loss_i with the forward pass normalized by this batch.
+    """
+    params = list(_params(model).values())
+    with torch.enable_grad():
+        losses = _batch_losses(model, xb, yb)
+        b = losses.shape[0]
+        if method == "jacobian":
+            eye = torch.eye(b, dtype=losses.dtype, device=losses.device)
+            rows = torch.autograd.grad(losses, params, grad_outputs=eye, is_grads_batched=True)
+            return sum(r.pow(2).flatten(1).sum(1) for r in rows)
+        out = torch.empty(b, dtype=losses.dtype, device=losses.device)
+        for i in range(b):
+            gs = torch.autograd.grad(losses[i], params, retain_graph=i < b - 1)
+            out[i] = sum(g.pow(2).sum() for g in gs)
+        return out
+
+
+def batch_sq_norms(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0, method: str = "auto"
+) -> tuple[torch.Tensor, str]:
+    """Squared batch-definition norms of every example of ``x``; returns them and the method used.
+
+    Raises:
+        BnmemError: unknown method; too few examples.
+    """
+    if method not in BATCH_METHODS:
+        raise BnmemError(f"unknown batch-definition method {method!r}; choose one of {', '.join(BATCH_METHODS)}")
+    x, y = _prepare(model, x, y)
+    if not batchnorm_layers(model):
+        # Nothing couples the examples: the batch definition is the eval one.
+        sq, used = eval_sq_norms(model, x, y)
+        return sq, f"{used} (no BN: batch = eval)"
+    used = "jacobian" if method == "auto" else method
+    out = torch.full((x.shape[0],), float("nan"), dtype=x.dtype, device=x.device)
+    with bn_query_mode(model, "batch"):
+        for b in batch_partition(x.shape[0], batch_size, seed):
+            b = b.to(x.device)
+            new = torch.isnan(out[b])
+            if not bool(new.any()):
+                continue
+            try:
+                sq = batch_sq_norms_one(model, x[b], y[b], used)
+            except RuntimeError as e:
+                if method != "auto" or used != "jacobian":
+                    raise
+                # Some ops have no batching rule for the batched backward: use the loop.
+                warnings.warn(f"batched Jacobian failed ({e}); falling back to a loop", stacklevel=2)
+                used = "loop"
+                sq = batch_sq_norms_one(model, x[b], y[b], used)
+            out[b[new]] = sq[new]
+    return out, used
+
+
+# --- public entry point --------------------------------------------------------------
+
+
+def per_sample_grad_norms(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    definition: Definition = "eval",
+    method: str = "auto",
+    batch_size: int = 64,
+    seed: int = 0,
+    subset: np.ndarray | None = None,
+    chunk_size: int = 256,
+) -> GradNorms:
+    """L2 norm of each example's loss gradient over all trainable parameters, in float64.
+
+    Works on a float64 copy: ``model`` (its weights, buffers and train/eval mode)
+    is left exactly as it was.
+
+    Args:
+        model: any classifier returning logits.
+        x: inputs (N, ...).
+        y: labels (N,).
+        definition: ``eval`` (running BN statistics) or ``batch`` (statistics of
+            a training-mode batch containing the example); see the module doc.
+        method: ``auto``/``ghost``/``vmap``/``loop`` for ``eval``,
+            ``auto``/``jacobian``/``loop`` for ``batch``.
+        batch_size: batch size of the ``batch`` definition.
+        seed: seed of the ``batch`` definition's random batch partition.
+        subset: measure only these example indices (others are NaN); the
+            ``batch`` definition then draws its batches from the subset.
+        chunk_size: examples per vectorized call of the ``eval`` methods.
+
+    Returns:
+        A :class:`GradNorms` with (N,) float64 norms.
+
+    Raises:
+        BnmemError: unknown definition or method, mismatched x/y, a model
+            without parameters, or too few examples for the ``batch`` definition.
+    """
+    if definition not in DEFINITIONS:
+        raise BnmemError(f"unknown gradient definition {definition!r}; choose one of {', '.join(DEFINITIONS)}")
+    n = x.shape[0]
+    idx = np.arange(n) if subset is None else np.asarray(subset, dtype=np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise BnmemError(f"subset indices must lie in [0, {n})")
+    m64 = float64_copy(model)
+    xs, ys = x[torch.as_tensor(idx)], y[torch.as_tensor(idx)]
+    if definition == "eval":
+        sq, used = eval_sq_norms(m64, xs, ys, method, chunk_size)
+    else:
+        sq, used = batch_sq_norms(m64, xs, ys, batch_size, seed, method)
+    norms = np.full(n, np.nan)
+    norms[idx] = sq.clamp_min(0).sqrt().cpu().numpy()
+    return GradNorms(norms=norms, definition=definition, method=used,
+                     batch_size=batch_size if definition == "batch" else None,
+                     seed=seed if definition == "batch" else None)
+
+
+def subset_summary(values: np.ndarray) -> dict[str, float | int | None]:
+    """Median, mean, quartiles and count of the finite values (None when there are none)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"n": 0, "median": None, "mean": None, "q25": None, "q75": None}
+    q25, med, q75 = np.percentile(v, [25, 50, 75])
+    return {"n": int(v.size), "median": float(med), "mean": float(v.mean()), "q25": float(q25), "q75": float(q75)}
