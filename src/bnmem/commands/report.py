@@ -1,0 +1,30 @@
+"""``bnmem report``: the claims checklist and figures of a run directory, as one HTML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bnmem.cli_app import app
+
+RunDir = Annotated[Path, typer.Argument(help="a study run directory (with index.json) or one lens's run directory")]
+ReportOut = Annotated[Optional[Path], typer.Option("--out", help="write the report here (default: RUN_DIR)")]
+
+
+@app.command()
+def report(run_dir: RunDir, out: ReportOut = None) -> None:
+    """Check the paper's claims against a run's results; write report.html, summary.md and summary.csv."""
+    from bnmem.report.build import build_report
+
+    rep = build_report(run_dir, out)
+    width = max(len(c.id) for c in rep.claims)
+    for c in rep.claims:
+        d = c.decisive
+        value = "" if d is None else f"  {c.fmt(d.value)}" + (
+            "" if d.ci_low is None else f" [{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]")
+        typer.echo(f"{c.id.rjust(width)}  {c.status:<15}{value}  {c.title}")
+    for p in rep.run.problems:
+        typer.echo(f"note: {p}", err=True)
+    typer.echo(f"report: {rep.html}  (also {rep.markdown.name}, {rep.csv.name})")

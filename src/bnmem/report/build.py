@@ -1,0 +1,67 @@
+"""Build the report of a run directory: report.html, summary.md, summary.csv.
+
+Reads only what the lenses wrote (data flows one way: results on disk → report),
+so a report can be rebuilt at any time, also while a study is still running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bnmem import io
+from bnmem.report.claims import Claim, evaluate_claims
+from bnmem.report.html import render_html
+from bnmem.report.rundata import RunData, load_run
+from bnmem.report.summary import render_csv, render_markdown
+from bnmem.report.tables import (
+    Table, gamma_sigma_table, gradnorms_table, lira_tables, memorization_table, mitigation_table, theory_table,
+)
+
+
+@dataclass
+class Report:
+    """What :func:`build_report` wrote."""
+
+    run: RunData
+    claims: list[Claim]
+    html: Path
+    markdown: Path
+    csv: Path
+
+
+def key_tables(run: RunData) -> dict[str, list[Table]]:
+    """Section id -> tables shown under that section's figures."""
+    out: dict[str, list[Table]] = {
+        "memorization": [memorization_table(c, lens) for c, lens in run.lenses("memorize")],
+        "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses("gradnorms")],
+        "lira": [t for c, lens in run.lenses("lira") for t in lira_tables(c, lens)],
+        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses("gamma_sigma")],
+        "theory": [theory_table(run.theory)] if run.theory is not None else [],
+        "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses("mitigate")],
+    }
+    return {k: v for k, v in out.items() if v}
+
+
+def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Report:
+    """Evaluate every claim and write the three report files (atomically).
+
+    Args:
+        run_dir: a study, lens, or folder-of-lenses run directory.
+        out_dir: where to write (default: ``run_dir``).
+
+    Returns:
+        The :class:`Report` with the claims and the written paths.
+
+    Raises:
+        BnmemError: ``run_dir`` holds no results, or ``out_dir`` is not writable.
+    """
+    run = load_run(run_dir)
+    claims = evaluate_claims(run)
+    tables = key_tables(run)
+    out = io.ensure_dir(out_dir or run_dir)
+    paths = out / "report.html", out / "summary.md", out / "summary.csv"
+    io.write_text(paths[0], render_html(run, claims, tables))
+    io.write_text(paths[1], render_markdown(run, claims, tables))
+    io.write_text(paths[2], render_csv(claims))
+    return Report(run, claims, *paths)

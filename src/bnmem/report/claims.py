@@ -1,0 +1,666 @@
+"""The paper's claims, each checked against the run's numbers by a stated rule.
+
+A claim is evaluated once per place it can be measured (each cell, each BN vs
+baseline pair, each corrupted subset); every evaluation gets a status by the
+claim's rule. The claim's own row then shows the *deciding* evaluation: the
+first one that fails, or, when all pass, the weakest (smallest lower bound). So
+"reproduced" means reproduced in every cell that ran it, as the paper claims it
+for every dataset and architecture.
+
+The baseline of a BN comparison is the model without normalization (``none``),
+the paper's comparison; other norms in the run (group, layer) are evaluated and
+shown too but do not decide, unless ``none`` is absent, in which case each other
+norm is a baseline. Pairing units and interval methods: :mod:`bnmem.report.stats`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.stats import PairedDiff, difference_stats, pair_by_key
+
+REPRODUCED = "reproduced"
+NOT_REPRODUCED = "not reproduced"
+NOT_RUN = "not run"
+STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_RUN)
+
+BN = "batch"
+BASELINE = "none"
+
+# Claim 3: the paper's LiRA gap is 3–5 AUC points.
+LIRA_BAR = 0.03
+LIRA_TOP = 0.05
+LIRA_ATTACK = "online"
+LIRA_SUBSET = "all"
+# Claim 5: tolerance on the median relative error of the (γ/σ)² prediction.
+THEORY_TOL = 0.10
+# Claim 6: the regularizer must cut noisy-subset accuracy by half at <= 1 point of test accuracy.
+MITIGATE_CUT = 0.5
+MITIGATE_TEST_DROP = 0.01
+
+
+@dataclass
+class Evaluation:
+    """One measurement of a claim: a place, a number, an interval and a status.
+
+    Attributes:
+        where: what was compared, e.g. "digits · lenet · label noise 0.05: batch − none, noisy subset".
+        value: the measured number (None when not measurable).
+        ci_low, ci_high: its interval (None when there is none).
+        status: one of :data:`STATUSES`.
+        method: how the interval was computed.
+        note: caveats and supporting numbers.
+        conditions: the conditions of the number.
+        deciding: False for comparisons shown for information only (e.g. BN vs group norm).
+    """
+
+    where: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    status: str
+    method: str = ""
+    note: str = ""
+    conditions: dict[str, Any] = field(default_factory=dict)
+    deciding: bool = True
+
+
+@dataclass
+class Claim:
+    """A claim of the paper, its rule, and its evaluations."""
+
+    id: str
+    title: str
+    metric: str
+    rule: str
+    section: str  # anchor of the figure section that shows the evidence
+    value_format: str = "{:+.3f}"
+    evaluations: list[Evaluation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def decisive(self) -> Evaluation | None:
+        """The evaluation the claim's row shows (see the module docstring)."""
+        ran = [e for e in self.evaluations if e.deciding and e.status != NOT_RUN]
+        if not ran:
+            return None
+        failed = [e for e in ran if e.status == NOT_REPRODUCED]
+        if failed:
+            return failed[0]
+
+        def lower(e: Evaluation) -> float:
+            v = e.ci_low if e.ci_low is not None else e.value
+            return math.inf if v is None or not math.isfinite(v) else v
+
+        return min(ran, key=lower)
+
+    @property
+    def status(self) -> str:
+        d = self.decisive
+        return NOT_RUN if d is None else d.status
+
+    def fmt(self, v: float | None) -> str:
+        """A number in this claim's format; '—' for none."""
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return "—"
+        return self.value_format.format(v)
+
+    def not_run_reason(self) -> str:
+        """Why a claim has no deciding evaluation."""
+        reasons = [e.note for e in self.evaluations if e.status == NOT_RUN and e.note]
+        return "; ".join(dict.fromkeys(reasons)) or "the lens that measures it is not in this run"
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _nanmean(values: Iterable[Any]) -> float:
+    arr = np.array([np.nan if finite(v) is None else float(v) for v in values], dtype=float)
+    return float(np.nanmean(arr)) if np.isfinite(arr).any() else math.nan
+
+
+def baselines(norms: Iterable[str]) -> list[tuple[str, bool]]:
+    """(other norm, deciding) for every non-BN norm: ``none`` decides when present."""
+    others = [n for n in norms if n != BN]
+    has_none = BASELINE in others
+    return [(n, (n == BASELINE) or not has_none) for n in others]
+
+
+def _status_lower_above(pd: PairedDiff, threshold: float = 0.0) -> str:
+    """reproduced when the interval's lower bound (the point estimate without one) > threshold."""
+    low = pd.ci_low if pd.ci_low is not None else pd.mean
+    if not math.isfinite(pd.mean):
+        return NOT_RUN
+    return REPRODUCED if low is not None and low > threshold else NOT_REPRODUCED
+
+
+def _from_paired(where: str, pd: PairedDiff, status: str, cond: dict[str, Any], deciding: bool,
+                 note: str = "") -> Evaluation:
+    extra = []
+    if pd.min is not None and pd.n >= 2:
+        extra.append(f"per-{pd.unit[:-1] if pd.unit.endswith('s') else pd.unit} differences range "
+                     f"[{pd.min:+.3f}, {pd.max:+.3f}]")
+    if pd.boot_low is not None and pd.method and "t-interval" in pd.method:
+        extra.append(f"bootstrap interval [{pd.boot_low:+.3f}, {pd.boot_high:+.3f}]")
+    if pd.note:
+        extra.append(pd.note)
+    if note:
+        extra.insert(0, note)
+    return Evaluation(where, pd.mean if math.isfinite(pd.mean) else None, pd.ci_low, pd.ci_high, status,
+                      pd.method, "; ".join(extra), cond, deciding)
+
+
+def _not_run(where: str, why: str, cond: dict[str, Any] | None = None) -> Evaluation:
+    return Evaluation(where, None, None, None, NOT_RUN, "", why, cond or {})
+
+
+# Conditions shown next to a number (a lens's full conditions, e.g. every model
+# seed or the whole recipe, are in the report's conditions section instead).
+DISPLAY_KEYS = (
+    "dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source", "epochs", "bn_mode_at_query",
+    "shadow_models", "views", "keep_seed", "attack", "subset", "gradient_definition", "bn_mode", "checkpoints",
+    "regularizer_lambda", "model", "steps", "lr", "n_outliers", "outlier_kind", "seed",
+)
+
+
+def _cond(cell: Cell, lens: Lens, **extra: Any) -> dict[str, Any]:
+    """The conditions of one number: the cell's, the lens's own, and what the claim adds."""
+    c = {**cell.conditions, **lens.conditions, **extra}
+    return {k: c[k] for k in DISPLAY_KEYS if c.get(k) is not None}
+
+
+def _norms_of(lens: Lens, predicate: Callable[[Any], bool]) -> list[str]:
+    listed = lens.conditions.get("norms")
+    if isinstance(listed, list):
+        return [n for n in listed if n in lens.data]
+    return [k for k, v in lens.data.items() if predicate(v)]
+
+
+def _corrupted_subsets(lens: Lens) -> list[tuple[str, str]]:
+    """(subset name, human name) of the corrupted subsets the lens's data had."""
+    ds = lens.data.get("dataset") if isinstance(lens.data.get("dataset"), dict) else {}
+    cond = lens.conditions
+    out = []
+    if (ds.get("n_noisy") or 0) > 0 or (not ds and (cond.get("label_noise") or 0) > 0):
+        out.append(("noisy", "flipped-label subset"))
+    if (ds.get("n_ood") or 0) > 0 or (not ds and (cond.get("ood") or 0) > 0):
+        out.append(("ood", "OOD subset"))
+    return out
+
+
+# ----------------------------------------------------------------- claim 1
+
+
+def claim_memorization(run: RunData) -> Claim:
+    """Claim 1: BN fits corrupted/OOD samples faster and further."""
+    claim = Claim(
+        "1",
+        "BN models memorize corrupted / OOD training samples faster and further",
+        "mean accuracy on the corrupted subset over all epochs (area under the memorization curve ÷ epochs), "
+        "BN − no-norm, paired by seed",
+        "reproduced if the 95% CI of the paired difference (BN − none) lies above 0 in every cell "
+        "and corrupted subset; otherwise not reproduced",
+        "memorization",
+    )
+    for cell, lens in run.lenses("memorize"):
+        norms = _norms_of(lens, lambda v: isinstance(v, dict) and "per_seed" in v)
+        subsets = _corrupted_subsets(lens)
+        where0 = cell.describe()
+        if BN not in norms or len(norms) < 2:
+            claim.evaluations.append(_not_run(where0, f"norms {norms}: needs batch and another norm"))
+            continue
+        if not subsets:
+            claim.evaluations.append(_not_run(where0, "no corrupted subset in this cell (clean data)"))
+            continue
+        epochs = lens.conditions.get("epochs")
+        for other, deciding in baselines(norms):
+            for sub, sub_name in subsets:
+                key = f"{sub}_acc"
+                a = {s: _nanmean(c.get(key) or []) for s, c in lens.data[BN]["per_seed"].items()}
+                b = {s: _nanmean(c.get(key) or []) for s, c in lens.data[other]["per_seed"].items()}
+                _, av, bv = pair_by_key(a, b)
+                pd = difference_stats(av - bv, unit="seeds")
+                fit = []
+                for n in (BN, other):
+                    f50 = (lens.data[n].get("epochs_to_fit_noisy") or {}).get("50pct", {}).get("mean_curve")
+                    fin = (lens.data[n].get("final") or {}).get(key)
+                    fit.append(f"{n}: final {sub} acc {_fmt(fin)}"
+                               + (f", 50% at epoch {f50}" if sub == "noisy" else ""))
+                note = "; ".join(fit) + (f" (of {epochs} epochs)" if epochs else "")
+                claim.evaluations.append(_from_paired(
+                    f"{where0}: {BN} − {other}, {sub_name}", pd, _status_lower_above(pd),
+                    _cond(cell, lens),
+                    deciding, note))
+    return claim
+
+
+def _fmt(v: Any, spec: str = ".3f") -> str:
+    f = finite(v)
+    return "—" if f is None else format(f, spec)
+
+
+# ----------------------------------------------------------------- claim 2
+
+
+def gradnorm_checkpoints(per_def: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    out = []
+    for key, val in per_def.items():
+        if isinstance(val, dict) and key.startswith("epoch_"):
+            try:
+                out.append((int(key.split("_", 1)[1]), val))
+            except ValueError:
+                continue
+    return sorted(out)
+
+
+def claim_gradnorms(run: RunData) -> Claim:
+    """Claim 2: noisy samples' gradient norms shift up under BN."""
+    claim = Claim(
+        "2",
+        "Gradient norms of corrupted samples shift up under BN (relative to clean samples)",
+        "noisy/clean ratio of median per-sample gradient norms, BN − no-norm, per seed averaged over the "
+        "recorded checkpoints, paired by seed",
+        "reproduced if the 95% CI of the paired difference lies above 0 in every cell and corrupted subset",
+        "gradnorms",
+        value_format="{:+.2f}",
+    )
+    for cell, lens in run.lenses("gradnorms"):
+        norms = _norms_of(lens, lambda v: isinstance(v, dict) and any(
+            isinstance(d, dict) and any(k.startswith("epoch_") for k in d) for d in v.values()))
+        where0 = cell.describe()
+        subsets = _corrupted_subsets(lens)
+        if BN not in norms or len(norms) < 2:
+            claim.evaluations.append(_not_run(where0, f"norms {norms}: needs batch and another norm"))
+            continue
+        if not subsets:
+            claim.evaluations.append(_not_run(where0, "no corrupted subset in this cell (clean data)"))
+            continue
+        definitions = lens.conditions.get("definitions") or list(lens.data[BN])
+        definition = "eval" if "eval" in definitions else definitions[0]
+        for other, deciding in baselines(norms):
+            for sub, sub_name in subsets:
+                key = f"{sub}_clean_median_ratio"
+                ck_bn = dict(gradnorm_checkpoints(lens.data[BN].get(definition, {})))
+                ck_ot = dict(gradnorm_checkpoints(lens.data[other].get(definition, {})))
+                epochs = sorted(set(ck_bn) & set(ck_ot))
+                per_seed_diff: dict[str, list[float]] = {}
+                per_ck = []
+                for e in epochs:
+                    a = {s: v.get(key) for s, v in (ck_bn[e].get("per_seed") or {}).items()}
+                    b = {s: v.get(key) for s, v in (ck_ot[e].get("per_seed") or {}).items()}
+                    seeds, av, bv = pair_by_key(a, b)
+                    for s, d in zip(seeds, av - bv):
+                        per_seed_diff.setdefault(s, []).append(d)
+                    per_ck.append(f"epoch {e}: {_fmt(ck_bn[e].get(key), '.2f')} vs {_fmt(ck_ot[e].get(key), '.2f')}")
+                diffs = [_nanmean(v) for _, v in sorted(per_seed_diff.items())]
+                pd = difference_stats(diffs, unit="seeds")
+                note = f"pooled-seed ratio {BN} vs {other}: " + ", ".join(per_ck)
+                claim.evaluations.append(_from_paired(
+                    f"{where0}: {BN} − {other}, {sub_name}", pd, _status_lower_above(pd),
+                    _cond(cell, lens, gradient_definition=definition,
+                          bn_mode=(lens.conditions.get("bn_mode") or {}).get(definition, definition),
+                          checkpoints=epochs),
+                    deciding, note))
+    return claim
+
+
+# ----------------------------------------------------------------- claim 3
+
+
+def _lira_block(data: dict[str, Any], norm: str) -> dict[str, Any] | None:
+    """The norm -> attack -> subset block, wherever the lens put it."""
+    for container in (data.get("metrics"), data):
+        if isinstance(container, dict) and isinstance(container.get(norm), dict):
+            block = container[norm]
+            if isinstance(block.get("attacks"), dict):
+                return block["attacks"]
+            return block
+    return None
+
+
+def lira_summary(data: dict[str, Any], norm: str, attack: str, subset: str) -> dict[str, Any] | None:
+    block = _lira_block(data, norm)
+    if not block or not isinstance(block.get(attack), dict):
+        return None
+    s = block[attack].get(subset)
+    return s if isinstance(s, dict) else None
+
+
+def lira_norms(data: dict[str, Any], conditions: dict[str, Any]) -> list[str]:
+    listed = conditions.get("norms")
+    if isinstance(listed, list):
+        return [n for n in listed if _lira_block(data, n) is not None]
+    src = data.get("metrics") if isinstance(data.get("metrics"), dict) else data
+    return [k for k, v in src.items() if isinstance(v, dict) and _lira_block(data, k) is not None
+            and any(isinstance(a, dict) and LIRA_SUBSET in a for a in (_lira_block(data, k) or {}).values())]
+
+
+def _lira_condition_block(lens: Lens) -> dict[str, Any]:
+    c = lens.conditions
+    cfg = lens.config or {}
+    extra = {}
+    for key in ("shadow_models", "views", "query_bn_mode", "keep_seed"):
+        if key not in c and key in cfg:
+            extra[key] = cfg[key]
+    return extra
+
+
+def claim_lira(run: RunData, clean: bool) -> Claim:
+    """Claim 3 (a: with injected outliers; b: clean data): LiRA AUC is 3–5 points higher with BN."""
+    cid, title_tail = ("3b", "on clean data (no injected outliers)") if clean else (
+        "3a", "with injected outliers (all training examples attacked)")
+    claim = Claim(
+        cid,
+        f"LiRA membership-inference AUC is 3–5 points higher with BN, {title_tail}",
+        f"online LiRA AUC on all examples, BN − no-norm, per target model, paired by model index",
+        f"reproduced if the 95% CI lower bound of the paired AUC difference is > 0 AND the mean difference is "
+        f"≥ {LIRA_BAR:.2f} (the paper's 3-point bar); a positive difference below the bar is not reproduced",
+        "lira",
+    )
+    for cell, lens in run.lenses("lira"):
+        if cell.corrupted is None or cell.corrupted == clean:
+            if cell.corrupted is None:
+                claim.notes.append(f"{cell.describe()}: corruption unknown; not assigned to 3a/3b")
+            continue
+        where0 = cell.describe()
+        norms = lira_norms(lens.data, lens.conditions)
+        if BN not in norms or len(norms) < 2:
+            claim.evaluations.append(_not_run(where0, f"norms {norms}: needs batch and another norm"))
+            continue
+        for other, deciding in baselines(norms):
+            sa = lira_summary(lens.data, BN, LIRA_ATTACK, LIRA_SUBSET)
+            sb = lira_summary(lens.data, other, LIRA_ATTACK, LIRA_SUBSET)
+            if sa is None or sb is None:
+                claim.evaluations.append(_not_run(f"{where0}: {BN} − {other}",
+                                                  f"no {LIRA_ATTACK} LiRA results on subset {LIRA_SUBSET!r}"))
+                continue
+            pa, pb = sa.get("auc_per_target"), sb.get("auc_per_target")
+            if isinstance(pa, list) and isinstance(pb, list) and len(pa) == len(pb) and pa:
+                pd = difference_stats(np.array(pa, float) - np.array(pb, float), unit="targets")
+            else:  # only means: a single difference, no interval
+                ma, mb = finite(sa.get("auc")), finite(sb.get("auc"))
+                diff = math.nan if ma is None or mb is None else ma - mb
+                pd = difference_stats([diff], unit="targets")
+            status = _status_lower_above(pd)
+            if status == REPRODUCED and pd.mean < LIRA_BAR:
+                status = NOT_REPRODUCED
+            band = ("below the 3-point bar" if pd.mean < LIRA_BAR else
+                    "within the paper's 3–5 point range" if pd.mean <= LIRA_TOP else "above the 5-point top")
+            note = (f"AUC {BN} {_fmt(sa.get('auc'))} vs {other} {_fmt(sb.get('auc'))} "
+                    f"({pd.mean * 100:+.1f} points, {band}); TPR@0.1%FPR {_fmt(sa.get('tpr_at_0.1pct_fpr'))} vs "
+                    f"{_fmt(sb.get('tpr_at_0.1pct_fpr'))}; targets share shadow models, so the interval "
+                    f"treats them as more independent than they are")
+            claim.evaluations.append(_from_paired(
+                f"{where0}: {BN} − {other}", pd, status,
+                _cond(cell, lens, attack=f"{LIRA_ATTACK} LiRA", subset=LIRA_SUBSET, **_lira_condition_block(lens)),
+                deciding, note))
+    return claim
+
+
+# ----------------------------------------------------------------- claim 4
+
+
+def layer_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-layer records from a gamma_sigma.json, tolerant of list or mapping form."""
+    layers = data.get("layers")
+    if layers is None and isinstance(data.get(BN), dict):
+        layers = data[BN].get("layers")
+    if isinstance(layers, dict):
+        return [{"name": k, **v} for k, v in layers.items() if isinstance(v, dict)]
+    if isinstance(layers, list):
+        return [r for r in layers if isinstance(r, dict)]
+    return []
+
+
+def layer_median(row: dict[str, Any]) -> float | None:
+    for key in ("median", "median_ratio", "median_gamma_sigma", "median_gs"):
+        if key in row:
+            return finite(row[key])
+    return None
+
+
+def claim_gamma_sigma(run: RunData) -> Claim:
+    """Claim 4: γ/σ > 1 in most BN layers."""
+    claim = Claim(
+        "4",
+        "Measured γ/σ exceeds 1 in most BN layers",
+        "fraction of BN layers whose median |γ|/σ (over channels) is above 1",
+        "reproduced if the fraction is above 0.5 in every cell (with per-seed fractions, the 95% CI of "
+        "their mean must lie above 0.5)",
+        "gamma_sigma",
+        value_format="{:.2f}",
+    )
+    for cell, lens in run.lenses("gamma_sigma"):
+        where0 = cell.describe()
+        per_seed = _gs_per_seed_fractions(lens.data)
+        rows = layer_rows(lens.data)
+        if per_seed:
+            pd = difference_stats(per_seed, unit="seeds")
+            status = _status_lower_above(pd, 0.5)
+            claim.evaluations.append(_from_paired(where0, pd, status, _cond(cell, lens), True,
+                                                  f"{len(rows)} BN layers"))
+            continue
+        meds = [layer_median(r) for r in rows]
+        meds = [m for m in meds if m is not None]
+        if not meds:
+            claim.evaluations.append(_not_run(where0, "no per-layer γ/σ medians in gamma_sigma.json"))
+            continue
+        frac = float(np.mean(np.array(meds) > 1.0))
+        claim.evaluations.append(Evaluation(
+            where0, frac, None, None, REPRODUCED if frac > 0.5 else NOT_REPRODUCED,
+            "count over layers (no interval)",
+            f"{sum(m > 1 for m in meds)} of {len(meds)} BN layers above 1", _cond(cell, lens)))
+    return claim
+
+
+def _gs_per_seed_fractions(data: dict[str, Any]) -> list[float]:
+    ps = data.get("per_seed")
+    if isinstance(ps, dict):
+        out = []
+        for v in ps.values():
+            if isinstance(v, dict):
+                f = finite(v.get("fraction_layers_above_1"))
+                if f is not None:
+                    out.append(f)
+        return out
+    return []
+
+
+# ----------------------------------------------------------------- claim 5
+
+
+def claim_theory(run: RunData) -> list[Claim]:
+    """Claim 5: BN multiplies the toy model's per-step margin growth by (γ/σ)².
+
+    Two rows, because the simulation separates the derivation's assumption
+    (batch statistics frozen within the step) from the real BN step, where the
+    statistics move and a projection factor ρ enters.
+    """
+    frozen = Claim(
+        "5a",
+        "Toy model: BN multiplies an outlier's per-step margin growth by (γ/σ)² (batch statistics frozen "
+        "within the step, as in the derivation)",
+        "median relative error |measured − (γ/σ)²| / (γ/σ)² of the BN / matched no-norm margin-growth ratio, "
+        "over outliers and steps",
+        f"reproduced if the median relative error is below {THEORY_TOL:.0%}",
+        "theory",
+        value_format="{:.3f}",
+    )
+    live = Claim(
+        "5b",
+        "Toy model, real BN step (batch statistics move with the weights): (γ/σ)² alone predicts the margin growth",
+        "median relative error of the measured ratio against (γ/σ)² alone (against (γ/σ)²·ρ in the note)",
+        f"reproduced if the median relative error against (γ/σ)² alone is below {THEORY_TOL:.0%}",
+        "theory",
+        value_format="{:.3f}",
+    )
+    t = run.theory
+    if t is None:
+        return [frozen, live]
+    s = (t.data.get("summary") or {})
+    amp = s.get("amplification") or {}
+    cfg = t.data.get("config") or {}
+    cond = {"model": "toy: 1 conv channel + linear classifier, full-batch GD, float64",
+            **{k: cfg[k] for k in ("steps", "lr", "n_outliers", "outlier_kind", "seed") if k in cfg}}
+    where = "toy model simulation"
+    method = "median over outliers and steps of one deterministic simulation (no interval)"
+    g = s.get("gamma") or {}
+    gamma_note = ""
+    if g:
+        gamma_note = (f"γ growth with outliers vs without: {_fmt(g.get('with_outliers_growth'))} vs "
+                      f"{_fmt(g.get('without_outliers_growth'))} (ratio {_fmt(g.get('growth_ratio_with_vs_without'), '.2f')})")
+    fe = finite(amp.get("frozen_stats_median_rel_error"))
+    if fe is None:
+        frozen.evaluations.append(_not_run(where, "theory.json has no frozen-statistics error"))
+    else:
+        frozen.evaluations.append(Evaluation(
+            where, fe, None, None, REPRODUCED if fe < THEORY_TOL else NOT_REPRODUCED, method,
+            f"predicted (γ/σ)² median {_fmt(amp.get('predicted_median'), '.2f')}; max relative error "
+            f"{_fmt(amp.get('frozen_stats_max_rel_error'))}" + (f"; {gamma_note}" if gamma_note else ""), cond))
+    le = finite(amp.get("live_vs_gamma_sigma_sq_median_rel_error"))
+    if le is None:
+        live.evaluations.append(_not_run(where, "theory.json has no live-step error"))
+    else:
+        rho_err = finite(amp.get("live_vs_gamma_sigma_sq_rho_median_rel_error"))
+        live.evaluations.append(Evaluation(
+            where, le, None, None, REPRODUCED if le < THEORY_TOL else NOT_REPRODUCED, method,
+            f"with BN's projection factor ρ (median {_fmt(amp.get('rho_median'))}) the prediction (γ/σ)²·ρ has "
+            f"median relative error {_fmt(rho_err)}: the (γ/σ)² factor survives, but BN removes the shift and "
+            f"scale directions that γ and β control; measured live ratio median "
+            f"{_fmt(amp.get('live_ratio_median'))}, all-parameter step ratio median "
+            f"{_fmt(amp.get('full_step_ratio_median'))}", cond))
+    return [frozen, live]
+
+
+# ----------------------------------------------------------------- claim 6
+
+
+def claim_mitigation(run: RunData) -> Claim:
+    """Claim 6: the γ/σ regularizer cuts memorization at little utility cost."""
+    claim = Claim(
+        "6",
+        "The γ/σ regularizer reduces memorization at little utility cost",
+        "relative cut in noisy-subset accuracy, (BN − BN+reg) / BN, at the best λ meeting the utility bound",
+        f"reproduced if some λ cuts the mean noisy-subset accuracy by ≥ {MITIGATE_CUT:.0%} while the mean test "
+        f"accuracy drops by ≤ {MITIGATE_TEST_DROP * 100:g} point; interval: paired difference of noisy accuracy "
+        "over seeds",
+        "mitigate",
+        value_format="{:.2f}",
+    )
+    for cell, lens in run.lenses("mitigate"):
+        claim.evaluations.extend(_mitigate_evaluations(cell, lens))
+    return claim
+
+
+def mitigate_variants(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Variant name -> record with noisy_acc, test_acc, per_seed..., tolerant of layout."""
+    variants = data.get("variants")
+    if isinstance(variants, dict):
+        return {k: v for k, v in variants.items() if isinstance(v, dict)}
+    if isinstance(variants, list):
+        return {str(v.get("name", i)): v for i, v in enumerate(variants) if isinstance(v, dict)}
+    return {k: v for k, v in data.items()
+            if isinstance(v, dict) and ("noisy_acc" in v or "final" in v) and k not in ("conditions", "dataset")}
+
+
+def metric_of(rec: dict[str, Any], key: str) -> float | None:
+    for src in (rec, rec.get("final") or {}, rec.get("mean") or {}):
+        if isinstance(src, dict) and key in src:
+            v = src[key]
+            if isinstance(v, list):
+                v = v[-1] if v else None
+            return finite(v)
+    return None
+
+
+def _per_seed(rec: dict[str, Any], key: str) -> dict[str, float | None]:
+    ps = rec.get("per_seed")
+    if not isinstance(ps, dict):
+        return {}
+    out = {}
+    for s, v in ps.items():
+        if isinstance(v, dict) and key in v:
+            x = v[key]
+            out[str(s)] = finite(x[-1] if isinstance(x, list) and x else x)
+    return out
+
+
+def _mitigate_evaluations(cell: Cell, lens: Lens) -> list[Evaluation]:
+    where0 = cell.describe()
+    variants = mitigate_variants(lens.data)
+    bn = next((v for k, v in variants.items() if k in (BN, "bn", "BN") or v.get("lambda") in (0, 0.0)
+               and v.get("norm", BN) == BN), None)
+    regs = [(k, v) for k, v in variants.items() if (finite(v.get("lambda")) or 0) > 0]
+    if bn is None or not regs:
+        return [_not_run(where0, "mitigate results lack a plain BN model or a regularized one")]
+    noisy_bn, test_bn = metric_of(bn, "noisy_acc"), metric_of(bn, "test_acc")
+    if noisy_bn is None or test_bn is None or noisy_bn <= 0:
+        return [_not_run(where0, "no noisy-subset accuracy for the BN model (no label noise?)")]
+    best: Evaluation | None = None
+    notes = []
+    for name, rec in sorted(regs, key=lambda kv: finite(kv[1].get("lambda")) or 0):
+        lam = finite(rec.get("lambda"))
+        noisy, test = metric_of(rec, "noisy_acc"), metric_of(rec, "test_acc")
+        if noisy is None or test is None:
+            continue
+        cut = (noisy_bn - noisy) / noisy_bn
+        drop = test_bn - test
+        ok = cut >= MITIGATE_CUT and drop <= MITIGATE_TEST_DROP
+        notes.append(f"λ={lam:g}: noisy acc {noisy:.3f} (cut {cut:.0%}), test acc {test:.3f} "
+                     f"(drop {drop * 100:+.1f} pt)")
+        _, av, bv = pair_by_key(_per_seed(bn, "noisy_acc"), _per_seed(rec, "noisy_acc"))
+        pd = difference_stats(av - bv, unit="seeds") if av.size else None
+        lo = hi = None
+        method = "means over seeds (no per-seed values)"
+        if pd is not None and pd.ci_low is not None:
+            lo, hi = pd.ci_low / noisy_bn, pd.ci_high / noisy_bn
+            method = pd.method + "; interval of the noisy-accuracy cut, divided by BN's mean"
+        ev = Evaluation(f"{where0}: BN vs BN+reg λ={lam:g}", cut, lo, hi, REPRODUCED if ok else NOT_REPRODUCED,
+                        method, "", _cond(cell, lens, regularizer_lambda=lam))
+        if best is None or (ok and best.status != REPRODUCED) or (ok == (best.status == REPRODUCED) and cut > (best.value or -1)):
+            best = ev
+    if best is None:
+        return [_not_run(where0, "no regularized model with accuracies")]
+    best.note = f"BN: noisy acc {noisy_bn:.3f}, test acc {test_bn:.3f}; " + "; ".join(notes)
+    return [best]
+
+
+# ----------------------------------------------------------------- all
+
+
+def evaluate_claims(run: RunData) -> list[Claim]:
+    """Every claim of the paper, in the paper's order."""
+    return [
+        claim_memorization(run),
+        claim_gradnorms(run),
+        claim_lira(run, clean=False),
+        claim_lira(run, clean=True),
+        claim_gamma_sigma(run),
+        *claim_theory(run),
+        claim_mitigation(run),
+    ]
+
+
+def conditions_text(cond: dict[str, Any]) -> str:
+    """'dataset=digits; arch=lenet; norms=batch,none; ...' for CSV and tables."""
+    parts = []
+    for k, v in cond.items():
+        if isinstance(v, list):
+            v = ",".join(str(x) for x in v)
+        elif isinstance(v, dict):
+            v = "; ".join(f"{a}: {b}" for a, b in v.items())
+        parts.append(f"{k}={v}")
+    return "; ".join(parts)

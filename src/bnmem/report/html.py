@@ -1,0 +1,361 @@
+"""One self-contained HTML page: the claims checklist, the conditions, the figures.
+
+Everything the page needs is inside it: CSS inline, figures as base64
+``data:image/png`` URIs, no scripts, fonts or links to other files, so it opens
+offline, can be mailed as one file, and looks the same in five years.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Any, Iterable
+
+from bnmem import __version__
+from bnmem.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, conditions_text
+from bnmem.report.rundata import LENS_FIGURES, Cell, Lens, RunData
+from bnmem.report.tables import Table
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# (section id, heading, lens kind, caption of its figure)
+FIGURE_SECTIONS = (
+    ("memorization", "Memorization curves", "memorize",
+     "Accuracy on the corrupted subset (left; flipped labels solid, OOD dashed) and clean train / test accuracy "
+     "(right) per epoch; line = mean over seeds, band = min–max over seeds. Accuracy on the corrupted subset "
+     "is pure memorization: nothing generalizable links those inputs to their labels."),
+    ("gradnorms", "Per-sample gradient norms", "gradnorms",
+     "Empirical CDFs of per-sample gradient norms (log axis) at each checkpoint; colour = norm, line style = "
+     "subset (clean solid, noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
+    ("lira", "Membership inference (log-log ROC)", "lira",
+     "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
+     "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
+    ("gamma_sigma", "γ/σ per BN layer", "gamma_sigma",
+     "Per BN layer, the distribution of |γ|/σ over channels; values above 1 amplify the layer's input "
+     "gradients (claim 4)."),
+    ("theory", "Toy model (theory)", "theory",
+     "Top left: per-step outlier-margin growth of BN over the matched no-norm model, measured vs predicted "
+     "(γ/σ)² (frozen statistics) and (γ/σ)²·ρ (real step). Top right: outlier margins. Bottom left: γ with "
+     "and without outliers. Bottom right: first-order prediction error vs probe step size."),
+    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", "mitigate",
+     "Memorization (and, where measured, LiRA AUC) against test accuracy for BN, BN + γ/σ regularizer at "
+     "each λ, and no normalization."),
+)
+
+CSS = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0; color: #1d232a;
+       background: #f6f7f9; line-height: 1.45; font-size: 15px; }
+main { max-width: 1180px; margin: 0 auto; padding: 24px 32px 48px; background: #fff; }
+header { border-bottom: 3px solid #b22b2b; margin-bottom: 18px; }
+h1 { font-size: 26px; margin: 8px 0 4px; }
+h2 { font-size: 20px; margin: 30px 0 8px; border-bottom: 1px solid #dde1e6; padding-bottom: 4px; }
+h3 { font-size: 16px; margin: 18px 0 6px; }
+.sub { color: #59636e; margin: 0 0 10px; }
+nav { font-size: 14px; margin: 6px 0 12px; }
+nav a { margin-right: 14px; color: #1f5fa8; text-decoration: none; }
+table { border-collapse: collapse; margin: 8px 0 6px; font-size: 13.5px; width: 100%; }
+th, td { border: 1px solid #d5d9de; padding: 5px 8px; vertical-align: top; text-align: left; }
+th { background: #eef1f4; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.status { display: inline-block; padding: 2px 9px; border-radius: 10px; font-weight: 600; font-size: 12.5px;
+          white-space: nowrap; }
+.s-reproduced { background: #d3efd9; color: #14532d; border: 1px solid #7cc48f; }
+.s-not-reproduced { background: #fbd9d9; color: #7a1010; border: 1px solid #e48a8a; }
+.s-not-run { background: #e6e8eb; color: #4a525a; border: 1px solid #b9bfc6; }
+tr.claim td.rule { color: #4a525a; font-size: 12.5px; }
+.caption { color: #4a525a; font-size: 13px; margin: 4px 0 10px; }
+.note { color: #4a525a; font-size: 12.5px; }
+figure { margin: 10px 0 18px; }
+figure img { max-width: 100%; border: 1px solid #e1e4e8; }
+figcaption { color: #4a525a; font-size: 13px; margin-top: 4px; }
+.notrun { background: #f1f2f4; border-left: 4px solid #b9bfc6; padding: 8px 12px; color: #4a525a; }
+.problems { background: #fff6e0; border-left: 4px solid #e0a800; padding: 8px 12px; font-size: 13px; }
+.cond { font-size: 13px; }
+details summary { cursor: pointer; color: #1f5fa8; margin: 6px 0; }
+pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; white-space: pre-wrap; }
+footer { color: #59636e; font-size: 12.5px; margin-top: 30px; border-top: 1px solid #dde1e6; padding-top: 8px; }
+"""
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def status_badge(status: str) -> str:
+    cls = {REPRODUCED: "s-reproduced", NOT_REPRODUCED: "s-not-reproduced", NOT_RUN: "s-not-run"}[status]
+    return f'<span class="status {cls}">{esc(status)}</span>'
+
+
+def png_data_uri(path: Path) -> str | None:
+    """``data:image/png;base64,...`` of a PNG file; None when it is missing or not a PNG."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if not data.startswith(PNG_MAGIC):
+        return None
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def render_table(t: Table, cls: str = "") -> str:
+    """A :class:`Table` as HTML (numbers right-aligned)."""
+    out = [f"<h3>{esc(t.title)}</h3>"] if t.title else []
+    if not t.rows:
+        out.append('<p class="notrun">no rows: the results file lacks these fields</p>')
+        return "\n".join(out)
+    out.append(f'<table class="{esc(cls)}"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in t.header)
+               + "</tr></thead><tbody>")
+    for row in t.rows:
+        out.append("<tr>" + "".join(_cell(c) for c in row) + "</tr>")
+    out.append("</tbody></table>")
+    if t.caption:
+        out.append(f'<p class="caption">{esc(t.caption)}</p>')
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    s = str(text)
+    looks_numeric = bool(s) and (s[0].isdigit() or s[0] in "+-−—.") and len(s) < 40
+    return f'<td class="num">{esc(s)}</td>' if looks_numeric else f"<td>{esc(s)}</td>"
+
+
+def _ci(claim: Claim, low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return "—"
+    return f"[{claim.fmt(low)}, {claim.fmt(high)}]"
+
+
+def checklist(claims: list[Claim]) -> str:
+    """The claims table: one row per claim with number, interval, status and rule."""
+    rows = []
+    for c in claims:
+        d = c.decisive
+        value = c.fmt(d.value) if d else "—"
+        ci = _ci(c, d.ci_low, d.ci_high) if d else "—"
+        where = esc(d.where) if d else esc(c.not_run_reason())
+        rows.append(
+            f'<tr class="claim" id="claim-{esc(c.id)}" data-claim="{esc(c.id)}" data-status="{esc(c.status)}">'
+            f"<td><b>{esc(c.id)}</b></td>"
+            f'<td>{esc(c.title)}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
+            f'<td class="num">{esc(value)}</td><td class="num">{esc(ci)}</td>'
+            f"<td>{status_badge(c.status)}</td>"
+            f'<td class="rule">{esc(c.rule)}</td></tr>'
+        )
+    return ('<table class="checklist"><thead><tr><th>#</th><th>claim · metric · where</th><th>value</th>'
+            "<th>95% CI</th><th>status</th><th>rule</th></tr></thead><tbody>\n" + "\n".join(rows)
+            + "\n</tbody></table>")
+
+
+def claim_details(claims: list[Claim]) -> str:
+    """Every evaluation of every claim, with method and notes."""
+    out = []
+    for c in claims:
+        out.append(f'<h3 id="details-{esc(c.id)}">{esc(c.id)}. {esc(c.title)} {status_badge(c.status)}</h3>')
+        if not c.evaluations:
+            out.append(f'<p class="notrun">not run: {esc(c.not_run_reason())}</p>')
+            continue
+        out.append("<table><thead><tr><th>where</th><th>value</th><th>95% CI</th><th>status</th>"
+                   "<th>interval method · notes</th><th>conditions</th></tr></thead><tbody>")
+        for e in c.evaluations:
+            tag = "" if e.deciding else " (shown, not deciding)"
+            out.append(
+                f"<tr><td>{esc(e.where + tag)}</td><td class=\"num\">{esc(c.fmt(e.value))}</td>"
+                f'<td class="num">{esc(_ci(c, e.ci_low, e.ci_high))}</td><td>{status_badge(e.status)}</td>'
+                f'<td class="note">{esc(e.method)}{"<br>" if e.method and e.note else ""}{esc(e.note)}</td>'
+                f'<td class="note">{esc(conditions_text(e.conditions))}</td></tr>'
+            )
+        out.append("</tbody></table>")
+        for n in c.notes:
+            out.append(f'<p class="note">{esc(n)}</p>')
+    return "\n".join(out)
+
+
+def conditions_block(run: RunData) -> str:
+    """Cells, versions and the measurement definitions every number depends on."""
+    out = []
+    if run.cells:
+        out.append('<table class="cond"><thead><tr><th>cell</th><th>dataset</th><th>architecture</th>'
+                   "<th>norms</th><th>seeds</th><th>label noise</th><th>OOD</th><th>lenses run</th></tr></thead><tbody>")
+        for cell in run.cells:
+            c = cell.conditions
+            ood = "—" if not c.get("ood") else f"{c['ood']:g} ({c.get('ood_source') or 'noise'})"
+            out.append(
+                f"<tr><td>{esc(cell.id)}</td><td>{esc(c.get('dataset', '?'))}</td><td>{esc(c.get('arch', '?'))}</td>"
+                f"<td>{esc(_join(c.get('norms')))}</td><td>{esc(_join(c.get('seeds')))}</td>"
+                f"<td>{esc(c.get('label_noise', '—'))}</td><td>{esc(ood)}</td>"
+                f"<td>{esc(', '.join(sorted(cell.lenses)) or 'none')}</td></tr>")
+        out.append("</tbody></table>")
+    defs = measurement_definitions(run)
+    if defs:
+        out.append('<ul class="cond">' + "".join(f"<li><b>{esc(k)}:</b> {esc(v)}</li>" for k, v in defs) + "</ul>")
+    env = run.environment or {}
+    if env:
+        out.append('<p class="cond"><b>versions:</b> ' + esc(", ".join(f"{k} {v}" for k, v in env.items())) + "</p>")
+    else:
+        out.append('<p class="cond"><b>versions:</b> no environment.json in the run directory</p>')
+    return "\n".join(out)
+
+
+def _join(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return ", ".join(str(x) for x in v)
+    return "—" if v is None else str(v)
+
+
+def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
+    """The definitions that condition the numbers: BN query mode, shadow models, gradient definition..."""
+    out: list[tuple[str, str]] = []
+    mem = run.lenses("memorize")
+    if mem:
+        modes = sorted({str(lens.conditions.get("bn_mode_at_query", "eval")) for _, lens in mem})
+        epochs = sorted({str(lens.conditions.get("epochs", "?")) for _, lens in mem})
+        out.append(("memorization", f"accuracies measured with BN in {'/'.join(modes)} mode (running statistics) "
+                                    f"after every epoch; {'/'.join(epochs)} epochs"))
+    gn = run.lenses("gradnorms")
+    if gn:
+        c = gn[0][1].conditions
+        modes = c.get("bn_mode") or {}
+        out.append(("gradient norms", "; ".join(f"{d}: {modes.get(d, d)}" for d in c.get("definitions", [])) +
+                    f"; {c.get('norm_of', 'L2 norm over all parameters')}; {c.get('loss', '')}; checkpoints "
+                    f"{_join(c.get('checkpoints'))}"))
+    li = run.lenses("lira")
+    if li:
+        c = li[0][1].conditions
+        out.append(("membership inference",
+                    f"{c.get('shadow_models', '?')} shadow models per norm, keep matrix seed {c.get('keep_seed', '?')} "
+                    f"(every example IN for half of them), same model seeds for every norm; BN queried in "
+                    f"{c.get('bn_mode_at_query', '?')} mode; query views {_join(c.get('views'))}; "
+                    f"{c.get('protocol', 'leave-one-out over the shadow models')}"))
+    if run.theory is not None:
+        out.append(("theory", str(run.theory.data.get("model", "toy model"))))
+    return out
+
+
+def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
+    """A figure section: every cell's figure for this lens, or 'not run'."""
+    out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
+    pairs: list[tuple[str, Lens]] = (
+        [("", run.theory)] if kind == "theory" and run.theory is not None
+        else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
+    )
+    if not pairs:
+        out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
+        return "\n".join(out)
+    for label, lens in pairs:
+        if label:
+            out.append(f"<h3>{esc(label)}</h3>")
+        figs = _figures_for(lens)
+        if not figs:
+            out.append(f'<p class="notrun">not run: {esc(LENS_FIGURES[kind])} is missing from {esc(lens.path)}</p>')
+        for name, uri in figs:
+            out.append(f'<figure><img src="{uri}" alt="{esc(kind)}: {esc(name)}">'
+                       f"<figcaption><b>{esc(name)}.</b> {esc(caption)} Source: {esc(lens.path)}</figcaption></figure>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _figures_for(lens: Lens) -> list[tuple[str, str]]:
+    """The lens's main figure first, then PNGs no other lens claims as its own."""
+    main = LENS_FIGURES[lens.kind]
+    others_main = set(LENS_FIGURES.values()) - {main}
+    names = [main] if main in lens.figures else []
+    names += [n for n in lens.figures if n != main and n not in others_main]
+    out = []
+    for n in names:
+        uri = png_data_uri(lens.figures[n])
+        if uri:
+            out.append((n, uri))
+    return out
+
+
+def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
+    """The whole report page.
+
+    Args:
+        run: the loaded run directory.
+        claims: evaluated claims.
+        tables: section id -> key tables shown under that section's figures.
+
+    Returns:
+        The HTML document as a string.
+    """
+    counts = {s: sum(c.status == s for c in claims) for s in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
+    title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
+    nav = "".join(f'<a href="#{sid}">{esc(h)}</a>' for sid, h in
+                  [("conditions", "Conditions"), ("checklist", "Claims"), ("details", "Claim details")]
+                  + [(s[0], s[1]) for s in FIGURE_SECTIONS] + [("method", "Method")])
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
+        f"<header><h1>{esc(title)}</h1>",
+        '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
+        f"(Doan, Gu, Alouani). Run directory <code>{esc(run.root)}</code> ({esc(run.layout)} layout); "
+        f"report by bnmem {esc(__version__)}. "
+        f"{counts[REPRODUCED]} reproduced · {counts[NOT_REPRODUCED]} not reproduced · {counts[NOT_RUN]} not run.</p>",
+        f"<nav>{nav}</nav></header>",
+        '<section id="conditions"><h2>Conditions</h2>', conditions_block(run), "</section>",
+    ]
+    if run.problems:
+        parts.append('<div class="problems"><b>Incomplete or unreadable results:</b><ul>'
+                     + "".join(f"<li>{esc(p)}</li>" for p in run.problems) + "</ul></div>")
+    parts += [
+        '<section id="checklist"><h2>Claims checklist</h2>',
+        '<p class="caption">Each claim of the paper, the number measured here, its 95% confidence interval and '
+        "the rule that decides the status. With several cells, a claim's row shows the deciding cell: the first "
+        "that fails, or the weakest when all pass (details below). Differences are BN − no normalization, "
+        "paired (same data, corruption, keep matrix and seeds).</p>",
+        checklist(claims), "</section>",
+        '<section id="details"><h2>Claim details</h2>', claim_details(claims), "</section>",
+    ]
+    for sid, heading, kind, caption in FIGURE_SECTIONS:
+        parts.append(figure_section(run, sid, heading, kind, caption))
+        for t in tables.get(sid, []):
+            parts.append(render_table(t))
+    parts += ['<section id="method"><h2>Method</h2>', method_text(), "</section>",
+              full_conditions(run),
+              f"<footer>Generated by <code>bnmem report</code> {esc(__version__)} from {esc(run.root)}. "
+              "Self-contained: figures are embedded; no external resources.</footer>",
+              "</main></body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def method_text() -> str:
+    from bnmem.report.stats import LEVEL, N_RESAMPLES, SEED, SMALL_N
+
+    return (
+        "<ul>"
+        "<li><b>Pairing.</b> BN and the other norm share the data, the corruption, the initial-weight seeds, the "
+        "batch order and (for LiRA) the keep matrix; every comparison is the mean of per-pair differences "
+        "BN − other. Pairs are seeds (memorization, gradient-norm ratios, γ/σ) or LiRA target models "
+        "(per-target AUC, paired by model index).</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} percentile bootstrap of the mean difference ({N_RESAMPLES} resamples, "
+        f"seed {SEED}, deterministic) when there are at least {SMALL_N} pairs. With fewer pairs (e.g. 3 seeds) a "
+        "percentile bootstrap cannot leave the [min, max] of the differences and undercovers, so the Student "
+        "t-interval decides; the bootstrap interval and min/max are listed in the claim details. With one pair "
+        "there is no interval and the status rests on the point estimate (said in the details).</li>"
+        "<li><b>LiRA targets</b> share shadow models, so they are not independent experiments: the interval "
+        "describes the spread over this set of shadow models.</li>"
+        "<li><b>Aggregation over cells.</b> A claim is reproduced when every cell that measured it passes its "
+        "rule; comparisons against norms other than 'none' are shown but do not decide when 'none' was run.</li>"
+        "</ul>"
+    )
+
+
+def full_conditions(run: RunData) -> str:
+    """Each lens's complete conditions block, folded, for the reader who needs every setting."""
+    out = ['<section id="all-conditions"><h2>All conditions</h2>']
+    lenses: Iterable[tuple[str, Lens]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
+                                          for kind, lens in cell.lenses.items()]
+    if run.theory is not None:
+        lenses = [*lenses, ("theory", run.theory)]
+    import json
+
+    for label, lens in lenses:
+        block = lens.conditions or lens.data.get("config") or lens.config or {}
+        out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"
+                   f"<pre>{esc(json.dumps(block, indent=1, default=str)[:20000])}</pre></details>")
+    out.append("</section>")
+    return "\n".join(out)

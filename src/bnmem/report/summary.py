@@ -1,0 +1,104 @@
+"""``summary.md`` (checklist and key tables in markdown) and ``summary.csv`` (one row per claim)."""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+from typing import Any
+
+from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.rundata import RunData
+from bnmem.report.tables import Table
+
+CSV_COLUMNS = ("id", "claim", "metric", "value", "ci_low", "ci_high", "status", "rule", "ci_method", "where",
+               "conditions")
+
+
+def _md(text: Any) -> str:
+    """Text safe inside a markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:.6g}"
+
+
+def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
+    """One record per claim, the deciding evaluation's numbers (empty when not run)."""
+    out = []
+    for c in claims:
+        d = c.decisive
+        out.append({
+            "id": c.id,
+            "claim": c.title,
+            "metric": c.metric,
+            "value": _num(d.value) if d else "",
+            "ci_low": _num(d.ci_low) if d else "",
+            "ci_high": _num(d.ci_high) if d else "",
+            "status": c.status,
+            "rule": c.rule,
+            "ci_method": d.method if d else "",
+            "where": d.where if d else c.not_run_reason(),
+            "conditions": conditions_text(d.conditions) if d else "",
+        })
+    return out
+
+
+def render_csv(claims: list[Claim]) -> str:
+    buf = _io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(claim_rows(claims))
+    return buf.getvalue()
+
+
+def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
+    """The checklist, every claim's evaluations, and the key tables."""
+    title = run.study or run.root.name
+    lines = [f"# bnmem report — {title}", "",
+             f"Run directory `{run.root}` ({run.layout} layout). Differences are BN − no normalization, paired by "
+             "seed (or LiRA target model); intervals are 95% (see the HTML report's Method section).", ""]
+    if run.cells:
+        lines.append(md_table(
+            ["cell", "dataset", "arch", "norms", "seeds", "label noise", "OOD", "lenses"],
+            [[c.id, str(c.conditions.get("dataset", "?")), str(c.conditions.get("arch", "?")),
+              ",".join(map(str, c.conditions.get("norms") or [])), ",".join(map(str, c.conditions.get("seeds") or [])),
+              str(c.conditions.get("label_noise", "—")), str(c.conditions.get("ood", "—")), ", ".join(sorted(c.lenses))]
+             for c in run.cells]))
+        lines.append("")
+    if run.environment:
+        lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in run.environment.items()), ""]
+    lines += ["## Claims checklist", ""]
+    rows = []
+    for c in claims:
+        d = c.decisive
+        ci = "—" if not d or d.ci_low is None else f"[{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]"
+        rows.append([c.id, c.title, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**", c.rule])
+    lines += [md_table(["#", "claim", "metric", "value", "95% CI", "status", "rule"], rows), ""]
+    lines += ["## Claim details", ""]
+    for c in claims:
+        lines.append(f"### {c.id}. {c.title} — {c.status}")
+        lines.append("")
+        if not c.evaluations:
+            lines += [f"Not run: {c.not_run_reason()}.", ""]
+            continue
+        erows = []
+        for e in c.evaluations:
+            ci = "—" if e.ci_low is None else f"[{c.fmt(e.ci_low)}, {c.fmt(e.ci_high)}]"
+            erows.append([e.where + ("" if e.deciding else " (not deciding)"), c.fmt(e.value), ci, e.status,
+                          "; ".join(x for x in (e.method, e.note) if x)])
+        lines += [md_table(["where", "value", "95% CI", "status", "method · notes"], erows), ""]
+        lines += [f"- {n}" for n in c.notes]
+    lines += ["## Key tables", ""]
+    for section in tables.values():
+        for t in section:
+            lines += [f"### {t.title}", "", md_table(t.header, t.rows) if t.rows else "(no rows)", ""]
+            if t.caption:
+                lines += [f"_{t.caption}_", ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,199 @@
+"""The report's key tables, as plain data that both the HTML and the markdown render.
+
+Each builder reads one lens's results (in the schema its runner writes) and
+returns :class:`Table` objects; a lens whose results lack a field shows "—"
+there rather than failing the whole report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bnmem.report.claims import (
+    BN, finite, gradnorm_checkpoints, layer_median, layer_rows, lira_norms, lira_summary, metric_of,
+    mitigate_variants,
+)
+from bnmem.report.rundata import Cell, Lens
+from bnmem.report.stats import difference_stats
+
+LIRA_TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "loss",
+                      "global_threshold")
+LIRA_TABLE_SUBSETS = ("all", "outliers")
+
+
+@dataclass
+class Table:
+    """A titled table of strings."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def f3(v: Any, spec: str = ".3f") -> str:
+    x = finite(v)
+    return "—" if x is None else format(x, spec)
+
+
+def pct(v: Any) -> str:
+    x = finite(v)
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def memorization_table(cell: Cell, lens: Lens) -> Table:
+    """Final accuracies and fit epochs per norm (means over seeds)."""
+    d = lens.data
+    norms = [n for n in (lens.conditions.get("norms") or []) if n in d] or [
+        k for k, v in d.items() if isinstance(v, dict) and "per_seed" in v]
+    rows = []
+    for n in norms:
+        fin = d[n].get("final") or {}
+        fit = d[n].get("epochs_to_fit_noisy") or {}
+        rows.append([n, str(len(d[n].get("per_seed") or {})), f3(fin.get("noisy_acc")), f3(fin.get("ood_acc")),
+                     f3(fin.get("clean_acc")), f3(fin.get("test_acc")),
+                     str((fit.get("50pct") or {}).get("mean_curve") or "—"),
+                     str((fit.get("90pct") or {}).get("mean_curve") or "—")])
+    epochs = lens.conditions.get("epochs")
+    return Table(
+        f"Memorization — {cell.describe()}",
+        ["norm", "seeds", "noisy acc", "OOD acc", "clean train acc", "test acc", "noisy 50% @ epoch",
+         "noisy 90% @ epoch"],
+        rows,
+        f"final-epoch accuracies (epoch {epochs}), means over seeds; noisy acc is against the flipped label "
+        "(memorization); fit epochs from the mean curve ('—': never reached)",
+    )
+
+
+def gradnorms_table(cell: Cell, lens: Lens) -> Table:
+    """Median gradient norm per subset and the noisy/clean ratio, per norm and checkpoint."""
+    d = lens.data
+    cond = lens.conditions
+    norms = [n for n in (cond.get("norms") or []) if n in d]
+    rows = []
+    for n in norms:
+        for definition, per_def in d[n].items():
+            if not isinstance(per_def, dict):
+                continue
+            for epoch, m in gradnorm_checkpoints(per_def):
+                rows.append([n, definition, str(epoch), f3((m.get("clean") or {}).get("median"), ".4g"),
+                             f3((m.get("noisy") or {}).get("median"), ".4g"),
+                             f3((m.get("ood") or {}).get("median"), ".4g"),
+                             f3(m.get("noisy_clean_median_ratio"), ".2f"), f3(m.get("ood_clean_median_ratio"), ".2f")])
+    return Table(
+        f"Gradient norms — {cell.describe()}",
+        ["norm", "definition", "epoch", "clean median", "noisy median", "OOD median", "noisy/clean",
+         "OOD/clean"],
+        rows,
+        "medians of per-sample L2 gradient norms (float64, all parameters), seeds pooled; definition 'eval' = "
+        "BN with running statistics",
+    )
+
+
+def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
+    """Attack metrics per norm with paired BN − other AUC differences, and shadow-model accuracy."""
+    d = lens.data
+    cond = lens.conditions
+    norms = lira_norms(d, cond)
+    others = [n for n in norms if n != BN] if BN in norms else []
+    header = ["attack", "subset"] + [f"AUC {n}" for n in norms]
+    header += [f"ΔAUC {BN}−{o} [95% CI]" for o in others]
+    header += [f"bal. acc {n}" for n in norms] + [f"TPR@0.1% {n}" for n in norms] + [f"TPR@1% {n}" for n in norms]
+    rows = []
+    for attack in LIRA_TABLE_ATTACKS:
+        for sub in LIRA_TABLE_SUBSETS:
+            summ = {n: lira_summary(d, n, attack, sub) for n in norms}
+            if all(s is None for s in summ.values()):
+                continue
+            row = [attack, sub] + [f3((summ[n] or {}).get("auc")) for n in norms]
+            for o in others:
+                pa, pb = (summ[BN] or {}).get("auc_per_target"), (summ[o] or {}).get("auc_per_target")
+                if isinstance(pa, list) and isinstance(pb, list) and len(pa) == len(pb) and pa:
+                    pd = difference_stats(np.array(pa, float) - np.array(pb, float), unit="targets")
+                    row.append("—" if not math.isfinite(pd.mean) else
+                               f"{pd.mean:+.3f} [{f3(pd.ci_low, '+.3f')}, {f3(pd.ci_high, '+.3f')}]")
+                else:
+                    row.append("—")
+            row += [f3((summ[n] or {}).get("balanced_acc")) for n in norms]
+            row += [pct((summ[n] or {}).get("tpr_at_0.1pct_fpr")) for n in norms]
+            row += [pct((summ[n] or {}).get("tpr_at_1pct_fpr")) for n in norms]
+            rows.append(row)
+    sizes = d.get("subset_sizes") or {}
+    tables = [Table(
+        f"Membership inference — {cell.describe()}",
+        header, rows,
+        f"leave-one-out over {cond.get('shadow_models', '?')} shadow models per norm (each model is the target "
+        f"once); means over targets; BN queried in {cond.get('bn_mode_at_query', '?')} mode; "
+        f"{sizes.get('all', '?')} examples, {sizes.get('outliers', '?')} outliers; ΔAUC paired by model index",
+    )]
+    acc = d.get("accuracy")
+    if isinstance(acc, dict):
+        acc_rows = []
+        for n in norms:
+            a = acc.get(n) or {}
+
+            def span(key: str) -> str:
+                s = a.get(key) or {}
+                if finite(s.get("mean")) is None:
+                    return "—"
+                return f"{s['mean']:.3f} [{f3(s.get('min'))}, {f3(s.get('max'))}]"
+
+            acc_rows.append([n, span("train_in"), span("train_out"), span("test"), span("noisy_in")])
+        tables.append(Table(f"Shadow-model accuracy — {cell.describe()}",
+                            ["norm", "train IN", "train OUT", "test", "noisy IN (memorized)"], acc_rows,
+                            "mean [min, max] over shadow models"))
+    return tables
+
+
+def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
+    """Per-layer median γ/σ and the fraction of channels above 1."""
+    rows = []
+    for r in layer_rows(lens.data):
+        frac = None
+        for key in ("fraction_above_1", "frac_above_1", "fraction_gt_1", "fraction"):
+            if key in r:
+                frac = r[key]
+                break
+        rows.append([str(r.get("name", r.get("layer", "?"))), f3(layer_median(r), ".3f"), f3(frac, ".2f"),
+                     str(r.get("channels", r.get("n_channels", "—")))])
+    return Table(f"γ/σ per BN layer — {cell.describe()}", ["layer", "median |γ|/σ", "fraction of channels > 1",
+                                                            "channels"], rows,
+                 "σ = sqrt(running_var + eps) unless stated otherwise in the lens conditions")
+
+
+def mitigation_table(cell: Cell, lens: Lens) -> Table:
+    rows = []
+    for name, v in mitigate_variants(lens.data).items():
+        rows.append([name, f3(v.get("lambda"), "g"), f3(metric_of(v, "noisy_acc")), f3(metric_of(v, "test_acc")),
+                     f3(metric_of(v, "gamma_sigma_median") or metric_of(v, "median_gamma_sigma")),
+                     f3(metric_of(v, "lira_auc") or metric_of(v, "auc"))])
+    return Table(f"Mitigation — {cell.describe()}", ["variant", "λ", "noisy acc", "test acc", "median γ/σ",
+                                                      "LiRA AUC"], rows, "means over seeds")
+
+
+def theory_table(lens: Lens) -> Table:
+    s = lens.data.get("summary") or {}
+    amp, g, m = s.get("amplification") or {}, s.get("gamma") or {}, s.get("margins") or {}
+    rows = [
+        ["predicted (γ/σ)², median over steps", f3(amp.get("predicted_median"), ".3f")],
+        ["frozen statistics: median rel. error vs (γ/σ)²", f3(amp.get("frozen_stats_median_rel_error"), ".4f")],
+        ["frozen statistics: max rel. error", f3(amp.get("frozen_stats_max_rel_error"), ".4f")],
+        ["real BN step: median rel. error vs (γ/σ)² alone", f3(amp.get("live_vs_gamma_sigma_sq_median_rel_error"), ".4f")],
+        ["real BN step: median rel. error vs (γ/σ)²·ρ", f3(amp.get("live_vs_gamma_sigma_sq_rho_median_rel_error"), ".4f")],
+        ["ρ (BN's projection factor), median", f3(amp.get("rho_median"), ".4f")],
+        ["all-parameter step ratio BN / no-norm, median", f3(amp.get("full_step_ratio_median"), ".3f")],
+        ["γ growth with / without outliers", f3(g.get("growth_ratio_with_vs_without"), ".3f")],
+        ["outlier margin at the end, BN vs no-norm",
+         f"{f3(m.get('bn_final_mean'), '.2f')} vs {f3(m.get('plain_final_mean'), '.2f')}"],
+        ["first step with every outlier fitted, BN vs no-norm",
+         f"{m.get('bn_first_step_all_outliers_fit', '—')} vs {m.get('plain_first_step_all_outliers_fit', '—')}"],
+    ]
+    cfg = lens.data.get("config") or {}
+    return Table("Toy model (theory)", ["quantity", "value"], rows,
+                 f"{cfg.get('steps', '?')} full-batch GD steps at lr {cfg.get('lr', '?')}, "
+                 f"{cfg.get('n_outliers', '?')} {cfg.get('outlier_kind', '?')} outliers, seed {cfg.get('seed', '?')}")

@@ -1,0 +1,382 @@
+"""`bnmem report`: paired statistics, claim rules, and the self-contained HTML / markdown / CSV.
+
+Run directories come from the real lens runners on tiny configs where those are
+fast (memorize, gradnorms, lira, theory) and from JSON crafted in the lens's
+schema otherwise; crafted results also pin the claim rules on known numbers.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import importlib
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bnmem.cli import main
+from bnmem.report.build import build_report
+from bnmem.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, STATUSES
+from bnmem.report.stats import SMALL_N, bootstrap_mean_ci, difference_stats, paired_difference, t_interval
+
+CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def test_constant_differences_give_zero_width_intervals():
+    for n in (3, 25):
+        pd = paired_difference(np.full(n, 0.7), np.full(n, 0.6))
+        assert pd.mean == pytest.approx(0.1)
+        assert pd.ci_low == pytest.approx(0.1, abs=1e-12) and pd.ci_high == pytest.approx(0.1, abs=1e-12)
+        assert pd.boot_low == pd.boot_high and pd.t_low == pytest.approx(pd.t_high)
+
+
+def test_symmetric_noise_interval_contains_zero():
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=20)
+    d = np.concatenate([e, -e])  # mean exactly 0, symmetric
+    for pd in (difference_stats(d, unit="targets"), difference_stats(d[:6] - d[:6].mean())):
+        assert pd.ci_low < 0 < pd.ci_high
+    assert abs(difference_stats(d).mean) < 1e-12
+
+
+def test_bootstrap_is_seeded_and_deterministic():
+    x = np.random.default_rng(0).normal(0.03, 0.05, size=40)
+    assert bootstrap_mean_ci(x, seed=3) == bootstrap_mean_ci(x, seed=3)
+    assert bootstrap_mean_ci(x, seed=3) != bootstrap_mean_ci(x, seed=4)
+    assert difference_stats(x, unit="targets") == difference_stats(x, unit="targets")
+    lo, hi = bootstrap_mean_ci(x)
+    se = x.std(ddof=1) / np.sqrt(x.size)
+    # percentile bootstrap ≈ mean ± 1.96 se for a roughly normal sample
+    assert lo == pytest.approx(x.mean() - 1.96 * se, abs=0.4 * se)
+    assert hi == pytest.approx(x.mean() + 1.96 * se, abs=0.4 * se)
+
+
+def test_t_interval_known_case_and_small_n_method():
+    lo, hi = t_interval([1.0, 2.0, 3.0])
+    half = 4.302652729911275 / np.sqrt(3)  # t_{0.975, 2} · sd / sqrt(n), sd = 1
+    assert (lo, hi) == (pytest.approx(2 - half), pytest.approx(2 + half))
+    pd = difference_stats([1.0, 2.0, 3.0])
+    assert "t-interval" in pd.method and "3 paired seeds" in pd.method and "only 3 seeds" in pd.note
+    assert (pd.ci_low, pd.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+    assert pd.min == 1.0 and pd.max == 3.0
+    # the bootstrap over 3 values cannot leave [min, max]: narrower than the t-interval
+    assert 1.0 <= pd.boot_low and pd.boot_high <= 3.0 and pd.boot_low > pd.ci_low
+    many = difference_stats(np.arange(SMALL_N, dtype=float), unit="targets")
+    assert "percentile bootstrap" in many.method and many.ci_low == many.boot_low
+
+
+def test_degenerate_samples():
+    one = difference_stats([0.2])
+    assert one.ci_low is None and one.n == 1 and "no interval" in one.note
+    none = difference_stats([])
+    assert none.n == 0 and np.isnan(none.mean)
+    nan = paired_difference([0.5, np.nan, 0.7, 0.6], [0.4, 0.3, np.nan, 0.5])
+    assert nan.n == 2 and "2 pair(s)" in nan.note
+    with pytest.raises(ValueError):
+        paired_difference([1, 2], [1])
+
+
+# ---------------------------------------------------------------- fake run directories
+
+
+def _png(path: Path, title: str) -> None:
+    from bnmem.report.plots import plt, save_figure
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1, 2], [0, 1, 0.5])
+    ax.set_title(title)
+    save_figure(fig, path)
+
+
+def _write(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=1))
+
+
+def _available(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+def lira_json(bn_per_target, other_per_target, label_noise=0.05, norms=("batch", "none")) -> dict:
+    """metrics.json in bnmem.experiments.lira's schema (norm -> attack -> subset -> summary)."""
+    per = {"batch": list(bn_per_target), "none": list(other_per_target)}
+
+    def summary(aucs):
+        return {"auc": float(np.mean(aucs)), "auc_per_target": aucs, "auc_std": float(np.std(aucs, ddof=1)),
+                "balanced_acc": 0.55, "tpr_at_0.1pct_fpr": 0.01, "tpr_at_1pct_fpr": 0.03, "n_targets": len(aucs)}
+
+    out = {n: {a: {s: summary(per[n]) for s in ("all", "outliers", "inliers")} for a in ("online", "offline")}
+           for n in norms}
+    out["accuracy"] = {n: {k: {"mean": 0.9, "min": 0.85, "max": 0.95, "per_model": []}
+                           for k in ("train_in", "train_out", "test", "noisy_in")} for n in norms}
+    out["paired"] = {}
+    out["conditions"] = {"dataset": "digits", "arch": "lenet", "norms": list(norms), "seeds": [0],
+                         "label_noise": label_noise, "ood": 0.0, "ood_source": None,
+                         "shadow_models": len(bn_per_target), "keep_seed": 0, "bn_mode_at_query": "eval",
+                         "views": ["identity", "shift"], "epochs": 2}
+    out["subset_sizes"] = {"all": 200, "outliers": int(200 * label_noise), "inliers": 200 - int(200 * label_noise)}
+    out["dataset"] = {"dataset": "digits", "n_train": 200, "n_noisy": int(200 * label_noise), "n_ood": 0}
+    return out
+
+
+def write_lira(folder: Path, bn, other, label_noise=0.05) -> Path:
+    _write(folder / "metrics.json", lira_json(bn, other, label_noise))
+    _png(folder / "roc.png", "roc")
+    return folder
+
+
+def write_gamma_sigma(folder: Path, medians) -> Path:
+    layers = {f"layer{i}": {"n_channels": 8, "median_ratio": m, "frac_above_1": float(m > 1)}
+              for i, m in enumerate(medians)}
+    _write(folder / "gamma_sigma.json", {
+        "layers": layers, "mode": "running", "sigma": "sqrt(running_var + eps)",
+        "conditions": {"dataset": "digits", "arch": "lenet", "norms": ["batch"], "seeds": [0],
+                       "label_noise": 0.05, "ood": 0.0}})
+    _png(folder / "gamma_sigma.png", "gamma/sigma")
+    return folder
+
+
+def write_mitigate(folder: Path, bn_noisy, reg_noisy, bn_test=0.95, reg_test=0.945) -> Path:
+    seeds = ["0", "1", "2"]
+    variants = {
+        "batch": {"norm": "batch", "lambda": 0.0, "noisy_acc": float(np.mean(bn_noisy)), "test_acc": bn_test,
+                  "per_seed": {s: {"noisy_acc": v, "test_acc": bn_test} for s, v in zip(seeds, bn_noisy)}},
+        "batch+reg0.1": {"norm": "batch", "lambda": 0.1, "noisy_acc": float(np.mean(reg_noisy)),
+                         "test_acc": reg_test,
+                         "per_seed": {s: {"noisy_acc": v, "test_acc": reg_test} for s, v in zip(seeds, reg_noisy)}},
+        "none": {"norm": "none", "lambda": None, "noisy_acc": 0.05, "test_acc": 0.94},
+    }
+    _write(folder / "metrics.json", {"variants": variants, "conditions": {
+        "dataset": "digits", "arch": "lenet", "norms": ["batch", "none"], "seeds": [0, 1, 2],
+        "label_noise": 0.05, "ood": 0.0}})
+    _png(folder / "privacy_utility.png", "privacy-utility")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lens_dirs(tmp_path_factory) -> dict[str, Path]:
+    """Real runner outputs on tiny configs (crafted JSON where a runner is not installed)."""
+    from bnmem.config import DataConfig, TrainConfig
+    from bnmem.experiments.memorize import MemorizeConfig, run_memorize
+    from bnmem.theory import run_theory
+
+    root = tmp_path_factory.mktemp("lenses")
+    data = DataConfig(dataset="digits", label_noise=0.1, seed=0, train_size=200)
+    train = TrainConfig(epochs=2, lr=0.05)
+    out = {"memorize": root / "memorize", "theory": root / "theory", "lira": root / "lira",
+           "gradnorms": root / "gradnorms", "gamma_sigma": root / "gamma-sigma", "mitigate": root / "mitigate",
+           "lira_clean": root / "lira-clean"}
+    run_memorize(MemorizeConfig(data=data, norms=["batch", "none"], seeds=[0, 1], train=train), out["memorize"],
+                 progress=False)
+    run_theory(out["theory"], steps=20)
+    if _available("bnmem.experiments.lira"):
+        from bnmem.experiments.lira import LiraConfig, run_lira
+
+        run_lira(LiraConfig(data=data, norms=["batch", "none"], seeds=[0], shadow_models=4, train=train),
+                 out["lira"], progress=False)
+    else:
+        write_lira(out["lira"], [0.60, 0.62, 0.61, 0.63], [0.55, 0.56, 0.58, 0.57], label_noise=0.1)
+    if _available("bnmem.experiments.gradnorms"):
+        from bnmem.experiments.gradnorms import GradNormsConfig, run_gradnorms
+
+        run_gradnorms(GradNormsConfig(data=data, norms=["batch", "none"], seeds=[0, 1], at=[1, 2], train=train),
+                      out["gradnorms"], progress=False)
+    write_gamma_sigma(out["gamma_sigma"], [1.4, 1.2, 0.8])
+    write_mitigate(out["mitigate"], [0.6, 0.62, 0.58], [0.2, 0.25, 0.22])
+    write_lira(out["lira_clean"], [0.57, 0.60, 0.59, 0.61], [0.55, 0.56, 0.58, 0.57], label_noise=0.0)
+    return out
+
+
+@pytest.fixture(scope="module")
+def study_dir(lens_dirs, tmp_path_factory) -> Path:
+    """A study run directory in bnmem.study's layout: index.json + <cell>/<lens>/ + theory/."""
+    root = tmp_path_factory.mktemp("study")
+    cell, clean = "digits-lenet-noise0.1", "digits-lenet-clean"
+    for name in ("memorize", "lira", "gradnorms", "mitigate"):
+        if lens_dirs[name].exists():
+            shutil.copytree(lens_dirs[name], root / cell / name)
+    shutil.copytree(lens_dirs["gamma_sigma"], root / cell / "gamma-sigma")
+    shutil.copytree(lens_dirs["lira_clean"], root / clean / "lira")
+    shutil.copytree(lens_dirs["theory"], root / "theory")
+    shutil.copy(lens_dirs["memorize"] / "environment.json", root / "environment.json")
+    lenses = {k: f"{cell}/{k}" for k in ("memorize", "gradnorms", "lira", "mitigate")}
+    lenses["gamma-sigma"] = f"{cell}/gamma-sigma"
+    base = {"dataset": "digits", "arch": "lenet", "norms": ["batch", "none"], "seeds": [0, 1], "ood": 0.0,
+            "ood_source": None}
+    _write(root / "index.json", {"study": "tiny", "theory": "theory", "cells": [
+        {"id": cell, **base, "label_noise": 0.1, "lenses": lenses},
+        {"id": clean, **base, "label_noise": 0.0, "lenses": {"lira": f"{clean}/lira"}},
+    ]})
+    return root
+
+
+# ---------------------------------------------------------------- HTML checks
+
+
+class _Page(HTMLParser):
+    """Collects what the tests look at: images, links, claim rows, section ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.imgs: list[str] = []
+        self.refs: list[tuple[str, str, str]] = []
+        self.claim_rows: dict[str, str] = {}
+        self.ids: set[str] = set()
+        self.tags: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.add(tag)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "img":
+            self.imgs.append(a.get("src", ""))
+        for key in ("src", "href", "srcset", "data", "action", "poster"):
+            if key in a:
+                self.refs.append((tag, key, a[key] or ""))
+        if tag == "tr" and "claim" in (a.get("class") or "").split():
+            self.claim_rows[a["data-claim"]] = a["data-status"]
+
+
+def parse(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def assert_self_contained(page: _Page) -> None:
+    for src in page.imgs:
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        assert base64.b64decode(src.split(",", 1)[1], validate=True).startswith(PNG_MAGIC)
+    for tag, key, value in page.refs:
+        ok = value.startswith("#") or (tag == "img" and key == "src" and value.startswith("data:image/png"))
+        assert ok, (tag, key, value[:80])
+    assert not page.tags & {"script", "link", "iframe", "object", "embed"}
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_study_report_is_self_contained_and_complete(study_dir):
+    rep = build_report(study_dir)
+    page = parse(rep.html)
+    assert_self_contained(page)
+    assert list(page.claim_rows) == CLAIM_IDS
+    assert set(page.claim_rows.values()) <= set(STATUSES)
+    # every figure section is there, and every lens of the study has its figure embedded
+    for sid in ("conditions", "checklist", "memorization", "gradnorms", "lira", "gamma_sigma", "theory", "mitigate"):
+        assert sid in page.ids, sid
+    n_figs = 6 + 1 if (study_dir / "digits-lenet-noise0.1" / "gradnorms").exists() else 5 + 1
+    assert len(page.imgs) >= n_figs
+    rows = read_csv(rep.csv)
+    assert [r["id"] for r in rows] == CLAIM_IDS
+    assert {r["status"] for r in rows} <= set(STATUSES)
+    for r in rows:
+        assert r["rule"] and r["metric"] and r["claim"]
+        if r["status"] != NOT_RUN:
+            assert r["value"] and r["conditions"]
+    md = rep.markdown.read_text(encoding="utf-8")
+    assert "| # | claim | metric | value | 95% CI | status | rule |" in md
+    for cid in CLAIM_IDS:
+        assert f"\n| {cid} | " in md
+    html_text = rep.html.read_text(encoding="utf-8")
+    assert "torch" in html_text and "shadow models per norm" in html_text  # conditions + versions
+
+
+def test_study_claims_follow_their_rules(study_dir):
+    rep = build_report(study_dir)
+    status = {c.id: c.status for c in rep.claims}
+    # crafted: clean-data LiRA gap +0.0275 (per target 0.02, 0.04, 0.01, 0.04): positive, but below the bar
+    c3b = next(c for c in rep.claims if c.id == "3b")
+    assert c3b.decisive.value == pytest.approx(0.0275)
+    assert status["3b"] == NOT_REPRODUCED
+    # crafted γ/σ: 2 of 3 layers above 1
+    c4 = next(c for c in rep.claims if c.id == "4")
+    assert c4.decisive.value == pytest.approx(2 / 3) and status["4"] == REPRODUCED
+    # crafted mitigation: noisy acc 0.60 → 0.223 (cut 63%) at a 0.5-point test cost
+    assert status["6"] == REPRODUCED
+    # real tiny runs: a status by the rule, whatever the numbers came out as
+    for cid in ("1", "3a", "5a", "5b"):
+        assert status[cid] in (REPRODUCED, NOT_REPRODUCED)
+    c1 = next(c for c in rep.claims if c.id == "1")
+    d = c1.decisive
+    assert d.status == (REPRODUCED if d.ci_low > 0 else NOT_REPRODUCED)
+    assert "t-interval" in d.method  # 2 seeds
+
+
+def test_single_lens_dir_reports_the_rest_as_not_run(lens_dirs, tmp_path):
+    run = tmp_path / "mem"
+    shutil.copytree(lens_dirs["memorize"], run)
+    assert main(["report", str(run)]) == 0
+    page = parse(run / "report.html")
+    assert_self_contained(page)
+    assert page.claim_rows["1"] in (REPRODUCED, NOT_REPRODUCED)
+    assert all(page.claim_rows[c] == NOT_RUN for c in CLAIM_IDS if c != "1")
+    assert len(page.imgs) == 1  # memorization.png
+    rows = read_csv(run / "summary.csv")
+    assert len(rows) == len(CLAIM_IDS)
+    text = (run / "report.html").read_text(encoding="utf-8")
+    assert "not run: no lira results" in text and "not run: no theory results" in text
+
+
+def test_missing_figure_section_says_not_run(lens_dirs, tmp_path):
+    run = tmp_path / "mem"
+    shutil.copytree(lens_dirs["memorize"], run)
+    (run / "memorization.png").unlink()
+    rep = build_report(run, tmp_path / "out")
+    page = parse(rep.html)
+    assert page.imgs == []
+    assert "not run: memorization.png is missing" in rep.html.read_text(encoding="utf-8")
+    assert not (run / "report.html").exists() and rep.html.parent == tmp_path / "out"
+
+
+def test_lira_rule_on_known_gaps(tmp_path):
+    above = write_lira(tmp_path / "above", [0.60, 0.62, 0.64, 0.66], [0.56, 0.58, 0.60, 0.62])  # +0.04 each
+    rep = build_report(above)
+    c3a = next(c for c in rep.claims if c.id == "3a")
+    assert c3a.status == REPRODUCED
+    assert (c3a.decisive.ci_low, c3a.decisive.ci_high) == (pytest.approx(0.04), pytest.approx(0.04))
+    assert "within the paper's 3–5 point range" in c3a.decisive.note
+    noisy = write_lira(tmp_path / "noisy", [0.62, 0.58, 0.66, 0.54], [0.56, 0.58, 0.60, 0.56])  # mean +0.025
+    assert next(c for c in build_report(noisy).claims if c.id == "3a").status == NOT_REPRODUCED
+    clean = write_lira(tmp_path / "clean", [0.60, 0.62], [0.56, 0.58], label_noise=0.0)
+    claims = {c.id: c for c in build_report(clean).claims}
+    assert claims["3a"].status == NOT_RUN and claims["3b"].status == REPRODUCED
+
+
+def test_mitigation_rule_needs_both_cut_and_utility(tmp_path):
+    costly = write_mitigate(tmp_path / "costly", [0.6, 0.62, 0.58], [0.1, 0.1, 0.1], bn_test=0.95, reg_test=0.92)
+    assert next(c for c in build_report(costly).claims if c.id == "6").status == NOT_REPRODUCED
+    weak = write_mitigate(tmp_path / "weak", [0.6, 0.62, 0.58], [0.5, 0.5, 0.5])
+    assert next(c for c in build_report(weak).claims if c.id == "6").status == NOT_REPRODUCED
+
+
+def test_report_is_deterministic(study_dir, tmp_path):
+    a = build_report(study_dir, tmp_path / "a")
+    b = build_report(study_dir, tmp_path / "b")
+    assert a.csv.read_text() == b.csv.read_text()
+    assert a.markdown.read_text().replace(str(tmp_path / "a"), "") == b.markdown.read_text().replace(
+        str(tmp_path / "b"), "")
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bnmem: error:") and "\n" not in err
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "holds no bnmem results" in capsys.readouterr().err
