@@ -1,0 +1,48 @@
+"""``bnmem run STUDY.yaml``: every lens over a grid of datasets, architectures and outliers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from bnmem.cli_app import Quiet, Set, app
+
+StudyFile = Annotated[Path, typer.Argument(help="study YAML file (see studies/)", show_default=False)]
+StudyOut = Annotated[Optional[Path], typer.Option(help="run directory (default: runs/<study name>); rerun to resume")]
+ExecutorName = Annotated[str, typer.Option("--executor", help="where jobs run: local (in this process) or ray")]
+RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local Ray)")]
+
+
+@app.command()
+def run(
+    study: StudyFile,
+    out: StudyOut = None,
+    executor: ExecutorName = "local",
+    ray_address: RayAddress = None,
+    set: Set = None,  # noqa: A002 - the flag is --set
+    quiet: Quiet = False,
+) -> None:
+    """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
+    from bnmem.errors import BnmemError
+    from bnmem.executors import get_executor
+    from bnmem.study import load_study, run_study
+
+    spec = load_study(study, set)
+    out = out or Path("runs") / spec.name
+    if executor != "ray" and ray_address:
+        raise BnmemError("--ray-address needs --executor ray")
+    kwargs = {"address": ray_address} if ray_address else {}
+    if executor == "local":
+        kwargs["progress"] = not quiet
+    ex = get_executor(executor, **kwargs)
+    try:
+        result = run_study(spec, out, executor=ex, progress=not quiet)
+    finally:
+        ex.close()
+    done = sum(j["status"] == "done" for j in result.jobs)
+    skipped = sum(j["status"] == "skipped" for j in result.jobs)
+    typer.echo(f"study {spec.name}: {len(result.index['cells'])} cells, {len(result.jobs)} jobs "
+               f"({done} run, {skipped} already finished)")
+    typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")

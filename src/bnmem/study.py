@@ -1,0 +1,720 @@
+"""Studies: one YAML file -> a grid of cells -> one job per (cell, lens) -> a run directory.
+
+A study is a base experiment config (the ``data``/``arch``/``norms``/``seeds``/
+``train`` sections of :class:`~bnmem.experiments.common.ExperimentConfig`), a
+``grid`` and the ``lenses`` to run::
+
+    name: demo
+    data: {dataset: digits}          # base data section (dataset/outliers come from the grid)
+    train: {epochs: 20, lr: 0.05}    # base recipe, shared by every lens
+    grid:
+      datasets: [digits]             # default: [data.dataset]
+      archs: [lenet]                 # default: [arch]
+      norms: [batch, none]           # compared inside every cell (default: norms)
+      seeds: [0, 1, 2]               # every cell's seeds (default: seeds)
+      outliers:                      # one cell per entry (default: data's rates)
+        - {label_noise: 0.05}
+        - {ood: 0.05, ood_source: noise}
+    lenses:                          # a list of names, or name -> options
+      memorize: {}
+      lira: {shadow_models: 16, epochs: 20}
+      rmia: {}                       # = lira with RMIA reported (same folder)
+      theory: {steps: 200}
+
+A cell is one (dataset, architecture, outlier setting); norms and seeds are
+compared inside it. A per-cell lens's options are a partial config of that lens
+(its ``bnmem LENS`` config: any of its fields, ``train: {...}`` merged into the
+recipe), merged over the cell's base config; ``epochs: N`` is short for
+``train: {epochs: N}`` unless the lens has an ``epochs`` field of its own.
+Everything is validated when the study is loaded, before any job runs.
+
+Run directory::
+
+    <out>/study.json               resolved study (a rerun with another one is refused)
+    <out>/index.json               cells, their conditions, each lens's folder (written first)
+    <out>/<cell_id>/<lens>/        one lens's run directory (its own config, results, DONE)
+    <out>/theory/                  the toy-model simulation (once per study)
+    <out>/DONE                     written when every job has finished
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bnmem import io
+from bnmem.config import ARCH_ALIASES, ARCHS, DATASETS, NORMS, DataConfig, StrictModel, TrainConfig
+from bnmem.errors import BnmemError
+from bnmem.study_lenses import CELL_LENSES, LENSES, RMIA, THEORY, build_config, canonical_lens
+
+INDEX = "index.json"
+STUDY = "study.json"
+ERROR = "ERROR.txt"
+# The cell is defined by these data keys; a lens may not change them.
+CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
+
+
+# --- the YAML schema -------------------------------------------------------------------
+
+
+class Outliers(StrictModel):
+    """One outlier setting of the grid: flipped labels and/or OOD inputs."""
+
+    label_noise: float = Field(0.0, description="fraction of training labels flipped")
+    ood: float = Field(0.0, description="fraction of the training set that is OOD")
+    ood_source: str = Field("noise", description="'noise', 'heldout-classes' or a dataset name")
+
+    @field_validator("label_noise", "ood")
+    @classmethod
+    def _rate(cls, v: float) -> float:
+        if not 0.0 <= v < 1.0:
+            raise ValueError(f"rate {v} is outside [0, 1)")
+        return v
+
+    def tag(self) -> str:
+        """Folder-name part: ``flip0.05``, ``ood0.05-noise``, both, or ``clean``."""
+        parts = []
+        if self.label_noise > 0:
+            parts.append(f"flip{self.label_noise:g}")
+        if self.ood > 0:
+            parts.append(f"ood{self.ood:g}-{self.ood_source}")
+        return "-".join(parts) or "clean"
+
+
+def _check_archs(archs: list[str]) -> list[str]:
+    archs = [ARCH_ALIASES.get(a, a) for a in archs]
+    for a in archs:
+        if a not in ARCHS:
+            raise ValueError(f"unknown architecture {a!r}; choose one of {', '.join(ARCHS)} (or 'resnet')")
+    return archs
+
+
+def _check_norms(norms: list[str]) -> list[str]:
+    for n in norms:
+        if n not in NORMS:
+            raise ValueError(f"unknown norm {n!r}; choose one of {', '.join(NORMS)}")
+    return norms
+
+
+def _nonempty(v: list | None, what: str) -> list | None:
+    if v is not None and not v:
+        raise ValueError(f"{what} must not be empty (omit it to use the base config's value)")
+    if v is not None and len(set(map(str, v))) != len(v):
+        raise ValueError(f"{what} lists a value twice")
+    return v
+
+
+class Grid(StrictModel):
+    """What varies across cells (datasets × archs × outliers) and inside them (norms, seeds).
+
+    Every field defaults to the base config's value.
+    """
+
+    datasets: list[str] | None = None
+    archs: list[str] | None = None
+    norms: list[str] | None = None
+    outliers: list[Outliers] | None = None
+    seeds: list[int] | None = None
+
+    @field_validator("datasets")
+    @classmethod
+    def _datasets(cls, v: list[str] | None) -> list[str] | None:
+        for d in v or []:
+            if d not in DATASETS:
+                raise ValueError(f"unknown dataset {d!r}; choose one of {', '.join(DATASETS)}")
+        return _nonempty(v, "datasets")
+
+    @field_validator("archs")
+    @classmethod
+    def _archs(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _nonempty(_check_archs(v), "archs")
+
+    @field_validator("norms")
+    @classmethod
+    def _norms(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _nonempty(_check_norms(v), "norms")
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int] | None) -> list[int] | None:
+        return _nonempty(v, "seeds")
+
+    @field_validator("outliers")
+    @classmethod
+    def _outliers(cls, v: list[Outliers] | None) -> list[Outliers] | None:
+        if v is not None and len({o.tag() for o in v}) != len(v):
+            raise ValueError("outliers lists the same setting twice")
+        return _nonempty(v, "outliers")
+
+
+class LensOptions(StrictModel):
+    """Options of a per-cell lens: a partial config of that lens.
+
+    Only ``epochs`` is declared here; every other key is checked against the
+    lens's own config model when the study is loaded (unknown keys are errors
+    there, with their path).
+    """
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    epochs: int | None = Field(None, ge=1, description="short for train.epochs (or the lens's own epochs field)")
+
+
+class RmiaOptions(StrictModel):
+    """``rmia`` has no options of its own: it is reported by the lira lens (set those under ``lira``)."""
+
+
+class TheoryOptions(StrictModel):
+    """Arguments of :func:`bnmem.theory.run_theory` (the toy model, once per study)."""
+
+    steps: int = Field(400, ge=1)
+    lr: float = Field(0.05, gt=0)
+    n_outliers: int = Field(4, ge=1)
+    seed: int = 0
+    n_per_class: int = Field(20, ge=2)
+    noise: float = Field(0.3, ge=0)
+    kernel_size: int = Field(5, ge=1)
+    outlier_kind: str = "flip"
+    plot: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TheoryOptions":
+        from bnmem.theory import TheoryConfig
+
+        kw = self.model_dump(exclude={"plot"})
+        try:
+            TheoryConfig(**kw).validate()
+        except BnmemError as e:
+            raise ValueError(str(e)) from None
+        return self
+
+
+class Lenses(StrictModel):
+    """The lenses to run; absent = not run. A YAML list of names means defaults for each."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    memorize: LensOptions | None = None
+    gamma_sigma: LensOptions | None = Field(None, alias="gamma-sigma")
+    gradnorms: LensOptions | None = None
+    mitigate: LensOptions | None = None
+    lira: LensOptions | None = None
+    rmia: RmiaOptions | None = None
+    theory: TheoryOptions | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, v: Any) -> Any:
+        # `lenses: [memorize, lira]` and `memorize:` (YAML null) both mean "run with defaults";
+        # `memorize: false` (e.g. --set lenses.memorize=false) means "don't run it".
+        if isinstance(v, list):
+            if not all(isinstance(x, str) for x in v):
+                raise ValueError("a list of lenses must hold lens names")
+            v = {x: {} for x in v}
+        if isinstance(v, dict):
+            v = {canonical_lens(k) if isinstance(k, str) else k: ({} if o is None or o is True else o)
+                 for k, o in v.items() if o is not False}
+        return v
+
+    def enabled(self) -> list[str]:
+        """Lens names to run, in :data:`~bnmem.study_lenses.LENSES` order."""
+        return [name for name in LENSES if self.options(name) is not None]
+
+    def options(self, name: str) -> StrictModel | None:
+        return getattr(self, name.replace("-", "_"))
+
+
+class Resources(StrictModel):
+    """Per-job resource request handed to the executor (the local executor ignores it)."""
+
+    num_cpus: float = Field(1, gt=0)
+    num_gpus: float = Field(0, ge=0)
+
+
+class Study(StrictModel):
+    """A whole study: base experiment config + grid + lenses."""
+
+    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    description: str = ""
+    data: DataConfig = DataConfig()
+    arch: str = "lenet"
+    norms: list[str] = ["batch", "none"]
+    seeds: list[int] = [0, 1, 2]
+    train: TrainConfig = TrainConfig()
+    grid: Grid = Grid()
+    lenses: Lenses
+    resources: Resources = Resources()
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: str) -> str:
+        return _check_archs([v])[0]
+
+    @field_validator("norms")
+    @classmethod
+    def _norms(cls, v: list[str]) -> list[str]:
+        return _nonempty(_check_norms(v), "norms")
+
+    @model_validator(mode="after")
+    def _some_lens(self) -> "Study":
+        if not self.lenses.enabled():
+            raise ValueError(f"lenses: name at least one of {', '.join(LENSES)}")
+        return self
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+def read_study_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a study file into a dict.
+
+    Raises:
+        BnmemError: missing/unreadable file, malformed YAML, or not a mapping.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BnmemError(f"study file {path} does not exist") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise BnmemError(f"cannot read study file {path}: {type(e).__name__}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or "malformed YAML"
+        raise BnmemError(f"{path} is not valid YAML: {problem}{where}") from None
+    if not isinstance(doc, dict):
+        raise BnmemError(f"{path} must hold a mapping (name, data, train, grid, lenses), got {type(doc).__name__}")
+    return doc
+
+
+def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
+    """Load, override (``a.b=c``) and validate a study, including every lens config of every cell.
+
+    Raises:
+        BnmemError: unreadable/malformed file, a bad override, or a lens option
+            its lens does not accept.
+        pydantic.ValidationError: a bad key or value of the study itself (the
+            command line turns it into one line with the key's path).
+    """
+    from bnmem.cli_app import apply_overrides
+
+    doc = read_study_yaml(path)
+    doc.setdefault("name", Path(path).stem)
+    study = Study.model_validate(apply_overrides(doc, overrides))
+    plan(study)  # validates every lens's config now, not hours into the run
+    return study
+
+
+# --- grid expansion --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (dataset, architecture, outlier setting); norms and seeds are compared inside it."""
+
+    id: str
+    dataset: str
+    arch: str
+    norms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    outliers: Outliers
+
+    def experiment(self, study: Study) -> dict[str, Any]:
+        """The cell's base ExperimentConfig dict: the study's base with the cell's choices."""
+        data = study.data.model_dump(mode="json")
+        data.update(dataset=self.dataset, **self.outliers.model_dump())
+        return {
+            "data": data,
+            "arch": self.arch,
+            "norms": list(self.norms),
+            "seeds": list(self.seeds),
+            "train": study.train.model_dump(mode="json"),
+        }
+
+    def conditions(self) -> dict[str, Any]:
+        """The index.json record of this cell (without its lenses)."""
+        o = self.outliers
+        return {
+            "id": self.id,
+            "dataset": self.dataset,
+            "arch": self.arch,
+            "norms": list(self.norms),
+            "seeds": list(self.seeds),
+            "label_noise": o.label_noise,
+            "ood": o.ood,
+            "ood_source": o.ood_source if o.ood > 0 else None,
+        }
+
+
+def expand_grid(study: Study) -> list[Cell]:
+    """Cells of the study: datasets × archs × outlier settings, in that nesting order."""
+    g = study.grid
+    datasets = g.datasets or [study.data.dataset]
+    archs = g.archs or [study.arch]
+    norms = tuple(g.norms or study.norms)
+    seeds = tuple(g.seeds or study.seeds)
+    outliers = g.outliers or [Outliers(label_noise=study.data.label_noise, ood=study.data.ood,
+                                       ood_source=study.data.ood_source)]
+    return [
+        Cell(id=f"{d}-{a}-{o.tag()}", dataset=d, arch=a, norms=norms, seeds=seeds, outliers=o)
+        for d in datasets
+        for a in archs
+        for o in outliers
+    ]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One lens of one cell (or the study's theory job).
+
+    Attributes:
+        id: ``<cell_id>/<lens>`` or ``theory``.
+        lens: lens name (``lira`` also serves ``rmia``).
+        folder: results folder relative to the run directory.
+        config: the lens's validated config, as plain data.
+        stage: jobs of a stage may start once every earlier stage has finished.
+        share_from: folder (relative) of another lens whose finished
+            ``<norm>/seed<k>`` training runs this job adopts instead of training
+            the same models again (see :func:`shared_training`).
+    """
+
+    id: str
+    lens: str
+    folder: str
+    config: dict[str, Any]
+    stage: int = 0
+    share_from: str | None = None
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` merged in; nested dicts are merged, other values replaced."""
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def lens_config(study: Study, cell: Cell, lens: str) -> dict[str, Any]:
+    """The validated config of ``lens`` in ``cell``, as plain data.
+
+    Raises:
+        BnmemError: an option the lens does not accept, or one that would
+            change what defines the cell.
+    """
+    from bnmem.study_lenses import config_class
+
+    where = f"lenses.{lens}"
+    opts: LensOptions = study.lenses.options(lens)
+    extra = dict(opts.model_extra or {})
+    for key in ("arch",):
+        if key in extra:
+            raise BnmemError(f"invalid study: {where}.{key}: set architectures in grid.archs, not per lens")
+    for key in CELL_DATA_KEYS:
+        if key in (extra.get("data") or {}):
+            raise BnmemError(f"invalid study: {where}.data.{key}: the grid sets it for every cell")
+    fields = config_class(lens).model_fields
+    if opts.epochs is not None:
+        if "epochs" in fields:
+            extra["epochs"] = opts.epochs
+        else:
+            extra["train"] = {**(extra.get("train") or {}), "epochs": opts.epochs}
+    base = cell.experiment(study)
+    if CELL_LENSES[lens].one_seed:
+        base["seeds"] = base["seeds"][:1]
+    cfg = _merge(base, extra)
+    if lens == "lira" and study.lenses.rmia is not None:
+        cfg = _with_rmia(cfg, fields)
+    return build_config(lens, cfg, where).model_dump(mode="json")
+
+
+def _with_rmia(cfg: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """Make sure a lira config reports RMIA (when it has an ``attacks`` list)."""
+    if "attacks" in fields:
+        attacks = cfg.get("attacks")
+        if attacks is None:
+            default = fields["attacks"].get_default(call_default_factory=True)
+            attacks = list(default) if default is not None else None
+        if attacks is not None and "rmia" not in attacks:
+            cfg["attacks"] = [*attacks, "rmia"]
+    return cfg
+
+
+def plan(study: Study) -> tuple[list[Cell], list[Job]]:
+    """Expand the grid and build every job with its validated config.
+
+    Returns:
+        The cells and the jobs: theory (if asked) first, then the per-cell
+        lenses, lens by lens (every cell's memorize before any gradnorms, ...).
+        ``rmia`` adds no job of its own: it makes lira run (and report RMIA).
+    """
+    cells = expand_grid(study)
+    enabled = study.lenses.enabled()
+    jobs: list[Job] = []
+    if THEORY in enabled:
+        jobs.append(Job(id=THEORY, lens=THEORY, folder=THEORY, config=study.lenses.theory.model_dump()))
+    wanted = set(enabled) | ({"lira"} if RMIA in enabled else set())
+    for cell in cells:
+        configs = {
+            lens: lens_config(study, cell, lens) if lens != "lira" or study.lenses.lira else _rmia_only(study, cell)
+            for lens in CELL_LENSES
+            if lens in wanted
+        }
+        donor = "gradnorms" if "memorize" in configs and "gradnorms" in configs else None
+        share = donor is not None and shared_training(configs["memorize"], configs[donor])
+        for lens, cfg in configs.items():
+            jobs.append(Job(
+                id=f"{cell.id}/{lens}", lens=lens, folder=f"{cell.id}/{CELL_LENSES[lens].folder}", config=cfg,
+                # lira is the expensive one: last, so early results cover every lens;
+                # a sharing memorize waits for the models it adopts.
+                stage=1 if lens == "lira" or (lens == "memorize" and share) else 0,
+                share_from=f"{cell.id}/{CELL_LENSES[donor].folder}" if lens == "memorize" and share else None,
+            ))
+    # Lens-major order inside a stage: every cell's memorize before any cell's gradnorms, ...
+    order = {lens: i for i, lens in enumerate(CELL_LENSES)}
+    jobs.sort(key=lambda j: (j.lens != THEORY, j.stage, order.get(j.lens, -1)))
+    return cells, jobs
+
+
+# Keys of a lens config that fix what its (norm, seed) training runs are.
+TRAINING_KEYS = ("data", "arch", "train")
+
+
+def shared_training(config: dict[str, Any], donor: dict[str, Any]) -> bool:
+    """True when ``donor``'s ``<norm>/seed<k>`` runs are the very models ``config`` would train.
+
+    ``bnmem gradnorms`` trains every (norm, seed) exactly as ``bnmem memorize``
+    does (same data, initial weights, batch order and recipe; its measurements
+    run on a float64 copy and draw no random numbers from the training
+    streams), so when the two share data, architecture and recipe, memorize
+    adopts gradnorms' finished runs instead of training them again.
+    """
+    same = all(config.get(k) == donor.get(k) for k in TRAINING_KEYS)
+    return same and bool(set(config["norms"]) & set(donor["norms"])) and bool(set(config["seeds"]) & set(donor["seeds"]))
+
+
+# Files of a finished trainer run (bnmem.train.trainer with run_dir), besides DONE.
+RUN_FILES = ("model.pt", "history.json")
+# History keys a donor's on_epoch hook adds (bnmem.experiments.gradnorms.measure_hook).
+DONOR_HISTORY_KEYS = ("gradnorms",)
+
+
+def adopt_runs(out: Path, donor: Path, config: dict[str, Any]) -> list[str]:
+    """Copy the donor's finished ``<norm>/seed<k>`` runs that ``out`` would otherwise train.
+
+    Copies are atomic and the ``DONE`` marker is copied last, so an interrupted
+    adoption is simply redone (or the run trained) next time.
+
+    Returns:
+        The adopted run folders, relative to ``out``.
+    """
+    adopted = []
+    for norm in config["norms"]:
+        for seed in config["seeds"]:
+            rel = f"{norm}/seed{seed}"
+            src, dst = donor / rel, out / rel
+            if io.is_done(dst) or not io.is_done(src) or not all((src / f).is_file() for f in RUN_FILES):
+                continue
+            io.write_bytes(dst / "model.pt", (src / "model.pt").read_bytes())
+            # The donor's per-epoch hook adds its own measurements to the history;
+            # without them the history is exactly what the lens would have written.
+            history = [{k: v for k, v in rec.items() if k not in DONOR_HISTORY_KEYS}
+                       for rec in io.read_json(src / "history.json")]
+            io.write_json(dst / "history.json", history)
+            io.write_bytes(dst / io.DONE, (src / io.DONE).read_bytes())
+            adopted.append(rel)
+    return adopted
+
+
+def _rmia_only(study: Study, cell: Cell) -> dict[str, Any]:
+    """Lira config with default options, for a study that asks for ``rmia`` without ``lira``."""
+    from bnmem.study_lenses import config_class
+
+    base = cell.experiment(study)
+    base["seeds"] = base["seeds"][:1]
+    cfg = _with_rmia(base, config_class("lira").model_fields)
+    return build_config("lira", cfg, "lenses.rmia").model_dump(mode="json")
+
+
+def index_doc(study: Study, cells: list[Cell], jobs: list[Job]) -> dict[str, Any]:
+    """The ``index.json`` document: cells, their conditions, each lens's folder (relative)."""
+    by_id = {j.id: j for j in jobs}
+    records = []
+    for cell in cells:
+        lenses: dict[str, str] = {}
+        for lens in study.lenses.enabled():
+            key = "lira" if lens == RMIA else lens
+            job = by_id.get(f"{cell.id}/{key}")
+            if job is not None:
+                lenses[lens] = job.folder
+        records.append({**cell.conditions(), "lenses": lenses})
+    theory = by_id.get(THEORY)
+    return {"study": study.name, "cells": records, "theory": theory.folder if theory else None}
+
+
+# --- running ---------------------------------------------------------------------------
+
+
+def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
+    """Run one study job (module-level, so any executor can ship it).
+
+    Args:
+        spec: plain data: ``id``, ``lens``, ``config``, ``out`` (absolute
+            folder), ``share_from`` (absolute folder or None), ``progress``.
+        executor: handed to lens runners that take one (lira), when the job
+            runs in the driver.
+
+    Returns:
+        ``{"id", "status": "done"|"skipped"|"failed", "seconds", "error"?}``.
+        A failure does not raise (the other jobs go on); its traceback is in
+        ``<out>/ERROR.txt`` and the job reruns next time.
+    """
+    from bnmem.study_lenses import run_cell_lens, run_theory_lens
+
+    out = Path(spec["out"])
+    if io.is_done(out):
+        return {"id": spec["id"], "status": "skipped", "seconds": 0.0}
+    t0 = time.perf_counter()
+    try:
+        io.ensure_dir(out)
+        if spec.get("share_from"):
+            adopted = adopt_runs(out, Path(spec["share_from"]), spec["config"])
+            if adopted:
+                io.write_json(out / "shared.json", {"adopted_from": spec["share_from"], "runs": adopted,
+                                                    "why": "identical data, architecture, recipe and seeds"})
+        if spec["lens"] == THEORY:
+            run_theory_lens(spec["config"], out, spec["progress"])
+        else:
+            run_cell_lens(spec["lens"], spec["config"], out, spec["progress"], executor)
+    except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
+        msg = str(e).splitlines()[0] if str(e) else ""
+        error = f"{type(e).__name__}: {msg}" if not isinstance(e, BnmemError) else msg
+        try:
+            io.write_text(out / ERROR, traceback.format_exc())
+        except (OSError, BnmemError):
+            pass
+        return {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error}
+    seconds = time.perf_counter() - t0
+    (out / ERROR).unlink(missing_ok=True)
+    if not io.is_done(out):  # some runners mark their folder themselves; the others get it here, last
+        io.mark_done(out, {"lens": spec["lens"], "seconds": seconds})
+    return {"id": spec["id"], "status": "done", "seconds": seconds}
+
+
+def _write_if_changed(path: Path, doc: Any) -> None:
+    """Rewrite ``path`` only when its content changes (a resumed run leaves mtimes alone)."""
+    try:
+        if io.read_json(path) == json.loads(json.dumps(doc)):
+            return
+    except (OSError, ValueError):
+        pass
+    io.write_json(path, doc)
+
+
+def _prepare(out: Path, study: Study) -> Path:
+    from bnmem.rundir import prepare_run_dir
+
+    resolved = study.model_dump(mode="json", by_alias=True)
+    path = out / STUDY
+    try:
+        if io.read_json(path) == json.loads(json.dumps(resolved)):
+            return out  # same study: resume without touching anything
+    except (OSError, ValueError):
+        pass
+    return prepare_run_dir(out, resolved, name=STUDY)
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_study` did."""
+
+    out: Path
+    index: dict[str, Any]
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [j for j in self.jobs if j["status"] == "failed"]
+
+
+def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True) -> StudyResult:
+    """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
+
+    Args:
+        study: a validated study (:func:`load_study`).
+        out: run directory.
+        executor: an :class:`~bnmem.executors.Executor` (default: local).
+        progress: progress bars.
+
+    Returns:
+        The index and one status per job.
+
+    Raises:
+        BnmemError: ``out`` holds a different study, or some job failed (after
+            every other job has run; rerunning retries only the failed ones).
+    """
+    from bnmem.executors import get_executor
+
+    out = Path(out).expanduser().resolve()
+    cells, jobs = plan(study)
+    _prepare(out, study)
+    index = index_doc(study, cells, jobs)
+    _write_if_changed(out / INDEX, index)  # first, so a report can read a study in progress
+    own = executor is None
+    executor = executor or get_executor("local", progress=progress)
+    resources = study.resources.model_dump()
+    result = StudyResult(out=out, index=index)
+    try:
+        for stage in sorted({j.stage for j in jobs}):
+            specs = [{"id": j.id, "lens": j.lens, "config": j.config, "out": str(out / j.folder),
+                      "share_from": str(out / j.share_from) if j.share_from else None,
+                      "progress": progress} for j in jobs if j.stage == stage]
+            todo = [s for s in specs if not io.is_done(s["out"])]
+            result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
+            if not todo:
+                continue
+            if executor.name == "local":
+                result.jobs += executor.map(run_job, todo, desc=f"{study.name} jobs", resources=resources)
+            else:
+                # Lenses that parallelize internally (lira's shadow models) get the
+                # executor itself and run from here; the rest are shipped as jobs.
+                inline = [s for s in todo if _takes_executor(s["lens"])]
+                shipped = [s for s in todo if s not in inline]
+                if shipped:
+                    result.jobs += executor.map(run_job, shipped, desc=f"{study.name} jobs", resources=resources)
+                result.jobs += [run_job(s, executor) for s in inline]
+    finally:
+        if own:
+            executor.close()
+    if result.failed:
+        first = result.failed[0]
+        raise BnmemError(
+            f"{len(result.failed)} of {len(jobs)} jobs failed (first: {first['id']}: {first['error']}; "
+            f"traceback in {out / first['id']}/{ERROR}); fix and rerun the same command to resume"
+        )
+    if not io.is_done(out):
+        io.mark_done(out, {"study": study.name, "jobs": len(jobs),
+                           "seconds": round(sum(j["seconds"] for j in result.jobs), 3)})
+    return result
+
+
+def _takes_executor(lens: str) -> bool:
+    import inspect
+
+    from bnmem.study_lenses import CELL_LENSES as specs
+    from bnmem.study_lenses import _module
+
+    if lens not in specs:
+        return False
+    runner = getattr(_module(specs[lens]), specs[lens].runner)
+    return "executor" in inspect.signature(runner).parameters

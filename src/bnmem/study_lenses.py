@@ -1,0 +1,148 @@
+"""The lenses a study can run, and how a study job calls each lens's runner.
+
+A lens is one experiment runner (``bnmem memorize``, ``bnmem lira``, ...). Each
+is called the same way a user would call it from the command line, with the
+lens's own validated config, into its own run directory; the study adds only
+the completion marker that some runners do not write themselves.
+
+The per-cell lenses are looked up lazily (by module path), so a study that does
+not use a lens never imports it, and a lens whose module is missing fails with
+one clear line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from bnmem.errors import BnmemError
+
+
+@dataclass(frozen=True)
+class LensSpec:
+    """Where a per-cell lens lives.
+
+    Attributes:
+        name: the lens name in a study's ``lenses`` section (= its CLI command).
+        module: module holding the config class and runner.
+        config: name of its pydantic config class (an ``ExperimentConfig`` subclass).
+        runner: name of ``runner(cfg, out, ..., progress=...)``.
+        folder: folder of its results inside a cell.
+        one_seed: the lens takes a single base seed (lira derives every shadow
+            model's seed from it); a cell gives it its first seed.
+    """
+
+    name: str
+    module: str
+    config: str
+    runner: str
+    folder: str
+    one_seed: bool = False
+
+
+# Order = the order a study runs them in (cheap first, so early results cover
+# every cell; membership inference, the expensive one, last).
+CELL_LENSES: dict[str, LensSpec] = {
+    s.name: s
+    for s in (
+        LensSpec("memorize", "bnmem.experiments.memorize", "MemorizeConfig", "run_memorize", "memorize"),
+        LensSpec("gamma-sigma", "bnmem.experiments.gamma_sigma", "GammaSigmaConfig", "run_gamma_sigma", "gamma-sigma"),
+        LensSpec("gradnorms", "bnmem.experiments.gradnorms", "GradNormsConfig", "run_gradnorms", "gradnorms"),
+        LensSpec("mitigate", "bnmem.experiments.mitigate", "MitigateConfig", "run_mitigate", "mitigate"),
+        LensSpec("lira", "bnmem.experiments.lira", "LiraConfig", "run_lira", "lira", one_seed=True),
+    )
+}
+# ``rmia`` is reported by the lira lens (its attack evaluation includes RMIA):
+# asking for it runs lira into the same folder.
+RMIA = "rmia"
+THEORY = "theory"
+LENSES: tuple[str, ...] = (*CELL_LENSES, RMIA, THEORY)
+ALIASES = {"gamma_sigma": "gamma-sigma", "gamma-sigma": "gamma-sigma"}
+
+
+def canonical_lens(name: str) -> str:
+    """Resolve ``gamma_sigma`` to ``gamma-sigma``; other names unchanged."""
+    return ALIASES.get(name, name)
+
+
+def _module(spec: LensSpec):
+    try:
+        return importlib.import_module(spec.module)
+    except ModuleNotFoundError as e:
+        if e.name and spec.module.startswith(e.name):
+            raise BnmemError(f"lens {spec.name!r} is not available in this installation ({spec.module} is missing)") from e
+        raise
+
+
+def config_class(name: str) -> type[BaseModel]:
+    """The pydantic config class of a per-cell lens.
+
+    Raises:
+        BnmemError: the lens's module is not installed.
+    """
+    spec = CELL_LENSES[name]
+    mod = _module(spec)
+    try:
+        return getattr(mod, spec.config)
+    except AttributeError as e:
+        raise BnmemError(f"lens {name!r}: {spec.module} has no {spec.config}") from e
+
+
+def validation_line(err: ValidationError, prefix: str) -> str:
+    """'prefix.path: message; ...' for every error of a pydantic ValidationError."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join([prefix, *(str(p) for p in e["loc"])])
+        parts.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+def build_config(name: str, config: dict[str, Any], where: str) -> BaseModel:
+    """Validate a per-cell lens config (a plain dict) with the lens's own model.
+
+    Args:
+        name: lens name.
+        config: the merged config dict (cell base + lens options).
+        where: path prefix for error messages, e.g. ``lenses.lira``.
+
+    Returns:
+        The validated config object.
+
+    Raises:
+        BnmemError: one line naming the bad key's path.
+    """
+    cls = config_class(name)
+    try:
+        return cls.model_validate(config)
+    except ValidationError as e:
+        raise BnmemError(f"invalid study: {validation_line(e, where)}") from e
+
+
+def run_cell_lens(name: str, config: dict[str, Any], out: Path, progress: bool, executor: Any = None) -> Any:
+    """Run one per-cell lens into ``out`` (its runner resumes from its own markers).
+
+    The executor is handed to runners that accept one (lira trains its shadow
+    models through it); the others run in the calling process.
+    """
+    spec = CELL_LENSES[name]
+    cfg = config_class(name).model_validate(config)
+    runner = getattr(_module(spec), spec.runner)
+    params = inspect.signature(runner).parameters
+    kwargs: dict[str, Any] = {}
+    if "progress" in params:
+        kwargs["progress"] = progress
+    if executor is not None and "executor" in params:
+        kwargs["executor"] = executor
+    return runner(cfg, out, **kwargs)
+
+
+def run_theory_lens(options: dict[str, Any], out: Path, progress: bool) -> Any:
+    """Run the toy-model simulation (one per study) into ``out``."""
+    from bnmem.theory import run_theory
+
+    return run_theory(out, **options)
