@@ -1,0 +1,45 @@
+"""``bnmem lira``: lens 3, membership inference on BN vs other-norm shadow models."""
+
+# No `from __future__ import annotations`: the option aliases below must be real
+# objects, since typer resolves string annotations in bnmem.cli_app's namespace.
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from bnmem.cli_app import Out, Quiet, app, experiment_options
+
+ShadowModels = Annotated[int, typer.Option(help="shadow models per norm (even, >= 4); each example is IN for half")]
+ChunkSize = Annotated[int, typer.Option(help="shadow models per training job (fixes resume granularity)")]
+Views = Annotated[str, typer.Option(help="query views: identity, flip (cifar only), shift (±1 px; ±2 from 28 px)")]
+QueryBnMode = Annotated[str, typer.Option(help="BN at query time: eval (running stats) or batch (query-batch stats)")]
+QueryBatchSize = Annotated[Optional[int], typer.Option(help="batch whose statistics BN uses in batch mode (default: --batch-size)")]
+KeepSeed = Annotated[int, typer.Option(help="seed of the membership matrix (same for every norm)")]
+
+
+@app.command()
+@experiment_options(seeds="1")
+def lira(
+    exp: dict[str, Any],
+    out: Out = "runs/lira",
+    shadow_models: ShadowModels = 32,
+    chunk_size: ChunkSize = 16,
+    views: Views = "identity,shift",
+    query_bn_mode: QueryBnMode = "eval",
+    query_batch_size: QueryBatchSize = None,
+    keep_seed: KeepSeed = 0,
+    quiet: Quiet = False,
+) -> None:
+    """LiRA/RMIA membership inference on shadow models of each norm; paired BN vs other-norm differences.
+
+    --seeds is the base seed (one): shadow model m's seed derives from it and is the same for every norm.
+    """
+    from bnmem.experiments.lira import LiraConfig, run_lira, summary_table
+
+    own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
+           "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed}
+    # --set overrides (already in exp) win over the flags' defaults.
+    cfg = LiraConfig.model_validate({**own, **exp})
+    result = run_lira(cfg, out, progress=not quiet)
+    typer.echo(summary_table(result))
+    typer.echo(f"results in {out}/ (metrics.json, roc.png, <norm>/logits.npy, keep.npy, ...)")

@@ -1,0 +1,244 @@
+"""Shadow models for LiRA: who trains on what, training in resumable chunks, loading.
+
+Protocol (as in the LiRA reference code, tensorflow/privacy mi_lira_2021):
+``keep = keep_matrix(M, n_train, keep_seed)`` puts every training example IN
+for exactly half of the M models, and model m trains on its IN examples. The
+training set is the corrupted one (label noise / OOD), so the outliers are
+part of the population being attacked. Model m's seed and the keep matrix are
+the same for every norm, so norms are compared model by model.
+
+Training runs through an :class:`~bnmem.executors.Executor`: one job per chunk
+of ``chunk_size`` consecutive models (:func:`train_shadow_chunk`). A job saves
+each model's state dict atomically and then its ``DONE`` marker, so after any
+interruption (even SIGKILL) a rerun trains only the chunks without a marker,
+and — the job fixing its own thread count — ends with the same bits as an
+uninterrupted run.
+
+Layout of a norm's directory::
+
+    <norm_dir>/shadow.json                     what the models depend on
+    <norm_dir>/shadow/models_0000-0015/model_0000.pt ... DONE
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from torch import nn
+
+from bnmem import io
+from bnmem.attacks import keep_matrix
+from bnmem.config import ModelConfig, TrainConfig
+from bnmem.data import OutlierDataset, load_dataset
+from bnmem.errors import BnmemError
+from bnmem.executors import Executor
+from bnmem.experiments.lira_config import LiraConfig
+from bnmem.rundir import prepare_run_dir
+from bnmem.train import seeded_model, train_model
+
+SHADOW_DIR = "shadow"
+IDENTITY_FILE = "shadow.json"
+
+
+def _sequential_train_models(
+    model_cfg: ModelConfig,
+    ds: OutlierDataset,
+    cfg: TrainConfig,
+    seeds: Sequence[int],
+    train_idx: Sequence[np.ndarray],
+    method: str = "auto",
+    progress: bool = True,
+    init_states: Sequence[dict] | None = None,
+) -> list[nn.Module]:
+    """K models one after another with :func:`train_model` (same signature as the ensemble trainer).
+
+    Used only while :mod:`bnmem.train.ensemble` is absent; ``method`` is ignored.
+
+    Args:
+        model_cfg: architecture and norm.
+        ds: the dataset.
+        cfg: the training recipe.
+        seeds: one seed per model (initial weights and data order).
+        train_idx: one array of training-example indices per model.
+        method: accepted for signature compatibility.
+        progress: show a bar per model.
+        init_states: optional state dicts to start from instead of the seeded init.
+
+    Returns:
+        The trained models, in ``seeds`` order.
+    """
+    models = []
+    for k, seed in enumerate(seeds):
+        model = seeded_model(model_cfg, ds, int(seed))
+        if init_states is not None:
+            model.load_state_dict(init_states[k])
+        res = train_model(model, ds, cfg, int(seed), train_idx=np.asarray(train_idx[k]), measure=False,
+                          progress=f"{model_cfg.norm} model {k}" if progress else False)
+        models.append(res.model)
+    return models
+
+
+try:  # the many-models-at-once trainer, when present; result-equivalent to the loop above
+    from bnmem.train.ensemble import train_models
+except ImportError:  # pragma: no cover - depends on which modules exist in the tree
+    train_models = _sequential_train_models
+
+
+def chunk_name(models: Sequence[int]) -> str:
+    return f"models_{models[0]:04d}-{models[-1]:04d}"
+
+
+def chunk_dir(norm_dir: str | Path, models: Sequence[int]) -> Path:
+    return Path(norm_dir) / SHADOW_DIR / chunk_name(models)
+
+
+def model_file(norm_dir: str | Path, models: Sequence[int], m: int) -> Path:
+    return chunk_dir(norm_dir, models) / f"model_{m:04d}.pt"
+
+
+def shadow_keep(cfg: LiraConfig, n_train: int) -> np.ndarray:
+    """The keep matrix [M, n_train] of ``cfg`` (identical for every norm)."""
+    return keep_matrix(cfg.shadow_models, n_train, cfg.keep_seed)
+
+
+def chunk_spec(cfg: LiraConfig, norm: str, norm_dir: str | Path, models: Sequence[int],
+               progress: bool = False) -> dict[str, Any]:
+    """The plain-data spec of one training job."""
+    return {
+        "run_dir": str(Path(norm_dir).resolve()),
+        "config": cfg.model_dump(mode="json"),
+        "norm": norm,
+        "models": [int(m) for m in models],
+        "progress": bool(progress),
+    }
+
+
+def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+    """Executor job: train one chunk of shadow models and save them atomically.
+
+    Args:
+        spec: ``run_dir`` (the norm's directory, a string), ``config`` (a
+            resolved :class:`LiraConfig` dict), ``norm``, ``models`` (indices),
+            optional ``progress``.
+
+    Returns:
+        Small summary: norm, models, seeds, seconds, ``skipped`` (the chunk was
+        already done).
+
+    Raises:
+        BnmemError: bad config or data problems.
+    """
+    cfg = LiraConfig.model_validate(spec["config"])
+    norm, models = spec["norm"], [int(m) for m in spec["models"]]
+    out = chunk_dir(spec["run_dir"], models)
+    if io.is_done(out):
+        return {**io.read_json(out / io.DONE), "skipped": True}
+    t0 = time.perf_counter()
+    ds = load_dataset(cfg.data)
+    keep = shadow_keep(cfg, ds.n_train)
+    seeds = [cfg.model_seed(m) for m in models]
+    nets = train_models(cfg.model(norm), ds, cfg.train, seeds, [np.flatnonzero(keep[m]) for m in models],
+                        progress=bool(spec.get("progress", False)))
+    for m, net in zip(models, nets):
+        state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+        io.save_torch(model_file(spec["run_dir"], models, m), state)
+    summary = {"norm": norm, "models": models, "seeds": seeds, "seconds": time.perf_counter() - t0,
+               "threads": cfg.train.threads, "trainer": f"{train_models.__module__}.{train_models.__name__}"}
+    io.mark_done(out, summary)  # last: the chunk counts as finished only now
+    return {**summary, "skipped": False}
+
+
+def prepare_norm_dir(cfg: LiraConfig, norm: str, norm_dir: str | Path) -> Path:
+    """Create the norm's directory and record (or check, on a rerun) what its models depend on.
+
+    Raises:
+        BnmemError: the directory holds shadow models of another configuration.
+    """
+    cfg.model(norm)  # validates the norm before any work
+    return prepare_run_dir(norm_dir, cfg.training_identity(norm), name=IDENTITY_FILE)
+
+
+def pending_specs(cfg: LiraConfig, norm: str, norm_dir: str | Path, progress: bool = False) -> list[dict[str, Any]]:
+    """Specs of the chunks of ``norm`` that have no ``DONE`` marker yet."""
+    norm_dir = prepare_norm_dir(cfg, norm, norm_dir)
+    return [chunk_spec(cfg, norm, norm_dir, c, progress) for c in cfg.chunks() if not io.is_done(chunk_dir(norm_dir, c))]
+
+
+def train_shadow_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Executor,
+                        progress: bool = False) -> list[dict[str, Any]]:
+    """Train (or finish training) the M shadow models of ``norm`` into ``norm_dir``.
+
+    Only unfinished chunks are submitted to the executor.
+
+    Args:
+        cfg: the configuration (its recipe, e.g. ``train.gs_reg``, is used as is).
+        norm: the norm of these models.
+        norm_dir: the norm's directory (e.g. ``<out>/batch``).
+        executor: where the chunk jobs run.
+        progress: per-model progress bars inside jobs.
+
+    Returns:
+        The summaries of the jobs that ran (empty when everything was done).
+
+    Raises:
+        BnmemError: a different configuration already lives in ``norm_dir``, or bad config/data.
+    """
+    specs = pending_specs(cfg, norm, norm_dir, progress)
+    if not specs:
+        return []
+    return executor.map(train_shadow_chunk, specs, desc=f"{norm} shadow chunks", resources={"num_cpus": cfg.train.threads})
+
+
+def all_trained(cfg: LiraConfig, norm_dir: str | Path) -> bool:
+    return all(io.is_done(chunk_dir(norm_dir, c)) for c in cfg.chunks())
+
+
+def load_shadow_state(cfg: LiraConfig, norm_dir: str | Path, m: int) -> dict:
+    """State dict of shadow model ``m``.
+
+    Raises:
+        BnmemError: its chunk has not finished training.
+    """
+    chunk = next(c for c in cfg.chunks() if m in c)
+    if not io.is_done(chunk_dir(norm_dir, chunk)):
+        raise BnmemError(f"shadow models {chunk[0]}-{chunk[-1]} in {norm_dir} are not trained yet; rerun to finish")
+    return io.load_torch(model_file(norm_dir, chunk, m))
+
+
+def load_shadow_model(cfg: LiraConfig, norm: str, norm_dir: str | Path, ds: OutlierDataset, m: int) -> nn.Module:
+    """Shadow model ``m`` of ``norm``, rebuilt and loaded (CPU, train mode as built).
+
+    Args:
+        cfg: the configuration the models were trained with.
+        norm: their norm.
+        norm_dir: the norm's directory.
+        ds: the dataset (for input shape and class count).
+        m: model index.
+
+    Returns:
+        The model.
+
+    Raises:
+        BnmemError: the model's chunk is not finished.
+    """
+    if not 0 <= m < cfg.shadow_models:
+        raise BnmemError(f"shadow model index {m} out of range 0..{cfg.shadow_models - 1}")
+    model = seeded_model(cfg.model(norm), ds, cfg.model_seed(m))
+    model.load_state_dict(load_shadow_state(cfg, norm_dir, m))
+    return model
+
+
+def load_shadow_models(cfg: LiraConfig, norm: str, norm_dir: str | Path,
+                       ds: OutlierDataset | None = None) -> list[nn.Module]:
+    """All M shadow models of ``norm`` in model-index order (for reuse: memorization, γ/σ, ...).
+
+    Their training sets are ``np.flatnonzero(shadow_keep(cfg, ds.n_train)[m])``.
+
+    Raises:
+        BnmemError: some chunk is not finished.
+    """
+    ds = ds if ds is not None else load_dataset(cfg.data)
+    return [load_shadow_model(cfg, norm, norm_dir, ds, m) for m in range(cfg.shadow_models)]
