@@ -137,30 +137,49 @@ def write_lira(folder: Path, bn, other, label_noise=0.05) -> Path:
     return folder
 
 
-def write_gamma_sigma(folder: Path, medians) -> Path:
-    layers = {f"layer{i}": {"n_channels": 8, "median_ratio": m, "frac_above_1": float(m > 1)}
-              for i, m in enumerate(medians)}
+def write_gamma_sigma(folder: Path, per_seed_medians: dict[str, list[float]]) -> Path:
+    """gamma_sigma.json in bnmem.experiments.gamma_sigma's schema (final[mode][layer], per seed)."""
+    layers = list(per_seed_medians)
+
+    def final(shift: float) -> dict:
+        return {layer: {"n_channels": 8, "median_ratio": float(np.mean(meds)) + shift, "frac_above_1": 0.5,
+                        "per_seed": {str(s): {"median_ratio": m + shift, "frac_above_1": 0.5}
+                                     for s, m in enumerate(meds)}}
+                for layer, meds in per_seed_medians.items()}
+
     _write(folder / "gamma_sigma.json", {
-        "layers": layers, "mode": "running", "sigma": "sqrt(running_var + eps)",
-        "conditions": {"dataset": "digits", "arch": "lenet", "norms": ["batch"], "seeds": [0],
-                       "label_noise": 0.05, "ood": 0.0}})
+        "epochs": [1, 2], "layers": layers, "curves": {}, "per_seed": {},
+        "final": {"running": final(0.0), "batch": final(-0.1)},
+        "conditions": {"dataset": "digits", "arch": "lenet", "norms": ["batch"], "seeds": [0, 1, 2],
+                       "label_noise": 0.1, "ood": 0.0, "norm": "batch", "epochs": 2, "gs_reg": 0.0}})
     _png(folder / "gamma_sigma.png", "gamma/sigma")
     return folder
 
 
 def write_mitigate(folder: Path, bn_noisy, reg_noisy, bn_test=0.95, reg_test=0.945) -> Path:
-    seeds = ["0", "1", "2"]
-    variants = {
-        "batch": {"norm": "batch", "lambda": 0.0, "noisy_acc": float(np.mean(bn_noisy)), "test_acc": bn_test,
-                  "per_seed": {s: {"noisy_acc": v, "test_acc": bn_test} for s, v in zip(seeds, bn_noisy)}},
-        "batch+reg0.1": {"norm": "batch", "lambda": 0.1, "noisy_acc": float(np.mean(reg_noisy)),
-                         "test_acc": reg_test,
-                         "per_seed": {s: {"noisy_acc": v, "test_acc": reg_test} for s, v in zip(seeds, reg_noisy)}},
-        "none": {"norm": "none", "lambda": None, "noisy_acc": 0.05, "test_acc": 0.94},
-    }
-    _write(folder / "metrics.json", {"variants": variants, "conditions": {
-        "dataset": "digits", "arch": "lenet", "norms": ["batch", "none"], "seeds": [0, 1, 2],
-        "label_noise": 0.05, "ood": 0.0}})
+    """metrics.json in bnmem.experiments.mitigate's schema: one record per variant, listed in ``variants``."""
+
+    def stat(values):
+        return {"mean": float(np.mean(values)), "min": float(min(values)), "max": float(max(values)),
+                "per_seed": list(values)}
+
+    def variant(norm, lam, noisy, test):
+        at = {"noisy_acc": stat(noisy), "ood_acc": {"mean": None, "min": None, "max": None, "per_seed": []},
+              "test_acc": stat([test] * len(noisy)), "clean_acc": stat([0.99] * len(noisy))}
+        gs = {"running": {"layers": {}, "median_ratio": 1.3 if lam == 0 else 0.9, "frac_above_1": 0.8}}
+        return {"norm": norm, "gs_reg": lam, "mean": {}, "per_seed": {},
+                "fixed_epoch": {"epoch": 1, **at}, "final": {"epoch": 2, **at},
+                "gamma_sigma": {"fixed_epoch": gs, "final": gs if norm == "batch" else None}}
+
+    doc = {"batch": variant("batch", 0.0, bn_noisy, bn_test),
+           "batch+gs1": variant("batch", 1.0, reg_noisy, reg_test),
+           "none": variant("none", 0.0, [0.05] * len(bn_noisy), 0.94),
+           "variants": ["batch", "batch+gs1", "none"],
+           "conditions": {"dataset": "digits", "arch": "lenet", "norms": ["batch", "none"], "seeds": [0, 1, 2],
+                          "label_noise": 0.1, "ood": 0.0, "lambdas": [1.0], "gs_tau": 1.0, "fixed_epoch": 1,
+                          "epochs": 2, "bn_mode_at_query": "eval", "lira_models": 0},
+           "dataset": {"dataset": "digits", "n_train": 200, "n_noisy": 20, "n_ood": 0}}
+    _write(folder / "metrics.json", doc)
     _png(folder / "privacy_utility.png", "privacy-utility")
     return folder
 
@@ -193,7 +212,9 @@ def lens_dirs(tmp_path_factory) -> dict[str, Path]:
 
         run_gradnorms(GradNormsConfig(data=data, norms=["batch", "none"], seeds=[0, 1], at=[1, 2], train=train),
                       out["gradnorms"], progress=False)
-    write_gamma_sigma(out["gamma_sigma"], [1.4, 1.2, 0.8])
+    # crafted (known numbers for the claim-4 rule): per seed, 2 of 3 layers above 1
+    write_gamma_sigma(out["gamma_sigma"], {"norm1": [1.4, 1.5, 1.3], "norm2": [1.2, 1.1, 1.3],
+                                           "norm3": [0.8, 0.9, 0.7]})
     write_mitigate(out["mitigate"], [0.6, 0.62, 0.58], [0.2, 0.25, 0.22])
     write_lira(out["lira_clean"], [0.57, 0.60, 0.59, 0.61], [0.55, 0.56, 0.58, 0.57], label_noise=0.0)
     return out
@@ -304,9 +325,10 @@ def test_study_claims_follow_their_rules(study_dir):
     c3b = next(c for c in rep.claims if c.id == "3b")
     assert c3b.decisive.value == pytest.approx(0.0275)
     assert status["3b"] == NOT_REPRODUCED
-    # crafted γ/σ: 2 of 3 layers above 1
+    # crafted γ/σ: 2 of 3 layers above 1 in every seed -> zero-width interval at 2/3
     c4 = next(c for c in rep.claims if c.id == "4")
-    assert c4.decisive.value == pytest.approx(2 / 3) and status["4"] == REPRODUCED
+    assert c4.decisive.value == pytest.approx(2 / 3) and c4.decisive.ci_low == pytest.approx(2 / 3)
+    assert status["4"] == REPRODUCED
     # crafted mitigation: noisy acc 0.60 → 0.223 (cut 63%) at a 0.5-point test cost
     assert status["6"] == REPRODUCED
     # real tiny runs: a status by the rule, whatever the numbers came out as
@@ -380,3 +402,42 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "holds no bnmem results" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not _available("bnmem.experiments.gamma_sigma"), reason="gamma-sigma lens not installed")
+def test_real_gamma_sigma_run_reports_claim_4(tmp_path):
+    from bnmem.config import DataConfig, TrainConfig
+    from bnmem.experiments.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
+
+    cfg = GammaSigmaConfig(data=DataConfig(dataset="digits", label_noise=0.1, train_size=200), seeds=[0, 1],
+                           train=TrainConfig(epochs=1, lr=0.05))
+    res = run_gamma_sigma(cfg, tmp_path / "gs", progress=False)
+    claims = {c.id: c for c in build_report(tmp_path / "gs").claims}
+    meds = [v["median_ratio"] for v in res["final"]["running"].values()]
+    assert claims["4"].decisive.value == pytest.approx(np.mean(
+        [np.mean([v["per_seed"][s]["median_ratio"] > 1 for v in res["final"]["running"].values()]) for s in "01"]))
+    assert claims["4"].status in (REPRODUCED, NOT_REPRODUCED) and len(meds) == 4
+    page = parse(tmp_path / "gs" / "report.html")
+    assert_self_contained(page)
+    assert len(page.imgs) == 1
+
+
+@pytest.mark.skipif(not _available("bnmem.experiments.mitigate"), reason="mitigate lens not installed")
+def test_real_mitigate_run_reports_claim_6(tmp_path):
+    from bnmem.config import DataConfig, TrainConfig
+    from bnmem.experiments.mitigate import MitigateConfig, run_mitigate
+
+    cfg = MitigateConfig(data=DataConfig(dataset="digits", label_noise=0.1, train_size=200), norms=["batch", "none"],
+                         seeds=[0, 1], lambdas=[1.0], fixed_epoch=1, train=TrainConfig(epochs=2, lr=0.05))
+    res = run_mitigate(cfg, tmp_path / "mit", progress=False)
+    rep = build_report(tmp_path / "mit")
+    c6 = next(c for c in rep.claims if c.id == "6")
+    bn, reg = res["batch"]["final"], res["batch+gs1"]["final"]
+    if bn["noisy_acc"]["mean"] > 0:
+        cut = (bn["noisy_acc"]["mean"] - reg["noisy_acc"]["mean"]) / bn["noisy_acc"]["mean"]
+        assert c6.decisive.value == pytest.approx(cut)
+        ok = cut >= 0.5 and bn["test_acc"]["mean"] - reg["test_acc"]["mean"] <= 0.01
+        assert c6.status == (REPRODUCED if ok else NOT_REPRODUCED)
+    page = parse(tmp_path / "mit" / "report.html")
+    assert_self_contained(page)
+    assert len(page.imgs) == 1

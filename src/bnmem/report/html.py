@@ -32,8 +32,9 @@ FIGURE_SECTIONS = (
      "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
      "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
     ("gamma_sigma", "γ/σ per BN layer", "gamma_sigma",
-     "Per BN layer, the distribution of |γ|/σ over channels; values above 1 amplify the layer's input "
-     "gradients (claim 4)."),
+     "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
+     "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
+     "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
     ("theory", "Toy model (theory)", "theory",
      "Top left: per-step outlier-margin growth of BN over the matched no-norm model, measured vs predicted "
      "(γ/σ)² (frozen statistics) and (γ/σ)²·ρ (real step). Top right: outlier margins. Bottom left: γ with "

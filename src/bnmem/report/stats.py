@@ -183,12 +183,12 @@ def difference_stats(
         method = "single pair: no confidence interval"
         low = high = None
     elif d.size < SMALL_N:
+        boot_text = f"[{boot[0]:+.3g}, {boot[1]:+.3g}]"
         notes.append(
-            f"only {d.size} {unit}: a percentile bootstrap over so few values cannot leave their "
-            "[min, max] and undercovers, so the t-interval decides; treat the interval as coarse"
+            f"only {d.size} {unit}: the interval is coarse; the percentile bootstrap {boot_text} cannot leave "
+            "the range of so few values and undercovers, so the t-interval decides"
         )
-        method = (f"{pct} Student t-interval over {d.size} paired {unit} (n < {SMALL_N}); "
-                  f"percentile bootstrap ({n_resamples} resamples, seed {seed}) and min/max also shown")
+        method = f"{pct} Student t-interval over {d.size} paired {unit} (n < {SMALL_N})"
         low, high = tint
     else:
         method = f"{pct} percentile bootstrap over {d.size} paired {unit} ({n_resamples} resamples, seed {seed})"

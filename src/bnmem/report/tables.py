@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from bnmem.report.claims import (
-    BN, finite, gradnorm_checkpoints, layer_median, layer_rows, lira_norms, lira_summary, metric_of,
+    BN, finite, gradnorm_checkpoints, layer_median, layer_rows, lira_norms, lira_summary, mitigate_key,
     mitigate_variants,
 )
 from bnmem.report.rundata import Cell, Lens
@@ -108,7 +108,8 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
     for attack in LIRA_TABLE_ATTACKS:
         for sub in LIRA_TABLE_SUBSETS:
             summ = {n: lira_summary(d, n, attack, sub) for n in norms}
-            if all(s is None for s in summ.values()):
+            # A subset without members and non-members (no outliers on clean data) has no metrics.
+            if all(s is None or finite(s.get("auc")) is None for s in summ.values()):
                 continue
             row = [attack, sub] + [f3((summ[n] or {}).get("auc")) for n in norms]
             for o in others:
@@ -151,29 +152,44 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
 
 
 def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
-    """Per-layer median γ/σ and the fraction of channels above 1."""
+    """Per-layer median |γ|/σ and fraction of channels above 1, running σ and batch σ."""
+    running = layer_rows(lens.data, "running")
+    batch = {r.get("name"): r for r in layer_rows(lens.data, "batch")} if "final" in lens.data else {}
     rows = []
-    for r in layer_rows(lens.data):
-        frac = None
-        for key in ("fraction_above_1", "frac_above_1", "fraction_gt_1", "fraction"):
-            if key in r:
-                frac = r[key]
-                break
-        rows.append([str(r.get("name", r.get("layer", "?"))), f3(layer_median(r), ".3f"), f3(frac, ".2f"),
-                     str(r.get("channels", r.get("n_channels", "—")))])
-    return Table(f"γ/σ per BN layer — {cell.describe()}", ["layer", "median |γ|/σ", "fraction of channels > 1",
-                                                            "channels"], rows,
-                 "σ = sqrt(running_var + eps) unless stated otherwise in the lens conditions")
+    for r in running:
+        b = batch.get(r.get("name"), {})
+        rows.append([str(r.get("name", "?")), str(r.get("n_channels", "—")), f3(layer_median(r)),
+                     f3(r.get("frac_above_1"), ".2f"), f3(layer_median(b)) if b else "—",
+                     f3(b.get("frac_above_1"), ".2f") if b else "—"])
+    epochs = lens.data.get("epochs") or []
+    return Table(f"γ/σ per BN layer — {cell.describe()}",
+                 ["layer", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
+                  "median |γ|/σ (batch σ)", "fraction > 1 (batch σ)"], rows,
+                 f"final epoch{f' ({epochs[-1]})' if epochs else ''}, means over seeds; running σ = "
+                 "sqrt(running_var + eps) (eval mode), batch σ = std of the layer input over one fixed training batch")
 
 
 def mitigation_table(cell: Cell, lens: Lens) -> Table:
+    """Per variant: memorization at the fixed and last epoch, test accuracy, γ/σ, LiRA AUC."""
+    variants = mitigate_variants(lens.data)
+    key = mitigate_key(variants)
+    fe = lens.conditions.get("fixed_epoch", "?")
     rows = []
-    for name, v in mitigate_variants(lens.data).items():
-        rows.append([name, f3(v.get("lambda"), "g"), f3(metric_of(v, "noisy_acc")), f3(metric_of(v, "test_acc")),
-                     f3(metric_of(v, "gamma_sigma_median") or metric_of(v, "median_gamma_sigma")),
-                     f3(metric_of(v, "lira_auc") or metric_of(v, "auc"))])
-    return Table(f"Mitigation — {cell.describe()}", ["variant", "λ", "noisy acc", "test acc", "median γ/σ",
-                                                      "LiRA AUC"], rows, "means over seeds")
+    for name, v in variants.items():
+        def mean(when: str, k: str) -> str:
+            return f3(((v.get(when) or {}).get(k) or {}).get("mean"))
+
+        gs = ((v.get("gamma_sigma") or {}).get("final") or {}).get("running") or {}
+        auc = ((v.get("lira") or {}).get("all") or {}).get("auc")
+        rows.append([name, f3(v.get("gs_reg"), "g"), mean("fixed_epoch", key), mean("final", key),
+                     mean("final", "test_acc"), f3(gs.get("median_ratio")), f3(gs.get("frac_above_1"), ".2f"),
+                     f3(auc)])
+    mem = key.replace("_acc", "")
+    return Table(f"Mitigation — {cell.describe()}",
+                 ["variant", "λ", f"{mem} acc @ epoch {fe}", f"{mem} acc (last)", "test acc (last)",
+                  "median |γ|/σ (running)", "fraction > 1", "LiRA AUC (online, all)"], rows,
+                 f"means over seeds; τ = {lens.conditions.get('gs_tau', '?')}; memorization = accuracy on the "
+                 "corrupted subset against its training label; γ/σ over all BN channels at the last epoch")
 
 
 def theory_table(lens: Lens) -> Table:
