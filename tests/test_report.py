@@ -441,3 +441,32 @@ def test_real_mitigate_run_reports_claim_6(tmp_path):
     page = parse(tmp_path / "mit" / "report.html")
     assert_self_contained(page)
     assert len(page.imgs) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _available("bnmem.study"), reason="study runner not installed")
+def test_report_of_a_real_study_run(tmp_path):
+    """`bnmem run` writes index.json and the lens folders; `bnmem report` reads them as they are."""
+    (tmp_path / "tiny.yaml").write_text(
+        "name: tiny\n"
+        "data: {dataset: digits, train_size: 200}\n"
+        "train: {epochs: 2, lr: 0.05}\n"
+        "grid: {norms: [batch, none], seeds: [0, 1], outliers: [{label_noise: 0.1}]}\n"
+        "lenses:\n"
+        "  memorize: {}\n"
+        "  lira: {shadow_models: 4, seeds: [0]}\n"
+        "  theory: {steps: 20}\n"
+    )
+    out = tmp_path / "run"
+    assert main(["run", str(tmp_path / "tiny.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["report", str(out)]) == 0
+    page = parse(out / "report.html")
+    assert_self_contained(page)
+    status = page.claim_rows
+    assert list(status) == CLAIM_IDS
+    for cid in ("1", "3a", "5a", "5b"):
+        assert status[cid] in (REPRODUCED, NOT_REPRODUCED), cid
+    for cid in ("2", "3b", "4", "6"):
+        assert status[cid] == NOT_RUN, cid
+    assert len(page.imgs) == 3  # memorization, roc, theory
+    assert "tiny" in (out / "summary.md").read_text(encoding="utf-8").splitlines()[0]
