@@ -22,7 +22,7 @@ from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.experiments.lira import LiraConfig, paired_differences, run_lira
 from bnmem.experiments.query import make_views, query_batches, query_models, shifted
-from bnmem.experiments.shadow import chunk_dir, load_shadow_models, shadow_keep
+from bnmem.experiments.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")
 
@@ -189,14 +189,20 @@ def test_paired_bootstrap():
 # --- resume ------------------------------------------------------------------------------------------
 
 def small_config(**kw) -> LiraConfig:
-    return LiraConfig(data=DataConfig(dataset="digits", label_noise=0.05), norms=["batch"], shadow_models=8,
-                      chunk_size=2, train=TrainConfig(epochs=3), **kw)
+    return LiraConfig(data=DataConfig(dataset="digits", label_noise=0.05, train_size=300), norms=["batch"],
+                      shadow_models=8, chunk_size=2, views=["identity"], train=TrainConfig(epochs=2), **kw)
+
+
+def train_and_query(cfg: LiraConfig, out, executor: Executor) -> None:
+    """The resumable part of run_lira (no attacks, no figure: those are cheap to redo)."""
+    train_shadow_models(cfg, "batch", out / "batch", executor)
+    query_models(cfg, "batch", out / "batch", executor)
 
 
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("lira_ref")
-    run_lira(small_config(), out, progress=False)
+    train_and_query(small_config(), out, LocalExecutor(progress=False))
     return out
 
 
@@ -223,19 +229,15 @@ class RecordingExecutor(Executor):
         return results
 
 
-def chunk_mtimes(out, cfg):
-    return {p.name: p.stat().st_mtime_ns for c in cfg.chunks() for p in chunk_dir(out / "batch", c).glob("*")}
-
-
 def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
     cfg, out = small_config(), tmp_path / "run"
     with pytest.raises(Interrupted):
-        run_lira(cfg, out, executor=RecordingExecutor(fail_after=2), progress=False)
+        train_and_query(cfg, out, RecordingExecutor(fail_after=2))
     done = [c for c in cfg.chunks() if io.is_done(chunk_dir(out / "batch", c))]
     assert done == cfg.chunks()[:2]
     before = {p: p.stat().st_mtime_ns for c in done for p in chunk_dir(out / "batch", c).iterdir()}
     again = RecordingExecutor()
-    run_lira(cfg, out, executor=again, progress=False)
+    train_and_query(cfg, out, again)
     assert [s["models"] for s in again.specs] == cfg.chunks()[2:]
     assert {p: p.stat().st_mtime_ns for p in before} == before  # finished chunks untouched
     for name in ("logits", "keep", "labels"):
@@ -243,14 +245,14 @@ def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name  # bitwise
     # A third run finds everything done and trains nothing.
     third = RecordingExecutor()
-    run_lira(cfg, out, executor=third, progress=False)
+    train_and_query(cfg, out, third)
     assert third.specs == []
 
 
 def test_resume_after_sigkill(reference_run, tmp_path):
     out = tmp_path / "killed"
-    args = ["lira", "--norms", "batch", "--shadow-models", "8", "--chunk-size", "2", "--epochs", "3",
-            "--label-noise", "0.05", "--quiet", "--out", str(out)]
+    args = ["lira", "--norms", "batch", "--shadow-models", "8", "--chunk-size", "2", "--epochs", "2",
+            "--label-noise", "0.05", "--train-size", "300", "--views", "identity", "--quiet", "--out", str(out)]
     code = f"import sys; from bnmem.cli import main; sys.exit(main({args!r}))"
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -272,7 +274,7 @@ def test_resume_after_sigkill(reference_run, tmp_path):
 
 def test_rerun_with_other_config_is_refused(reference_run):
     with pytest.raises(BnmemError, match="different configuration"):
-        run_lira(small_config(keep_seed=1), reference_run, progress=False)
+        train_shadow_models(small_config(keep_seed=1), "batch", reference_run / "batch", LocalExecutor(progress=False))
 
 
 # --- CLI -----------------------------------------------------------------------------------------------

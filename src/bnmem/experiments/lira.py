@@ -209,7 +209,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     executor = executor or LocalExecutor(progress=progress)
     ds = load_dataset(cfg.data)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
-    specs = [s for norm in cfg.norms for s in pending_specs(cfg, norm, out / norm, progress=False)]
+    specs = [s for norm in cfg.norms for s in pending_specs(cfg, norm, out / norm, progress=progress)]
     if specs:
         executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
     entries = {norm: _query_and_attack(cfg, norm, out / norm, executor, ds) for norm in cfg.norms}
