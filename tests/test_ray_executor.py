@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _env() -> dict[str, str]:
-    """Environment of the subprocess drivers: quiet Ray, one torch thread by default."""
+    """Environment of the subprocess drivers: no Ray usage stats, unbuffered output."""
     return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
 
 
@@ -56,19 +56,20 @@ def rex(ray_cluster):
 
 
 def test_ray_stays_optional():
-    """``import bnmem`` and the local executor never import ray; asking for ray without it is one clear error."""
+    """``import bnmem``, the CLI and the local executor never import ray; asking for ray without it is one clear error."""
     code = (
-        "import sys; sys.modules['ray'] = None\n"  # makes `import ray` fail like a missing package
-        "import bnmem, bnmem.executors, bnmem.executors.local\n"
+        "import sys\n"
+        "import bnmem, bnmem.cli, bnmem.executors.local\n"
         "from bnmem.executors import get_executor\n"
-        "get_executor('local').map(len, [])\n"
-        "assert 'ray' not in [m for m in sys.modules if sys.modules[m] is not None and m.split('.')[0] == 'ray']\n"
+        "get_executor('local').map(len, [[1], [2]])\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'ray'], 'ray was imported'\n"
+        "sys.modules['ray'] = None  # from here on `import ray` fails as if it were not installed\n"
         "try:\n"
         "    get_executor('ray')\n"
         "except bnmem.BnmemError as e:\n"
         "    print('ERR', e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
     assert out.returncode == 0, out.stderr
     assert "ERR ray is not installed; pip install 'bnmem[ray]'" in out.stdout
 
@@ -108,27 +109,39 @@ def test_results_come_back_in_spec_order(rex, tmp_path):
     assert [r["checksum"] for r in res] == [r["checksum"] for r in local]
 
 
-@pytest.mark.ray
-def test_shadow_chunks_identical_under_local_and_ray(rex, tmp_path):
-    """Digits LiRA shadow models (4 models, chunks of 2, 2 epochs): bitwise-equal weights under both executors."""
-    torch = pytest.importorskip("torch")
-    shadow = pytest.importorskip("bnmem.experiments.shadow")
-    from bnmem.experiments.lira_config import LiraConfig
+def _lira_config():
+    from bnmem.experiments.lira import LiraConfig
 
-    cfg = LiraConfig.model_validate({
+    return LiraConfig.model_validate({
         "data": {"dataset": "digits", "train_size": 200, "label_noise": 0.05},
-        "arch": "lenet", "norms": ["batch"], "shadow_models": 4, "chunk_size": 2,
+        "arch": "lenet", "norms": ["batch", "none"], "shadow_models": 4, "chunk_size": 2,
         "train": {"epochs": 2, "threads": 1},
     })
-    runs = {}
-    for name, ex in (("local", get_executor("local", progress=False)), ("ray", rex)):
-        summaries = shadow.train_shadow_models(cfg, "batch", tmp_path / name, ex)
-        assert [s["models"] for s in summaries] == [[0, 1], [2, 3]]
-        runs[name] = [shadow.load_shadow_state(cfg, tmp_path / name, m) for m in range(4)]
-    for a, b in zip(runs["local"], runs["ray"]):
-        assert a.keys() == b.keys()
-        for k in a:
-            assert torch.equal(a[k], b[k]), k
+
+
+@pytest.mark.ray
+def test_lira_identical_under_local_and_ray_despite_a_killed_worker(ray_cluster, rex, tmp_path):
+    """Digits LiRA (200 examples, 4 shadow models in chunks of 2, 2 epochs, two norms): the Ray run,
+    with one shadow-chunk worker SIGKILLed mid-training, gives the local run's bits."""
+    from bnmem.experiments.lira import run_lira
+
+    cfg = _lira_config()
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_first_task_worker, args=(ray_cluster, "train_shadow_chunk", killed, stop))
+    killer.start()
+    try:
+        ray_metrics = run_lira(cfg, tmp_path / "ray", rex, progress=False)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no shadow-chunk worker was caught running"
+    local_metrics = run_lira(cfg, tmp_path / "local", get_executor("local", progress=False), progress=False)
+    assert json.dumps(ray_metrics, sort_keys=True) == json.dumps(local_metrics, sort_keys=True)
+    assert (tmp_path / "ray" / "metrics.json").read_bytes() == (tmp_path / "local" / "metrics.json").read_bytes()
+    for norm in cfg.norms:
+        for f in ("logits.npy", "keep.npy", "labels.npy", "is_noisy.npy"):
+            assert (tmp_path / "ray" / norm / f).read_bytes() == (tmp_path / "local" / norm / f).read_bytes(), (norm, f)
 
 
 # ----------------------------------------------------------------- failures
@@ -154,6 +167,41 @@ def test_unsatisfiable_resources_fail_fast(rex, tmp_path):
     with pytest.raises(BnmemError, match="fraction below 1"):
         rex.map(selftest_job, [{"out": str(tmp_path), "index": 0, "seed": 0}], resources={"num_gpus": 1.5})
     assert time.perf_counter() - t0 < 10
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process we can read (Linux /proc)."""
+    table = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            ppid = int(next(ln for ln in (d / "status").read_text().splitlines() if ln.startswith("PPid:")).split()[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+        table[int(d.name)] = (ppid, cmd)
+    return table
+
+
+def _task_workers(gcs_address: str, title_part: str) -> list[int]:
+    """PIDs of this cluster's workers whose process title (``ray::<task name>``) contains ``title_part``.
+
+    Only children of the raylet of *our* cluster count: other Ray clusters on the
+    machine are never touched.
+    """
+    table = _proc_table()
+    raylets = {pid for pid, (_, cmd) in table.items() if cmd.split(" ")[0].endswith("raylet") and gcs_address in cmd}
+    return [pid for pid, (ppid, cmd) in table.items()
+            if ppid in raylets and cmd.startswith("ray::") and title_part in cmd]
+
+
+def _kill_first_task_worker(gcs_address: str, title_part: str, killed: list[int], stop: threading.Event) -> None:
+    while not stop.is_set():
+        pids = _task_workers(gcs_address, title_part)
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+            return
+        time.sleep(0.01)
 
 
 def _kill_when_pid_file_appears(path: Path, killed: list[int], timeout: float = 60.0) -> None:
@@ -205,48 +253,111 @@ def test_worker_deaths_beyond_max_retries_fail_clearly(ray_cluster, tmp_path):
 # ----------------------------------------------------------------- driver killed, then resumed
 
 
-def _wait_for(pred, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"driver exited early ({proc.returncode}): {proc.stderr.read() if proc.stderr else ''}")
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-@pytest.mark.ray
-@pytest.mark.parametrize("resume_with", ["local", "ray"])
-def test_killed_driver_resumes(ray_cluster, rex, tmp_path, resume_with):
-    """A Ray driver SIGKILLed after its first DONE: the rerun runs only what is missing, same bits."""
-    out = tmp_path / "killed"
-    n = 6
-    # --hold keeps each job's first attempt busy long enough for the kill to land mid-run.
-    cmd = [sys.executable, "-m", "bnmem.executors._selftest", "--out", str(out), "--jobs", str(n),
-           "--executor", "ray", "--ray-address", ray_cluster, "--hold", "1.5"]
-    proc = subprocess.Popen(cmd, env=_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _kill_after(cmd: list[str], first_done, timeout: float = 180) -> None:
+    """Start ``cmd`` and SIGKILL it as soon as ``first_done()`` is true."""
+    proc = subprocess.Popen(cmd, env=_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(lambda: any(job_dir(out, i).joinpath("DONE").exists() for i in range(n)), 120, proc)
+        deadline = time.monotonic() + timeout
+        while not first_done():
+            if proc.poll() is not None:
+                raise AssertionError(f"driver exited ({proc.returncode}) before the kill: {proc.stderr.read()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError("no job finished in time")
+            time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    # Ray kills a dead driver's tasks; wait until no job is left mid-flight, so the
-    # finished set (and its mtimes) cannot change under the rerun.
-    time.sleep(1.0)
-    done = [i for i in range(n) if job_dir(out, i).joinpath("DONE").exists()]
-    assert 0 < len(done) < n, done
-    mtimes = {i: job_dir(out, i).joinpath("logits.npy").stat().st_mtime_ns for i in done}
+            proc.wait(30)
+        if proc.stderr:
+            proc.stderr.close()
 
-    ex = rex if resume_with == "ray" else get_executor("local", progress=False)
-    res = run_selftest(out, ex, n_jobs=n)
-    assert res["ran"] == [i for i in range(n) if i not in done]
+
+@pytest.mark.ray
+def test_killed_ray_driver_resumes_on_ray(ray_cluster, rex, tmp_path):
+    """A Ray driver SIGKILLed after its first DONE; a new Ray driver finishes only what is missing."""
+    out, n = tmp_path / "killed", 6
+    # --hold keeps each job's first attempt busy long enough for the kill to land mid-run.
+    _kill_after([sys.executable, "-m", "bnmem.executors._selftest", "--out", str(out), "--jobs", str(n),
+                 "--executor", "ray", "--ray-address", ray_cluster, "--hold", "1.5"],
+                lambda: any(job_dir(out, i).joinpath("DONE").exists() for i in range(n)))
+    done = [i for i in range(n) if job_dir(out, i).joinpath("DONE").exists()]
+    mtimes = {i: job_dir(out, i).joinpath("logits.npy").stat().st_mtime_ns for i in done}
+    assert 0 < len(done) < n, done
+
+    res = run_selftest(out, rex, n_jobs=n)
+    # A task of the dead driver may still finish on its own (Ray reaps it
+    # asynchronously); then it is not rerun either. Nothing finished is redone.
+    assert res["ran"] and set(res["ran"]) <= set(range(n)) - set(done)
     for i in done:
         assert job_dir(out, i).joinpath("logits.npy").stat().st_mtime_ns == mtimes[i], i
     clean = run_selftest(tmp_path / "clean", get_executor("local", progress=False), n_jobs=n)
     assert res["checksum"] == clean["checksum"]
     assert (out / "logits.npy").read_bytes() == (tmp_path / "clean" / "logits.npy").read_bytes()
-    # The cluster the killed driver had connected to still serves jobs.
+    # The cluster the killed driver had connected to still serves jobs (connect != own).
     assert rex.map(selftest_job, [{"out": str(tmp_path / "alive"), "index": 0, "seed": 0, "steps": 1}])
+
+
+STUDY = """\
+name: raykill
+data: {dataset: digits, train_size: 200}
+train: {epochs: 2, batch_size: 32, threads: 1}
+grid: {norms: [batch, none], seeds: [0], outliers: [{label_noise: 0.05}]}
+lenses:
+  memorize: {}
+  lira: {shadow_models: 4, chunk_size: 2}
+"""
+
+
+@pytest.mark.ray
+def test_killed_study_driver_resumes_locally(ray_cluster, tmp_path):
+    """``bnmem run --executor ray`` SIGKILLed after the first shadow chunk's DONE; resuming with the
+    local executor redoes nothing finished and ends with the bits of an uninterrupted run."""
+    from bnmem.study import load_study, run_study
+
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    out = tmp_path / "killed"
+    chunks = lambda: sorted(out.glob("*/lira/*/shadow/*/DONE"))  # noqa: E731
+    _kill_after([sys.executable, "-m", "bnmem.cli", "run", str(study), "--out", str(out), "--quiet",
+                 "--executor", "ray", "--ray-address", ray_cluster], lambda: bool(chunks()))
+    assert not (out / "DONE").exists()
+    finished = [d.parent for d in chunks()]
+    assert 0 < len(finished) < 4
+    # Everything a finished chunk wrote, with its mtime: none of it may be redone.
+    before = {p: p.stat().st_mtime_ns for d in finished for p in d.iterdir()}
+
+    run_study(load_study(study), out, executor=get_executor("local", progress=False), progress=False)
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    assert (out / "DONE").exists()
+
+    clean = tmp_path / "clean"
+    run_study(load_study(study), clean, executor=get_executor("local", progress=False), progress=False)
+    results = sorted(p.relative_to(clean) for p in clean.rglob("*")
+                     if p.suffix in (".npy", ".pt") or p.name == "metrics.json")
+    assert any(p.name == "logits.npy" for p in results) and any(p.suffix == ".pt" for p in results)
+    for rel in results:
+        assert (out / rel).read_bytes() == (clean / rel).read_bytes(), rel
+
+
+@pytest.mark.ray
+def test_ray_started_by_the_executor_is_shut_down_by_close(ray_cluster, tmp_path):
+    """address=None starts a private Ray (not the one already running here) and close() stops it."""
+    code = (
+        "import json, ray\n"
+        "from bnmem.executors import get_executor\n"
+        "from bnmem.executors._selftest import selftest_job\n"
+        "ex = get_executor('ray', progress=False)\n"
+        f"res = ex.map(selftest_job, [{{'out': {str(tmp_path)!r}, 'index': 0, 'seed': 0, 'steps': 2}}])\n"
+        "addr = ray.get_runtime_context().gcs_address\n"
+        "ex.close()\n"
+        "print(json.dumps({'addr': addr, 'up': ray.is_initialized(), 'checksum': res[0]['checksum']}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    info = json.loads(run.stdout.strip().splitlines()[-1])
+    assert info["addr"] != ray_cluster and not info["up"]
+    assert not [cmd for _, cmd in _proc_table().values() if info["addr"] in cmd]
+    spec = {"out": str(tmp_path / "local"), "index": 0, "seed": 0, "steps": 2}
+    assert info["checksum"] == selftest_job(spec)["checksum"]
