@@ -470,3 +470,17 @@ def test_report_of_a_real_study_run(tmp_path):
         assert status[cid] == NOT_RUN, cid
     assert len(page.imgs) == 3  # memorization, roc, theory
     assert "tiny" in (out / "summary.md").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_folder_of_lens_dirs_groups_lenses_by_setting(lens_dirs, tmp_path):
+    """Without index.json, sibling lens folders of one setting form one cell; other settings their own."""
+    rep = build_report(lens_dirs["memorize"].parent, tmp_path)
+    run = rep.run
+    assert run.layout == "folder" and run.theory is not None
+    by_noise = {c.conditions.get("label_noise"): c for c in run.cells}
+    assert set(by_noise) == {0.1, 0.0}
+    assert {"memorize", "lira", "gamma_sigma", "mitigate"} <= set(by_noise[0.1].lenses)
+    assert set(by_noise[0.0].lenses) == {"lira"}
+    status = {c.id: c.status for c in rep.claims}
+    assert status["3b"] == NOT_REPRODUCED and status["4"] == REPRODUCED and status["6"] == REPRODUCED
+    assert_self_contained(parse(rep.html))

@@ -235,7 +235,7 @@ def claim_memorization(run: RunData) -> Claim:
                     f50 = (lens.data[n].get("epochs_to_fit_noisy") or {}).get("50pct", {}).get("mean_curve")
                     fin = (lens.data[n].get("final") or {}).get(key)
                     fit.append(f"{n}: final {sub} acc {_fmt(fin)}"
-                               + (f", 50% at epoch {f50}" if sub == "noisy" else ""))
+                               + (f", 50% at epoch {f50 or 'never'}" if sub == "noisy" else ""))
                 note = "; ".join(fit) + (f" (of {epochs} epochs)" if epochs else "")
                 claim.evaluations.append(_from_paired(
                     f"{where0}: {BN} − {other}, {sub_name}", pd, _status_lower_above(pd),
@@ -502,7 +502,7 @@ def claim_theory(run: RunData) -> list[Claim]:
         "over outliers and steps",
         f"reproduced if the median relative error is below {THEORY_TOL:.0%}",
         "theory",
-        value_format="{:.3f}",
+        value_format="{:.1%}",
     )
     live = Claim(
         "5b",
@@ -510,7 +510,7 @@ def claim_theory(run: RunData) -> list[Claim]:
         "median relative error of the measured ratio against (γ/σ)² alone (against (γ/σ)²·ρ in the note)",
         f"reproduced if the median relative error against (γ/σ)² alone is below {THEORY_TOL:.0%}",
         "theory",
-        value_format="{:.3f}",
+        value_format="{:.1%}",
     )
     t = run.theory
     if t is None:
@@ -564,7 +564,7 @@ def claim_mitigation(run: RunData) -> Claim:
         f"accuracy drops by ≤ {MITIGATE_TEST_DROP * 100:g} point (last epoch, the released model); the interval is "
         "the paired (by seed) cut, shown, not deciding",
         "mitigate",
-        value_format="{:.2f}",
+        value_format="{:.0%}",
     )
     for cell, lens in run.lenses("mitigate"):
         claim.evaluations.append(_mitigate_evaluation(cell, lens))
@@ -582,7 +582,9 @@ def mitigate_variants(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def mitigate_key(variants: dict[str, dict[str, Any]]) -> str:
     """noisy_acc when the data had flipped labels, else ood_acc."""
     bn = variants.get(BN) or next(iter(variants.values()), {})
-    return "noisy_acc" if finite(_at(bn, "final", "noisy_acc")) is not None else "ood_acc"
+    if finite(_at(bn, "final", "noisy_acc")) is None and finite(_at(bn, "final", "ood_acc")) is not None:
+        return "ood_acc"
+    return "noisy_acc"
 
 
 def _at(rec: dict[str, Any], when: str, key: str) -> Any:

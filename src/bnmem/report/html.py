@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -330,8 +331,9 @@ def method_text() -> str:
         "<ul>"
         "<li><b>Pairing.</b> BN and the other norm share the data, the corruption, the initial-weight seeds, the "
         "batch order and (for LiRA) the keep matrix; every comparison is the mean of per-pair differences "
-        "BN − other. Pairs are seeds (memorization, gradient-norm ratios, γ/σ) or LiRA target models "
-        "(per-target AUC, paired by model index).</li>"
+        "BN − other. Pairs are seeds (memorization, gradient-norm ratios, the regularizer's cut) or LiRA target "
+        "models (per-target AUC, paired by model index). The γ/σ fraction (claim 4) is a one-sample interval "
+        "over seeds; the toy model (claim 5) is one deterministic simulation, without an interval.</li>"
         f"<li><b>Intervals.</b> {LEVEL:.0%} percentile bootstrap of the mean difference ({N_RESAMPLES} resamples, "
         f"seed {SEED}, deterministic) when there are at least {SMALL_N} pairs. With fewer pairs (e.g. 3 seeds) a "
         "percentile bootstrap cannot leave the [min, max] of the differences and undercovers, so the Student "
@@ -352,8 +354,6 @@ def full_conditions(run: RunData) -> str:
                                           for kind, lens in cell.lenses.items()]
     if run.theory is not None:
         lenses = [*lenses, ("theory", run.theory)]
-    import json
-
     for label, lens in lenses:
         block = lens.conditions or lens.data.get("config") or lens.config or {}
         out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"

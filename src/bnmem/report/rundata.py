@@ -34,6 +34,8 @@ LENS_FIGURES = {
 }
 # Keys of a cell's conditions, in display order.
 CONDITION_KEYS = ("dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source")
+# The keys that define a cell (norms and seeds are compared inside one).
+CELL_KEYS = ("dataset", "arch", "label_noise", "ood", "ood_source")
 
 
 @dataclass
@@ -126,56 +128,61 @@ def _is_memorize(m: dict[str, Any]) -> bool:
     return any(isinstance(v, dict) and "epochs_to_fit_noisy" in v for v in m.values())
 
 
+def _is_gradnorms(m: dict[str, Any]) -> bool:
+    # norm -> definition -> "epoch_<e>" -> checkpoint summary
+    return any(isinstance(v, dict) and any(isinstance(d, dict) and any(str(k).startswith("epoch_") for k in d)
+                                           for d in v.values()) for v in m.values())
+
+
 def _is_lira(m: dict[str, Any]) -> bool:
-    # metrics per norm -> attack -> subset -> {"auc": ...}
-    for v in m.values():
-        if isinstance(v, dict):
-            for att in v.values():
-                if isinstance(att, dict) and any(isinstance(s, dict) and "auc" in s for s in att.values()):
-                    return True
-    return "paired" in m and "shadow" in json.dumps(m)[:20000]
+    # norm -> attack -> subset -> {"auc": ...}
+    return "paired" in m or any(
+        isinstance(v, dict) and any(isinstance(a, dict) and any(isinstance(s, dict) and "auc" in s
+                                                                for s in a.values()) for a in v.values())
+        for v in m.values())
 
 
-def _is_mitigate(m: dict[str, Any]) -> bool:
-    text = json.dumps(m)[:50000]
-    return "lambda" in text or "gs_reg" in text or '"reg' in text
+# Lens names a study index may use for a kind (``rmia`` is reported by the lira lens).
+HINTS = {"memorize": "memorize", "gradnorms": "gradnorms", "lira": "lira", "rmia": "lira",
+         "gamma-sigma": "gamma_sigma", "gamma_sigma": "gamma_sigma", "mitigate": "mitigate", "theory": "theory"}
 
 
 def detect_kind(path: Path, data: dict[str, Any] | None, hint: str | None = None) -> str | None:
-    """The lens kind of a folder, from its files and results; None if not a lens folder."""
+    """The lens kind of a folder, from its results files; None if not a lens folder.
+
+    The shape of the results decides; the study's lens name (``hint``) and the
+    figure names only break ties.
+    """
     names = {p.name for p in path.iterdir() if p.is_file()}
     if "theory.json" in names:
         return "theory"
     if "metrics.json" not in names:
         return "gamma_sigma" if "gamma_sigma.json" in names else None
-    for kind in ("mitigate", "gradnorms", "lira", "memorize"):
-        if hint == kind or hint and hint.replace("-", "_") == kind:
-            return kind
-    if "privacy_utility.png" in names:
-        return "mitigate"
-    if "gradnorms.png" in names:
-        return "gradnorms"
-    if "roc.png" in names:
-        return "lira"
-    if "memorization.png" in names:
-        return "memorize"
     if isinstance(data, dict):
+        if isinstance(data.get("variants"), list):
+            return "mitigate"
         if _is_memorize(data):
             return "memorize"
+        if _is_gradnorms(data):
+            return "gradnorms"
         if _is_lira(data):
             return "lira"
-        if _is_mitigate(data):
-            return "mitigate"
-    if "gamma_sigma.json" in names:
-        return "gamma_sigma"
+    if hint in HINTS:
+        return HINTS[hint]
+    for kind, figure in LENS_FIGURES.items():
+        if figure in names:
+            return kind
     return None
 
 
 def load_lens(path: Path, problems: list[str], hint: str | None = None) -> Lens | None:
     """Read one lens folder; None (with a problem noted) when it holds no results."""
     if not path.is_dir():
-        problems.append(f"{path}: listed but missing")
+        problems.append(f"{path}: listed but missing (not started yet?)")
         return None
+    if (path / "ERROR.txt").is_file():
+        first = (path / "ERROR.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[:1]
+        problems.append(f"{path}: the job failed" + (f": {first[0]}" if first else ""))
     main = None
     for name in ("theory.json", "metrics.json", "gamma_sigma.json"):
         if (path / name).is_file():
@@ -184,7 +191,7 @@ def load_lens(path: Path, problems: list[str], hint: str | None = None) -> Lens 
     kind = detect_kind(path, main if isinstance(main, dict) else None, hint)
     if kind is None or not isinstance(main, dict):
         if kind is not None or hint:
-            problems.append(f"{path}: no readable results (metrics.json / theory.json)")
+            problems.append(f"{path}: no results yet (metrics.json / gamma_sigma.json / theory.json missing)")
         return None
     if kind == "gamma_sigma" and (path / "gamma_sigma.json").is_file() and (path / "metrics.json").is_file():
         main = _read_json(path / "gamma_sigma.json", problems) or main
@@ -293,9 +300,11 @@ def _load_loose(root: Path, problems: list[str]) -> RunData:
         if lens.kind == "theory":
             continue
         cond = _conditions_from(lens)
-        # Lenses of one setting share a cell, so e.g. memorize and lira of the same
-        # data end up side by side; a different setting starts a new cell.
-        cell = next((c for c in cells if c.conditions == cond and lens.kind not in c.lenses), None)
+        # Lenses of one setting (what defines a study cell: data, architecture,
+        # corruption) share a cell, so memorize and lira of the same data end up
+        # side by side; a different setting starts a new cell.
+        same = lambda c: all(c.conditions.get(k) == cond.get(k) for k in CELL_KEYS)  # noqa: E731
+        cell = next((c for c in cells if same(c) and lens.kind not in c.lenses), None)
         if cell is None:
             cell = Cell(lens.path.name if lens.path != root else root.name, cond)
             cells.append(cell)

@@ -192,6 +192,10 @@ def mitigation_table(cell: Cell, lens: Lens) -> Table:
                  "corrupted subset against its training label; γ/σ over all BN channels at the last epoch")
 
 
+def _step(v: Any) -> str:
+    return "never" if v is None else str(v)
+
+
 def theory_table(lens: Lens) -> Table:
     s = lens.data.get("summary") or {}
     amp, g, m = s.get("amplification") or {}, s.get("gamma") or {}, s.get("margins") or {}
@@ -207,7 +211,7 @@ def theory_table(lens: Lens) -> Table:
         ["outlier margin at the end, BN vs no-norm",
          f"{f3(m.get('bn_final_mean'), '.2f')} vs {f3(m.get('plain_final_mean'), '.2f')}"],
         ["first step with every outlier fitted, BN vs no-norm",
-         f"{m.get('bn_first_step_all_outliers_fit', '—')} vs {m.get('plain_first_step_all_outliers_fit', '—')}"],
+         f"{_step(m.get('bn_first_step_all_outliers_fit'))} vs {_step(m.get('plain_first_step_all_outliers_fit'))}"],
     ]
     cfg = lens.data.get("config") or {}
     return Table("Toy model (theory)", ["quantity", "value"], rows,
