@@ -120,6 +120,7 @@ class Claim:
 
 
 def finite(v: Any) -> float | None:
+    """``v`` as a float, or None for None, NaN, ±inf and non-numbers (JSON results hold all of them)."""
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -253,6 +254,7 @@ def _fmt(v: Any, spec: str = ".3f") -> str:
 
 
 def gradnorm_checkpoints(per_def: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+    """``[(epoch, checkpoint summary)]`` of one norm and definition of a gradnorms metrics.json."""
     out = []
     for key, val in per_def.items():
         if isinstance(val, dict) and key.startswith("epoch_"):
@@ -318,17 +320,13 @@ def claim_gradnorms(run: RunData) -> Claim:
 
 
 def _lira_block(data: dict[str, Any], norm: str) -> dict[str, Any] | None:
-    """The norm -> attack -> subset block, wherever the lens put it."""
-    for container in (data.get("metrics"), data):
-        if isinstance(container, dict) and isinstance(container.get(norm), dict):
-            block = container[norm]
-            if isinstance(block.get("attacks"), dict):
-                return block["attacks"]
-            return block
-    return None
+    """The attack -> subset block of one norm in a lira metrics.json (top-level key = norm)."""
+    block = data.get(norm)
+    return block if isinstance(block, dict) else None
 
 
 def lira_summary(data: dict[str, Any], norm: str, attack: str, subset: str) -> dict[str, Any] | None:
+    """One attack's metrics on one subset (auc, auc_per_target, tpr_at_...), or None."""
     block = _lira_block(data, norm)
     if not block or not isinstance(block.get(attack), dict):
         return None
@@ -337,15 +335,16 @@ def lira_summary(data: dict[str, Any], norm: str, attack: str, subset: str) -> d
 
 
 def lira_norms(data: dict[str, Any], conditions: dict[str, Any]) -> list[str]:
+    """The norms a lira metrics.json has attack results for, in the run's order."""
     listed = conditions.get("norms")
     if isinstance(listed, list):
         return [n for n in listed if _lira_block(data, n) is not None]
-    src = data.get("metrics") if isinstance(data.get("metrics"), dict) else data
-    return [k for k, v in src.items() if isinstance(v, dict) and _lira_block(data, k) is not None
-            and any(isinstance(a, dict) and LIRA_SUBSET in a for a in (_lira_block(data, k) or {}).values())]
+    return [k for k, v in data.items() if isinstance(v, dict)
+            and any(isinstance(a, dict) and LIRA_SUBSET in a for a in v.values())]
 
 
 def _lira_condition_block(lens: Lens) -> dict[str, Any]:
+    """Shadow-model settings from config.json that the conditions block lacks."""
     c = lens.conditions
     cfg = lens.config or {}
     extra = {}
@@ -362,7 +361,7 @@ def claim_lira(run: RunData, clean: bool) -> Claim:
     claim = Claim(
         cid,
         f"LiRA membership-inference AUC is 3–5 points higher with BN, {title_tail}",
-        f"online LiRA AUC on all examples, BN − no-norm, per target model, paired by model index",
+        "online LiRA AUC on all examples, BN − no-norm, per target model, paired by model index",
         f"reproduced if the 95% CI lower bound of the paired AUC difference is > 0 AND the mean difference is "
         f"≥ {LIRA_BAR:.2f} (the paper's 3-point bar); a positive difference below the bar is not reproduced",
         "lira",

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from bnmem import __version__
 from bnmem.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, conditions_text
-from bnmem.report.rundata import LENS_FIGURES, Cell, Lens, RunData
+from bnmem.report.rundata import LENS_FIGURES, Lens, RunData
 from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
