@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -140,19 +141,21 @@ def expand_grid(study: Study) -> list[Cell]:
     ]
 
 
+# Job kinds besides the lens names: a training run shared by several lenses.
+SHARED = "shared-training"
+
+
 @dataclass(frozen=True)
 class Job:
-    """One lens of one cell (or the study's theory job).
+    """One lens of one cell, the study's theory job, or a shared training run.
 
     Attributes:
-        id: ``<cell_id>/<lens>`` or ``theory``.
-        lens: lens name (``lira`` also serves ``rmia``).
+        id: ``<cell_id>/<lens>``, ``theory`` or ``<cell_id>/_shared/<norm>/seed<k>``.
+        lens: lens name (``lira`` also serves ``rmia``), or ``shared-training``.
         folder: results folder relative to the run directory.
-        config: the lens's validated config, as plain data.
-        stage: jobs of a stage may start once every earlier stage has finished.
-        share_from: folder (relative) of another lens whose finished
-            ``<norm>/seed<k>`` training runs this job adopts instead of training
-            the same models again (see :func:`shared_training`).
+        config: the lens's validated config, as plain data (for a shared run:
+            a :func:`bnmem.study_share.shared_runs` entry).
+        stage: jobs of a stage start once every earlier stage has finished.
     """
 
     id: str
@@ -160,7 +163,6 @@ class Job:
     folder: str
     config: dict[str, Any]
     stage: int = 0
-    share_from: str | None = None
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +200,8 @@ def lens_config(study: Study, cell: Cell, lens: str) -> dict[str, Any]:
     base = cell.experiment(study)
     if CELL_LENSES[lens].one_seed:
         base["seeds"] = base["seeds"][:1]
+    if CELL_LENSES[lens].bn_only:
+        base["norms"] = ["batch"]
     cfg = _merge(base, extra)
     if lens == "lira" and study.lenses.rmia is not None:
         cfg = _with_rmia(cfg, fields)
@@ -219,11 +223,17 @@ def _with_rmia(cfg: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
 def plan(study: Study) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
 
+    Stages: 0 = theory and the training runs several lenses share; 1 = the
+    per-cell lenses, lens by lens (every cell's memorize before any cell's
+    gradnorms, ...), which find shared runs finished; 2 = lira, the expensive
+    one, last, so early results cover every other lens. ``rmia`` adds no job of
+    its own: it makes lira run (and report RMIA).
+
     Returns:
-        The cells and the jobs: theory (if asked) first, then the per-cell
-        lenses, lens by lens (every cell's memorize before any gradnorms, ...).
-        ``rmia`` adds no job of its own: it makes lira run (and report RMIA).
+        The cells and the jobs.
     """
+    from bnmem.study_share import shared_runs
+
     cells = expand_grid(study)
     enabled = study.lenses.enabled()
     jobs: list[Job] = []
@@ -236,70 +246,14 @@ def plan(study: Study) -> tuple[list[Cell], list[Job]]:
             for lens in CELL_LENSES
             if lens in wanted
         }
-        donor = "gradnorms" if "memorize" in configs and "gradnorms" in configs else None
-        share = donor is not None and shared_training(configs["memorize"], configs[donor])
-        for lens, cfg in configs.items():
-            jobs.append(Job(
-                id=f"{cell.id}/{lens}", lens=lens, folder=f"{cell.id}/{CELL_LENSES[lens].folder}", config=cfg,
-                # lira is the expensive one: last, so early results cover every lens;
-                # a sharing memorize waits for the models it adopts.
-                stage=1 if lens == "lira" or (lens == "memorize" and share) else 0,
-                share_from=f"{cell.id}/{CELL_LENSES[donor].folder}" if lens == "memorize" and share else None,
-            ))
-    # Lens-major order inside a stage: every cell's memorize before any cell's gradnorms, ...
-    order = {lens: i for i, lens in enumerate(CELL_LENSES)}
-    jobs.sort(key=lambda j: (j.lens != THEORY, j.stage, order.get(j.lens, -1)))
+        jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
+                 for r in shared_runs(cell.id, configs)]
+        jobs += [Job(id=f"{cell.id}/{lens}", lens=lens, folder=f"{cell.id}/{CELL_LENSES[lens].folder}", config=cfg,
+                     stage=2 if lens == "lira" else 1)
+                 for lens, cfg in configs.items()]
+    order = {lens: i for i, lens in enumerate([THEORY, SHARED, *CELL_LENSES])}
+    jobs.sort(key=lambda j: (j.stage, order[j.lens]))
     return cells, jobs
-
-
-# Keys of a lens config that fix what its (norm, seed) training runs are.
-TRAINING_KEYS = ("data", "arch", "train")
-
-
-def shared_training(config: dict[str, Any], donor: dict[str, Any]) -> bool:
-    """True when ``donor``'s ``<norm>/seed<k>`` runs are the very models ``config`` would train.
-
-    ``bnmem gradnorms`` trains every (norm, seed) exactly as ``bnmem memorize``
-    does (same data, initial weights, batch order and recipe; its measurements
-    run on a float64 copy and draw no random numbers from the training
-    streams), so when the two share data, architecture and recipe, memorize
-    adopts gradnorms' finished runs instead of training them again.
-    """
-    same = all(config.get(k) == donor.get(k) for k in TRAINING_KEYS)
-    return same and bool(set(config["norms"]) & set(donor["norms"])) and bool(set(config["seeds"]) & set(donor["seeds"]))
-
-
-# Files of a finished trainer run (bnmem.train.trainer with run_dir), besides DONE.
-RUN_FILES = ("model.pt", "history.json")
-# History keys a donor's on_epoch hook adds (bnmem.experiments.gradnorms.measure_hook).
-DONOR_HISTORY_KEYS = ("gradnorms",)
-
-
-def adopt_runs(out: Path, donor: Path, config: dict[str, Any]) -> list[str]:
-    """Copy the donor's finished ``<norm>/seed<k>`` runs that ``out`` would otherwise train.
-
-    Copies are atomic and the ``DONE`` marker is copied last, so an interrupted
-    adoption is simply redone (or the run trained) next time.
-
-    Returns:
-        The adopted run folders, relative to ``out``.
-    """
-    adopted = []
-    for norm in config["norms"]:
-        for seed in config["seeds"]:
-            rel = f"{norm}/seed{seed}"
-            src, dst = donor / rel, out / rel
-            if io.is_done(dst) or not io.is_done(src) or not all((src / f).is_file() for f in RUN_FILES):
-                continue
-            io.write_bytes(dst / "model.pt", (src / "model.pt").read_bytes())
-            # The donor's per-epoch hook adds its own measurements to the history;
-            # without them the history is exactly what the lens would have written.
-            history = [{k: v for k, v in rec.items() if k not in DONOR_HISTORY_KEYS}
-                       for rec in io.read_json(src / "history.json")]
-            io.write_json(dst / "history.json", history)
-            io.write_bytes(dst / io.DONE, (src / io.DONE).read_bytes())
-            adopted.append(rel)
-    return adopted
 
 
 def _rmia_only(study: Study, cell: Cell) -> dict[str, Any]:
@@ -331,12 +285,28 @@ def index_doc(study: Study, cells: list[Cell], jobs: list[Job]) -> dict[str, Any
 # --- running ---------------------------------------------------------------------------
 
 
+def job_spec(job: Job, out: Path, progress: bool) -> dict[str, Any]:
+    """The plain-data spec :func:`run_job` receives (absolute paths, so any worker can run it)."""
+    spec = {"id": job.id, "lens": job.lens, "config": job.config, "out": str(out / job.folder), "progress": progress}
+    if job.lens == SHARED:
+        spec.update(norm=job.config["norm"], seed=job.config["seed"], training=job.config["training"],
+                    targets=[{**t, "out": str(out / t["folder"])} for t in job.config["targets"]])
+    return spec
+
+
+def is_finished(spec: dict[str, Any]) -> bool:
+    """A lens or theory job: its folder's DONE marker. A shared run: every target has its copy."""
+    if spec["lens"] == SHARED:
+        rel = f"{spec['norm']}/seed{spec['seed']}"
+        return all(io.is_done(Path(t["out"]) / rel) for t in spec["targets"])
+    return io.is_done(spec["out"])
+
+
 def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
     """Run one study job (module-level, so any executor can ship it).
 
     Args:
-        spec: plain data: ``id``, ``lens``, ``config``, ``out`` (absolute
-            folder), ``share_from`` (absolute folder or None), ``progress``.
+        spec: plain data from :func:`job_spec`.
         executor: handed to lens runners that take one (lira), when the job
             runs in the driver.
 
@@ -346,35 +316,47 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         ``<out>/ERROR.txt`` and the job reruns next time.
     """
     from bnmem.study_lenses import run_cell_lens, run_theory_lens
+    from bnmem.study_share import run_shared_training
 
     out = Path(spec["out"])
-    if io.is_done(out):
+    if is_finished(spec):
         return {"id": spec["id"], "status": "skipped", "seconds": 0.0}
     t0 = time.perf_counter()
     try:
         io.ensure_dir(out)
-        if spec.get("share_from"):
-            adopted = adopt_runs(out, Path(spec["share_from"]), spec["config"])
-            if adopted:
-                io.write_json(out / "shared.json", {"adopted_from": spec["share_from"], "runs": adopted,
-                                                    "why": "identical data, architecture, recipe and seeds"})
         if spec["lens"] == THEORY:
             run_theory_lens(spec["config"], out, spec["progress"])
+        elif spec["lens"] == SHARED:
+            run_shared_training(spec)
         else:
             run_cell_lens(spec["lens"], spec["config"], out, spec["progress"], executor)
     except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
         msg = str(e).splitlines()[0] if str(e) else ""
-        error = f"{type(e).__name__}: {msg}" if not isinstance(e, BnmemError) else msg
+        error = msg if isinstance(e, BnmemError) else f"{type(e).__name__}: {msg}"
         try:
             io.write_text(out / ERROR, traceback.format_exc())
         except (OSError, BnmemError):
             pass
-        return {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error}
+        return {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error,
+                "traceback": str(out / ERROR)}
     seconds = time.perf_counter() - t0
+    if spec["lens"] == SHARED:
+        _remove_empty(out, levels=3)  # the scratch run is gone; its empty parents too
+        return {"id": spec["id"], "status": "done", "seconds": seconds}
     (out / ERROR).unlink(missing_ok=True)
     if not io.is_done(out):  # some runners mark their folder themselves; the others get it here, last
         io.mark_done(out, {"lens": spec["lens"], "seconds": seconds})
     return {"id": spec["id"], "status": "done", "seconds": seconds}
+
+
+def _remove_empty(path: Path, levels: int) -> None:
+    for p in [path, *path.parents][:levels]:
+        if not p.exists():
+            continue
+        try:
+            p.rmdir()
+        except OSError:  # not empty: something else lives there
+            return
 
 
 def _write_if_changed(path: Path, doc: Any) -> None:
@@ -442,10 +424,13 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     result = StudyResult(out=out, index=index)
     try:
         for stage in sorted({j.stage for j in jobs}):
-            specs = [{"id": j.id, "lens": j.lens, "config": j.config, "out": str(out / j.folder),
-                      "share_from": str(out / j.share_from) if j.share_from else None,
-                      "progress": progress} for j in jobs if j.stage == stage]
-            todo = [s for s in specs if not io.is_done(s["out"])]
+            specs = [job_spec(j, out, progress) for j in jobs if j.stage == stage]
+            todo = [s for s in specs if not is_finished(s)]
+            for s in specs:
+                if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
+                    # Its lenses trained the run themselves after it failed: drop the leftovers.
+                    shutil.rmtree(s["out"], ignore_errors=True)
+                    _remove_empty(Path(s["out"]), levels=3)
             result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
             if not todo:
                 continue
@@ -466,7 +451,7 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         first = result.failed[0]
         raise BnmemError(
             f"{len(result.failed)} of {len(jobs)} jobs failed (first: {first['id']}: {first['error']}; "
-            f"traceback in {out / first['id']}/{ERROR}); fix and rerun the same command to resume"
+            f"traceback in {first['traceback']}); fix and rerun the same command to resume"
         )
     if not io.is_done(out):
         io.mark_done(out, {"study": study.name, "jobs": len(jobs),

@@ -16,7 +16,7 @@ import importlib
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -35,6 +35,15 @@ class LensSpec:
         folder: folder of its results inside a cell.
         one_seed: the lens takes a single base seed (lira derives every shadow
             model's seed from it); a cell gives it its first seed.
+        bn_only: the lens measures BatchNorm layers only; a cell gives it
+            ``norms: [batch]``.
+        trains_runs: the lens trains every (norm, seed) on the full training
+            set exactly as ``bnmem memorize`` does, into ``<norm>/seed<k>``
+            (a finished folder there is skipped), so lenses with the same data,
+            architecture and recipe can share those runs.
+        hook_key: the history key its per-epoch training hook fills (None: no
+            hook). For mitigate, trains_runs covers its unregularized variants
+            (folder ``<norm>/seed<k>``); its λ > 0 variants are its own.
     """
 
     name: str
@@ -43,6 +52,9 @@ class LensSpec:
     runner: str
     folder: str
     one_seed: bool = False
+    bn_only: bool = False
+    trains_runs: bool = False
+    hook_key: str | None = None
 
 
 # Order = the order a study runs them in (cheap first, so early results cover
@@ -50,10 +62,14 @@ class LensSpec:
 CELL_LENSES: dict[str, LensSpec] = {
     s.name: s
     for s in (
-        LensSpec("memorize", "bnmem.experiments.memorize", "MemorizeConfig", "run_memorize", "memorize"),
-        LensSpec("gamma-sigma", "bnmem.experiments.gamma_sigma", "GammaSigmaConfig", "run_gamma_sigma", "gamma-sigma"),
-        LensSpec("gradnorms", "bnmem.experiments.gradnorms", "GradNormsConfig", "run_gradnorms", "gradnorms"),
-        LensSpec("mitigate", "bnmem.experiments.mitigate", "MitigateConfig", "run_mitigate", "mitigate"),
+        LensSpec("memorize", "bnmem.experiments.memorize", "MemorizeConfig", "run_memorize", "memorize",
+                 trains_runs=True),
+        LensSpec("gamma-sigma", "bnmem.experiments.gamma_sigma", "GammaSigmaConfig", "run_gamma_sigma",
+                 "gamma-sigma", bn_only=True, trains_runs=True, hook_key="gamma_sigma"),
+        LensSpec("gradnorms", "bnmem.experiments.gradnorms", "GradNormsConfig", "run_gradnorms", "gradnorms",
+                 trains_runs=True, hook_key="gradnorms"),
+        LensSpec("mitigate", "bnmem.experiments.mitigate", "MitigateConfig", "run_mitigate", "mitigate",
+                 trains_runs=True, hook_key="gamma_sigma"),
         LensSpec("lira", "bnmem.experiments.lira", "LiraConfig", "run_lira", "lira", one_seed=True),
     )
 }
@@ -139,6 +155,33 @@ def run_cell_lens(name: str, config: dict[str, Any], out: Path, progress: bool, 
     if executor is not None and "executor" in params:
         kwargs["executor"] = executor
     return runner(cfg, out, **kwargs)
+
+
+def training_hook(name: str, config: dict[str, Any], ds: Any, job: Path, seed: int) -> Callable | None:
+    """The per-epoch measurement hook lens ``name`` gives the trainer for one (norm, seed) run.
+
+    Args:
+        name: a per-cell lens with ``trains_runs``.
+        config: its config (plain data).
+        ds: the loaded dataset.
+        job: its ``<norm>/seed<k>`` folder (gradnorms writes its arrays there).
+        seed: the run's seed.
+
+    Returns:
+        The lens's own ``on_epoch`` hook, or None for a lens without one (memorize).
+    """
+    spec = CELL_LENSES[name]
+    if spec.hook_key is None:
+        return None
+    cfg = config_class(name).model_validate(config)
+    mod = _module(spec)
+    if name == "gradnorms":
+        return mod.measure_hook(cfg, ds, job, seed)
+    if name == "gamma-sigma":
+        return mod.measure_hook(cfg, ds)
+    if name == "mitigate":  # as run_mitigate builds it for every variant
+        return mod.gamma_sigma_hook(ds, {cfg.fixed_epoch, cfg.train.epochs}, cfg.train.batch_size, cfg.data.seed)
+    raise ValueError(f"no training hook adapter for lens {name!r}")
 
 
 def run_theory_lens(options: dict[str, Any], out: Path, progress: bool) -> Any:

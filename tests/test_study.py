@@ -1,0 +1,319 @@
+"""Studies (``bnmem run``): validation, grid expansion, a tiny end-to-end study, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bnmem import io
+from bnmem.cli import main
+from bnmem.errors import BnmemError
+from bnmem.study import Study, expand_grid, index_doc, load_study, plan, run_study
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+# Small enough for a test: 200 digits, 2 epochs, one seed, 4 shadow models.
+TINY = {
+    "name": "tiny",
+    "data": {"dataset": "digits", "train_size": 200},
+    "train": {"epochs": 2, "batch_size": 32},
+    "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}, {"ood": 0.05}]},
+    "lenses": {
+        "memorize": {},
+        "gradnorms": {"at": [1, 2]},
+        "gamma-sigma": {},
+        "mitigate": {"lambdas": [1.0], "fixed_epoch": 1},
+        "lira": {"shadow_models": 4},
+        "rmia": None,
+        "theory": {"steps": 20, "plot": False},
+    },
+}
+
+
+def write_study(tmp_path: Path, doc: dict | str, name: str = "study.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return path
+
+
+def one_error_line(capsys, argv: list[str]) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("bnmem: error:"), err
+    return lines[0]
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+def _with(path: str, value) -> dict:
+    """TINY with one nested key set (``a.b.c``)."""
+    doc = json.loads(json.dumps(TINY))
+    node = doc
+    *parents, last = path.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    "doc, fragment",
+    [
+        (_with("grid.datasetz", ["digits"]), "grid.datasetz: Extra inputs are not permitted"),
+        (_with("train.lrr", 0.1), "train.lrr: Extra inputs are not permitted"),
+        (_with("lenses.lira.shadow_modelz", 8), "lenses.lira.shadow_modelz: Extra inputs are not permitted"),
+        (_with("lenses.theory.stepz", 8), "lenses.theory.stepz: Extra inputs are not permitted"),
+        (_with("lenses.rmia", {"gamma": 2}), "lenses.rmia.gamma: Extra inputs are not permitted"),
+        (_with("lenses.nonsense", {}), "lenses.nonsense: Extra inputs are not permitted"),
+        (_with("grid.outliers", [{"label_noise": 1.5}]), "grid.outliers.0.label_noise: rate 1.5 is outside [0, 1)"),
+        (_with("grid.datasets", ["imagenet"]), "grid.datasets: unknown dataset 'imagenet'"),
+        (_with("grid.norms", ["batch", "weird"]), "grid.norms: unknown norm 'weird'"),
+        (_with("lenses.lira.shadow_models", 5), "shadow-models must be even"),
+        (_with("lenses.gradnorms.at", [1, 9]), "lenses.gradnorms: checkpoint epoch 9 is past the last epoch (2)"),
+        (_with("lenses.memorize.data", {"label_noise": 0.1}), "lenses.memorize.data.label_noise: the grid sets it"),
+        (_with("lenses", []), "lenses: name at least one of"),
+        (_with("name", "has space"), "name: String should match pattern"),
+    ],
+)
+def test_bad_study_one_line(tmp_path, capsys, doc, fragment):
+    line = one_error_line(capsys, ["run", str(write_study(tmp_path, doc)), "--out", str(tmp_path / "o"), "--quiet"])
+    assert fragment in line
+    assert not (tmp_path / "o").exists()  # nothing written before the study validates
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("name: x\nlenses: [memorize\n", "is not valid YAML"),
+        ("name: x\n  lenses: {}\n", "at line 2"),
+        ("- just\n- a list\n", "must hold a mapping"),
+    ],
+)
+def test_malformed_yaml_one_line(tmp_path, capsys, text, fragment):
+    assert fragment in one_error_line(capsys, ["run", str(write_study(tmp_path, text)), "--out", str(tmp_path / "o")])
+
+
+def test_missing_file_and_bad_set(tmp_path, capsys):
+    assert "does not exist" in one_error_line(capsys, ["run", str(tmp_path / "nope.yaml")])
+    path = write_study(tmp_path, TINY)
+    assert "--set expects KEY=VALUE" in one_error_line(capsys, ["run", str(path), "--set", "oops"])
+    assert "train.epochs: Input should be greater than or equal to 1" in one_error_line(
+        capsys, ["run", str(path), "--set", "train.epochs=0"])
+
+
+def test_set_overrides_and_lens_switches(tmp_path):
+    path = write_study(tmp_path, TINY)
+    study = load_study(path, ["train.lr=0.1", "lenses.gradnorms=false", "grid.seeds=[3, 4]"])
+    assert study.train.lr == 0.1
+    assert "gradnorms" not in study.lenses.enabled()
+    assert expand_grid(study)[0].seeds == (3, 4)
+
+
+# --- grid expansion -----------------------------------------------------------------------
+
+
+def test_grid_expansion_and_index():
+    doc = _with("grid.datasets", ["digits", "mnist"])
+    doc["grid"]["archs"] = ["lenet", "resnet"]
+    study = Study.model_validate(doc)
+    cells, jobs = plan(study)
+    assert [c.id for c in cells][:3] == ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise", "digits-resnet20-flip0.05"]
+    assert len(cells) == 2 * 2 * 2
+    by_lens = {}
+    for j in jobs:
+        by_lens.setdefault(j.lens, []).append(j)
+    # theory once; memorize, gradnorms, gamma-sigma, mitigate, lira per cell (rmia rides on lira);
+    # per cell one shared training run per (norm, seed) that two lenses train identically.
+    assert len(by_lens["theory"]) == 1 and jobs[0].lens == "theory"
+    lenses = ("memorize", "gradnorms", "gamma-sigma", "mitigate", "lira")
+    assert all(len(by_lens[lens]) == len(cells) for lens in lenses)
+    assert len(by_lens["shared-training"]) == 2 * len(cells)  # batch/seed0 (4 lenses), none/seed0 (3)
+    targets = {j.config["norm"]: sorted(t["lens"] for t in j.config["targets"]) for j in by_lens["shared-training"]}
+    assert targets == {"batch": ["gamma-sigma", "gradnorms", "memorize", "mitigate"],
+                       "none": ["gradnorms", "memorize", "mitigate"]}
+    assert [j.stage for j in jobs] == sorted(j.stage for j in jobs) and jobs[-1].lens == "lira"
+    assert all(j.config["seeds"] == [0] and j.config["shadow_models"] == 4 for j in by_lens["lira"])
+    assert all(j.config["norms"] == ["batch"] for j in by_lens["gamma-sigma"])
+    mem = next(j for j in jobs if j.id == "digits-lenet-flip0.05/memorize")
+    assert mem.config["data"]["label_noise"] == 0.05 and mem.config["data"]["ood"] == 0.0
+    index = index_doc(study, cells, jobs)
+    assert index["study"] == "tiny" and index["theory"] == "theory"
+    first = index["cells"][0]
+    assert set(first) == {"id", "dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source", "lenses"}
+    assert first["lenses"]["rmia"] == first["lenses"]["lira"] == "digits-lenet-flip0.05/lira"
+    assert first["lenses"]["gamma-sigma"] == "digits-lenet-flip0.05/gamma-sigma"
+    assert index["cells"][1]["ood_source"] == "noise" and first["ood_source"] is None
+
+
+def test_no_sharing_when_recipes_differ():
+    doc = _with("lenses.memorize", {"epochs": 1})
+    _, jobs = plan(Study.model_validate(doc))
+    shared = [j for j in jobs if j.lens == "shared-training"]
+    # memorize now trains its own runs; the others still share theirs.
+    assert all("memorize" not in [t["lens"] for t in j.config["targets"]] for j in shared)
+    assert len(shared) == 4  # 2 cells x (batch, none)
+
+
+def test_lens_epochs_shorthand_and_rmia_alone():
+    doc = _with("lenses", {"memorize": {"epochs": 3}, "rmia": None})
+    cells, jobs = plan(Study.model_validate(doc))
+    mem = next(j for j in jobs if j.lens == "memorize")
+    assert mem.config["train"]["epochs"] == 3
+    assert any(j.lens == "lira" for j in jobs)  # rmia alone runs lira
+
+
+# study -> (cells, jobs): every paper-scale study is 3 archs x 4 outlier mixtures; per cell
+# 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
+READY = {"demo": (2, 1 + 2 * (5 + 6)), **{name: (12, 1 + 12 * (5 + 6))
+                                         for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
+
+
+@pytest.mark.parametrize("path", sorted(STUDIES.glob("*.yaml")), ids=lambda p: p.name)
+def test_ready_studies_validate(path):
+    study = load_study(path)
+    cells, jobs = plan(study)
+    assert len({c.id for c in cells}) == len(cells)
+    assert set(study.lenses.enabled()) == {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "rmia", "theory"}
+    if path.stem in READY:
+        assert (len(cells), len(jobs)) == READY[path.stem]
+
+
+def test_ready_studies_present():
+    names = {p.stem for p in STUDIES.glob("*.yaml")}
+    assert {"demo", "mnist", "fashion-mnist", "cifar10", "cifar100"} <= names
+
+
+# --- running ------------------------------------------------------------------------------
+
+RESULT_SUFFIXES = (".json", ".npy", ".npz", ".pt")
+# Files that record when/where/how long, not what was computed.
+NOT_RESULTS = ("DONE", "environment.json")
+
+
+def result_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix in RESULT_SUFFIXES and p.name not in NOT_RESULTS
+        and not p.name.startswith(".")
+    }
+
+
+def mtimes(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tiny")
+    study = Study.model_validate(TINY)
+    out = base / "run"
+    result = run_study(study, out, progress=False)
+    return study, out, result
+
+
+def test_tiny_study_runs(tiny_run):
+    study, out, result = tiny_run
+    assert io.is_done(out)
+    # theory + per cell: 2 shared training runs, memorize, gradnorms, gamma-sigma, mitigate, lira
+    assert all(j["status"] == "done" for j in result.jobs) and len(result.jobs) == 1 + 2 * 7
+    index = io.read_json(out / "index.json")
+    assert [c["id"] for c in index["cells"]] == ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise"]
+    for cell in index["cells"]:
+        assert set(cell["lenses"]) == {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "rmia"}
+        for lens, rel in cell["lenses"].items():
+            assert io.is_done(out / rel), (lens, rel)
+            assert (out / rel / ("gamma_sigma.json" if lens == "gamma-sigma" else "metrics.json")).is_file()
+        assert not (out / cell["id"] / "_shared").exists()  # scratch training runs are cleaned up
+    assert (out / index["theory"] / "theory.json").is_file()
+    mem = io.read_json(out / "digits-lenet-flip0.05/memorize/metrics.json")
+    assert mem["conditions"]["label_noise"] == 0.05
+    lira = io.read_json(out / "digits-lenet-flip0.05/lira/metrics.json")
+    assert "rmia" in lira["batch"] and lira["conditions"]["shadow_models"] == 4
+    assert io.read_json(out / "study.json")["name"] == "tiny"
+
+
+def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
+    """Each lens fed by the shared runs writes exactly what it writes when run on its own."""
+    from bnmem.study_lenses import run_cell_lens
+
+    study, out, _ = tiny_run
+    _, jobs = plan(study)
+    for lens in ("memorize", "gradnorms", "gamma-sigma", "mitigate"):
+        job = next(j for j in jobs if j.id == f"digits-lenet-flip0.05/{lens}")
+        alone = tmp_path / lens
+        run_cell_lens(lens, job.config, alone, progress=False)
+        got, want = result_files(out / job.folder), result_files(alone)
+        assert got.keys() == want.keys(), lens
+        assert [k for k in got if got[k] != want[k]] == [], lens
+
+
+def test_rerun_skips_everything(tiny_run, capsys):
+    study, out, _ = tiny_run
+    before = mtimes(out)
+    result = run_study(study, out, progress=False)
+    assert all(j["status"] == "skipped" for j in result.jobs)
+    assert mtimes(out) == before
+
+
+def test_rerun_with_other_study_refused(tiny_run, tmp_path, capsys):
+    _, out, _ = tiny_run
+    path = write_study(tmp_path, _with("train.lr", 0.2))
+    line = one_error_line(capsys, ["run", str(path), "--out", str(out), "--quiet"])
+    assert "holds a run with a different configuration (study.json)" in line
+
+
+def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
+    _, reference, _ = tiny_run
+    import bnmem.experiments.lira as lira_mod
+    import bnmem.train.trainer as trainer_mod
+
+    study = Study.model_validate(TINY)
+    real_train = trainer_mod.train_model
+    calls = {"n": 0}
+
+    def flaky_train(*args, **kwargs):
+        # The 3rd training run crashes at its 2nd epoch, after a checkpoint was written.
+        calls["n"] += 1
+        if calls["n"] != 3:
+            return real_train(*args, **kwargs)
+        hook = kwargs.get("on_epoch")
+
+        def crash_at_2(epoch, model):
+            if epoch == 2:
+                raise RuntimeError("simulated crash")
+            return hook(epoch, model) if hook else None
+
+        return real_train(*args, **{**kwargs, "on_epoch": crash_at_2})
+
+    def broken_lira(*args, **kwargs):
+        raise RuntimeError("simulated lira crash")
+
+    monkeypatch.setattr(trainer_mod, "train_model", flaky_train)
+    monkeypatch.setattr(lira_mod, "run_lira", broken_lira)
+    out = tmp_path / "run"
+    with pytest.raises(BnmemError, match=r"jobs failed \(first: .*RuntimeError: simulated crash"):
+        run_study(study, out, progress=False)
+    assert not io.is_done(out)
+    errors = {p.relative_to(out).as_posix() for p in out.rglob("ERROR.txt")}
+    # The crashed shared run (its lenses then trained that run themselves) and both lira jobs.
+    assert errors == {"digits-lenet-ood0.05-noise/_shared/batch/seed0/ERROR.txt",
+                      "digits-lenet-flip0.05/lira/ERROR.txt", "digits-lenet-ood0.05-noise/lira/ERROR.txt"}
+    assert io.read_json(out / "index.json") == io.read_json(reference / "index.json")
+
+    monkeypatch.undo()
+    result = run_study(study, out, progress=False)
+    assert io.is_done(out)
+    assert not list(out.rglob("ERROR.txt"))
+    statuses = {j["id"]: j["status"] for j in result.jobs}
+    assert statuses["theory"] == "skipped" and statuses["digits-lenet-flip0.05/lira"] == "done"
+
+    got, want = result_files(out), result_files(reference)
+    assert got.keys() == want.keys()
+    assert [k for k in got if got[k] != want[k]] == []
