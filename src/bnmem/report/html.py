@@ -296,7 +296,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani). Run directory <code>{esc(run.root)}</code> ({esc(run.layout)} layout); "
         f"report by bnmem {esc(__version__)}. "
-        f"{counts[REPRODUCED]} reproduced · {counts[NOT_REPRODUCED]} not reproduced · {counts[NOT_RUN]} not run.</p>",
+        "</p><p class=\"sub\">" + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items()) + "</p>",
         f"<nav>{nav}</nav></header>",
         '<section id="conditions"><h2>Conditions</h2>', conditions_block(run), "</section>",
     ]
