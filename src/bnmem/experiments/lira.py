@@ -287,7 +287,10 @@ def summary_table(result: dict[str, Any]) -> str:
     rows = []
     for attack in TABLE_ATTACKS:
         for sub in ("all", "outliers"):
-            row = [attack, sub] + [fmt(result[n][attack][sub]["auc"]) for n in norms]
+            aucs = [result[n][attack][sub]["auc"] for n in norms]
+            if not np.isfinite(aucs).any():
+                continue  # e.g. no outliers on clean data
+            row = [attack, sub] + [fmt(a) if np.isfinite(a) else "-" for a in aucs]
             row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["auc"]) for o in others]
             row += [_pct(result[n][attack][sub]["tpr_at_1pct_fpr"]) for n in norms]
             row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["tpr_at_1pct_fpr"], 100, 1) for o in others]
