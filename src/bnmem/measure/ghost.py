@@ -13,6 +13,10 @@ forward/backward provides:
   ||G_iᵀ A_i||_F² is computed either as the Gram form ⟨A_iA_iᵀ, G_iG_iᵀ⟩
   (cost L²·(d_in + d_out)) or by materializing the small per-sample gradient
   (cost L·d_in·d_out), whichever is cheaper. ||∇b_i||² = ||Σ_L G_i||².
+  During the measurement each Conv2d's forward runs as patches @ kernel (one
+  GEMM for the batch, :class:`_PatchConv`), so the patches the norm needs come
+  for free instead of a second unfold; in float64 on CPU this is also faster
+  than PyTorch's per-example im2col convolution.
 * Affine parameters of normalization layers that normalize each example on its
   own (BatchNorm in eval mode with running statistics, GroupNorm, LayerNorm):
   ∇γ_i = Σ_spatial g_i·x̂_i and ∇β_i = Σ_spatial g_i, computed directly.
@@ -25,7 +29,9 @@ output then equals that of loss_i. Layers these identities do not cover raise
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -116,13 +122,96 @@ def _linear(m: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict[str, torch.T
     return out
 
 
-def _conv2d(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor]:
+def _padding(m: nn.Conv2d) -> tuple[int, int]:
+    return (0, 0) if m.padding == "valid" else tuple(m.padding)
+
+
+def conv_patches(m: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    """Input patches of a conv, (N, L, kh·kw·Cin) with L = Ho·Wo, ordered (kh, kw, c).
+
+    Built as one strided view of the zero-padded NHWC input and one copy, for the
+    whole batch (F.unfold loops over the examples).
+    """
+    ph, pw = _padding(m)
+    xp = F.pad(x, (pw, pw, ph, ph)).permute(0, 2, 3, 1).contiguous()  # (N, Hp, Wp, C)
+    n, hp, wp, c = xp.shape
+    (kh, kw), (sh, sw), (dh, dw) = m.kernel_size, m.stride, m.dilation
+    ho, wo = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    st = xp.stride()
+    view = xp.as_strided((n, ho, wo, kh, kw, c), (st[0], st[1] * sh, st[2] * sw, st[1] * dh, st[2] * dw, st[3]))
+    return view.reshape(n, ho * wo, kh * kw * c)
+
+
+class _PatchConv(torch.autograd.Function):
+    """Conv2d as patches @ kernel (one GEMM for the batch), keeping the patches for the ghost norm.
+
+    Backward returns only the input gradient: the ghost path differentiates with
+    respect to layer outputs, never asks for the weights' (summed) gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, m: nn.Conv2d,
+                store: dict) -> torch.Tensor:
+        cols = conv_patches(m, x)
+        n, length, k = cols.shape
+        kernel = weight.permute(0, 2, 3, 1).reshape(weight.shape[0], k)  # (Cout, kh·kw·Cin), patch order
+        ph, _ = _padding(m)
+        (kh, _), (sh, _), (dh, _) = m.kernel_size, m.stride, m.dilation
+        ho = (x.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        # A channels_last output (as the trained model gives) whose NHWC memory is the GEMM's
+        # result; allocated as a base tensor, not a view, so in-place ops on it stay legal.
+        out = torch.empty((n, weight.shape[0], ho, length // ho), dtype=x.dtype, device=x.device,
+                          memory_format=torch.channels_last)
+        flat_out = out.permute(0, 2, 3, 1).view(n * length, -1)
+        flat = cols.view(n * length, k)
+        if bias is not None:
+            torch.addmm(bias, flat, kernel.t(), out=flat_out)
+        else:
+            torch.mm(flat, kernel.t(), out=flat_out)
+        store[m] = cols
+        ctx.save_for_backward(weight)
+        ctx.meta = (x.shape, m.stride, _padding(m), m.dilation)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        gx = None
+        if ctx.needs_input_grad[0]:
+            # The conv's own input-gradient kernel measured faster here than a GEMM + col2im.
+            (weight,) = ctx.saved_tensors
+            shape, stride, padding, dilation = ctx.meta
+            gx = torch.nn.grad.conv2d_input(shape, weight, grad, stride, padding, dilation)
+        return gx, None, None, None, None
+
+
+@contextmanager
+def patch_convs(model: nn.Module, store: dict) -> Iterator[None]:
+    """Route every Conv2d's forward through :class:`_PatchConv` for the duration.
+
+    Modules with an instance-level ``forward`` already (patched by someone else)
+    are left alone; their norms fall back to ``F.unfold``.
+    """
+    patched = []
+    for m in model.modules():
+        if type(m) is nn.Conv2d and "forward" not in vars(m):
+            m.forward = (lambda mod: lambda x: _PatchConv.apply(x, mod.weight, mod.bias, mod, store))(m)
+            patched.append(m)
+    try:
+        yield
+    finally:
+        for m in patched:
+            del m.forward
+
+
+def _conv2d(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, cols: torch.Tensor | None) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
-    gf = g.flatten(2)  # (N, Cout, L)
     if m.weight.requires_grad:
-        padding = 0 if m.padding == "valid" else m.padding
-        cols = F.unfold(a, m.kernel_size, dilation=m.dilation, padding=padding, stride=m.stride)  # (N, Cin*k*k, L)
-        out["weight"] = _frob_sq_of_gt_a(cols.transpose(1, 2), gf.transpose(1, 2))
+        if cols is None:
+            cols = conv_patches(m, a)
+        # (N, Ho, Wo, Cout): free for the channels_last gradients of a patched conv.
+        gl = g.permute(0, 2, 3, 1).reshape(g.shape[0], -1, g.shape[1])
+        out["weight"] = _frob_sq_of_gt_a(cols, gl)
+    gf = g.flatten(2)  # (N, Cout, L)
     if m.bias is not None and m.bias.requires_grad:
         out["bias"] = gf.sum(2).pow(2).sum(1)
     return out
@@ -198,8 +287,9 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
 
     layers = [(n, m) for n, m in model.named_modules() if _own_params(m)]
     handles = [m.register_forward_hook(make_hook(n)) for n, m in layers]
+    patches: dict[nn.Module, torch.Tensor] = {}
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), patch_convs(model, patches):
             logits = model(x)
             loss = F.cross_entropy(logits, y, reduction="sum")
     finally:
@@ -223,7 +313,7 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
         if isinstance(m, nn.Linear):
             parts = _linear(m, a, g)
         elif isinstance(m, nn.Conv2d):
-            parts = _conv2d(m, a, g)
+            parts = _conv2d(m, a, g, patches.get(m))
         else:
             parts = _norm_affine(m, a, g)
         for pname, v in parts.items():
