@@ -23,9 +23,12 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install -q -e '.[test]'
 	@touch $@
 
+# The whole study on the embedded digits (studies/demo.yaml: every lens, two cells)
+# and its report; a rerun resumes and skips what is finished.
 demo: $(VENV)/.installed
-	$(VENV)/bin/bnmem memorize --dataset digits --arch lenet --norms batch,none --label-noise 0.05 --epochs 30 --seeds 3 --out $(OUT)
-	@echo "demo results: $(OUT)/ (metrics.json, memorization.png)"
+	$(VENV)/bin/bnmem run studies/demo.yaml --out $(OUT)
+	$(VENV)/bin/bnmem report $(OUT)
+	@echo "demo results: $(OUT)/report.html (claims checklist and figures), $(OUT)/summary.md, $(OUT)/index.json (every cell and lens folder)"
 
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q

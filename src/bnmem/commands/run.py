@@ -33,9 +33,12 @@ def run(
     out = out or Path("runs") / spec.name
     if executor != "ray" and ray_address:
         raise BnmemError("--ray-address needs --executor ray")
-    kwargs = {"address": ray_address} if ray_address else {}
-    if executor == "local":
-        kwargs["progress"] = not quiet
+    kwargs: dict = {"progress": not quiet}
+    if executor == "ray":
+        # Shadow-model chunks of the lira lens are submitted by the lens itself;
+        # the study's per-job request becomes the executor's default for them.
+        kwargs.update(address=ray_address, num_cpus_per_job=spec.resources.num_cpus,
+                      num_gpus_per_job=spec.resources.num_gpus)
     ex = get_executor(executor, **kwargs)
     try:
         result = run_study(spec, out, executor=ex, progress=not quiet)
