@@ -74,6 +74,27 @@ def test_ray_stays_optional():
     assert "ERR ray is not installed; pip install 'bnmem[ray]'" in out.stdout
 
 
+@pytest.mark.ray
+def test_unreachable_address_is_one_clear_error_at_once():
+    """ray.init alone would retry an address nobody listens on for minutes."""
+    pytest.importorskip("ray")
+    code = (
+        "import time\n"
+        "from bnmem.executors import get_executor\n"
+        "t0 = time.perf_counter()\n"
+        "try:\n"
+        "    get_executor('ray', address='127.0.0.1:1').start()\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, round(time.perf_counter() - t0), e)\n"
+    )
+    # A fresh interpreter: in this one the module's Ray session may be open, and an open session is reused.
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    line = out.stdout.strip()
+    assert line.startswith("BnmemError "), (out.stdout, out.stderr[-2000:])
+    assert int(line.split()[1]) < 10
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in line and "ray start --head" in line
+
+
 # ----------------------------------------------------------------- determinism
 
 

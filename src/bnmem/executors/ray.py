@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from typing import Any, Sequence
@@ -69,6 +70,26 @@ def _short_spec(spec: dict[str, Any], limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast when a ``HOST:PORT`` cluster address does not answer.
+
+    ``ray.init`` retries an unreachable address for minutes before giving up;
+    one TCP connect tells the user at once. ``auto`` and ``ray://`` addresses
+    are left to Ray (``auto`` already fails fast when no cluster runs here).
+
+    Raises:
+        BnmemError: nothing accepts connections at ``address``.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise BnmemError(f"cannot reach the Ray cluster at {address} ({e.strerror or e}); "
+                         "is `ray start --head` running there?") from e
+
+
 class RayExecutor(Executor):
     """Runs jobs as Ray tasks, locally or on an existing cluster.
 
@@ -76,8 +97,8 @@ class RayExecutor(Executor):
     executor is cheap and a run with nothing left to do never touches Ray.
 
     Args:
-        address: ``None`` starts a private single-node Ray on this machine (bound
-            to loopback, no dashboard) and :meth:`close` stops it; ``"auto"`` or
+        address: ``None`` starts a private single-node Ray on this machine (no
+            dashboard, no usage stats) and :meth:`close` stops it; ``"auto"`` or
             ``"HOST:PORT"`` connects to a running cluster, which :meth:`close`
             leaves running. If Ray is already initialized in this process (for
             example by the caller), that session is used and left alone.
@@ -121,7 +142,8 @@ class RayExecutor(Executor):
         """Start or connect to Ray now (idempotent); records ``startup_seconds``.
 
         Raises:
-            BnmemError: the cluster address cannot be reached.
+            BnmemError: the cluster address cannot be reached, or no cluster runs
+                here for ``auto``.
         """
         if self._started:
             return
@@ -142,8 +164,13 @@ class RayExecutor(Executor):
             if self.address is None:
                 # address="local" forces a fresh private instance instead of
                 # silently joining whatever `ray start` left running on this host.
+                # Loopback is asked for, but on Linux Ray maps 127.0.0.1 to the
+                # node's routable IP and its services listen on all interfaces;
+                # the token authentication Ray enables for such instances is what
+                # keeps other hosts out.
                 kwargs.update(address="local", include_dashboard=False, _node_ip_address="127.0.0.1")
             else:
+                _check_reachable(self.address)
                 kwargs.update(address=self.address)
             kwargs.update(self.init_kwargs)
             try:
@@ -282,7 +309,7 @@ class RayExecutor(Executor):
         if isinstance(err, (ray_exceptions.WorkerCrashedError, ray_exceptions.OutOfMemoryError,
                             ray_exceptions.NodeDiedError, ray_exceptions.LocalRayletDiedError)):
             return JobFailedError(
-                f"{where}: its worker died {self.max_retries + 1} times (max_retries={self.max_retries}): "
+                f"{where}: its worker died and the retries are used up (max_retries={self.max_retries}): "
                 f"{type(err).__name__}: {str(err).strip().splitlines()[0]}", i, spec)
         if isinstance(err, ray_exceptions.TaskCancelledError):
             return JobFailedError(f"{where} was cancelled", i, spec)
