@@ -14,7 +14,7 @@ from bnmem.cli_app import app
 from bnmem.errors import BnmemError
 
 # Modules under bnmem.commands that register a command each.
-COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "gamma_sigma", "theory", "mitigate"]
+COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "gamma_sigma", "theory", "mitigate", "audit"]
 
 for _name in COMMANDS:
     importlib.import_module(f"bnmem.commands.{_name}")

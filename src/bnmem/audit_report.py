@@ -1,0 +1,186 @@
+"""The plain-language part of ``bnmem audit``: risk findings and the markdown report.
+
+The rules of thumb follow the study (DESIGN.md): BN multiplies an outlier's
+per-step margin growth by (γ/σ)², so channels with |γ|/σ > 1 amplify the
+memorization of rare samples; large per-sample gradient norms concentrate on
+samples the model has to memorize; a train-test gap and a high LiRA AUC are the
+direct signs of leakage. The thresholds below are heuristics for a first look,
+not calibrated guarantees, and the report says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LEVELS = ("low", "moderate", "elevated")
+# Fraction of BN channels with |γ|/σ > 1 (running σ) at which amplification is moderate / elevated.
+GS_MODERATE, GS_ELEVATED = 0.2, 0.5
+# Train-test accuracy gap (fraction) that is worth a mention / a concern.
+GAP_MODERATE, GAP_ELEVATED = 0.03, 0.10
+# Online-LiRA AUC over the shadow copies (0.5 = chance).
+AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
+# The top-k gradient norms hold this many times more known outliers than the data does.
+ENRICH_ELEVATED = 3.0
+RECOMMEND = ("consider the γ/σ regularizer (--gs-reg λ, e.g. `bnmem mitigate` to pick λ), GroupNorm/LayerNorm "
+             "or no normalization, and compare memorization and LiRA AUC with `bnmem run`")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """Findings (one sentence each), an overall level and recommendations.
+
+    Args:
+        result: the audit result so far (norm_layers, gamma_sigma, gradient_norms,
+            accuracy, membership).
+
+    Returns:
+        ``{"level": low|moderate|elevated, "findings": [...], "recommendations": [...], "note": ...}``.
+    """
+    findings: list[tuple[str, str]] = []  # (level, sentence)
+    layers = result["norm_layers"]
+    bn = [r for r in layers if r["batchnorm"]]
+    other = sorted({r["type"] for r in layers if not r["batchnorm"]})
+    if not layers:
+        findings.append(("low", "No normalization layers: BN's (γ/σ)² amplification of outliers does not apply; "
+                                "the gradient-norm and accuracy findings below still do."))
+    elif not bn:
+        findings.append(("low", f"Normalization without batch statistics ({', '.join(other)}): no BN "
+                                "(γ/σ)² amplification measured here."))
+    bn_level = "low"
+    gs = result.get("gamma_sigma") or {}
+    running = (gs.get("running") or {}).get("summary") or (gs.get("batch") or {}).get("summary")
+    if bn and running and running.get("frac_above_1") is not None:
+        frac = running["frac_above_1"]
+        level = "elevated" if frac >= GS_ELEVATED else "moderate" if frac >= GS_MODERATE else "low"
+        words = {"elevated": "elevated memorization of rare samples",
+                 "moderate": "some amplification of rare samples' influence",
+                 "low": "little amplification"}[level]
+        bn_level = level
+        findings.append((level, f"BN present ({len(bn)} layer{'s' if len(bn) != 1 else ''}); {_pct(frac)} of "
+                                f"channels have |γ|/σ > 1 "
+                                f"(median {running['median_ratio']:.2f}) → {words}."))
+    gn = result["gradient_norms"]
+    masks = gn.get("masks")
+    if masks and masks.get("top_k_fraction_flagged") is not None:
+        enrich = masks.get("enrichment") or 0.0
+        level = "elevated" if enrich >= ENRICH_ELEVATED else "moderate" if enrich > 1.5 else "low"
+        findings.append((level, f"{masks['top_k_flagged']} of the top-{len(gn['top_k'])} gradient norms are known "
+                                f"corrupted samples ({_pct(masks['top_k_fraction_flagged'])} vs "
+                                f"{_pct(masks['fraction_flagged_overall'])} of the data): the model's largest "
+                                "per-sample influence sits on samples it can only memorize."))
+    elif gn["top_k"] and gn.get("top_k_mean_over_median"):
+        findings.append(("low", f"The top-{len(gn['top_k'])} gradient norms are "
+                                f"{gn['top_k_mean_over_median']:.1f}x the median: inspect those examples "
+                                "(audit.json lists them) for mislabeled or atypical samples."))
+    acc = result["accuracy"]
+    if acc.get("gap") is not None:
+        gap = acc["gap"]
+        level = "elevated" if gap >= GAP_ELEVATED else "moderate" if gap >= GAP_MODERATE else "low"
+        findings.append((level, f"Train accuracy {_pct(acc['train_acc'])} vs test {_pct(acc['test_acc'])} "
+                                f"(gap {100 * gap:+.1f} points)" + (": the model fits its training set beyond what "
+                                "generalizes, a membership signal." if level != "low" else ".")))
+    for key, what in (("noisy_acc", "flipped labels"), ("ood_acc", "OOD samples' random labels")):
+        if acc.get(key) is not None:
+            level = "elevated" if acc[key] >= 0.5 else "moderate" if acc[key] >= 0.2 else "low"
+            findings.append((level, f"It fits {_pct(acc[key])} of the {what} (pure memorization)."))
+    mem = result.get("membership")
+    if mem:
+        online = mem["attacks"]["online"]["all"]
+        level = "elevated" if online["auc"] >= AUC_ELEVATED else "moderate" if online["auc"] >= AUC_MODERATE else "low"
+        text = (f"LiRA over {mem['shadow_models']} shadow copies of this recipe: AUC {online['auc']:.3f}, "
+                f"TPR {_pct(online['tpr_at_1pct_fpr'])} at 1% FPR")
+        if "outliers" in mem["attacks"]["online"]:
+            text += f"; on the corrupted samples AUC {mem['attacks']['online']['outliers']['auc']:.3f}"
+        findings.append((level, text + "."))
+    overall = max((lvl for lvl, _ in findings), key=LEVELS.index, default="low")
+    recs = []
+    if bn and bn_level != "low":
+        recs.append(f"BN amplifies what this model memorizes: {RECOMMEND}.")
+    elif overall != "low":
+        recs.append("The model memorizes parts of its training set: consider regularization, more data or "
+                    "removing mislabeled samples (the top gradient norms point at candidates).")
+    if not mem:
+        recs.append("For a direct membership-inference estimate, rerun with --shadow-models 16 (or more).")
+    return {
+        "level": overall,
+        "findings": [f for _, f in findings],
+        "finding_levels": [lvl for lvl, _ in findings],
+        "recommendations": recs,
+        "note": "rules of thumb from the study (BN scales outliers' margin growth by (γ/σ)²), not calibrated "
+                "guarantees; thresholds in bnmem.audit_report",
+    }
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    """The audit as a short markdown report (also printed by ``bnmem audit``)."""
+    m, d, risk = result["model"], result["data"], result["risk"]
+    lines = [f"# bnmem audit: {m['class']} ({m['format']}, {m['parameters']:,} parameters)", ""]
+    if m.get("file"):
+        lines += [f"Model file: `{m['file']}` (sha256 {m['sha256'][:12]}…)", ""]
+    lines += [f"Data: {d['dataset']}, {d['n_train']} training / {d['n_test']} test examples"
+              + (f", {d['n_noisy']} flipped labels, {d['n_ood']} OOD" if d.get("outliers_known") else ""), ""]
+    lines += [f"## Risk: {risk['level']}", ""] + [f"- {f}" for f in risk["findings"]] + [""]
+    lines += [f"**Recommendation:** {r}" for r in risk["recommendations"]] + ["", f"_{risk['note']}_", ""]
+    lines += ["## Normalization layers", ""]
+    if not result["norm_layers"]:
+        lines += ["None: this model has no normalization layers.", ""]
+    else:
+        lines += ["| layer | type | size |", "|---|---|---|"]
+        lines += [f"| {r['name']} | {r['type']} | {r['size']} |" for r in result["norm_layers"]] + [""]
+    gs = result.get("gamma_sigma")
+    if gs:
+        lines += ["## BN |γ|/σ per layer", ""]
+        modes = [mode for mode in ("running", "batch") if mode in gs]
+        header = "| layer | channels |" + "".join(f" median ({mode} σ) | frac > 1 ({mode} σ) |" for mode in modes)
+        lines += [header, "|---|---|" + "---|---|" * len(modes)]
+        for layer in gs[modes[0]]["layers"]:
+            row = f"| {layer} | {gs[modes[0]]['layers'][layer]['n_channels']} |"
+            for mode in modes:
+                v = gs[mode]["layers"].get(layer, {})
+                row += f" {_fmt(v.get('median_ratio'))} | {_fmt(v.get('frac_above_1'), 2)} |"
+            lines.append(row)
+        lines += ["", "σ running = sqrt(running_var + eps); σ batch = std of the layer input over one training "
+                      "batch (BN in training mode)."] + [f"Note: {n}" for n in gs.get("notes", [])] + [""]
+    gn = result["gradient_norms"]
+    lines += ["## Per-sample gradient norms", "",
+              f"L2 norm over all parameters of each example's loss gradient ({gn['definition']} definition, "
+              f"{gn['method']}, float64; {gn['subset']}); median {_fmt(gn['median'], 4)}.", ""]
+    if gn.get("masks"):
+        mk = gn["masks"]
+        lines += [f"Top-{len(gn['top_k'])}: {mk['top_k_flagged']} known corrupted "
+                  f"({_pct(mk['top_k_fraction_flagged'])}; {_pct(mk['fraction_flagged_overall'])} of the data)."]
+        lines += ["", "| subset | n | median | mean |", "|---|---|---|---|"]
+        lines += [f"| {s} | {v['n']} | {_fmt(v['median'], 4)} | {_fmt(v['mean'], 4)} |"
+                  for s, v in mk["by_subset"].items()] + [""]
+    lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
+    lines += [f"| {i + 1} | {r['index']} | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | "
+              f"{r['flagged'] or '-'} |" for i, r in enumerate(gn["top_k"][:10])]
+    if len(gn["top_k"]) > 10:
+        lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
+    acc = result["accuracy"]
+    lines += ["", "## Accuracy (eval mode)", "", "| train | test | gap | clean train | flipped labels fit | OOD fit |",
+              "|---|---|---|---|---|---|",
+              f"| {_fmt(acc['train_acc'])} | {_fmt(acc['test_acc'])} | {_fmt(acc['gap'])} | "
+              f"{_fmt(acc.get('clean_train_acc'))} | {_fmt(acc.get('noisy_acc'))} | {_fmt(acc.get('ood_acc'))} |", ""]
+    mem = result.get("membership")
+    if mem:
+        lines += ["## Membership inference (shadow copies)", "", mem["protocol"] + ".", "",
+                  "| attack | subset | AUC | TPR@1% FPR | TPR@0.1% FPR |", "|---|---|---|---|---|"]
+        for attack, subs in mem["attacks"].items():
+            for sub, v in subs.items():
+                lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {_pct(v['tpr_at_1pct_fpr'])} | "
+                             f"{_pct(v['tpr_at_0.1pct_fpr'])} |")
+        lines += ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
+                      f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
+    return "\n".join(lines)
