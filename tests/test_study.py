@@ -170,7 +170,7 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 
 # study -> (cells, jobs): every paper-scale study is 3 archs x 4 outlier mixtures; per cell
 # 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
-READY = {"demo": (2, 1 + 2 * (5 + 6)), **{name: (12, 1 + 12 * (5 + 6))
+READY = {"demo": (3, 1 + 3 * (5 + 6)), **{name: (12, 1 + 12 * (5 + 6))
                                          for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 
 
