@@ -165,6 +165,22 @@ def test_lira_identical_under_local_and_ray_despite_a_killed_worker(ray_cluster,
             assert (tmp_path / "ray" / norm / f).read_bytes() == (tmp_path / "local" / norm / f).read_bytes(), (norm, f)
 
 
+@pytest.mark.ray
+def test_lira_command_takes_the_ray_executor(ray_cluster, tmp_path, capsys):
+    """``bnmem lira --executor ray --ray-address ...`` gives the bits of ``--executor local``."""
+    from bnmem.cli import main
+
+    args = ["lira", "--dataset", "digits", "--train-size", "120", "--norms", "batch", "--shadow-models", "4",
+            "--chunk-size", "2", "--epochs", "1", "--views", "identity", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "ray"), "--executor", "ray", "--ray-address", ray_cluster]) == 0
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    for f in ("logits.npy", "keep.npy"):
+        assert (tmp_path / "ray" / "batch" / f).read_bytes() == (tmp_path / "local" / "batch" / f).read_bytes()
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "x"), "--ray-address", ray_cluster]) == 2
+    assert "--ray-address and --gpus-per-job need --executor ray" in capsys.readouterr().err
+
+
 # ----------------------------------------------------------------- failures
 
 

@@ -15,6 +15,9 @@ Views = Annotated[str, typer.Option(help="query views: identity, flip (cifar onl
 QueryBnMode = Annotated[str, typer.Option(help="BN at query time: eval (running stats) or batch (query-batch stats)")]
 QueryBatchSize = Annotated[Optional[int], typer.Option(help="batch whose statistics BN uses in batch mode (default: --batch-size)")]
 KeepSeed = Annotated[int, typer.Option(help="seed of the membership matrix (same for every norm)")]
+ExecutorName = Annotated[str, typer.Option("--executor", help="where shadow-model jobs run: local (in this process) or ray")]
+RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address, auto or HOST:PORT (default: start a local Ray)")]
+GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.25: four jobs share a GPU); for --device cuda")]
 
 
 @app.command()
@@ -28,18 +31,33 @@ def lira(
     query_bn_mode: QueryBnMode = "eval",
     query_batch_size: QueryBatchSize = None,
     keep_seed: KeepSeed = 0,
+    executor: ExecutorName = "local",
+    ray_address: RayAddress = None,
+    gpus_per_job: GpusPerJob = 0.0,
     quiet: Quiet = False,
 ) -> None:
     """LiRA/RMIA membership inference on shadow models of each norm; paired BN vs other-norm differences.
 
     --seeds is the base seed (one): shadow model m's seed derives from it and is the same for every norm.
     """
+    from bnmem.errors import BnmemError
+    from bnmem.executors import get_executor
     from bnmem.experiments.lira import LiraConfig, run_lira, summary_table
 
     own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
            "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed}
     # --set overrides (already in exp) win over the flags' defaults.
     cfg = LiraConfig.model_validate({**own, **exp})
-    result = run_lira(cfg, out, progress=not quiet)
+    if executor != "ray" and (ray_address or gpus_per_job):
+        raise BnmemError("--ray-address and --gpus-per-job need --executor ray")
+    kwargs: dict[str, Any] = {"progress": not quiet}
+    if executor == "ray":
+        # Jobs ask for as many CPUs as the torch threads they run with.
+        kwargs.update(address=ray_address, num_cpus_per_job=cfg.train.threads, num_gpus_per_job=gpus_per_job)
+    ex = get_executor(executor, **kwargs)
+    try:
+        result = run_lira(cfg, out, executor=ex, progress=not quiet)
+    finally:
+        ex.close()
     typer.echo(summary_table(result))
     typer.echo(f"results in {out}/ (metrics.json, roc.png, <norm>/logits.npy, keep.npy, ...)")
