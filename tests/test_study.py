@@ -236,6 +236,10 @@ def test_tiny_study_runs(tiny_run):
     assert mem["conditions"]["label_noise"] == 0.05
     lira = io.read_json(out / "digits-lenet-flip0.05/lira/metrics.json")
     assert "rmia" in lira["batch"] and lira["conditions"]["shadow_models"] == 4
+    assert "noisy_in" in lira["accuracy"]["batch"]  # the shadow models' memorization, reported by lira
+    shadow_gs = io.read_json(out / "digits-lenet-flip0.05/lira/shadow_gamma_sigma.json")
+    assert len(shadow_gs["summary"]["frac_above_1"]["per_model"]) == 4
+    assert set(shadow_gs["layers"]) == {"norm1", "norm2", "norm3", "norm4"}
     assert io.read_json(out / "study.json")["name"] == "tiny"
 
 

@@ -315,7 +315,7 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         A failure does not raise (the other jobs go on); its traceback is in
         ``<out>/ERROR.txt`` and the job reruns next time.
     """
-    from bnmem.study_lenses import run_cell_lens, run_theory_lens
+    from bnmem.study_lenses import run_cell_lens, run_theory_lens, shadow_gamma_sigma
     from bnmem.study_share import run_shared_training
 
     out = Path(spec["out"])
@@ -330,6 +330,8 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
             run_shared_training(spec)
         else:
             run_cell_lens(spec["lens"], spec["config"], out, spec["progress"], executor)
+            if spec["lens"] == "lira":
+                shadow_gamma_sigma(spec["config"], out)  # reuse the shadow models: γ/σ over M BN models
     except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
         msg = str(e).splitlines()[0] if str(e) else ""
         error = msg if isinstance(e, BnmemError) else f"{type(e).__name__}: {msg}"
