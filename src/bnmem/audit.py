@@ -31,7 +31,6 @@ What it measures, on the model as given (eval mode, BN with its running statisti
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import sys
 import types
@@ -46,6 +45,7 @@ from torch import nn
 
 from bnmem import io
 from bnmem.audit_load import TORCHSCRIPT, check_inputs, is_scripted
+from bnmem.audit_membership import check_shadow_request, fresh_copy, masks_known, membership_section
 from bnmem.config import DataConfig, StrictModel, TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
@@ -56,8 +56,6 @@ from bnmem.measure.predict import predict_logits
 _SCRIPTED_NORMS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "GroupNorm", "LayerNorm",
                    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm")
 _SCRIPTED_BN = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")
-# Attacks reported from the shadow models (online LiRA is the reference one).
-AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
 PROBE_BATCH = 128
 
 
@@ -146,7 +144,7 @@ def _xy(data: Any, what: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _masks_known(ds: OutlierDataset) -> bool:
-    return bool(ds.info.get("masks_known", True)) and bool(ds.is_outlier.any())
+    return masks_known(ds)
 
 
 # --- measurements ----------------------------------------------------------------------
@@ -318,102 +316,6 @@ def accuracy_section(model: nn.Module, ds: OutlierDataset) -> dict[str, Any]:
     return out
 
 
-# --- membership risk from shadow copies ------------------------------------------------
-
-
-def fresh_copy(model: nn.Module, seed: int) -> tuple[nn.Module, int, int]:
-    """A re-initialized deep copy: every submodule with ``reset_parameters`` is reset under ``seed``.
-
-    Returns:
-        The copy, the number of parameter tensors reset and the total number.
-    """
-    m = copy.deepcopy(model).cpu()
-    torch.manual_seed(seed)
-    reset = set()
-    for mod in m.modules():
-        if callable(getattr(mod, "reset_parameters", None)):
-            mod.reset_parameters()
-            reset.update(id(p) for p in mod.parameters(recurse=False))
-        if callable(getattr(mod, "reset_running_stats", None)):
-            mod.reset_running_stats()
-    params = list(m.parameters())
-    return m.train(), sum(id(p) in reset for p in params), len(params)
-
-
-def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
-    """Raise BnmemError unless shadow copies of ``model`` can be trained.
-
-    Raises:
-        BnmemError: a TorchScript model (its architecture cannot be re-instantiated),
-            or ``shadow_models`` odd or below 4.
-    """
-    if is_scripted(model):
-        raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
-                         "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
-    if shadow_models < 4 or shadow_models % 2:
-        raise BnmemError(f"--shadow-models must be even and at least 4, got {shadow_models}")
-
-
-def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
-                       out: Path | None, keep_seed: int = 0, progress: bool = False) -> dict[str, Any]:
-    """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
-
-    Args:
-        model: the (pickled) model whose architecture is copied.
-        ds: the training data (every example is IN for exactly half the copies).
-        shadow_models: M, even and >= 4.
-        train: the training recipe of the copies.
-        out: folder for the copies (resumable); None keeps them in memory.
-        keep_seed: seed of the keep matrix.
-        progress: progress bars.
-
-    Raises:
-        BnmemError: a TorchScript model, or M odd or below 4.
-    """
-    from bnmem.attacks import evaluate_attacks, keep_matrix
-    from bnmem.experiments.query import make_views
-    from bnmem.train import load_finished, train_model
-
-    check_shadow_request(model, shadow_models)
-    keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
-    views = make_views(["identity", "shift"], ds.input_shape) if ds.x_train.ndim == 4 else make_views(["identity"], ())
-    logits, reset_info, accs = [], None, []
-    for m in range(shadow_models):
-        net, n_reset, n_params = fresh_copy(model, seed=m)
-        reset_info = (n_reset, n_params)
-        run_dir = None if out is None else out / "shadow" / f"model_{m:04d}"
-        if run_dir is not None and io.is_done(run_dir):
-            net = load_finished(net, run_dir).model
-        else:
-            net = train_model(net, ds, train, seed=m, run_dir=run_dir, train_idx=np.flatnonzero(keep[m]),
-                              measure=False, progress=f"shadow {m}" if progress else False).model
-        net = net.to(train.device)
-        per_view = [predict_logits(net, fn(ds.x_train).to(train.device)).numpy() for _, fn in views]
-        logits.append(np.stack(per_view, axis=1))
-        pred = per_view[0].argmax(1)
-        accs.append({"train_in": float((pred[keep[m]] == ds.y_train.numpy()[keep[m]]).mean()),
-                     "train_out": float((pred[~keep[m]] == ds.y_train.numpy()[~keep[m]]).mean())})
-    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if _masks_known(ds) else None
-    res = evaluate_attacks(np.stack(logits), keep, ds.y_train.numpy(), subsets=subsets, attacks=AUDIT_ATTACKS)
-    metrics = {a: {s: {k: v[k] for k in ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc")}
-                   for s, v in subs.items()} for a, subs in res["metrics"].items()}
-    return {
-        "shadow_models": shadow_models,
-        "protocol": "fresh copies of the architecture (reset_parameters, seeded) train with the given recipe on "
-                    "balanced halves of the training data (each example IN for exactly half); LiRA/RMIA "
-                    "leave-one-out: each copy is the target once, the others its references",
-        "reinitialized_parameters": f"{reset_info[0]} of {reset_info[1]} parameter tensors "
-                                    "(others keep the given model's values)",
-        "views": [name for name, _ in views],
-        "bn_mode_at_query": "eval",
-        "train": train.model_dump(mode="json"),
-        "keep_seed": keep_seed,
-        "attacks": metrics,
-        "shadow_accuracy": {k: float(np.mean([a[k] for a in accs])) for k in ("train_in", "train_out")},
-        "subset_sizes": res["subset_sizes"],
-    }
-
-
 # --- the audit -------------------------------------------------------------------------
 
 
@@ -537,7 +439,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})
 
 
-__all__: Sequence[str] = ("AuditConfig", "AuditResult", "as_dataset", "audit", "audit_file")
+__all__: Sequence[str] = ("AuditConfig", "AuditResult", "as_dataset", "audit", "audit_file", "fresh_copy")
 
 
 class _CallableModule(types.ModuleType):
