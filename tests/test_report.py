@@ -484,3 +484,13 @@ def test_folder_of_lens_dirs_groups_lenses_by_setting(lens_dirs, tmp_path):
     status = {c.id: c.status for c in rep.claims}
     assert status["3b"] == NOT_REPRODUCED and status["4"] == REPRODUCED and status["6"] == REPRODUCED
     assert_self_contained(parse(rep.html))
+
+
+def test_gradnorm_claim_decides_on_memorization_phase_checkpoints():
+    """Claim 2 uses checkpoints after epoch 1 and up to half of training."""
+    from bnmem.report.claims import memorization_phase
+
+    assert memorization_phase([1, 5, 10, 30], 30) == [5, 10]
+    assert memorization_phase([1, 5, 20], 20) == [5]
+    assert memorization_phase([1, 20], 20) == [20]  # nothing early: all after epoch 1
+    assert memorization_phase([1], 20) == [1]

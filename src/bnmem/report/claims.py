@@ -265,13 +265,26 @@ def gradnorm_checkpoints(per_def: dict[str, Any]) -> list[tuple[int, dict[str, A
     return sorted(out)
 
 
+def memorization_phase(epochs: list[int], total: int | None) -> list[int]:
+    """Checkpoints while corrupted samples are still being fitted: after epoch 1 (BN's
+    running statistics are still stale then) and up to half of training. Later, a model
+    that has already memorized its outliers has small gradients on them, so a late
+    comparison measures "already memorized", not "pushed harder"."""
+    after_first = [e for e in epochs if e > 1]
+    if total:
+        early = [e for e in after_first if e <= total / 2]
+        if early:
+            return early
+    return after_first or epochs
+
+
 def claim_gradnorms(run: RunData) -> Claim:
     """Claim 2: noisy samples' gradient norms shift up under BN."""
     claim = Claim(
         "2",
         "Gradient norms of corrupted samples shift up under BN (relative to clean samples)",
-        "noisy/clean ratio of median per-sample gradient norms, BN − no-norm, per seed averaged over the "
-        "recorded checkpoints, paired by seed",
+        "log of the noisy/clean ratio of median per-sample gradient norms, BN − no-norm, per seed averaged "
+        "over the memorization-phase checkpoints (after epoch 1, up to half of training), paired by seed",
         "reproduced if the 95% CI of the paired difference lies above 0 in every cell and corrupted subset",
         "gradnorms",
         value_format="{:+.2f}",
@@ -294,19 +307,23 @@ def claim_gradnorms(run: RunData) -> Claim:
                 key = f"{sub}_clean_median_ratio"
                 ck_bn = dict(gradnorm_checkpoints(lens.data[BN].get(definition, {})))
                 ck_ot = dict(gradnorm_checkpoints(lens.data[other].get(definition, {})))
-                epochs = sorted(set(ck_bn) & set(ck_ot))
+                all_epochs = sorted(set(ck_bn) & set(ck_ot))
+                epochs = memorization_phase(all_epochs, lens.conditions.get("epochs"))
                 per_seed_diff: dict[str, list[float]] = {}
                 per_ck = []
-                for e in epochs:
-                    a = {s: v.get(key) for s, v in (ck_bn[e].get("per_seed") or {}).items()}
-                    b = {s: v.get(key) for s, v in (ck_ot[e].get("per_seed") or {}).items()}
+                for e in all_epochs:
+                    per_ck.append(f"epoch {e}: {_fmt(ck_bn[e].get(key), '.2f')} vs {_fmt(ck_ot[e].get(key), '.2f')}")
+                    if e not in epochs:
+                        continue
+                    a = {s: _log(v.get(key)) for s, v in (ck_bn[e].get("per_seed") or {}).items()}
+                    b = {s: _log(v.get(key)) for s, v in (ck_ot[e].get("per_seed") or {}).items()}
                     seeds, av, bv = pair_by_key(a, b)
                     for s, d in zip(seeds, av - bv):
                         per_seed_diff.setdefault(s, []).append(d)
-                    per_ck.append(f"epoch {e}: {_fmt(ck_bn[e].get(key), '.2f')} vs {_fmt(ck_ot[e].get(key), '.2f')}")
                 diffs = [_nanmean(v) for _, v in sorted(per_seed_diff.items())]
                 pd = difference_stats(diffs, unit="seeds")
-                note = f"pooled-seed ratio {BN} vs {other}: " + ", ".join(per_ck)
+                note = (f"decided on checkpoints {epochs}; pooled-seed noisy/clean ratio {BN} vs {other}: "
+                        + ", ".join(per_ck))
                 claim.evaluations.append(_from_paired(
                     f"{where0}: {BN} − {other}, {sub_name}", pd, _status_lower_above(pd),
                     _cond(cell, lens, gradient_definition=definition,
@@ -314,6 +331,11 @@ def claim_gradnorms(run: RunData) -> Claim:
                           checkpoints=epochs),
                     deciding, note))
     return claim
+
+
+def _log(v: Any) -> float | None:
+    f = finite(v)
+    return None if f is None or f <= 0 else math.log(f)
 
 
 # ----------------------------------------------------------------- claim 3
