@@ -1,0 +1,270 @@
+"""K LeNets as one network: grouped convolutions, batched matmuls, per-channel norms.
+
+Model k's batch is laid out as channels: the input of a step is
+``[B, K*C, H, W]`` (channels_last), channel ``k*C + c`` holding channel c of
+model k's b-th example. Then
+
+- a convolution with ``groups=K`` and the K weight tensors stacked along the
+  output channels is exactly K independent convolutions;
+- BatchNorm over the K*C channels normalizes each channel with the statistics
+  of its own model's batch and keeps a running mean/var per channel, i.e. per
+  model (GroupNorm with K*g groups likewise normalizes each model's g groups);
+- max-pool and ReLU are per channel anyway (ReLU runs after the pool, which
+  gives the same values and gradients, on a 4x smaller tensor);
+- the fully connected layers are ``baddbmm`` over the model dimension, and
+  their norms again per-channel over ``[B, K*features]``.
+
+So no model's output depends on another model's parameters or data, and each
+model's computation is the one its own LeNet does (:class:`bnmem.models.LeNet`,
+same op order), up to floating-point summation order inside the kernels.
+
+channels_last matters on CPU: NCHW max-pooling is ~9x slower there, and
+oneDNN runs grouped convolutions natively in NHWC.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import stack_module_state
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from bnmem.models.lenet import LeNet
+
+# Norm kinds the grouped network implements (LeNet's norm_kind).
+GROUPED_NORMS = ("batch", "none", "group", "layer")
+
+_CONVS = ("conv1", "conv2")
+_LINEARS = ("fc1", "fc2")  # each followed by a norm; fc3 gives the logits
+_NORM_AFTER = {"conv1": "norm1", "conv2": "norm2", "fc1": "norm3", "fc2": "norm4"}
+
+
+class _ModelsToChannels(torch.autograd.Function):
+    """[K, B, O] -> [B, K*O] (models' features as channels, for the norm layers).
+
+    Its gradient comes back laid out [K, B, O] contiguous, whatever K: autograd's
+    own transpose+reshape would hand the following ``baddbmm`` a strided
+    gradient whose bias reduction over B runs over K*O columns at once, and
+    float32 column reductions round differently for different column counts.
+    This way a model's result does not depend on how many models share its
+    network (bitwise; checked by the tests).
+    """
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        k, b, o = z.shape
+        ctx.k, ctx.o = k, o
+        return z.transpose(0, 1).reshape(b, k * o)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return grad.reshape(grad.shape[0], ctx.k, ctx.o).transpose(0, 1).contiguous()
+
+
+class _ChannelRows(torch.autograd.Function):
+    """h [B, K*C, ...] -> [K*C, B*...]: one contiguous row per channel.
+
+    The rows make the batch-variance reduction run row by row, so its summation
+    order does not depend on K (a column reduction over the K*C channels of a
+    channels_last tensor would). The gradient goes back channels_last, the
+    layout the convolution backward gets from the norm layers, so the sum of
+    both gradients does not push it onto a different (NCHW) kernel.
+    """
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        ctx.shape = h.shape
+        return h.transpose(0, 1).reshape(h.shape[1], -1).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        b, c, *rest = ctx.shape
+        g = grad.reshape(c, b, *rest).transpose(0, 1)
+        return g.contiguous(memory_format=torch.channels_last) if g.ndim == 4 else g.contiguous()
+
+
+def _sigma_by_model(h: torch.Tensor, k: int, eps: float) -> torch.Tensor:
+    """Per-channel batch σ of h [B, K*C, ...] as [K, C], as :func:`batch_sigma` computes it."""
+    return torch.sqrt(_ChannelRows.apply(h).var(dim=1, unbiased=False) + eps).view(k, -1)
+
+
+def _grad_layout(name: str, p: torch.Tensor) -> torch.Tensor:
+    """A stacked parameter as a leaf whose memory layout matches its gradient's."""
+    p = p.detach()
+    if name.startswith("fc") and p.ndim == 3:
+        p = p.transpose(1, 2).contiguous().transpose(1, 2)
+    elif p.ndim == 5:
+        p = p.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    return p.requires_grad_()
+
+
+def supports_grouped(model: nn.Module) -> bool:
+    """True if ``model`` is a LeNet the grouped network reproduces exactly.
+
+    Args:
+        model: one (template) model of the ensemble.
+
+    Returns:
+        Whether :class:`GroupedLeNet` can train it.
+    """
+    if type(model) is not LeNet or model.norm_kind not in GROUPED_NORMS:
+        return False
+    for name in _NORM_AFTER.values():
+        m = getattr(model, name)
+        if isinstance(m, _BatchNorm):
+            # momentum=None (cumulative average) would need per-model counts in
+            # the kernel; affine-free or stat-free BN is not what LeNet builds.
+            if m.momentum is None or not m.affine or not m.track_running_stats:
+                return False
+        elif isinstance(m, nn.GroupNorm):
+            if not m.affine:
+                return False
+        elif isinstance(m, nn.LayerNorm):
+            if not m.elementwise_affine or len(m.normalized_shape) != 1 or m.bias is None:
+                return False
+        elif not isinstance(m, nn.Identity):
+            return False
+    return True
+
+
+class GroupedLeNet:
+    """Training steps (forward, backward, BN statistics) of K LeNets as one grouped network.
+
+    The stacked parameters ``params`` ({name: [K, ...]}, leaves) and buffers
+    ``buffers`` are this object's own; the optimizer updates ``params`` in
+    place and the caller reads both back into the K models at the end.
+
+    Args:
+        models: the K models, already on the target device and dtype (their
+            parameters and buffers are copied, not shared).
+        x_all: all training images [N, C, H, W] on the device.
+        y_all: their labels [N].
+        gs_reg: λ of the γ/σ regularizer (0: off).
+        gs_tau: τ of the regularizer.
+
+    Raises:
+        ValueError: a model is not a LeNet :func:`supports_grouped` accepts.
+    """
+
+    def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
+                 gs_tau: float = 1.0) -> None:
+        if not all(supports_grouped(m) for m in models):
+            raise ValueError("the grouped ensemble trains LeNets with batch/none/group/layer norm only")
+        template = models[0]
+        self.k = len(models)
+        self.template = template
+        self.kind = template.norm_kind
+        params, buffers = stack_module_state(models)
+        # Leaves (requires_grad) laid out in memory the way autograd will lay out
+        # their gradients: linear weights as [K, in, out] (the bmm operand),
+        # conv weights channels_last. Parameter, gradient and optimizer state
+        # then share strides, and the optimizer's elementwise ops stay on the
+        # fast path (mixed strides made them ~3x slower).
+        self.params: dict[str, torch.Tensor] = {n: _grad_layout(n, p) for n, p in params.items()}
+        self.buffers: dict[str, torch.Tensor] = buffers
+        self.lam = float(gs_reg) if self.kind == "batch" else 0.0  # the regularizer covers BN layers only
+        self.tau = float(gs_tau)
+        # Images as [N, H, W, C]: one gather then gives each model's batch with
+        # channels innermost, the order channels_last wants.
+        self.x_nhwc = x_all.permute(0, 2, 3, 1).contiguous()
+        self.y_all = y_all
+
+    def _inputs(self, sel: torch.Tensor) -> torch.Tensor:
+        """Models' batches as channels: sel [K, B] -> [B, K*C, H, W] channels_last."""
+        x = self.x_nhwc[sel.t().contiguous()]  # [B, K, H, W, C]
+        b, k, h, w, c = x.shape
+        # Memory (b, h, w, k, c) is channels_last for [B, K*C, H, W]. (Explicit
+        # copy: reshape could return a strided view that is neither layout.)
+        return x.permute(0, 2, 3, 1, 4).contiguous().view(b, h, w, k * c).permute(0, 3, 1, 2)
+
+    def _norm(self, h: torch.Tensor, name: str, sigmas: list[torch.Tensor]) -> torch.Tensor:
+        """Apply layer ``name``'s norm to h [B, K*C, ...] (channels of model k contiguous)."""
+        m = getattr(self.template, name)
+        if self.kind == "none":
+            return h
+        weight = self.params[f"{name}.weight"].reshape(-1)
+        bias = self.params[f"{name}.bias"].reshape(-1)
+        if self.kind == "batch":
+            if self.lam > 0:
+                sigmas.append(_sigma_by_model(h, self.k, m.eps))
+            # Views of the stacked buffers: batch_norm updates them in place.
+            mean = self.buffers[f"{name}.running_mean"].view(-1)
+            var = self.buffers[f"{name}.running_var"].view(-1)
+            if h.ndim == 2:
+                return F.batch_norm(h, mean, var, weight, bias, True, m.momentum, m.eps)
+            # Feature maps go through BN as their [B*H*W, K*C] view (free for
+            # channels_last): same statistics (over B, H, W per channel), but
+            # the 2-D kernel's backward is 1.5-3x faster here than the 4-D
+            # channels_last one (short rows of K*C channels).
+            b, c, hh, ww = h.shape
+            flat = h.permute(0, 2, 3, 1).reshape(b * hh * ww, c)
+            out = F.batch_norm(flat, mean, var, weight, bias, True, m.momentum, m.eps)
+            return out.view(b, hh, ww, c).permute(0, 3, 1, 2)
+        # GroupNorm(g, C) per model == GroupNorm(K*g, K*C) on contiguous channel
+        # blocks; LayerNorm(C) on vectors is GroupNorm(1, C) there.
+        groups = m.num_groups if isinstance(m, nn.GroupNorm) else 1
+        return F.group_norm(h, self.k * groups, weight, bias, m.eps)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The K forward passes, LeNet's op order.
+
+        Args:
+            x: [B, K*C, H, W] (see :meth:`_inputs`).
+
+        Returns:
+            Logits [K, B, num_classes], and each BN layer's batch σ as [K, C]
+            (only when the regularizer is on).
+        """
+        p, k, sigmas = self.params, self.k, []
+        h = x
+        for name in _CONVS:
+            conv = getattr(self.template, name)
+            w = p[f"{name}.weight"]
+            h = F.conv2d(h, w.reshape(-1, *w.shape[2:]), p[f"{name}.bias"].reshape(-1), conv.stride, conv.padding,
+                         conv.dilation, groups=k)
+            # max_pool(relu(x)) == relu(max_pool(x)) exactly, and so are the
+            # gradients (relu is monotone; where a window is all <= 0 both
+            # give 0). Pooling first runs the ReLU and its backward on a 4x
+            # smaller tensor.
+            h = F.relu(F.max_pool2d(self._norm(h, _NORM_AFTER[name], sigmas), 2))
+        b = h.shape[0]
+        # flatten(1) per model in logical (c, h, w) order, then models first for bmm.
+        h = h.reshape(b, k, -1).transpose(0, 1)  # [K, B, F]
+        for name in _LINEARS:
+            z = torch.baddbmm(p[f"{name}.bias"].unsqueeze(1), h, p[f"{name}.weight"].transpose(1, 2))  # [K, B, O]
+            if self.kind == "none":
+                h = F.relu(z)
+            else:
+                o = z.shape[2]
+                z = self._norm(_ModelsToChannels.apply(z), _NORM_AFTER[name], sigmas)
+                h = F.relu(z).view(b, k, o).transpose(0, 1)
+        logits = torch.baddbmm(p["fc3.bias"].unsqueeze(1), h, p["fc3.weight"].transpose(1, 2))
+        return logits, sigmas
+
+    def losses_and_grads(self, sel: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """One training step's forward and backward for all K models.
+
+        Args:
+            sel: [K, B] indices into the training images, model k's batch in row k.
+
+        Returns:
+            Per-model losses [K] (cross-entropy plus regularizer, detached) and
+            stacked gradients ``{name: [K, ...]}``. BN running statistics and
+            ``num_batches_tracked`` have been updated for every model.
+        """
+        logits, sigmas = self.forward(self._inputs(sel))
+        k, b, n_cls = logits.shape
+        y = self.y_all[sel]
+        losses = F.cross_entropy(logits.reshape(k * b, n_cls), y.reshape(-1), reduction="none").view(k, b).mean(1)
+        if self.lam > 0:
+            gammas = [self.params[f"{n}.weight"] for n in _NORM_AFTER.values()]
+            ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=1)
+            losses = losses + self.lam * torch.relu(ratios - self.tau).pow(2).mean(1)
+        if self.kind == "batch":
+            with torch.no_grad():
+                for name in _NORM_AFTER.values():
+                    self.buffers[f"{name}.num_batches_tracked"].add_(1)
+        # d(sum_k loss_k)/d(params of model k) = d loss_k / d(params of model k).
+        grads = torch.autograd.grad(losses.sum(), list(self.params.values()))
+        return losses.detach(), dict(zip(self.params, grads))
