@@ -55,6 +55,7 @@ Device = Annotated[str, typer.Option(help="torch device: cpu, cuda, cuda:1, ..."
 Out = Annotated[Path, typer.Option(help="run directory (rerun the same command to resume)")]
 Set = Annotated[Optional[list[str]], typer.Option("--set", help="override any config field: --set train.lr=0.1")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
+Workers = Annotated[int, typer.Option(help="local executor: jobs run at once in worker processes (1 thread each)")]
 
 
 def parse_seeds(value: str) -> list[int]:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options
+from bnmem.cli_app import Out, Quiet, Workers, app, experiment_options
 
 ShadowModels = Annotated[int, typer.Option(help="shadow models per norm (even, >= 4); each example is IN for half")]
 ChunkSize = Annotated[int, typer.Option(help="shadow models per training job (fixes resume granularity)")]
@@ -33,6 +33,7 @@ def lira(
     keep_seed: KeepSeed = 0,
     executor: ExecutorName = "local",
     ray_address: RayAddress = None,
+    workers: Workers = 1,
     gpus_per_job: GpusPerJob = 0.0,
     quiet: Quiet = False,
 ) -> None:
@@ -51,6 +52,10 @@ def lira(
     if executor != "ray" and (ray_address or gpus_per_job):
         raise BnmemError("--ray-address and --gpus-per-job need --executor ray")
     kwargs: dict[str, Any] = {"progress": not quiet}
+    if executor != "ray":
+        kwargs["workers"] = workers
+    elif workers != 1:
+        raise BnmemError("--workers is for the local executor; Ray schedules by --gpus-per-job and CPUs")
     if executor == "ray":
         # Jobs ask for as many CPUs as the torch threads they run with.
         kwargs.update(address=ray_address, num_cpus_per_job=cfg.train.threads, num_gpus_per_job=gpus_per_job)

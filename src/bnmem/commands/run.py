@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bnmem.cli_app import Quiet, Set, app
+from bnmem.cli_app import Quiet, Set, Workers, app
 
 StudyFile = Annotated[Path, typer.Argument(help="study YAML file (see studies/)", show_default=False)]
 StudyOut = Annotated[Optional[Path], typer.Option(help="run directory (default: runs/<study name>); rerun to resume")]
@@ -21,6 +21,7 @@ def run(
     out: StudyOut = None,
     executor: ExecutorName = "local",
     ray_address: RayAddress = None,
+    workers: Workers = 1,
     set: Set = None,  # noqa: A002 - the flag is --set
     quiet: Quiet = False,
 ) -> None:
@@ -34,6 +35,10 @@ def run(
     if executor != "ray" and ray_address:
         raise BnmemError("--ray-address needs --executor ray")
     kwargs: dict = {"progress": not quiet}
+    if executor != "ray":
+        kwargs["workers"] = workers
+    elif workers != 1:
+        raise BnmemError("--workers is for the local executor; Ray schedules by the study's resources")
     if executor == "ray":
         # Shadow-model chunks of the lira lens are submitted by the lens itself;
         # the study's per-job request becomes the executor's default for them.

@@ -1,0 +1,39 @@
+"""The local executor: in-process and with worker processes give the same bits."""
+
+import pytest
+
+from bnmem.errors import BnmemError
+from bnmem.executors import get_executor
+from bnmem.executors._selftest import run_selftest
+
+
+def test_worker_processes_match_in_process(tmp_path):
+    one = run_selftest(tmp_path / "one", get_executor("local", progress=False), n_jobs=4, steps=10)
+    two = run_selftest(tmp_path / "two", get_executor("local", progress=False, workers=2), n_jobs=4, steps=10)
+    assert sorted(two["ran"]) == [0, 1, 2, 3]
+    assert one["checksum"] == two["checksum"]
+    # a rerun submits nothing
+    again = run_selftest(tmp_path / "two", get_executor("local", progress=False, workers=2), n_jobs=4, steps=10)
+    assert again["ran"] == [] and again["checksum"] == one["checksum"]
+
+
+def _boom(spec):
+    if spec["i"] == 1:
+        raise ValueError("job 1 failed")
+    return {"i": spec["i"]}
+
+
+def test_results_in_spec_order_and_errors_surface():
+    ex = get_executor("local", progress=False, workers=2)
+    assert ex.map(_square, [{"x": i} for i in range(5)]) == [{"y": i * i} for i in range(5)]
+    with pytest.raises(ValueError, match="job 1 failed"):
+        ex.map(_boom, [{"i": i} for i in range(3)])
+
+
+def _square(spec):
+    return {"y": spec["x"] ** 2}
+
+
+def test_bad_worker_count():
+    with pytest.raises(BnmemError, match="--workers must be at least 1"):
+        get_executor("local", workers=0)
