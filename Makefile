@@ -23,10 +23,11 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install -q -e '.[test]'
 	@touch $@
 
-# The whole study on the embedded digits (studies/demo.yaml: every lens, two cells)
+# The whole study on the embedded digits (studies/demo.yaml: every lens, three cells);
+# two worker processes with one torch thread each (results do not depend on it).
 # and its report; a rerun resumes and skips what is finished.
 demo: $(VENV)/.installed
-	$(VENV)/bin/bnmem run studies/demo.yaml --out $(OUT)
+	$(VENV)/bin/bnmem run studies/demo.yaml --out $(OUT) --workers 2
 	$(VENV)/bin/bnmem report $(OUT)
 	@echo "demo results: $(OUT)/report.html (claims checklist and figures), $(OUT)/summary.md, $(OUT)/index.json (every cell and lens folder)"
 
