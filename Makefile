@@ -23,9 +23,9 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install -q -e '.[test]'
 	@touch $@
 
-# The whole study on the embedded digits (studies/demo.yaml: every lens, three cells);
-# two worker processes with one torch thread each (results do not depend on it).
-# and its report; a rerun resumes and skips what is finished.
+# The whole study on the embedded digits (studies/demo.yaml: every lens, three cells)
+# and its report; a rerun resumes and skips what is finished. Two worker processes
+# with one torch thread each (the results do not depend on the worker count).
 demo: $(VENV)/.installed
 	$(VENV)/bin/bnmem run studies/demo.yaml --out $(OUT) --workers 2
 	$(VENV)/bin/bnmem report $(OUT)
