@@ -18,6 +18,13 @@ ARCHS = ("lenet", "mlp", "resnet20", "resnet18", "densenet")
 ARCH_ALIASES = {"resnet": "resnet20"}
 
 
+def validate_rate(v: float) -> float:
+    """An outlier rate must lie in [0, 1) (1 would leave no clean example)."""
+    if not 0.0 <= v < 1.0:
+        raise ValueError(f"rate {v} is outside [0, 1)")
+    return v
+
+
 class StrictModel(BaseModel):
     """Base for config models: unknown keys are errors, values are validated on assignment."""
 
@@ -46,12 +53,7 @@ class DataConfig(StrictModel):
             raise ValueError(f"unknown dataset {v!r}; choose one of {', '.join(DATASETS)}")
         return v
 
-    @field_validator("label_noise", "ood")
-    @classmethod
-    def _rate(cls, v: float) -> float:
-        if not 0.0 <= v < 1.0:
-            raise ValueError(f"rate {v} is outside [0, 1)")
-        return v
+    _rate = field_validator("label_noise", "ood")(validate_rate)
 
 
 class ModelConfig(StrictModel):

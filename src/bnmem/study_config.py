@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from bnmem.config import ARCH_ALIASES, ARCHS, DATASETS, NORMS, DataConfig, StrictModel, TrainConfig
+from bnmem.config import ARCH_ALIASES, ARCHS, DATASETS, NORMS, DataConfig, StrictModel, TrainConfig, validate_rate
 from bnmem.errors import BnmemError
 from bnmem.study_lenses import LENSES, canonical_lens
 
@@ -25,12 +25,7 @@ class Outliers(StrictModel):
     ood: float = Field(0.0, description="fraction of the training set that is OOD")
     ood_source: str = Field("noise", description="'noise', 'heldout-classes' or a dataset name")
 
-    @field_validator("label_noise", "ood")
-    @classmethod
-    def _rate(cls, v: float) -> float:
-        if not 0.0 <= v < 1.0:
-            raise ValueError(f"rate {v} is outside [0, 1)")
-        return v
+    _rate = field_validator("label_noise", "ood")(validate_rate)
 
     def tag(self) -> str:
         """Folder-name part: ``flip0.05``, ``ood0.05-noise``, both, or ``clean``."""
