@@ -90,3 +90,12 @@ def test_changed_config_in_same_out_is_refused(tmp_path, capsys):
 def test_unknown_flag_is_usage_error(capsys):
     code, _, err = run_cli(capsys, "memorize", "--no-such-flag")
     assert code == 2 and "no-such-flag" in err
+
+
+def test_command_specific_options_keep_their_help(capsys):
+    # Command modules use `from __future__ import annotations`; their own option
+    # help must survive the shared-options decorator.
+    code, out, _ = run_cli(capsys, "gradnorms", "--help")
+    assert code == 0 and "comma-separated epochs after which" in out
+    code, out, _ = run_cli(capsys, "mitigate", "--help")
+    assert code == 0 and "λ of the γ/σ regularizer" in out

@@ -189,6 +189,7 @@ def experiment_options(**defaults: Any):
     """
     import functools
     import inspect
+    import typing
 
     unknown = set(defaults) - set(EXPERIMENT_OPTIONS)
     if unknown:
@@ -196,7 +197,12 @@ def experiment_options(**defaults: Any):
 
     def deco(fn):
         sig = inspect.signature(fn)
-        own = [p for p in sig.parameters.values() if p.name != "exp"]
+        # Resolve the command's own annotations in its module: with
+        # `from __future__ import annotations` they are strings that typer would
+        # otherwise evaluate in this module and lose their typer.Option help.
+        hints = typing.get_type_hints(fn, include_extras=True)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation))
+               for p in sig.parameters.values() if p.name != "exp"]
         shared = [
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=defaults.get(name, default))
             for name, (ann, default) in EXPERIMENT_OPTIONS.items()
