@@ -47,9 +47,13 @@ def plot_memorization(metrics: dict, path: str | Path, title: str = "") -> None:
     ax1.set(xlabel="epoch", ylabel="accuracy on the corrupted subset", ylim=(-0.02, 1.02),
             title="memorization of corrupted samples")
     ax2.set(xlabel="epoch", ylabel="accuracy", ylim=(-0.02, 1.02), title="clean train / test accuracy")
+    if not ax1.lines:  # clean data: say so instead of drawing an empty panel
+        ax1.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
+                 transform=ax1.transAxes, color="gray")
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
     save_figure(fig, path)
