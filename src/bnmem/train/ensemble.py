@@ -225,14 +225,16 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
             act = active[s]
             masked = not bool(act.all())
             if masked:
-                saved = {n: b.clone() for n, b in engine.buffers.items()}
+                # Only the skipping models' rows are saved and put back (exactly).
+                rows = (~act).nonzero().view(-1).to(device)
+                saved = {n: b.index_select(0, rows) for n, b in engine.buffers.items()}
             losses, grads = engine.losses_and_grads(sel[s])
             opt.step(grads, lr, act if masked else None)
             if masked:
                 act_dev = act.to(device)
                 with torch.no_grad():
                     for n, b in engine.buffers.items():
-                        b.copy_(torch.where(act_dev.view(-1, *([1] * (b.ndim - 1))), b, saved[n]))
+                        b.index_copy_(0, rows, saved[n])
                 losses = torch.where(act_dev, losses, torch.zeros_like(losses))
             loss_sum += losses
         mean_loss = (loss_sum.cpu() / torch.tensor(counts, dtype=torch.float64)).tolist()

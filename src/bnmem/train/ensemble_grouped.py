@@ -172,8 +172,10 @@ class GroupedLeNet:
 
     def _inputs(self, sel: torch.Tensor) -> torch.Tensor:
         """Models' batches as channels: sel [K, B] -> [B, K*C, H, W] channels_last."""
-        x = self.x_nhwc[sel.t().contiguous()]  # [B, K, H, W, C]
-        b, k, h, w, c = x.shape
+        n, h, w, c = self.x_nhwc.shape
+        k, b = sel.shape
+        # index_select on rows is a plain row copy (advanced indexing is slower).
+        x = self.x_nhwc.view(n, -1).index_select(0, sel.t().reshape(-1)).view(b, k, h, w, c)
         # Memory (b, h, w, k, c) is channels_last for [B, K*C, H, W]. (Explicit
         # copy: reshape could return a strided view that is neither layout.)
         return x.permute(0, 2, 3, 1, 4).contiguous().view(b, h, w, k * c).permute(0, 3, 1, 2)
@@ -227,18 +229,20 @@ class GroupedLeNet:
             # gradients (relu is monotone; where a window is all <= 0 both
             # give 0). Pooling first runs the ReLU and its backward on a 4x
             # smaller tensor.
-            h = F.relu(F.max_pool2d(self._norm(h, _NORM_AFTER[name], sigmas), 2))
+            # (In place: max-pool, baddbmm and the norms do not save their
+            # outputs for the backward pass, so a fresh tensor is not needed.)
+            h = F.relu_(F.max_pool2d(self._norm(h, _NORM_AFTER[name], sigmas), 2))
         b = h.shape[0]
         # flatten(1) per model in logical (c, h, w) order, then models first for bmm.
         h = h.reshape(b, k, -1).transpose(0, 1)  # [K, B, F]
         for name in _LINEARS:
             z = torch.baddbmm(p[f"{name}.bias"].unsqueeze(1), h, p[f"{name}.weight"].transpose(1, 2))  # [K, B, O]
             if self.kind == "none":
-                h = F.relu(z)
+                h = F.relu_(z)
             else:
                 o = z.shape[2]
                 z = self._norm(_ModelsToChannels.apply(z), _NORM_AFTER[name], sigmas)
-                h = F.relu(z).view(b, k, o).transpose(0, 1)
+                h = F.relu_(z).view(b, k, o).transpose(0, 1)
         logits = torch.baddbmm(p["fc3.bias"].unsqueeze(1), h, p["fc3.weight"].transpose(1, 2))
         return logits, sigmas
 
@@ -256,7 +260,10 @@ class GroupedLeNet:
         logits, sigmas = self.forward(self._inputs(sel))
         k, b, n_cls = logits.shape
         y = self.y_all[sel]
-        losses = F.cross_entropy(logits.reshape(k * b, n_cls), y.reshape(-1), reduction="none").view(k, b).mean(1)
+        # Cross-entropy as logsumexp minus the target logit: the same value as
+        # F.cross_entropy up to rounding, and ~3x faster on rows of 10 logits.
+        nll = torch.logsumexp(logits, 2) - logits.gather(2, y.unsqueeze(2)).squeeze(2)
+        losses = nll.mean(1)
         if self.lam > 0:
             gammas = [self.params[f"{n}.weight"] for n in _NORM_AFTER.values()]
             ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=1)

@@ -100,16 +100,17 @@ class StackedOptimizer:
             active = None
         snapshot = None
         if active is not None:
-            snapshot = [{n: t.clone() for n, t in d.items()} for d in self._state()]
+            # Only the skipping models' rows are saved and put back (exactly).
+            rows = (~active).nonzero().view(-1).to(next(iter(self.params.values())).device)
+            snapshot = [{n: t.index_select(0, rows) for n, t in d.items()} for d in self._state()]
         if self.kind == "sgd":
             self._sgd(grads, lr)
         else:
             self._adam(grads, lr, active)
         if snapshot is not None:
-            mask = active.to(next(iter(self.params.values())).device)
             for cur, old in zip(self._state(), snapshot):
                 for n, t in cur.items():
-                    t.copy_(torch.where(_rows(mask, t), t, old[n]))
+                    t.index_copy_(0, rows, old[n])
 
     def _sgd(self, grads: dict[str, torch.Tensor], lr: float) -> None:
         # Per tensor the op sequence of torch.optim.sgd._single_tensor_sgd
