@@ -99,3 +99,10 @@ def test_command_specific_options_keep_their_help(capsys):
     assert code == 0 and "comma-separated epochs after which" in out
     code, out, _ = run_cli(capsys, "mitigate", "--help")
     assert code == 0 and "λ of the γ/σ regularizer" in out
+
+
+def test_per_command_help_for_a_shared_flag(capsys):
+    code, out, _ = run_cli(capsys, "lira", "--help")
+    assert code == 0 and "one base seed for all shadow models" in out
+    code, out, _ = run_cli(capsys, "memorize", "--help")
+    assert code == 0 and "number of seeds" in out

@@ -180,18 +180,20 @@ EXPERIMENT_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 
-def experiment_options(**defaults: Any):
+def experiment_options(helps: dict[str, str] | None = None, **defaults: Any):
     """Decorator: add the shared experiment flags to a typer command.
 
     The command's own parameters stay as they are; the shared ones (with
-    per-command ``defaults``) arrive folded into a nested config dict ``exp``
-    (see :func:`experiment_dict`), with ``--set`` overrides applied.
+    per-command ``defaults`` and, where a flag means something narrower for
+    this command, per-command ``helps``) arrive folded into a nested config
+    dict ``exp`` (see :func:`experiment_dict`), with ``--set`` overrides applied.
     """
     import functools
     import inspect
     import typing
 
-    unknown = set(defaults) - set(EXPERIMENT_OPTIONS)
+    helps = helps or {}
+    unknown = (set(defaults) | set(helps)) - set(EXPERIMENT_OPTIONS)
     if unknown:
         raise TypeError(f"unknown shared options {unknown}")
 
@@ -203,8 +205,15 @@ def experiment_options(**defaults: Any):
         hints = typing.get_type_hints(fn, include_extras=True)
         own = [p.replace(annotation=hints.get(p.name, p.annotation))
                for p in sig.parameters.values() if p.name != "exp"]
+        def annotation(name: str, ann: Any) -> Any:
+            if name not in helps:
+                return ann
+            base = typing.get_args(ann)[0]
+            return Annotated[base, typer.Option(help=helps[name])]
+
         shared = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=defaults.get(name, default))
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation(name, ann),
+                              default=defaults.get(name, default))
             for name, (ann, default) in EXPERIMENT_OPTIONS.items()
         ]
         overrides = inspect.Parameter("set", inspect.Parameter.KEYWORD_ONLY, annotation=Set, default=None)

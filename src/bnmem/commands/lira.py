@@ -21,7 +21,7 @@ GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.2
 
 
 @app.command()
-@experiment_options(seeds="1")
+@experiment_options(seeds="1", helps={"seeds": "one base seed for all shadow models: 1 (the default) means base seed 0; another base seed: --set seeds=[N]"})
 def lira(
     exp: dict[str, Any],
     out: Out = "runs/lira",
@@ -39,7 +39,7 @@ def lira(
 ) -> None:
     """LiRA/RMIA membership inference on shadow models of each norm; paired BN vs other-norm differences.
 
-    --seeds is the base seed (one): shadow model m's seed derives from it and is the same for every norm.
+    Shadow model m's seed derives from one base seed and is the same for every norm.
     """
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
