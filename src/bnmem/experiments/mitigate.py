@@ -311,7 +311,11 @@ def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") ->
                title=f"membership inference, {result['conditions']['lira_models']} shadow models")
     for a in axes:
         a.grid(alpha=0.3)
-        a.legend(fontsize=7)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+        else:  # clean data: no corrupted subset to memorize
+            a.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
+                   transform=a.transAxes, color="gray")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
