@@ -58,6 +58,14 @@ Quiet = Annotated[bool, typer.Option("--quiet", help="no progress bars")]
 Workers = Annotated[int, typer.Option(help="local executor: jobs run at once in worker processes (1 thread each)")]
 
 
+def parse_flag_list(value: str, kind: type, flag: str, what: str) -> list:
+    """Parse a comma-list flag value; a bad item is a one-line error naming the flag."""
+    try:
+        return parse_list(value, kind)
+    except ValueError as e:
+        raise BnmemError(f"{flag} must be a comma list of {what}, got {value!r}") from e
+
+
 def parse_seeds(value: str) -> list[int]:
     """'3' → [0, 1, 2]; '0,5,7' → [0, 5, 7]."""
     try:

@@ -6,9 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options
+from bnmem.cli_app import Out, Quiet, app, experiment_options, parse_flag_list
 from bnmem.config import parse_list
-from bnmem.errors import BnmemError
 
 
 @app.command()
@@ -28,10 +27,7 @@ def gradnorms(
     """Train models and measure each training example's float64 loss-gradient norm at chosen epochs."""
     from bnmem.experiments.gradnorms import GradNormsConfig, run_gradnorms, summary_table
 
-    try:
-        epochs = parse_list(at, int)
-    except ValueError as e:
-        raise BnmemError(f"--at must be a comma list of epochs, got {at!r}") from e
+    epochs = parse_flag_list(at, int, "--at", "epochs")
     cfg = GradNormsConfig.model_validate({**exp, "at": epochs, "definitions": parse_list(definition),
                                           "method": method, "batch_subset": batch_subset})
     result = run_gradnorms(cfg, out, progress=not quiet)

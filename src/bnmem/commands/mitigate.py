@@ -6,9 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options
-from bnmem.config import parse_list
-from bnmem.errors import BnmemError
+from bnmem.cli_app import Out, Quiet, app, experiment_options, parse_flag_list
 
 
 @app.command()
@@ -25,10 +23,7 @@ def mitigate(
     """Compare plain BN, BN with the γ/σ regularizer (each λ) and no-norm: memorization vs test accuracy."""
     from bnmem.experiments.mitigate import MitigateConfig, run_mitigate, summary_table
 
-    try:
-        lams = parse_list(lambdas, float)
-    except ValueError as e:
-        raise BnmemError(f"--lambdas must be a comma list of numbers, got {lambdas!r}") from e
+    lams = parse_flag_list(lambdas, float, "--lambdas", "numbers")
     cfg = MitigateConfig.model_validate({**exp, "lambdas": lams, "fixed_epoch": fixed_epoch,
                                          "lira_models": lira_models})
     result = run_mitigate(cfg, out, progress=not quiet)
