@@ -16,7 +16,7 @@ from torch import nn
 
 from bnmem.config import ARCH_ALIASES, NORMS
 from bnmem.errors import BnmemError
-from bnmem.models.densenet import DenseNet, densenet
+from bnmem.models.densenet import DenseNet
 from bnmem.models.lenet import LeNet
 from bnmem.models.mlp import MLP
 from bnmem.models.norms import (
@@ -36,7 +36,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "mlp": MLP,
     "resnet20": resnet20,
     "resnet18": resnet18,
-    "densenet": densenet,
+    "densenet": DenseNet,
 }
 
 # Parameters every constructor takes positionally; anything else is an extra.
@@ -112,7 +112,6 @@ __all__ = [
     "batchnorm_layers",
     "build_model",
     "canonical_arch",
-    "densenet",
     "is_norm_layer",
     "kaiming_init_convs",
     "model_options",

@@ -136,15 +136,3 @@ class DenseNet(nn.Module):
         x = F.relu(self.norm_final(self.block3(x)))
         x = F.adaptive_avg_pool2d(x, 1).flatten(1)
         return self.fc(x)
-
-
-def densenet(
-    input_shape: tuple[int, int, int],
-    num_classes: int,
-    norm: str = "batch",
-    depth: int = 22,
-    growth: int = 12,
-    compression: float = 0.5,
-) -> DenseNet:
-    """Small DenseNet-BC (default depth 22, growth 12). Args/Returns: see :class:`DenseNet`."""
-    return DenseNet(input_shape, num_classes, norm, depth, growth, compression)
