@@ -447,7 +447,7 @@ def test_evaluate_attacks_rejects_bad_inputs() -> None:
 
 
 def test_plot_roc_writes_atomically(tmp_path) -> None:
-    from bnmem.report.roc import plot_roc, plot_roc_panels
+    from bnmem.figures.roc import plot_roc, plot_roc_panels
 
     logits, keep, labels = synthetic(6, 200, seed=12)
     result = evaluate_attacks(logits, keep, labels, attacks=["online", "loss"])

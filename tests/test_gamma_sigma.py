@@ -109,7 +109,7 @@ def test_no_bn_and_errors():
 
 @pytest.fixture(scope="module")
 def gs_run(tmp_path_factory):
-    from bnmem.experiments.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
+    from bnmem.lenses.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
 
     cfg = GammaSigmaConfig(data=DataConfig(dataset="digits", label_noise=0.05), seeds=[0, 1],
                            train=TrainConfig(epochs=5), every=2)
@@ -143,7 +143,7 @@ def test_fc_layers_amplify(gs_run):
 
 
 def test_rerun_skips(gs_run):
-    from bnmem.experiments.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
+    from bnmem.lenses.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
 
     out, cfg, res = gs_run
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("batch/seed*/model.pt")}

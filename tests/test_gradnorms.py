@@ -200,7 +200,7 @@ def test_public_api_subset_and_untouched_model():
 
 @pytest.fixture(scope="module")
 def gn_run(tmp_path_factory):
-    from bnmem.experiments.gradnorms import GradNormsConfig, run_gradnorms
+    from bnmem.lenses.gradnorms import GradNormsConfig, run_gradnorms
 
     cfg = GradNormsConfig(
         data=DataConfig(dataset="digits", label_noise=0.05, seed=0),
@@ -251,7 +251,7 @@ def test_noisy_examples_have_larger_gradients_more_so_with_bn(gn_run):
 
 
 def test_rerun_skips_and_reloads(gn_run):
-    from bnmem.experiments.gradnorms import GradNormsConfig, run_gradnorms
+    from bnmem.lenses.gradnorms import GradNormsConfig, run_gradnorms
 
     out, cfg, res = gn_run
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/*.npy")}
@@ -264,7 +264,7 @@ def test_rerun_skips_and_reloads(gn_run):
 def test_config_errors():
     from pydantic import ValidationError
 
-    from bnmem.experiments.gradnorms import GradNormsConfig
+    from bnmem.lenses.gradnorms import GradNormsConfig
 
     with pytest.raises(ValidationError, match="past the last epoch"):
         GradNormsConfig(train=TrainConfig(epochs=5), at=[1, 10])

@@ -20,9 +20,9 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.experiments.lira import LiraConfig, paired_differences, run_lira
-from bnmem.experiments.query import make_views, query_batches, query_models, shifted
-from bnmem.experiments.shadow import chunk_dir, load_shadow_models, train_shadow_models
+from bnmem.lenses.lira import LiraConfig, paired_differences, run_lira
+from bnmem.lenses.lira.query import make_views, query_batches, query_models, shifted
+from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")
 

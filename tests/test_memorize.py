@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bnmem.config import DataConfig, TrainConfig
-from bnmem.experiments.memorize import MemorizeConfig, run_memorize
+from bnmem.lenses.memorize import MemorizeConfig, run_memorize
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from bnmem.config import DataConfig, TrainConfig
-from bnmem.experiments.mitigate import MitigateConfig, run_mitigate, summary_table
+from bnmem.lenses.mitigate import MitigateConfig, run_mitigate, summary_table
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +103,8 @@ def test_cli(tmp_path, capsys):
 
 
 def test_lira_option(tmp_path):
-    """--lira-models wires bnmem.experiments.lira's shadow-model runner (when that module is present)."""
-    pytest.importorskip("bnmem.experiments.lira")
+    """--lira-models wires bnmem.lenses.lira's shadow-model runner (when that module is present)."""
+    pytest.importorskip("bnmem.lenses.lira")
     cfg = MitigateConfig(data=DataConfig(dataset="digits", label_noise=0.05, train_size=300), norms=["batch"],
                          seeds=[0], train=TrainConfig(epochs=2), lambdas=[1.0], fixed_epoch=1, lira_models=4)
     res = run_mitigate(cfg, tmp_path / "l", progress=False)

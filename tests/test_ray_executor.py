@@ -131,7 +131,7 @@ def test_results_come_back_in_spec_order(rex, tmp_path):
 
 
 def _lira_config():
-    from bnmem.experiments.lira import LiraConfig
+    from bnmem.lenses.lira import LiraConfig
 
     return LiraConfig.model_validate({
         "data": {"dataset": "digits", "train_size": 200, "label_noise": 0.05},
@@ -144,7 +144,7 @@ def _lira_config():
 def test_lira_identical_under_local_and_ray_despite_a_killed_worker(ray_cluster, rex, tmp_path):
     """Digits LiRA (200 examples, 4 shadow models in chunks of 2, 2 epochs, two norms): the Ray run,
     with one shadow-chunk worker SIGKILLed mid-training, gives the local run's bits."""
-    from bnmem.experiments.lira import run_lira
+    from bnmem.lenses.lira import run_lira
 
     cfg = _lira_config()
     killed: list[int] = []

@@ -21,7 +21,7 @@ import pytest
 from bnmem.cli import main
 from bnmem.report.build import build_report
 from bnmem.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, STATUSES
-from bnmem.report.stats import SMALL_N, bootstrap_mean_ci, difference_stats, paired_difference, t_interval
+from bnmem.stats import SMALL_N, bootstrap_mean_ci, difference_stats, paired_difference, t_interval
 
 CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -88,7 +88,7 @@ def test_degenerate_samples():
 
 
 def _png(path: Path, title: str) -> None:
-    from bnmem.report.plots import plt, save_figure
+    from bnmem.figures.plots import plt, save_figure
 
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.plot([0, 1, 2], [0, 1, 0.5])
@@ -110,7 +110,7 @@ def _available(module: str) -> bool:
 
 
 def lira_json(bn_per_target, other_per_target, label_noise=0.05, norms=("batch", "none")) -> dict:
-    """metrics.json in bnmem.experiments.lira's schema (norm -> attack -> subset -> summary)."""
+    """metrics.json in bnmem.lenses.lira's schema (norm -> attack -> subset -> summary)."""
     per = {"batch": list(bn_per_target), "none": list(other_per_target)}
 
     def summary(aucs):
@@ -138,7 +138,7 @@ def write_lira(folder: Path, bn, other, label_noise=0.05) -> Path:
 
 
 def write_gamma_sigma(folder: Path, per_seed_medians: dict[str, list[float]]) -> Path:
-    """gamma_sigma.json in bnmem.experiments.gamma_sigma's schema (final[mode][layer], per seed)."""
+    """gamma_sigma.json in bnmem.lenses.gamma_sigma's schema (final[mode][layer], per seed)."""
     layers = list(per_seed_medians)
 
     def final(shift: float) -> dict:
@@ -157,7 +157,7 @@ def write_gamma_sigma(folder: Path, per_seed_medians: dict[str, list[float]]) ->
 
 
 def write_mitigate(folder: Path, bn_noisy, reg_noisy, bn_test=0.95, reg_test=0.945) -> Path:
-    """metrics.json in bnmem.experiments.mitigate's schema: one record per variant, listed in ``variants``."""
+    """metrics.json in bnmem.lenses.mitigate's schema: one record per variant, listed in ``variants``."""
 
     def stat(values):
         return {"mean": float(np.mean(values)), "min": float(min(values)), "max": float(max(values)),
@@ -188,7 +188,7 @@ def write_mitigate(folder: Path, bn_noisy, reg_noisy, bn_test=0.95, reg_test=0.9
 def lens_dirs(tmp_path_factory) -> dict[str, Path]:
     """Real runner outputs on tiny configs (crafted JSON where a runner is not installed)."""
     from bnmem.config import DataConfig, TrainConfig
-    from bnmem.experiments.memorize import MemorizeConfig, run_memorize
+    from bnmem.lenses.memorize import MemorizeConfig, run_memorize
     from bnmem.theory import run_theory
 
     root = tmp_path_factory.mktemp("lenses")
@@ -200,15 +200,15 @@ def lens_dirs(tmp_path_factory) -> dict[str, Path]:
     run_memorize(MemorizeConfig(data=data, norms=["batch", "none"], seeds=[0, 1], train=train), out["memorize"],
                  progress=False)
     run_theory(out["theory"], steps=20)
-    if _available("bnmem.experiments.lira"):
-        from bnmem.experiments.lira import LiraConfig, run_lira
+    if _available("bnmem.lenses.lira"):
+        from bnmem.lenses.lira import LiraConfig, run_lira
 
         run_lira(LiraConfig(data=data, norms=["batch", "none"], seeds=[0], shadow_models=4, train=train),
                  out["lira"], progress=False)
     else:
         write_lira(out["lira"], [0.60, 0.62, 0.61, 0.63], [0.55, 0.56, 0.58, 0.57], label_noise=0.1)
-    if _available("bnmem.experiments.gradnorms"):
-        from bnmem.experiments.gradnorms import GradNormsConfig, run_gradnorms
+    if _available("bnmem.lenses.gradnorms"):
+        from bnmem.lenses.gradnorms import GradNormsConfig, run_gradnorms
 
         run_gradnorms(GradNormsConfig(data=data, norms=["batch", "none"], seeds=[0, 1], at=[1, 2], train=train),
                       out["gradnorms"], progress=False)
@@ -404,10 +404,10 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "holds no bnmem results" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not _available("bnmem.experiments.gamma_sigma"), reason="gamma-sigma lens not installed")
+@pytest.mark.skipif(not _available("bnmem.lenses.gamma_sigma"), reason="gamma-sigma lens not installed")
 def test_real_gamma_sigma_run_reports_claim_4(tmp_path):
     from bnmem.config import DataConfig, TrainConfig
-    from bnmem.experiments.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
+    from bnmem.lenses.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
 
     cfg = GammaSigmaConfig(data=DataConfig(dataset="digits", label_noise=0.1, train_size=200), seeds=[0, 1],
                            train=TrainConfig(epochs=1, lr=0.05))
@@ -422,10 +422,10 @@ def test_real_gamma_sigma_run_reports_claim_4(tmp_path):
     assert len(page.imgs) == 1
 
 
-@pytest.mark.skipif(not _available("bnmem.experiments.mitigate"), reason="mitigate lens not installed")
+@pytest.mark.skipif(not _available("bnmem.lenses.mitigate"), reason="mitigate lens not installed")
 def test_real_mitigate_run_reports_claim_6(tmp_path):
     from bnmem.config import DataConfig, TrainConfig
-    from bnmem.experiments.mitigate import MitigateConfig, run_mitigate
+    from bnmem.lenses.mitigate import MitigateConfig, run_mitigate
 
     cfg = MitigateConfig(data=DataConfig(dataset="digits", label_noise=0.1, train_size=200), norms=["batch", "none"],
                          seeds=[0, 1], lambdas=[1.0], fixed_epoch=1, train=TrainConfig(epochs=2, lr=0.05))

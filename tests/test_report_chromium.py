@@ -29,7 +29,7 @@ pytestmark = [
 def report(tmp_path_factory):
     """A report of a real (tiny) memorize run and toy-model simulation."""
     from bnmem.config import DataConfig, TrainConfig
-    from bnmem.experiments.memorize import MemorizeConfig, run_memorize
+    from bnmem.lenses.memorize import MemorizeConfig, run_memorize
     from bnmem.theory import run_theory
 
     root = tmp_path_factory.mktemp("render")

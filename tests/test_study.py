@@ -245,7 +245,7 @@ def test_tiny_study_runs(tiny_run):
 
 def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
     """Each lens fed by the shared runs writes exactly what it writes when run on its own."""
-    from bnmem.study_lenses import run_cell_lens
+    from bnmem.lenses.registry import run_cell_lens
 
     study, out, _ = tiny_run
     _, jobs = plan(study)
@@ -275,7 +275,7 @@ def test_rerun_with_other_study_refused(tiny_run, tmp_path, capsys):
 
 def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     _, reference, _ = tiny_run
-    import bnmem.experiments.lira as lira_mod
+    import bnmem.lenses.lira as lira_mod
     import bnmem.train.trainer as trainer_mod
 
     study = Study.model_validate(TINY)

@@ -7,7 +7,7 @@ from bnmem.cli import main
 
 
 def test_cli_defaults_mirror_run_theory():
-    from bnmem.commands.theory import theory
+    from bnmem.cli.commands.theory import theory
     from bnmem.theory import run_theory
 
     ours = {k: p.default for k, p in inspect.signature(theory).parameters.items() if k != "out"}

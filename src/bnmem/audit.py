@@ -9,7 +9,7 @@ Python::
 (``bnmem.audit`` is this module, callable: calling it calls :func:`audit`.)
 
 Command line: ``bnmem audit --model MODEL.pt --dataset digits --out runs/audit``
-(see :mod:`bnmem.commands.audit`). Both write ``audit.json`` and ``audit.md``.
+(see :mod:`bnmem.cli.commands.audit`). Both write ``audit.json`` and ``audit.md``.
 
 What it measures, on the model as given (eval mode, BN with its running statistics):
 

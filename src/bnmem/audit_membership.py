@@ -85,7 +85,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         BnmemError: a TorchScript model, or M odd or below 4.
     """
     from bnmem.attacks import evaluate_attacks, keep_matrix
-    from bnmem.experiments.query import make_views
+    from bnmem.lenses.lira.query import make_views
     from bnmem.train import load_finished, train_model
 
     check_shadow_request(model, shadow_models)

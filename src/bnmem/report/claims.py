@@ -10,7 +10,7 @@ for every dataset and architecture.
 The baseline of a BN comparison is the model without normalization (``none``),
 the paper's comparison; other norms in the run (group, layer) are evaluated and
 shown too but do not decide, unless ``none`` is absent, in which case each other
-norm is a baseline. Pairing units and interval methods: :mod:`bnmem.report.stats`.
+norm is a baseline. Pairing units and interval methods: :mod:`bnmem.stats`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from bnmem.report.rundata import Cell, Lens, RunData
-from bnmem.report.stats import PairedDiff, difference_stats, pair_by_key
+from bnmem.stats import PairedDiff, difference_stats, pair_by_key
 
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"

@@ -325,7 +325,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
 
 
 def method_text() -> str:
-    from bnmem.report.stats import LEVEL, N_RESAMPLES, SEED, SMALL_N
+    from bnmem.stats import LEVEL, N_RESAMPLES, SEED, SMALL_N
 
     return (
         "<ul>"

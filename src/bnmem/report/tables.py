@@ -18,7 +18,7 @@ from bnmem.report.claims import (
     mitigate_variants,
 )
 from bnmem.report.rundata import Cell, Lens
-from bnmem.report.stats import difference_stats
+from bnmem.stats import difference_stats
 
 LIRA_TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "loss",
                       "global_threshold")

@@ -1,6 +1,6 @@
 """The typer app and the options every experiment command shares.
 
-Commands live in ``bnmem.commands.*``; each flag maps onto a field of the
+Commands live in ``bnmem.cli.commands.*``; each flag maps onto a field of the
 pydantic config models, and ``--set a.b=c`` reaches any field the flags don't.
 """
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options
+from bnmem.cli.app import Out, Quiet, app, experiment_options
 
 
 @app.command("gamma-sigma")
@@ -18,7 +18,7 @@ def gamma_sigma(
     quiet: Quiet = False,
 ) -> None:
     """Train BN models and track γ, σ and |γ|/σ of every BN channel over epochs."""
-    from bnmem.experiments.gamma_sigma import GammaSigmaConfig, run_gamma_sigma, summary_table
+    from bnmem.lenses.gamma_sigma import GammaSigmaConfig, run_gamma_sigma, summary_table
 
     cfg = GammaSigmaConfig.model_validate({**exp, "every": every})
     result = run_gamma_sigma(cfg, out, progress=not quiet)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bnmem.cli_app import (
+from bnmem.cli.app import (
     BatchSize,
     DataRoot,
     DataSeed,

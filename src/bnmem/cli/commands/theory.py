@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bnmem.cli_app import Out, app
+from bnmem.cli.app import Out, app
 
 # The defaults below mirror bnmem.theory.run_theory's (tests/test_theory_cli.py checks
 # they agree); they are spelled out so `bnmem --help` does not import torch.

@@ -62,15 +62,15 @@ class LensSpec:
 CELL_LENSES: dict[str, LensSpec] = {
     s.name: s
     for s in (
-        LensSpec("memorize", "bnmem.experiments.memorize", "MemorizeConfig", "run_memorize", "memorize",
+        LensSpec("memorize", "bnmem.lenses.memorize", "MemorizeConfig", "run_memorize", "memorize",
                  trains_runs=True),
-        LensSpec("gamma-sigma", "bnmem.experiments.gamma_sigma", "GammaSigmaConfig", "run_gamma_sigma",
+        LensSpec("gamma-sigma", "bnmem.lenses.gamma_sigma", "GammaSigmaConfig", "run_gamma_sigma",
                  "gamma-sigma", bn_only=True, trains_runs=True, hook_key="gamma_sigma"),
-        LensSpec("gradnorms", "bnmem.experiments.gradnorms", "GradNormsConfig", "run_gradnorms", "gradnorms",
+        LensSpec("gradnorms", "bnmem.lenses.gradnorms", "GradNormsConfig", "run_gradnorms", "gradnorms",
                  trains_runs=True, hook_key="gradnorms"),
-        LensSpec("mitigate", "bnmem.experiments.mitigate", "MitigateConfig", "run_mitigate", "mitigate",
+        LensSpec("mitigate", "bnmem.lenses.mitigate", "MitigateConfig", "run_mitigate", "mitigate",
                  trains_runs=True, hook_key="gamma_sigma"),
-        LensSpec("lira", "bnmem.experiments.lira", "LiraConfig", "run_lira", "lira", one_seed=True),
+        LensSpec("lira", "bnmem.lenses.lira", "LiraConfig", "run_lira", "lira", one_seed=True),
     )
 }
 # ``rmia`` is reported by the lira lens (its attack evaluation includes RMIA):
@@ -206,7 +206,7 @@ def shadow_gamma_sigma(config: dict[str, Any], out: Path) -> dict[str, Any] | No
 
     from bnmem import io
     from bnmem.data import load_dataset
-    from bnmem.experiments.shadow import load_shadow_models
+    from bnmem.lenses.lira.shadow import load_shadow_models
     from bnmem.measure.gamma_sigma import gamma_sigma_stats
 
     cfg = config_class("lira").model_validate(config)

@@ -18,7 +18,7 @@ from pydantic import field_validator
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
-from bnmem.experiments.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.rundir import prepare_run_dir
 from bnmem.train import seeded_model, train_model
@@ -169,7 +169,7 @@ def plot_gamma_sigma(result: dict[str, Any], path: Path, title: str = "") -> Non
     batch σ dashed), and the final per-channel ratios (running σ, all seeds)."""
     from matplotlib.ticker import ScalarFormatter
 
-    from bnmem.report.plots import plt, save_figure
+    from bnmem.figures.plots import plt, save_figure
 
     layers, epochs = result["layers"], result["epochs"]
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, max(len(layers), 1)))

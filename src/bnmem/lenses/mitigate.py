@@ -7,7 +7,7 @@ variant: memorization of the corrupted subset (accuracy against the flipped or
 random label) at a fixed epoch and at the end, clean train and test accuracy,
 the BN layers' |γ|/σ (per-layer median, fraction of channels above 1), and
 optionally LiRA membership-inference metrics from shadow models trained with
-the same recipe (``lira_models`` > 0; :func:`bnmem.experiments.lira.run_shadow_norm`).
+the same recipe (``lira_models`` > 0; :func:`bnmem.lenses.lira.run_shadow_norm`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
-from bnmem.experiments.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
 from bnmem.rundir import prepare_run_dir
@@ -171,9 +171,9 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
         BnmemError: the membership-inference machinery is not installed.
     """
     try:
-        from bnmem.experiments.lira import LiraConfig, run_shadow_norm
+        from bnmem.lenses.lira import LiraConfig, run_shadow_norm
     except ImportError as e:  # the LiRA lens ships separately from this module
-        raise BnmemError(f"--lira-models needs bnmem.experiments.lira, which is not available ({e})") from e
+        raise BnmemError(f"--lira-models needs bnmem.lenses.lira, which is not available ({e})") from e
     train = cfg.train.model_copy(update={"gs_reg": v.lam})
     lcfg = LiraConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
                       shadow_models=cfg.lira_models)
@@ -263,7 +263,7 @@ def _memorization_key(result: dict[str, Any]) -> str:
 def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") -> None:
     """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
     min–max), memorization curves, and LiRA AUC vs test accuracy when measured."""
-    from bnmem.report.plots import NORM_COLORS, plt, save_figure
+    from bnmem.figures.plots import NORM_COLORS, plt, save_figure
 
     key = _memorization_key(result)
     names = result["variants"]

@@ -35,7 +35,7 @@ from bnmem.config import ModelConfig, TrainConfig
 from bnmem.data import OutlierDataset, load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
-from bnmem.experiments.lira_config import LiraConfig
+from bnmem.lenses.lira.config import LiraConfig
 from bnmem.rundir import prepare_run_dir
 from bnmem.train import seeded_model, train_model
 

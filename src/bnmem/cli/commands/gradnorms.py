@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options, parse_flag_list
+from bnmem.cli.app import Out, Quiet, app, experiment_options, parse_flag_list
 from bnmem.config import parse_list
 
 
@@ -25,7 +25,7 @@ def gradnorms(
     quiet: Quiet = False,
 ) -> None:
     """Train models and measure each training example's float64 loss-gradient norm at chosen epochs."""
-    from bnmem.experiments.gradnorms import GradNormsConfig, run_gradnorms, summary_table
+    from bnmem.lenses.gradnorms import GradNormsConfig, run_gradnorms, summary_table
 
     epochs = parse_flag_list(at, int, "--at", "epochs")
     cfg = GradNormsConfig.model_validate({**exp, "at": epochs, "definitions": parse_list(definition),

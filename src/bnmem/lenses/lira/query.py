@@ -36,8 +36,8 @@ from bnmem import io
 from bnmem.data import OutlierDataset, load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
-from bnmem.experiments.lira_config import LiraConfig
-from bnmem.experiments.shadow import (
+from bnmem.lenses.lira.config import LiraConfig
+from bnmem.lenses.lira.shadow import (
     all_trained,
     chunk_name,
     chunk_spec,
@@ -159,7 +159,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     accuracies) as the marker.
 
     Args:
-        spec: as for :func:`~bnmem.experiments.shadow.train_shadow_chunk`.
+        spec: as for :func:`~bnmem.lenses.lira.shadow.train_shadow_chunk`.
 
     Returns:
         The chunk's json content plus ``skipped``.

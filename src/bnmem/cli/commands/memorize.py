@@ -6,14 +6,14 @@ from typing import Any
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options
+from bnmem.cli.app import Out, Quiet, app, experiment_options
 
 
 @app.command()
 @experiment_options()
 def memorize(exp: dict[str, Any], out: Out = "runs/memorize", quiet: Quiet = False) -> None:
     """Train BN and other-norm models on data with corrupted samples; track how fast each fits them."""
-    from bnmem.experiments.memorize import MemorizeConfig, run_memorize, summary_table
+    from bnmem.lenses.memorize import MemorizeConfig, run_memorize, summary_table
 
     cfg = MemorizeConfig.model_validate(exp)
     result = run_memorize(cfg, out, progress=not quiet)

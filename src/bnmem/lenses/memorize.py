@@ -7,9 +7,9 @@ from typing import Any
 
 from bnmem import io
 from bnmem.data import load_dataset
-from bnmem.experiments.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
 from bnmem.measure.memorization import CURVES, epochs_to_fit
-from bnmem.report.plots import plot_memorization
+from bnmem.figures.plots import plot_memorization
 from bnmem.rundir import prepare_run_dir
 from bnmem.train import load_finished, seeded_model, train_model
 

@@ -1,7 +1,7 @@
 """Studies: one YAML file -> a grid of cells -> one job per (cell, lens) -> a run directory.
 
 A study is a base experiment config (the ``data``/``arch``/``norms``/``seeds``/
-``train`` sections of :class:`~bnmem.experiments.common.ExperimentConfig`), a
+``train`` sections of :class:`~bnmem.lenses.common.ExperimentConfig`), a
 ``grid`` and the ``lenses`` to run::
 
     name: demo
@@ -50,8 +50,8 @@ from typing import Any
 
 from bnmem import io
 from bnmem.errors import BnmemError
-from bnmem.study_config import LensOptions, Outliers, Study, read_study_yaml
-from bnmem.study_lenses import CELL_LENSES, RMIA, THEORY, build_config
+from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
+from bnmem.lenses.registry import CELL_LENSES, RMIA, THEORY, build_config
 
 __all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "load_study", "plan", "run_study"]
 
@@ -74,7 +74,7 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
         pydantic.ValidationError: a bad key or value of the study itself (the
             command line turns it into one line with the key's path).
     """
-    from bnmem.cli_app import apply_overrides
+    from bnmem.cli.app import apply_overrides
 
     doc = read_study_yaml(path)
     doc.setdefault("name", Path(path).stem)
@@ -154,7 +154,7 @@ class Job:
         lens: lens name (``lira`` also serves ``rmia``), or ``shared-training``.
         folder: results folder relative to the run directory.
         config: the lens's validated config, as plain data (for a shared run:
-            a :func:`bnmem.study_share.shared_runs` entry).
+            a :func:`bnmem.study.share.shared_runs` entry).
         stage: jobs of a stage start once every earlier stage has finished.
     """
 
@@ -180,7 +180,7 @@ def lens_config(study: Study, cell: Cell, lens: str) -> dict[str, Any]:
         BnmemError: an option the lens does not accept, or one that would
             change what defines the cell.
     """
-    from bnmem.study_lenses import config_class
+    from bnmem.lenses.registry import config_class
 
     where = f"lenses.{lens}"
     opts: LensOptions = study.lenses.options(lens)
@@ -232,7 +232,7 @@ def plan(study: Study) -> tuple[list[Cell], list[Job]]:
     Returns:
         The cells and the jobs.
     """
-    from bnmem.study_share import shared_runs
+    from bnmem.study.share import shared_runs
 
     cells = expand_grid(study)
     enabled = study.lenses.enabled()
@@ -258,7 +258,7 @@ def plan(study: Study) -> tuple[list[Cell], list[Job]]:
 
 def _rmia_only(study: Study, cell: Cell) -> dict[str, Any]:
     """Lira config with default options, for a study that asks for ``rmia`` without ``lira``."""
-    from bnmem.study_lenses import config_class
+    from bnmem.lenses.registry import config_class
 
     base = cell.experiment(study)
     base["seeds"] = base["seeds"][:1]
@@ -315,8 +315,8 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         A failure does not raise (the other jobs go on); its traceback is in
         ``<out>/ERROR.txt`` and the job reruns next time.
     """
-    from bnmem.study_lenses import run_cell_lens, run_theory_lens, shadow_gamma_sigma
-    from bnmem.study_share import run_shared_training
+    from bnmem.lenses.registry import run_cell_lens, run_theory_lens, shadow_gamma_sigma
+    from bnmem.study.share import run_shared_training
 
     out = Path(spec["out"])
     if is_finished(spec):
@@ -464,8 +464,8 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
 def _takes_executor(lens: str) -> bool:
     import inspect
 
-    from bnmem.study_lenses import CELL_LENSES as specs
-    from bnmem.study_lenses import _module
+    from bnmem.lenses.registry import CELL_LENSES as specs
+    from bnmem.lenses.registry import _module
 
     if lens not in specs:
         return False

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bnmem.cli_app import Quiet, Set, Workers, app
+from bnmem.cli.app import Quiet, Set, Workers, app
 
 StudyFile = Annotated[Path, typer.Argument(help="study YAML file (see studies/)", show_default=False)]
 StudyOut = Annotated[Optional[Path], typer.Option(help="run directory (default: runs/<study name>); rerun to resume")]

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, app, experiment_options, parse_flag_list
+from bnmem.cli.app import Out, Quiet, app, experiment_options, parse_flag_list
 
 
 @app.command()
@@ -21,7 +21,7 @@ def mitigate(
     quiet: Quiet = False,
 ) -> None:
     """Compare plain BN, BN with the γ/σ regularizer (each λ) and no-norm: memorization vs test accuracy."""
-    from bnmem.experiments.mitigate import MitigateConfig, run_mitigate, summary_table
+    from bnmem.lenses.mitigate import MitigateConfig, run_mitigate, summary_table
 
     lams = parse_flag_list(lambdas, float, "--lambdas", "numbers")
     cfg = MitigateConfig.model_validate({**exp, "lambdas": lams, "fixed_epoch": fixed_epoch,

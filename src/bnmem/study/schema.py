@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from bnmem.config import ARCH_ALIASES, ARCHS, DATASETS, NORMS, DataConfig, StrictModel, TrainConfig, validate_rate
 from bnmem.errors import BnmemError
-from bnmem.study_lenses import LENSES, canonical_lens
+from bnmem.lenses.registry import LENSES, canonical_lens
 
 class Outliers(StrictModel):
     """One outlier setting of the grid: flipped labels and/or OOD inputs."""
@@ -173,7 +173,7 @@ class Lenses(StrictModel):
         return v
 
     def enabled(self) -> list[str]:
-        """Lens names to run, in :data:`~bnmem.study_lenses.LENSES` order."""
+        """Lens names to run, in :data:`~bnmem.lenses.registry.LENSES` order."""
         return [name for name in LENSES if self.options(name) is not None]
 
     def options(self, name: str) -> StrictModel | None:

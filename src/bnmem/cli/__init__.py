@@ -10,14 +10,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-from bnmem.cli_app import app
+from bnmem.cli.app import app
 from bnmem.errors import BnmemError
 
 # Modules under bnmem.commands that register a command each.
 COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "gamma_sigma", "theory", "mitigate", "audit"]
 
 for _name in COMMANDS:
-    importlib.import_module(f"bnmem.commands.{_name}")
+    importlib.import_module(f"bnmem.cli.commands.{_name}")
 
 
 def _validation_line(err) -> str:

@@ -1,13 +1,13 @@
 """``bnmem lira``: lens 3, membership inference on BN vs other-norm shadow models."""
 
 # No `from __future__ import annotations`: the option aliases below must be real
-# objects, since typer resolves string annotations in bnmem.cli_app's namespace.
+# objects, since typer resolves string annotations in bnmem.cli.app's namespace.
 
 from typing import Annotated, Any, Optional
 
 import typer
 
-from bnmem.cli_app import Out, Quiet, Workers, app, experiment_options
+from bnmem.cli.app import Out, Quiet, Workers, app, experiment_options
 
 ShadowModels = Annotated[int, typer.Option(help="shadow models per norm (even, >= 4); each example is IN for half")]
 ChunkSize = Annotated[int, typer.Option(help="shadow models per training job (fixes resume granularity)")]
@@ -43,7 +43,7 @@ def lira(
     """
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
-    from bnmem.experiments.lira import LiraConfig, run_lira, summary_table
+    from bnmem.lenses.lira import LiraConfig, run_lira, summary_table
 
     own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
            "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed}

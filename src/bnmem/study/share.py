@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bnmem import io
-from bnmem.study_lenses import CELL_LENSES, training_hook
+from bnmem.lenses.registry import CELL_LENSES, training_hook
 
 SHARED_DIR = "_shared"
 SHARED = "shared-training"

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bnmem.cli_app import app
+from bnmem.cli.app import app
 
 RunDir = Annotated[Path, typer.Argument(help="a study run directory (with index.json) or one lens's run directory")]
 ReportOut = Annotated[Optional[Path], typer.Option("--out", help="write the report here (default: RUN_DIR)")]

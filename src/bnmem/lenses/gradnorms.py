@@ -19,7 +19,7 @@ from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
-from bnmem.experiments.common import ExperimentConfig, fmt, table
+from bnmem.lenses.common import ExperimentConfig, fmt, table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.rundir import prepare_run_dir
 from bnmem.train import seeded_model, train_model
@@ -237,7 +237,7 @@ def plot_gradnorms(arr: np.ndarray, cfg: GradNormsConfig, ds: OutlierDataset, pa
     line style = subset (clean solid, noisy dashed, OOD dotted); seeds pooled."""
     from matplotlib.ticker import NullFormatter
 
-    from bnmem.report.plots import NORM_COLORS, plt, save_figure
+    from bnmem.figures.plots import NORM_COLORS, plt, save_figure
 
     styles = {"clean": "-", "noisy": "--", "ood": ":"}
     rows, cols = len(cfg.definitions), len(cfg.at)

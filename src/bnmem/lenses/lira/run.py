@@ -1,0 +1,316 @@
+"""Lens 3, membership inference: LiRA/RMIA on BN vs other-norm shadow models.
+
+For each norm, M shadow models train on seeded halves of the corrupted training
+set (:mod:`bnmem.lenses.lira.shadow`), are queried on every training example
+(:mod:`bnmem.lenses.lira.query`), and every attack of :mod:`bnmem.attacks` is
+run leave-one-out: each model in turn is the target, the others its reference
+models. Model seeds and the keep matrix are the same for every norm, so target m
+under BN and target m without BN are the same experiment but for the norm; the
+``paired`` section of ``metrics.json`` reports those per-target differences with
+a bootstrap confidence interval.
+
+Run directory::
+
+    <out>/config.json  environment.json  metrics.json  roc.png
+    <out>/<norm>/logits.npy keep.npy labels.npy is_noisy.npy is_ood.npy query.json
+    <out>/<norm>/shadow/...  query/...      (resumable work)
+
+Python use (e.g. another recipe's LiRA AUC)::
+
+    cfg = LiraConfig(data=DataConfig(dataset="digits", label_noise=0.05), norms=["batch"],
+                     train=TrainConfig(epochs=30, gs_reg=0.1), shadow_models=32)
+    entry = run_shadow_norm(cfg, "batch", out / "batch_gsreg", get_executor("local"))
+    entry["attacks"]["online"]["all"]["auc"]
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from bnmem import io
+from bnmem.attacks import ALL, evaluate_attacks
+from bnmem.data import load_dataset
+from bnmem.executors import Executor
+from bnmem.executors.local import LocalExecutor
+from bnmem.lenses.common import fmt, table
+from bnmem.lenses.lira.config import LiraConfig
+from bnmem.lenses.lira.query import load_attack_inputs, query_models
+from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
+from bnmem.figures.roc import plot_roc_panels
+from bnmem.rundir import prepare_run_dir
+
+__all__ = [
+    "LiraConfig",
+    "accuracy_summary",
+    "attack_norm",
+    "paired_differences",
+    "run_lira",
+    "run_shadow_norm",
+    "summary_table",
+]
+
+SUBSETS = ("all", "outliers", "inliers")
+PAIRED_METRICS = ("auc", "tpr_at_1pct_fpr")
+BOOTSTRAP = {"resamples": 10_000, "seed": 0, "level": 0.95}
+TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "rmia", "loss")
+
+
+def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL) -> dict[str, Any]:
+    """Every attack, leave-one-out over the shadow models saved in ``norm_dir``.
+
+    Args:
+        norm_dir: a directory :func:`~bnmem.lenses.lira.query.query_models` filled.
+        attacks: attack names (default: all of :data:`bnmem.attacks.ALL`).
+
+    Returns:
+        :func:`bnmem.attacks.evaluate_attacks`'s result with subsets ``all``,
+        ``outliers`` (noisy or OOD) and ``inliers``.
+
+    Raises:
+        BnmemError: no finished query in ``norm_dir``.
+    """
+    arrays = load_attack_inputs(norm_dir)
+    outliers = arrays["is_noisy"] | arrays["is_ood"]
+    return evaluate_attacks(arrays["logits"], arrays["keep"], arrays["labels"],
+                            subsets={"outliers": outliers, "inliers": ~outliers}, attacks=attacks)
+
+
+def accuracy_summary(per_model: dict[str, list[float | None]]) -> dict[str, Any]:
+    """Mean/min/max over models of each per-model accuracy (None entries skipped).
+
+    Args:
+        per_model: name -> one value per model (e.g. ``train_in``, ``test``).
+
+    Returns:
+        name -> ``{"mean", "min", "max", "per_model"}`` (None when no value).
+    """
+    out: dict[str, Any] = {}
+    for key, values in per_model.items():
+        ok = np.array([v for v in values if v is not None], dtype=np.float64)
+        stats = (float(ok.mean()), float(ok.min()), float(ok.max())) if ok.size else (None, None, None)
+        out[key] = {"mean": stats[0], "min": stats[1], "max": stats[2], "per_model": values}
+    return out
+
+
+def paired_differences(a: Sequence[float], b: Sequence[float], resamples: int = BOOTSTRAP["resamples"],
+                       seed: int = BOOTSTRAP["seed"], level: float = BOOTSTRAP["level"]) -> dict[str, Any]:
+    """Per-target differences a − b, their mean and a percentile-bootstrap CI over targets.
+
+    Targets are resampled with replacement; pairs where either side is nan (a
+    subset without both members and non-members) are dropped. The targets share
+    training data, so they are not independent: the CI describes the spread of
+    this set of shadow models, not a population of fresh experiments.
+
+    Args:
+        a: per-target values (e.g. BN AUCs in model-index order).
+        b: the paired values (e.g. no-norm AUCs, same models).
+        resamples: bootstrap resamples.
+        seed: seed of the resampling.
+        level: confidence level.
+
+    Returns:
+        ``{"per_target", "mean", "ci", "level", "n"}``; mean and ci are nan with no pairs.
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    diff = a - b
+    ok = diff[np.isfinite(diff)]
+    if ok.size == 0:
+        return {"per_target": diff.tolist(), "mean": math.nan, "ci": [math.nan, math.nan], "level": level, "n": 0}
+    rng = np.random.default_rng(seed)
+    means = ok[rng.integers(0, ok.size, size=(resamples, ok.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return {"per_target": diff.tolist(), "mean": float(ok.mean()), "ci": [float(lo), float(hi)],
+            "level": level, "n": int(ok.size)}
+
+
+def paired_section(metrics: dict[str, dict], reference: str, others: Sequence[str]) -> dict[str, Any]:
+    """``{"<ref>-<other>": {attack: {subset: {metric: paired_differences}}}}``."""
+    out: dict[str, Any] = {}
+    for other in others:
+        out[f"{reference}-{other}"] = {
+            attack: {
+                sub: {
+                    name: paired_differences(metrics[reference][attack][sub][f"{name}_per_target"],
+                                             metrics[other][attack][sub][f"{name}_per_target"])
+                    for name in PAIRED_METRICS
+                }
+                for sub in metrics[reference][attack]
+            }
+            for attack in metrics[reference]
+        }
+    return out
+
+
+def run_shadow_norm(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Executor | None = None,
+                    progress: bool = False) -> dict[str, Any]:
+    """Train, query and attack the shadow models of one norm (resumable).
+
+    The entry point for other experiments (e.g. a BN + γ/σ-regularizer recipe:
+    set ``cfg.train.gs_reg``); with the same ``cfg`` seeds and keep seed, its
+    targets pair with those of :func:`run_lira`'s norms.
+
+    Args:
+        cfg: the configuration (``cfg.norms`` is not consulted).
+        norm: the norm to train.
+        norm_dir: its directory.
+        executor: where jobs run (default: in-process).
+        progress: progress bars.
+
+    Returns:
+        ``{"attacks": {attack: {subset: summary}}, "accuracy": ..., "query": settings,
+        "curves": ..., "subset_sizes": ...}``.
+    """
+    executor = executor or LocalExecutor(progress=progress)
+    train_shadow_models(cfg, norm, norm_dir, executor, progress=progress)
+    return _query_and_attack(cfg, norm, Path(norm_dir), executor)
+
+
+def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Executor, ds=None) -> dict[str, Any]:
+    info = query_models(cfg, norm, norm_dir, executor, ds=ds)
+    res = attack_norm(norm_dir)
+    return {
+        "attacks": res["metrics"],
+        "accuracy": accuracy_summary(info["accuracy"]),
+        "query": info["settings"],
+        "curves": res["curves"],
+        "subset_sizes": res["subset_sizes"],
+        "attack_settings": res["settings"],
+    }
+
+
+def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
+             progress: bool = True) -> dict[str, Any]:
+    """The membership-inference lens: shadow models per norm, attacks, paired comparison.
+
+    Writes ``config.json``, per-norm arrays (see module docstring),
+    ``metrics.json`` and ``roc.png`` into ``out``; a rerun resumes.
+
+    Args:
+        cfg: the configuration.
+        out: run directory.
+        executor: where training and query jobs run (default: in-process).
+        progress: progress bars.
+
+    Returns:
+        The metrics dict (also in ``metrics.json``): per norm → attack → subset
+        → summary; ``accuracy`` per norm; ``paired``; ``conditions``;
+        ``subset_sizes``; ``dataset``.
+
+    Raises:
+        BnmemError: bad configuration or data, or ``out`` holds another run.
+    """
+    for norm in cfg.norms:
+        cfg.model(norm)  # an unknown norm fails before anything is written
+    out = prepare_run_dir(out, cfg.model_dump(mode="json"))
+    executor = executor or LocalExecutor(progress=progress)
+    ds = load_dataset(cfg.data)
+    # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
+    specs = [s for norm in cfg.norms for s in pending_specs(cfg, norm, out / norm, progress=progress)]
+    if specs:
+        executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
+    entries = {norm: _query_and_attack(cfg, norm, out / norm, executor, ds) for norm in cfg.norms}
+
+    metrics = {norm: e["attacks"] for norm, e in entries.items()}
+    reference = "batch" if "batch" in cfg.norms else cfg.norms[0]
+    first = entries[cfg.norms[0]]
+    result: dict[str, Any] = {
+        **metrics,
+        "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
+        "paired": paired_section(metrics, reference, [n for n in cfg.norms if n != reference]),
+        "conditions": {
+            **cfg.conditions(),
+            "shadow_models": cfg.shadow_models,
+            "base_seed": cfg.base_seed,
+            "model_seeds": cfg.model_seeds(),
+            "keep_seed": cfg.keep_seed,
+            "chunk_size": cfg.chunk_size,
+            "epochs": cfg.train.epochs,
+            "train": cfg.train.model_dump(mode="json"),
+            "bn_mode_at_query": cfg.query_bn_mode,
+            "query": first["query"],
+            "views": first["query"]["views"],
+            "attacks": first["attack_settings"],
+            "paired_reference": reference,
+            "bootstrap": {**BOOTSTRAP, "unit": "target model (paired by model index)"},
+            "protocol": "leave-one-out: each shadow model is the target once, the others are its references; "
+                        "metrics are means over targets",
+        },
+        "subset_sizes": first["subset_sizes"],
+        "dataset": ds.summary(),
+    }
+    io.write_json(out / "metrics.json", result)
+    plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
+    return result
+
+
+def _title(cfg: LiraConfig) -> str:
+    return (f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
+            f"{cfg.shadow_models} shadow models, BN queried in {cfg.query_bn_mode} mode")
+
+
+def plot_lira_roc(entries: dict[str, dict[str, Any]], path: str | Path, title: str = "") -> None:
+    """Log-log ROC per attack: every norm's pooled curve on all examples and on outliers."""
+    panels = {}
+    for attack in ALL:
+        curves = {}
+        for norm, e in entries.items():
+            for sub in ("all", "outliers"):
+                auc = e["attacks"][attack][sub]["auc"]
+                if e["curves"][attack][sub]["pooled"][0].size:
+                    curves[f"{norm}, {sub} (mean AUC {auc:.3f})"] = e["curves"][attack][sub]["pooled"]
+        panels[attack] = curves
+    plot_roc_panels(panels, path, title=title, ncols=4)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None or not np.isfinite(v) else f"{100 * v:.1f}"
+
+
+def _delta(p: dict[str, Any], scale: float = 1.0, digits: int = 3) -> str:
+    if not np.isfinite(p["mean"]):
+        return "-"
+    lo, hi = (scale * v for v in p["ci"])
+    return f"{scale * p['mean']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def summary_table(result: dict[str, Any]) -> str:
+    """Printable tables: attack metrics per norm with paired differences, and shadow-model accuracy."""
+    cond = result["conditions"]
+    norms, ref = cond["norms"], cond["paired_reference"]
+    others = [n for n in norms if n != ref]
+    header = ["attack", "subset"] + [f"AUC {n}" for n in norms] + [f"ΔAUC {ref}−{o} [95% CI]" for o in others]
+    header += [f"TPR@1% {n}" for n in norms] + [f"ΔTPR@1% {ref}−{o} (pts)" for o in others]
+    rows = []
+    for attack in TABLE_ATTACKS:
+        for sub in ("all", "outliers"):
+            aucs = [result[n][attack][sub]["auc"] for n in norms]
+            if not np.isfinite(aucs).any():
+                continue  # e.g. no outliers on clean data
+            row = [attack, sub] + [fmt(a) if np.isfinite(a) else "-" for a in aucs]
+            row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["auc"]) for o in others]
+            row += [_pct(result[n][attack][sub]["tpr_at_1pct_fpr"]) for n in norms]
+            row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["tpr_at_1pct_fpr"], 100, 1) for o in others]
+            rows.append(row)
+    acc_rows = []
+    for n in norms:
+        a = result["accuracy"][n]
+
+        def span(key: str) -> str:
+            s = a[key]
+            return "-" if s["mean"] is None else f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]"
+
+        acc_rows.append([n, span("train_in"), span("train_out"), span("test"), span("noisy_in")])
+    acc_header = ["norm", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
+    sizes = result["subset_sizes"]
+    return "\n".join([
+        f"LiRA leave-one-out over {cond['shadow_models']} shadow models per norm, "
+        f"{sizes['all']} examples ({sizes['outliers']} outliers), BN queried in {cond['bn_mode_at_query']} mode, "
+        f"views: {len(cond['views'])}",
+        table(rows, header),
+        "",
+        table(acc_rows, acc_header),
+    ])

@@ -1,0 +1,6 @@
+"""Studies: one YAML file -> a grid of cells -> jobs -> one run directory (see :mod:`bnmem.study.run`)."""
+
+from bnmem.study.run import Cell, Job, StudyResult, expand_grid, index_doc, load_study, plan, run_study
+from bnmem.study.schema import Study
+
+__all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "load_study", "plan", "run_study"]
