@@ -109,6 +109,36 @@ def _available(module: str) -> bool:
     return True
 
 
+# Independent re-derivation of the declared claim rules from the lens files themselves
+# (not through bnmem.report), so a status check can fail when a rule is misapplied.
+def _t_low(d: np.ndarray) -> float:
+    """Lower end of the 95% Student t-interval (the deciding interval below 10 pairs)."""
+    from scipy import stats as sps
+
+    return float(d.mean() - sps.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size))
+
+
+def expected_status(cid: str, lens_dir: Path) -> str:
+    """The status claim ``cid`` must have, recomputed from one lens folder (batch vs none, < 10 pairs)."""
+    if cid in ("5a", "5b"):
+        amp = json.loads((lens_dir / "theory.json").read_text())["summary"]["amplification"]
+        key = "frozen_stats_median_rel_error" if cid == "5a" else "live_vs_gamma_sigma_sq_median_rel_error"
+        return REPRODUCED if amp[key] < 0.10 else NOT_REPRODUCED
+    data = json.loads((lens_dir / "metrics.json").read_text())
+    if cid == "1":  # mean noisy-subset accuracy over epochs, BN − none per seed; CI above 0
+        seeds = sorted(data["batch"]["per_seed"])
+        d = np.array([np.mean(data["batch"]["per_seed"][k]["noisy_acc"]) - np.mean(data["none"]["per_seed"][k]["noisy_acc"])
+                      for k in seeds])
+        assert d.size < 10
+        return REPRODUCED if _t_low(d) > 0 else NOT_REPRODUCED
+    if cid in ("3a", "3b"):  # online LiRA AUC per target, BN − none; CI above 0 and mean >= 3 points
+        d = (np.array(data["batch"]["online"]["all"]["auc_per_target"])
+             - np.array(data["none"]["online"]["all"]["auc_per_target"]))
+        assert d.size < 10
+        return REPRODUCED if _t_low(d) > 0 and d.mean() >= 0.03 else NOT_REPRODUCED
+    raise ValueError(cid)
+
+
 def lira_json(bn_per_target, other_per_target, label_noise=0.05, norms=("batch", "none")) -> dict:
     """metrics.json in bnmem.lenses.lira's schema (norm -> attack -> subset -> summary)."""
     per = {"batch": list(bn_per_target), "none": list(other_per_target)}
@@ -331,9 +361,11 @@ def test_study_claims_follow_their_rules(study_dir):
     assert status["4"] == REPRODUCED
     # crafted mitigation: noisy acc 0.60 → 0.223 (cut 63%) at a 0.5-point test cost
     assert status["6"] == REPRODUCED
-    # real tiny runs: a status by the rule, whatever the numbers came out as
-    for cid in ("1", "3a", "5a", "5b"):
-        assert status[cid] in (REPRODUCED, NOT_REPRODUCED)
+    # real tiny runs: the status the declared rule gives on their numbers, recomputed from the files
+    cell = study_dir / "digits-lenet-noise0.1"
+    for cid, where in (("1", cell / "memorize"), ("3a", cell / "lira"), ("5a", study_dir / "theory"),
+                       ("5b", study_dir / "theory")):
+        assert status[cid] == expected_status(cid, where), cid
     c1 = next(c for c in rep.claims if c.id == "1")
     d = c1.decisive
     assert d.status == (REPRODUCED if d.ci_low > 0 else NOT_REPRODUCED)
@@ -346,7 +378,7 @@ def test_single_lens_dir_reports_the_rest_as_not_run(lens_dirs, tmp_path):
     assert main(["report", str(run)]) == 0
     page = parse(run / "report.html")
     assert_self_contained(page)
-    assert page.claim_rows["1"] in (REPRODUCED, NOT_REPRODUCED)
+    assert page.claim_rows["1"] == expected_status("1", run)
     assert all(page.claim_rows[c] == NOT_RUN for c in CLAIM_IDS if c != "1")
     assert len(page.imgs) == 1  # memorization.png
     rows = read_csv(run / "summary.csv")
@@ -416,7 +448,10 @@ def test_real_gamma_sigma_run_reports_claim_4(tmp_path):
     meds = [v["median_ratio"] for v in res["final"]["running"].values()]
     assert claims["4"].decisive.value == pytest.approx(np.mean(
         [np.mean([v["per_seed"][s]["median_ratio"] > 1 for v in res["final"]["running"].values()]) for s in "01"]))
-    assert claims["4"].status in (REPRODUCED, NOT_REPRODUCED) and len(meds) == 4
+    # The rule: the 95% t-interval of the per-seed fraction of layers above 1 lies above 0.5.
+    fracs = np.array([np.mean([v["per_seed"][s]["median_ratio"] > 1 for v in res["final"]["running"].values()])
+                      for s in "01"])
+    assert claims["4"].status == (REPRODUCED if _t_low(fracs) > 0.5 else NOT_REPRODUCED) and len(meds) == 4
     page = parse(tmp_path / "gs" / "report.html")
     assert_self_contained(page)
     assert len(page.imgs) == 1
@@ -433,11 +468,13 @@ def test_real_mitigate_run_reports_claim_6(tmp_path):
     rep = build_report(tmp_path / "mit")
     c6 = next(c for c in rep.claims if c.id == "6")
     bn, reg = res["batch"]["final"], res["batch+gs1"]["final"]
-    if bn["noisy_acc"]["mean"] > 0:
-        cut = (bn["noisy_acc"]["mean"] - reg["noisy_acc"]["mean"]) / bn["noisy_acc"]["mean"]
-        assert c6.decisive.value == pytest.approx(cut)
-        ok = cut >= 0.5 and bn["test_acc"]["mean"] - reg["test_acc"]["mean"] <= 0.01
-        assert c6.status == (REPRODUCED if ok else NOT_REPRODUCED)
+    # Two epochs fit some flipped labels (measured noisy acc > 0 on this run), so the cut is defined;
+    # a zero would skip the rule check, so it is asserted rather than guarded by an `if`.
+    assert bn["noisy_acc"]["mean"] > 0
+    cut = (bn["noisy_acc"]["mean"] - reg["noisy_acc"]["mean"]) / bn["noisy_acc"]["mean"]
+    assert c6.decisive.value == pytest.approx(cut)
+    ok = cut >= 0.5 and bn["test_acc"]["mean"] - reg["test_acc"]["mean"] <= 0.01
+    assert c6.status == (REPRODUCED if ok else NOT_REPRODUCED)
     page = parse(tmp_path / "mit" / "report.html")
     assert_self_contained(page)
     assert len(page.imgs) == 1
@@ -464,8 +501,10 @@ def test_report_of_a_real_study_run(tmp_path):
     assert_self_contained(page)
     status = page.claim_rows
     assert list(status) == CLAIM_IDS
-    for cid in ("1", "3a", "5a", "5b"):
-        assert status[cid] in (REPRODUCED, NOT_REPRODUCED), cid
+    cell = next(p for p in out.iterdir() if (p / "memorize").is_dir())
+    for cid, where in (("1", cell / "memorize"), ("3a", cell / "lira"), ("5a", out / "theory"),
+                       ("5b", out / "theory")):
+        assert status[cid] == expected_status(cid, where), cid
     for cid in ("2", "3b", "4", "6"):
         assert status[cid] == NOT_RUN, cid
     assert len(page.imgs) == 3  # memorization, roc, theory

@@ -9,6 +9,7 @@ the real BN step vs the refined prediction (γ/σ)²·ρ likewise.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -158,11 +159,14 @@ def test_run_theory_writes_parseable_files_deterministically(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "kw",
-    [dict(steps=0), dict(lr=-1.0), dict(n_outliers=0), dict(n_outliers=60), dict(outlier_kind="x")],
+    "kw, message",
+    [(dict(steps=0), "steps must be at least 1, got 0"), (dict(lr=-1.0), "lr must be a positive number"),
+     (dict(n_outliers=0), "n_outliers must be between 1 and 59, got 0"),
+     (dict(n_outliers=60), "n_outliers must be between 1 and 59, got 60"),
+     (dict(outlier_kind="x"), "unknown outlier_kind 'x'; choose one of flip, ood")],
 )
-def test_bad_arguments_are_user_errors(tmp_path, kw) -> None:
-    with pytest.raises(BnmemError):
+def test_bad_arguments_are_user_errors(tmp_path, kw, message) -> None:
+    with pytest.raises(BnmemError, match=re.escape(message)):
         run_theory(tmp_path, **kw)
 
 
