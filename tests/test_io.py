@@ -96,6 +96,13 @@ def test_npy_npz_and_torch_roundtrip(tmp_path):
     assert torch.equal(back["w"], state["w"]) and back["meta"] == {"epoch": 2}
 
 
+def test_npy_refuses_object_arrays(tmp_path):
+    """Arrays are stored without pickles, so loading them never runs code."""
+    with pytest.raises(ValueError, match="pickle"):
+        io.write_npy(tmp_path / "o.npy", np.array([{"a": 1}, None], dtype=object))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_load_torch_refuses_pickled_code(tmp_path):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")  # a whole module, not a state dict
     with pytest.raises(Exception):

@@ -144,3 +144,27 @@ def test_pair_by_key_aligns_common_keys_numerically():
     assert pair_by_key({}, {"1": 1.0})[0] == []
     keys, _, _ = pair_by_key({1: 1.0, 3: 2.0, 20: 0.0}, {20: 1.0, 3: 1.0, 1: 1.0})
     assert keys == [1, 3, 20]
+
+
+def test_low_precision_and_unsigned_inputs_are_computed_in_float64():
+    x16 = np.random.default_rng(4).normal(0.1, 1.0, 12).astype(np.float16)
+    x64 = x16.astype(np.float64)
+    assert bootstrap_mean_ci(x16, n_resamples=300) == bootstrap_mean_ci(x64, n_resamples=300)
+    assert difference_stats(x16).mean == difference_stats(x64).mean == float(x64.mean())
+    # Unsigned counts: 1 − 3 is −2, not a wrapped-around 254.
+    pd = paired_difference(np.array([1, 5, 2], dtype=np.uint8), np.array([3, 1, 2], dtype=np.uint8))
+    assert (pd.min, pd.max, pd.mean) == (-2.0, 4.0, pytest.approx(2 / 3))
+
+
+def test_small_n_note_shows_the_bootstrap_interval():
+    pd = difference_stats([0.1, 0.5, 0.2, 0.4])
+    assert pd.note == (f"only 4 seeds: the interval is coarse; the percentile bootstrap "
+                       f"[{pd.boot_low:+.3g}, {pd.boot_high:+.3g}] cannot leave the range of so few values "
+                       "and undercovers, so the t-interval decides")
+    assert pd.boot_low < pd.boot_high
+
+
+def test_pair_by_key_orders_names_and_leaves_look_alikes_as_names():
+    names = {k: 1.0 for k in ("delta", "alpha", "echo", "charlie", "bravo", "foxtrot", "X1", "-")}
+    keys, _, _ = pair_by_key(names, names)
+    assert keys == ["-", "X1", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
