@@ -10,10 +10,15 @@ import numpy as np
 import pytest
 
 from bnmem.data.corruption import (
+    append_ood,
     check_heldout_classes,
+    check_rate,
     default_heldout_classes,
+    flip_labels,
     keep_classes,
+    make_rng,
     noise_images,
+    ood_count,
     pick_ood,
     subsample_indices,
 )
@@ -89,3 +94,33 @@ def test_pick_ood_may_take_the_whole_pool_once():
     assert sorted(got.tolist()) == [0, 1, 2, 3, 4]
     with pytest.raises(BnmemError, match="needs 6 OOD images but pool has only 5"):
         pick_ood(pool, 6, np.random.default_rng(0), "pool")
+
+
+@pytest.mark.parametrize("seed", [True, 1.5, -1, "3"])
+def test_make_rng_refuses_non_integer_seeds(seed):
+    with pytest.raises(BnmemError, match="data seed must be a non-negative integer"):
+        make_rng(seed, 0)
+
+
+def test_rate_messages_name_the_rate():
+    with pytest.raises(BnmemError, match=r"^rate rate 2 is outside \[0, 1\)$"):
+        check_rate(2)
+    with pytest.raises(BnmemError, match=r"^label_noise rate 1.5 is outside"):
+        flip_labels(np.zeros(4, dtype=np.int64), 1.5, 3, np.random.default_rng(0))
+    with pytest.raises(BnmemError, match=r"^ood rate 1.0 is outside"):
+        ood_count(1.0, 10)
+
+
+def test_flip_labels_single_flip_and_int64_output():
+    y = np.arange(10, dtype=np.uint8) % 3
+    y_new, noisy = flip_labels(y, 0.1, 3, np.random.default_rng(0))  # round(0.1 * 10) = 1 flip
+    assert noisy.sum() == 1 and (y_new != y).sum() == 1 and y_new.dtype == np.int64
+
+
+def test_append_ood_labels_cover_every_class_and_keep_the_image_dtype():
+    x = np.zeros((3, 1, 2, 2), dtype=np.float32)
+    x_ood = np.ones((400, 1, 2, 2), dtype=np.float64)
+    x_all, y_all, is_ood = append_ood(x, np.array([0, 1, 2]), x_ood, 4, np.random.default_rng(0))
+    assert x_all.dtype == np.float32 and x_all.shape == (403, 1, 2, 2) and y_all.dtype == np.int64
+    assert is_ood.tolist() == [False] * 3 + [True] * 400
+    assert sorted(set(y_all[3:].tolist())) == [0, 1, 2, 3]  # uniform over all classes, 0 included

@@ -225,3 +225,15 @@ def test_train_idx_is_bitwise_training_on_the_subset(digits):
     # ... and differs from training on everything, so the comparison can fail.
     assert not torch.equal(next(iter(via_idx.parameters())), next(iter(on_all.parameters())))
 
+
+
+# ---------------------------------------------------------------------------
+# Reference-free attacks: one score per example, the view average of the target's own numbers.
+
+
+def test_reference_free_attacks_average_over_views_per_example():
+    from bnmem.attacks.lira import global_threshold, loss_attack
+
+    phi = np.array([[1.0, 3.0], [-2.0, 0.0], [5.0, 5.0]])  # [n_examples, n_views]
+    np.testing.assert_array_equal(global_threshold(phi), [2.0, -1.0, 5.0])
+    np.testing.assert_array_equal(loss_attack(phi), [-2.0, 1.0, -5.0])
