@@ -84,3 +84,20 @@ def test_roc_one_class_and_bad_shapes():
 def test_tpr_at_fpr_without_a_point_below_the_level_is_nan():
     assert math.isnan(tpr_at_fpr(np.array([0.5, 1.0]), np.array([0.5, 1.0]), 1e-3))
     assert math.isnan(tpr_at_fpr(np.zeros(0), np.zeros(0), 1e-2))
+
+
+def test_labels_one_past_the_last_class_are_refused():
+    from bnmem.attacks.scores import lira_statistic
+
+    logits = np.zeros((2, 3, 1, 4))
+    with pytest.raises(BnmemError):
+        lira_statistic(logits, np.array([0, 1, 4]))
+
+
+def test_loss_from_phi_is_float64_for_float32_input():
+    from bnmem.attacks.scores import loss_from_phi
+
+    phi = np.array([30.0, 0.0, -3.0], dtype=np.float32)
+    got = loss_from_phi(phi)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, np.logaddexp(0.0, -phi.astype(np.float64)))
