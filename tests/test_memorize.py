@@ -36,6 +36,7 @@ def test_both_norms_generalize_similarly(claim_run):
     _, res = claim_run
     bn_test = res["batch"]["final"]["test_acc"]
     none_test = res["none"]["final"]["test_acc"]
+    # Thresholds from one measured run, not derived: test accuracy BN 0.940, none 0.936.
     assert bn_test > 0.9 and none_test > 0.9
     assert abs(bn_test - none_test) < 0.05
 
