@@ -88,7 +88,9 @@ def test_degenerate_samples():
 
 
 def _png(path: Path, title: str) -> None:
-    from bnmem.figures.plots import plt, save_figure
+    import matplotlib.pyplot as plt
+
+    from bnmem.figures.save import save_figure
 
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.plot([0, 1, 2], [0, 1, 0.5])
@@ -117,8 +119,9 @@ def lira_json(bn_per_target, other_per_target, label_noise=0.05, norms=("batch",
         return {"auc": float(np.mean(aucs)), "auc_per_target": aucs, "auc_std": float(np.std(aucs, ddof=1)),
                 "balanced_acc": 0.55, "tpr_at_0.1pct_fpr": 0.01, "tpr_at_1pct_fpr": 0.03, "n_targets": len(aucs)}
 
-    out = {n: {a: {s: summary(per[n]) for s in ("all", "outliers", "inliers")} for a in ("online", "offline")}
-           for n in norms}
+    out = {"lens": "lira", "schema_version": 1}
+    out.update({n: {a: {s: summary(per[n]) for s in ("all", "outliers", "inliers")} for a in ("online", "offline")}
+                for n in norms})
     out["accuracy"] = {n: {k: {"mean": 0.9, "min": 0.85, "max": 0.95, "per_model": []}
                            for k in ("train_in", "train_out", "test", "noisy_in")} for n in norms}
     out["paired"] = {}
@@ -148,7 +151,7 @@ def write_gamma_sigma(folder: Path, per_seed_medians: dict[str, list[float]]) ->
                 for layer, meds in per_seed_medians.items()}
 
     _write(folder / "gamma_sigma.json", {
-        "epochs": [1, 2], "layers": layers, "curves": {}, "per_seed": {},
+        "lens": "gamma-sigma", "schema_version": 1, "epochs": [1, 2], "layers": layers, "curves": {}, "per_seed": {},
         "final": {"running": final(0.0), "batch": final(-0.1)},
         "conditions": {"dataset": "digits", "arch": "lenet", "norms": ["batch"], "seeds": [0, 1, 2],
                        "label_noise": 0.1, "ood": 0.0, "norm": "batch", "epochs": 2, "gs_reg": 0.0}})
@@ -171,7 +174,7 @@ def write_mitigate(folder: Path, bn_noisy, reg_noisy, bn_test=0.95, reg_test=0.9
                 "fixed_epoch": {"epoch": 1, **at}, "final": {"epoch": 2, **at},
                 "gamma_sigma": {"fixed_epoch": gs, "final": gs if norm == "batch" else None}}
 
-    doc = {"batch": variant("batch", 0.0, bn_noisy, bn_test),
+    doc = {"lens": "mitigate", "schema_version": 1, "batch": variant("batch", 0.0, bn_noisy, bn_test),
            "batch+gs1": variant("batch", 1.0, reg_noisy, reg_test),
            "none": variant("none", 0.0, [0.05] * len(bn_noisy), 0.94),
            "variants": ["batch", "batch+gs1", "none"],
@@ -479,7 +482,7 @@ def test_folder_of_lens_dirs_groups_lenses_by_setting(lens_dirs, tmp_path):
     assert run.layout == "folder" and run.theory is not None
     by_noise = {c.conditions.get("label_noise"): c for c in run.cells}
     assert set(by_noise) == {0.1, 0.0}
-    assert {"memorize", "lira", "gamma_sigma", "mitigate"} <= set(by_noise[0.1].lenses)
+    assert {"memorize", "lira", "gamma-sigma", "mitigate"} <= set(by_noise[0.1].lenses)
     assert set(by_noise[0.0].lenses) == {"lira"}
     status = {c.id: c.status for c in rep.claims}
     assert status["3b"] == NOT_REPRODUCED and status["4"] == REPRODUCED and status["6"] == REPRODUCED

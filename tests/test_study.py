@@ -69,8 +69,8 @@ def _with(path: str, value) -> dict:
         (_with("train.lrr", 0.1), "train.lrr: Extra inputs are not permitted"),
         (_with("lenses.lira.shadow_modelz", 8), "lenses.lira.shadow_modelz: Extra inputs are not permitted"),
         (_with("lenses.theory.stepz", 8), "lenses.theory.stepz: Extra inputs are not permitted"),
-        (_with("lenses.rmia", {"gamma": 2}), "lenses.rmia.gamma: Extra inputs are not permitted"),
-        (_with("lenses.nonsense", {}), "lenses.nonsense: Extra inputs are not permitted"),
+        (_with("lenses.rmia", {"gamma": 2}), "rmia: it runs the lira lens and takes no options of its own"),
+        (_with("lenses.nonsense", {}), "lenses: unknown lens 'nonsense'; choose one of memorize"),
         (_with("grid.outliers", [{"label_noise": 1.5}]), "grid.outliers.0.label_noise: rate 1.5 is outside [0, 1)"),
         (_with("grid.datasets", ["imagenet"]), "grid.datasets: unknown dataset 'imagenet'"),
         (_with("grid.norms", ["batch", "weird"]), "grid.norms: unknown norm 'weird'"),
@@ -179,7 +179,8 @@ def test_ready_studies_validate(path):
     study = load_study(path)
     cells, jobs = plan(study)
     assert len({c.id for c in cells}) == len(cells)
-    assert set(study.lenses.enabled()) == {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "rmia", "theory"}
+    assert set(study.lenses.enabled()) == {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "theory"}
+    assert study.lenses.asked()["rmia"] == "lira"  # rmia runs the lira lens
     if path.stem in READY:
         assert (len(cells), len(jobs)) == READY[path.stem]
 
@@ -245,14 +246,15 @@ def test_tiny_study_runs(tiny_run):
 
 def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
     """Each lens fed by the shared runs writes exactly what it writes when run on its own."""
-    from bnmem.lenses.registry import run_cell_lens
+    from bnmem.lenses import registry
 
     study, out, _ = tiny_run
     _, jobs = plan(study)
     for lens in ("memorize", "gradnorms", "gamma-sigma", "mitigate"):
         job = next(j for j in jobs if j.id == f"digits-lenet-flip0.05/{lens}")
         alone = tmp_path / lens
-        run_cell_lens(lens, job.config, alone, progress=False)
+        spec = registry.get(lens)
+        spec.run(spec.config.model_validate(job.config), alone, progress=False)
         got, want = result_files(out / job.folder), result_files(alone)
         assert got.keys() == want.keys(), lens
         assert [k for k in got if got[k] != want[k]] == [], lens
@@ -275,8 +277,10 @@ def test_rerun_with_other_study_refused(tiny_run, tmp_path, capsys):
 
 def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     _, reference, _ = tiny_run
-    import bnmem.lenses.lira as lira_mod
+    import dataclasses
+
     import bnmem.train.trainer as trainer_mod
+    from bnmem.lenses import registry
 
     study = Study.model_validate(TINY)
     real_train = trainer_mod.train_model
@@ -300,7 +304,7 @@ def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
         raise RuntimeError("simulated lira crash")
 
     monkeypatch.setattr(trainer_mod, "train_model", flaky_train)
-    monkeypatch.setattr(lira_mod, "run_lira", broken_lira)
+    monkeypatch.setitem(registry._REGISTRY, "lira", dataclasses.replace(registry.get("lira"), run=broken_lira))
     out = tmp_path / "run"
     with pytest.raises(BnmemError, match=r"jobs failed \(first: .*RuntimeError: simulated crash"):
         run_study(study, out, progress=False)

@@ -19,7 +19,7 @@ from torch import nn
 from bnmem.errors import BnmemError
 from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batchnorm_layers
-from bnmem.train.regularizer import batch_sigma
+from bnmem.models.norms import batch_sigma
 
 SigmaMode = Literal["running", "batch"]
 SIGMA_MODES = ("running", "batch")

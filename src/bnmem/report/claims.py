@@ -480,7 +480,7 @@ def claim_gamma_sigma(run: RunData) -> Claim:
         "gamma_sigma",
         value_format="{:.2f}",
     )
-    for cell, lens in run.lenses("gamma_sigma"):
+    for cell, lens in run.lenses("gamma-sigma"):
         where0 = cell.describe()
         rows = layer_rows(lens.data)
         meds = [m for m in (layer_median(r) for r in rows) if m is not None]

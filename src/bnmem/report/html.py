@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from bnmem import __version__
 from bnmem.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, conditions_text
-from bnmem.report.rundata import LENS_FIGURES, Lens, RunData
+from bnmem.report.rundata import Lens, RunData, lens_figures
 from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -32,7 +32,7 @@ FIGURE_SECTIONS = (
     ("lira", "Membership inference (log-log ROC)", "lira",
      "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
      "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
-    ("gamma_sigma", "γ/σ per BN layer", "gamma_sigma",
+    ("gamma_sigma", "γ/σ per BN layer", "gamma-sigma",
      "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
      "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
      "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
@@ -103,6 +103,9 @@ def png_data_uri(path: Path) -> str | None:
 def render_table(t: Table, cls: str = "") -> str:
     """A :class:`Table` as HTML (numbers right-aligned)."""
     out = [f"<h3>{esc(t.title)}</h3>"] if t.title else []
+    if t.preformatted is not None:
+        out.append(f"<pre>{esc(t.preformatted)}</pre>")
+        return "\n".join(out)
     if not t.rows:
         out.append('<p class="notrun">no rows: the results file lacks these fields</p>')
         return "\n".join(out)
@@ -234,11 +237,31 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     return out
 
 
+def sections(run: RunData) -> list[tuple[str, str, str, str]]:
+    """The built-in figure sections, then one per other lens present in the run (generic)."""
+    known = {kind for _, _, kind, _ in FIGURE_SECTIONS}
+    present = dict.fromkeys([*(k for c in run.cells for k in c.lenses), *run.studywide])
+    extra = [(f"lens-{kind}", lens_title(kind), kind, f"Results of the {kind} lens.")
+             for kind in present if kind not in known]
+    return [*FIGURE_SECTIONS, *extra]
+
+
+def lens_title(kind: str) -> str:
+    from bnmem.errors import BnmemError
+    from bnmem.lenses import registry
+
+    try:
+        return registry.get(kind).title or kind
+    except BnmemError:
+        return kind
+
+
 def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
     """A figure section: every cell's figure for this lens, or 'not run'."""
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
     pairs: list[tuple[str, Lens]] = (
         [("", run.theory)] if kind == "theory" and run.theory is not None
+        else [("", run.studywide[kind])] if kind in run.studywide
         else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
     )
     if not pairs:
@@ -249,7 +272,8 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
             out.append(f"<h3>{esc(label)}</h3>")
         figs = _figures_for(lens)
         if not figs:
-            out.append(f'<p class="notrun">not run: {esc(LENS_FIGURES[kind])} is missing from {esc(lens.path)}</p>')
+            out.append(f'<p class="notrun">not run: {esc(lens_figures().get(kind, "its figure"))} is missing from '
+                       f'{esc(lens.path)}</p>')
         for name, uri in figs:
             out.append(f'<figure><img src="{uri}" alt="{esc(kind)}: {esc(name)}">'
                        f"<figcaption><b>{esc(name)}.</b> {esc(caption)} Source: {esc(lens.path)}</figcaption></figure>")
@@ -259,8 +283,9 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
 
 def _figures_for(lens: Lens) -> list[tuple[str, str]]:
     """The lens's main figure first, then PNGs no other lens claims as its own."""
-    main = LENS_FIGURES[lens.kind]
-    others_main = set(LENS_FIGURES.values()) - {main}
+    figures = lens_figures()
+    main = figures.get(lens.kind)
+    others_main = set(figures.values()) - {main}
     names = [main] if main in lens.figures else []
     names += [n for n in lens.figures if n != main and n not in others_main]
     out = []
@@ -286,7 +311,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
     nav = "".join(f'<a href="#{sid}">{esc(h)}</a>' for sid, h in
                   [("conditions", "Conditions"), ("checklist", "Claims"), ("details", "Claim details")]
-                  + [(s[0], s[1]) for s in FIGURE_SECTIONS] + [("method", "Method")])
+                  + [(s[0], s[1]) for s in sections(run)] + [("method", "Method")])
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -312,7 +337,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         checklist(claims), "</section>",
         '<section id="details"><h2>Claim details</h2>', claim_details(claims), "</section>",
     ]
-    for sid, heading, kind, caption in FIGURE_SECTIONS:
+    for sid, heading, kind, caption in sections(run):
         parts.append(figure_section(run, sid, heading, kind, caption))
         for t in tables.get(sid, []):
             parts.append(render_table(t))

@@ -98,7 +98,9 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     lines += ["## Key tables", ""]
     for section in tables.values():
         for t in section:
-            lines += [f"### {t.title}", "", md_table(t.header, t.rows) if t.rows else "(no rows)", ""]
+            body = (f"```\n{t.preformatted}\n```" if t.preformatted is not None
+                    else md_table(t.header, t.rows) if t.rows else "(no rows)")
+            lines += [f"### {t.title}", "", body, ""]
             if t.caption:
                 lines += [f"_{t.caption}_", ""]
     return "\n".join(lines).rstrip() + "\n"

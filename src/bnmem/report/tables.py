@@ -34,6 +34,7 @@ class Table:
     rows: list[list[str]]
     caption: str = ""
     notes: list[str] = field(default_factory=list)
+    preformatted: str | None = None  # text shown as is (a lens's own summary table), instead of rows
 
 
 def f3(v: Any, spec: str = ".3f") -> str:
@@ -217,3 +218,22 @@ def theory_table(lens: Lens) -> Table:
     return Table("Toy model (theory)", ["quantity", "value"], rows,
                  f"{cfg.get('steps', '?')} full-batch GD steps at lr {cfg.get('lr', '?')}, "
                  f"{cfg.get('n_outliers', '?')} {cfg.get('outlier_kind', '?')} outliers, seed {cfg.get('seed', '?')}")
+
+
+def lens_summary_table(label: str, lens: Lens) -> Table | None:
+    """The table a lens's command prints, for a lens the report has no dedicated section for."""
+    from bnmem.errors import BnmemError
+    from bnmem.lenses import registry
+
+    try:
+        spec = registry.get(lens.kind)
+    except BnmemError:
+        return None
+    if spec.summary is None:
+        return None
+    try:
+        text = spec.summary(lens.data)
+    except Exception as e:  # noqa: BLE001 - a summary that cannot read these results must not sink the report
+        text = f"(its summary could not be built from {lens.path}: {type(e).__name__}: {e})"
+    return Table(title=f"{spec.title or spec.name} — {label}" if label else (spec.title or spec.name),
+                 header=[], rows=[], preformatted=text)
