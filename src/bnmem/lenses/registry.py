@@ -242,6 +242,6 @@ def shadow_gamma_sigma(config: dict[str, Any], out: Path) -> dict[str, Any] | No
 
 def run_theory_lens(options: dict[str, Any], out: Path, progress: bool) -> Any:
     """Run the toy-model simulation (one per study) into ``out``."""
-    from bnmem.theory import run_theory
+    from bnmem.theory import TheoryConfig, run_theory
 
-    return run_theory(out, **options)
+    return run_theory(TheoryConfig.model_validate(options), out, progress=progress)

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from bnmem.config import ARCH_ALIASES, ARCHS, DATASETS, NORMS, DataConfig, StrictModel, TrainConfig, validate_rate
 from bnmem.errors import BnmemError
 from bnmem.lenses.registry import LENSES, canonical_lens
+from bnmem.theory.config import TheoryConfig
 
 class Outliers(StrictModel):
     """One outlier setting of the grid: flipped labels and/or OOD inputs."""
@@ -120,31 +121,6 @@ class RmiaOptions(StrictModel):
     """``rmia`` has no options of its own: it is reported by the lira lens (set those under ``lira``)."""
 
 
-class TheoryOptions(StrictModel):
-    """Arguments of :func:`bnmem.theory.run_theory` (the toy model, once per study)."""
-
-    steps: int = Field(400, ge=1)
-    lr: float = Field(0.05, gt=0)
-    n_outliers: int = Field(4, ge=1)
-    seed: int = 0
-    n_per_class: int = Field(20, ge=2)
-    noise: float = Field(0.3, ge=0)
-    kernel_size: int = Field(5, ge=1)
-    outlier_kind: str = "flip"
-    plot: bool = True
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "TheoryOptions":
-        from bnmem.theory import TheoryConfig
-
-        kw = self.model_dump(exclude={"plot"})
-        try:
-            TheoryConfig(**kw).validate()
-        except BnmemError as e:
-            raise ValueError(str(e)) from None
-        return self
-
-
 class Lenses(StrictModel):
     """The lenses to run; absent = not run. A YAML list of names means defaults for each."""
 
@@ -156,7 +132,7 @@ class Lenses(StrictModel):
     mitigate: LensOptions | None = None
     lira: LensOptions | None = None
     rmia: RmiaOptions | None = None
-    theory: TheoryOptions | None = None
+    theory: TheoryConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
