@@ -286,13 +286,31 @@ def test_ratio_stats_on_known_inputs() -> None:
     ratio = np.repeat(amp[:, None], 3, axis=1)
     ones = np.ones_like(ratio)
     run = {"ratio": ratio, "amp": amp, "ratio_w_only": 0 * ratio, "first_order_bn": ratio,
-           "first_order_plain": ones, "bn_terms": np.stack([ratio / 2, ratio / 4, ratio / 4], axis=1)}
+           "first_order_plain": ones, "bn_terms": np.stack([ratio / 2, ratio / 4, ratio / 4], axis=1),
+           "plain_terms": np.stack([ones / 2, ones / 2], axis=1), "dm_bn": ratio, "dm_plain": ones}
     st = ratio_stats(run)
     assert st["median_rel_error_vs_gamma_sigma_sq"] == 0 and st["fraction_within_factor_2_of_gamma_sigma_sq"] == 1
     assert st["spearman_ratio_vs_gamma_sigma_sq"] == pytest.approx(1.0)
     assert st["ratio"]["min"] == 2 and st["ratio"]["max"] == 16 and st["fraction_negative"] == 0
     assert st["w_term_share_of_bn_growth_median"] == pytest.approx(0.5)
     assert st["old_w_only_median_rel_error_vs_gamma_sigma_sq"] == pytest.approx(1.0)
+    assert st["descriptive"]["fraction_bn_grows_margin_more"] == 1
+    assert st["descriptive"]["rho_median"] == pytest.approx(1.0)  # w term = amp x plain w term
     assert ratio_stats({**run, "ratio": ratio / 2})["fraction_within_factor_2_of_gamma_sigma_sq"] == 1
     assert ratio_stats({**run, "ratio": -ratio})["fraction_within_factor_2_of_gamma_sigma_sq"] == 0
     assert ratio_stats({**run, "ratio": ratio / 4})["fraction_within_factor_2_of_gamma_sigma_sq"] == 0
+
+
+def test_counterfactual_decomposition_identities() -> None:
+    """At the matched state the β term of BN's first-order growth equals the plain model's
+    c~ term (same feature gradient), and BN's w term is (γ/σ)²·ρ times the plain w~ term,
+    with ρ from the closed form (an independent computation)."""
+    cfg = TheoryConfig(seed=2, outlier_kind="ood")
+    data, p = _mid_training_state(cfg, steps=60)
+    x, y, idx = data.x, data.y, data.outlier_idx
+    cf = counterfactual_step(p, x, y, idx, cfg.bn_eps, cfg.lr)
+    np.testing.assert_allclose(cf.bn_terms[2], cf.plain_terms[1], rtol=1e-9, atol=1e-15)
+    logits, mu, sigma = bn_forward(p, x, cfg.bn_eps)
+    xhat = (F.conv1d(x[:, None], p["w"].view(1, 1, -1)).squeeze(1) - mu) / sigma
+    rho = live_projection_factor(x, y, idx, logits, p["A"], xhat)
+    np.testing.assert_allclose(cf.bn_terms[0], cf.amp * rho * cf.plain_terms[0], rtol=1e-8, atol=1e-15)

@@ -107,9 +107,8 @@ def ratio_stats(run: dict[str, np.ndarray]) -> dict[str, Any]:
     """Statistics of BN / plain margin-growth ratios over every (step, outlier) point of ``run``.
 
     Args:
-        run: arrays with ``ratio``, ``amp``, ``ratio_w_only``, ``first_order_bn``,
-            ``first_order_plain`` and ``bn_terms`` (stacked over steps, or pooled
-            runs concatenated along the step axis).
+        run: :func:`~bnmem.theory.trajectories.counterfactual_run` arrays (stacked
+            over steps, or pooled runs concatenated along the step axis).
 
     Returns:
         Quantiles of the ratio, of ratio / (γ/σ)², the fraction of points within a
@@ -138,6 +137,14 @@ def ratio_stats(run: dict[str, np.ndarray]) -> dict[str, Any]:
         "first_order_median_rel_error": float(np.nanmedian(_rel_err(ratio, first))),
         "w_term_share_of_bn_growth_median": float(np.nanmedian(w_share)),
         "old_w_only_median_rel_error_vs_gamma_sigma_sq": float(np.nanmedian(_rel_err(old, amp))),
+        # Added after the first run, descriptive only: the ratio is ill-conditioned where the
+        # plain model's margin barely moves, so also say how often each step grows the margin.
+        "descriptive": {
+            "fraction_bn_grows_margin_more": float(np.mean(run["dm_bn"] > run["dm_plain"])),
+            "fraction_bn_margin_grows": float(np.mean(run["dm_bn"] > 0)),
+            "fraction_plain_margin_grows": float(np.mean(run["dm_plain"] > 0)),
+            "rho_median": float(np.nanmedian(run["bn_terms"][:, 0, :] / (amp * run["plain_terms"][:, 0, :]))),
+        },
     }
 
 
@@ -154,7 +161,8 @@ def _get(d: dict[str, Any], dotted: str) -> Any:
 
 
 def _pool(runs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    keys = ("ratio", "amp", "ratio_w_only", "first_order_bn", "first_order_plain", "bn_terms")
+    keys = ("ratio", "amp", "ratio_w_only", "first_order_bn", "first_order_plain", "bn_terms", "plain_terms",
+            "dm_bn", "dm_plain")
     return {k: np.concatenate([r[k] for r in runs]) for k in keys}
 
 
