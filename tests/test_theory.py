@@ -194,8 +194,8 @@ def test_run_theory_resumes_only_an_identical_finished_simulation(tmp_path, monk
 
 @pytest.mark.parametrize(
     "kw",
-    [dict(steps=0), dict(lr=-1.0), dict(lr=float("nan")), dict(n_outliers=0), dict(n_outliers=60),
-     dict(outlier_kind="x"), dict(kernel_size=32), dict(counterfactual_seeds=0), dict(stepz=3)],
+    [{"steps": 0}, {"lr": -1.0}, {"lr": float("nan")}, {"n_outliers": 0}, {"n_outliers": 60},
+     {"outlier_kind": "x"}, {"kernel_size": 32}, {"counterfactual_seeds": 0}, {"stepz": 3}],
 )
 def test_bad_config_is_a_one_line_user_error(kw) -> None:
     with pytest.raises(BnmemError) as e:

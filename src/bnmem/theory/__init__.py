@@ -51,7 +51,7 @@ _EXPORTS = {
     "finished_summary": "run",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bnmem.config import StrictModel
 from bnmem.errors import BnmemError
@@ -52,7 +58,7 @@ class TheoryConfig(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TheoryConfig":
+    def _consistent(self) -> TheoryConfig:
         n = self.n_classes * self.n_per_class
         if not self.n_outliers < n:
             raise ValueError(f"n_outliers must be between 1 and {n - 1}, got {self.n_outliers}")
@@ -65,7 +71,7 @@ class TheoryConfig(StrictModel):
         return self.model_dump(mode="json", exclude={"plot"})
 
     @classmethod
-    def from_options(cls, **options: Any) -> "TheoryConfig":
+    def from_options(cls, **options: Any) -> TheoryConfig:
         """Validate keyword options; a bad value is a one-line BnmemError naming the field.
 
         Raises:

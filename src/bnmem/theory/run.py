@@ -16,8 +16,8 @@ from tqdm.auto import tqdm
 
 from bnmem import io
 from bnmem.theory.config import OUTLIER_KINDS, TheoryConfig
-from bnmem.theory.trajectories import counterfactual_runs, simulate
 from bnmem.theory.summary import summarize, summarize_counterfactual
+from bnmem.theory.trajectories import counterfactual_runs, simulate
 
 LENS = "theory"
 SCHEMA_VERSION = 1

@@ -8,8 +8,9 @@ kinds). Everything is float64 and deterministic for a given config.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +19,17 @@ import torch.nn.functional as F
 from bnmem.errors import BnmemError
 from bnmem.theory.config import OUTLIER_KINDS, TheoryConfig
 from bnmem.theory.data import make_toy_data
-from bnmem.theory.model import DTYPE, bn_forward, gd_step, grads, init_bn_params, leaf, matched_plain_params, plain_forward, smooth_margin
+from bnmem.theory.model import (
+    DTYPE,
+    bn_forward,
+    gd_step,
+    grads,
+    init_bn_params,
+    leaf,
+    matched_plain_params,
+    plain_forward,
+    smooth_margin,
+)
 from bnmem.theory.probes import counterfactual_step, probe_state
 
 # Mean cross-entropy starts near log(C) and a converging run only lowers it; a

@@ -8,7 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from bnmem.cli.app import Out, Quiet, app
-from bnmem.theory.config import TheoryConfig  # pydantic only: `bnmem --help` stays free of torch
+from bnmem.theory.config import (
+    TheoryConfig,  # pydantic only: `bnmem --help` stays free of torch
+)
 
 _F = TheoryConfig.model_fields
 
