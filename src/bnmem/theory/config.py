@@ -31,12 +31,12 @@ class TheoryConfig(StrictModel):
     steps: int = Field(400, ge=1, description="full-batch gradient-descent steps of each run")
     lr: float = Field(0.05, gt=0, allow_inf_nan=False,
                       description="learning rate of every run and of the per-step probes")
-    n_outliers: int = Field(4, ge=1, description="corrupted training samples (out of n-classes x n-per-class)")
+    n_outliers: int = Field(4, ge=1, description="corrupted training samples (out of n_classes x n_per_class, 60 by default)")
     seed: int = Field(0, description="seeds data, corruption and initialization")
     n_per_class: int = Field(20, ge=2, description="clean samples per class")
     n_classes: int = Field(3, ge=2, description="classes of the toy task")
     length: int = Field(32, ge=2, description="length of every 1-D signal")
-    kernel_size: int = Field(5, ge=1, description="conv kernel length (below the signal length)")
+    kernel_size: int = Field(5, ge=1, description="conv kernel length (below the signal length, 32 by default)")
     noise: float = Field(0.3, ge=0, allow_inf_nan=False,
                          description="standard deviation of the white noise on every signal")
     outlier_kind: Literal["flip", "ood"] = Field(
