@@ -192,7 +192,7 @@ def lens_dirs(tmp_path_factory) -> dict[str, Path]:
     """Real runner outputs on tiny configs (crafted JSON where a runner is not installed)."""
     from bnmem.config import DataConfig, TrainConfig
     from bnmem.lenses.memorize import MemorizeConfig, run_memorize
-    from bnmem.theory import run_theory
+    from bnmem.theory import TheoryConfig, run_theory
 
     root = tmp_path_factory.mktemp("lenses")
     data = DataConfig(dataset="digits", label_noise=0.1, seed=0, train_size=200)
@@ -202,7 +202,7 @@ def lens_dirs(tmp_path_factory) -> dict[str, Path]:
            "lira_clean": root / "lira-clean"}
     run_memorize(MemorizeConfig(data=data, norms=["batch", "none"], seeds=[0, 1], train=train), out["memorize"],
                  progress=False)
-    run_theory(out["theory"], steps=20)
+    run_theory(TheoryConfig(steps=20), out["theory"])
     if _available("bnmem.lenses.lira"):
         from bnmem.lenses.lira import LiraConfig, run_lira
 
