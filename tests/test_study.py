@@ -260,6 +260,48 @@ def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
         assert [k for k in got if got[k] != want[k]] == [], lens
 
 
+def test_all_cells_lira_at_once_matches_standalone(tiny_run, tmp_path):
+    """The study submits every cell's shadow-model chunks (then query chunks) in one go; each cell's
+    lira folder still holds exactly what `bnmem lira` writes on its own, one cell after another."""
+    from bnmem.lenses import registry
+
+    study, out, _ = tiny_run
+    _, jobs = plan(study)
+    lira = registry.get("lira")
+    cells = [j for j in jobs if j.lens == "lira"]
+    assert len(cells) == 2
+    for job in cells:
+        alone = tmp_path / job.folder
+        lira.run(lira.config.model_validate(job.config), alone, progress=False)
+        got, want = result_files(out / job.folder), result_files(alone)
+        assert got.keys() == want.keys() and any(k.endswith("metrics.json") for k in got)
+        assert [k for k in got if got[k] != want[k]] == [], job.folder
+
+
+def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
+    """run_phases maps each phase once over every cell's pending jobs (what puts them all in flight)."""
+    from bnmem.executors.local import LocalExecutor
+    from bnmem.study.run import job_spec, run_phases
+
+    study = Study.model_validate({**TINY, "lenses": {"lira": {"shadow_models": 4, "chunk_size": 2}}})
+    _, jobs = plan(study)
+    calls = []
+
+    class Recording(LocalExecutor):
+        def map(self, fn, specs, desc="jobs", resources=None):
+            calls.append((desc, sorted({s["run_dir"].split("/")[-3] for s in specs}), len(specs)))
+            return super().map(fn, specs, desc, resources)
+
+    specs = [job_spec(j, tmp_path, False) for j in jobs]
+    run_phases(specs, Recording(progress=False), {})
+    # 2 cells x 2 norms x 2 chunks of 2 models, trained then queried: one map per phase.
+    assert calls == [("train jobs", ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise"], 8),
+                     ("query jobs", ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise"], 8)]
+    calls.clear()
+    run_phases(specs, Recording(progress=False), {})  # all finished: nothing submitted
+    assert calls == []
+
+
 def test_rerun_skips_everything(tiny_run, capsys):
     study, out, _ = tiny_run
     before = mtimes(out)
@@ -325,3 +367,16 @@ def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     got, want = result_files(out), result_files(reference)
     assert got.keys() == want.keys()
     assert [k for k in got if got[k] != want[k]] == []
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_study(tmp_path, TINY)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no run directory, no runs/
+    _, jobs = plan(Study.model_validate(TINY))
+    assert f"{len(jobs)} jobs" in text and "digits-lenet-flip0.05/lira" in text
+    # 4 shadow models x 2 norms x 200 examples x 5 views (identity + 4 shifts) x 4 bytes, per cell
+    assert "attack inputs 32.0 KB" in text and "estimated disk:" in text

@@ -67,6 +67,13 @@ class Lens:
         stage: study jobs of a lower stage run first (expensive lenses last).
         uses_executor: spreads its own work over the executor it is given (lira's
             shadow-model chunks); a study runs it in the driver instead of shipping it.
+        phases: names of the job phases a study may run for every cell at once
+            before calling ``run`` (which then finds that work finished).
+        phase_jobs: ``phase_jobs(cfg, out, phase) -> (job function, specs)``: the
+            unfinished jobs of one phase.
+        estimate: ``estimate(cfg, n_train, parameter_count) -> {kind: bytes}``: what the
+            lens writes besides per-(norm, seed) models (``bnmem run --dry-run``);
+            ``parameter_count(arch, dataset, norm)`` counts a model's weights.
         aliases: other names accepted in a study or on the command line.
     """
 
@@ -85,6 +92,9 @@ class Lens:
     bn_only: bool = False
     stage: int = 1
     uses_executor: bool = False
+    phases: tuple[str, ...] = ()
+    phase_jobs: Callable[[Any, Path, str], tuple[Callable, list[dict[str, Any]]]] | None = None
+    estimate: Callable[[Any, int, Callable[[str, str, str], int]], dict[str, int]] | None = None
     aliases: tuple[str, ...] = ()
 
     def stamp(self, results: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ Run directory::
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import shutil
 import time
@@ -381,6 +382,44 @@ class StudyResult:
         return [j for j in self.jobs if j["status"] == "failed"]
 
 
+def run_phases(specs: list[dict[str, Any]], executor: Any, resources: dict[str, Any]) -> None:
+    """Submit the phased work of every lens job in ``specs`` (lira's training, then query chunks), each
+    phase for all cells at once, so a cluster has every cell's chunks in flight together.
+
+    A job that fails here is not an error yet: the lens's own run retries it and reports the failure.
+    """
+    lens_specs = [s for s in specs if s["lens"] != SHARED and registry.get(s["lens"]).phases]
+    phases = dict.fromkeys(p for s in lens_specs for p in registry.get(s["lens"]).phases)
+    for phase in phases:
+        by_fn: dict[Any, list[dict[str, Any]]] = {}
+        for s in lens_specs:
+            lens = registry.get(s["lens"])
+            if phase not in lens.phases:
+                continue
+            try:
+                fn, jobs = lens.phase_jobs(lens.config.model_validate(s["config"]), Path(s["out"]), phase)
+            except Exception:  # noqa: BLE001 - its lens job will fail with the same error, recorded there
+                continue
+            name = f"{fn.__module__}:{fn.__name__}"
+            by_fn.setdefault(name, []).extend({**j, "progress": False, "job_fn": name} for j in jobs)
+        for jobs in by_fn.values():
+            if jobs:
+                executor.map(run_phase_job, jobs, desc=f"{phase} jobs", resources=resources)
+
+
+def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run a phase job named by ``spec["job_fn"]`` (``module:function``); report instead of raising.
+
+    Module-level and plain-data in, so any executor (Ray included) can ship it.
+    """
+    module, name = spec["job_fn"].split(":")
+    fn = getattr(importlib.import_module(module), name)
+    try:
+        return fn({k: v for k, v in spec.items() if k != "job_fn"})
+    except Exception as e:  # noqa: BLE001 - retried and reported by the lens job itself
+        return {"failed": f"{type(e).__name__}: {e}"}
+
+
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
@@ -420,6 +459,7 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
             if not todo:
                 continue
+            run_phases(todo, executor, resources)
             if executor.name == "local":
                 result.jobs += executor.map(run_job, todo, desc=f"{study.name} jobs", resources=resources)
             else:
