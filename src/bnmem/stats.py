@@ -85,7 +85,7 @@ def _clean(values: Sequence[float] | np.ndarray) -> np.ndarray:
 def bootstrap_mean_ci(
     values: Sequence[float] | np.ndarray,
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> tuple[float, float] | None:
     """Percentile-bootstrap interval of the mean.
@@ -93,7 +93,7 @@ def bootstrap_mean_ci(
     Args:
         values: the sample (non-finite entries are dropped).
         level: coverage, e.g. 0.95.
-        n_resamples: bootstrap resamples.
+        n_resamples: bootstrap resamples (None: :data:`N_RESAMPLES`, read at call time).
         seed: seed of the resampling; the same inputs give the same interval.
 
     Returns:
@@ -102,6 +102,7 @@ def bootstrap_mean_ci(
     x = _clean(values)
     if x.size < 2:
         return None
+    n_resamples = n_resamples or N_RESAMPLES
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples)
     # Chunks keep the index matrix small for large n (e.g. thousands of targets).
@@ -140,7 +141,7 @@ def paired_difference(
     b: Sequence[float] | np.ndarray,
     unit: str = "seeds",
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> PairedDiff:
     """Mean of the paired differences ``a − b`` with confidence intervals.
@@ -171,7 +172,7 @@ def difference_stats(
     diffs: Sequence[float] | np.ndarray,
     unit: str = "seeds",
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> PairedDiff:
     """Like :func:`paired_difference`, from the differences themselves."""
@@ -185,6 +186,7 @@ def difference_stats(
     if d.size == 0:
         return PairedDiff(math.nan, None, None, 0, unit, "no pairs", note="; ".join(notes))
     mean = float(d.mean())
+    n_resamples = n_resamples or N_RESAMPLES
     boot = bootstrap_mean_ci(d, level, n_resamples, seed)
     tint = t_interval(d, level)
     if d.size == 1:
@@ -241,7 +243,7 @@ def paired_summary(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> dict[str, Any]:
     """The paired block of a LiRA ``metrics.json``: per-target differences and their interval.
