@@ -195,7 +195,8 @@ def test_claim_3_gives_each_attack_a_verdict_and_states_agreement():
     assert claim.status == DIRECTION_ONLY
     assert "disagree" in claim.agreement_text() and "of" in claim.agreement_text()
     k, n = claim.agreement()
-    assert n == 3 + 1 and k == 2  # plan + 3 attacks; the plan and online LiRA agree
+    assert n == 3 and k == 1  # the plan (= online LiRA), offline LiRA, RMIA
+    assert [claim.label(a) for a in claim.robustness()] == ["plan 2.0 (online LiRA)", "offline LiRA", "RMIA"]
 
 
 def test_single_replicate_lira_uses_the_lens_jackknife():
@@ -364,9 +365,11 @@ def test_claim_2_uses_every_checkpoint_and_shows_the_previous_rule():
     assert claim.decisive.value == pytest.approx(expected, abs=0.05)
     assert claim.status == CONTRADICTED
     assert claim.previous_status == PREVIOUS_REPRODUCED
-    panel = {a.name: a.status for a in claim.robustness()}
+    panel = {claim.label(a): a.status for a in claim.robustness()}
     assert panel["checkpoint 5 only"] == REPRODUCED and panel["checkpoint 20 only"] == CONTRADICTED
-    assert panel["eval definition"] == CONTRADICTED and panel["batch definition"] == REPRODUCED
+    assert panel["plan 2.0 (eval definition)"] == CONTRADICTED and panel["batch definition"] == REPRODUCED
+    assert {a.name: a.status for a in claim.coverdicts()} == {"eval definition": CONTRADICTED,
+                                                               "batch definition": REPRODUCED}
     assert "memorization phase [5] (plan 1.1)" in panel
     assert "disagree" in claim.agreement_text()
 
@@ -385,3 +388,40 @@ def test_claim_2_matched_fit_level_reads_the_memorize_lens():
     # BN at epoch 5: log ratio 0.5 + 0.01 r; none at epoch 20: log ratio 0 -> +0.51 on average
     assert matched.value == pytest.approx(0.51, abs=1e-9) and matched.status == REPRODUCED
     assert "batch epoch 5" in matched.note and "none epoch 20" in matched.note
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def test_report_prints_plan_version_agreement_and_previous_verdicts():
+    """The checklist rows carry the plan version, 'k of n analyses agree' and the plan 1.1 verdict; the HTML has
+    the robustness panel and the plan; summary.csv has the new columns."""
+    from bnmem.report.claims import evaluate_claims
+    from bnmem.report.html import render_html
+    from bnmem.report.summary import render_csv, render_markdown
+
+    rng = np.random.default_rng(9)
+    cells = []
+    for r in range(3):
+        lenses = {LENS_LIRA: lira_data({"online": 0.69 + rng.normal(0, 0.002, 32), "offline": np.full(32, 0.645),
+                                        "rmia": np.full(32, 0.6 + 0.004 * (r - 1))},
+                                       {a: np.full(32, 0.6) for a in ("online", "offline", "rmia")}),
+                  LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3))}
+        cells.append(make_cell("digits-lenet-noise0.05", r, lenses))
+    run = make_run(cells)
+    claims = evaluate_claims(run)
+    html = render_html(run, claims, {})
+    assert f"analysis plan version {PLAN_VERSION}" in html
+    assert 'data-claim="2" data-status="contradicted" data-previous="reproduced"' in html
+    assert 'data-claim="3a" data-status="direction only" data-previous="reproduced"' in html
+    assert 'id="robustness"' in html and 'id="plan"' in html and "Adopted after seeing results" in html
+    c3 = next(c for c in claims if c.id == "3a")
+    assert c3.agreement_text() in html and "analyses agree" in c3.agreement_text()
+    md = render_markdown(run, claims, {})
+    assert f"Analysis plan version **{PLAN_VERSION}**" in md and "## Robustness panel" in md
+    rows = {r["id"]: r for r in __import__("csv").DictReader(render_csv(claims).splitlines())}
+    assert rows["3a"]["status"] == DIRECTION_ONLY and rows["3a"]["previous_status"] == PREVIOUS_REPRODUCED
+    assert rows["3a"]["agreement"] == "{} of {}".format(*c3.agreement())
+    assert "online LiRA: direction only" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
+    assert rows["2"]["previous_status"] == PREVIOUS_REPRODUCED and rows["1"]["status"] == NOT_RUN
+    assert rows["5a"]["kind"] == "derivation check" and {r["plan_version"] for r in rows.values()} == {PLAN_VERSION}

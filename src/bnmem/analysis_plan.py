@@ -204,8 +204,8 @@ PLAN: dict[str, ClaimPlan] = {
         "entirely below or above the range; contradicted if below 0; inconclusive otherwise. Online LiRA (the "
         "paper's attack) decides the row; offline LiRA and RMIA each get a verdict and the row states agreement",
         coverdicts=("online LiRA", "offline LiRA", "RMIA"),
-        alternatives=("online LiRA with a fixed variance", "outlier subset only (direction only: the paper's "
-                      "range is for all examples)"),
+        alternatives=("online LiRA with a fixed variance", "online LiRA on the outlier subset only (direction "
+                      "tested; the paper's range is for all examples)"),
         previous_rule="online LiRA only; 95% interval over targets (treated as independent) above 0 AND the mean "
                       "≥ 3 points; one bar for every outlier mix",
     ),

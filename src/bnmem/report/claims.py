@@ -107,6 +107,7 @@ class Evaluation:
         deciding: False for comparisons shown for information only (e.g. BN vs group norm).
         coverdicts: analyses with their own verdict (claim 3's attacks, claim 2's definitions...).
         analyses: the robustness panel's alternatives.
+        primary: the name of the co-verdict that is the plan's own analysis (not counted twice).
     """
 
     where: str
@@ -120,12 +121,14 @@ class Evaluation:
     deciding: bool = True
     coverdicts: list[Analysis] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
+    primary: str = ""
 
     @classmethod
     def of(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
-           coverdicts: list[Analysis] | None = None, analyses: list[Analysis] | None = None) -> "Evaluation":
+           coverdicts: list[Analysis] | None = None, analyses: list[Analysis] | None = None,
+           primary: str = "") -> "Evaluation":
         return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, conditions, deciding,
-                   coverdicts or [], analyses or [])
+                   coverdicts or [], analyses or [], primary)
 
     def as_analysis(self, name: str = PLAN_ANALYSIS) -> Analysis:
         return Analysis(name, self.value, self.ci_low, self.ci_high, self.status, self.method, self.note)
@@ -204,15 +207,22 @@ class Claim:
         return self._aggregate(lambda e: e.coverdicts)
 
     def robustness(self) -> list[Analysis]:
-        """The robustness panel: the plan's verdict, each co-verdict and each alternative, aggregated."""
+        """The robustness panel: the plan's verdict, each other co-verdict and each alternative, aggregated."""
         plan = self._aggregate(lambda e: [e.as_analysis()])
-        seen = {PLAN_ANALYSIS}
+        seen = {PLAN_ANALYSIS} | {e.primary for e in self.evaluations if e.primary}
         rest = []
         for a in self.coverdicts() + self._aggregate(lambda e: e.analyses):
             if a.name not in seen:
                 seen.add(a.name)
                 rest.append(a)
         return plan + rest
+
+    def label(self, a: Analysis) -> str:
+        """An analysis's name for display: the plan's own is 'plan 2.0 (<the co-verdict it is>)'."""
+        if a.name != PLAN_ANALYSIS:
+            return a.name
+        primary = next((e.primary for e in self.evaluations if e.primary), "")
+        return f"plan {PLAN_VERSION}" + (f" ({primary})" if primary else "")
 
     def agreement(self) -> tuple[int, int]:
         """(k, n): of the n analyses that ran (plan, co-verdicts, alternatives), k agree with the verdict."""
@@ -548,7 +558,8 @@ def _gradnorm_evaluation(setting: Setting, reps: list[tuple[Cell, Lens]], other:
     assert primary is not None
     bn_mode = (reps[0][1].conditions.get("bn_mode") or {}).get(primary_def, primary_def)
     cond = _cond(setting, reps[0][1], gradient_definition=primary_def, bn_mode=bn_mode, checkpoints=epochs_all)
-    return Evaluation.of(_where(setting, f"{BN} − {other}, {sub_name}"), primary, cond, deciding, cov, alts)
+    return Evaluation.of(_where(setting, f"{BN} − {other}, {sub_name}"), primary, cond, deciding, cov, alts,
+                         f"{primary_def} definition")
 
 
 def _gradnorm_previous(reps: list[tuple[Cell, Lens]], other: str, sub: str, sub_name: str
@@ -665,7 +676,7 @@ def claim_lira(run: RunData, clean: bool) -> Claim:
                          **{k: (lens0.config or {}).get(k) for k in ("shadow_models", "views")
                             if k not in lens0.conditions and k in (lens0.config or {})})
             claim.evaluations.append(Evaluation.of(_where(setting, f"{BN} − {other}"), primary, cond, deciding,
-                                                   cov, alts))
+                                                   cov, alts, ATTACK_NAMES[LIRA_PRIMARY_ATTACK]))
             if deciding:
                 for c, lens in reps:
                     d = _target_diffs(lens, other, LIRA_PRIMARY_ATTACK, LIRA_SUBSET)
@@ -762,7 +773,7 @@ def claim_gamma_sigma(run: RunData) -> Claim:
         alts.append(analysis(f"fraction of layers with median above 1 (plan {PREVIOUS_VERSION})",
                              [v for _, lens in reps for v in model_layer_fractions(lens.data, GS_SIGMA).values()]))
         cond = _cond(setting, reps[0][1], sigma=GS_SIGMA, layers=decide_name)
-        claim.evaluations.append(Evaluation.of(_where(setting), primary, cond, True, cov, alts))
+        claim.evaluations.append(Evaluation.of(_where(setting), primary, cond, True, cov, alts, decide_name))
         for c, lens in reps:
             fr = model_layer_fractions(lens.data, GS_SIGMA)
             if len(fr) >= 2:

@@ -207,7 +207,7 @@ def robustness_panel(claims: list[Claim]) -> str:
                    "<th>status</th><th>agrees</th><th>method · notes</th></tr></thead><tbody>")
         for a in panel:
             agrees = "—" if a.status == NOT_RUN else ("yes" if a.status == c.status else "no")
-            name = f"plan {PLAN_VERSION}" if a.name == "plan" else a.name
+            name = c.label(a)
             out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
                        f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
                        f'<td>{agrees}</td><td class="note">{esc("; ".join(x for x in (a.method, a.note) if x))}</td></tr>')

@@ -101,7 +101,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         prow = []
         for a in panel:
             ci = "—" if a.ci_low is None else f"[{c.fmt(a.ci_low)}, {c.fmt(a.ci_high)}]"
-            prow.append([f"plan {PLAN_VERSION}" if a.name == "plan" else a.name, c.fmt(a.value), ci, a.status])
+            prow.append([c.label(a), c.fmt(a.value), ci, a.status])
         lines += [md_table(["analysis", "value", "95% CI", "status"], prow), ""]
     lines += ["## Claim details", ""]
     for c in claims:

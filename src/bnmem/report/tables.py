@@ -15,7 +15,7 @@ import numpy as np
 
 from bnmem.analysis_plan import BN
 from bnmem.report.results import (
-    finite, gradnorm_checkpoints, layer_median, layer_rows, lira_norms, lira_summary, mitigate_key,
+    finite, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
     mitigate_variants,
 )
 from bnmem.report.rundata import Cell, Lens
@@ -161,12 +161,13 @@ def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
     rows = []
     for r in running:
         b = batch.get(r.get("name"), {})
-        rows.append([str(r.get("name", "?")), str(r.get("n_channels", "—")), f3(layer_median(r)),
+        rows.append([str(r.get("name", "?")), str(layer_type(r) or "—"), str(r.get("n_channels", "—")),
+                     f3(layer_median(r)),
                      f3(r.get("frac_above_1"), ".2f"), f3(layer_median(b)) if b else "—",
                      f3(b.get("frac_above_1"), ".2f") if b else "—"])
     epochs = lens.data.get("epochs") or []
     return Table(f"γ/σ per BN layer — {cell.describe()}",
-                 ["layer", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
+                 ["layer", "type", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
                   "median |γ|/σ (batch σ)", "fraction > 1 (batch σ)"], rows,
                  f"final epoch{f' ({epochs[-1]})' if epochs else ''}, means over seeds; running σ = "
                  "sqrt(running_var + eps) (eval mode), batch σ = std of the layer input over one fixed training batch")
