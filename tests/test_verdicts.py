@@ -425,3 +425,33 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     assert "online LiRA: direction only" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
     assert rows["2"]["previous_status"] == PREVIOUS_REPRODUCED and rows["1"]["status"] == NOT_RUN
     assert rows["5a"]["kind"] == "derivation check" and {r["plan_version"] for r in rows.values()} == {PLAN_VERSION}
+
+
+def test_per_norm_recipe_is_a_robustness_variant_never_deciding():
+    """Cells run with a per-norm recipe form their own setting: shown in the panel, never deciding."""
+    shared = lira_run([np.full(32, v) for v in (0.040, 0.041, 0.042)]).cells
+    per_norm = lira_run([np.full(32, v) for v in (-0.03, -0.031, -0.032)]).cells
+    for c in per_norm:
+        c.conditions["recipe"] = "per-norm"
+        c.id = c.id.replace("noise", "noise-per-norm")
+    claim = claim_lira(make_run(shared + per_norm), clean=False)
+    from bnmem.report.claims import mark_variants
+
+    mark_variants(claim)
+    assert claim.status == REPRODUCED  # the shared recipe decides
+    panel = {claim.label(a): a.status for a in claim.robustness()}
+    assert panel["recipe per-norm"] == CONTRADICTED
+    k, n = claim.agreement()
+    # plan (= online LiRA), offline LiRA, RMIA (same differences: agree), and the per-norm recipe (disagrees)
+    assert (k, n) == (3, 4) and claim.agreement_text().startswith("3 of 4 analyses agree")
+
+
+def test_identity_only_query_view_is_an_alternative():
+    run = lira_run([np.full(32, v) for v in (0.040, 0.041, 0.042)])
+    for c in run.cells:
+        data = c.lenses[LENS_LIRA].data
+        data["identity_only"] = lira_data({"online": np.full(32, 0.6)}, {"online": np.full(32, 0.6)})
+    claim = claim_lira(run, clean=False)
+    panel = {claim.label(a): a.status for a in claim.robustness()}
+    assert panel["online LiRA, identity query view only"] == INCONCLUSIVE  # zero difference
+    assert claim.status == REPRODUCED

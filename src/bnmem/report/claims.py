@@ -108,6 +108,8 @@ class Evaluation:
         coverdicts: analyses with their own verdict (claim 3's attacks, claim 2's definitions...).
         analyses: the robustness panel's alternatives.
         primary: the name of the co-verdict that is the plan's own analysis (not counted twice).
+        variant: set for a robustness variant of the whole experiment (e.g. "recipe per-norm"): it never
+            decides and appears in the robustness panel under this name.
     """
 
     where: str
@@ -122,6 +124,7 @@ class Evaluation:
     coverdicts: list[Analysis] = field(default_factory=list)
     analyses: list[Analysis] = field(default_factory=list)
     primary: str = ""
+    variant: str = ""
 
     @classmethod
     def of(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
@@ -211,7 +214,11 @@ class Claim:
         plan = self._aggregate(lambda e: [e.as_analysis()])
         seen = {PLAN_ANALYSIS} | {e.primary for e in self.evaluations if e.primary}
         rest = []
-        for a in self.coverdicts() + self._aggregate(lambda e: e.analyses):
+        variants: dict[str, list[Analysis]] = {}
+        for e in self.evaluations:
+            if e.variant and e.status != NOT_RUN:
+                variants.setdefault(e.variant, []).append(e.as_analysis(e.variant))
+        for a in self.coverdicts() + self._aggregate(lambda e: e.analyses) + [_weakest(v) for v in variants.values()]:
             if a.name not in seen:
                 seen.add(a.name)
                 rest.append(a)
@@ -281,8 +288,11 @@ DISPLAY_KEYS = (
     "dataset", "arch", "norms", "seeds", "replicates", "label_noise", "ood", "ood_source", "epochs",
     "bn_mode_at_query", "shadow_models", "views", "keep_seed", "attack", "subset", "gradient_definition",
     "bn_mode", "checkpoints", "regularizer_lambda", "lambda_selection", "gs_tau", "sigma", "layers", "gs_reg",
-    "model", "steps", "lr", "n_outliers", "outlier_kind", "seed",
+    "model", "steps", "lr", "n_outliers", "outlier_kind", "seed", "recipe",
 )
+# A setting run with a recipe other than the paper's shared one (e.g. per-norm selected learning rates)
+# is a robustness variant: shown in the panel, never deciding.
+SHARED_RECIPE = "shared"
 
 
 def _cond(setting: Setting, lens: Lens, **extra: Any) -> dict[str, Any]:
@@ -588,12 +598,20 @@ def _gradnorm_previous(reps: list[tuple[Cell, Lens]], other: str, sub: str, sub_
 # ----------------------------------------------------------------- claim 3
 
 
+# Where a lira metrics.json keeps the attacks re-run on the identity query view alone (same schema).
+IDENTITY_BLOCK = "identity_only"
 ATTACK_NAMES = {"online": "online LiRA", "offline": "offline LiRA", "rmia": "RMIA",
                 "online_fixed_variance": "online LiRA, fixed variance"}
 
 
-def _target_diffs(lens: Lens, other: str, attack: str, subset: str) -> np.ndarray | None:
-    sa, sb = lira_summary(lens.data, BN, attack, subset), lira_summary(lens.data, other, attack, subset)
+def _target_diffs(lens: Lens, other: str, attack: str, subset: str, block: str | None = None
+                  ) -> np.ndarray | None:
+    """Per-target BN − other AUC differences (``block``: a variant of the results, e.g. identity-only views,
+    stored under that key of metrics.json with the same norm -> attack -> subset schema)."""
+    data = lens.data if block is None else lens.data.get(block)
+    if not isinstance(data, dict):
+        return None
+    sa, sb = lira_summary(data, BN, attack, subset), lira_summary(data, other, attack, subset)
     if sa is None or sb is None:
         return None
     pa, pb = sa.get("auc_per_target"), sb.get("auc_per_target")
@@ -604,13 +622,13 @@ def _target_diffs(lens: Lens, other: str, attack: str, subset: str) -> np.ndarra
     return np.array([math.nan if ma is None or mb is None else ma - mb])
 
 
-def _lira_estimate(reps: list[tuple[Cell, Lens]], other: str, attack: str, subset: str
-                   ) -> tuple[PairedDiff | None, np.ndarray | None]:
+def _lira_estimate(reps: list[tuple[Cell, Lens]], other: str, attack: str, subset: str,
+                   block: str | None = None) -> tuple[PairedDiff | None, np.ndarray | None]:
     """Replicates as the unit; one replicate: the lens's delete-one-model jackknife, else no interval."""
-    groups = [g for g in (_target_diffs(lens, other, attack, subset) for _, lens in reps) if g is not None]
+    groups = [g for g in (_target_diffs(lens, other, attack, subset, block) for _, lens in reps) if g is not None]
     if not groups:
         return None, None
-    if len(groups) == 1:
+    if len(groups) == 1 and block is None:
         jk = lira_jackknife(reps[0][1].data, other, attack, subset)
         g = groups[0][np.isfinite(groups[0])]
         if jk is not None and g.size:
@@ -666,6 +684,9 @@ def claim_lira(run: RunData, clean: bool) -> Claim:
             fv, _ = _lira_estimate(reps, other, "online_fixed_variance", LIRA_SUBSET)
             if fv is not None:
                 alts.append(Analysis.of(ATTACK_NAMES["online_fixed_variance"], fv, grade(fv, paper=paper)))
+            ident, _ = _lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, IDENTITY_BLOCK)
+            if ident is not None:
+                alts.append(Analysis.of("online LiRA, identity query view only", ident, grade(ident, paper=paper)))
             if not clean:
                 out_est, _ = _lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, "outliers")
                 if out_est is not None:
@@ -987,9 +1008,19 @@ def _mitigate_previous(cell: Cell, lens: Lens, key: str) -> PreviousVerdict:
 # ----------------------------------------------------------------- all
 
 
+def mark_variants(claim: Claim) -> Claim:
+    """Evaluations of a non-shared recipe become robustness variants (shown, never deciding)."""
+    for e in claim.evaluations:
+        recipe = e.conditions.get("recipe")
+        if recipe is not None and recipe != SHARED_RECIPE:
+            e.deciding = False
+            e.variant = f"recipe {recipe}"
+    return claim
+
+
 def evaluate_claims(run: RunData) -> list[Claim]:
     """Every claim of the paper, in the paper's order, decided by plan :data:`PLAN_VERSION`."""
-    return [
+    claims = [
         claim_memorization(run),
         claim_gradnorms(run),
         claim_lira(run, clean=False),
@@ -998,6 +1029,7 @@ def evaluate_claims(run: RunData) -> list[Claim]:
         *claim_theory(run),
         claim_mitigation(run),
     ]
+    return [mark_variants(c) for c in claims]
 
 
 def conditions_text(cond: dict[str, Any]) -> str:
