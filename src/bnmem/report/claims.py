@@ -94,15 +94,11 @@ class Analysis:
 
 
 @dataclass
-class Evaluation:
-    """One measurement of a claim in one setting: the plan's analysis and its alternatives.
+class Evaluation(Analysis):
+    """One measurement of a claim in one setting: the plan's analysis (``name`` is where it was measured,
+    also as :attr:`where`) and its alternatives.
 
     Attributes:
-        where: what was compared, e.g. "digits · lenet · label noise 0.05 (3 replicates): batch − none".
-        value, ci_low, ci_high: the plan's estimate and interval (None when absent).
-        status: graded status (:data:`bnmem.analysis_plan.STATUSES`, or a check status for 5a).
-        method: how the interval was computed.
-        note: caveats and supporting numbers.
         conditions: the conditions of the number.
         deciding: False for comparisons shown for information only (e.g. BN vs group norm).
         coverdicts: analyses with their own verdict (claim 3's attacks, claim 2's definitions...).
@@ -112,13 +108,6 @@ class Evaluation:
             decides and appears in the robustness panel under this name.
     """
 
-    where: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    status: str
-    method: str = ""
-    note: str = ""
     conditions: dict[str, Any] = field(default_factory=dict)
     deciding: bool = True
     coverdicts: list[Analysis] = field(default_factory=list)
@@ -126,8 +115,13 @@ class Evaluation:
     primary: str = ""
     variant: str = ""
 
+    @property
+    def where(self) -> str:
+        """What was compared, e.g. "digits · lenet · label noise 0.05 (3 replicates): batch − none"."""
+        return self.name
+
     @classmethod
-    def of(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
+    def from_analysis(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
            coverdicts: list[Analysis] | None = None, analyses: list[Analysis] | None = None,
            primary: str = "") -> "Evaluation":
         return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, conditions, deciding,
@@ -382,7 +376,7 @@ def claim_memorization(run: RunData) -> Claim:
                 alts = [Analysis.of("final-epoch accuracy", f_est, grade(f_est)),
                         Analysis.of("seeds pooled across replicates", pooled, grade(pooled))]
                 tail = f"{BN} − {other}, {sub_name}"
-                claim.evaluations.append(Evaluation.of(_where(setting, tail), primary, _cond(setting, lens0),
+                claim.evaluations.append(Evaluation.from_analysis(_where(setting, tail), primary, _cond(setting, lens0),
                                                        deciding, analyses=alts))
                 if deciding:
                     for c, lens in ok:
@@ -568,7 +562,7 @@ def _gradnorm_evaluation(setting: Setting, reps: list[tuple[Cell, Lens]], other:
     assert primary is not None
     bn_mode = (reps[0][1].conditions.get("bn_mode") or {}).get(primary_def, primary_def)
     cond = _cond(setting, reps[0][1], gradient_definition=primary_def, bn_mode=bn_mode, checkpoints=epochs_all)
-    return Evaluation.of(_where(setting, f"{BN} − {other}, {sub_name}"), primary, cond, deciding, cov, alts,
+    return Evaluation.from_analysis(_where(setting, f"{BN} − {other}, {sub_name}"), primary, cond, deciding, cov, alts,
                          f"{primary_def} definition")
 
 
@@ -696,7 +690,7 @@ def claim_lira(run: RunData, clean: bool) -> Claim:
                          subset=LIRA_SUBSET,
                          **{k: (lens0.config or {}).get(k) for k in ("shadow_models", "views")
                             if k not in lens0.conditions and k in (lens0.config or {})})
-            claim.evaluations.append(Evaluation.of(_where(setting, f"{BN} − {other}"), primary, cond, deciding,
+            claim.evaluations.append(Evaluation.from_analysis(_where(setting, f"{BN} − {other}"), primary, cond, deciding,
                                                    cov, alts, ATTACK_NAMES[LIRA_PRIMARY_ATTACK]))
             if deciding:
                 for c, lens in reps:
@@ -794,7 +788,7 @@ def claim_gamma_sigma(run: RunData) -> Claim:
         alts.append(analysis(f"fraction of layers with median above 1 (plan {PREVIOUS_VERSION})",
                              [v for _, lens in reps for v in model_layer_fractions(lens.data, GS_SIGMA).values()]))
         cond = _cond(setting, reps[0][1], sigma=GS_SIGMA, layers=decide_name)
-        claim.evaluations.append(Evaluation.of(_where(setting), primary, cond, True, cov, alts, decide_name))
+        claim.evaluations.append(Evaluation.from_analysis(_where(setting), primary, cond, True, cov, alts, decide_name))
         for c, lens in reps:
             fr = model_layer_fractions(lens.data, GS_SIGMA)
             if len(fr) >= 2:
@@ -873,7 +867,7 @@ def claim_theory(run: RunData) -> list[Claim]:
         note = ("fair counterfactual: (w, γ, β) under BN vs (w̃, c̃) of the plain model from the BN model's "
                 "effective weights; per run median relative error: "
                 + ", ".join(f"{k} {v:.0%}" for k, v in errs.items()))
-        live.evaluations.append(Evaluation.of(where, Analysis.of(PLAN_ANALYSIS, est, status, note), cond))
+        live.evaluations.append(Evaluation.from_analysis(where, Analysis.of(PLAN_ANALYSIS, est, status, note), cond))
     elif le is None:
         live.evaluations.append(_not_run(where, "theory.json has no live-step error"))
     else:
@@ -977,7 +971,7 @@ def claim_mitigation(run: RunData) -> Claim:
         alts = [Analysis.of(f"λ={x:g}", c, s, f"test drop {fmt(d.mean * 100 if math.isfinite(d.mean) else None, '+.2f')} pt")
                 for x, (c, d, s) in results.items() if x != lam]
         cond = _cond(setting, lens0, regularizer_lambda=lam, lambda_selection=how, gs_tau=lens0.conditions.get("gs_tau"))
-        claim.evaluations.append(Evaluation.of(_where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary,
+        claim.evaluations.append(Evaluation.from_analysis(_where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary,
                                                cond, True, analyses=alts))
         for c, lens in reps:
             claim.previous.append(_mitigate_previous(c, lens, key))
