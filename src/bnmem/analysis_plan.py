@@ -226,8 +226,9 @@ PLAN: dict[str, ClaimPlan] = {
         "measured γ/σ > 1 in most layers (no number beyond 'most')",
         "evidence", LENS_GAMMA_SIGMA,
         "per trained BN model, the fraction of BN channels with |γ|/σ > 1, σ = sqrt(running_var + eps); "
-        "convolutional BN layers (what the theory describes) decide, fully connected BN layers get their own "
-        "verdict",
+        "convolutional BN layers decide (the (γ/σ)² factor is derived for a convolutional channel), fully "
+        "connected BN layers get their own verdict; a model whose BN layer types are not recorded is judged "
+        "on all its BN layers together",
         "the final epoch",
         "the median over models of the per-model fraction",
         "the trained model (every seed of every replicate); the claim is a property of each trained model",

@@ -751,7 +751,7 @@ def median_estimate(values: Sequence[float], unit: str = "models") -> PairedDiff
 
 def claim_gamma_sigma(run: RunData) -> Claim:
     """Claim 4: |γ|/σ > 1 in most BN channels."""
-    claim = _new_claim("4", LENS_GAMMA_SIGMA, "{:.2f}")
+    claim = _new_claim("4", "gamma_sigma", "{:.2f}")  # the HTML section id
     for setting in settings_of(run, LENS_GAMMA_SIGMA):
         reps = setting.lenses(LENS_GAMMA_SIGMA)
         rows0 = layer_rows(reps[0][1].data, GS_SIGMA)
