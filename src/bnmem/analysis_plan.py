@@ -183,7 +183,7 @@ PLAN: dict[str, ClaimPlan] = {
                       "absolute: log corrupted median, BN − no-norm", "matched fit level: each norm at the "
                       f"checkpoint where its corrupted-subset fit is closest to {FIT_LEVEL:.0%}",
                       "memorization-phase checkpoints (plan 1.1's rule)"),
-        previous_rule="plan 1.1 (adopted after the first demo): log noisy/clean ratio, eval definition only, "
+        previous_rule="adopted after the first demo: log noisy/clean ratio, eval definition only, "
                       "averaged over the 'memorization phase' checkpoints (after epoch 1, up to half of training); "
                       "reproduced if the t-interval over seeds lies above 0 in every cell",
     ),
