@@ -455,3 +455,68 @@ def test_identity_only_query_view_is_an_alternative():
     panel = {claim.label(a): a.status for a in claim.robustness()}
     assert panel["online LiRA, identity query view only"] == INCONCLUSIVE  # zero difference
     assert claim.status == REPRODUCED
+
+
+# ---------------------------------------------------------------- claims 5 and 6
+
+
+def theory_run(amp: dict, counterfactual: dict | None = None) -> RunData:
+    data = {"summary": {"amplification": amp}, "config": {"steps": 300, "seed": 0}}
+    if counterfactual is not None:
+        data["counterfactual"] = counterfactual
+    return RunData(Path("/synthetic"), "study", "synthetic", [], Lens("theory", Path("/synthetic/theory"), data),
+                   None)
+
+
+def test_claim_5a_is_a_derivation_check_and_5b_needs_seeds():
+    from bnmem.analysis_plan import CHECK_PASSED
+    from bnmem.report.claims import claim_theory
+
+    amp = {"frozen_stats_median_rel_error": 0.002, "live_vs_gamma_sigma_sq_median_rel_error": 0.05}
+    frozen, live = claim_theory(theory_run(amp))
+    assert frozen.status == CHECK_PASSED and frozen.kind == "derivation check"
+    assert frozen.previous_status == PREVIOUS_REPRODUCED  # plan 1.1 counted it as evidence
+    assert live.status == INCONCLUSIVE and live.previous_status == PREVIOUS_REPRODUCED  # one simulation
+    runs = [{"seed": s, "outlier_kind": k, "ratio": [66 * (1 + e) for e in errs], "gamma_sigma_sq": [66.0] * 3}
+            for s in range(5) for k, errs in (("flip", (0.01, 0.02, -0.03)), ("ood", (0.02, -0.01, 0.03)))]
+    assert claim_theory(theory_run(amp, {"runs": runs}))[1].status == REPRODUCED
+    wild = [{"seed": s, "outlier_kind": "flip", "ratio": [-6.0 * (s + 1), 7.0, 44.0, 19.0],
+             "gamma_sigma_sq": [66.0] * 4} for s in range(5)]
+    assert claim_theory(theory_run(amp, {"runs": wild}))[1].status == CONTRADICTED
+
+
+def mitigate_data(bn_noisy, regs: dict[float, list[float]], bn_test=0.95, reg_test=0.945, selected=None) -> dict:
+    def stat(values):
+        return {"mean": float(np.mean(values)), "per_seed": list(values)}
+
+    def variant(lam, noisy, test):
+        return {"norm": "batch", "gs_reg": lam, "final": {"noisy_acc": stat(noisy),
+                                                          "test_acc": stat([test] * len(noisy))}}
+
+    doc = {"batch": variant(0.0, bn_noisy, bn_test), "variants": ["batch"],
+           "conditions": {"norms": NORMS, "label_noise": 0.05}, "dataset": _dataset(0.05)}
+    for lam, noisy in regs.items():
+        doc[f"batch+gs{lam:g}"] = variant(lam, noisy, reg_test)
+        doc["variants"].append(f"batch+gs{lam:g}")
+    if selected is not None:
+        doc["selected_lambda"] = selected
+    return doc
+
+
+def test_claim_6_decides_at_the_validation_selected_lambda_not_the_best_on_test():
+    from bnmem.analysis_plan import LENS_MITIGATE
+    from bnmem.report.claims import claim_mitigation
+
+    regs = {0.1: [0.5, 0.52, 0.48], 1.0: [0.4, 0.42, 0.38], 10.0: [0.1, 0.12, 0.08]}
+
+    def run(selected):
+        return make_run([make_cell("m", 0, {LENS_MITIGATE: mitigate_data([0.6, 0.62, 0.58], regs,
+                                                                           selected=selected)}, seeds=[0, 1, 2])])
+
+    chosen = claim_mitigation(run(0.1))
+    assert "λ=0.1" in chosen.decisive.where and chosen.status == DIRECTION_ONLY  # a small, real cut
+    assert chosen.previous_status == PREVIOUS_REPRODUCED  # plan 1.1 took the best λ on the test set (10)
+    panel = {a.name: a.status for a in chosen.robustness()}
+    assert panel["λ=10"] == REPRODUCED and panel["λ=1"] == DIRECTION_ONLY
+    middle = claim_mitigation(run(None))  # no validation selection: the middle of the declared grid
+    assert "λ=1" in middle.decisive.where and "middle of the declared grid" in middle.decisive.note
