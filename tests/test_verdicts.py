@@ -520,3 +520,20 @@ def test_claim_6_decides_at_the_validation_selected_lambda_not_the_best_on_test(
     assert panel["λ=10"] == REPRODUCED and panel["λ=1"] == DIRECTION_ONLY
     middle = claim_mitigation(run(None))  # no validation selection: the middle of the declared grid
     assert "λ=1" in middle.decisive.where and "middle of the declared grid" in middle.decisive.note
+
+
+def test_claim_6_privacy_coverdicts_from_the_mitigate_lira():
+    from bnmem.analysis_plan import LENS_MITIGATE
+    from bnmem.report.claims import claim_mitigation
+
+    cells = []
+    for r in range(3):
+        doc = mitigate_data([0.6, 0.62, 0.58], {1.0: [0.1, 0.12, 0.08]}, selected=1.0)
+        doc["batch"]["lira"] = {"attack": "online", "all": {"auc": 0.66, "auc_per_target": [0.66 + 0.001 * r] * 8}}
+        doc["batch+gs1"]["lira"] = {"attack": "online", "all": {"auc": 0.6, "auc_per_target": [0.6] * 8}}
+        cells.append(make_cell("m", r, {LENS_MITIGATE: doc}, seeds=[0, 1, 2]))
+    claim = claim_mitigation(make_run(cells))
+    verdicts = {a.name: a.status for a in claim.coverdicts()}
+    assert verdicts == {"memorization cut": REPRODUCED, "privacy: online LiRA AUC reduction": REPRODUCED}
+    assert "batch online LiRA 0.660" in claim.decisive.note and "batch+gs1 online LiRA 0.600" in claim.decisive.note
+    assert claim.label(claim.robustness()[0]) == "plan 2.0 (memorization cut)"

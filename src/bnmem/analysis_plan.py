@@ -181,7 +181,9 @@ PLAN: dict[str, ClaimPlan] = {
         coverdicts=("eval definition", "batch definition"),
         alternatives=("each checkpoint alone (every checkpoint shown)", "last checkpoint",
                       "absolute: log corrupted median, BN − no-norm", "matched fit level: each norm at the "
-                      f"checkpoint where its corrupted-subset fit is closest to {FIT_LEVEL:.0%}",
+                      f"checkpoint where its corrupted-subset training accuracy is closest to {FIT_LEVEL:.0%} (the "
+                      "accuracy the gradnorms lens recorded at the checkpoint, else the memorize lens's curve of "
+                      "the same models)",
                       "memorization-phase checkpoints (plan 1.1's rule)"),
         previous_rule="adopted after the first demo: log noisy/clean ratio, eval definition only, "
                       "averaged over the 'memorization phase' checkpoints (after epoch 1, up to half of training); "
@@ -290,6 +292,9 @@ PLAN: dict[str, ClaimPlan] = {
         "reaches ≤ 1 point; direction only if the cut is above 0 but its interval lies below 50% or the test "
         "drop's interval lies above 1 point; contradicted if the cut's interval lies below 0; inconclusive "
         "otherwise",
+        coverdicts=("memorization cut (decides)", "privacy: online LiRA AUC reduction BN − BN+reg, per target "
+                    "paired by model index, replicates as the unit, direction graded (when the lens ran LiRA)",
+                    "privacy: RMIA AUC reduction, the same way"),
         alternatives=("every other λ of the grid",),
         previous_rule="the λ with the best result on the test set; reproduced if its mean cut ≥ 50% and mean "
                       "test drop ≤ 1 point (λ chosen on the test set)",

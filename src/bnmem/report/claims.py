@@ -32,7 +32,7 @@ from bnmem.analysis_plan import (
 from bnmem.report.results import (
     Setting, baselines, corrupted_subsets, finite, fmt, gradnorm_checkpoints, layer_median, layer_rows,
     layer_type, lira_jackknife, lira_norms, lira_summary, mitigate_at, mitigate_key, mitigate_seeds,
-    mitigate_variants, norms_of, outlier_mix, settings_of,
+    mitigate_variants, norms_of, outlier_mix, settings_of, variant_lira,
 )
 from bnmem.report.rundata import Cell, Lens, RunData
 from bnmem.stats import (
@@ -446,17 +446,26 @@ def _fit_curve(cell: Cell, norm: str, seed: str, key: str) -> list[float] | None
 
 def _matched_fit(cell: Cell, lens: Lens, other: str, definition: str, sub: str, epochs: list[int]
                  ) -> tuple[np.ndarray, str]:
-    """Per seed: BN's log ratio at its checkpoint closest to FIT_LEVEL minus the other's at its own."""
+    """Per seed: BN's log ratio at its checkpoint closest to FIT_LEVEL minus the other's at its own.
+
+    The fit level at a checkpoint is the per-seed ``<subset>_acc`` the gradnorms lens recorded there,
+    else the same (norm, seed)'s memorization curve from the cell's memorize lens.
+    """
     key = f"{sub}_clean_median_ratio"
     lr = {n: _series(lens, n, definition, epochs, lambda r: _log(r.get(key))) for n in (BN, other)}
+    own = {n: _series(lens, n, definition, epochs, lambda r: finite(r.get(f"{sub}_acc")) or math.nan)
+           for n in (BN, other)}
     diffs, picks = [], []
     for s in sorted(set(lr[BN]) & set(lr[other])):
         chosen = []
         for n in (BN, other):
-            curve = _fit_curve(cell, n, s, f"{sub}_acc")
-            if curve is None:
-                return np.array([]), "no memorize lens in the cell to read the fit level from"
-            fits = np.array([curve[e - 1] if e - 1 < len(curve) else math.nan for e in epochs])
+            fits = own[n].get(s)
+            if fits is None or not np.isfinite(fits).any():
+                curve = _fit_curve(cell, n, s, f"{sub}_acc")
+                if curve is None:
+                    return np.array([]), (f"no fit level for {n} seed {s}: the gradnorms checkpoints do not record "
+                                          f"{sub}_acc and the cell's memorize lens has no such curve")
+                fits = np.array([curve[e - 1] if e - 1 < len(curve) else math.nan for e in epochs])
             if not np.isfinite(fits).any():
                 return np.array([]), "fit levels missing"
             i = int(np.nanargmin(np.abs(fits - FIT_LEVEL)))
@@ -959,10 +968,14 @@ def claim_mitigation(run: RunData) -> Claim:
             results[x] = (cut, drop, _mitigate_status(cut, drop))
         cut, drop, status = results[lam]
         lira = []
-        for name in (BN, *[n for _, n, _ in regs], "none"):
-            auc = finite((((variants.get(name) or {}).get("lira") or {}).get("all") or {}).get("auc"))
-            if auc is not None:
-                lira.append(f"{name} {auc:.3f}")
+        reg_name = next(n for x, n, _ in regs if x == lam)
+        for name in (BN, reg_name, "none"):
+            for attack in ("online", "rmia"):
+                auc = finite((variant_lira(variants.get(name) or {}, attack) or {}).get("auc"))
+                if auc is not None:
+                    lira.append(f"{name} {ATTACK_NAMES[attack]} {auc:.3f}")
+        cov = [Analysis.of("memorization cut", cut, status)] + [
+            a for a in (_privacy_verdict(reps, reg_name, attack) for attack in ("online", "rmia")) if a is not None]
         note = (f"λ={lam:g} ({how}); test-accuracy drop {fmt(drop.mean * 100 if math.isfinite(drop.mean) else None, '+.2f')} "
                 f"pt" + (f" [{drop.ci_low * 100:+.2f}, {drop.ci_high * 100:+.2f}]" if drop.ci_low is not None else "")
                 + f"; BN {key} {mem_bn:.3f} (last epoch)" + (f"; LiRA AUC {', '.join(lira)}" if lira else
@@ -971,11 +984,30 @@ def claim_mitigation(run: RunData) -> Claim:
         alts = [Analysis.of(f"λ={x:g}", c, s, f"test drop {fmt(d.mean * 100 if math.isfinite(d.mean) else None, '+.2f')} pt")
                 for x, (c, d, s) in results.items() if x != lam]
         cond = _cond(setting, lens0, regularizer_lambda=lam, lambda_selection=how, gs_tau=lens0.conditions.get("gs_tau"))
-        claim.evaluations.append(Evaluation.from_analysis(_where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary,
-                                               cond, True, analyses=alts))
+        claim.evaluations.append(Evaluation.from_analysis(
+            _where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary, cond, True,
+            cov if len(cov) > 1 else [], alts, "memorization cut" if len(cov) > 1 else ""))
         for c, lens in reps:
             claim.previous.append(_mitigate_previous(c, lens, key))
     return claim
+
+
+def _privacy_verdict(reps: list[tuple[Cell, Lens]], reg_name: str, attack: str) -> Analysis | None:
+    """The AUC reduction BN − BN+reg of one attack (targets paired by model index), graded for direction
+    (the paper states no size); None when the lens measured no per-target AUCs for both."""
+    groups = []
+    for _, lens in reps:
+        variants = mitigate_variants(lens.data)
+        a = variant_lira(variants.get(BN) or {}, attack)
+        b = variant_lira(variants.get(reg_name) or {}, attack)
+        pa, pb = (a or {}).get("auc_per_target"), (b or {}).get("auc_per_target")
+        if isinstance(pa, list) and isinstance(pb, list) and len(pa) == len(pb) and pa:
+            groups.append(np.array([np.nan if finite(x) is None else x for x in pa], float)
+                          - np.array([np.nan if finite(x) is None else x for x in pb], float))
+    if not groups:
+        return None
+    est = replicated_difference(groups, "targets", False)
+    return Analysis.of(f"privacy: {ATTACK_NAMES[attack]} AUC reduction", est, grade(est))
 
 
 def _mitigate_previous(cell: Cell, lens: Lens, key: str) -> PreviousVerdict:

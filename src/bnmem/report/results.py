@@ -218,3 +218,20 @@ def mitigate_key(variants: dict[str, dict[str, Any]]) -> str:
     if mitigate_at(bn, "final", "noisy_acc") is None and mitigate_at(bn, "final", "ood_acc") is not None:
         return "ood_acc"
     return "noisy_acc"
+
+
+def variant_lira(rec: dict[str, Any], attack: str, subset: str = "all") -> dict[str, Any] | None:
+    """One attack's LiRA summary of a mitigate variant (``auc``, ``auc_per_target``...), or None.
+
+    Accepts ``lira[attack][subset]``, ``lira["attacks"][attack][subset]`` and the one-attack form
+    ``lira = {"attack": <name>, subset: {...}}``.
+    """
+    lira = rec.get("lira")
+    if not isinstance(lira, dict):
+        return None
+    for block in (lira.get(attack), (lira.get("attacks") or {}).get(attack)):
+        if isinstance(block, dict) and isinstance(block.get(subset), dict):
+            return block[subset]
+    if lira.get("attack", "online") == attack and isinstance(lira.get(subset), dict):
+        return lira[subset]
+    return None
