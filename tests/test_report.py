@@ -24,7 +24,6 @@ from bnmem.analysis_plan import (
     CHECK_FAILED, CHECK_PASSED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN_VERSION, PREVIOUS_NOT_REPRODUCED,
     PREVIOUS_REPRODUCED, REPRODUCED, STATUSES,
 )
-from bnmem.report.claims import grade
 from bnmem.stats import SMALL_N, bootstrap_mean_ci, difference_stats, paired_difference, t_interval
 
 CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6"]

@@ -258,9 +258,10 @@ def paired_summary(
 
     Returns:
         ``{"per_target", "mean", "ci", "level", "n", "method", "note"}``; mean
-        is nan without pairs, ci is ``[nan, nan]`` with fewer than 2 pairs. The targets share reference models, so this interval is
-        descriptive of this set of shadow models, not a confidence interval for
-        a fresh experiment (see the module docstring).
+        is nan without pairs, ci is ``[nan, nan]`` with fewer than 2 pairs.
+        The targets share reference models, so this interval is descriptive
+        of this set of shadow models, not a confidence interval for a fresh
+        experiment (see the module docstring).
     """
     a_arr = np.asarray(a, dtype=np.float64).ravel()
     b_arr = np.asarray(b, dtype=np.float64).ravel()

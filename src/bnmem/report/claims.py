@@ -30,7 +30,7 @@ from bnmem.analysis_plan import (
     THEORY_TOL, lira_range,
 )
 from bnmem.report.results import (
-    Setting, baselines, corrupted_subsets, finite, fmt, gradnorm_checkpoints, layer_median, layer_rows,
+    Setting, baselines, corrupted_subsets, finite, fmt, gradnorm_checkpoints, layer_rows,
     layer_type, lira_jackknife, lira_norms, lira_summary, mitigate_at, mitigate_key, mitigate_seeds,
     mitigate_variants, norms_of, outlier_mix, settings_of, variant_lira,
 )
@@ -571,7 +571,8 @@ def _gradnorm_evaluation(setting: Setting, reps: list[tuple[Cell, Lens]], other:
     assert primary is not None
     bn_mode = (reps[0][1].conditions.get("bn_mode") or {}).get(primary_def, primary_def)
     cond = _cond(setting, reps[0][1], gradient_definition=primary_def, bn_mode=bn_mode, checkpoints=epochs_all)
-    return Evaluation.from_analysis(_where(setting, f"{BN} − {other}, {sub_name}"), primary, cond, deciding, cov, alts,
+    return Evaluation.from_analysis(_where(setting, f"{BN} − {other}, {sub_name}"), primary, cond, deciding,
+                                    cov, alts,
                          f"{primary_def} definition")
 
 
@@ -699,7 +700,8 @@ def claim_lira(run: RunData, clean: bool) -> Claim:
                          subset=LIRA_SUBSET,
                          **{k: (lens0.config or {}).get(k) for k in ("shadow_models", "views")
                             if k not in lens0.conditions and k in (lens0.config or {})})
-            claim.evaluations.append(Evaluation.from_analysis(_where(setting, f"{BN} − {other}"), primary, cond, deciding,
+            claim.evaluations.append(Evaluation.from_analysis(_where(setting, f"{BN} − {other}"), primary, cond,
+                                                              deciding,
                                                    cov, alts, ATTACK_NAMES[LIRA_PRIMARY_ATTACK]))
             if deciding:
                 for c, lens in reps:
@@ -788,7 +790,8 @@ def claim_gamma_sigma(run: RunData) -> Claim:
         values = per_model(GS_SIGMA, decide_types)
         est = median_estimate(values)
         rng_note = f"per-model fractions {fmt(est.min, '.2f')}–{fmt(est.max, '.2f')}" if est.min is not None else ""
-        primary = Analysis.of(PLAN_ANALYSIS, est, grade(est, null=GS_MAJORITY), "; ".join(x for x in (note, rng_note) if x))
+        primary = Analysis.of(PLAN_ANALYSIS, est, grade(est, null=GS_MAJORITY),
+                              "; ".join(x for x in (note, rng_note) if x))
         cov = [analysis("convolutional BN layers", per_model(GS_SIGMA, {"conv"})),
                analysis("fully connected BN layers", per_model(GS_SIGMA, {"fc"}))] if "conv" in typed else []
         alts = [analysis("all BN layers together", per_model(GS_SIGMA, all_types))] if "conv" in typed else []
@@ -858,7 +861,8 @@ def claim_theory(run: RunData) -> list[Claim]:
             "one deterministic simulation (no interval)",
             "a check of the derivation, not evidence: with frozen batch statistics the BN step on w is the plain "
             "step at learning rate η(γ/σ)², so the error only measures curvature; predicted (γ/σ)² median "
-            f"{fmt(amp.get('predicted_median'), '.2f')}, max relative error {fmt(amp.get('frozen_stats_max_rel_error'))}",
+            f"{fmt(amp.get('predicted_median'), '.2f')}, max relative error "
+            f"{fmt(amp.get('frozen_stats_max_rel_error'))}",
             cond))
         frozen.previous.append(PreviousVerdict(where, fe, PREVIOUS_REPRODUCED if fe < THEORY_TOL
                                                else PREVIOUS_NOT_REPRODUCED))
@@ -929,6 +933,11 @@ def _mitigate_groups(reps: list[tuple[Cell, Lens]], lam: float, key: str
     return cuts, drops
 
 
+def _pts(v: float) -> str:
+    """An accuracy difference in points ('+0.50'), '—' when not finite."""
+    return fmt(v * 100 if math.isfinite(v) else None, "+.2f")
+
+
 def _mitigate_status(cut: PairedDiff, drop: PairedDiff) -> str:
     base = grade(cut, paper=(MITIGATE_CUT, 1.0))
     if base == REPRODUCED and drop.ci_low is not None and drop.ci_low > MITIGATE_TEST_DROP:
@@ -976,14 +985,15 @@ def claim_mitigation(run: RunData) -> Claim:
                     lira.append(f"{name} {ATTACK_NAMES[attack]} {auc:.3f}")
         cov = [Analysis.of("memorization cut", cut, status)] + [
             a for a in (_privacy_verdict(reps, reg_name, attack) for attack in ("online", "rmia")) if a is not None]
-        note = (f"λ={lam:g} ({how}); test-accuracy drop {fmt(drop.mean * 100 if math.isfinite(drop.mean) else None, '+.2f')} "
+        note = (f"λ={lam:g} ({how}); test-accuracy drop {_pts(drop.mean)} "
                 f"pt" + (f" [{drop.ci_low * 100:+.2f}, {drop.ci_high * 100:+.2f}]" if drop.ci_low is not None else "")
                 + f"; BN {key} {mem_bn:.3f} (last epoch)" + (f"; LiRA AUC {', '.join(lira)}" if lira else
                                                                "; no LiRA AUC measured for the regularized model"))
         primary = Analysis.of(PLAN_ANALYSIS, cut, status, note)
-        alts = [Analysis.of(f"λ={x:g}", c, s, f"test drop {fmt(d.mean * 100 if math.isfinite(d.mean) else None, '+.2f')} pt")
+        alts = [Analysis.of(f"λ={x:g}", c, s, f"test drop {_pts(d.mean)} pt")
                 for x, (c, d, s) in results.items() if x != lam]
-        cond = _cond(setting, lens0, regularizer_lambda=lam, lambda_selection=how, gs_tau=lens0.conditions.get("gs_tau"))
+        cond = _cond(setting, lens0, regularizer_lambda=lam, lambda_selection=how,
+                     gs_tau=lens0.conditions.get("gs_tau"))
         claim.evaluations.append(Evaluation.from_analysis(
             _where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary, cond, True,
             cov if len(cov) > 1 else [], alts, "memorization cut" if len(cov) > 1 else ""))

@@ -144,7 +144,8 @@ def checklist(claims: list[Claim]) -> str:
         value = c.fmt(d.value) if d else "—"
         ci = _ci(c, d.ci_low, d.ci_high) if d else "—"
         where = esc(d.where) if d else esc(c.not_run_reason())
-        kind = "" if c.kind == "evidence" else f'<div class="note"><b>{esc(c.kind)}</b>: not evidence for the claim</div>'
+        kind = ("" if c.kind == "evidence" else
+                f'<div class="note"><b>{esc(c.kind)}</b>: not evidence for the claim</div>')
         prev = c.previous_status
         rows.append(
             f'<tr class="claim" id="claim-{esc(c.id)}" data-claim="{esc(c.id)}" data-status="{esc(c.status)}" '
@@ -210,7 +211,8 @@ def robustness_panel(claims: list[Claim]) -> str:
             name = c.label(a)
             out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
                        f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
-                       f'<td>{agrees}</td><td class="note">{esc("; ".join(x for x in (a.method, a.note) if x))}</td></tr>')
+                       f'<td>{agrees}</td>'
+                       f'<td class="note">{esc("; ".join(x for x in (a.method, a.note) if x))}</td></tr>')
         out.append("</tbody></table>")
     return "\n".join(out) or '<p class="notrun">no claim was measured</p>'
 

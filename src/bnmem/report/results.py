@@ -83,8 +83,13 @@ class Setting:
 
 
 def setting_key(cell: Cell) -> str:
-    """The conditions that define a setting, as a canonical string."""
+    """The conditions that define a setting, as a canonical string (the training recipe counts too, when
+    only a lens's own conditions name it, so shared and per-norm recipes never pool as replicates)."""
     c = {k: v for k, v in cell.conditions.items() if k not in REPLICATE_KEYS}
+    if "recipe" not in c:
+        recipes = {str(lens.conditions["recipe"]) for lens in cell.lenses.values() if "recipe" in lens.conditions}
+        if recipes:
+            c["recipe"] = sorted(recipes)
     return json.dumps(c, sort_keys=True, default=str)
 
 
