@@ -37,6 +37,7 @@ from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.common import fmt, table
 from bnmem.lenses.lira.config import LiraConfig
+from bnmem.lenses.lira.jackknife import attach_jackknife
 from bnmem.lenses.lira.query import load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
@@ -154,7 +155,7 @@ def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Exec
 
 
 def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, jackknife: bool = False) -> dict[str, Any]:
     """The membership-inference lens: shadow models per norm, attacks, paired comparison.
 
     Writes ``config.json``, per-norm arrays (see module docstring),
@@ -165,6 +166,9 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         out: run directory.
         executor: where training and query jobs run (default: in-process).
         progress: progress bars.
+        jackknife: also compute the delete-one-model jackknife of the paired AUC differences
+            (:mod:`bnmem.lenses.lira.jackknife`; one attack evaluation per model and norm), the report's
+            interval when the run has a single replicate.
 
     Returns:
         The metrics dict (also in ``metrics.json``): per norm → attack → subset
@@ -214,6 +218,8 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         "subset_sizes": first["subset_sizes"],
         "dataset": ds.summary(),
     }
+    if jackknife:
+        attach_jackknife(result["paired"], out, reference, [n for n in cfg.norms if n != reference])
     io.write_json(out / "metrics.json", result)
     plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
     return result
