@@ -23,6 +23,7 @@ import numpy as np
 
 from bnmem.attacks import evaluate_attacks
 from bnmem.errors import BnmemError
+from bnmem.lenses.lira.query import load_attack_inputs
 
 JACKKNIFE_ATTACKS = ("online", "offline", "rmia")
 MIN_MODELS = 6  # with a balanced keep, fewer leave some example without an IN reference after a deletion
@@ -91,8 +92,6 @@ def attach_jackknife(paired: dict[str, Any], out_dir: str | Path, reference: str
     Returns:
         ``paired``, with ``["auc"]["jackknife"] = {"leave_one_out": [...], "unit": ...}`` where computed.
     """
-    from bnmem.lenses.lira.query import load_attack_inputs  # the lens's arrays; kept out of import time
-
     ref = load_attack_inputs(Path(out_dir) / reference)
     outliers = ref["is_noisy"] | ref["is_ood"]
     subsets = {"outliers": outliers, "inliers": ~outliers}
