@@ -107,6 +107,7 @@ def summarize(histories: dict[int, list[dict]]) -> dict[str, Any]:
             vals = {str(k): s["final"][mode]["layers"][layer] for k, s in zip(histories, per_seed.values())}
             final[mode][layer] = {
                 "n_channels": next(iter(vals.values()))["n_channels"],
+                "layer_type": next(iter(vals.values())).get("layer_type"),
                 "median_ratio": float(np.mean([v["median_ratio"] for v in vals.values()])),
                 "frac_above_1": float(np.mean([v["frac_above_1"] for v in vals.values()])),
                 "per_seed": {k: {"median_ratio": v["median_ratio"], "frac_above_1": v["frac_above_1"]}

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.report.claims import (
-    BN, finite, gradnorm_checkpoints, layer_median, layer_rows, lira_norms, lira_summary, mitigate_key,
+from bnmem.analysis_plan import BN
+from bnmem.report.results import (
+    finite, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
     mitigate_variants,
 )
 from bnmem.report.rundata import Cell, Lens
@@ -103,7 +104,7 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
     norms = lira_norms(d, cond)
     others = [n for n in norms if n != BN] if BN in norms else []
     header = ["attack", "subset"] + [f"AUC {n}" for n in norms]
-    header += [f"ΔAUC {BN}−{o} [95% CI]" for o in others]
+    header += [f"ΔAUC {BN}−{o} [targets' spread]" for o in others]
     header += [f"bal. acc {n}" for n in norms] + [f"TPR@0.1% {n}" for n in norms] + [f"TPR@1% {n}" for n in norms]
     rows = []
     for attack in LIRA_TABLE_ATTACKS:
@@ -131,7 +132,9 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
         header, rows,
         f"leave-one-out over {cond.get('shadow_models', '?')} shadow models per norm (each model is the target "
         f"once); means over targets; BN queried in {cond.get('bn_mode_at_query', '?')} mode; "
-        f"{sizes.get('all', '?')} examples, {sizes.get('outliers', '?')} outliers; ΔAUC paired by model index",
+        f"{sizes.get('all', '?')} examples, {sizes.get('outliers', '?')} outliers; ΔAUC paired by model index, "
+        "its bracket the interval over this replicate's targets, which share reference models: descriptive "
+        "only (the claims use replicates as the unit)",
     )]
     acc = d.get("accuracy")
     if isinstance(acc, dict):
@@ -159,12 +162,13 @@ def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
     rows = []
     for r in running:
         b = batch.get(r.get("name"), {})
-        rows.append([str(r.get("name", "?")), str(r.get("n_channels", "—")), f3(layer_median(r)),
+        rows.append([str(r.get("name", "?")), str(layer_type(r) or "—"), str(r.get("n_channels", "—")),
+                     f3(layer_median(r)),
                      f3(r.get("frac_above_1"), ".2f"), f3(layer_median(b)) if b else "—",
                      f3(b.get("frac_above_1"), ".2f") if b else "—"])
     epochs = lens.data.get("epochs") or []
     return Table(f"γ/σ per BN layer — {cell.describe()}",
-                 ["layer", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
+                 ["layer", "type", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
                   "median |γ|/σ (batch σ)", "fraction > 1 (batch σ)"], rows,
                  f"final epoch{f' ({epochs[-1]})' if epochs else ''}, means over seeds; running σ = "
                  "sqrt(running_var + eps) (eval mode), batch σ = std of the layer input over one fixed training batch")
