@@ -827,14 +827,25 @@ def counterfactual_errors(data: dict[str, Any]) -> dict[str, float] | None:
     "gamma_sigma_sq": [...]}]``; None when theory.json has no counterfactual."""
     cf = data.get("counterfactual")
     runs = cf.get("runs") if isinstance(cf, dict) else None
+    per_run = cf.get("per_run") if isinstance(cf, dict) else None
+    if isinstance(per_run, dict):  # what bnmem.theory writes: per_run[kind][seed] = {"ratio", "gamma_sigma_sq", ...}
+        runs = [{"seed": seed, "outlier_kind": kind, **r} for kind, by_seed in per_run.items()
+                if isinstance(by_seed, dict) for seed, r in by_seed.items() if isinstance(r, dict)]
     if not isinstance(runs, list):
         return None
     out = {}
+
+    def floats(v: Any) -> np.ndarray:
+        arr = np.asarray(v if v is not None else [], dtype=object)
+        return np.array([np.nan if finite(x) is None else x for x in arr.ravel()], float).reshape(arr.shape)
+
     for r in runs:
         if not isinstance(r, dict):
             continue
-        ratio = np.array([np.nan if finite(x) is None else x for x in r.get("ratio") or []], float)
-        pred = np.array([np.nan if finite(x) is None else x for x in r.get("gamma_sigma_sq") or []], float)
+        ratio, pred = floats(r.get("ratio")), floats(r.get("gamma_sigma_sq"))
+        if pred.ndim == 1 and ratio.ndim == 2 and len(pred) == len(ratio):
+            pred = np.broadcast_to(pred[:, None], ratio.shape)  # one (γ/σ)² per step, one ratio per outlier
+        ratio, pred = ratio.ravel(), np.asarray(pred).ravel()
         if ratio.size and ratio.size == pred.size:
             err = np.abs(ratio - pred) / np.abs(pred)
             if np.isfinite(err).any():
