@@ -105,7 +105,7 @@ def default_checkpoints(epochs: int) -> list[int]:
     return sorted({1, max(1, epochs // 6), max(1, epochs // 3), epochs})
 
 
-def norms_file(job: Path, definition: str, epoch: int) -> Path:
+def gradnorm_file(job: Path, definition: str, epoch: int) -> Path:
     return job / f"gradnorms_{definition}_ep{epoch}.npy"
 
 
@@ -135,7 +135,7 @@ def measure_hook(cfg: GradNormsConfig, ds: OutlierDataset, job: Path, seed: int)
                 method=cfg.method if d == "eval" else cfg.batch_method(),
                 batch_size=cfg.train.batch_size, seed=seed, subset=subset if d == "batch" else None,
             )
-            io.write_npy(norms_file(job, d, epoch), r.norms)
+            io.write_npy(gradnorm_file(job, d, epoch), r.norms)
             rec[d] = {**r.describe(), **{f"median_{s}": subset_summary(r.norms[m])["median"]
                                          for s, m in ds.masks().items() if s in SUBSETS}}
         return {"gradnorms": rec}
@@ -201,7 +201,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = Tru
             history = runs[norm][seed]
             for k, d in enumerate(cfg.definitions):
                 for c, epoch in enumerate(cfg.at):
-                    path = norms_file(job, d, epoch)
+                    path = gradnorm_file(job, d, epoch)
                     if not path.exists():
                         raise BnmemError(f"{path} is missing from a finished job; delete {job} and rerun")
                     arr[i, j, k, c] = np.load(path)
