@@ -341,7 +341,7 @@ def test_rmia_with_gamma_one_ranks_like_the_ratio() -> None:
         refs = np.array([m for m in range(6) if m != target])
         idx_in, idx_out = split_references(keep[refs])
         for online in (True, False):
-            params = RMIAParams(online=online)
+            params = RMIAParams(a=0.3, online=online)
             log_r = rmia_log_ratio(
                 inputs.log_p[target], inputs.log_p[refs][idx_out, cols], inputs.log_p[refs][idx_in, cols], params
             )
