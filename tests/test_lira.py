@@ -14,6 +14,7 @@ import torch
 
 from bnmem import io
 from bnmem.attacks import keep_matrix
+from bnmem.attacks.phi import phi_from_logits_block
 from bnmem.cli import main
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.data import load_dataset
@@ -21,7 +22,7 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.lira import LiraConfig, paired_differences, run_lira
-from bnmem.lenses.lira.query import make_views, query_batches, query_models, shifted
+from bnmem.lenses.lira.query import make_views, query_batches, query_logits, query_models, query_settings, shifted
 from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")
@@ -62,10 +63,15 @@ def test_arrays_on_disk(claim_run):
     ds = load_dataset(claim_config().data)
     for norm in ("batch", "none"):
         d = out / norm
-        logits = np.load(d / "logits.npy")
+        phi = np.load(d / "phi.npy")
         keep = np.load(d / "keep.npy")
-        assert logits.dtype == np.float32 and logits.shape == (16, ds.n_train, 5, 10)
-        assert np.isfinite(logits).all()
+        assert phi.dtype == np.float32 and phi.shape == (16, ds.n_train, 5)
+        assert np.isfinite(phi).all()
+        pop = np.load(d / "population_phi.npy")
+        assert pop.dtype == np.float32 and pop.shape == (16, ds.x_test.shape[0], 5)
+        np.testing.assert_array_equal(np.load(d / "population_labels.npy"), ds.y_test.numpy())
+        assert not (d / "logits.npy").exists()  # only with --save-logits
+        assert not list((d / "query").glob("*.npy"))  # chunk arrays removed once assembled
         assert keep.dtype == bool and keep.shape == (16, ds.n_train)
         assert (keep.sum(axis=0) == 8).all()  # every example IN for exactly half
         labels = np.load(d / "labels.npy")
@@ -94,13 +100,16 @@ def test_keep_and_seeds_shared_across_norms(claim_run):
     model = load_shadow_models(cfg, "batch", out / "batch", ds)[3].eval()
     with torch.no_grad():
         z = model(ds.x_train[:50]).numpy()
-    np.testing.assert_allclose(z, np.load(out / "batch" / "logits.npy")[3, :50, 0], rtol=1e-5, atol=1e-5)
+    phi = phi_from_logits_block(z[:, None, :], ds.y_train.numpy()[:50])[:, 0]
+    np.testing.assert_allclose(phi, np.load(out / "batch" / "phi.npy")[3, :50, 0], rtol=1e-5, atol=1e-5)
 
 
 def test_metrics_structure(claim_run):
     out, res = claim_run
     saved = json.loads((out / "metrics.json").read_text())
     assert set(saved) >= {"batch", "none", "accuracy", "paired", "conditions", "subset_sizes", "dataset"}
+    assert saved["lens"] == "lira" and saved["schema_version"] == 2
+    assert saved["conditions"]["rmia_population"].startswith("test split (n=")
     for norm in ("batch", "none"):
         assert set(saved[norm]) == set(ATTACKS)
         for attack in ATTACKS:
@@ -136,15 +145,49 @@ def test_batch_query_mode_changes_bn_answers_only(claim_run, tmp_path):
         info = query_models(cfg, norm, copy / norm, LocalExecutor(progress=False))
         assert info["settings"]["bn_mode"] == "batch" and info["settings"]["batch_size"] == 100
         assert json.loads((copy / norm / "query.json").read_text())["settings"]["bn_mode"] == "batch"
-        eval_logits = np.load(out / norm / "logits.npy")
-        batch_logits = np.load(copy / norm / "logits.npy")
+        eval_logits = np.load(out / norm / "phi.npy")
+        batch_logits = np.load(copy / norm / "phi.npy")
         if norm == "batch":
             assert np.abs(eval_logits - batch_logits).max() > 0.1
         else:  # no BN layer: the mode cannot matter
             np.testing.assert_allclose(eval_logits, batch_logits, rtol=1e-5, atol=1e-5)
-    # 898 examples in batches of about 100: nine near-equal contiguous pieces, none tiny.
+        assert info["settings"]["batch_order"] == "seeded random permutation" and info["settings"]["batch_seed"] == 0
+    # 898 examples in batches of about 100: nine near-equal pieces, none tiny.
     sizes = [len(b) for b in query_batches(898, cfg)]
     assert sum(sizes) == 898 and min(sizes) >= 99 and len(sizes) == 9
+
+
+def test_batch_mode_batches_are_a_seeded_permutation():
+    cfg = claim_config().model_copy(update={"query_bn_mode": "batch", "query_batch_size": 100})
+    pieces = query_batches(898, cfg)
+    order = np.concatenate(pieces)
+    assert sorted(order.tolist()) == list(range(898))  # every example exactly once
+    assert not np.array_equal(order, np.arange(898))  # not index order
+    assert np.array_equal(order, np.random.default_rng(0).permutation(898))  # the recorded seed's permutation
+    again = np.concatenate(query_batches(898, cfg))
+    other = np.concatenate(query_batches(898, cfg.model_copy(update={"query_seed": 1})))
+    assert np.array_equal(order, again) and not np.array_equal(order, other)
+    # The last batch is no longer the dataset's tail (where OOD examples sit).
+    assert (pieces[-1] >= 898 - 100).mean() < 0.5
+    # eval mode ignores the seed: contiguous pieces in index order.
+    assert np.array_equal(np.concatenate(query_batches(898, claim_config())), np.arange(898))
+    assert query_settings(claim_config(), load_dataset(claim_config().data))["batch_seed"] is None
+
+
+def test_batch_mode_logits_come_back_in_example_order():
+    """One permuted batch holding every example: BN statistics are those of the whole set, so the
+    answer must equal a plain training-mode forward pass in index order."""
+    ds = load_dataset(claim_config().data)
+    cfg = claim_config().model_copy(update={"query_bn_mode": "batch", "query_batch_size": 200})
+    from bnmem.train import seeded_model
+
+    model = seeded_model(cfg.model("batch"), ds, 0)
+    x = ds.x_train[:200]
+    got = query_logits(model, x, make_views(["identity"], ds.input_shape), cfg)[:, 0]
+    model.train()
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_views_and_shift():
@@ -240,7 +283,7 @@ def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
     train_and_query(cfg, out, again)
     assert [s["models"] for s in again.specs] == cfg.chunks()[2:]
     assert {p: p.stat().st_mtime_ns for p in before} == before  # finished chunks untouched
-    for name in ("logits", "keep", "labels"):
+    for name in ("phi", "population_phi", "keep", "labels"):
         a, b = np.load(reference_run / "batch" / f"{name}.npy"), np.load(out / "batch" / f"{name}.npy")
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name  # bitwise
     # A third run finds everything done and trains nothing.
@@ -268,7 +311,7 @@ def test_resume_after_sigkill(reference_run, tmp_path):
     before = {p: p.stat().st_mtime_ns for d in finished for p in d.iterdir()}
     assert main(args) == 0
     assert {p: p.stat().st_mtime_ns for p in before} == before
-    a, b = np.load(reference_run / "batch" / "logits.npy"), np.load(out / "batch" / "logits.npy")
+    a, b = np.load(reference_run / "batch" / "phi.npy"), np.load(out / "batch" / "phi.npy")
     assert a.tobytes() == b.tobytes()
 
 
