@@ -285,7 +285,11 @@ def select_offline_a(log_p: np.ndarray, keep: np.ndarray, target: int, gamma: fl
     refs = np.array([i for i in range(m) if i not in (target, s)], dtype=np.intp)
     _, idx_out = split_references(keep[refs])
     if idx_out.shape[0] == 0:
-        raise BnmemError("selecting offline a needs OUT references for every example besides target and stand-in")
+        raise BnmemError(
+            "selecting offline RMIA's a on a stand-in reference model needs an OUT reference for every example "
+            f"besides the target and the stand-in; {m} models are too few (a balanced keep needs >= 6), "
+            "so give a fixed a (rmia_params={'a': ...})"
+        )
     cols = np.arange(log_p.shape[1])
     log_out = _ref_log_mean(log_p[refs][idx_out, cols])
     aucs = []
