@@ -14,14 +14,15 @@ import torch
 
 from bnmem import io
 from bnmem.attacks import keep_matrix
-from bnmem.attacks.phi import phi_from_logits_block
+from bnmem.attacks import AttackInputs, evaluate_attacks, evaluate_inputs, lira_statistic
+from bnmem.attacks.phi import NpyPhi, phi_from_logits_block
 from bnmem.cli import main
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.lenses.lira import LiraConfig, paired_differences, run_lira
+from bnmem.lenses.lira import LiraConfig, attack_norm, paired_differences, run_lira
 from bnmem.lenses.lira.query import make_views, query_batches, query_logits, query_models, query_settings, shifted
 from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
@@ -67,6 +68,7 @@ def test_arrays_on_disk(claim_run):
         keep = np.load(d / "keep.npy")
         assert phi.dtype == np.float32 and phi.shape == (16, ds.n_train, 5)
         assert np.isfinite(phi).all()
+        assert np.load(d / "phi_lo.npy").shape == phi.shape and np.abs(np.load(d / "phi_lo.npy")).max() < 1e-5
         pop = np.load(d / "population_phi.npy")
         assert pop.dtype == np.float32 and pop.shape == (16, ds.x_test.shape[0], 5)
         np.testing.assert_array_equal(np.load(d / "population_labels.npy"), ds.y_test.numpy())
@@ -102,6 +104,57 @@ def test_keep_and_seeds_shared_across_norms(claim_run):
         z = model(ds.x_train[:50]).numpy()
     phi = phi_from_logits_block(z[:, None, :], ds.y_train.numpy()[:50])[:, 0]
     np.testing.assert_allclose(phi, np.load(out / "batch" / "phi.npy")[3, :50, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_streaming_equals_oracle_on_the_digits_run(claim_run):
+    """Every attack (with RMIA offline) and subset: the lens's streaming evaluation equals the in-memory
+    oracle on the same stored φ and test-split population, to 1e-9."""
+    out, _ = claim_run
+    for norm in ("batch", "none"):
+        d = out / norm
+        keep = np.load(d / "keep.npy")
+        outliers = np.load(d / "is_noisy.npy") | np.load(d / "is_ood.npy")
+        subsets = {"outliers": outliers, "inliers": ~outliers}
+        attacks = list(ATTACKS) + ["rmia_offline"]
+        stream = attack_norm(d, attacks)
+        phi, pop = NpyPhi(d / "phi.npy"), NpyPhi(d / "population_phi.npy")
+        oracle = evaluate_inputs(AttackInputs.from_phi(phi.read(0, phi.shape[1]), keep, pop.read(0, pop.shape[1])),
+                                 subsets, attacks)
+        for attack in attacks:
+            for sub in ("all", "outliers", "inliers"):
+                np.testing.assert_allclose(stream["metrics"][attack][sub]["auc_per_target"],
+                                           oracle["metrics"][attack][sub]["auc_per_target"], rtol=0, atol=1e-9)
+        assert stream["settings"]["rmia_population"].startswith("test split")
+        assert stream["settings"]["rmia_offline_a_per_target"] == oracle["settings"]["rmia_offline_a_per_target"]
+
+
+def test_stored_phi_and_legacy_logits_give_the_logits_results(tmp_path):
+    """A --save-logits run: φ on disk reproduces φ from the logits (round trip), the attacks on it equal
+    the oracle on the logits to 1e-9, and the same directory without φ (a run from before φ storage)
+    still evaluates, deriving φ from logits.npy block by block."""
+    cfg = small_config(save_logits=True)
+    out = tmp_path / "run"
+    train_and_query(cfg, out, LocalExecutor(progress=False))
+    d = out / "batch"
+    logits, keep, labels = np.load(d / "logits.npy"), np.load(d / "keep.npy"), np.load(d / "labels.npy")
+    np.testing.assert_allclose(NpyPhi(d / "phi.npy").read(0, logits.shape[1]), lira_statistic(logits, labels),
+                               rtol=1e-13, atol=1e-13)
+    outliers = np.load(d / "is_noisy.npy") | np.load(d / "is_ood.npy")
+    subsets = {"outliers": outliers, "inliers": ~outliers}
+    pop = NpyPhi(d / "population_phi.npy")
+    oracle = evaluate_inputs(AttackInputs.from_phi(lira_statistic(logits, labels), keep, pop.read(0, pop.shape[1])),
+                             subsets, ATTACKS)
+    stream = attack_norm(d, ATTACKS)
+    legacy_oracle = evaluate_attacks(logits, keep, labels, subsets, ATTACKS)
+    for f in ("phi.npy", "phi_lo.npy", "population_phi.npy", "population_phi_lo.npy"):
+        (d / f).unlink()
+    legacy = attack_norm(d, ATTACKS)
+    assert legacy["settings"]["rmia_population"].startswith("legacy")
+    for attack in ATTACKS:
+        for sub in ("all", "outliers", "inliers"):
+            for got, want in ((stream, oracle), (legacy, legacy_oracle)):
+                np.testing.assert_allclose(got["metrics"][attack][sub]["auc_per_target"],
+                                           want["metrics"][attack][sub]["auc_per_target"], rtol=0, atol=1e-9)
 
 
 def test_metrics_structure(claim_run):

@@ -112,14 +112,23 @@ def test_stream_reads_npy_and_legacy_logits_blockwise(tmp_path) -> None:
     # φ derived per block is the float64 φ of the whole array.
     assert np.array_equal(legacy.read(0, 150), lira_statistic(logits, labels))
     write_phi(tmp_path / "phi.npy", legacy, block=16)
-    stored = np.load(tmp_path / "phi.npy")
-    assert stored.dtype == np.float32 and np.array_equal(stored, lira_statistic(logits, labels).astype(np.float32))
+    phi64 = lira_statistic(logits, labels)
+    hi, lo = np.load(tmp_path / "phi.npy"), np.load(tmp_path / "phi_lo.npy")
+    assert hi.dtype == lo.dtype == np.float32 and np.array_equal(hi, phi64.astype(np.float32))
+    # hi + lo reproduces float64 φ far below float32 rounding.
+    np.testing.assert_allclose(NpyPhi(tmp_path / "phi.npy").read(0, 150), phi64, rtol=1e-13, atol=1e-13)
+    assert np.abs(hi - phi64).max() > 1e-9  # (float32 alone would not)
+    stored = NpyPhi(tmp_path / "phi.npy").read(0, 150)
     from bnmem.attacks import evaluate_attacks
 
     oracle = evaluate_attacks(logits, keep, labels, attacks=EVERY)
     assert_same(oracle, evaluate_stream(legacy, keep, attacks=EVERY, block=20))
-    from_npy = evaluate_stream(NpyPhi(tmp_path / "phi.npy"), keep, attacks=EVERY, block=20)
-    assert_same(evaluate_inputs(AttackInputs.from_phi(stored, keep), attacks=EVERY), from_npy)
+    # The stored φ (hi + lo) gives the logits path's results.
+    assert_same(oracle, evaluate_stream(NpyPhi(tmp_path / "phi.npy"), keep, attacks=EVERY, block=20))
+    # Without the residual (a phi.npy alone) it still evaluates, at float32 precision.
+    (tmp_path / "phi_lo.npy").unlink()
+    from_hi = evaluate_stream(NpyPhi(tmp_path / "phi.npy"), keep, attacks=EVERY, block=20)
+    assert_same(evaluate_inputs(AttackInputs.from_phi(hi, keep), attacks=EVERY), from_hi)
 
 
 def test_stream_rejects_bad_inputs() -> None:

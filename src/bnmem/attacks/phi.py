@@ -2,14 +2,22 @@
 
 φ = log p_y − log Σ_{y'≠y} p_{y'} = z_y − logsumexp_{y'≠y} z_{y'} is computed in
 float64 from the logits and stored as float32 [n_models, n_examples, n_views]
-(``phi.npy``, memory-mappable): C times smaller than the logits.
+(``phi.npy``, memory-mappable), plus its float32 rounding residual
+(``phi_lo.npy``, φ64 − φ32): together C/2 times smaller than the logits.
 
-Why float32 φ loses nothing the attacks use: every attack quantity is a
-well-conditioned function of φ. p_y = sigmoid(φ); the loss is softplus(−φ) and
-log p_y its negative; the absolute error of log p_y (and of the loss) is at most
-|δφ|·(1 − p_y) ≤ |δφ|, and in the confident tail the loss ≈ e^{−φ} keeps the
-relative error |δφ| = |φ|·2^-24 (3e-6 at φ = 50). Unlike a stored probability,
-float32 φ does not round p_y = 1 − 1e-9 to 1. So nothing beyond φ is stored.
+What precision the attacks need. RMIA and the loss attack need nothing beyond
+φ: p_y = sigmoid(φ), the loss is softplus(−φ) and log p_y its negative, and the
+absolute error of log p_y (and of the loss) is at most |δφ|·(1 − p_y) ≤ |δφ|;
+in the confident tail the loss ≈ e^{−φ} keeps the relative error |δφ| =
+|φ|·2^-24. Unlike a stored probability, float32 φ does not round p_y = 1 − 1e-9
+to 1. LiRA is what needs more: its score divides by the spread of the reference
+φ, which for a confidently fitted example can be far below |φ|, so float32
+rounding of φ is amplified. Measured on a digits run (16 models, no norm):
+float32 φ alone flipped one member/non-member pair of online LiRA for one target
+(its AUC moved by 5e-6) against φ from the logits. With the residual, φ is
+reproduced to about |φ|·2^-48 and every attack's AUC equals the logits path's.
+A legacy run directory without ``phi_lo.npy`` (or a ``phi.npy`` alone) still
+evaluates, at float32 precision.
 
 Readers are "sources" with one method, ``read(start, stop) -> float64 [M, stop −
 start, V]``, so the streaming evaluator sees a phi.npy, a legacy logits.npy
@@ -30,6 +38,23 @@ from bnmem.errors import BnmemError
 
 PHI_FILE = "phi.npy"
 POPULATION_PHI_FILE = "population_phi.npy"
+
+
+def lo_path(path: str | Path) -> Path:
+    """Where the rounding residual of a stored φ lives: ``phi.npy`` -> ``phi_lo.npy``."""
+    path = Path(path)
+    return path.with_name(path.name[: -len(".npy")] + "_lo.npy")
+
+
+def split_phi(phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 φ as float32 (hi) plus the float32 rounding residual (lo): hi + lo ≈ φ to |φ|·2^-48.
+
+    Returns:
+        ``(hi, lo)`` float32 arrays of φ's shape.
+    """
+    phi = np.asarray(phi, dtype=np.float64)
+    hi = phi.astype(np.float32)
+    return hi, (phi - hi.astype(np.float64)).astype(np.float32)
 LOGITS_FILE = "logits.npy"
 # Examples per block when deriving φ from logits: [M, block, V, C] float64 stays small.
 _LOGIT_BLOCK_BYTES = 64 << 20
@@ -80,7 +105,7 @@ class ArrayPhi:
 
 
 class NpyPhi:
-    """φ in a ``.npy`` file, memory-mapped afresh per block.
+    """φ in a ``.npy`` file (plus its ``_lo`` residual when present), memory-mapped afresh per block.
 
     A fresh map per read, dropped right after the copy, keeps the file's pages
     out of the process's resident set (a map held open for the whole pass would
@@ -94,11 +119,22 @@ class NpyPhi:
             raise BnmemError(f"{self.path}: phi must be [n_models, n_examples, n_views], got shape {mm.shape}")
         self.shape = tuple(int(s) for s in mm.shape)
         del mm
+        lo = lo_path(self.path)
+        self.lo = lo if lo.exists() else None
+        if self.lo is not None:
+            mm = np.load(self.lo, mmap_mode="r")
+            if tuple(mm.shape) != self.shape:
+                raise BnmemError(f"{self.lo} has shape {mm.shape}, {self.path} has {self.shape}")
+            del mm
 
     def read(self, start: int, stop: int) -> np.ndarray:
         mm = np.load(self.path, mmap_mode="r")
         out = np.array(mm[:, start:stop], dtype=np.float64)
         del mm
+        if self.lo is not None:
+            mm = np.load(self.lo, mmap_mode="r")
+            out += mm[:, start:stop]
+            del mm
         if not np.isfinite(out).all():
             raise BnmemError(f"{self.path}: phi contains NaN or inf in examples {start}..{stop - 1}")
         return out
@@ -130,7 +166,7 @@ class LogitsPhi:
 
 
 def write_phi(path: str | Path, source: PhiSource, block: int | None = None) -> None:
-    """Write a source's φ as float32 ``.npy`` atomically, block by block through a memmap.
+    """Write a source's φ as float32 ``.npy`` plus its ``_lo`` residual, atomically, block by block.
 
     Args:
         path: destination.
@@ -139,12 +175,15 @@ def write_phi(path: str | Path, source: PhiSource, block: int | None = None) -> 
     """
     m, n, v = source.shape
     block = block or max(1, _LOGIT_BLOCK_BYTES // max(1, 8 * m * v * 10))
-    with io.atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(m, n, v))
+    # The residual first: a phi.npy that exists always has its residual next to it.
+    with io.atomic_path(path) as tmp, io.atomic_path(lo_path(path)) as tmp_lo:
+        hi = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(m, n, v))
+        lo = np.lib.format.open_memmap(tmp_lo, mode="w+", dtype=np.float32, shape=(m, n, v))
         for a in range(0, n, block):
-            out[:, a : a + block] = source.read(a, min(n, a + block))
-        out.flush()
-        del out
+            hi[:, a : a + block], lo[:, a : a + block] = split_phi(source.read(a, min(n, a + block)))
+        hi.flush()
+        lo.flush()
+        del hi, lo
 
 
 def open_phi(norm_dir: str | Path, labels: np.ndarray | None = None) -> PhiSource:

@@ -22,7 +22,8 @@ the test split (the RMIA population: data no model trained on). What is stored
 is φ (:mod:`bnmem.attacks.phi`), float32, not the logits:
 
 - ``phi.npy`` [n_models, n_examples, n_views], ``population_phi.npy``
-  [n_models, n_test, n_views] and ``population_labels.npy``;
+  [n_models, n_test, n_views] (each with its float32 rounding residual
+  ``*_lo.npy``, which LiRA needs for full precision) and ``population_labels.npy``;
 - ``logits.npy`` [n_models, n_examples, n_views, n_classes] only with
   ``save_logits``.
 
@@ -52,9 +53,10 @@ from bnmem.attacks.phi import (
     PHI_FILE,
     POPULATION_PHI_FILE,
     NpyPhi,
-    PhiSource,
     open_phi,
+    lo_path,
     phi_from_logits_block,
+    split_phi,
 )
 from bnmem.executors import Executor
 from bnmem.lenses.lira.config import LiraConfig
@@ -186,7 +188,7 @@ def query_settings(cfg: LiraConfig, ds: OutlierDataset) -> dict[str, Any]:
         "batch_order": "seeded random permutation" if batch else None,
         "batch_seed": cfg.query_seed if batch else None,
         "views": [name for name, _ in make_views(cfg.views, ds.input_shape)],
-        "stored": ["phi", "population_phi"] + (["logits"] if cfg.save_logits else []),
+        "stored": ["phi", "phi_lo", "population_phi", "population_phi_lo"] + (["logits"] if cfg.save_logits else []),
         "population": POPULATION_NAME,
         "threads": cfg.train.threads,
     }
@@ -223,8 +225,8 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     y = ds.y_train.numpy()
     ident = [name for name, _ in views].index("identity")
     y_test = ds.y_test.numpy()
-    phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float32)
-    pop_phi = np.empty((len(models), len(y_test), len(views)), dtype=np.float32)
+    phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float64)
+    pop_phi = np.empty((len(models), len(y_test), len(views)), dtype=np.float64)
     out = np.empty((len(models), ds.n_train, len(views), ds.num_classes), dtype=np.float32) if cfg.save_logits else None
     acc: dict[str, list] = {"train_in": [], "train_out": [], "noisy_in": [], "ood_in": [], "test": []}
     device = torch.device(cfg.train.device)
@@ -234,7 +236,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
             model = load_shadow_model(cfg, norm, norm_dir, ds, m).to(device)
             logits = query_logits(model, x, views, cfg)
             test_logits = query_logits(model, x_test, views, cfg)
-            # φ in float64 from the float32 logits, then stored as float32.
+            # φ in float64 from the float32 logits, stored as float32 + float32 residual.
             phi[i] = phi_from_logits_block(logits, y)
             pop_phi[i] = phi_from_logits_block(test_logits, y_test)
             if out is not None:
@@ -247,8 +249,10 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
             acc["ood_in"].append(_accuracy(pred, y, keep[m] & ds.is_ood))
             acc["test"].append(float((test_pred == y_test).mean()))
     base = norm_dir / QUERY_DIR / chunk_name(models)
-    io.write_npy(base.with_name(base.name + ".phi.npy"), phi)
-    io.write_npy(base.with_name(base.name + ".population_phi.npy"), pop_phi)
+    for name, arr in (("phi", phi), ("population_phi", pop_phi)):
+        hi, lo = split_phi(arr)
+        io.write_npy(base.with_name(f"{base.name}.{name}.npy"), hi)
+        io.write_npy(base.with_name(f"{base.name}.{name}_lo.npy"), lo)
     if out is not None:
         io.write_npy(base.with_name(base.name + ".npy"), out)
     info = {"norm": norm, "models": models, "settings": settings, "accuracy": acc}
@@ -321,8 +325,11 @@ def assemble(cfg: LiraConfig, norm: str, norm_dir: Path, ds: OutlierDataset, set
         if summary.get("settings") != settings:
             raise BnmemError(f"query of models {c[0]}-{c[-1]} in {norm_dir} used other settings")
     m, n_test = cfg.shadow_models, int(ds.y_test.shape[0])
-    stored = {PHI_FILE: (".phi.npy", (m, ds.n_train, n_views)),
-              POPULATION_PHI_FILE: (".population_phi.npy", (m, n_test, n_views))}
+    stored = {}
+    for name, shape in ((PHI_FILE, (m, ds.n_train, n_views)), (POPULATION_PHI_FILE, (m, n_test, n_views))):
+        stem = name[: -len(".npy")]
+        stored[name] = (f".{stem}.npy", shape)
+        stored[lo_path(name).name] = (f".{stem}_lo.npy", shape)
     if cfg.save_logits:
         stored[LOGITS_FILE] = (".npy", (m, ds.n_train, n_views, ds.num_classes))
     for name, (suffix, shape) in stored.items():
