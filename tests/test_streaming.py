@@ -13,7 +13,7 @@ from bnmem.attacks import (
     keep_matrix,
     lira_statistic,
 )
-from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_median, loo_moments, side_stats
+from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
 from bnmem.attacks.phi import ArrayPhi, LogitsPhi, NpyPhi, write_phi
 from bnmem.attacks.streaming import thin_curve
 from bnmem.errors import BnmemError
@@ -47,11 +47,14 @@ def test_loo_median_and_moments_match_numpy_for_every_removal() -> None:
             rest = np.delete(vals, p, axis=0) if p < c else vals
             if rest.shape[0] == 0:
                 continue
-            assert np.array_equal(loo_median(stats, pos)[0], np.median(rest, axis=0))  # bitwise
+            k = np.array([rest.shape[0]])
+            assert np.array_equal(loo_median(stats, pos, k)[0], np.median(rest, axis=0))  # bitwise
             n, mean, m2 = loo_moments(stats, pos)
             assert (n == rest.shape[0]).all()
             np.testing.assert_allclose(mean[0], rest.mean(axis=0), rtol=1e-13, atol=1e-13)
             np.testing.assert_allclose(m2[0] / n[0], rest.var(axis=0), rtol=1e-12, atol=1e-13)
+            n2, m2b = loo_m2(stats, pos)
+            assert np.array_equal(n2, n) and np.allclose(m2b, m2, rtol=1e-14, atol=0)
 
 
 def test_loo_log_mean_has_no_cancellation() -> None:

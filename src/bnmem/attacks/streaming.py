@@ -41,7 +41,7 @@ from bnmem.attacks.evaluate import (
 )
 from bnmem.attacks.keep import first_k_references
 from bnmem.attacks.lira import STD_EPS
-from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_median, loo_moments, side_stats
+from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
 from bnmem.attacks.metrics import metrics_from_roc, roc
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks.rmia import (
@@ -323,9 +323,10 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
             continue
         order, pos = plan.positions(keep_blk, member)
         stats = side_stats(phi_blk[order, cols])
-        out[f"med_{tag}"] = loo_median(stats, pos)
-        cnt, _, m2 = loo_moments(stats, pos)
-        out[f"sd_{tag}"] = np.sqrt(m2 / cnt)
+        out[f"med_{tag}"] = loo_median(stats, pos, plan.k_in if member else plan.k_out)
+        if wanted & needs & {"online", "offline"}:  # fixed-variance attacks use the global spread
+            cnt, m2 = loo_m2(stats, pos)
+            out[f"sd_{tag}"] = np.sqrt(m2 / cnt)
     return out
 
 
@@ -358,7 +359,7 @@ def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: in
         for member in (True, False):
             if plan.balanced:
                 order, pos = plan.positions(keep_blk, member)
-                cnt, mean, m2 = loo_moments(side_stats(phi_blk[order, cols[None, :]]), pos)
+                cnt, mean, m2 = loo_moments(side_stats(phi_blk[order, cols[None, :]], sort=False), pos)
             else:
                 cnt, mean, m2 = _slow_moments(phi_blk, keep_blk, plan, member)
             acc[member].add(*_block_moments(cnt, mean, m2))
