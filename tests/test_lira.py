@@ -348,7 +348,8 @@ def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
 def test_resume_after_sigkill(reference_run, tmp_path):
     out = tmp_path / "killed"
     args = ["lira", "--norms", "batch", "--shadow-models", "8", "--chunk-size", "2", "--epochs", "2",
-            "--label-noise", "0.05", "--train-size", "300", "--views", "identity", "--quiet", "--out", str(out)]
+            "--label-noise", "0.05", "--train-size", "300", "--views", "identity", "--quiet", "--save-logits",
+            "--out", str(out)]
     code = f"import sys; from bnmem.cli import main; sys.exit(main({args!r}))"
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -366,6 +367,8 @@ def test_resume_after_sigkill(reference_run, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in before} == before
     a, b = np.load(reference_run / "batch" / "phi.npy"), np.load(out / "batch" / "phi.npy")
     assert a.tobytes() == b.tobytes()
+    logits = np.load(out / "batch" / "logits.npy")  # --save-logits keeps them, and φ is theirs
+    np.testing.assert_allclose(lira_statistic(logits, np.load(out / "batch" / "labels.npy")).astype(np.float32), b)
 
 
 def test_rerun_with_other_config_is_refused(reference_run):
