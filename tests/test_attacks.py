@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import scipy.special
 import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from bnmem.attacks import (
@@ -576,10 +578,6 @@ def test_tpr_at_fpr_counts_a_point_exactly_on_the_level() -> None:
     m = attack_metrics(scores, members)
     assert m["tpr_at_0.1pct_fpr"] == 0.5
     assert m["tpr_at_1pct_fpr"] == 0.65
-
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None)

@@ -121,7 +121,6 @@ def test_stream_reads_npy_and_legacy_logits_blockwise(tmp_path) -> None:
     # hi + lo reproduces float64 φ far below float32 rounding.
     np.testing.assert_allclose(NpyPhi(tmp_path / "phi.npy").read(0, 150), phi64, rtol=1e-13, atol=1e-13)
     assert np.abs(hi - phi64).max() > 1e-9  # (float32 alone would not)
-    stored = NpyPhi(tmp_path / "phi.npy").read(0, 150)
     from bnmem.attacks import evaluate_attacks
 
     oracle = evaluate_attacks(logits, keep, labels, attacks=EVERY)

@@ -107,7 +107,7 @@ class _Moments:
 
 def _block_moments(n: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Collapse per-(example, view) leave-one-out moments [T, B, V] (count n [T, B, 1]) to per-target ones."""
-    t, b, v = mean.shape
+    _, b, v = mean.shape
     k = n[:, 0, 0]
     bmean = mean.mean(axis=(1, 2))
     dev = mean - bmean[:, None, None]
@@ -408,7 +408,6 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan) -> tu
 def _rmia(lp_all: np.ndarray, keep: np.ndarray, tgt: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray,
           pop_lp: np.ndarray | None, online: bool, params: RMIAParams) -> tuple[np.ndarray, list[float] | None]:
     """RMIA scores [T, N] from the reference means; offline a per target (selected when params.a is None)."""
-    m = lp_all.shape[0]
     out = np.empty((len(tgt), lp_all.shape[1]))
     if pop_lp is not None:
         # Every model is OUT for a population point: the target's references are all
