@@ -571,13 +571,15 @@ def test_paired_jackknife_matches_the_exact_case_and_sees_shared_references():
     keep = np.zeros((m, n), dtype=bool)
     keep[np.argsort(rng.random((m, n)), axis=0)[: m // 2], np.arange(n)] = True
     labels = rng.integers(0, 3, n)
-    a, b = _toy_logits(rng, keep, labels, 2.0), _toy_logits(rng, keep, labels, 0.5)
-    from bnmem.attacks import evaluate_attacks
+    from bnmem.attacks.phi import phi_from_logits_block
+    from bnmem.attacks.streaming import evaluate_stream
 
-    full = {att: np.array(evaluate_attacks(a, keep, labels, attacks=[att])["metrics"][att]["all"]["auc_per_target"])
-            - np.array(evaluate_attacks(b, keep, labels, attacks=[att])["metrics"][att]["all"]["auc_per_target"])
+    a = phi_from_logits_block(_toy_logits(rng, keep, labels, 2.0), labels)
+    b = phi_from_logits_block(_toy_logits(rng, keep, labels, 0.5), labels)
+    full = {att: np.array(evaluate_stream(a, keep, attacks=[att])["metrics"][att]["all"]["auc_per_target"])
+            - np.array(evaluate_stream(b, keep, attacks=[att])["metrics"][att]["all"]["auc_per_target"])
             for att in ("loss", "online")}
-    jk = paired_jackknife(a, b, keep, labels, attacks=("loss", "online"))
+    jk = paired_jackknife(a, b, keep, attacks=("loss", "online"))
     d = full["loss"]
     np.testing.assert_allclose(jk["loss"]["all"], (d.sum() - d) / (m - 1), rtol=0, atol=1e-12)
     est = jackknife_interval(float(d.mean()), jk["loss"]["all"])
@@ -587,7 +589,7 @@ def test_paired_jackknife_matches_the_exact_case_and_sees_shared_references():
     assert half == pytest.approx(sps.t.ppf(0.975, m - 1) * d.std(ddof=1) / np.sqrt(m))
     target_only = (full["online"].sum() - full["online"]) / (m - 1)
     assert not np.allclose(jk["online"]["all"], target_only, atol=1e-6)
-    same = paired_jackknife(a, a, keep, labels, attacks=("online",))
+    same = paired_jackknife(a, a, keep, attacks=("online",))
     assert np.all(np.array(same["online"]["all"]) == 0.0)
 
 
@@ -608,7 +610,7 @@ def test_attach_jackknife_feeds_the_claim_3_interval(tmp_path):
         d = tmp_path / norm
         d.mkdir()
         logits = _toy_logits(rng, keep, labels, boost)
-        for name, arr in (("logits", logits), ("keep", keep), ("labels", labels),
+        for name, arr in (("logits", logits), ("keep", keep), ("labels", labels),  # a legacy (logits) run dir
                           ("is_noisy", np.arange(n) < 4), ("is_ood", np.zeros(n, bool))):
             np.save(d / f"{name}.npy", arr)
         (d / QUERY_FILE).write_text("{}")

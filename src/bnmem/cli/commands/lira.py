@@ -17,6 +17,7 @@ QueryBatchSize = Annotated[Optional[int], typer.Option(help="batch whose statist
 KeepSeed = Annotated[int, typer.Option(help="seed of the membership matrix (same for every norm)")]
 ExecutorName = Annotated[str, typer.Option("--executor", help="where shadow-model jobs run: local (in this process) or ray")]
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address, auto or HOST:PORT (default: start a local Ray)")]
+SaveLogits = Annotated[bool, typer.Option("--save-logits", help="also store full logits (C times the disk of φ, which is all the attacks read)")]
 GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.25: four jobs share a GPU); for --device cuda")]
 
 
@@ -35,6 +36,7 @@ def lira(
     ray_address: RayAddress = None,
     workers: Workers = 1,
     gpus_per_job: GpusPerJob = 0.0,
+    save_logits: SaveLogits = False,
     quiet: Quiet = False,
 ) -> None:
     """LiRA/RMIA membership inference on shadow models of each norm; paired BN vs other-norm differences.
@@ -46,7 +48,8 @@ def lira(
     from bnmem.lenses.lira import LiraConfig, run_lira, summary_table
 
     own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
-           "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed}
+           "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed,
+           "save_logits": save_logits}
     # --set overrides (already in exp) win over the flags' defaults.
     cfg = LiraConfig.model_validate({**own, **exp})
     if executor != "ray" and (ray_address or gpus_per_job):
@@ -65,4 +68,4 @@ def lira(
     finally:
         ex.close()
     typer.echo(summary_table(result))
-    typer.echo(f"results in {out}/ (metrics.json, roc.png, <norm>/logits.npy, keep.npy, ...)")
+    typer.echo(f"results in {out}/ (metrics.json, roc.png, <norm>/phi.npy, keep.npy, ...)")

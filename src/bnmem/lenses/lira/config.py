@@ -45,6 +45,10 @@ class LiraConfig(ExperimentConfig):
         query_batch_size: the batch BN statistics come from in ``batch`` mode
             (default: the training batch size); ignored in ``eval`` mode.
         keep_seed: seed of the membership (keep) matrix; the same for every norm.
+        query_seed: seed of the random permutation that forms ``batch``-mode
+            query batches (recorded in query.json); unused in ``eval`` mode.
+        save_logits: also keep the full logits (``logits.npy``, C times larger
+            than φ); the attacks read only φ.
     """
 
     seeds: list[int] = [0]
@@ -54,6 +58,8 @@ class LiraConfig(ExperimentConfig):
     query_bn_mode: Literal["eval", "batch"] = "eval"
     query_batch_size: int | None = Field(None, ge=2)
     keep_seed: int = Field(0, ge=0, lt=2**32)
+    query_seed: int = Field(0, ge=0, lt=2**32)
+    save_logits: bool = False
 
     @field_validator("shadow_models")
     @classmethod

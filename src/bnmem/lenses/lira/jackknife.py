@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from bnmem.attacks import evaluate_attacks
+from bnmem.attacks.streaming import evaluate_stream
 from bnmem.errors import BnmemError
 from bnmem.lenses.lira.query import load_attack_inputs
 
@@ -30,25 +30,27 @@ MIN_MODELS = 6  # with a balanced keep, fewer leave some example without an IN r
 
 
 def paired_jackknife(
-    logits_a: np.ndarray,
-    logits_b: np.ndarray,
+    phi_a: np.ndarray,
+    phi_b: np.ndarray,
     keep: np.ndarray,
-    labels: np.ndarray,
     subsets: Mapping[str, np.ndarray] | None = None,
     attacks: Sequence[str] = JACKKNIFE_ATTACKS,
+    population_a: np.ndarray | None = None,
+    population_b: np.ndarray | None = None,
     **attack_kwargs: Any,
 ) -> dict[str, dict[str, list[float]]]:
     """Leave-one-model-out means of the per-target AUC difference a − b.
 
     Args:
-        logits_a: [n_models, n_examples, n_views, n_classes] of one norm (e.g. BN).
-        logits_b: the same shape for the other norm; model m of both trained on keep row m.
+        phi_a: the attack statistic φ [n_models, n_examples, n_views] of one norm (e.g. BN).
+        phi_b: the same shape for the other norm; model m of both trained on keep row m.
         keep: [n_models, n_examples] membership, shared by both norms.
-        labels: [n_examples] true labels.
-        subsets: extra example subsets, as for :func:`bnmem.attacks.evaluate_attacks` (``all`` is added).
+        subsets: extra example subsets, as for :func:`bnmem.attacks.streaming.evaluate_stream` (``all`` is added).
         attacks: attack names.
-        **attack_kwargs: passed to :func:`~bnmem.attacks.evaluate_attacks` unchanged (e.g. ``rmia_params``,
-            ``population``), so the jackknife uses the lens's own attack settings.
+        population_a, population_b: φ [n_models, n_population, n_views] of RMIA's population per norm (None:
+            the legacy population).
+        **attack_kwargs: passed to :func:`~bnmem.attacks.streaming.evaluate_stream` unchanged (e.g.
+            ``rmia_params``), so the jackknife uses the lens's own attack settings.
 
     Returns:
         ``{attack: {subset: [value with model 0 deleted, ..., with model M−1 deleted]}}``: each value
@@ -58,16 +60,17 @@ def paired_jackknife(
     Raises:
         BnmemError: shapes disagree, or fewer than :data:`MIN_MODELS` models.
     """
-    if logits_a.shape != logits_b.shape or keep.shape != logits_a.shape[:2]:
-        raise BnmemError(f"jackknife: logits {logits_a.shape} / {logits_b.shape} and keep {keep.shape} disagree")
+    if phi_a.shape != phi_b.shape or keep.shape != phi_a.shape[:2]:
+        raise BnmemError(f"jackknife: φ {phi_a.shape} / {phi_b.shape} and keep {keep.shape} disagree")
     n_models = keep.shape[0]
     if n_models < MIN_MODELS:
         raise BnmemError(f"jackknife: needs at least {MIN_MODELS} shadow models, got {n_models}")
     out: dict[str, dict[str, list[float]]] = {}
     for j in range(n_models):
         rest = np.array([m for m in range(n_models) if m != j])
-        res = [evaluate_attacks(lg[rest], keep[rest], labels, subsets=subsets, attacks=attacks, **attack_kwargs)
-               ["metrics"] for lg in (logits_a, logits_b)]
+        res = [evaluate_stream(phi[rest], keep[rest], subsets=subsets, attacks=attacks,
+                               population_phi=None if pop is None else pop[rest], **attack_kwargs)["metrics"]
+               for phi, pop in ((phi_a, population_a), (phi_b, population_b))]
         for attack in attacks:
             for sub in res[0][attack]:
                 d = (np.asarray(res[0][attack][sub]["auc_per_target"], dtype=np.float64)
@@ -99,8 +102,8 @@ def attach_jackknife(paired: dict[str, Any], out_dir: str | Path, reference: str
         arrays = load_attack_inputs(Path(out_dir) / other)
         if not np.array_equal(arrays["keep"], ref["keep"]):
             raise BnmemError(f"jackknife: {reference} and {other} were trained on different keep matrices")
-        jk = paired_jackknife(ref["logits"], arrays["logits"], ref["keep"], ref["labels"], subsets, attacks,
-                              **attack_kwargs)
+        jk = paired_jackknife(_whole(ref["phi"]), _whole(arrays["phi"]), ref["keep"], subsets, attacks,
+                              _whole(ref["population_phi"]), _whole(arrays["population_phi"]), **attack_kwargs)
         for attack, per_sub in jk.items():
             for sub, loo in per_sub.items():
                 block = paired.get(f"{reference}-{other}", {}).get(attack, {}).get(sub, {}).get("auc")
@@ -108,3 +111,10 @@ def attach_jackknife(paired: dict[str, Any], out_dir: str | Path, reference: str
                     block["jackknife"] = {"leave_one_out": loo,
                                           "unit": "shadow model (deleted as a target and from every reference set)"}
     return paired
+
+
+def _whole(source: Any) -> np.ndarray | None:
+    """A φ source read whole (the jackknife re-evaluates on model subsets; meant for digits-sized runs)."""
+    if source is None:
+        return None
+    return source.read(0, source.shape[1]) if hasattr(source, "read") else np.asarray(source)

@@ -12,7 +12,8 @@ a bootstrap confidence interval.
 Run directory::
 
     <out>/config.json  environment.json  metrics.json  roc.png
-    <out>/<norm>/logits.npy keep.npy labels.npy is_noisy.npy is_ood.npy query.json
+    <out>/<norm>/phi.npy population_phi.npy population_labels.npy keep.npy labels.npy
+                 is_noisy.npy is_ood.npy query.json  (logits.npy with save_logits)
     <out>/<norm>/shadow/...  query/...      (resumable work)
 
 Python use (e.g. another recipe's LiRA AUC)::
@@ -31,14 +32,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnmem import io
-from bnmem.attacks import ALL, evaluate_attacks
+from bnmem.attacks import ALL, evaluate_stream
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.texttable import fmt, table
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.lenses.lira.query import load_attack_inputs, query_models
+from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 # What metrics.json starts with (the registry's Lens.stamp, spelled here to avoid an import cycle).
-LENS_STAMP = {"lens": "lira", "schema_version": 1}
+LENS_STAMP = {"lens": "lira", "schema_version": 2}
 SUBSETS = ("all", "outliers", "inliers")
 PAIRED_METRICS = ("auc", "tpr_at_1pct_fpr")
 BOOTSTRAP = {"resamples": N_RESAMPLES, "seed": SEED, "level": 0.95,
@@ -73,16 +74,20 @@ def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL) -> dict[str,
         attacks: attack names (default: all of :data:`bnmem.attacks.ALL`).
 
     Returns:
-        :func:`bnmem.attacks.evaluate_attacks`'s result with subsets ``all``,
-        ``outliers`` (noisy or OOD) and ``inliers``.
+        :func:`bnmem.attacks.evaluate_stream`'s result with subsets ``all``,
+        ``outliers`` (noisy or OOD) and ``inliers``; RMIA's population is the
+        test split (the legacy one, the target's non-members, for run
+        directories queried before populations were).
 
     Raises:
         BnmemError: no finished query in ``norm_dir``.
     """
     arrays = load_attack_inputs(norm_dir)
     outliers = arrays["is_noisy"] | arrays["is_ood"]
-    return evaluate_attacks(arrays["logits"], arrays["keep"], arrays["labels"],
-                            subsets={"outliers": outliers, "inliers": ~outliers}, attacks=attacks)
+    pop = arrays["population_phi"]
+    name = None if pop is None else f"{POPULATION_NAME} (n={pop.shape[1]}; no model trained on it)"
+    return evaluate_stream(arrays["phi"], arrays["keep"], subsets={"outliers": outliers, "inliers": ~outliers},
+                           attacks=attacks, population_phi=pop, population_name=name or "")
 
 
 def accuracy_summary(per_model: dict[str, list[float | None]]) -> dict[str, Any]:
@@ -209,6 +214,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
             "epochs": cfg.train.epochs,
             "train": cfg.train.model_dump(mode="json"),
             "bn_mode_at_query": cfg.query_bn_mode,
+            "rmia_population": first["attack_settings"]["rmia_population"],
             "query": first["query"],
             "views": first["query"]["views"],
             "attacks": first["attack_settings"],
