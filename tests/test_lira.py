@@ -17,11 +17,12 @@ from bnmem.attacks import keep_matrix
 from bnmem.cli import main
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.data import load_dataset
+from bnmem.data.views import make_views, shifted
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.lira import LiraConfig, paired_differences, run_lira
-from bnmem.lenses.lira.query import make_views, query_batches, query_models, shifted
+from bnmem.lenses.lira.query import query_batches, query_models
 from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")

@@ -76,7 +76,7 @@ def audit(
     --ood with --data-seed reproduce the corrupted samples, so the audit knows which are outliers). The
     recipe flags (--epochs, --lr, ...) train the shadow copies.
     """
-    from bnmem.audit import AuditConfig, audit_file
+    from bnmem.auditing.run import AuditConfig, audit_file
 
     config = AuditConfig.model_validate(apply_overrides({
         "data": {"dataset": dataset, "data_root": str(data_root) if data_root else None, "download": download,

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from bnmem import io
-from bnmem.audit_load import is_scripted
+from bnmem.auditing.data import masks_known
+from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
@@ -28,11 +29,6 @@ from bnmem.measure.predict import predict_logits
 
 # Attacks reported from the shadow models (online LiRA is the reference one).
 AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
-
-
-def masks_known(ds: OutlierDataset) -> bool:
-    """True when the data says which training examples are corrupted (and some are)."""
-    return bool(ds.info.get("masks_known", True)) and bool(ds.is_outlier.any())
 
 
 def fresh_copy(model: nn.Module, seed: int) -> tuple[nn.Module, int, int]:
@@ -85,7 +81,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         BnmemError: a TorchScript model, or M odd or below 4.
     """
     from bnmem.attacks import evaluate_attacks, keep_matrix
-    from bnmem.lenses.lira.query import make_views
+    from bnmem.data.views import make_views
     from bnmem.train import load_finished, train_model
 
     check_shadow_request(model, shadow_models)
