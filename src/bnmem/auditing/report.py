@@ -164,8 +164,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         lines += [f"| {s} | {v['n']} | {_fmt(v['median'], 4)} | {_fmt(v['mean'], 4)} |"
                   for s, v in mk["by_subset"].items()] + [""]
     lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {r['index']} | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | "
-              f"{r['flagged'] or '-'} |" for i, r in enumerate(gn["top_k"][:10])]
+    lines += [f"| {i + 1} | {r['index']}" + (f" (`{r['file']}`)" if r.get("file") else "")
+              + f" | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | {r['flagged'] or '-'} |"
+              for i, r in enumerate(gn["top_k"][:10])]
     if len(gn["top_k"]) > 10:
         lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
     acc = result["accuracy"]

@@ -51,12 +51,17 @@ from bnmem.auditing.sections import (
 )
 from bnmem.config import DataConfig, StrictModel, TrainConfig
 from bnmem.data.dataset import OutlierDataset
+from bnmem.data.image_folder import ImageFolderConfig
 
 
 class AuditConfig(StrictModel):
-    """What ``bnmem audit`` reads besides the model: the data it was trained on, the shadow recipe."""
+    """What ``bnmem audit`` reads besides the model: the data it was trained on, the shadow recipe.
+
+    ``folder`` (a practitioner's ImageFolder tree) replaces ``data`` (a bnmem dataset) when given.
+    """
 
     data: DataConfig = DataConfig()
+    folder: ImageFolderConfig | None = None
     train: TrainConfig = TrainConfig()
 
 
@@ -94,6 +99,7 @@ def audit(
     seed: int = 0,
     progress: bool = False,
     source: dict[str, Any] | None = None,
+    max_memory: int | str | None = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
@@ -114,13 +120,16 @@ def audit(
         seed: seed of the probe batch and the gradient-norm subset.
         progress: progress bars for shadow training.
         source: where the model and data came from (written into the result).
+        max_memory: memory budget of the gradient-norm measurement, bytes or
+            text such as ``"8GB"`` (None: half the free RAM or GPU memory).
 
     Returns:
         An :class:`AuditResult`.
 
     Raises:
-        BnmemError: the model does not accept the data, malformed data, or
-            shadow models asked for a TorchScript model.
+        BnmemError: the model does not accept the data, malformed data,
+            shadow models asked for a TorchScript model, or a memory budget
+            that cannot hold one example.
     """
     from bnmem.auditing.report import risk_summary, to_markdown
 
@@ -140,11 +149,11 @@ def audit(
             "outputs": n_outputs,
             **(source or {}),
         },
-        "data": {**ds.summary(), "outliers_known": masks_known(ds)},
+        "data": {**{k: v for k, v in ds.summary().items() if k != "files"}, "outliers_known": masks_known(ds)},
         "norm_layers": layers,
         "gamma_sigma": gamma_sigma_section(model, ds, seed) if any(r["batchnorm"] for r in layers) else None,
     }
-    result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed)
+    result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory)
     result["accuracy"] = accuracy_section(model, ds)
     result["membership"] = (membership_section(model, ds, shadow_models, train_cfg, out, progress=progress)
                             if shadow_models else None)
@@ -167,21 +176,24 @@ def file_sha256(path: str | Path) -> str:
 
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
-               progress: bool = False) -> AuditResult:
+               progress: bool = False, max_memory: int | str | None = None) -> AuditResult:
     """``bnmem audit``: load a model file and a bnmem dataset, audit, write into ``out``.
 
     Args:
         model_path: a pickled nn.Module or a TorchScript file (trusted files only).
         config: ``data``: the data (and injected outliers) the model was trained
-            on, as bnmem builds it; ``train``: the shadow copies' recipe and the device.
+            on, as bnmem builds it, or ``folder``: an ImageFolder tree;
+            ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused).
-        top_k, max_examples, shadow_models, progress: see :func:`audit`.
+        top_k, max_examples, shadow_models, progress, max_memory: see :func:`audit`.
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit.
     """
     from bnmem.auditing.load import load_model_file
     from bnmem.data import load_dataset
+    from bnmem.data.image_folder import load_image_folder
+    from bnmem.measure.memory import parse_size
     from bnmem.rundir import prepare_run_dir
 
     data_cfg, train_cfg = config.data, config.train
@@ -191,9 +203,11 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
     digest = file_sha256(model_path)
     resolved = {"model": str(model_path), "model_sha256": digest, **config.model_dump(mode="json"),
                 "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models}
-    ds = load_dataset(data_cfg)
+    if max_memory is not None:
+        parse_size(max_memory)  # a bad value fails before any file is written
+    ds = load_image_folder(config.folder) if config.folder is not None else load_dataset(data_cfg)
     out = prepare_run_dir(out, resolved, name="audit_config.json")
     model = model.to(train_cfg.device)
     return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models, train=train_cfg,
-                 out=out, seed=data_cfg.seed, progress=progress,
+                 out=out, seed=data_cfg.seed, progress=progress, max_memory=max_memory,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})

@@ -99,7 +99,7 @@ def model_device(model: nn.Module) -> torch.device:
 
 
 def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_examples: int | None = None,
-                     seed: int = 0) -> tuple[dict[str, Any], np.ndarray]:
+                     seed: int = 0, max_memory: int | str | None = None) -> tuple[dict[str, Any], np.ndarray]:
     """Per-sample gradient norms (eval definition) and the top-k training examples.
 
     Args:
@@ -108,6 +108,7 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
         top_k: how many of the largest norms to list.
         max_examples: measure a seeded random subset of this size (None: all).
         seed: seed of that subset.
+        max_memory: memory budget of the measurement (None: half the free memory).
 
     Returns:
         The section and the (n_train,) float64 norms (NaN where not measured).
@@ -125,7 +126,7 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
         # torch warns about .grad of non-leaf tensors inside TorchScript modules; harmless here.
         warnings.filterwarnings("ignore", message=".*grad attribute of a Tensor that is not a leaf.*")
         r = per_sample_grad_norms(model, ds.x_train.to(dev), ds.y_train.to(dev), definition="eval", method=method,
-                                  subset=subset)
+                                  subset=subset, max_memory=max_memory)
     norms = r.norms
     measured = np.flatnonzero(np.isfinite(norms))
     order = measured[np.argsort(-norms[measured], kind="stable")]
@@ -138,7 +139,8 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
         rows.append({"index": int(i), "grad_norm": float(norms[i]), "label": int(ds.y_train[i]),
                      "original_label": int(ds.y_train_orig[i]) if ds.y_train_orig[i] >= 0 and flag else None,
                      "predicted": int(p), "fits_label": bool(int(p) == int(ds.y_train[i])),
-                     "flagged": flag if known else None})
+                     "flagged": flag if known else None,
+                     **({"file": ds.info["files"][i]} if "files" in ds.info else {})})
     median = float(np.median(norms[measured])) if measured.size else None
     section: dict[str, Any] = {
         **r.describe(),
