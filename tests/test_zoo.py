@@ -1,0 +1,84 @@
+"""The torchvision zoo through the audit: per-sample gradient norms equal the loop oracle (float64), the
+ghost path covers every model, and the whole audit runs under a memory budget.
+
+Random weights, ``num_classes=10``, 32x32 inputs (``vit_b_16`` built with ``image_size=32``: 4 patches
+of 16x16 plus the class token), a handful of examples.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torchvision.models as tvm
+
+import bnmem
+from bnmem.measure.gradnorms import eval_sq_norms, float64_copy, loop_sq_norms, per_sample_grad_norms
+
+ZOO = {
+    "resnet18": lambda: tvm.resnet18(num_classes=10),
+    "densenet121": lambda: tvm.densenet121(num_classes=10),
+    "mobilenet_v2": lambda: tvm.mobilenet_v2(num_classes=10),
+    "efficientnet_b0": lambda: tvm.efficientnet_b0(num_classes=10),
+    "convnext_tiny": lambda: tvm.convnext_tiny(num_classes=10),
+    "vit_b_16": lambda: tvm.vit_b_16(image_size=32, num_classes=10),
+}
+# vit_b_16 has 86 M parameters: each loop-oracle example is a full 86 M backward (~5 s here), so it gets 2.
+N_EXAMPLES = {"vit_b_16": 2}
+BUDGET = "3GB"
+
+
+def _data(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def _model(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return ZOO[name]().eval()
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_audit_ghost_norms_equal_the_loop(name, tmp_path):
+    model = _model(name)
+    n = N_EXAMPLES.get(name, 3)
+    x, y = _data(n)
+    xt, yt = _data(2, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a fallback to vmap would warn: it must not happen
+        warnings.filterwarnings("ignore", message=".*enable_nested_tensor.*")
+        result = bnmem.audit(model, (x, y), (xt, yt), top_k=2, max_examples=None, out=tmp_path, max_memory=BUDGET)
+    gn = result.data["gradient_norms"]
+    assert gn["method"] == "ghost" and gn["max_memory"] == "3.0 GB"
+    oracle = loop_sq_norms(float64_copy(model), x.double(), y).sqrt().numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "gradient_norms.npy"), oracle, rtol=1e-9)
+    assert result.data["risk"]["level"] in ("low", "moderate", "elevated")
+    assert ("## BN |γ|/σ per layer" in result.markdown) == (name in ("resnet18", "densenet121", "mobilenet_v2",
+                                                                         "efficientnet_b0"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_vmap_agrees_with_ghost(name):
+    """The fallback path on the same models: vmap equals ghost equals the loop."""
+    m64 = float64_copy(_model(name))
+    x, y = _data(2)
+    x = x.double()
+    ghost, used = eval_sq_norms(m64, x, y, "ghost")
+    vm, _ = eval_sq_norms(m64, x, y, "vmap", max_memory=8 * 2**30)
+    assert used == "ghost"
+    torch.testing.assert_close(vm, ghost, rtol=1e-9, atol=0)
+
+
+def test_resnet18_digits_stem_inplace_relu_is_ghost():
+    """The issue's model: torchvision resnet18 with a 1-channel 3x3 stem on 8x8 digits, ReLU(inplace=True)."""
+    torch.manual_seed(0)
+    model = tvm.resnet18(num_classes=10)
+    model.conv1 = torch.nn.Conv2d(1, 64, 3, 1, 1, bias=False)
+    model.eval()
+    x, y = torch.randn(5, 1, 8, 8), torch.randint(0, 10, (5,))
+    r = per_sample_grad_norms(model, x, y, max_memory="2GB")
+    assert r.method == "ghost" and r.chunk_size >= 5
+    np.testing.assert_allclose(r.norms, loop_sq_norms(float64_copy(model), x.double(), y).sqrt().numpy(), rtol=1e-9)
