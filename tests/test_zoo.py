@@ -82,3 +82,23 @@ def test_resnet18_digits_stem_inplace_relu_is_ghost():
     r = per_sample_grad_norms(model, x, y, max_memory="2GB")
     assert r.method == "ghost" and r.chunk_size >= 5
     np.testing.assert_allclose(r.norms, loop_sq_norms(float64_copy(model), x.double(), y).sqrt().numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", pytest.param("vit_b_16", marks=pytest.mark.slow)])
+def test_zoo_shadow_models_with_cost_printed_first(name, capsys):
+    """--shadow-models on a zoo architecture: fresh copies (reset_parameters) train and are attacked."""
+    model = _model(name)
+    x, y = _data(24)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*enable_nested_tensor.*")
+        result = bnmem.audit(model, (x, y), _data(4, seed=1), top_k=2, max_examples=4, shadow_models=4,
+                             train={"epochs": 1, "batch_size": 8, "lr": 0.01}, progress=True)
+    mem = result.data["membership"]
+    err = capsys.readouterr().err
+    first = err.index("membership: training 4 of 4 shadow copies")
+    assert first < err.index("shadow 0")  # the cost comes before the first copy trains
+    assert mem["cost"]["steps"] == 4 * 1 * 2 and mem["cost"]["estimated_seconds"] > 0
+    n_tensors = len(list(model.parameters()))
+    reset, total = (int(v) for v in mem["reinitialized_parameters"].split(" parameter")[0].split(" of "))
+    assert total == n_tensors and 0 < reset <= total
+    assert 0 <= mem["attacks"]["online"]["all"]["auc"] <= 1
