@@ -1,6 +1,6 @@
 """The torchvision zoo through a digits-sized ``bnmem.audit`` (CPU, float64 gradient norms, one thread).
 
-Per model (random weights, ``num_classes=10``; ``vit_b_16`` with ``image_size=32``): whether the ghost
+Per model (random weights, norm affines and BN statistics drawn as after training, ``num_classes=10``; ``vit_b_16`` with ``image_size=32``): whether the ghost
 path covers it, the wall and CPU time and the peak memory of a full audit of the digits training split
 (upsampled to 3x32x32) under a stated memory budget, and the largest relative difference between the
 ghost, vmap and loop norms on a few examples. Each model runs in its own process so that its peak
@@ -26,11 +26,25 @@ MODELS = ("resnet18", "densenet121", "mobilenet_v2", "efficientnet_b0", "convnex
 
 
 def build(name: str):
+    """The model, with norm affines and BN running statistics drawn away from their init (as after
+    training; at init some of these models give nearly constant logits and trivial gradients)."""
+    import torch
     import torchvision.models as tvm
 
-    if name == "vit_b_16":
-        return tvm.vit_b_16(image_size=32, num_classes=10)
-    return getattr(tvm, name)(num_classes=10)
+    model = tvm.vit_b_16(image_size=32, num_classes=10) if name == "vit_b_16" else getattr(tvm, name)(num_classes=10)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm, torch.nn.LayerNorm)):
+                if m.weight is not None:
+                    m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
+                    m.bias.copy_(0.3 * torch.randn(m.bias.shape, generator=g))
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                    m.running_var.copy_(0.3 + 0.4 * torch.rand(m.running_var.shape, generator=g))
+            if isinstance(m, torch.nn.Linear) and not m.weight.any():
+                # vit_b_16's head starts at zero, which leaves every other parameter without gradient
+                m.weight.copy_(0.05 * torch.randn(m.weight.shape, generator=g))
+    return model
 
 
 def digits_32(n: int | None):

@@ -15,7 +15,10 @@ import torch
 import torchvision.models as tvm
 
 import bnmem
+from bnmem.measure.ghost import ghost_sq_norms
 from bnmem.measure.gradnorms import eval_sq_norms, float64_copy, loop_sq_norms, per_sample_grad_norms
+
+from test_ghost_layers import loop_per_param
 
 ZOO = {
     "resnet18": lambda: tvm.resnet18(num_classes=10),
@@ -35,9 +38,32 @@ def _data(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(n, 3, 32, 32, generator=g), torch.randint(0, 10, (n,), generator=g)
 
 
+def as_if_trained(model: torch.nn.Module) -> torch.nn.Module:
+    """Norm affines and BN running statistics drawn away from their init (γ=1, β=0, μ=0, σ²=1).
+
+    At init, mobilenet_v2's logits on these inputs vary by ~1e-10 across classes and the
+    classifier bias holds nearly all of the gradient, which would make agreement trivial; after
+    this, every parameter carries gradient (the head holds 2-59% of the squared norm). vit_b_16's
+    zero-initialized head gets random weights for the same reason.
+    """
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm, torch.nn.LayerNorm)):
+                if m.weight is not None:
+                    m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
+                    m.bias.copy_(0.3 * torch.randn(m.bias.shape, generator=g))
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                    m.running_var.copy_(0.3 + 0.4 * torch.rand(m.running_var.shape, generator=g))
+            if isinstance(m, torch.nn.Linear) and not m.weight.any():
+                # vit_b_16's head starts at zero, which leaves every other parameter without gradient
+                m.weight.copy_(0.05 * torch.randn(m.weight.shape, generator=g))
+    return model
+
+
 def _model(name: str) -> torch.nn.Module:
     torch.manual_seed(0)
-    return ZOO[name]().eval()
+    return as_if_trained(ZOO[name]()).eval()
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -52,8 +78,16 @@ def test_zoo_audit_ghost_norms_equal_the_loop(name, tmp_path):
         result = bnmem.audit(model, (x, y), (xt, yt), top_k=2, max_examples=None, out=tmp_path, max_memory=BUDGET)
     gn = result.data["gradient_norms"]
     assert gn["method"] == "ghost" and gn["max_memory"] == "3.0 GB"
-    oracle = loop_sq_norms(float64_copy(model), x.double(), y).sqrt().numpy()
-    np.testing.assert_allclose(np.load(tmp_path / "gradient_norms.npy"), oracle, rtol=1e-9)
+    # per parameter, then the total the audit wrote
+    m64 = float64_copy(model).eval()
+    oracle = loop_per_param(m64, x.double(), y)
+    ghost = ghost_sq_norms(m64, x.double(), y)
+    assert set(ghost) == set(oracle)
+    for pname, want in oracle.items():
+        assert bool((want > 0).all()), pname
+        torch.testing.assert_close(ghost[pname], want, rtol=1e-9, atol=0, msg=pname)
+    total = torch.stack(list(oracle.values())).sum(0).sqrt().numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "gradient_norms.npy"), total, rtol=1e-9)
     assert result.data["risk"]["level"] in ("low", "moderate", "elevated")
     assert ("## BN |γ|/σ per layer" in result.markdown) == (name in ("resnet18", "densenet121", "mobilenet_v2",
                                                                          "efficientnet_b0"))
