@@ -144,3 +144,16 @@ def test_cli_budget_too_small_is_one_error_line(tree, tmp_path, capsys):
                  "--max-memory", "2KB", "--out", str(tmp_path / "o")])
     lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "--max-memory 2.0 KB cannot hold" in lines[0], lines
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--label-noise", "0.1"], "with --data-folder, name the known mislabeled files"),
+    (["--mislabeled", "x.csv", "--no-folder"], "--mislabeled only apply with --data-folder"),
+])
+def test_cli_flag_combinations_are_refused(tree, tmp_path, capsys, args, match):
+    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(100, 3)), tmp_path / "m.pt")
+    folder = [] if "--no-folder" in args else ["--data-folder", str(tree)]
+    code = main(["audit", "--quiet", "--model", str(tmp_path / "m.pt"), *folder,
+                 *[a for a in args if a != "--no-folder"], "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and match in err and not (tmp_path / "o").exists()

@@ -111,6 +111,16 @@ def audit(
     images (ImageFolder layout); --mislabeled names the files you know are mislabeled.
     """
     from bnmem.auditing.run import AuditConfig, audit_file
+    from bnmem.errors import BnmemError
+
+    if data_folder is not None and (label_noise or ood or train_size is not None):
+        raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
+                         "name the known mislabeled files with --mislabeled instead")
+    folder_only = {"--image-size": image_size, "--channels": channels, "--mean": mean, "--std": std,
+                   "--transform": transform, "--mislabeled": mislabeled}
+    stray = [flag for flag, value in folder_only.items() if value is not None]
+    if data_folder is None and stray:
+        raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
 
     config = AuditConfig.model_validate(apply_overrides({
         "data": {"dataset": dataset, "data_root": str(data_root) if data_root else None, "download": download,
