@@ -99,6 +99,15 @@ def test_grouped_and_depthwise_convolutions(groups, cout, stride, padding):
     assert_per_param(_randomize(model), _x(6, 4, 7, 7), _y(6))
 
 
+def test_same_padding_and_refusal_of_uneven_same():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding="same", dilation=2), nn.ReLU(),
+                          nn.Conv2d(4, 4, 5, padding="same", groups=2), nn.Flatten(), nn.Linear(4 * 36, 5))
+    assert_per_param(model, _x(4, 2, 6, 6), _y(4))
+    uneven = nn.Sequential(nn.Conv2d(2, 4, 2, padding="same"), nn.Flatten(), nn.Linear(4 * 36, 5))
+    assert "uneven" in unsupported_reason(uneven)
+
+
 class NormZoo(nn.Module):
     """LayerNorm2d (ConvNeXt), GroupNorm, and LayerNorm over an (N, L, D) sequence and (N, H, W, C) maps."""
 

@@ -60,6 +60,7 @@ from bnmem.measure.ghost_layers import (
     linear_sq,
     own_params,
     patch_convs,
+    symmetric_padding,
 )
 
 
@@ -105,8 +106,8 @@ def unsupported_reason(model: nn.Module) -> str | None:
         if kind in ("conv", "grouped_conv"):
             if m.padding_mode != "zeros":
                 return f"{label}: padding_mode {m.padding_mode!r}"
-            if isinstance(m.padding, str) and m.padding != "valid":
-                return f"{label}: padding {m.padding!r}"
+            if symmetric_padding(m) is None:
+                return f"{label}: padding 'same' with an even kernel (uneven padding)"
         if isinstance(m, _BatchNorm) and (m.training or not m.track_running_stats or m.running_var is None):
             # Batch statistics couple the examples of a batch: no per-example identity.
             return f"{label}: BatchNorm not in eval mode with running statistics"

@@ -57,8 +57,21 @@ def linear_sq(m: nn.Linear, a: torch.Tensor, g: torch.Tensor) -> dict[str, torch
     return out
 
 
+def symmetric_padding(m: nn.Conv2d) -> tuple[int, int] | None:
+    """The conv's zero padding per side as (ph, pw); None for ``"same"`` that pads unevenly (even kernels)."""
+    if m.padding == "valid":
+        return (0, 0)
+    if m.padding == "same":
+        total = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
+        return None if any(t % 2 for t in total) else (total[0] // 2, total[1] // 2)
+    return tuple(m.padding)
+
+
 def _padding(m: nn.Conv2d) -> tuple[int, int]:
-    return (0, 0) if m.padding == "valid" else tuple(m.padding)
+    pad = symmetric_padding(m)
+    if pad is None:
+        raise ValueError(f"{m}: uneven 'same' padding")  # unsupported_reason refuses these first
+    return pad
 
 
 def conv_patches(m: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
