@@ -216,9 +216,8 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
                 raise GhostUnsupported(f"{n}: its input is modified in place")
             outputs += [p.out for p in r.projections]
             continue
-        if r.problem is not None and layer_kind(r.module) == "local":
-            raise GhostUnsupported(f"{n} ({type(r.module).__name__}) {r.problem}")
-        if r.out is None:
+        if r.problem is not None and (r.out is None or layer_kind(r.module) == "local"):
+            # the per-module vmap needs tensor inputs (batch first) and one tensor output
             raise GhostUnsupported(f"{n} ({type(r.module).__name__}) {r.problem}")
         if tuple(a._version for a in r.inp) != r.versions:
             raise GhostUnsupported(f"{n}: its input is modified in place")
