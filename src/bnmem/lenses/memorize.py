@@ -7,11 +7,14 @@ from typing import Any
 
 from bnmem import io
 from bnmem.data import load_dataset
-from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.config import ExperimentConfig
+from bnmem.texttable import fmt, table
+from bnmem.measure.memorization import mean_curve
 from bnmem.measure.memorization import CURVES, epochs_to_fit
-from bnmem.figures.plots import plot_memorization
+from bnmem.figures.memorization import plot_memorization
+from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.runs import train_runs
 from bnmem.rundir import prepare_run_dir
-from bnmem.train import load_finished, seeded_model, train_model
 
 FIT_LEVELS = (0.5, 0.9)
 
@@ -39,7 +42,7 @@ def summarize_runs(histories: dict[int, list[dict]], n_epochs: int) -> dict[str,
     }
 
 
-def run_memorize(cfg: MemorizeConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (norm, seed) on identical corrupted data and record the curves.
 
     Writes ``config.json``, one folder per ``<norm>/seed<k>`` (resumable),
@@ -50,24 +53,14 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, progress: bool = True) ->
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     ds = load_dataset(cfg.data)
-    metrics: dict[str, Any] = {}
-    for norm in cfg.norms:
-        histories = {}
-        for seed in cfg.seeds:
-            job = out / norm / f"seed{seed}"
-            model = seeded_model(cfg.model(norm), ds, seed)
-            if io.is_done(job):
-                res = load_finished(model, job)
-            else:
-                res = train_model(model, ds, cfg.train, seed, run_dir=job, progress=f"{norm} seed {seed}" if progress else False)
-            histories[seed] = res.history
-        metrics[norm] = summarize_runs(histories, cfg.train.epochs)
+    runs = train_runs(cfg, ds, out, progress=progress)
+    metrics = {norm: summarize_runs(runs[norm], cfg.train.epochs) for norm in cfg.norms}
     # One key per norm (as documented), plus the conditions of every number.
-    result = {
+    result = LENS.stamp({
         **metrics,
         "conditions": {**cfg.conditions(), "bn_mode_at_query": "eval", "epochs": cfg.train.epochs},
         "dataset": ds.summary(),
-    }
+    })
     io.write_json(out / "metrics.json", result)
     plot_memorization(metrics, out / "memorization.png",
                       title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, seeds {cfg.seeds}")
@@ -84,3 +77,9 @@ def summary_table(result: dict[str, Any]) -> str:
         rows.append([norm, fmt(f["noisy_acc"]), fmt(f["ood_acc"]), fmt(f["clean_acc"]), fmt(f["test_acc"]),
                      str(fit["50pct"]["mean_curve"] or "-"), str(fit["90pct"]["mean_curve"] or "-")])
     return table(rows, ["norm", "noisy_acc", "ood_acc", "clean_acc", "test_acc", "fit50%@ep", "fit90%@ep"])
+
+
+LENS = register(Lens(
+    name="memorize", config=MemorizeConfig, run=run_memorize, figure="memorization.png",
+    title="Forced memorization", summary=summary_table, trains_runs=True, stage=1,
+))

@@ -23,12 +23,14 @@ from pydantic import field_validator, model_validator
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
-from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.config import ExperimentConfig
+from bnmem.texttable import fmt, table
+from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
+from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
-from bnmem.train import seeded_model, train_model
 from bnmem.train.trainer import EpochHook
 
 _PROBE_STREAM = 0x6D17
@@ -167,13 +169,9 @@ def _relative(metrics: dict[str, Any]) -> None:
 def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress: bool) -> dict[str, Any]:
     """LiRA on ``cfg.lira_models`` shadow models trained with variant ``v``'s recipe.
 
-    Raises:
-        BnmemError: the membership-inference machinery is not installed.
     """
-    try:
-        from bnmem.lenses.lira import LiraConfig, run_shadow_norm
-    except ImportError as e:  # the LiRA lens ships separately from this module
-        raise BnmemError(f"--lira-models needs bnmem.lenses.lira, which is not available ({e})") from e
+    from bnmem.lenses.lira import LiraConfig, run_shadow_norm
+
     train = cfg.train.model_copy(update={"gs_reg": v.lam})
     lcfg = LiraConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
                       shadow_models=cfg.lira_models)
@@ -189,7 +187,7 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
     }
 
 
-def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (variant, seed) and compare memorization, accuracy, γ/σ (and LiRA).
 
     Writes ``config.json``, one folder per ``<variant>/seed<k>`` (resumable),
@@ -213,23 +211,17 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
     metrics: dict[str, Any] = {}
     for v in cfg.variants():
         train = cfg.train.model_copy(update={"gs_reg": v.lam})
-        histories = {}
-        for seed in cfg.seeds:
-            job = out / v.folder / f"seed{seed}"
-            if io.is_done(job):
-                histories[seed] = io.read_json(job / "history.json")
-                continue
-            model = seeded_model(cfg.model(v.norm), ds, seed)
-            histories[seed] = train_model(
-                model, ds, train, seed, run_dir=job,
-                on_epoch=gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
-                progress=f"{v.name} seed {seed}" if progress else False,
-            ).history
+        histories = {
+            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
+                            lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
+                            progress=f"{v.name} seed {seed}" if progress else False)
+            for seed in cfg.seeds
+        }
         metrics[v.name] = summarize_variant(v, histories, cfg.fixed_epoch)
         if cfg.lira_models:
             metrics[v.name]["lira"] = run_lira_variant(cfg, v, out / v.folder / "lira", progress)
     _relative(metrics)
-    result = {
+    result = LENS.stamp({
         **metrics,
         "variants": [v.name for v in cfg.variants()],
         "conditions": {
@@ -246,7 +238,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
             "lira_models": cfg.lira_models,
         },
         "dataset": ds.summary(),
-    }
+    })
     io.write_json(out / "metrics.json", result)
     plot_privacy_utility(result, out / "privacy_utility.png",
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
@@ -263,7 +255,9 @@ def _memorization_key(result: dict[str, Any]) -> str:
 def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") -> None:
     """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
     min–max), memorization curves, and LiRA AUC vs test accuracy when measured."""
-    from bnmem.figures.plots import NORM_COLORS, plt, save_figure
+    import matplotlib.pyplot as plt
+
+    from bnmem.figures.save import NORM_COLORS, save_figure
 
     key = _memorization_key(result)
     names = result["variants"]
@@ -344,3 +338,14 @@ def summary_table(result: dict[str, Any]) -> str:
     if lira:
         header += ["LiRA AUC", "AUC outliers"]
     return table(rows, header)
+
+
+def hook(cfg: MitigateConfig, ds: OutlierDataset, job: Path, seed: int) -> EpochHook:
+    """The per-epoch hook of every variant (γ/σ at the fixed and the last epoch)."""
+    return gamma_sigma_hook(ds, {cfg.fixed_epoch, cfg.train.epochs}, cfg.train.batch_size, cfg.data.seed)
+
+
+LENS = register(Lens(
+    name="mitigate", config=MitigateConfig, run=run_mitigate, figure="privacy_utility.png",
+    title="Mitigation: the γ/σ regularizer", summary=summary_table, hook=hook, trains_runs=True,
+))

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bnmem.config import parse_list
 from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig
+from bnmem.config import ExperimentConfig
 
 VIEW_NAMES = ("identity", "flip", "shift")
 # Horizontal flip is label-preserving only for natural images; a flipped digit
