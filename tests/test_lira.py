@@ -19,11 +19,12 @@ from bnmem.attacks.phi import NpyPhi, phi_from_logits_block
 from bnmem.cli import main
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.data import load_dataset
+from bnmem.data.views import make_views, shifted
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.lira import LiraConfig, attack_norm, paired_differences, run_lira
-from bnmem.lenses.lira.query import make_views, query_batches, query_logits, query_models, query_settings, shifted
+from bnmem.lenses.lira.query import query_batches, query_logits, query_models, query_settings
 from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")

@@ -57,7 +57,7 @@ def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[s
 def estimate(cfg: LiraConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
     """Bytes the lens writes: M float32 shadow models and the [M, N, V] float32 attack statistic per norm."""
     from bnmem.data.sources import dataset_shape
-    from bnmem.lenses.lira.query import make_views
+    from bnmem.data.views import make_views
 
     views = len(make_views(cfg.views, dataset_shape(cfg.data.dataset)[0]))
     m = cfg.shadow_models

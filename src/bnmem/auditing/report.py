@@ -1,6 +1,6 @@
 """The plain-language part of ``bnmem audit``: risk findings and the markdown report.
 
-The rules of thumb follow the study (DESIGN.md): BN multiplies an outlier's
+The rules of thumb follow the study: BN multiplies an outlier's
 per-step margin growth by (γ/σ)², so channels with |γ|/σ > 1 amplify the
 memorization of rare samples; large per-sample gradient norms concentrate on
 samples the model has to memorize; a train-test gap and a high LiRA AUC are the
@@ -110,7 +110,7 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
         "finding_levels": [lvl for lvl, _ in findings],
         "recommendations": recs,
         "note": "rules of thumb from the study (BN scales outliers' margin growth by (γ/σ)²), not calibrated "
-                "guarantees; thresholds in bnmem.audit_report",
+                "guarantees; thresholds in bnmem.auditing.report",
     }
 
 
@@ -164,8 +164,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         lines += [f"| {s} | {v['n']} | {_fmt(v['median'], 4)} | {_fmt(v['mean'], 4)} |"
                   for s, v in mk["by_subset"].items()] + [""]
     lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {r['index']} | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | "
-              f"{r['flagged'] or '-'} |" for i, r in enumerate(gn["top_k"][:10])]
+    lines += [f"| {i + 1} | {r['index']}" + (f" (`{r['file']}`)" if r.get("file") else "")
+              + f" | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | {r['flagged'] or '-'} |"
+              for i, r in enumerate(gn["top_k"][:10])]
     if len(gn["top_k"]) > 10:
         lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
     acc = result["accuracy"]
