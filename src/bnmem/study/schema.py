@@ -134,7 +134,7 @@ class Lenses(RootModel[dict[str, dict[str, Any]]]):
             opts = {} if opts is None or opts is True else opts
             if not isinstance(opts, dict):
                 raise ValueError(f"{key}: options must be a mapping, got {type(opts).__name__}")
-            lens = registry.get(name)  # its options are validated by plan(), with their full path
+            # Options are validated by plan(), with their full path.
             if name == "lira" and key != name:
                 # `rmia` stays listed under its own name (index.json points it at lira's folder).
                 if opts:
