@@ -214,6 +214,25 @@ def target_scores(
     return out
 
 
+def check_request(rmia_params: RMIAParams | Mapping[str, Any] | None, attacks: Sequence[str],
+                  subsets: Mapping[str, np.ndarray] | None, n_examples: int
+                  ) -> tuple[RMIAParams, list[str], dict[str, np.ndarray]]:
+    """The validated RMIA parameters, attack names and subset masks (``all`` first) of one evaluation.
+
+    Raises:
+        BnmemError: an unknown attack or a malformed subset mask.
+    """
+    params = _as_rmia_params(rmia_params)
+    attacks = list(attacks)
+    unknown = [a for a in attacks if a not in AVAILABLE]
+    if unknown:
+        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
+    masks = {"all": np.ones(n_examples, dtype=bool)}
+    for name, mask in (subsets or {}).items():
+        masks[name] = _check_mask(mask, n_examples, f"subset {name!r}")
+    return params, attacks, masks
+
+
 def _check_mask(mask: Any, n_examples: int, what: str) -> np.ndarray:
     mask = np.asarray(mask)
     if mask.shape != (n_examples,) or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
@@ -311,14 +330,7 @@ def evaluate_inputs(
 ) -> dict[str, Any]:
     """:func:`evaluate_attacks` on precomputed :class:`AttackInputs` (e.g. from φ)."""
     n_models, n_examples = inputs.keep.shape
-    params = _as_rmia_params(rmia_params)
-    attacks = list(attacks)
-    unknown = [a for a in attacks if a not in AVAILABLE]
-    if unknown:
-        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
-    masks = {"all": np.ones(n_examples, dtype=bool)}
-    for name, mask in (subsets or {}).items():
-        masks[name] = _check_mask(mask, n_examples, f"subset {name!r}")
+    params, attacks, masks = check_request(rmia_params, attacks, subsets, n_examples)
     pop = None if population is None else _check_mask(population, n_examples, "population")
     if targets is None:
         targets = list(range(n_models))

@@ -32,12 +32,10 @@ from scipy.special import log_ndtr
 
 from bnmem.attacks.evaluate import (
     ALL,
-    AVAILABLE,
     _NEEDS_IN,
     _NEEDS_OUT,
-    _as_rmia_params,
-    _check_mask,
     _summary,
+    check_request,
 )
 from bnmem.attacks.keep import first_k_references
 from bnmem.attacks.lira import STD_EPS
@@ -191,14 +189,7 @@ def evaluate_stream(
         if not np.isin(keep, (0, 1)).all():
             raise BnmemError("keep must be boolean (or 0/1)")
         keep = keep.astype(bool)
-    params = _as_rmia_params(rmia_params)
-    attacks = list(attacks)
-    unknown = [a for a in attacks if a not in AVAILABLE]
-    if unknown:
-        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
-    masks = {"all": np.ones(n, dtype=bool)}
-    for name, mask in (subsets or {}).items():
-        masks[name] = _check_mask(mask, n, f"subset {name!r}")
+    params, attacks, masks = check_request(rmia_params, attacks, subsets, n)
     targets = list(range(m)) if targets is None else [int(t) for t in targets]
     bad = [t for t in targets if not 0 <= t < m]
     if bad:

@@ -14,15 +14,14 @@ rows of the packed weight, so their squared norms add.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bnmem.measure.ghost_layers import frob_sq_of_gt_a
+from bnmem.measure.ghost_layers import frob_sq_of_gt_a, swapped_forwards
 
 SLOTS = ("q", "k", "v")
 
@@ -84,19 +83,15 @@ def _tapped_forward(m: nn.MultiheadAttention, taps: dict[nn.Module, list[Project
     return forward
 
 
-@contextmanager
-def tap_attention(model: nn.Module, taps: dict[nn.Module, list[Projection]]) -> Iterator[None]:
-    """Route every supported ``nn.MultiheadAttention`` through the tapped forward for the duration."""
-    patched = []
-    for m in model.modules():
-        if isinstance(m, nn.MultiheadAttention) and "forward" not in vars(m) and unsupported_attention(m) is None:
-            m.forward = _tapped_forward(m, taps)
-            patched.append(m)
-    try:
-        yield
-    finally:
-        for m in patched:
-            del m.forward
+def tap_attention(model: nn.Module, taps: dict[nn.Module, list[Projection]]):
+    """Route every supported ``nn.MultiheadAttention`` through the tapped forward for the duration
+    (a context manager)."""
+    def forward(m: nn.Module):
+        if isinstance(m, nn.MultiheadAttention) and unsupported_attention(m) is None:
+            return _tapped_forward(m, taps)
+        return None
+
+    return swapped_forwards(model, forward)
 
 
 def attention_sq(m: nn.MultiheadAttention, projections: list[Projection],

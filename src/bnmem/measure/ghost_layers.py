@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -133,23 +133,37 @@ class _PatchConv(torch.autograd.Function):
 
 
 @contextmanager
-def patch_convs(model: nn.Module, store: dict) -> Iterator[None]:
-    """Route every Conv2d's forward through :class:`_PatchConv` for the duration.
-
-    Modules with an instance-level ``forward`` already (patched by someone else)
-    are left alone; their norms fall back to ``F.unfold``.
-    """
+def swapped_forwards(model: nn.Module, make_forward: Callable[[nn.Module], Callable | None]) -> Iterator[None]:
+    """Give every module for which ``make_forward(module)`` returns a function that instance-level
+    ``forward`` for the duration, then restore the class's. Modules that already have an
+    instance-level ``forward`` (patched by someone else) are left alone."""
     patched = []
     for m in model.modules():
-        # Grouped convolutions keep their own forward: their patches are built per group afterwards.
-        if is_plain(m, nn.Conv2d) and m.groups == 1 and "forward" not in vars(m):
-            m.forward = (lambda mod: lambda x: _PatchConv.apply(x, mod.weight, mod.bias, mod, store))(m)
+        if "forward" in vars(m):
+            continue
+        fn = make_forward(m)
+        if fn is not None:
+            m.forward = fn
             patched.append(m)
     try:
         yield
     finally:
         for m in patched:
             del m.forward
+
+
+def patch_convs(model: nn.Module, store: dict):
+    """Route every Conv2d's forward through :class:`_PatchConv` for the duration (a context manager).
+
+    Grouped convolutions keep their own forward (their patches are built per group
+    afterwards); convs patched by someone else fall back to ``F.unfold``.
+    """
+    def forward(m: nn.Module) -> Callable | None:
+        if is_plain(m, nn.Conv2d) and m.groups == 1:
+            return lambda x: _PatchConv.apply(x, m.weight, m.bias, m, store)
+        return None
+
+    return swapped_forwards(model, forward)
 
 
 def conv2d_sq(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, cols: torch.Tensor | None) -> dict[str, torch.Tensor]:

@@ -345,19 +345,29 @@ def _seed_diffs(lens: Lens, other: str, value: Callable[[dict[str, Any]], float]
     return av - bv
 
 
+def _bn_comparison(claim: Claim, setting: Any, lens: Lens, has_data: Callable[[Any], bool]
+                   ) -> tuple[list[str] | None, list[tuple[str, str]]]:
+    """The norms and corrupted subsets a BN-vs-other claim compares in one setting, or (None, []) after
+    recording why it cannot (BN or a second norm missing, or clean data)."""
+    norms = norms_of(lens, has_data)
+    subsets = corrupted_subsets(lens)
+    if BN not in norms or len(norms) < 2:
+        claim.evaluations.append(_not_run(_where(setting), f"norms {norms}: needs batch and another norm"))
+        return None, []
+    if not subsets:
+        claim.evaluations.append(_not_run(_where(setting), "no corrupted subset in this setting (clean data)"))
+        return None, []
+    return norms, subsets
+
+
 def claim_memorization(run: RunData) -> Claim:
     """Claim 1: BN fits corrupted/OOD samples faster and further."""
     claim = _new_claim("1", "memorization")
     for setting in settings_of(run, LENS_MEMORIZE):
         reps = setting.lenses(LENS_MEMORIZE)
         cell0, lens0 = reps[0]
-        norms = norms_of(lens0, _has_per_seed)
-        subsets = corrupted_subsets(lens0)
-        if BN not in norms or len(norms) < 2:
-            claim.evaluations.append(_not_run(_where(setting), f"norms {norms}: needs batch and another norm"))
-            continue
-        if not subsets:
-            claim.evaluations.append(_not_run(_where(setting), "no corrupted subset in this setting (clean data)"))
+        norms, subsets = _bn_comparison(claim, setting, lens0, _has_per_seed)
+        if norms is None:
             continue
         for other, deciding in baselines(norms):
             for sub, sub_name in subsets:
@@ -482,13 +492,8 @@ def claim_gradnorms(run: RunData) -> Claim:
     for setting in settings_of(run, LENS_GRADNORMS):
         reps = setting.lenses(LENS_GRADNORMS)
         cell0, lens0 = reps[0]
-        norms = norms_of(lens0, _has_checkpoints)
-        subsets = corrupted_subsets(lens0)
-        if BN not in norms or len(norms) < 2:
-            claim.evaluations.append(_not_run(_where(setting), f"norms {norms}: needs batch and another norm"))
-            continue
-        if not subsets:
-            claim.evaluations.append(_not_run(_where(setting), "no corrupted subset in this setting (clean data)"))
+        norms, subsets = _bn_comparison(claim, setting, lens0, _has_checkpoints)
+        if norms is None:
             continue
         available = lens0.conditions.get("definitions") or list(lens0.data[BN])
         definitions = [d for d in GRAD_DEFINITIONS if d in available]
