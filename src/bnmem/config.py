@@ -92,6 +92,15 @@ class TrainConfig(StrictModel):
     threads: int = Field(1, ge=1, description="torch intra-op threads per training job (fixes bitwise reproducibility)")
     gs_reg: float = Field(0.0, ge=0, description="λ of the γ/σ regularizer (0: off)")
     gs_tau: float = Field(1.0, gt=0, description="τ of the γ/σ regularizer")
+    augment: Literal["none", "shift", "crop-flip"] = Field(
+        "none", description="training augmentation: none, random shifts, or random crop + horizontal flip (CIFAR)"
+    )
+    augment_pad: int | None = Field(
+        None, ge=1, description="maximal shift in pixels (None: max(1, H // 8): 1 on digits, 3 on MNIST, 4 on CIFAR)"
+    )
+    augment_padding: Literal["reflect", "zero"] = Field(
+        "reflect", description="how shifted-in pixels are filled: reflected, or 0 (the normalized mean colour)"
+    )
     device: str = "cpu"
 
 
