@@ -34,6 +34,7 @@ def claim_config() -> LiraConfig:
         shadow_models=16,
         chunk_size=8,
         train=TrainConfig(epochs=12),
+        views=["identity", "shift"],  # the earlier fixed set (the default now matches training: identity only)
     )
 
 
@@ -163,6 +164,26 @@ def test_views_and_shift():
     assert LiraConfig(data=DataConfig(dataset="cifar10"), views="shift,flip,identity").views == ["identity", "flip", "shift"]
     with pytest.raises(BnmemError, match="unknown view"):
         LiraConfig(views="identity,rotate")
+
+
+def test_query_views_default_to_the_training_augmentation():
+    from bnmem.data import augment
+
+    names = lambda cfg, shape=(1, 8, 8): [n for n, _ in cfg.query_views(shape)]  # noqa: E731
+    assert LiraConfig().views == ["augment"] and names(LiraConfig()) == ["identity"]  # no augmentation
+    shift = LiraConfig(train=TrainConfig(augment="shift", augment_padding="zero"))
+    spec = augment.spec_of(shift.train, (1, 8, 8), "digits")
+    assert names(shift) == [n for n, _ in augment.matched_views(spec)] and len(names(shift)) == 9
+    x = load_dataset(DataConfig(dataset="digits", train_size=50)).x_train
+    for (_, fn), (_, ref) in zip(shift.query_views((1, 8, 8)), augment.matched_views(spec)):
+        assert torch.equal(fn(x), ref(x))
+    cifar = LiraConfig(data=DataConfig(dataset="cifar10"), train=TrainConfig(augment="crop-flip"))
+    assert len(names(cifar, (3, 32, 32))) == 18 and "flip+shift(+4,-4)" in names(cifar, (3, 32, 32))
+    # The flag keeps the earlier fixed set.
+    assert names(LiraConfig(train=TrainConfig(augment="shift"), views="identity,shift")) == [
+        "identity", "shift(+1,+0)", "shift(-1,+0)", "shift(+0,+1)", "shift(+0,-1)"]
+    with pytest.raises(BnmemError, match="stands alone"):
+        LiraConfig(views="augment,identity")
 
 
 def test_config_checks():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import model_validator
 
 from bnmem.config import DataConfig, ModelConfig, StrictModel, TrainConfig
 
@@ -17,6 +18,15 @@ class ExperimentConfig(StrictModel):
     norms: list[str] = ["batch", "none"]
     seeds: list[int] = [0, 1, 2]
     train: TrainConfig = TrainConfig()
+
+    @model_validator(mode="after")
+    def _augment_fits_the_data(self) -> "ExperimentConfig":
+        """A training augmentation the data cannot take (flips on digits, pad too large) fails here, in one line."""
+        if self.train.augment != "none":
+            from bnmem.data import augment, model_shape
+
+            augment.spec_of(self.train, model_shape(self.data)[0], self.data.dataset)
+        return self
 
     def model(self, norm: str) -> ModelConfig:
         return ModelConfig(arch=self.arch, norm=norm)

@@ -115,7 +115,7 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     Args:
         model: the classifier (any device; ``x`` is moved to it).
         x: inputs [N, C, H, W] (or [N, ...] for an MLP, identity view only).
-        views: from :func:`make_views`.
+        views: from :meth:`LiraConfig.query_views` (or :func:`make_views`).
         cfg: query mode and batch size.
 
     Returns:
@@ -142,7 +142,7 @@ def query_settings(cfg: LiraConfig, ds: OutlierDataset) -> dict[str, Any]:
             f"one view at a time, in contiguous pieces of about {cfg.query_batch()} (running statistics untouched)"
         ) + "; the LiRA reference code queries in training mode (batch statistics)",
         "batch_size": cfg.query_batch() if cfg.query_bn_mode == "batch" else None,
-        "views": [name for name, _ in make_views(cfg.views, ds.input_shape)],
+        "views": [name for name, _ in cfg.query_views(ds.input_shape)],
         "threads": cfg.train.threads,
     }
 
@@ -171,7 +171,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     marker = norm_dir / QUERY_DIR / f"{chunk_name(models)}.json"
     if marker.exists() and io.read_json(marker).get("settings") == settings:
         return {**io.read_json(marker), "skipped": True}
-    views = make_views(cfg.views, ds.input_shape)
+    views = cfg.query_views(ds.input_shape)
     keep = shadow_keep(cfg, ds.n_train)
     y = ds.y_train.numpy()
     ident = [name for name, _ in views].index("identity")
