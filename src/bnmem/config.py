@@ -45,6 +45,17 @@ class DataConfig(StrictModel):
     )
     train_size: int | None = Field(None, description="use only the first N training examples (after a seeded shuffle)")
     seed: int = Field(0, description="seed of the corruption (same across norms and model seeds)")
+    val_fraction: float = Field(
+        0.0, description="fraction of the in-distribution training pool held out (clean labels) as a validation "
+                         "split for recipe and λ selection; it never trains a model and is never a LiRA candidate"
+    )
+
+    @field_validator("val_fraction")
+    @classmethod
+    def _val_fraction(cls, v: float) -> float:
+        if not 0.0 <= v <= 0.5:
+            raise ValueError(f"val_fraction {v} is outside [0, 0.5]")
+        return v
 
     @field_validator("dataset")
     @classmethod
