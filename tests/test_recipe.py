@@ -96,3 +96,24 @@ def test_memorize_per_norm_uses_and_records_the_selected_recipe(tmp_path):
     shared = run_memorize(cfg.model_copy(update={"recipe": "shared"}), tmp_path / "s", progress=False)
     assert shared["conditions"]["recipe"]["mode"] == "shared"
     assert all(shared[n]["recipe"]["lr"] == 0.05 for n in ("batch", "none"))
+
+
+def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
+    from bnmem.lenses.lira import LiraConfig, run_lira
+    from bnmem.lenses.lira.shadow import IDENTITY_FILE
+
+    import json
+
+    data = DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0)
+    cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
+                     train=TrainConfig(epochs=2, batch_size=32))
+    res = run_lira(cfg, tmp_path / "l", progress=False)
+    sel = res["conditions"]["recipe"]
+    ds = load_dataset(data)
+    assert res["subset_sizes"]["all"] == ds.n_train  # LiRA candidates: the pool without validation
+    for norm in ("batch", "none"):
+        lr = sel["per_norm"][norm]["lr"]
+        assert res["conditions"]["lr_per_norm"][norm] == lr
+        identity = json.loads((tmp_path / "l" / norm / IDENTITY_FILE).read_text())
+        assert identity["train"]["lr"] == lr  # the shadow models trained with it
+        assert res["accuracy"][norm]["train_in"]["mean"] is not None

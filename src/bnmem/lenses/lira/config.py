@@ -18,6 +18,7 @@ from bnmem.data import augment
 from bnmem.data.augment import FLIP_DATASETS
 from bnmem.errors import BnmemError
 from bnmem.lenses.common import ExperimentConfig
+from bnmem.train.recipe import RecipeOptions
 
 VIEW_NAMES = ("identity", "flip", "shift")
 # The default: query with exactly the views of the training augmentation
@@ -29,7 +30,11 @@ MATCHED = "augment"
 SEED_STRIDE = 1_000_000
 
 
-class LiraConfig(ExperimentConfig):
+# Models whose seeds select a per-norm recipe (selection trains on the whole pool, not on halves).
+RECIPE_SELECTION_MODELS = 3
+
+
+class LiraConfig(ExperimentConfig, RecipeOptions):
     """Everything ``bnmem lira`` runs from; the resolved copy goes into the run directory.
 
     Attributes:
@@ -51,6 +56,10 @@ class LiraConfig(ExperimentConfig):
         query_batch_size: the batch BN statistics come from in ``batch`` mode
             (default: the training batch size); ignored in ``eval`` mode.
         keep_seed: seed of the membership (keep) matrix; the same for every norm.
+        recipe: ``shared`` (default) or ``per-norm``: each norm's shadow models
+            train with the learning rate selected on the validation split
+            (:mod:`bnmem.train.recipe`; selection seeds: the first
+            ``RECIPE_SELECTION_MODELS`` model seeds, trained on the whole pool).
     """
 
     seeds: list[int] = [0]

@@ -37,11 +37,12 @@ from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.common import fmt, table
-from bnmem.lenses.lira.config import LiraConfig
+from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.query import load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.rundir import prepare_run_dir
+from bnmem.train.recipe import select_recipes, shared_record, train_for
 
 __all__ = [
     "LiraConfig",
@@ -182,6 +183,22 @@ def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Exec
     }
 
 
+def norm_configs(cfg: LiraConfig, ds, out: Path) -> tuple[dict[str, LiraConfig], dict[str, Any]]:
+    """Each norm's configuration (its recipe resolved) and the recipe record.
+
+    Under ``recipe: per-norm`` the learning rates are selected on the
+    validation split (cached in ``<out>/recipe``); each norm's copy then
+    carries its own recipe with ``recipe: shared``, so its jobs train exactly it.
+    """
+    if cfg.recipe != "per-norm":
+        return {n: cfg for n in cfg.norms}, shared_record(cfg.train)
+    seeds = [cfg.model_seed(m) for m in range(min(RECIPE_SELECTION_MODELS, cfg.shadow_models))]
+    selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, seeds, Path(out) / "recipe", cfg.lr_grid)
+    cfgs = {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared"})
+            for n in cfg.norms}
+    return cfgs, selection
+
+
 def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
              progress: bool = True) -> dict[str, Any]:
     """The membership-inference lens: shadow models per norm, attacks, paired comparison.
@@ -208,11 +225,12 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     executor = executor or LocalExecutor(progress=progress)
     ds = load_dataset(cfg.data)
+    cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
-    specs = [s for norm in cfg.norms for s in pending_specs(cfg, norm, out / norm, progress=progress)]
+    specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
     if specs:
         executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
-    entries = {norm: _query_and_attack(cfg, norm, out / norm, executor, ds) for norm in cfg.norms}
+    entries = {norm: _query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
 
     metrics = {norm: e["attacks"] for norm, e in entries.items()}
     reference = "batch" if "batch" in cfg.norms else cfg.norms[0]
@@ -230,6 +248,10 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
             "chunk_size": cfg.chunk_size,
             "epochs": cfg.train.epochs,
             "train": cfg.train.model_dump(mode="json"),
+            "recipe": selection,
+            "lr_per_norm": {norm: c.train.lr for norm, c in cfgs.items()},
+            "augment": cfg.train.augment,
+            "n_val": ds.n_val,
             "bn_mode_at_query": cfg.query_bn_mode,
             "query": first["query"],
             "views": first["query"]["views"],
@@ -303,8 +325,10 @@ def summary_table(result: dict[str, Any]) -> str:
             s = a[key]
             return "-" if s["mean"] is None else f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]"
 
-        acc_rows.append([n, span("train_in"), span("train_out"), span("test"), span("noisy_in")])
-    acc_header = ["norm", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
+        lr = (cond.get("lr_per_norm") or {}).get(n)
+        acc_rows.append([n, "-" if lr is None else f"{lr:g}", span("train_in"), span("train_out"), span("test"),
+                         span("noisy_in")])
+    acc_header = ["norm", "lr", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
     sizes = result["subset_sizes"]
     return "\n".join([
         f"LiRA leave-one-out over {cond['shadow_models']} shadow models per norm, "
