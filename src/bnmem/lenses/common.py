@@ -32,7 +32,11 @@ class ExperimentConfig(StrictModel):
         return ModelConfig(arch=self.arch, norm=norm)
 
     def conditions(self) -> dict[str, Any]:
-        """The conditions every result names."""
+        """The conditions every result names (with what differs between norms at initialization)."""
+        from bnmem.data import model_shape
+        from bnmem.models.pairing import init_pairing
+
+        shape, n_classes = model_shape(self.data)
         return {
             "dataset": self.data.dataset,
             "arch": self.arch,
@@ -41,6 +45,7 @@ class ExperimentConfig(StrictModel):
             "label_noise": self.data.label_noise,
             "ood": self.data.ood,
             "ood_source": self.data.ood_source if self.data.ood > 0 else None,
+            "init_pairing": init_pairing(self.arch, shape, n_classes, self.norms)["note"],
         }
 
 
