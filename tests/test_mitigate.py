@@ -161,8 +161,8 @@ def test_mitigate_carves_a_validation_split_and_reports_the_selection(claim_run)
     bn, reg = res["batch"]["final"]["test_acc"]["per_seed"], res["batch+gs1"]["final"]["test_acc"]["per_seed"]
     assert tc["n"] == 1 and tc["mean"] == pytest.approx(reg[0] - bn[0])
     assert 0 < res["batch"]["final"]["val_acc"]["mean"] <= 1
-    with pytest.raises(ValidationError, match="val_fraction"):
-        MitigateConfig(data=DataConfig(val_fraction=0.0), train=TrainConfig(epochs=10))
+    assert MitigateConfig(data={"val_fraction": 0.0}, train=TrainConfig(epochs=10)).data.val_fraction == 0.1
+    assert MitigateConfig(data=DataConfig(val_fraction=0.2), train=TrainConfig(epochs=10)).data.val_fraction == 0.2
 
 
 def test_lira_runs_for_plain_norms_and_the_selected_variant(tmp_path):

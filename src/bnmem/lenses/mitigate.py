@@ -10,7 +10,7 @@ validation accuracy.
 
 Selection without the test set. λ (and τ, when several are given) is chosen
 on the validation split (``data.val_fraction``; this lens carves
-:data:`DEFAULT_VAL_FRACTION` when the data config does not set it) by the rule
+:data:`DEFAULT_VAL_FRACTION` when it is 0, the data config's default) by the rule
 :data:`SELECTION_RULE`, declared before any result was seen. The test set only
 reports the chosen variant's accuracy change against plain BN, paired by seed,
 with an interval (:func:`bnmem.stats.paired_difference`).
@@ -97,16 +97,16 @@ class MitigateConfig(ExperimentConfig):
     @model_validator(mode="before")
     @classmethod
     def _validation_split(cls, values: Any) -> Any:
-        """Carve DEFAULT_VAL_FRACTION for λ selection unless the data config sets val_fraction itself."""
+        """λ is selected on a validation split: val_fraction 0 (unset, or a study's default) means DEFAULT_VAL_FRACTION."""
         if not isinstance(values, dict):
             return values
         data = values.get("data")
         if data is None:
             return {**values, "data": DataConfig(val_fraction=DEFAULT_VAL_FRACTION)}
         if isinstance(data, DataConfig):
-            if "val_fraction" not in data.model_fields_set:
+            if data.val_fraction == 0:
                 return {**values, "data": data.model_copy(update={"val_fraction": DEFAULT_VAL_FRACTION})}
-        elif isinstance(data, dict) and "val_fraction" not in data:
+        elif isinstance(data, dict) and not data.get("val_fraction"):
             return {**values, "data": {**data, "val_fraction": DEFAULT_VAL_FRACTION}}
         return values
 
@@ -140,9 +140,6 @@ class MitigateConfig(ExperimentConfig):
                              "not train.gs_reg (--gs-reg)")
         if not 1 <= self.fixed_epoch <= self.train.epochs:
             raise ValueError(f"fixed_epoch {self.fixed_epoch} must lie in 1..{self.train.epochs} (the epochs)")
-        if self.data.val_fraction <= 0:
-            raise ValueError("mitigate selects λ on a validation split: data.val_fraction must be > 0 "
-                             f"(leave it unset for {DEFAULT_VAL_FRACTION})")
         return self
 
     def tau_values(self) -> list[float]:
