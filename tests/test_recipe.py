@@ -117,3 +117,18 @@ def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
         identity = json.loads((tmp_path / "l" / norm / IDENTITY_FILE).read_text())
         assert identity["train"]["lr"] == lr  # the shadow models trained with it
         assert res["accuracy"][norm]["train_in"]["mean"] is not None
+    # Candidates train as shadow models 0..2 would: their seeds and IN halves.
+    assert sel["seeds"] == [0, 1, 2] and sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]"
+
+
+def test_selection_runs_train_on_the_given_sets(tmp_path):
+    ds = load_dataset(DataConfig(dataset="digits", train_size=300, val_fraction=0.2, seed=0))
+    train = TrainConfig(epochs=1, batch_size=32)
+    half = np.arange(0, ds.n_train, 2)
+    recipe.select_lr(ModelConfig(arch="lenet", norm="batch"), ds, train, [5], tmp_path, [0.05], [half])
+    from bnmem.train import seeded_model, train_model
+
+    ref = train_model(seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 5), ds, train, 5, train_idx=half,
+                      progress=False).model
+    saved = torch.load(tmp_path / "lr0.05" / "seed5" / "model.pt")
+    assert all(torch.equal(saved[k], v) for k, v in ref.state_dict().items())

@@ -13,6 +13,9 @@ norm's learning rate without the test set and without any LiRA candidate:
 - **Grid**: the shared learning rate times :data:`LR_FACTORS` (0.25x to 4x; with
   the demo's 0.05: 0.0125, 0.025, 0.05, 0.1, 0.2), the same candidates for every
   norm, or an explicit ``lr_grid``. Everything else in the recipe is shared.
+- **Runs**: each candidate trains from the selection seeds on as much data
+  as the models it chooses for: the whole pool for memorize-style runs, the
+  shadow models' IN halves for LiRA.
 - **Criterion**: mean validation accuracy at the last epoch over the selection
   seeds (eval-mode BN); a diverged run counts as accuracy 0. Ties (equal to
   1e-9) go to the candidate closest to the shared learning rate in log scale,
@@ -98,7 +101,7 @@ def pick(candidates: dict[float, float], shared_lr: float) -> float:
 
 
 def _val_accuracy(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, seed: int,
-                  run_dir: Path) -> float | None:
+                  run_dir: Path, train_idx: np.ndarray | None = None) -> float | None:
     """Validation accuracy at the last epoch of one candidate run (None: diverged). Resumable."""
     from bnmem.train.trainer import load_finished, seeded_model, train_model
 
@@ -109,7 +112,7 @@ def _val_accuracy(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig
         history = load_finished(model, run_dir).history
     else:
         try:
-            history = train_model(model, ds, train, seed, run_dir=run_dir, progress=False).history
+            history = train_model(model, ds, train, seed, run_dir=run_dir, train_idx=train_idx, progress=False).history
         except FloatingPointError as e:
             io.write_json(run_dir / "diverged.json", {"error": str(e)})
             return None
@@ -117,7 +120,8 @@ def _val_accuracy(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig
 
 
 def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, seeds: Sequence[int],
-              out: str | Path, grid: Sequence[float] | None = None) -> dict[str, Any]:
+              out: str | Path, grid: Sequence[float] | None = None,
+              train_sets: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
     """Select one norm's learning rate on the validation split (see the module docstring).
 
     Args:
@@ -127,6 +131,9 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
         seeds: selection seeds (initial weights and data order, as in the lenses).
         out: folder for the candidate runs (resumable; ``<out>/lr<lr>/seed<k>``).
         grid: candidate learning rates (None: :func:`lr_grid`).
+        train_sets: the training examples of each seed's run (None: the whole
+            pool); LiRA passes its shadow models' IN sets, so candidates train
+            on as much data as the models they choose for.
 
     Returns:
         ``{"lr", "shared_lr", "candidates": [{"lr", "val_acc", "val_acc_per_seed", "diverged"}]}``.
@@ -140,7 +147,9 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
     rows, scores = [], {}
     for lr in lr_grid(train, grid):
         cand = train.model_copy(update={"lr": lr})
-        accs = [_val_accuracy(model_cfg, ds, cand, s, out / f"lr{lr:g}" / f"seed{s}") for s in seeds]
+        accs = [_val_accuracy(model_cfg, ds, cand, s, out / f"lr{lr:g}" / f"seed{s}",
+                              None if train_sets is None else np.asarray(train_sets[i]))
+                for i, s in enumerate(seeds)]
         scores[lr] = float(np.mean([0.0 if a is None else a for a in accs]))
         rows.append({"lr": lr, "val_acc": scores[lr], "val_acc_per_seed": accs,
                      "diverged": sum(a is None for a in accs)})
@@ -148,7 +157,9 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
 
 
 def select_recipes(norms: Sequence[str], arch: str, ds: OutlierDataset, train: TrainConfig, seeds: Sequence[int],
-                   out: str | Path, grid: Sequence[float] | None = None) -> dict[str, Any]:
+                   out: str | Path, grid: Sequence[float] | None = None,
+                   train_sets: Sequence[np.ndarray] | None = None, train_sets_note: str = "the whole training pool"
+                   ) -> dict[str, Any]:
     """Per-norm learning rates selected on the validation split; cached in ``<out>/recipe.json``.
 
     Args:
@@ -159,21 +170,23 @@ def select_recipes(norms: Sequence[str], arch: str, ds: OutlierDataset, train: T
         seeds: selection seeds.
         out: folder of the selection runs and ``recipe.json``.
         grid: candidate learning rates (None: :func:`lr_grid`).
+        train_sets: each seed's training examples (None: the whole pool).
+        train_sets_note: what ``train_sets`` are, for the record.
 
     Returns:
-        :func:`selection_record`-style dict: ``mode``, ``grid``, ``criterion``,
-        ``seeds``, ``n_val``, ``per_norm`` ({norm: select_lr result}).
+        A dict with ``mode``, ``grid``, ``criterion``, ``seeds``, ``n_val``,
+        ``trained_on`` and ``per_norm`` ({norm: :func:`select_lr` result}).
     """
     out = Path(out)
     record = {"mode": "per-norm", "grid": lr_grid(train, grid), "criterion": CRITERION,
               "seeds": [int(s) for s in seeds], "n_val": ds.n_val, "val_fraction": ds.info.get("val_fraction"),
-              "shared": train.model_dump(mode="json")}
+              "shared": train.model_dump(mode="json"), "trained_on": train_sets_note}
     cached = out / RECIPE_FILE
     if cached.exists():
         saved = io.read_json(cached)
         if {k: saved.get(k) for k in record} == record and set(saved.get("per_norm", {})) >= set(norms):
             return saved
-    record["per_norm"] = {n: select_lr(ModelConfig(arch=arch, norm=n), ds, train, seeds, out / n, grid)
+    record["per_norm"] = {n: select_lr(ModelConfig(arch=arch, norm=n), ds, train, seeds, out / n, grid, train_sets)
                           for n in norms}
     io.write_json(cached, record)
     return record

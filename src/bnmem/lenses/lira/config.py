@@ -30,7 +30,7 @@ MATCHED = "augment"
 SEED_STRIDE = 1_000_000
 
 
-# Models whose seeds select a per-norm recipe (selection trains on the whole pool, not on halves).
+# Shadow models whose seeds and IN halves select a per-norm recipe.
 RECIPE_SELECTION_MODELS = 3
 
 
@@ -58,8 +58,8 @@ class LiraConfig(ExperimentConfig, RecipeOptions):
         keep_seed: seed of the membership (keep) matrix; the same for every norm.
         recipe: ``shared`` (default) or ``per-norm``: each norm's shadow models
             train with the learning rate selected on the validation split
-            (:mod:`bnmem.train.recipe`; selection seeds: the first
-            ``RECIPE_SELECTION_MODELS`` model seeds, trained on the whole pool).
+            (:mod:`bnmem.train.recipe`; candidates train as the first
+            ``RECIPE_SELECTION_MODELS`` shadow models would: their seeds and IN halves).
     """
 
     seeds: list[int] = [0]

@@ -39,7 +39,7 @@ from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.common import fmt, table
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.query import load_attack_inputs, query_models
-from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
+from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.recipe import select_recipes, shared_record, train_for
@@ -187,13 +187,18 @@ def norm_configs(cfg: LiraConfig, ds, out: Path) -> tuple[dict[str, LiraConfig],
     """Each norm's configuration (its recipe resolved) and the recipe record.
 
     Under ``recipe: per-norm`` the learning rates are selected on the
-    validation split (cached in ``<out>/recipe``); each norm's copy then
+    validation split (cached in ``<out>/recipe``) with the first
+    ``RECIPE_SELECTION_MODELS`` shadow models' seeds and IN halves, i.e. each
+    candidate is trained as that shadow model would be. Each norm's copy then
     carries its own recipe with ``recipe: shared``, so its jobs train exactly it.
     """
     if cfg.recipe != "per-norm":
         return {n: cfg for n in cfg.norms}, shared_record(cfg.train)
-    seeds = [cfg.model_seed(m) for m in range(min(RECIPE_SELECTION_MODELS, cfg.shadow_models))]
-    selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, seeds, Path(out) / "recipe", cfg.lr_grid)
+    models = range(min(RECIPE_SELECTION_MODELS, cfg.shadow_models))
+    keep = shadow_keep(cfg, ds.n_train)
+    selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, [cfg.model_seed(m) for m in models],
+                               Path(out) / "recipe", cfg.lr_grid, [np.flatnonzero(keep[m]) for m in models],
+                               f"the IN halves of shadow models {list(models)}")
     cfgs = {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared"})
             for n in cfg.norms}
     return cfgs, selection
