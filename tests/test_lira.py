@@ -324,3 +324,14 @@ def test_cli_bad_input_one_line(tmp_path, capsys, args, fragment):
     assert code == 2
     assert fragment in one_error_line(err)
     assert not (tmp_path / "o" / "batch" / "shadow").exists()  # failed before any training
+
+
+def test_identity_only_block_reruns_the_attacks_on_the_identity_view(claim_run):
+    from bnmem.lenses.lira.run import attack_norm
+
+    out, res = claim_run
+    block = res["identity_only"]
+    direct = attack_norm(out / "batch", views=[0])["metrics"]
+    assert block["batch"]["online"]["all"]["auc_per_target"] == direct["online"]["all"]["auc_per_target"]
+    assert block["batch"]["online"]["all"]["auc"] != res["batch"]["online"]["all"]["auc"]  # 1 view, not 5
+    assert len(block["paired"]["batch-none"]["online"]["all"]["auc"]["per_target"]) == 16

@@ -87,14 +87,15 @@ def test_memorize_per_norm_uses_and_records_the_selected_recipe(tmp_path):
     cfg = MemorizeConfig(data=data, seeds=[0], recipe="per-norm", lr_grid=[0.01, 0.1],
                          train=TrainConfig(epochs=2, batch_size=32))
     res = run_memorize(cfg, tmp_path / "m", progress=False)
-    sel = res["conditions"]["recipe"]
+    sel = res["conditions"]["recipe_selection"]
+    assert res["conditions"]["recipe"] == "per-norm"
     assert sel["mode"] == "per-norm" and sel["grid"] == [0.01, 0.1]
     for norm in ("batch", "none"):
         assert res[norm]["recipe"]["lr"] == sel["per_norm"][norm]["lr"]
         final = res[norm]["final"]
         assert 0 <= final["train_acc"] <= 1 and 0 <= final["val_acc"] <= 1 and final["test_acc"] is not None
     shared = run_memorize(cfg.model_copy(update={"recipe": "shared"}), tmp_path / "s", progress=False)
-    assert shared["conditions"]["recipe"]["mode"] == "shared"
+    assert shared["conditions"]["recipe"] == "shared"
     assert all(shared[n]["recipe"]["lr"] == 0.05 for n in ("batch", "none"))
 
 
@@ -108,7 +109,8 @@ def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
                      train=TrainConfig(epochs=2, batch_size=32))
     res = run_lira(cfg, tmp_path / "l", progress=False)
-    sel = res["conditions"]["recipe"]
+    sel = res["conditions"]["recipe_selection"]
+    assert res["conditions"]["recipe"] == "per-norm"
     ds = load_dataset(data)
     assert res["subset_sizes"]["all"] == ds.n_train  # LiRA candidates: the pool without validation
     for norm in ("batch", "none"):
@@ -132,3 +134,19 @@ def test_selection_runs_train_on_the_given_sets(tmp_path):
                       progress=False).model
     saved = torch.load(tmp_path / "lr0.05" / "seed5" / "model.pt")
     assert all(torch.equal(saved[k], v) for k, v in ref.state_dict().items())
+
+
+def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
+    from bnmem.lenses.lira import LiraConfig
+    from bnmem.lenses.lira.phases import phase_jobs
+
+    data = DataConfig(dataset="digits", label_noise=0.05, train_size=200, val_fraction=0.2, seed=0)
+    cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
+                     train=TrainConfig(epochs=1, batch_size=32))
+    _, specs = phase_jobs(cfg, tmp_path, "train")
+    import json
+
+    sel = json.loads((tmp_path / "recipe" / recipe.RECIPE_FILE).read_text())  # the phase's own selection
+    assert sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]" and len(specs) == 2
+    for spec in specs:
+        assert spec["config"]["train"]["lr"] == sel["per_norm"][spec["norm"]]["lr"]

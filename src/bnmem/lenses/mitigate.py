@@ -35,13 +35,15 @@ from bnmem import io
 from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
-from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.config import ExperimentConfig
+from bnmem.texttable import fmt, table
+from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
+from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import paired_difference
-from bnmem.train import seeded_model, train_model
 from bnmem.train.trainer import EpochHook
 
 _PROBE_STREAM = 0x6D17
@@ -280,13 +282,9 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
     same data config), with the model seeds and keep matrix of every other
     variant, so targets pair across variants.
 
-    Raises:
-        BnmemError: the membership-inference machinery is not installed.
     """
-    try:
-        from bnmem.lenses.lira import LiraConfig, run_shadow_norm
-    except ImportError as e:  # the LiRA lens ships separately from this module
-        raise BnmemError(f"--lira-models needs bnmem.lenses.lira, which is not available ({e})") from e
+    from bnmem.lenses.lira import LiraConfig, run_shadow_norm
+
     train = cfg.train.model_copy(update={"gs_reg": v.lam, "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
     lcfg = LiraConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
                       shadow_models=cfg.lira_models)
@@ -322,7 +320,7 @@ def _lira_pairs(metrics: dict[str, Any], selected: str, others: list[str]) -> di
     return out
 
 
-def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (variant, seed) and compare memorization, accuracy, γ/σ (and LiRA).
 
     Writes ``config.json``, one folder per ``<variant>/seed<k>`` (resumable),
@@ -347,18 +345,12 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
     for v in cfg.variants():
         train = cfg.train.model_copy(update={"gs_reg": v.lam,
                                              "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
-        histories = {}
-        for seed in cfg.seeds:
-            job = out / v.folder / f"seed{seed}"
-            if io.is_done(job):
-                histories[seed] = io.read_json(job / "history.json")
-                continue
-            model = seeded_model(cfg.model(v.norm), ds, seed)
-            histories[seed] = train_model(
-                model, ds, train, seed, run_dir=job,
-                on_epoch=gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
-                progress=f"{v.name} seed {seed}" if progress else False,
-            ).history
+        histories = {
+            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
+                            lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
+                            progress=f"{v.name} seed {seed}" if progress else False)
+            for seed in cfg.seeds
+        }
         metrics[v.name] = summarize_variant(v, histories, cfg.fixed_epoch)
     variants = cfg.variants()
     first = metrics["batch"]["final"]
@@ -377,10 +369,13 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
         selection["lira_paired_auc"] = _lira_pairs(metrics, selection["variant"],
                                                    [v.name for v in variants if v.norm != "batch"])
     _relative(metrics)
-    result = {
+    result = LENS.stamp({
         **metrics,
         "variants": [v.name for v in cfg.variants()],
         "selection": selection,
+        # Read by the report's claim 6 (the λ its plan decides on).
+        "selected_lambda": selection["gs_reg"],
+        "selected_tau": selection["gs_tau"] if selection["gs_tau"] is not None else cfg.train.gs_tau,
         "conditions": {
             **cfg.conditions(),
             "lambdas": cfg.lambdas,
@@ -401,7 +396,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
             "lira_models": cfg.lira_models,
         },
         "dataset": ds.summary(),
-    }
+    })
     io.write_json(out / "metrics.json", result)
     plot_privacy_utility(result, out / "privacy_utility.png",
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
@@ -418,7 +413,9 @@ def _memorization_key(result: dict[str, Any]) -> str:
 def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") -> None:
     """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
     min–max), memorization curves, and LiRA AUC vs test accuracy when measured."""
-    from bnmem.figures.plots import NORM_COLORS, plt, save_figure
+    import matplotlib.pyplot as plt
+
+    from bnmem.figures.save import NORM_COLORS, save_figure
 
     key = _memorization_key(result)
     names = result["variants"]
@@ -514,3 +511,14 @@ def summary_table(result: dict[str, Any]) -> str:
         lines.append(f"* selected on the validation split: {sel['variant']} (λ={sel['gs_reg']:g}); test accuracy "
                      f"change vs BN {100 * tc['mean']:+.1f} pt {ci} over {tc['n']} seeds")
     return "\n".join(lines)
+
+
+def hook(cfg: MitigateConfig, ds: OutlierDataset, job: Path, seed: int) -> EpochHook:
+    """The per-epoch hook of every variant (γ/σ at the fixed and the last epoch)."""
+    return gamma_sigma_hook(ds, {cfg.fixed_epoch, cfg.train.epochs}, cfg.train.batch_size, cfg.data.seed)
+
+
+LENS = register(Lens(
+    name="mitigate", config=MitigateConfig, run=run_mitigate, figure="privacy_utility.png",
+    title="Mitigation: the γ/σ regularizer", summary=summary_table, hook=hook, trains_runs=True,
+))

@@ -2,7 +2,7 @@
 
 Two definitions, because a BN model in training mode couples the examples of a batch:
 
-* ``eval`` (the default, DESIGN.md): the model in eval mode, BN normalizing with
+* ``eval`` (the default; docs/architecture.md, "Definitions"): the model in eval mode, BN normalizing with
   its running statistics; example i's gradient is ∇θ cross_entropy(f(x_i), y_i),
   a function of the example alone.
 * ``batch``: the gradient of example i's own loss term when the forward pass

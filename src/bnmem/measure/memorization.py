@@ -64,3 +64,13 @@ def epochs_to_fit(curve: Sequence[float | None], level: float) -> int | None:
         if v is not None and v >= level:
             return i + 1
     return None
+
+
+def mean_curve(curves: Sequence[Sequence[float | None]]) -> list[float | None]:
+    """Per-epoch mean over seeds, ignoring missing values; None where all are missing."""
+    arr = np.array([[np.nan if v is None else v for v in c] for c in curves], dtype=float)
+    out = []
+    for col in arr.T:
+        ok = ~np.isnan(col)
+        out.append(float(col[ok].mean()) if ok.any() else None)
+    return out

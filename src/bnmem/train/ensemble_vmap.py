@@ -27,7 +27,8 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnmem.data import augment
-from bnmem.train.regularizer import batch_sigma, gamma_sigma_penalty
+from bnmem.models.norms import batch_sigma
+from bnmem.train.regularizer import gamma_sigma_penalty
 
 
 class VmapEnsemble:

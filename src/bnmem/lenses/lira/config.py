@@ -13,11 +13,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bnmem.config import parse_list
+from bnmem.config import ExperimentConfig, parse_list
 from bnmem.data import augment
 from bnmem.data.augment import FLIP_DATASETS
 from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig
 from bnmem.train.recipe import RecipeOptions
 
 VIEW_NAMES = ("identity", "flip", "shift")
