@@ -169,7 +169,9 @@ def test_views_and_shift():
 def test_query_views_default_to_the_training_augmentation():
     from bnmem.data import augment
 
-    names = lambda cfg, shape=(1, 8, 8): [n for n, _ in cfg.query_views(shape)]  # noqa: E731
+    def names(cfg, shape=(1, 8, 8)):
+        return [n for n, _ in cfg.query_views(shape)]
+
     assert LiraConfig().views == ["augment"] and names(LiraConfig()) == ["identity"]  # no augmentation
     shift = LiraConfig(train=TrainConfig(augment="shift", augment_padding="zero"))
     spec = augment.spec_of(shift.train, (1, 8, 8), "digits")

@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-
 import pytest
 from pydantic import ValidationError
 
@@ -122,7 +121,9 @@ def test_lira_option(tmp_path):
 
 
 def _rec(val, mem, test, lam=0.0, tau=None):
-    stat = lambda v: {"mean": v, "min": v, "max": v, "per_seed": [v]}  # noqa: E731
+    def stat(v):
+        return {"mean": v, "min": v, "max": v, "per_seed": [v]}
+
     return {"gs_reg": lam, "gs_tau": tau, "final": {"val_acc": stat(val), "noisy_acc": stat(mem), "test_acc": stat(test),
                                                    "train_acc": stat(0.99)}}
 
@@ -153,7 +154,7 @@ def test_selection_rule_uses_validation_and_memorization_only():
 
 
 def test_mitigate_carves_a_validation_split_and_reports_the_selection(claim_run):
-    out, cfg, res = claim_run
+    _, cfg, res = claim_run
     assert cfg.data.val_fraction == 0.1 and res["conditions"]["n_val"] == 90
     sel = res["selection"]
     assert sel["variant"] == "batch+gs1" and sel["rule"] == res["conditions"]["selection_rule"]

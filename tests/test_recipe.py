@@ -100,10 +100,10 @@ def test_memorize_per_norm_uses_and_records_the_selected_recipe(tmp_path):
 
 
 def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
+    import json
+
     from bnmem.lenses.lira import LiraConfig, run_lira
     from bnmem.lenses.lira.shadow import IDENTITY_FILE
-
-    import json
 
     data = DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0)
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],

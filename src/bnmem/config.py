@@ -161,10 +161,11 @@ class ExperimentConfig(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _augment_fits_the_data(self) -> "ExperimentConfig":
+    def _augment_fits_the_data(self) -> ExperimentConfig:
         """A training augmentation the data cannot take (flips on digits, pad too large) fails here, in one line."""
         if self.train.augment != "none":
-            from bnmem.data import augment, model_shape  # bnmem.data imports this module
+            # bnmem.data imports this module, hence the local import.
+            from bnmem.data import augment, model_shape
 
             augment.spec_of(self.train, model_shape(self.data)[0], self.data.dataset)
         return self

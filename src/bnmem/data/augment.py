@@ -85,6 +85,9 @@ class AugmentSpec:
         return f"random shift by up to {self.pad} px per axis ({self.padding} padding){flip}"
 
 
+NO_AUGMENT = AugmentSpec()
+
+
 def resolve(kind: str, pad: int | None, padding: str, input_shape: tuple[int, ...],
             dataset: str | None = None) -> AugmentSpec:
     """Check an augmentation against the data it is applied to.
@@ -109,7 +112,7 @@ def resolve(kind: str, pad: int | None, padding: str, input_shape: tuple[int, ..
     if padding not in PADDINGS:
         raise BnmemError(f"unknown augment padding {padding!r}; choose one of {', '.join(PADDINGS)}")
     if kind == "none":
-        return AugmentSpec()
+        return NO_AUGMENT
     if len(input_shape) != 3:
         raise BnmemError(f"augment {kind!r} needs image inputs (C, H, W), got input shape {tuple(input_shape)}")
     if kind == "crop-flip" and dataset is not None and dataset not in FLIP_DATASETS:

@@ -195,7 +195,7 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
         "heldout_classes": held,
         "kept_classes": kept,
         "val_fraction": cfg.val_fraction,
-        "n_val": int(len(val_pos)),
+        "n_val": len(val_pos),
     }
     return OutlierDataset(
         name=cfg.dataset,

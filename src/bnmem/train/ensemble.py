@@ -191,7 +191,7 @@ def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype:
 
 
 def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
-                aug: augment.AugmentSpec = augment.AugmentSpec()
+                aug: augment.AugmentSpec = augment.NO_AUGMENT
                 ) -> tuple[torch.Tensor, torch.Tensor, list[int], torch.Tensor | None]:
     """Every model's batches of one epoch as one tensor.
 
@@ -223,7 +223,7 @@ def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoc
 
 def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: list[int], cfg: TrainConfig,
          device: torch.device, on_epoch: Callable[[], None],
-         aug: augment.AugmentSpec = augment.AugmentSpec()) -> None:
+         aug: augment.AugmentSpec = augment.NO_AUGMENT) -> None:
     """Train one chunk of models for ``cfg.epochs`` epochs (with augmentation ``aug``)."""
     k = len(seeds)
     for epoch in range(cfg.epochs):

@@ -71,7 +71,7 @@ class RecipeOptions(StrictModel):
         return sorted(dict.fromkeys(float(x) for x in v))
 
     @model_validator(mode="after")
-    def _needs_validation(self) -> "RecipeOptions":
+    def _needs_validation(self) -> RecipeOptions:
         data = getattr(self, "data", None)
         if self.recipe == "per-norm" and data is not None and data.val_fraction <= 0:
             raise BnmemError("recipe 'per-norm' selects on a validation split: set data.val_fraction (e.g. 0.1)")
