@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bnmem.config import NORMS
+from bnmem.models.norms import NORMS
 from bnmem.models import MODELS
 
 ARCHS = tuple(MODELS)

@@ -14,9 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bnmem.errors import BnmemError
 
-NORMS = ("batch", "none", "group", "layer")
-# Aliases a user may type; resolved by ``canonical_arch``.
-ARCH_ALIASES = {"resnet": "resnet20"}
 
 
 def check_dataset(v: str) -> str:
@@ -30,7 +27,7 @@ def check_dataset(v: str) -> str:
 
 def check_arch(v: str) -> str:
     """An architecture of :data:`bnmem.models.MODELS` (the one table of architectures), aliases resolved."""
-    from bnmem.models import MODELS
+    from bnmem.models import ARCH_ALIASES, MODELS
 
     name = ARCH_ALIASES.get(v, v)
     if name not in MODELS:
@@ -40,7 +37,9 @@ def check_arch(v: str) -> str:
 
 
 def check_norm(v: str) -> str:
-    """A normalization name of :data:`NORMS`."""
+    """A normalization name of :data:`bnmem.models.norms.NORMS`."""
+    from bnmem.models.norms import NORMS
+
     if v not in NORMS:
         raise ValueError(f"unknown norm {v!r}; choose one of {', '.join(NORMS)}")
     return v

@@ -22,15 +22,18 @@ as before the validation split existed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from bnmem.config import DataConfig
 from bnmem.data import corruption as C
 from bnmem.data.dataset import OutlierDataset
 from bnmem.data.sources import DATASETS, dataset_shape, default_data_root, load_source
 from bnmem.errors import BnmemError
+
+if TYPE_CHECKING:  # annotations only: data does not depend on the config module
+    from bnmem.config import DataConfig
 
 OOD_NOISE = "noise"
 OOD_HELDOUT = "heldout-classes"

@@ -15,8 +15,10 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
-from bnmem.config import NORMS
 from bnmem.errors import BnmemError
+
+# The normalization choices every architecture accepts (its norm= argument).
+NORMS = ("batch", "none", "group", "layer")
 
 NormFactory = Callable[[int], nn.Module]
 
