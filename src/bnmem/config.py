@@ -163,7 +163,7 @@ class ExperimentConfig(StrictModel):
     def _augment_fits_the_data(self) -> ExperimentConfig:
         """A training augmentation the data cannot take (flips on digits, pad too large) fails here, in one line."""
         if self.train.augment != "none":
-            # bnmem.data imports this module, hence the local import.
+            # Local: bnmem.config stays free of imports of the packages that build on it.
             from bnmem.data import augment, model_shape
 
             augment.spec_of(self.train, model_shape(self.data)[0], self.data.dataset)
@@ -174,7 +174,7 @@ class ExperimentConfig(StrictModel):
 
     def conditions(self) -> dict[str, Any]:
         """The conditions every result names (with what differs between norms at initialization)."""
-        from bnmem.data import model_shape  # bnmem.data imports this module
+        from bnmem.data import model_shape  # local, as above
         from bnmem.models.pairing import init_pairing
 
         shape, n_classes = model_shape(self.data)
