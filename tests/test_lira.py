@@ -37,6 +37,7 @@ def claim_config() -> LiraConfig:
         shadow_models=16,
         chunk_size=8,
         train=TrainConfig(epochs=12),
+        views=["identity", "shift"],  # the earlier fixed set (the default now matches training: identity only)
     )
 
 
@@ -262,6 +263,28 @@ def test_views_and_shift():
         LiraConfig(views="identity,rotate")
 
 
+def test_query_views_default_to_the_training_augmentation():
+    from bnmem.data import augment
+
+    def names(cfg, shape=(1, 8, 8)):
+        return [n for n, _ in cfg.query_views(shape)]
+
+    assert LiraConfig().views == ["augment"] and names(LiraConfig()) == ["identity"]  # no augmentation
+    shift = LiraConfig(train=TrainConfig(augment="shift", augment_padding="zero"))
+    spec = augment.spec_of(shift.train, (1, 8, 8), "digits")
+    assert names(shift) == [n for n, _ in augment.matched_views(spec)] and len(names(shift)) == 9
+    x = load_dataset(DataConfig(dataset="digits", train_size=50)).x_train
+    for (_, fn), (_, ref) in zip(shift.query_views((1, 8, 8)), augment.matched_views(spec)):
+        assert torch.equal(fn(x), ref(x))
+    cifar = LiraConfig(data=DataConfig(dataset="cifar10"), train=TrainConfig(augment="crop-flip"))
+    assert len(names(cifar, (3, 32, 32))) == 18 and "flip+shift(+4,-4)" in names(cifar, (3, 32, 32))
+    # The flag keeps the earlier fixed set.
+    assert names(LiraConfig(train=TrainConfig(augment="shift"), views="identity,shift")) == [
+        "identity", "shift(+1,+0)", "shift(-1,+0)", "shift(+0,+1)", "shift(+0,-1)"]
+    with pytest.raises(BnmemError, match="stands alone"):
+        LiraConfig(views="augment,identity")
+
+
 def test_config_checks():
     for bad in (2, 5, 7, 0):
         with pytest.raises(BnmemError, match="even and at least 4"):
@@ -403,3 +426,14 @@ def test_cli_bad_input_one_line(tmp_path, capsys, args, fragment):
     assert code == 2
     assert fragment in one_error_line(err)
     assert not (tmp_path / "o" / "batch" / "shadow").exists()  # failed before any training
+
+
+def test_identity_only_block_reruns_the_attacks_on_the_identity_view(claim_run):
+    from bnmem.lenses.lira.run import attack_norm
+
+    out, res = claim_run
+    block = res["identity_only"]
+    direct = attack_norm(out / "batch", views=[0])["metrics"]
+    assert block["batch"]["online"]["all"]["auc_per_target"] == direct["online"]["all"]["auc_per_target"]
+    assert block["batch"]["online"]["all"]["auc"] != res["batch"]["online"]["all"]["auc"]  # 1 view, not 5
+    assert len(block["paired"]["batch-none"]["online"]["all"]["auc"]["per_target"]) == 16

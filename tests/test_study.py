@@ -18,7 +18,9 @@ STUDIES = Path(__file__).resolve().parents[1] / "studies"
 # Small enough for a test: 200 digits, 2 epochs, one seed, 4 shadow models.
 TINY = {
     "name": "tiny",
-    "data": {"dataset": "digits", "train_size": 200},
+    # A validation split for every lens: mitigate selects λ on one (it carves 10% when none is
+    # set), and lenses share (norm, seed) runs only when their data is the same.
+    "data": {"dataset": "digits", "train_size": 200, "val_fraction": 0.1},
     "train": {"epochs": 2, "batch_size": 32},
     "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}, {"ood": 0.05}]},
     "lenses": {
@@ -137,6 +139,10 @@ def test_grid_expansion_and_index():
     targets = {j.config["norm"]: sorted(t["lens"] for t in j.config["targets"]) for j in by_lens["shared-training"]}
     assert targets == {"batch": ["gamma-sigma", "gradnorms", "memorize", "mitigate"],
                        "none": ["gradnorms", "memorize", "mitigate"]}
+    # Without a study-wide validation split, mitigate's data (its own 10% split) differs: it trains alone.
+    no_val = Study.model_validate({**doc, "data": {k: v for k, v in doc["data"].items() if k != "val_fraction"}})
+    no_val_jobs = [j for j in plan(no_val)[1] if j.lens == "shared-training"]
+    assert all("mitigate" not in [t["lens"] for t in j.config["targets"]] for j in no_val_jobs)
     assert [j.stage for j in jobs] == sorted(j.stage for j in jobs) and jobs[-1].lens == "lira"
     assert all(j.config["seeds"] == [0] and j.config["shadow_models"] == 4 for j in by_lens["lira"])
     assert all(j.config["norms"] == ["batch"] for j in by_lens["gamma-sigma"])
@@ -378,5 +384,6 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatc
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no run directory, no runs/
     _, jobs = plan(Study.model_validate(TINY))
     assert f"{len(jobs)} jobs" in text and "digits-lenet-flip0.05/lira" in text
-    # 4 shadow models x 2 norms x 200 examples x 5 views (identity + 4 shifts) x 4 bytes, per cell
-    assert "attack inputs 32.0 KB" in text and "estimated disk:" in text
+    # 4 shadow models x 2 norms x 4 bytes x 1 view (no training augmentation: identity) x (180 + 189)
+    # examples (200 less the 10% validation split; the OOD cell appends 9 images)
+    assert "attack inputs 11.8 KB" in text and "estimated disk:" in text

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bnmem.errors import BnmemError
 
@@ -81,6 +81,17 @@ class DataConfig(StrictModel):
     )
     train_size: int | None = Field(None, description="use only the first N training examples (after a seeded shuffle)")
     seed: int = Field(0, description="seed of the corruption (same across norms and model seeds)")
+    val_fraction: float = Field(
+        0.0, description="fraction of the in-distribution training pool held out (clean labels) as a validation "
+                         "split for recipe and λ selection; it never trains a model and is never a LiRA candidate"
+    )
+
+    @field_validator("val_fraction")
+    @classmethod
+    def _val_fraction(cls, v: float) -> float:
+        if not 0.0 <= v <= 0.5:
+            raise ValueError(f"val_fraction {v} is outside [0, 0.5]")
+        return v
 
     _dataset = field_validator("dataset")(check_dataset)
     _rate = field_validator("label_noise", "ood")(validate_rate)
@@ -112,6 +123,15 @@ class TrainConfig(StrictModel):
     threads: int = Field(1, ge=1, description="torch intra-op threads per training job (fixes bitwise reproducibility)")
     gs_reg: float = Field(0.0, ge=0, description="λ of the γ/σ regularizer (0: off)")
     gs_tau: float = Field(1.0, gt=0, description="τ of the γ/σ regularizer")
+    augment: Literal["none", "shift", "crop-flip"] = Field(
+        "none", description="training augmentation: none, random shifts, or random crop + horizontal flip (CIFAR)"
+    )
+    augment_pad: int | None = Field(
+        None, ge=1, description="maximal shift in pixels (None: max(1, H // 8): 1 on digits, 3 on MNIST, 4 on CIFAR)"
+    )
+    augment_padding: Literal["reflect", "zero"] = Field(
+        "reflect", description="how shifted-in pixels are filled: reflected, or 0 (the normalized mean colour)"
+    )
     device: str = "cpu"
 
 
@@ -139,11 +159,25 @@ class ExperimentConfig(StrictModel):
             raise ValueError(f"seeds lists a seed twice: {v}")
         return v
 
+    @model_validator(mode="after")
+    def _augment_fits_the_data(self) -> ExperimentConfig:
+        """A training augmentation the data cannot take (flips on digits, pad too large) fails here, in one line."""
+        if self.train.augment != "none":
+            # Local: bnmem.config stays free of imports of the packages that build on it.
+            from bnmem.data import augment, model_shape
+
+            augment.spec_of(self.train, model_shape(self.data)[0], self.data.dataset)
+        return self
+
     def model(self, norm: str) -> ModelConfig:
         return ModelConfig(arch=self.arch, norm=norm)
 
     def conditions(self) -> dict[str, Any]:
-        """The conditions every result names."""
+        """The conditions every result names (with what differs between norms at initialization)."""
+        from bnmem.data import model_shape  # local, as above
+        from bnmem.models.pairing import init_pairing
+
+        shape, n_classes = model_shape(self.data)
         return {
             "dataset": self.data.dataset,
             "arch": self.arch,
@@ -152,6 +186,7 @@ class ExperimentConfig(StrictModel):
             "label_noise": self.data.label_noise,
             "ood": self.data.ood,
             "ood_source": self.data.ood_source if self.data.ood > 0 else None,
+            "init_pairing": init_pairing(self.arch, shape, n_classes, self.norms)["note"],
         }
 
 

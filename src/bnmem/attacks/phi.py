@@ -28,7 +28,7 @@ more than one block.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import numpy as np
 from scipy.special import logsumexp
@@ -138,6 +138,18 @@ class NpyPhi:
         if not np.isfinite(out).all():
             raise BnmemError(f"{self.path}: phi contains NaN or inf in examples {start}..{stop - 1}")
         return out
+
+
+class ViewSubset:
+    """Some of a source's views (e.g. the identity view alone), read block by block."""
+
+    def __init__(self, source: PhiSource, views: Sequence[int]):
+        self.source = source
+        self.views = [int(v) for v in views]
+        self.shape = (source.shape[0], source.shape[1], len(self.views))
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        return self.source.read(start, stop)[:, :, self.views]
 
 
 class LogitsPhi:

@@ -144,6 +144,7 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
     median = float(np.median(norms[measured])) if measured.size else None
     section: dict[str, Any] = {
         **r.describe(),
+        **r.execution(),
         "bn_mode": "eval: BN layers normalize with their running statistics (each example's gradient is its own)",
         "n_measured": int(measured.size),
         "subset": "all training examples" if subset is None else f"a seeded random subset of {subset.size}",

@@ -82,14 +82,23 @@ class GradNorms:
     max_memory: int | None = None
 
     def describe(self) -> dict:
-        """Plain-data description for results files."""
+        """Plain-data description for results files.
+
+        The chunk size and memory budget are left out: they follow the free memory
+        of the machine at that moment, not the science, and results must not change
+        with them (a resumed run ends with the same bytes). :meth:`execution` has them.
+        """
         d = {"definition": self.definition, "method": self.method, "dtype": "float64",
              "loss": "per-example cross-entropy (unreduced, no weight decay)"}
         if self.definition == "batch":
             d.update(batch_size=self.batch_size, batch_seed=self.seed)
-        if self.max_memory is not None:
-            d.update(chunk_size=self.chunk_size, max_memory=fmt_bytes(self.max_memory))
         return d
+
+    def execution(self) -> dict:
+        """How the work was chunked (machine-dependent; for logs and the audit, not results files)."""
+        if self.max_memory is None:
+            return {}
+        return {"chunk_size": self.chunk_size, "max_memory": fmt_bytes(self.max_memory)}
 
 
 def float64_copy(model: nn.Module) -> nn.Module:

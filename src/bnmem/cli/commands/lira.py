@@ -11,7 +11,9 @@ from bnmem.cli.app import Out, Quiet, Workers, app, experiment_options
 
 ShadowModels = Annotated[int, typer.Option(help="shadow models per norm (even, >= 4); each example is IN for half")]
 ChunkSize = Annotated[int, typer.Option(help="shadow models per training job (fixes resume granularity)")]
-Views = Annotated[str, typer.Option(help="query views: identity, flip (cifar only), shift (±1 px; ±2 from 28 px)")]
+Views = Annotated[str, typer.Option(help="query views: augment (the training augmentation's views; identity without "
+                                          "augmentation), or a list of identity, flip (cifar only), shift (±1 px; "
+                                          "±2 from 28 px); identity,shift is the earlier fixed set")]
 QueryBnMode = Annotated[str, typer.Option(help="BN at query time: eval (running stats) or batch (query-batch stats)")]
 QueryBatchSize = Annotated[Optional[int], typer.Option(help="batch whose statistics BN uses in batch mode (default: --batch-size)")]
 KeepSeed = Annotated[int, typer.Option(help="seed of the membership matrix (same for every norm)")]
@@ -28,7 +30,7 @@ def lira(
     out: Out = "runs/lira",
     shadow_models: ShadowModels = 32,
     chunk_size: ChunkSize = 16,
-    views: Views = "identity,shift",
+    views: Views = "augment",
     query_bn_mode: QueryBnMode = "eval",
     query_batch_size: QueryBatchSize = None,
     keep_seed: KeepSeed = 0,

@@ -35,31 +35,34 @@ def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[s
     Returns:
         ``(job function, specs)``.
     """
-    if phase == "train":
-        return train_shadow_chunk, [s for norm in cfg.norms for s in pending_specs(cfg, norm, Path(out) / norm)]
-    if phase == "query":
-        from bnmem.data import load_dataset
+    from bnmem.data import load_dataset
+    from bnmem.lenses.lira.run import norm_configs
 
-        settings = query_settings(cfg, load_dataset(cfg.data))
-        specs = []
-        for norm in cfg.norms:
-            final = Path(out) / norm / QUERY_FILE
-            if final.exists() and io.read_json(final).get("settings") == settings:
-                continue
-            for c in cfg.chunks():
-                marker = Path(out) / norm / QUERY_DIR / f"{chunk_name(c)}.json"
-                if not (marker.exists() and io.read_json(marker).get("settings") == settings):
-                    specs.append(chunk_spec(cfg, norm, Path(out) / norm, c))
-        return query_shadow_chunk, specs
-    raise ValueError(f"unknown lira phase {phase!r}")
+    if phase not in PHASES:
+        raise ValueError(f"unknown lira phase {phase!r}")
+    ds = load_dataset(cfg.data)
+    # Each norm's own recipe (recipe: per-norm selects it first, cached), as run_lira trains it.
+    cfgs, _ = norm_configs(cfg, ds, Path(out))
+    if phase == "train":
+        return train_shadow_chunk, [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, Path(out) / norm)]
+    specs = []
+    for norm in cfg.norms:
+        settings = query_settings(cfgs[norm], ds)
+        final = Path(out) / norm / QUERY_FILE
+        if final.exists() and io.read_json(final).get("settings") == settings:
+            continue
+        for c in cfg.chunks():
+            marker = Path(out) / norm / QUERY_DIR / f"{chunk_name(c)}.json"
+            if not (marker.exists() and io.read_json(marker).get("settings") == settings):
+                specs.append(chunk_spec(cfgs[norm], norm, Path(out) / norm, c))
+    return query_shadow_chunk, specs
 
 
 def estimate(cfg: LiraConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
     """Bytes the lens writes: M float32 shadow models and the [M, N, V] float32 attack statistic per norm."""
-    from bnmem.data.sources import dataset_shape
-    from bnmem.data.views import make_views
+    from bnmem.data import model_shape
 
-    views = len(make_views(cfg.views, dataset_shape(cfg.data.dataset)[0]))
+    views = len(cfg.query_views(model_shape(cfg.data)[0]))
     m = cfg.shadow_models
     return {"models": sum(4 * m * parameter_count(cfg.arch, cfg.data.dataset, n) for n in cfg.norms),
             "attack inputs": len(cfg.norms) * 4 * m * n_train * views}

@@ -46,7 +46,7 @@ from torch import nn
 
 from bnmem import io
 from bnmem.data import OutlierDataset, load_dataset
-from bnmem.data.views import View, make_views
+from bnmem.data.views import View
 from bnmem.errors import BnmemError
 from bnmem.attacks.phi import (
     LOGITS_FILE,
@@ -102,7 +102,7 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     Args:
         model: the classifier (any device; ``x`` is moved to it).
         x: inputs [N, C, H, W] (or [N, ...] for an MLP, identity view only).
-        views: from :func:`make_views`.
+        views: from :meth:`LiraConfig.query_views` (or :func:`bnmem.data.views.make_views`).
         cfg: query mode and batch size.
 
     Returns:
@@ -139,7 +139,7 @@ def query_settings(cfg: LiraConfig, ds: OutlierDataset) -> dict[str, Any]:
         "batch_size": cfg.query_batch() if batch else None,
         "batch_order": "seeded random permutation" if batch else None,
         "batch_seed": cfg.query_seed if batch else None,
-        "views": [name for name, _ in make_views(cfg.views, ds.input_shape)],
+        "views": [name for name, _ in cfg.query_views(ds.input_shape)],
         "stored": ["phi", "phi_lo", "population_phi", "population_phi_lo"] + (["logits"] if cfg.save_logits else []),
         "population": POPULATION_NAME,
         "threads": cfg.train.threads,
@@ -172,7 +172,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     marker = norm_dir / QUERY_DIR / f"{chunk_name(models)}.json"
     if marker.exists() and io.read_json(marker).get("settings") == settings:
         return {**io.read_json(marker), "skipped": True}
-    views = make_views(cfg.views, ds.input_shape)
+    views = cfg.query_views(ds.input_shape)
     keep = shadow_keep(cfg, ds.n_train)
     y = ds.y_train.numpy()
     ident = [name for name, _ in views].index("identity")

@@ -33,19 +33,21 @@ import numpy as np
 
 from bnmem import io
 from bnmem.attacks import ALL, evaluate_stream
+from bnmem.attacks.phi import ViewSubset
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.texttable import fmt, table
-from bnmem.lenses.lira.config import LiraConfig
+from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
 from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
-from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
+from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.rundir import prepare_run_dir
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
+from bnmem.train.recipe import select_recipes, shared_record, train_for
 
 __all__ = [
     "LiraConfig",
@@ -60,18 +62,22 @@ __all__ = [
 # What metrics.json starts with (the registry's Lens.stamp, spelled here to avoid an import cycle).
 LENS_STAMP = {"lens": "lira", "schema_version": 2}
 SUBSETS = ("all", "outliers", "inliers")
+# Where metrics.json keeps the attacks re-run on the identity query view alone (when there are other views).
+IDENTITY_BLOCK = "identity_only"
 PAIRED_METRICS = ("auc", "tpr_at_1pct_fpr")
 BOOTSTRAP = {"resamples": N_RESAMPLES, "seed": SEED, "level": 0.95,
              "rule": f"Student t-interval below {SMALL_N} targets, percentile bootstrap from {SMALL_N}"}
 TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "rmia", "loss")
 
 
-def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL) -> dict[str, Any]:
+def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL, views: Sequence[int] | None = None
+                ) -> dict[str, Any]:
     """Every attack, leave-one-out over the shadow models saved in ``norm_dir``.
 
     Args:
         norm_dir: a directory :func:`~bnmem.lenses.lira.query.query_models` filled.
         attacks: attack names (default: all of :data:`bnmem.attacks.ALL`).
+        views: indices of the query views to use (default: all).
 
     Returns:
         :func:`bnmem.attacks.evaluate_stream`'s result with subsets ``all``,
@@ -86,7 +92,10 @@ def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL) -> dict[str,
     outliers = arrays["is_noisy"] | arrays["is_ood"]
     pop = arrays["population_phi"]
     name = None if pop is None else f"{POPULATION_NAME} (n={pop.shape[1]}; no model trained on it)"
-    return evaluate_stream(arrays["phi"], arrays["keep"], subsets={"outliers": outliers, "inliers": ~outliers},
+    phi = arrays["phi"]
+    if views is not None:
+        phi, pop = ViewSubset(phi, views), None if pop is None else ViewSubset(pop, views)
+    return evaluate_stream(phi, arrays["keep"], subsets={"outliers": outliers, "inliers": ~outliers},
                            attacks=attacks, population_phi=pop, population_name=name or "")
 
 
@@ -162,6 +171,27 @@ def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Exec
     }
 
 
+def norm_configs(cfg: LiraConfig, ds, out: Path) -> tuple[dict[str, LiraConfig], dict[str, Any]]:
+    """Each norm's configuration (its recipe resolved) and the recipe record.
+
+    Under ``recipe: per-norm`` the learning rates are selected on the
+    validation split (cached in ``<out>/recipe``) with the first
+    ``RECIPE_SELECTION_MODELS`` shadow models' seeds and IN halves, i.e. each
+    candidate is trained as that shadow model would be. Each norm's copy then
+    carries its own recipe with ``recipe: shared``, so its jobs train exactly it.
+    """
+    if cfg.recipe != "per-norm":
+        return {n: cfg for n in cfg.norms}, shared_record(cfg.train)
+    models = range(min(RECIPE_SELECTION_MODELS, cfg.shadow_models))
+    keep = shadow_keep(cfg, ds.n_train)
+    selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, [cfg.model_seed(m) for m in models],
+                               Path(out) / "recipe", cfg.lr_grid, [np.flatnonzero(keep[m]) for m in models],
+                               f"the IN halves of shadow models {list(models)}")
+    cfgs = {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared"})
+            for n in cfg.norms}
+    return cfgs, selection
+
+
 def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
              progress: bool = True, jackknife: bool = False) -> dict[str, Any]:
     """The membership-inference lens: shadow models per norm, attacks, paired comparison.
@@ -191,11 +221,12 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     executor = executor or LocalExecutor(progress=progress)
     ds = load_dataset(cfg.data)
+    cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
-    specs = [s for norm in cfg.norms for s in pending_specs(cfg, norm, out / norm, progress=progress)]
+    specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
     if specs:
         executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
-    entries = {norm: _query_and_attack(cfg, norm, out / norm, executor, ds) for norm in cfg.norms}
+    entries = {norm: _query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
 
     metrics = {norm: e["attacks"] for norm, e in entries.items()}
     reference = "batch" if "batch" in cfg.norms else cfg.norms[0]
@@ -213,6 +244,11 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
             "chunk_size": cfg.chunk_size,
             "epochs": cfg.train.epochs,
             "train": cfg.train.model_dump(mode="json"),
+            "recipe": selection["mode"],
+            "recipe_selection": selection,
+            "lr_per_norm": {norm: c.train.lr for norm, c in cfgs.items()},
+            "augment": cfg.train.augment,
+            "n_val": ds.n_val,
             "bn_mode_at_query": cfg.query_bn_mode,
             "rmia_population": first["attack_settings"]["rmia_population"],
             "query": first["query"],
@@ -227,6 +263,12 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         "subset_sizes": first["subset_sizes"],
         "dataset": ds.summary(),
     }
+    names = first["query"]["views"]
+    if len(names) > 1:
+        # The attacks on the identity view alone: the report's "identity-only" robustness alternative.
+        ident = {norm: attack_norm(out / norm, views=[names.index("identity")])["metrics"] for norm in cfg.norms}
+        result[IDENTITY_BLOCK] = {**ident, "paired": paired_section(ident, reference,
+                                                                    [n for n in cfg.norms if n != reference])}
     if jackknife:
         attach_jackknife(result["paired"], out, reference, [n for n in cfg.norms if n != reference])
     io.write_json(out / "metrics.json", result)
@@ -291,8 +333,10 @@ def summary_table(result: dict[str, Any]) -> str:
             s = a[key]
             return "-" if s["mean"] is None else f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]"
 
-        acc_rows.append([n, span("train_in"), span("train_out"), span("test"), span("noisy_in")])
-    acc_header = ["norm", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
+        lr = (cond.get("lr_per_norm") or {}).get(n)
+        acc_rows.append([n, "-" if lr is None else f"{lr:g}", span("train_in"), span("train_out"), span("test"),
+                         span("noisy_in")])
+    acc_header = ["norm", "lr", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
     sizes = result["subset_sizes"]
     return "\n".join([
         f"LiRA leave-one-out over {cond['shadow_models']} shadow models per norm, "
