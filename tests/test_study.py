@@ -387,3 +387,27 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatc
     # 4 shadow models x 2 norms x 4 bytes x 1 view (no training augmentation: identity) x (180 + 189)
     # examples (200 less the 10% validation split; the OOD cell appends 9 images)
     assert "attack inputs 11.8 KB" in text and "estimated disk:" in text
+
+
+def test_replicates_and_recipes_expand_into_cells():
+    """grid.replicates shifts the corruption and model seeds per replicate; grid.recipes adds per-norm-recipe
+    cells that run only the lenses taking a recipe."""
+    doc = {**TINY, "grid": {**TINY["grid"], "outliers": [{"label_noise": 0.05}], "replicates": 2,
+                            "recipes": ["shared", "per-norm"]}}
+    study = Study.model_validate(doc)
+    cells, jobs = plan(study)
+    assert [c.id for c in cells] == ["digits-lenet-flip0.05-r0", "digits-lenet-flip0.05-r1",
+                                     "digits-lenet-flip0.05-pernorm-r0", "digits-lenet-flip0.05-pernorm-r1"]
+    by_id = {j.id: j for j in jobs}
+    r0, r1 = by_id["digits-lenet-flip0.05-r0/memorize"].config, by_id["digits-lenet-flip0.05-r1/memorize"].config
+    assert (r0["data"]["seed"], r1["data"]["seed"]) == (0, 1)
+    assert r0["seeds"] == [0] and r1["seeds"] == [1000]
+    assert by_id["digits-lenet-flip0.05-r1/lira"].config["seeds"] == [1000]
+    assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config["keep_seed"] for k in (0, 1)] == [0, 1]
+    per = sorted(j.lens for j in jobs if j.id.startswith("digits-lenet-flip0.05-pernorm-r0/"))
+    assert per == ["lira", "memorize"]
+    assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config["recipe"] == "per-norm"
+    assert r0["recipe"] == "shared"
+    index = index_doc(study, cells, jobs)
+    assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
+    assert "recipe" not in index["cells"][0]

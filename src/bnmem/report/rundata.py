@@ -38,7 +38,7 @@ def results_files() -> list[str]:
     return [*names, "metrics.json"]
 
 # Keys of a cell's conditions, in display order.
-CONDITION_KEYS = ("dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source", "replicate")
+CONDITION_KEYS = ("dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source", "replicate", "recipe")
 # The keys that define a cell (norms and seeds are compared inside one).
 CELL_KEYS = ("dataset", "arch", "label_noise", "ood", "ood_source")
 

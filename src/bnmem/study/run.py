@@ -101,13 +101,15 @@ class Cell:
     seeds: tuple[int, ...]
     outliers: Outliers
     replicate: int | None = None  # None: the study has one replicate (no suffix, no seed offsets)
+    recipe: str = "shared"  # "per-norm": each norm's learning rate selected on the validation split
 
     def experiment(self, study: Study) -> dict[str, Any]:
         """The cell's base ExperimentConfig dict: the study's base with the cell's choices.
 
         Replicate k shifts the corruption seed by k and every model seed by
-        ``REPLICATE_SEED_STRIDE * k`` (lenses derive their own seeds, such as
-        LiRA's keep matrix, from these), so replicates are independent experiments.
+        ``REPLICATE_SEED_STRIDE * k``; :func:`lens_config` shifts the lenses' own
+        seeds (``REPLICATE_SEED_FIELDS``: LiRA's keep matrix and query permutation)
+        by k, so replicates are independent experiments.
         """
         data = study.data.model_dump(mode="json")
         data.update(dataset=self.dataset, **self.outliers.model_dump())
@@ -134,11 +136,14 @@ class Cell:
             "ood": o.ood,
             "ood_source": o.ood_source if o.ood > 0 else None,
             **({} if self.replicate is None else {"replicate": self.replicate}),
+            **({} if self.recipe == "shared" else {"recipe": self.recipe}),
         }
 
 
 # Model seeds of replicate k are the study's seeds + k * this stride.
 REPLICATE_SEED_STRIDE = 1000
+# Lens config fields that are seeds of their own; replicate k adds k to each.
+REPLICATE_SEED_FIELDS = ("keep_seed", "query_seed")
 
 
 def expand_grid(study: Study) -> list[Cell]:
@@ -152,11 +157,12 @@ def expand_grid(study: Study) -> list[Cell]:
                                        ood_source=study.data.ood_source)]
     reps: list[int | None] = [None] if g.replicates == 1 else list(range(g.replicates))
     return [
-        Cell(id=f"{d}-{a}-{o.tag()}" + ("" if r is None else f"-r{r}"), dataset=d, arch=a, norms=norms, seeds=seeds,
-             outliers=o, replicate=r)
+        Cell(id=f"{d}-{a}-{o.tag()}" + ("" if rec == "shared" else "-pernorm") + ("" if r is None else f"-r{r}"),
+             dataset=d, arch=a, norms=norms, seeds=seeds, outliers=o, replicate=r, recipe=rec)
         for d in datasets
         for a in archs
         for o in outliers
+        for rec in g.recipes
         for r in reps
     ]
 
@@ -214,11 +220,20 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
         else:
             extra["train"] = {**(extra.get("train") or {}), "epochs": opts.epochs}
     base = cell.experiment(study)
+    if "recipe" in lens.config.model_fields:
+        base["recipe"] = cell.recipe
     if lens.one_seed:
         base["seeds"] = base["seeds"][:1]
     if lens.bn_only:
         base["norms"] = ["batch"]
-    return lens.validate(_merge(base, extra), where).model_dump(mode="json")
+    cfg = _merge(base, extra)
+    if cell.replicate:
+        # A lens's own seeds (LiRA's keep matrix, its batch-mode query permutation) move with the replicate too.
+        for key in REPLICATE_SEED_FIELDS:
+            if key in lens.config.model_fields:
+                default = lens.config.model_fields[key].default
+                cfg[key] = int(cfg.get(key, default if default is not None else 0)) + cell.replicate
+    return lens.validate(cfg, where).model_dump(mode="json")
 
 
 def plan(study: Study) -> tuple[list[Cell], list[Job]]:
@@ -241,7 +256,9 @@ def plan(study: Study) -> tuple[list[Cell], list[Job]]:
             jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, config=cfg.model_dump(mode="json"),
                             stage=lens.stage))
     for cell in cells:
-        configs = {lens.name: lens_config(study, cell, lens.name) for lens in enabled if lens.per_cell}
+        # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
+        configs = {lens.name: lens_config(study, cell, lens.name) for lens in enabled if lens.per_cell
+                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
                  for r in shared_runs(cell.id, configs)]
         jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,

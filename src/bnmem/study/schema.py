@@ -9,7 +9,7 @@ are checked against that lens's own config when the study is planned (see
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, RootModel, field_validator, model_validator
@@ -61,6 +61,10 @@ class Grid(StrictModel):
 
     replicates: int = Field(1, ge=1, description="independent replicates of every cell (data, keep-matrix "
                                                  "and model seeds all change with the replicate)")
+    recipes: list[Literal["shared", "per-norm"]] = Field(
+        ["shared"], min_length=1, description="training recipes compared: the shared recipe (the paper's setting) "
+        "and/or each norm's learning rate selected on the validation split (cells of their own, for the lenses "
+        "that take a recipe)")
 
     @field_validator("datasets")
     @classmethod
