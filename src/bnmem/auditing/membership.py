@@ -4,9 +4,11 @@ The user's model is one trained network; what leaks is a property of the
 architecture and recipe. So M fresh copies of the architecture (every
 submodule's ``reset_parameters``, seeded) train with the recipe on balanced
 halves of the training data (the lira lens's keep matrix: every example IN for
-exactly half of them), are queried on every training example (identity and
-shift views, BN in eval mode), and the attacks of :mod:`bnmem.attacks` run
-leave-one-out, as the lira lens does for bnmem's own architectures.
+exactly half of them), are queried on every training example (the views the recipe trains
+with: the identity alone without augmentation; BN in eval mode), and the
+attacks of :mod:`bnmem.attacks` run leave-one-out on the attack statistic φ,
+with the test split as RMIA's population, as the lira lens does for bnmem's own
+architectures.
 """
 
 from __future__ import annotations
@@ -123,18 +125,24 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
     """
-    from bnmem.attacks import evaluate_attacks, keep_matrix
+    from bnmem.attacks import keep_matrix
+    from bnmem.attacks.phi import phi_from_logits_block
+    from bnmem.attacks.streaming import evaluate_stream
+    from bnmem.data import augment
     from bnmem.data.views import make_views
     from bnmem.train import load_finished, train_model
 
     check_shadow_request(model, shadow_models)
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
-    views = make_views(["identity", "shift"], ds.input_shape) if ds.x_train.ndim == 4 else make_views(["identity"], ())
+    # Query views = the training views (the identity alone when the recipe trains without augmentation).
+    views = (augment.matched_views(augment.spec_of(train, ds.input_shape, ds.name)) if ds.x_train.ndim == 4
+             else make_views(["identity"], ()))
+    y_test = ds.y_test.numpy()
     done = sum(io.is_done(out / "shadow" / f"model_{m:04d}") for m in range(shadow_models)) if out else 0
     cost = shadow_cost(model, ds, shadow_models, train, done)
     if progress:
         print(cost["text"], file=sys.stderr, flush=True)
-    logits, reset_info, accs = [], None, []
+    phi, pop_phi, reset_info, accs = [], [], None, []
     for m in range(shadow_models):
         net, n_reset, n_params = fresh_copy(model, seed=m)
         reset_info = (n_reset, n_params)
@@ -146,12 +154,17 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
                               measure=False, progress=f"shadow {m}" if progress else False).model
         net = net.to(train.device)
         per_view = [predict_logits(net, fn(ds.x_train).to(train.device)).numpy() for _, fn in views]
-        logits.append(np.stack(per_view, axis=1))
+        phi.append(phi_from_logits_block(np.stack(per_view, axis=1), ds.y_train.numpy()))
+        # RMIA's population: the test split, which no copy trained on (never a scored example).
+        test_views = [predict_logits(net, fn(ds.x_test).to(train.device)).numpy() for _, fn in views]
+        pop_phi.append(phi_from_logits_block(np.stack(test_views, axis=1), y_test))
         pred = per_view[0].argmax(1)
         accs.append({"train_in": float((pred[keep[m]] == ds.y_train.numpy()[keep[m]]).mean()),
                      "train_out": float((pred[~keep[m]] == ds.y_train.numpy()[~keep[m]]).mean())})
     subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else None
-    res = evaluate_attacks(np.stack(logits), keep, ds.y_train.numpy(), subsets=subsets, attacks=AUDIT_ATTACKS)
+    population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
+    res = evaluate_stream(np.stack(phi), keep, subsets=subsets, attacks=AUDIT_ATTACKS,
+                          population_phi=np.stack(pop_phi), population_name=population)
     metrics = {a: {s: {k: v[k] for k in ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc")}
                    for s, v in subs.items()} for a, subs in res["metrics"].items()}
     return {
@@ -163,6 +176,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
                                     "(others keep the given model's values)",
         "views": [name for name, _ in views],
         "bn_mode_at_query": "eval",
+        "rmia_population": population,
         "train": train.model_dump(mode="json"),
         "keep_seed": keep_seed,
         "attacks": metrics,
