@@ -52,8 +52,8 @@ from bnmem.lenses.common import ExperimentConfig, table
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
 from bnmem.lenses.lira.run import accuracy_summary, attack_norm
-from bnmem.lenses.lira.query import query_models
-from bnmem.lenses.lira.shadow import chunk_dir, pending_specs, train_shadow_chunk
+from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
+from bnmem.lenses.lira.shadow import chunk_dir, chunk_spec, pending_specs, train_shadow_chunk
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import t_interval
 
@@ -245,10 +245,28 @@ def _seconds_per_model(lcfg: LiraConfig, vdir: Path) -> tuple[float, str]:
     return float(np.mean(per_model)), trainer
 
 
-def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path, executor: Executor) -> dict[str, Any]:
-    """Query and attack one variant's shadow models of one replicate; the numbers of that replicate."""
+def query_all(cfg: DefensesConfig, out: Path, executor: Executor) -> None:
+    """Query every unqueried chunk of every variant and replicate in one executor map.
+
+    One map instead of one per variant: a process-pool executor starts its
+    workers once. Each chunk job leaves its own marker, so :func:`_replicate_entry`'s
+    ``query_models`` then only assembles (in-process).
+    """
+    specs = []
+    for r in range(cfg.replicates):
+        for v in cfg.variants():
+            lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
+            if not (vdir / QUERY_FILE).exists():  # an assembled query is checked (settings) by query_models
+                specs += [chunk_spec(lcfg, v.norm, vdir, c) for c in lcfg.chunks()]
+    if specs:
+        executor.map(query_shadow_chunk, specs, desc="defense queries", resources={"num_cpus": cfg.train.threads})
+
+
+def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict[str, Any]:
+    """Query (assemble) and attack one variant's shadow models of one replicate; that replicate's numbers."""
     lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
-    info = query_models(lcfg, v.norm, vdir, executor)
+    # In-process: query_all has run the chunk queries; a chunk whose settings changed is redone here.
+    info = query_models(lcfg, v.norm, vdir, LocalExecutor(progress=False))
     res = attack_norm(vdir, attacks=ATTACKS)
     acc = accuracy_summary(info["accuracy"])
     mem_key = "noisy_in" if cfg.data.label_noise > 0 else "ood_in"
@@ -379,7 +397,8 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     specs = [s for r in range(cfg.replicates) for v in order for s in _pending(cfg, v, r, out, progress)]
     if specs:
         executor.map(train_defense_chunk, specs, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
-    entries = {v.name: [_replicate_entry(cfg, v, r, out, executor) for r in range(cfg.replicates)] for v in variants}
+    query_all(cfg, out, executor)
+    entries = {v.name: [_replicate_entry(cfg, v, r, out) for r in range(cfg.replicates)] for v in variants}
     ds = load_dataset(cfg.data)
     first = entries[variants[0].name][0]
     result: dict[str, Any] = {
