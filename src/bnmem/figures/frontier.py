@@ -51,7 +51,12 @@ def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
             ax.plot(xs, ys, color="gray", lw=1.2, ls="--", zorder=0, label="Pareto front (means)")
             ax.legend(fontsize=8, loc="best")
         ax.set(xlabel="clean test accuracy (higher is better)", ylabel=risk_name(result, sub) + " (lower is better)",
-               title=f"privacy vs utility, {sub} examples")
+               title=f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}")
+        # Accuracy, AUC and TPR live in [0, 1]: wide intervals (few replicates) must not stretch the axes beyond.
+        lo, hi = ax.get_xlim()
+        ax.set_xlim(max(lo, -0.02), min(hi, 1.02))
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(max(lo, -0.02), min(hi, 1.02))
         ax.grid(alpha=0.3)
     c = result["conditions"]
     fig.suptitle(f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "

@@ -338,9 +338,14 @@ def front_points(result: dict[str, Any], subset: str = "all") -> list[FrontPoint
     return pts
 
 
+METRIC_LABELS = {"auc": "AUC", "tpr_at_0.1pct_fpr": "TPR at 0.1% FPR", "tpr_at_1pct_fpr": "TPR at 1% FPR"}
+
+
 def risk_name(result: dict[str, Any], subset: str = "all") -> str:
+    """The risk axis in words, e.g. "online LiRA AUC, all examples"."""
     cond = result["conditions"]
-    return f"{ATTACK_LABELS[cond['risk_attack']]} ({cond['risk_attack']}) {cond['risk_metric']} on {subset} examples"
+    attack = "online LiRA" if cond["risk_attack"] == "online" else ATTACK_LABELS[cond["risk_attack"]]
+    return f"{attack} {METRIC_LABELS[cond['risk_metric']]}, {'all examples' if subset == 'all' else 'outliers'}"
 
 
 def _setting(result: dict[str, Any]) -> str:

@@ -91,9 +91,9 @@ def _ci(v: float, ci: Interval, digits: int = 3) -> str:
     return f"{v:.{digits}f}" + ("" if ci is None else f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]")
 
 
-def _describe(p: FrontPoint, risk_name: str) -> str:
+def _describe(p: FrontPoint) -> str:
     eps = "" if p.epsilon is None else f", ε = {p.epsilon:.2f}"
-    return f"{p.name} (test accuracy {_ci(p.accuracy, p.accuracy_ci)}, {risk_name} {_ci(p.risk, p.risk_ci)}{eps})"
+    return f"{p.name} (test accuracy {_ci(p.accuracy, p.accuracy_ci)}, risk {_ci(p.risk, p.risk_ci)}{eps})"
 
 
 def recommendation_text(points: Sequence[FrontPoint], risk_name: str, setting: str, replicates: int,
@@ -120,7 +120,7 @@ def recommendation_text(points: Sequence[FrontPoint], risk_name: str, setting: s
     if not front:
         return "\n".join(lines + ["No variant has both a test accuracy and a risk measured: no frontier."])
     lines.append("On the privacy–utility front (by the means): "
-                 + "; ".join(_describe(by_name[n], risk_name) for n in front) + ".")
+                 + "; ".join(_describe(by_name[n]) for n in front) + ".")
     off = [p for p in measured if p.name not in front]
     for p in off:
         clear = [n for n in front if clearly_dominates(by_name[n], p)]
