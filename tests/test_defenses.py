@@ -51,7 +51,19 @@ def test_interval_aware_statements():
     assert "c is off the front by the means (dominated by a), but the intervals overlap" in text
     assert "Against b: a clearly dominate(s) it." in text
     two = recommendation_text([a, FrontPoint("e", 0.70, 0.50, (0.6, 0.8), (0.49, 0.51))], "LiRA AUC", "x", 3)
-    assert "no single variant wins both axes" in two and "a gives the highest test accuracy" in two
+    assert "the best (a), a has the lowest risk" in two
+    assert "Lower risk costs accuracy beyond the intervals: e (-0.200 accuracy, -0.050 risk vs a)" in two
+    # BN on the front by an accuracy edge the intervals cannot confirm, against a certainly safer variant.
+    bn = FrontPoint("batch", 0.92, 0.67, (0.90, 0.94), (0.66, 0.68))
+    ln = FrontPoint("layer", 0.91, 0.60, (0.89, 0.93), (0.58, 0.62))
+    dp = FrontPoint("dp", 0.40, 0.50, (0.35, 0.45), (0.49, 0.51), epsilon=1.0)
+    text = recommendation_text([bn, ln, dp], "LiRA AUC", "x", 3)
+    assert "batch is on the front by the means only through its accuracy edge: layer have" in text
+    assert "the best (batch), layer has the lowest risk." in text
+    assert "dp (test accuracy 0.400 [0.350, 0.450], risk 0.500 [0.490, 0.510], ε = 1.00)" in text
+    # When every safer variant costs accuracy beyond the intervals, BN's place on the front is real.
+    text = recommendation_text([bn, dp], "LiRA AUC", "x", 3)
+    assert "batch itself is on the front here" in text
     one = recommendation_text([FrontPoint("a", 0.9, 0.5)], "LiRA AUC", "x", replicates=1)
     assert "One replicate: no intervals" in one
 

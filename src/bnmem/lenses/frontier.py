@@ -141,15 +141,35 @@ def recommendation_text(points: Sequence[FrontPoint], risk_name: str, setting: s
     if len(front) == 1:
         lines.append(f"Recommendation: {front[0]} is the only variant on the front in this setting.")
     else:
-        best_acc, low_risk = front[0], front[-1]
-        lines.append(f"Recommendation: no single variant wins both axes. {best_acc} gives the highest test "
-                     f"accuracy on the front, {low_risk} the lowest risk; the variants between trade one for the "
-                     "other. Pick by the accuracy you can give up.")
+        top = by_name[front[0]]
+        # Front variants whose accuracy the intervals cannot tell from the most accurate one's; along the
+        # front risk falls as accuracy falls, so the last of them is the least exposed "free" choice.
+        free = [n for n in front if not certainly_better(top.accuracy, top.accuracy_ci, by_name[n].accuracy,
+                                                         by_name[n].accuracy_ci, True)]
+        pick = by_name[free[-1]]
+        text = (f"Recommendation: among the front variants whose test accuracy the intervals cannot tell from "
+                f"the best ({top.name}), {pick.name} has the lowest risk")
+        alike = [n for n in free if n != pick.name and indistinguishable(by_name[n], pick)]
+        text += f", though the data cannot tell it from {', '.join(alike)}." if alike else "."
+        costly = [n for n in front if n not in free]
+        if costly:
+            text += (" Lower risk costs accuracy beyond the intervals: " + "; ".join(
+                f"{n} ({by_name[n].accuracy - top.accuracy:+.3f} accuracy, {by_name[n].risk - pick.risk:+.3f} "
+                f"risk vs {pick.name})" for n in costly) + ".")
+        lines.append(text)
     if reference in by_name and reference in [p.name for p in measured]:
         ref = by_name[reference]
-        if reference in front:
-            lines.append(f"{reference} itself is on the front here: in this setting no variant is both more "
-                         "accurate and less exposed.")
+        # Less exposed beyond the intervals, at an accuracy the intervals cannot tell from the reference's.
+        free = [p.name for p in measured if p.name != reference
+                and certainly_better(p.risk, p.risk_ci, ref.risk, ref.risk_ci, False)
+                and not certainly_better(ref.accuracy, ref.accuracy_ci, p.accuracy, p.accuracy_ci, True)]
+        if reference in front and free:
+            lines.append(f"{reference} is on the front by the means only through its accuracy edge: "
+                         f"{', '.join(free)} have a risk lower beyond the intervals at a test accuracy the "
+                         f"intervals cannot tell from {reference}'s, i.e. no measurable accuracy cost here.")
+        elif reference in front:
+            lines.append(f"{reference} itself is on the front here: every variant with a lower risk either costs "
+                         "accuracy beyond the intervals or is not less exposed beyond them.")
         else:
             clear = [n for n in front if clearly_dominates(by_name[n], ref)]
             lines.append(f"Against {reference}: " + (
