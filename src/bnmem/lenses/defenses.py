@@ -56,6 +56,7 @@ from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.lenses.lira.shadow import chunk_dir, chunk_spec, pending_specs, train_shadow_chunk
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import t_interval
+from bnmem.train.dp import DPConfig, require_opacus  # imports Opacus only when a DP model trains
 
 __all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
            "summary_table"]
@@ -199,10 +200,8 @@ class DefensesConfig(ExperimentConfig):
         out += [Variant(f"dp-{n}-eps{e:g}", n, epsilon=e) for n in self.dp_norms for e in self.dp_epsilons]
         return out
 
-    def dp_config(self, epsilon: float):
+    def dp_config(self, epsilon: float) -> DPConfig:
         """The :class:`~bnmem.train.dp.DPConfig` of the DP variant at ``epsilon``."""
-        from bnmem.train.dp import DPConfig
-
         return DPConfig(target_epsilon=epsilon, max_grad_norm=self.dp_max_grad_norm, lr=self.dp_lr,
                         accountant=self.dp_accountant)
 
@@ -393,9 +392,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     executor = executor or LocalExecutor(progress=progress)
     variants = cfg.variants()
     if any(v.private for v in variants):
-        from bnmem.train.dp import require_opacus
-
-        require_opacus()
+        require_opacus()  # one line before any work, not a failure inside the first DP job
     # One map over every unfinished chunk: DP chunks (the slowest, one model at a time) first,
     # so a parallel executor does not end on them.
     order = sorted(variants, key=lambda v: not v.private)
