@@ -1,6 +1,7 @@
 """The defenses lens: Pareto front on hand-made points, interval-aware statements, config checks, a tiny run."""
 
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -119,6 +120,8 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path):
     (chunk / "DONE").unlink()
     (chunk / "model_0001.pt").unlink()
     (chunk / "model_0001.dp.json").unlink()
+    # As if the interruption came before any query: the variant's query outputs go too.
+    shutil.rmtree(tmp_path / "rep0" / "dp-group-eps8" / "query")
     (tmp_path / "rep0" / "dp-group-eps8" / "query.json").unlink()
     again = run_defenses(cfg, tmp_path, progress=False)
     after = torch.load(chunk / "model_0001.pt")

@@ -43,25 +43,27 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
-from bnmem.config import NORMS
+from bnmem.config import ExperimentConfig
 from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.lenses.common import ExperimentConfig, table
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
 from bnmem.lenses.lira.run import accuracy_summary, attack_norm
 from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.lenses.lira.shadow import chunk_dir, chunk_spec, pending_specs, train_shadow_chunk
+from bnmem.lenses.registry import Lens, register
+from bnmem.models.norms import NORMS
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import t_interval
+from bnmem.texttable import table
 from bnmem.train.dp import DPConfig, require_opacus  # imports Opacus only when a DP model trains
 
 __all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
            "summary_table"]
 
-LENS = "defenses"
+LENS_NAME = "defenses"
 SCHEMA_VERSION = 1
 ATTACKS = ("online", "rmia")
 ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
@@ -404,7 +406,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     ds = load_dataset(cfg.data)
     first = entries[variants[0].name][0]
     result: dict[str, Any] = {
-        "lens": LENS,
+        "lens": LENS_NAME,
         "schema_version": SCHEMA_VERSION,
         "variant_names": [v.name for v in variants],
         "variants": {v.name: {"norm": v.norm, "gs_lambda": v.lam, "target_epsilon": v.epsilon,
@@ -492,3 +494,22 @@ def summary_table(result: dict[str, Any]) -> str:
         f"front on {risk_name(result)} vs test accuracy",
         table(rows, header),
     ])
+
+
+def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
+    """Bytes the lens writes (``bnmem run --dry-run``): the LiRA lens's estimate per variant and replicate."""
+    from bnmem.lenses.lira.phases import estimate as lira_estimate
+
+    total: dict[str, int] = {}
+    for r in range(cfg.replicates):
+        for v in cfg.variants():
+            for kind, size in lira_estimate(cfg.lira_config(v, r), n_train, parameter_count).items():
+                total[kind] = total.get(kind, 0) + size
+    return total
+
+
+LENS = register(Lens(
+    name=LENS_NAME, config=DefensesConfig, run=run_defenses, figure="frontier.png",
+    title="What to use instead of BN: the privacy–utility frontier", summary=summary_table,
+    schema_version=SCHEMA_VERSION, one_seed=True, stage=3, uses_executor=True, estimate=estimate,
+))
