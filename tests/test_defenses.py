@@ -2,6 +2,8 @@
 
 import math
 import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,9 +91,11 @@ def test_config_refuses_bn_for_dp_and_names_variants():
 
 
 @pytest.mark.slow
-def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path):
+def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path_factory):
     pytest.importorskip("opacus")
     from bnmem import io
+
+    tmp_path = tmp_path_factory.mktemp("study") / "defenses"  # a folder of lenses, as the report reads it
     from bnmem.lenses.defenses import run_defenses
 
     cfg = DefensesConfig(data=DataConfig(dataset="digits", label_noise=0.05, train_size=300),
@@ -112,6 +116,9 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path):
     pts = {p.name: (p.accuracy, p.risk) for p in front_points(res)}
     assert res["frontier"]["all"] == pareto_front(pts)
     assert "On the privacy–utility front" in recommendation(res) and "dp-group-eps8" in summary_table(res)
+    from bnmem.lenses.registry import get
+
+    assert get("defenses").summary(res) == summary_table(res) + "\n\n" + recommendation(res)
 
     # Interrupt a DP chunk after its first model: the rerun trains the second one only, to the same bits.
     chunk = tmp_path / "rep0" / "dp-group-eps8" / "shadow" / "models_0000-0001"
@@ -128,3 +135,15 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path):
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert (chunk / "model_0000.pt").stat().st_mtime_ns == first_mtime
     assert again["variants"]["dp-group-eps8"]["test_acc"] == res["variants"]["dp-group-eps8"]["test_acc"]
+
+    # The report shows the lens (figure, table, recommendation) and, where Chromium exists, renders it.
+    from bnmem.report.build import build_report
+
+    html = build_report(tmp_path.parent).html.read_text()
+    assert "privacy–utility frontier" in html and "On the privacy–utility front" in html
+    chromium = Path("/usr/bin/chromium")
+    if chromium.exists():
+        dom = subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                              "--disable-background-networking", "--dump-dom", (tmp_path.parent / "report.html").as_uri()],
+                             capture_output=True, text=True, timeout=120).stdout
+        assert "On the privacy–utility front" in dom

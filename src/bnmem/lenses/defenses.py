@@ -61,7 +61,7 @@ from bnmem.texttable import table
 from bnmem.train.dp import DPConfig, require_opacus  # imports Opacus only when a DP model trains
 
 __all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
-           "summary_table"]
+           "summary", "summary_table"]
 
 LENS_NAME = "defenses"
 SCHEMA_VERSION = 1
@@ -496,6 +496,11 @@ def summary_table(result: dict[str, Any]) -> str:
     ])
 
 
+def summary(result: dict[str, Any]) -> str:
+    """The frontier table followed by the plain-language recommendation (what a command or report prints)."""
+    return summary_table(result) + "\n\n" + recommendation(result)
+
+
 def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
     """Bytes the lens writes (``bnmem run --dry-run``): the LiRA lens's estimate per variant and replicate."""
     from bnmem.lenses.lira.phases import estimate as lira_estimate
@@ -510,6 +515,6 @@ def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, in
 
 LENS = register(Lens(
     name=LENS_NAME, config=DefensesConfig, run=run_defenses, figure="frontier.png",
-    title="What to use instead of BN: the privacy–utility frontier", summary=summary_table,
+    title="What to use instead of BN: the privacy–utility frontier", summary=summary,
     schema_version=SCHEMA_VERSION, one_seed=True, stage=3, uses_executor=True, estimate=estimate,
 ))
