@@ -34,6 +34,7 @@ import argparse
 import copy
 import time
 import warnings
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -134,11 +135,12 @@ def main() -> None:
             x, y = torch.randn(batch, *shape), torch.randint(0, 10, (batch,))
             ghost_model, plain_model = copy.deepcopy(base), copy.deepcopy(base)
             hooks, fast = opacus_parts(copy.deepcopy(base), batch, "hooks"), opacus_parts(copy.deepcopy(base), batch, "ghost")
+            # functools.partial binds this iteration's objects (each is timed before the loop moves on).
             rates = {
-                "opacus": best_rate(lambda: opacus_step(hooks, x, y), args.repeats),
-                "ghost2": best_rate(lambda: ghost_clipped_sum(ghost_model, x, y, CLIP), args.repeats),
-                "opacus-ghost": best_rate(lambda: opacus_step(fast, x, y), args.repeats),
-                "plain": best_rate(lambda: plain_step(plain_model, x, y), args.repeats),
+                "opacus": best_rate(partial(opacus_step, hooks, x, y), args.repeats),
+                "ghost2": best_rate(partial(ghost_clipped_sum, ghost_model, x, y, CLIP), args.repeats),
+                "opacus-ghost": best_rate(partial(opacus_step, fast, x, y), args.repeats),
+                "plain": best_rate(partial(plain_step, plain_model, x, y), args.repeats),
             }
             ratios[f"{norm}_b{batch}"] = rates["ghost2"] / rates["opacus"]
             print(f"{norm:5s} batch {batch:4d}: " + "  ".join(

@@ -11,8 +11,20 @@ import torch
 
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.errors import BnmemError
-from bnmem.lenses.defenses import DefensesConfig, front_points, pareto_front, recommendation, summary_table
-from bnmem.lenses.frontier import FrontPoint, clearly_dominates, dominates, indistinguishable, recommendation_text
+from bnmem.lenses.defenses import (
+    DefensesConfig,
+    front_points,
+    pareto_front,
+    recommendation,
+    summary_table,
+)
+from bnmem.lenses.frontier import (
+    FrontPoint,
+    clearly_dominates,
+    dominates,
+    indistinguishable,
+    recommendation_text,
+)
 
 
 def test_pareto_front_on_hand_made_points():
@@ -145,5 +157,5 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path_factory):
     if chromium.exists():
         dom = subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                               "--disable-background-networking", "--dump-dom", (tmp_path.parent / "report.html").as_uri()],
-                             capture_output=True, text=True, timeout=120).stdout
+                             capture_output=True, text=True, timeout=120, check=False).stdout
         assert "On the privacy–utility front" in dom

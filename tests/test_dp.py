@@ -6,11 +6,11 @@ import torch
 
 pytest.importorskip("opacus")
 
-from bnmem.config import DataConfig, ModelConfig, TrainConfig  # noqa: E402
-from bnmem.data import load_dataset  # noqa: E402
-from bnmem.errors import BnmemError  # noqa: E402
-from bnmem.train import seeded_model  # noqa: E402
-from bnmem.train.dp import DPConfig, check_dp_norm, epsilon_for, train_dp_model  # noqa: E402
+from bnmem.config import DataConfig, ModelConfig, TrainConfig
+from bnmem.data import load_dataset
+from bnmem.errors import BnmemError
+from bnmem.train import seeded_model
+from bnmem.train.dp import DPConfig, check_dp_norm, epsilon_for, train_dp_model
 
 RECIPE = TrainConfig(epochs=2, batch_size=32, lr=0.1)
 

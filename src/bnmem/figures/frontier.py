@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
+import matplotlib.pyplot as plt
 
-import matplotlib.pyplot as plt  # noqa: E402
+from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
 
 
 def plot_frontier(result: dict[str, Any], path: str | Path) -> None:

@@ -50,15 +50,23 @@ from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
-from bnmem.lenses.lira.run import accuracy_summary, attack_norm
 from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
-from bnmem.lenses.lira.shadow import chunk_dir, chunk_spec, pending_specs, train_shadow_chunk
+from bnmem.lenses.lira.run import accuracy_summary, attack_norm
+from bnmem.lenses.lira.shadow import (
+    chunk_dir,
+    chunk_spec,
+    pending_specs,
+    train_shadow_chunk,
+)
 from bnmem.lenses.registry import Lens, register
 from bnmem.models.norms import NORMS
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import t_interval
 from bnmem.texttable import table
-from bnmem.train.dp import DPConfig, require_opacus  # imports Opacus only when a DP model trains
+from bnmem.train.dp import (  # imports Opacus only when a DP model trains
+    DPConfig,
+    require_opacus,
+)
 
 __all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
            "summary", "summary_table"]
@@ -182,7 +190,7 @@ class DefensesConfig(ExperimentConfig):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DefensesConfig":
+    def _consistent(self) -> DefensesConfig:
         if self.train.gs_reg != 0:
             raise BnmemError("the defenses lens sets the regularizer per variant: use gs_lambda, not train.gs_reg")
         if self.gs_lambda > 0 and "batch" not in self.norms:
@@ -489,11 +497,9 @@ def summary_table(result: dict[str, Any]) -> str:
         header += ["LiRA AUC outl", "RMIA AUC outl"]
     header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
     c = result["conditions"]
-    return "\n".join([
-        f"Defenses frontier: {_setting(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
-        f"front on {risk_name(result)} vs test accuracy",
-        table(rows, header),
-    ])
+    title = (f"Defenses frontier: {_setting(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
+             f"front on {risk_name(result)} vs test accuracy")
+    return "\n".join([title, table(rows, header)])
 
 
 def summary(result: dict[str, Any]) -> str:

@@ -25,7 +25,13 @@ from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.shadow import chunk_dir, chunk_spec, model_file, prepare_norm_dir, shadow_keep
+from bnmem.lenses.lira.shadow import (
+    chunk_dir,
+    chunk_spec,
+    model_file,
+    prepare_norm_dir,
+    shadow_keep,
+)
 from bnmem.rundir import prepare_run_dir
 from bnmem.train import seeded_model
 from bnmem.train.dp import DPConfig, check_dp_norm, train_dp_model

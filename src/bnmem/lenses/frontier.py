@@ -14,8 +14,8 @@ intervals decide how confident a statement about it can be:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 Interval = tuple[float, float] | None
 
