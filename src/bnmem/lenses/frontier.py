@@ -154,7 +154,7 @@ def recommendation_text(points: Sequence[FrontPoint], risk_name: str, setting: s
         costly = [n for n in front if n not in free]
         if costly:
             text += (" Lower risk costs accuracy beyond the intervals: " + "; ".join(
-                f"{n} ({by_name[n].accuracy - top.accuracy:+.3f} accuracy, {by_name[n].risk - pick.risk:+.3f} "
+                f"{n} ({by_name[n].accuracy - pick.accuracy:+.3f} accuracy, {by_name[n].risk - pick.risk:+.3f} "
                 f"risk vs {pick.name})" for n in costly) + ".")
         lines.append(text)
     if reference in by_name and reference in [p.name for p in measured]:
