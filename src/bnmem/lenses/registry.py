@@ -122,6 +122,7 @@ BUILTIN = {
     "gradnorms": "bnmem.lenses.gradnorms",
     "mitigate": "bnmem.lenses.mitigate",
     "lira": "bnmem.lenses.lira",
+    "defenses": "bnmem.lenses.defenses",
     "theory": "bnmem.lenses.theory",
 }
 _REGISTRY: dict[str, Lens] = {}
