@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+import bnmem
+
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.errors import BnmemError
 from bnmem.lenses.defenses import (
@@ -159,3 +161,17 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path_factory):
                               "--disable-background-networking", "--dump-dom", (tmp_path.parent / "report.html").as_uri()],
                              capture_output=True, text=True, timeout=120, check=False).stdout
         assert "On the privacy–utility front" in dom
+
+    # bnmem audit cites this frontier in its recommendations when pointed at the run.
+    from bnmem.auditing.report import frontier_citation
+    from bnmem.data import load_dataset
+    from bnmem.models import build_model
+
+    cite = frontier_citation(tmp_path.parent)
+    assert cite["path"] == str(tmp_path) and recommendation(res) in cite["text"]
+    ds = load_dataset(DataConfig(dataset="digits", train_size=60))
+    net = build_model("lenet", ds.input_shape, ds.num_classes, "batch")
+    result = bnmem.audit(net, ds, max_examples=20, defenses=tmp_path.parent)
+    assert result.data["risk"]["recommendations"][-1] == cite["text"] and cite["text"] in result.markdown
+    with pytest.raises(BnmemError, match="holds no finished defenses results"):
+        frontier_citation(tmp_path / "rep0")

@@ -100,6 +100,7 @@ def audit(
     progress: bool = False,
     source: dict[str, Any] | None = None,
     max_memory: int | str | None = None,
+    defenses: str | Path | None = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
@@ -122,6 +123,9 @@ def audit(
         source: where the model and data came from (written into the result).
         max_memory: memory budget of the gradient-norm measurement, bytes or
             text such as ``"8GB"`` (None: half the free RAM or GPU memory).
+        defenses: a finished defenses run (``bnmem run studies/defenses.yaml``, or a
+            defenses lens folder): its privacy–utility frontier is cited in the
+            recommendations.
 
     Returns:
         An :class:`AuditResult`.
@@ -131,8 +135,9 @@ def audit(
             shadow models asked for a TorchScript model, or a memory budget
             that cannot hold one example.
     """
-    from bnmem.auditing.report import risk_summary, to_markdown
+    from bnmem.auditing.report import frontier_citation, risk_summary, to_markdown
 
+    frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
     ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
     train_cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
     if shadow_models:
@@ -158,6 +163,9 @@ def audit(
     result["membership"] = (membership_section(model, ds, shadow_models, train_cfg, out, progress=progress)
                             if shadow_models else None)
     result["risk"] = risk_summary(result)
+    if frontier is not None:
+        result["risk"]["frontier"] = frontier
+        result["risk"]["recommendations"].append(frontier["text"])
     markdown = to_markdown(result)
     if out is not None:
         io.write_npy(out / "gradient_norms.npy", norms)
@@ -176,7 +184,8 @@ def file_sha256(path: str | Path) -> str:
 
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
-               progress: bool = False, max_memory: int | str | None = None) -> AuditResult:
+               progress: bool = False, max_memory: int | str | None = None,
+               defenses: str | Path | None = None) -> AuditResult:
     """``bnmem audit``: load a model file and a bnmem dataset, audit, write into ``out``.
 
     Args:
@@ -185,7 +194,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused).
-        top_k, max_examples, shadow_models, progress, max_memory: see :func:`audit`.
+        top_k, max_examples, shadow_models, progress, max_memory, defenses: see :func:`audit`.
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit.
@@ -205,9 +214,13 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                 "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models}
     if max_memory is not None:
         parse_size(max_memory)  # a bad value fails before any file is written
+    if defenses is not None:
+        from bnmem.auditing.report import frontier_citation
+
+        frontier_citation(defenses)  # likewise
     ds = load_image_folder(config.folder) if config.folder is not None else load_dataset(data_cfg)
     out = prepare_run_dir(out, resolved, name="audit_config.json")
     model = model.to(train_cfg.device)
     return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models, train=train_cfg,
-                 out=out, seed=data_cfg.seed, progress=progress, max_memory=max_memory,
+                 out=out, seed=data_cfg.seed, progress=progress, max_memory=max_memory, defenses=defenses,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})

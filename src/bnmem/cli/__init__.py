@@ -22,14 +22,20 @@ for _name in COMMANDS:
 
 
 def _add_plugin_lens_commands() -> None:
-    """A generic ``bnmem NAME`` for every lens registered outside bnmem (entry points ``bnmem.lenses``)."""
+    """A generic ``bnmem NAME`` for every lens without a hand-written command: built-in ones (their module
+    is imported only when the command runs) and those registered outside bnmem (entry points ``bnmem.lenses``)."""
     from bnmem.cli.commands.lens import add_lens_command
     from bnmem.lenses import registry
 
-    taken = {c.name for c in app.registered_commands}
+    # A command registered without a name takes its function's (typer turns _ into -).
+    taken = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    for name in registry.BUILTIN:
+        if name not in taken:
+            add_lens_command(name)
+            taken.add(name)
     for lens in registry.plugin_lenses():
         if lens.name not in taken:
-            add_lens_command(lens)
+            add_lens_command(lens.name, lens.title)
 
 
 _add_plugin_lens_commands()

@@ -207,6 +207,10 @@ def train_dp_model(
     """
     if batchnorm_layers(model):
         check_dp_norm("batch")
+    if getattr(cfg, "augment", "none") != "none":
+        # Opacus samples its own Poisson batches; the trainer's seeded augmentation is not applied there.
+        raise BnmemError(f"DP-SGD training does not apply train.augment={cfg.augment!r}; use augment: none "
+                         "for the DP variants")
     require_opacus()
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset

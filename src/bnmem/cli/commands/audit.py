@@ -90,6 +90,9 @@ def audit(
     max_examples: MaxExamples = 10_000,
     shadow_models: ShadowModels = 0,
     max_memory: MaxMemory = None,
+    defenses: Annotated[Optional[Path], typer.Option(
+        help="a finished defenses run (bnmem run studies/defenses.yaml): cite its privacy-utility frontier in "
+             "the recommendations")] = None,
     epochs: Epochs = 30,
     lr: Lr = 0.05,
     batch_size: BatchSize = 64,
@@ -137,6 +140,6 @@ def audit(
                   "device": device},
     }, set))
     result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
-                        shadow_models=shadow_models, progress=not quiet, max_memory=max_memory)
+                        shadow_models=shadow_models, progress=not quiet, max_memory=max_memory, defenses=defenses)
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")

@@ -27,12 +27,14 @@ def run_and_report(lens: Lens, config: dict[str, Any], out: Path, quiet: bool, *
     return result
 
 
-def add_lens_command(lens: Lens) -> None:
-    """Register ``bnmem <lens.name>`` with the generic flags."""
+def add_lens_command(name: str, title: str = "") -> None:
+    """Register ``bnmem NAME`` with the generic flags (the lens is looked up when the command runs)."""
 
     @experiment_options()
-    def command(exp: dict[str, Any], out: Out = Path(f"runs/{lens.name}"), quiet: Quiet = False) -> None:
-        run_and_report(lens, exp, out, quiet)
+    def command(exp: dict[str, Any], out: Out = Path(f"runs/{name}"), quiet: Quiet = False) -> None:
+        from bnmem.lenses import registry
 
-    command.__doc__ = f"{lens.title or lens.name} (a registered lens; its own options via --set KEY=VALUE)."
-    app.command(lens.name)(command)
+        run_and_report(registry.get(name), exp, out, quiet)
+
+    command.__doc__ = f"{title or 'The ' + name + ' lens'} (its own options via --set KEY=VALUE; see the README)."
+    app.command(name)(command)
