@@ -3,7 +3,7 @@
 One panel per example subset (all examples; the outliers when there are any):
 x = clean test accuracy, y = the declared privacy risk (online LiRA AUC by
 default), one point per variant with its 95% interval over replicates as bars,
-and the Pareto front (:func:`bnmem.lenses.frontier.pareto_front`) drawn as a
+and the Pareto front (computed by the lens) drawn as a
 staircase through its points. DP variants are squares labelled with their ε.
 """
 
@@ -14,26 +14,26 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
+from bnmem.figures.save import save_figure  # sets the Agg backend first
 
 
-def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
-    """Draw the frontier of a defenses result (``run_defenses``'s dict) into ``path`` (PNG)."""
-    from bnmem.lenses.defenses import front_points, risk_name
-    from bnmem.lenses.frontier import pareto_front
+def plot_frontier(panels: list[dict[str, Any]], path: str | Path, title: str = "") -> None:
+    """Draw frontier panels into ``path`` (PNG).
 
-    subsets = ["all"] + (["outliers"] if result["subset_sizes"].get("outliers") else [])
-    fig, axes = plt.subplots(1, len(subsets), figsize=(6.2 * len(subsets), 4.6), squeeze=False)
-    for ax, sub in zip(axes[0], subsets):
-        pts = front_points(result, sub)
-        front = pareto_front({p.name: (p.accuracy, p.risk) for p in pts})
+    Args:
+        panels: one dict per panel: ``title``, ``risk_label``, ``points`` (objects with ``name``,
+            ``accuracy``, ``risk``, ``accuracy_ci``, ``risk_ci``, ``epsilon``), ``front`` (names on the
+            Pareto front, most accurate first) and ``colors`` (name -> matplotlib colour).
+        path: the figure file.
+        title: the figure's title (its conditions).
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        pts, front = panel["points"], panel["front"]
         for p in pts:
             if p.accuracy != p.accuracy or p.risk != p.risk:  # nan: not measured
                 continue
-            v = result["variants"][p.name]
-            color = NORM_COLORS.get(v["norm"], "black")
-            if v.get("gs_lambda"):
-                color = "tab:orange"
+            color = panel["colors"].get(p.name, "black")
             xerr = None if p.accuracy_ci is None else [[p.accuracy - p.accuracy_ci[0]], [p.accuracy_ci[1] - p.accuracy]]
             yerr = None if p.risk_ci is None else [[p.risk - p.risk_ci[0]], [p.risk_ci[1] - p.risk]]
             ax.errorbar(p.accuracy, p.risk, xerr=xerr, yerr=yerr, fmt="s" if p.epsilon is not None else "o",
@@ -52,17 +52,15 @@ def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
                 ys.append(by[n].risk)
             ax.plot(xs, ys, color="gray", lw=1.2, ls="--", zorder=0, label="Pareto front (means)")
             ax.legend(fontsize=8, loc="best")
-        ax.set(xlabel="clean test accuracy (higher is better)", ylabel=risk_name(result, sub) + " (lower is better)",
-               title=f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}")
+        ax.set(xlabel="clean test accuracy (higher is better)", ylabel=panel["risk_label"] + " (lower is better)",
+               title=panel["title"])
         # Accuracy, AUC and TPR live in [0, 1]: wide intervals (few replicates) must not stretch the axes beyond.
         lo, hi = ax.get_xlim()
         ax.set_xlim(max(lo, -0.02), min(hi, 1.02))
         lo, hi = ax.get_ylim()
         ax.set_ylim(max(lo, -0.02), min(hi, 1.02))
         ax.grid(alpha=0.3)
-    c = result["conditions"]
-    fig.suptitle(f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
-                 f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% t-interval); "
-                 "filled: on the front", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     save_figure(fig, path)

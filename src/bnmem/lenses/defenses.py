@@ -460,10 +460,22 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
 
 
 def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
-    """The frontier figure (see :func:`bnmem.figures.frontier.plot_frontier`)."""
-    from bnmem.figures.frontier import plot_frontier as _plot
+    """The frontier figure: per subset, every variant's risk against test accuracy and the Pareto front."""
+    from bnmem.figures.frontier import plot_frontier as draw
+    from bnmem.figures.save import NORM_COLORS
 
-    _plot(result, path)
+    colors = {name: "tab:orange" if v.get("gs_lambda") else NORM_COLORS.get(v["norm"], "black")
+              for name, v in result["variants"].items()}
+    panels = []
+    for sub in ["all"] + (["outliers"] if result["subset_sizes"].get("outliers") else []):
+        pts = front_points(result, sub)
+        panels.append({"title": f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}",
+                       "risk_label": risk_name(result, sub), "points": pts, "colors": colors,
+                       "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+    c = result["conditions"]
+    draw(panels, path, title=f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
+                             f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
+                             "t-interval); filled: on the front")
 
 
 def _fmt(s: dict[str, Any], digits: int = 3, scale: float = 1.0) -> str:
