@@ -7,7 +7,14 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 OUT ?= runs/demo
 
-.PHONY: demo test bench clean-venv
+# `make test` runs the suite on two worker processes (pytest-xdist), each test file whole on one
+# worker (its module fixtures are built once), then the Ray and Chromium tests on their own:
+# they start process pools and a browser that must not compete with each other or with the
+# workers. WORKERS=0 runs the first part serially too. (--dist loadfile rather than loadgroup:
+# loadgroup ignores xdist_group marks under pytest 9.2 with pytest-xdist 3.8.)
+WORKERS ?= 2
+
+.PHONY: demo test mutate bench clean-venv
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bnmem needs Python 3.11 or newer")'
@@ -32,7 +39,18 @@ demo: $(VENV)/.installed
 	@echo "demo results: $(OUT)/report.html (claims checklist and figures), $(OUT)/summary.md, $(OUT)/index.json (every cell and lens folder)"
 
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile -m "not ray and not chromium"
+	$(PY) -m pytest -q -m "ray or chromium"
+
+# Mutation testing of the pure-numpy and bookkeeping modules ([tool.mutmut] in pyproject.toml,
+# docs/testing.md). Results are cached in mutants/: a rerun retests only what changed.
+$(VENV)/.installed-mutate: pyproject.toml $(VENV)/.installed-test
+	$(PIP) install -q -e '.[test,mutate]'
+	@touch $@
+
+mutate: $(VENV)/.installed-mutate
+	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run
+	@$(PY) tests/mutation_score.py
 
 bench: $(VENV)/.installed
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b; done

@@ -441,8 +441,15 @@ def test_evaluate_attacks_rejects_bad_inputs() -> None:
     two = keep_matrix(2, 50, seed=0)
     with pytest.raises(BnmemError, match="at least 4 models"):
         evaluate_attacks(logits[:2], two, labels, attacks=["online"])
-    # Reference-free attacks work with any number of models.
-    evaluate_attacks(logits[:2], two, labels, attacks=["global_threshold", "loss"])
+    # Reference-free attacks work with any number of models: the loss attack's per-target AUC is
+    # the AUC of minus the view-averaged cross-entropy (log-softmax in float64 here) against membership.
+    res = evaluate_attacks(logits[:2], two, labels, attacks=["global_threshold", "loss"])
+    assert set(res["metrics"]) == {"global_threshold", "loss"}
+    z = logits[:2].astype(np.float64)
+    ce = scipy.special.logsumexp(z, axis=-1) - np.take_along_axis(z, labels[None, :, None, None], -1)[..., 0]
+    for t in range(2):
+        want = roc_auc_score(two[t], -ce[t].mean(axis=1))
+        assert res["metrics"]["loss"]["all"]["auc_per_target"][t] == pytest.approx(want, abs=1e-9)
 
 
 # ---------------------------------------------------------------- figure

@@ -62,6 +62,40 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+def expected_risk_level(res: dict) -> str:
+    """The overall risk level recomputed from the numbers in audit.json by the documented rules.
+
+    Each finding's level comes from its own threshold (γ/σ fraction, top-k enrichment, train-test gap,
+    fitted flipped/OOD labels, membership AUC); the overall level is the highest.
+    """
+    try:
+        from bnmem.auditing import report as rules  # where the audit modules are moving
+    except ImportError:
+        from bnmem import audit_report as rules
+
+    def band(v, moderate, elevated, strict_moderate=False):
+        if v >= elevated:
+            return 2
+        return 1 if (v > moderate if strict_moderate else v >= moderate) else 0
+
+    levels = [0]
+    gs = res.get("gamma_sigma") or {}
+    summary = (gs.get("running") or {}).get("summary") or (gs.get("batch") or {}).get("summary")
+    if any(r["batchnorm"] for r in res["norm_layers"]) and summary and summary.get("frac_above_1") is not None:
+        levels.append(band(summary["frac_above_1"], rules.GS_MODERATE, rules.GS_ELEVATED))
+    masks = res["gradient_norms"].get("masks")
+    if masks and masks.get("top_k_fraction_flagged") is not None:
+        levels.append(band(masks.get("enrichment") or 0.0, 1.5, rules.ENRICH_ELEVATED, strict_moderate=True))
+    acc = res["accuracy"]
+    if acc.get("gap") is not None:
+        levels.append(band(acc["gap"], rules.GAP_MODERATE, rules.GAP_ELEVATED))
+    levels += [band(acc[k], 0.2, 0.5) for k in ("noisy_acc", "ood_acc") if acc.get(k) is not None]
+    if res.get("membership"):
+        levels.append(band(res["membership"]["attacks"]["online"]["all"]["auc"], rules.AUC_MODERATE,
+                           rules.AUC_ELEVATED))
+    return ("low", "moderate", "elevated")[max(levels)]
+
+
 def test_pickled_bn_model(files, tmp_path, capsys, ds):
     out = tmp_path / "a"
     code, stdout, err = run_cli(capsys, "--model", str(files["lenet"]), "--label-noise", str(NOISE), "--out", str(out))
@@ -91,7 +125,7 @@ def test_pickled_bn_model(files, tmp_path, capsys, ds):
     acc = res["accuracy"]
     assert 0.5 < acc["train_acc"] <= 1 and acc["noisy_acc"] is not None and acc["gap"] == pytest.approx(
         acc["train_acc"] - acc["test_acc"])
-    assert res["risk"]["level"] in ("low", "moderate", "elevated") and res["membership"] is None
+    assert res["membership"] is None and res["risk"]["level"] == expected_risk_level(res)
 
 
 def test_torchscript_model_matches_pickled(files, tmp_path, capsys):
@@ -182,8 +216,12 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
     assert mem["shadow_models"] == 4 and mem["reinitialized_parameters"].startswith("6 of 6")
     assert set(mem["attacks"]) == {"online", "offline", "rmia", "loss"}
     assert set(mem["attacks"]["online"]) == {"all", "outliers", "inliers"}
-    assert 0 <= mem["attacks"]["online"]["all"]["auc"] <= 1
-    assert any("LiRA over 4 shadow copies" in f for f in d["risk"]["findings"])
+    auc = mem["attacks"]["online"]["all"]["auc"]
+    # Shadow copies trained 2 epochs barely separate members: measured AUC 0.501 (std 0.078 over the
+    # 4 targets) on this run; the band only rules out gross errors (a sign flip would stay near 0.5).
+    assert 0.35 < auc < 0.65
+    assert any(f"LiRA over 4 shadow copies of this recipe: AUC {auc:.3f}" in f for f in d["risk"]["findings"])
+    assert d["risk"]["level"] == expected_risk_level(d)
     assert "## Membership inference (shadow copies)" in result.markdown
     assert model.training is False  # audited in eval mode, left there
 
@@ -191,7 +229,9 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
 def test_python_api_outlier_dataset_writes_files(files, ds, tmp_path):
     result = audit(files["lenet_model"], ds, out=tmp_path / "api", top_k=3)
     assert (tmp_path / "api" / "audit.json").is_file() and (tmp_path / "api" / "audit.md").is_file()
-    assert result.risk["level"] in ("moderate", "elevated")  # a BN LeNet fitting flipped labels
+    assert result.risk["level"] == expected_risk_level(result.data)
+    # A BN LeNet fitting flipped labels (measured: elevated on this run) is at least moderate.
+    assert result.risk["level"] in ("moderate", "elevated")
     assert len(result.data["gradient_norms"]["top_k"]) == 3
 
 

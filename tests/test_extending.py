@@ -6,7 +6,6 @@ Nothing under src/bnmem is edited for it; this is the README's "Extending bnmem"
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -147,6 +147,7 @@ def test_rerun_skips(gs_run):
 
     out, cfg, res = gs_run
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("batch/seed*/model.pt")}
+    assert sorted(p.parent.name for p in stamps) == sorted(f"seed{s}" for s in cfg.seeds)  # not vacuous
     again = run_gamma_sigma(GammaSigmaConfig.model_validate(cfg.model_dump()), out, progress=False)
     assert {p: p.stat().st_mtime_ns for p in out.glob("batch/seed*/model.pt")} == stamps
     assert again["final"] == res["final"]

@@ -114,7 +114,8 @@ def test_ghost_refuses_what_it_cannot_do_and_auto_falls_back():
         ghost_sq_norms(reflect, x, y)
     with pytest.raises(BnmemError, match="ghost-norm path does not cover"):
         eval_sq_norms(reflect, x, y, "ghost")
-    sq, used = eval_sq_norms(reflect, x, y, "auto")
+    with pytest.warns(UserWarning, match=r"ghost norms not applicable .*padding_mode.*falling back to vmap"):
+        sq, used = eval_sq_norms(reflect, x, y, "auto")
     assert used == "vmap"
     assert _rel(sq, loop_sq_norms(reflect, x, y)) < RTOL
     # in-place activations and grouped convolutions are covered (tests/test_ghost_layers.py)

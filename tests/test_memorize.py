@@ -57,6 +57,9 @@ def test_rerun_skips_finished_jobs(claim_run):
     out, res = claim_run
     mtimes = {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/model.pt")}
     cfg = MemorizeConfig.model_validate({**__import__("json").loads((out / "config.json").read_text())})
+    # Every (norm, seed) job has its model file, so the comparison below is not over an empty glob.
+    assert sorted(f"{p.parent.parent.name}/{p.parent.name}" for p in mtimes) == sorted(
+        f"{n}/seed{s}" for n in cfg.norms for s in cfg.seeds)
     again = run_memorize(cfg, out, progress=False)
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/model.pt")} == mtimes
     assert again["batch"]["mean"] == res["batch"]["mean"]

@@ -1,4 +1,4 @@
-"""`bnmem report`: paired statistics, claim rules, and the self-contained HTML / markdown / CSV.
+"""`bnmem report`: claim rules, and the self-contained HTML / markdown / CSV.
 
 Run directories come from the real lens runners on tiny configs where those are
 fast (memorize, gradnorms, lira, theory) and from JSON crafted in the lens's
@@ -24,69 +24,11 @@ from bnmem.analysis_plan import (
     CHECK_FAILED, CHECK_PASSED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN_VERSION, PREVIOUS_NOT_REPRODUCED,
     PREVIOUS_REPRODUCED, REPRODUCED, STATUSES,
 )
-from bnmem.stats import SMALL_N, bootstrap_mean_ci, difference_stats, paired_difference, t_interval
 
 CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6"]
 ROW_STATUSES = set(STATUSES) | {CHECK_PASSED, CHECK_FAILED}
 GRADED = set(STATUSES) - {NOT_RUN}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-# ---------------------------------------------------------------- statistics
-
-
-def test_constant_differences_give_zero_width_intervals():
-    for n in (3, 25):
-        pd = paired_difference(np.full(n, 0.7), np.full(n, 0.6))
-        assert pd.mean == pytest.approx(0.1)
-        assert pd.ci_low == pytest.approx(0.1, abs=1e-12) and pd.ci_high == pytest.approx(0.1, abs=1e-12)
-        assert pd.boot_low == pd.boot_high and pd.t_low == pytest.approx(pd.t_high)
-
-
-def test_symmetric_noise_interval_contains_zero():
-    rng = np.random.default_rng(1)
-    e = rng.normal(size=20)
-    d = np.concatenate([e, -e])  # mean exactly 0, symmetric
-    for pd in (difference_stats(d, unit="targets"), difference_stats(d[:6] - d[:6].mean())):
-        assert pd.ci_low < 0 < pd.ci_high
-    assert abs(difference_stats(d).mean) < 1e-12
-
-
-def test_bootstrap_is_seeded_and_deterministic():
-    x = np.random.default_rng(0).normal(0.03, 0.05, size=40)
-    assert bootstrap_mean_ci(x, seed=3) == bootstrap_mean_ci(x, seed=3)
-    assert bootstrap_mean_ci(x, seed=3) != bootstrap_mean_ci(x, seed=4)
-    assert difference_stats(x, unit="targets") == difference_stats(x, unit="targets")
-    lo, hi = bootstrap_mean_ci(x)
-    se = x.std(ddof=1) / np.sqrt(x.size)
-    # percentile bootstrap ≈ mean ± 1.96 se for a roughly normal sample
-    assert lo == pytest.approx(x.mean() - 1.96 * se, abs=0.4 * se)
-    assert hi == pytest.approx(x.mean() + 1.96 * se, abs=0.4 * se)
-
-
-def test_t_interval_known_case_and_small_n_method():
-    lo, hi = t_interval([1.0, 2.0, 3.0])
-    half = 4.302652729911275 / np.sqrt(3)  # t_{0.975, 2} · sd / sqrt(n), sd = 1
-    assert (lo, hi) == (pytest.approx(2 - half), pytest.approx(2 + half))
-    pd = difference_stats([1.0, 2.0, 3.0])
-    assert "t-interval" in pd.method and "3 paired seeds" in pd.method and "only 3 seeds" in pd.note
-    assert (pd.ci_low, pd.ci_high) == (pytest.approx(lo), pytest.approx(hi))
-    assert pd.min == 1.0 and pd.max == 3.0
-    # the bootstrap over 3 values cannot leave [min, max]: narrower than the t-interval
-    assert 1.0 <= pd.boot_low and pd.boot_high <= 3.0 and pd.boot_low > pd.ci_low
-    many = difference_stats(np.arange(SMALL_N, dtype=float), unit="targets")
-    assert "percentile bootstrap" in many.method and many.ci_low == many.boot_low
-
-
-def test_degenerate_samples():
-    one = difference_stats([0.2])
-    assert one.ci_low is None and one.n == 1 and "no interval" in one.note
-    none = difference_stats([])
-    assert none.n == 0 and np.isnan(none.mean)
-    nan = paired_difference([0.5, np.nan, 0.7, 0.6], [0.4, 0.3, np.nan, 0.5])
-    assert nan.n == 2 and "2 pair(s)" in nan.note
-    with pytest.raises(ValueError):
-        paired_difference([1, 2], [1])
 
 
 # ---------------------------------------------------------------- fake run directories

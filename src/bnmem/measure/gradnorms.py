@@ -259,6 +259,8 @@ def eval_sq_norms(
             if method == "ghost":
                 raise BnmemError(f"the ghost-norm path does not cover this model: {e}; use method 'vmap'") from e
             warnings.warn(f"ghost norms not applicable ({e}); falling back to vmap", stacklevel=2)
+    else:
+        warnings.warn(f"ghost norms not applicable ({reason}); falling back to vmap", stacklevel=2)
     return vmap_sq_norms(model, x, y, plan_eval(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
 
 

@@ -1,0 +1,170 @@
+"""bnmem.stats: paired differences, the bootstrap and t intervals, and which one decides.
+
+The interval levels themselves are pinned against explicit resampling in
+tests/test_oracles.py; shift/scale equivariance is in tests/test_properties.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bnmem import stats
+from bnmem.stats import SMALL_N, bootstrap_mean_ci, difference_stats, pair_by_key, paired_difference, t_interval
+
+
+
+
+def test_constant_differences_give_zero_width_intervals():
+    for n in (3, 25):
+        pd = paired_difference(np.full(n, 0.7), np.full(n, 0.6))
+        assert pd.mean == pytest.approx(0.1)
+        assert pd.ci_low == pytest.approx(0.1, abs=1e-12) and pd.ci_high == pytest.approx(0.1, abs=1e-12)
+        assert pd.boot_low == pd.boot_high and pd.t_low == pytest.approx(pd.t_high)
+
+
+def test_symmetric_noise_interval_contains_zero():
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=20)
+    d = np.concatenate([e, -e])  # mean exactly 0, symmetric
+    for pd in (difference_stats(d, unit="targets"), difference_stats(d[:6] - d[:6].mean())):
+        assert pd.ci_low < 0 < pd.ci_high
+    assert abs(difference_stats(d).mean) < 1e-12
+
+
+def test_bootstrap_is_seeded_and_deterministic():
+    x = np.random.default_rng(0).normal(0.03, 0.05, size=40)
+    assert bootstrap_mean_ci(x, seed=3) == bootstrap_mean_ci(x, seed=3)
+    assert bootstrap_mean_ci(x, seed=3) != bootstrap_mean_ci(x, seed=4)
+    assert difference_stats(x, unit="targets") == difference_stats(x, unit="targets")
+    lo, hi = bootstrap_mean_ci(x)
+    se = x.std(ddof=1) / np.sqrt(x.size)
+    # percentile bootstrap ≈ mean ± 1.96 se for a roughly normal sample
+    assert lo == pytest.approx(x.mean() - 1.96 * se, abs=0.4 * se)
+    assert hi == pytest.approx(x.mean() + 1.96 * se, abs=0.4 * se)
+
+
+def test_t_interval_known_case_and_small_n_method():
+    lo, hi = t_interval([1.0, 2.0, 3.0])
+    half = 4.302652729911275 / np.sqrt(3)  # t_{0.975, 2} · sd / sqrt(n), sd = 1
+    assert (lo, hi) == (pytest.approx(2 - half), pytest.approx(2 + half))
+    pd = difference_stats([1.0, 2.0, 3.0])
+    assert "t-interval" in pd.method and "3 paired seeds" in pd.method and "only 3 seeds" in pd.note
+    assert (pd.ci_low, pd.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+    assert pd.min == 1.0 and pd.max == 3.0
+    # the bootstrap over 3 values cannot leave [min, max]: narrower than the t-interval
+    assert 1.0 <= pd.boot_low and pd.boot_high <= 3.0 and pd.boot_low > pd.ci_low
+    many = difference_stats(np.arange(SMALL_N, dtype=float), unit="targets")
+    assert "percentile bootstrap" in many.method and many.ci_low == many.boot_low
+
+
+def test_degenerate_samples():
+    one = difference_stats([0.2])
+    assert one.ci_low is None and one.n == 1 and "no interval" in one.note
+    none = difference_stats([])
+    assert none.n == 0 and np.isnan(none.mean)
+    nan = paired_difference([0.5, np.nan, 0.7, 0.6], [0.4, 0.3, np.nan, 0.5])
+    assert nan.n == 2 and "2 pair(s)" in nan.note
+    with pytest.raises(ValueError):
+        paired_difference([1, 2], [1])
+
+
+def test_constants_are_the_documented_plan():
+    # The declared analysis plan: 95% intervals, 10,000 seeded resamples, the t-interval below 10 pairs.
+    assert (stats.LEVEL, stats.N_RESAMPLES, stats.SEED, stats.SMALL_N) == (0.95, 10_000, 0, 10)
+
+
+def test_non_finite_values_are_dropped_before_resampling():
+    x = np.array([0.1, np.nan, 0.4, np.inf, 0.2, -np.inf, 0.9])
+    assert bootstrap_mean_ci(x, n_resamples=200) == bootstrap_mean_ci([0.1, 0.4, 0.2, 0.9], n_resamples=200)
+    assert t_interval(x) == t_interval([0.1, 0.4, 0.2, 0.9])
+    assert bootstrap_mean_ci([1.0, np.nan]) is None and t_interval([np.inf, 2.0]) is None
+    assert bootstrap_mean_ci([[1.0, 2.0], [3.0, 4.0]], n_resamples=50) == bootstrap_mean_ci([1.0, 2.0, 3.0, 4.0],
+                                                                                           n_resamples=50)
+
+
+def test_zero_width_bootstrap_for_a_constant_sample_only():
+    assert bootstrap_mean_ci([0.3] * 7) == (0.3, 0.3)
+    lo, hi = bootstrap_mean_ci([0.3] * 6 + [0.31])
+    assert lo < hi
+
+
+@pytest.mark.parametrize("n", [SMALL_N - 1, SMALL_N])
+def test_small_n_boundary_chooses_the_interval(n):
+    d = np.linspace(-0.2, 0.5, n)
+    pd = difference_stats(d, unit="targets")
+    if n < SMALL_N:
+        assert (pd.ci_low, pd.ci_high) == (pd.t_low, pd.t_high)
+        assert pd.method == f"95% Student t-interval over {n} paired targets (n < {SMALL_N})"
+        assert pd.note.startswith(f"only {n} targets: the interval is coarse; the percentile bootstrap [")
+    else:
+        assert (pd.ci_low, pd.ci_high) == (pd.boot_low, pd.boot_high)
+        assert pd.method == f"95% percentile bootstrap over {n} paired targets (10000 resamples, seed 0)"
+        assert pd.note == ""
+    assert pd.n == n and pd.unit == "targets"
+    assert (pd.min, pd.max) == (pytest.approx(-0.2), pytest.approx(0.5))
+
+
+def test_paired_difference_passes_its_settings_through():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=30), rng.normal(size=30)
+    pd = paired_difference(a, b, unit="targets", level=0.8, n_resamples=300, seed=5)
+    assert pd == difference_stats(a - b, unit="targets", level=0.8, n_resamples=300, seed=5)
+    assert pd.method == "80% percentile bootstrap over 30 paired targets (300 resamples, seed 5)"
+    assert (pd.boot_low, pd.boot_high) == bootstrap_mean_ci(a - b, level=0.8, n_resamples=300, seed=5)
+    assert (pd.t_low, pd.t_high) == t_interval(a - b, level=0.8)
+    assert paired_difference([2, 3], [1, 1]).unit == "seeds"
+
+
+def test_degenerate_samples_text_and_fields():
+    one = difference_stats([0.2], unit="seeds")
+    assert one.method == "single pair: no confidence interval"
+    assert one.note == "1 pair (seed) only: no interval; decided on the point estimate"
+    assert (one.mean, one.n, one.ci_high, one.boot_low, one.t_low, one.min, one.max) == (0.2, 1, None, None, None,
+                                                                                        0.2, 0.2)
+    assert difference_stats([0.2], unit="x").note.startswith("1 pair (x) only")
+    none = difference_stats([np.nan, np.nan], unit="targets")
+    assert (none.n, none.ci_low, none.ci_high, none.method, none.unit) == (0, None, None, "no pairs", "targets")
+    assert math.isnan(none.mean) and none.note == "2 pair(s) without a finite value on both sides dropped"
+    dropped = difference_stats([0.1, np.nan, 0.3, 0.2])
+    assert dropped.note.startswith("1 pair(s) without a finite value on both sides dropped; only 3 seeds")
+    assert dropped.to_dict()["n"] == 3 and set(dropped.to_dict()) >= {"mean", "ci_low", "method", "note"}
+    with pytest.raises(ValueError, match="differ in length: 2 vs 1"):
+        paired_difference([1, 2], [1])
+
+
+def test_pair_by_key_aligns_common_keys_numerically():
+    keys, a, b = pair_by_key({"10": 1.0, "2": 2.0, "x": 3.0, "-1": None, "only_a": 9.0},
+                             {"2": 0.5, "10": 0.25, "x": None, "-1": 4.0, "only_b": 8.0})
+    assert keys == ["-1", "2", "10", "x"]
+    np.testing.assert_array_equal(a, [np.nan, 2.0, 1.0, 3.0])
+    np.testing.assert_array_equal(b, [4.0, 0.5, 0.25, np.nan])
+    assert pair_by_key({}, {"1": 1.0})[0] == []
+    keys, _, _ = pair_by_key({1: 1.0, 3: 2.0, 20: 0.0}, {20: 1.0, 3: 1.0, 1: 1.0})
+    assert keys == [1, 3, 20]
+
+
+def test_low_precision_and_unsigned_inputs_are_computed_in_float64():
+    x16 = np.random.default_rng(4).normal(0.1, 1.0, 12).astype(np.float16)
+    x64 = x16.astype(np.float64)
+    assert bootstrap_mean_ci(x16, n_resamples=300) == bootstrap_mean_ci(x64, n_resamples=300)
+    assert difference_stats(x16).mean == difference_stats(x64).mean == float(x64.mean())
+    # Unsigned counts: 1 − 3 is −2, not a wrapped-around 254.
+    pd = paired_difference(np.array([1, 5, 2], dtype=np.uint8), np.array([3, 1, 2], dtype=np.uint8))
+    assert (pd.min, pd.max, pd.mean) == (-2.0, 4.0, pytest.approx(2 / 3))
+
+
+def test_small_n_note_shows_the_bootstrap_interval():
+    pd = difference_stats([0.1, 0.5, 0.2, 0.4])
+    assert pd.note == (f"only 4 seeds: the interval is coarse; the percentile bootstrap "
+                       f"[{pd.boot_low:+.3g}, {pd.boot_high:+.3g}] cannot leave the range of so few values "
+                       "and undercovers, so the t-interval decides")
+    assert pd.boot_low < pd.boot_high
+
+
+def test_pair_by_key_orders_names_and_leaves_look_alikes_as_names():
+    names = {k: 1.0 for k in ("delta", "alpha", "echo", "charlie", "bravo", "foxtrot", "X1", "-")}
+    keys, _, _ = pair_by_key(names, names)
+    assert keys == ["-", "X1", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
