@@ -455,3 +455,17 @@ def test_gradnorm_claim_decides_on_memorization_phase_checkpoints():
     assert memorization_phase([1, 5, 20], 20) == [5]
     assert memorization_phase([1, 20], 20) == [20]  # nothing early: all after epoch 1
     assert memorization_phase([1], 20) == [1]
+
+
+def test_conditions_show_each_norms_recipe_and_accuracies(lens_dirs, tmp_path):
+    """The Conditions section lists, per cell and norm, the recipe, lr and train-IN / validation / test accuracy."""
+    from bnmem.report.html import recipe_rows
+
+    rep = build_report(lens_dirs["memorize"], tmp_path)
+    metrics = json.loads((lens_dirs["memorize"] / "metrics.json").read_text())
+    rows = {r[1]: r for r in recipe_rows(rep.run)}
+    assert set(rows) == {"batch", "none"}
+    for norm, r in rows.items():
+        assert r[2] == "shared" and float(r[3]) == metrics["conditions"].get("lr", 0.05)
+        assert r[4] == f"{metrics[norm]['final']['train_acc']:.3f}" and r[6] == f"{metrics[norm]['final']['test_acc']:.3f}"
+    assert "Recipes and how well each norm trained" in rep.html.read_text(encoding="utf-8")

@@ -258,6 +258,7 @@ def conditions_block(run: RunData) -> str:
                 f"<td>{esc(c.get('label_noise', '—'))}</td><td>{esc(ood)}</td>"
                 f"<td>{esc(', '.join(sorted(cell.lenses)) or 'none')}</td></tr>")
         out.append("</tbody></table>")
+    out.append(recipes_table(run))
     defs = measurement_definitions(run)
     if defs:
         out.append('<ul class="cond">' + "".join(f"<li><b>{esc(k)}:</b> {esc(v)}</li>" for k, v in defs) + "</ul>")
@@ -267,6 +268,42 @@ def conditions_block(run: RunData) -> str:
     else:
         out.append('<p class="cond"><b>versions:</b> no environment.json in the run directory</p>')
     return "\n".join(out)
+
+
+def recipe_rows(run: RunData) -> list[list[str]]:
+    """Per cell and norm: the recipe (shared or per-norm) and learning rate, train-IN, validation and test
+    accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
+    rows = []
+    for cell, lens in run.lenses("memorize"):
+        for norm in lens.conditions.get("norms") or []:
+            rec = lens.data.get(norm) if isinstance(lens.data.get(norm), dict) else None
+            if rec is None:
+                continue
+            final, recipe = rec.get("final") or {}, rec.get("recipe") or {}
+            lr = recipe.get("lr", (lens.config or {}).get("train", {}).get("lr"))
+
+            def pct(k: str) -> str:
+                v = final.get(k)
+                return "—" if v is None else f"{v:.3f}"
+
+            rows.append([cell.id, norm, str(recipe.get("mode", lens.conditions.get("recipe", "shared"))),
+                         "—" if lr is None else f"{lr:g}", pct("train_acc"), pct("val_acc"), pct("test_acc")])
+    return rows
+
+
+def recipes_table(run: RunData) -> str:
+    """The training recipe each norm ran with and how well it trained (the fairness check of the comparison)."""
+    rows = recipe_rows(run)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("cell", "norm", "recipe", "lr", "train-IN acc", "validation acc",
+                                             "test acc"))
+    body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
+    return ('<h3>Recipes and how well each norm trained</h3><p class="caption">Per cell and norm (memorize lens, '
+            "last epoch, mean over seeds): the recipe (shared: the paper's one recipe for every norm; per-norm: "
+            "the learning rate selected on the validation split), train-IN accuracy (every training example "
+            "against its training label), validation and clean test accuracy.</p>"
+            f'<table class="cond"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
 
 
 def _join(v: Any) -> str:
