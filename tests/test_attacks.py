@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import scipy.special
 import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from bnmem.attacks import (
@@ -341,7 +343,7 @@ def test_rmia_with_gamma_one_ranks_like_the_ratio() -> None:
         refs = np.array([m for m in range(6) if m != target])
         idx_in, idx_out = split_references(keep[refs])
         for online in (True, False):
-            params = RMIAParams(online=online)
+            params = RMIAParams(a=0.3, online=online)
             log_r = rmia_log_ratio(
                 inputs.log_p[target], inputs.log_p[refs][idx_out, cols], inputs.log_p[refs][idx_in, cols], params
             )
@@ -468,3 +470,143 @@ def test_plot_roc_writes_atomically(tmp_path) -> None:
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["panels.pdf", "roc.png"]
     with pytest.raises(BnmemError):
         plot_roc({"bad": ([0.0, 1.0], [0.0])}, tmp_path / "bad.png")
+
+
+# ---------------------------------------------------------------- RMIA with a separate population
+
+
+def test_rmia_with_population_by_hand() -> None:
+    """Three candidates, two population points, three models (target 0; A = 1, B = 2), one view.
+
+    Re-derived by hand: p(x) online = ½(p_IN + p_OUT); every model is OUT for a
+    population point, so p(z) = mean over the target's references A and B."""
+    p = np.array([  # rows: target, A, B; columns: x0, x1, x2, z0, z1
+        [0.9, 0.5, 0.2, 0.6, 0.3],
+        [0.8, 0.3, 0.5, 0.4, 0.5],
+        [0.4, 0.6, 0.3, 0.8, 0.1],
+    ])
+    keep = np.array([[1, 0, 0], [1, 0, 1], [0, 1, 0]], dtype=bool)
+    logits = np.stack([np.log(p), np.log1p(-p)], axis=-1)[:, :, None, :]
+    labels = np.zeros(5, dtype=int)
+    res = evaluate_attacks(logits[:, :3], keep, labels[:3], attacks=["rmia", "rmia_offline"], targets=[0],
+                           rmia_params={"a": 0.3}, population_logits=logits[:, 3:], population_labels=labels[3:])
+    # Candidates (online): r = [0.9/0.6, 0.5/0.45, 0.2/0.4] = [1.5, 1.111, 0.5].
+    # Population: p(z) = [0.6, 0.3] -> r_z = [1.0, 1.0].
+    # γ = 1: fraction of z with r_x / r_z >= 1 -> [1, 1, 0].
+    assert res["scores"]["rmia"][0].tolist() == [1.0, 1.0, 0.0]
+    # Offline a = 0.3: p(x) = (1.3 p_OUT + 0.7)/2 with p_OUT = [B, A, B] = [0.4, 0.3, 0.3] -> [0.61, 0.545, 0.545];
+    # r_x = [1.475, 0.917, 0.367]; p(z) = (1.3 [0.6, 0.3] + 0.7)/2 = [0.74, 0.545]; r_z = [0.811, 0.550].
+    # r_x >= r_z: x0 both, x1 both, x2 none.
+    assert res["scores"]["rmia_offline"][0].tolist() == [1.0, 1.0, 0.0]
+    res = evaluate_attacks(logits[:, :3], keep, labels[:3], attacks=["rmia_offline"], targets=[0],
+                           rmia_params={"a": 0.3, "gamma": 1.2}, population_logits=logits[:, 3:],
+                           population_labels=labels[3:])
+    # γ = 1.2: x0: 1.475/0.811 = 1.82, 1.475/0.550 = 2.68 -> 1; x1: 0.917/0.811 = 1.13 no, /0.550 = 1.67 -> ½.
+    assert res["scores"]["rmia_offline"][0].tolist() == [1.0, 0.5, 0.0]
+    assert res["settings"]["rmia_population"] == "separate population"
+
+
+def test_rmia_population_must_not_hold_a_candidate() -> None:
+    from bnmem.attacks import rmia_scores_against
+
+    with pytest.raises(AssertionError, match="scored examples"):
+        rmia_scores_against(np.zeros(3), np.zeros(2), 1.0, candidate_ids=np.arange(3), population_ids=[7, 2])
+    assert rmia_scores_against(np.array([0.0, 1.0]), np.array([0.5]), 1.0, np.arange(2), np.array([2])).tolist() == [0, 1]
+
+
+def test_offline_a_selected_on_a_stand_in_by_brute_force() -> None:
+    """For target t the stand-in is model t+1; its references exclude t; a maximizes the stand-in's AUC.
+
+    Recomputed here with plain loops over examples and models, independent of the vectorized code."""
+    from bnmem.attacks import A_GRID, select_offline_a
+
+    logits, keep, labels = synthetic(6, 80, n_views=2, seed=21, boost=2.0)
+    pop_logits, _, pop_labels = synthetic(6, 30, n_views=2, seed=22)
+    phi = lira_statistic(logits, labels)
+    pop_phi = lira_statistic(pop_logits, pop_labels)
+    p_x = (1 / (1 + np.exp(-phi))).mean(axis=2)  # view-averaged p_y [M, N]
+    p_z = (1 / (1 + np.exp(-pop_phi))).mean(axis=2)
+    target, m = 2, 6
+    s = 3
+    refs = [r for r in range(m) if r not in (target, s)]
+    outs = [[r for r in refs if not keep[r, j]] for j in range(80)]
+    k = min(len(o) for o in outs)
+    best, best_auc = None, -1.0
+    for a in A_GRID:
+        r_x = np.array([p_x[s, j] / (0.5 * ((1 + a) * np.mean([p_x[r, j] for r in outs[j][:k]]) + 1 - a))
+                        for j in range(80)])
+        r_z = np.array([p_z[s, i] / (0.5 * ((1 + a) * np.mean([p_z[r, i] for r in refs]) + 1 - a))
+                        for i in range(30)])
+        score = np.array([np.mean(r_x[j] / r_z >= 1.0) for j in range(80)])
+        auc = roc_auc_score(keep[s], score)
+        if auc > best_auc + 1e-12:
+            best, best_auc = a, auc
+    chosen, aucs = select_offline_a(np.log(p_x), keep, target, 1.0, np.log(p_z))
+    assert chosen == best
+    assert max(aucs) == pytest.approx(best_auc, abs=1e-9)
+
+
+def test_multi_view_offline_rmia_averages_probabilities_over_views() -> None:
+    """Offline RMIA with three views against a slow formula: p(x|θ) = mean over views of p_y
+    (a sum over views would not cancel in the offline p(x), which has the constant 1 − a)."""
+    logits, keep, labels = synthetic(6, 60, n_views=3, seed=23)
+    pop_logits, _, pop_labels = synthetic(6, 20, n_views=3, seed=24)
+    res = evaluate_attacks(logits, keep, labels, attacks=["rmia_offline"], rmia_params={"a": 0.4},
+                           population_logits=pop_logits, population_labels=pop_labels)
+    soft = scipy.special.softmax(logits.astype(np.float64), axis=-1)
+    p_x = np.take_along_axis(soft, labels[None, :, None, None].repeat(6, 0).repeat(3, 2), -1)[..., 0].mean(axis=2)
+    psoft = scipy.special.softmax(pop_logits.astype(np.float64), axis=-1)
+    p_z = np.take_along_axis(psoft, pop_labels[None, :, None, None].repeat(6, 0).repeat(3, 2), -1)[..., 0].mean(axis=2)
+    for t in range(6):
+        refs = [r for r in range(6) if r != t]
+        outs = [[r for r in refs if not keep[r, j]] for j in range(60)]
+        k = min(len(o) for o in outs)
+        r_x = [p_x[t, j] / (0.5 * (1.4 * np.mean(p_x[outs[j][:k], j]) + 0.6)) for j in range(60)]
+        r_z = [p_z[t, i] / (0.5 * (1.4 * np.mean(p_z[refs, i]) + 0.6)) for i in range(20)]
+        slow = [np.mean([rx / rz >= 1.0 for rz in r_z]) for rx in r_x]
+        np.testing.assert_allclose(res["scores"]["rmia_offline"][t], slow, rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------- pinned metrics and properties
+
+
+def test_tpr_at_fpr_counts_a_point_exactly_on_the_level() -> None:
+    """A ROC with corners exactly at FPR 0.1% and 1% (1,000 non-members): the TPR there must count
+    (FPR <= level). Non-members: one at 100, nine at 50..58, 990 at or below 0. Members: 30 at 200,
+    20 at 95 (between the first and second non-member), 15 at 40 (just below the tenth), 35 at -20.
+    Corners: (0, 0.30), (0.001, 0.30), (0.001, 0.50), (0.01, 0.50), (0.01, 0.65), ...
+    With FPR < level the answers would be 0.30 and 0.50."""
+    members = np.r_[np.ones(100, bool), np.zeros(1000, bool)]
+    scores = np.r_[np.full(30, 200.0), np.full(20, 95.0), np.full(15, 40.0), np.full(35, -20.0),
+                   100.0, np.arange(50.0, 59.0), np.linspace(-10, 0, 990)]
+    fpr, tpr = roc(scores, members)
+    assert (1e-3, 0.5) in set(zip(fpr.tolist(), tpr.tolist()))
+    assert (1e-2, 0.65) in set(zip(fpr.tolist(), tpr.tolist()))
+    m = attack_metrics(scores, members)
+    assert m["tpr_at_0.1pct_fpr"] == 0.5
+    assert m["tpr_at_1pct_fpr"] == 0.65
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(4, 60))
+def test_auc_of_negated_scores_is_one_minus_auc(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    members = rng.random(n) < 0.5
+    members[:2] = [True, False]
+    scores = np.round(rng.normal(0, 1, n), int(rng.integers(0, 3)))  # ties too
+    assert attack_metrics(-scores, members)["auc"] == pytest.approx(1 - attack_metrics(scores, members)["auc"], abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.floats(-50, 50))
+def test_every_attack_is_invariant_to_shifting_an_examples_logits(seed: int, scale: float) -> None:
+    """Softmax (hence φ, p_y, the loss) does not change when a constant is added to all logits of one
+    (model, example, view); so no attack score may change beyond rounding."""
+    logits, keep, labels = synthetic(6, 40, n_views=2, seed=seed % 50)
+    shift = np.random.default_rng(seed).normal(0, 1, logits.shape[:3] + (1,)) * scale
+    base = evaluate_attacks(logits, keep, labels, attacks=list(ALL) + ["rmia_offline"], rmia_params={"a": 0.3})
+    moved = evaluate_attacks(logits.astype(np.float64) + shift, keep, labels,
+                             attacks=list(ALL) + ["rmia_offline"], rmia_params={"a": 0.3})
+    for attack in base["scores"]:
+        np.testing.assert_allclose(moved["scores"][attack], base["scores"][attack], rtol=1e-6, atol=1e-6,
+                                   err_msg=attack)

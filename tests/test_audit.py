@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 import bnmem
-from bnmem.audit import audit, fresh_copy
+from bnmem.auditing.membership import fresh_copy
+from bnmem.auditing.run import audit
 from bnmem.cli import main
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset

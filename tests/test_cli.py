@@ -106,3 +106,51 @@ def test_per_command_help_for_a_shared_flag(capsys):
     assert code == 0 and "one base seed for all shadow models" in out
     code, out, _ = run_cli(capsys, "memorize", "--help")
     assert code == 0 and "number of seeds" in out
+
+
+def test_corrected_rerun_after_a_bad_arch_succeeds(tmp_path, capsys):
+    """`--arch foo` fails before anything is written, so the corrected rerun into the same --out works."""
+    out = tmp_path / "X"
+    assert main(["memorize", "--arch", "foo", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown architecture 'foo'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    assert main(["memorize", "--arch", "lenet", "--train-size", "60", "--epochs", "1", "--seeds", "1",
+                 "--out", str(out), "--quiet"]) == 0
+    assert (out / "metrics.json").is_file()
+
+
+BAD_FLAGS = [
+    ["--arch", "foo"], ["--norms", "batch,bogus"], ["--norms", "batch,batch"], ["--dataset", "imagenet"],
+    ["--label-noise", "1.5"], ["--ood", "-0.1"], ["--epochs", "0"], ["--lr", "-1"], ["--seeds", "0"],
+    ["--optimizer", "rmsprop"], ["--set", "train.nope=1"], ["--set", "arch=vgg"],
+]
+COMMANDS = {
+    "memorize": [], "gradnorms": ["--at", "1"], "gamma-sigma": [], "mitigate": ["--lambdas", "1"],
+    "lira": ["--shadow-models", "4"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_no_invalid_flag_writes_into_out(command, tmp_path, capsys):
+    """Every lens command validates its whole config before it touches --out."""
+    for i, bad in enumerate(BAD_FLAGS):
+        out = tmp_path / f"o{i}"
+        code = main([command, *COMMANDS[command], *bad, "--out", str(out), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, (command, bad, err)
+        assert len(err.splitlines()) == 1 and err.startswith("bnmem: error:"), (command, bad, err)
+        assert not out.exists(), (command, bad)
+
+
+def test_gradnorms_default_checkpoints_fit_the_epochs(tmp_path):
+    """The default --at is derived from --epochs, so any run length works without --at."""
+    from bnmem.lenses.gradnorms import GradNormsConfig, default_checkpoints
+
+    assert default_checkpoints(30) == [1, 5, 10, 30]
+    assert default_checkpoints(10) == [1, 3, 10]
+    assert default_checkpoints(1) == [1]
+    assert GradNormsConfig.model_validate({"train": {"epochs": 10}}).at == [1, 3, 10]
+    assert main(["gradnorms", "--epochs", "2", "--train-size", "60", "--seeds", "1", "--norms", "batch",
+                 "--out", str(tmp_path / "g"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "g" / "metrics.json").read_text())["conditions"]["checkpoints"] == [1, 2]

@@ -156,6 +156,35 @@ def test_float64_two_epochs_match_sequential(ds64, method, norm, recipe):
     _assert_match(_oracle(mc, ds64, cfg, SEEDS, idx), models, ds64, 1e-9, loose=loose)
 
 
+# Flips are refused on digits (a mirrored digit is another input); the engines'
+# pixel copies do not care which images they flip, so the crop-flip check runs
+# on the digits tensors under a CIFAR name.
+@pytest.mark.parametrize("method", ["grouped", "vmap"])
+@pytest.mark.parametrize("norm", ["batch", "none"])
+@pytest.mark.parametrize("aug", [("shift", "reflect"), ("crop-flip", "zero")])
+def test_float64_augmented_training_matches_sequential(ds64, method, norm, aug):
+    kind, padding = aug
+    data = dataclasses.replace(ds64, name="cifar10") if kind == "crop-flip" else ds64
+    cfg = _sgd(augment=kind, augment_padding=padding, augment_pad=2)
+    mc = ModelConfig(arch="lenet", norm=norm)
+    idx = _in_sets(UNEQUAL)
+    models = train_models(mc, data, cfg, SEEDS, idx, method=method, progress=False)
+    refs = _oracle(mc, data, cfg, SEEDS, idx)
+    _assert_match(refs, models, data, 1e-9)
+    # The augmentation is live: without it the oracle ends elsewhere.
+    plain = _oracle(mc, data, _sgd(), SEEDS[:1], idx[:1])[0]
+    assert (plain.conv1.weight - refs[0].conv1.weight).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("norm", ["batch", "none"])
+def test_augmented_grouped_is_bitwise_independent_of_the_other_models(ds, norm):
+    mc, cfg = ModelConfig(arch="lenet", norm=norm), _sgd(augment="shift")
+    seeds, idx = list(range(8)), _in_sets((80, 67, 90, 75, 64, 81, 70, 96), seed=1)
+    eight = train_models(mc, ds, cfg, seeds, idx, method="grouped", progress=False)
+    four = train_models(mc, ds, cfg, seeds[4:], idx[4:], method="grouped", progress=False)
+    _assert_bitwise(eight[4:], four)
+
+
 @pytest.mark.parametrize("norm", ["group", "layer"])
 def test_float64_group_and_layer_norm_grouped(ds64, norm):
     cfg, mc, idx = _sgd(), ModelConfig(arch="lenet", norm=norm), _in_sets(UNEQUAL)

@@ -1,7 +1,6 @@
 """Per-sample gradient norms: fast paths against a one-backward-per-example oracle, and `bnmem gradnorms`."""
 
 import json
-
 import numpy as np
 import pytest
 import torch
@@ -106,19 +105,24 @@ def test_ghost_covers_strided_grouped_sequence_layers():
 
 def test_ghost_refuses_what_it_cannot_do_and_auto_falls_back():
     torch.manual_seed(0)
-    inplace = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.Flatten(), nn.Linear(4 * 36, 3)).double()
-    grouped = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.Flatten(), nn.Linear(4 * 36, 3)).double()
+    reflect = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, padding_mode="reflect"), nn.ReLU(inplace=True),
+                            nn.Flatten(), nn.Linear(4 * 64, 3)).double()
     x, y = _data(6, (1, 8, 8), 3)
     x = x.double()
-    assert unsupported_reason(grouped) is not None
-    with pytest.raises(GhostUnsupported, match="in place"):
-        ghost_sq_norms(inplace, x, y)
+    assert "padding_mode" in unsupported_reason(reflect)
+    with pytest.raises(GhostUnsupported, match="padding_mode"):
+        ghost_sq_norms(reflect, x, y)
     with pytest.raises(BnmemError, match="ghost-norm path does not cover"):
-        eval_sq_norms(grouped, torch.cat([x, x], 1), y, "ghost")
-    with pytest.warns(UserWarning, match=r"ghost norms not applicable .*in place.*falling back to vmap"):
-        sq, used = eval_sq_norms(inplace, x, y, "auto")
+        eval_sq_norms(reflect, x, y, "ghost")
+    with pytest.warns(UserWarning, match=r"ghost norms not applicable .*padding_mode.*falling back to vmap"):
+        sq, used = eval_sq_norms(reflect, x, y, "auto")
     assert used == "vmap"
-    assert _rel(sq, loop_sq_norms(inplace, x, y)) < RTOL
+    assert _rel(sq, loop_sq_norms(reflect, x, y)) < RTOL
+    # in-place activations and grouped convolutions are covered (tests/test_ghost_layers.py)
+    inplace = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.ReLU(inplace=True), nn.Flatten(),
+                            nn.Linear(4 * 36, 3)).double()
+    sq, used = eval_sq_norms(inplace, torch.cat([x, x], 1), y, "auto")
+    assert used == "ghost" and _rel(sq, loop_sq_norms(inplace, torch.cat([x, x], 1), y)) < RTOL
     # BN in training mode without running statistics couples examples even in eval mode
     bn = nn.Sequential(nn.Flatten(), nn.Linear(64, 4), nn.BatchNorm1d(4, track_running_stats=False)).double()
     bn.eval()

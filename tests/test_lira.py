@@ -14,14 +14,17 @@ import torch
 
 from bnmem import io
 from bnmem.attacks import keep_matrix
+from bnmem.attacks import AttackInputs, evaluate_attacks, evaluate_inputs, lira_statistic
+from bnmem.attacks.phi import NpyPhi, phi_from_logits_block
 from bnmem.cli import main
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.data import load_dataset
+from bnmem.data.views import make_views, shifted
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.lenses.lira import LiraConfig, paired_differences, run_lira
-from bnmem.lenses.lira.query import make_views, query_batches, query_models, shifted
+from bnmem.lenses.lira import LiraConfig, attack_norm, paired_differences, run_lira
+from bnmem.lenses.lira.query import query_batches, query_logits, query_models, query_settings
 from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")
@@ -34,6 +37,7 @@ def claim_config() -> LiraConfig:
         shadow_models=16,
         chunk_size=8,
         train=TrainConfig(epochs=12),
+        views=["identity", "shift"],  # the earlier fixed set (the default now matches training: identity only)
     )
 
 
@@ -62,10 +66,16 @@ def test_arrays_on_disk(claim_run):
     ds = load_dataset(claim_config().data)
     for norm in ("batch", "none"):
         d = out / norm
-        logits = np.load(d / "logits.npy")
+        phi = np.load(d / "phi.npy")
         keep = np.load(d / "keep.npy")
-        assert logits.dtype == np.float32 and logits.shape == (16, ds.n_train, 5, 10)
-        assert np.isfinite(logits).all()
+        assert phi.dtype == np.float32 and phi.shape == (16, ds.n_train, 5)
+        assert np.isfinite(phi).all()
+        assert np.load(d / "phi_lo.npy").shape == phi.shape and np.abs(np.load(d / "phi_lo.npy")).max() < 1e-5
+        pop = np.load(d / "population_phi.npy")
+        assert pop.dtype == np.float32 and pop.shape == (16, ds.x_test.shape[0], 5)
+        np.testing.assert_array_equal(np.load(d / "population_labels.npy"), ds.y_test.numpy())
+        assert not (d / "logits.npy").exists()  # only with --save-logits
+        assert not list((d / "query").glob("*.npy"))  # chunk arrays removed once assembled
         assert keep.dtype == bool and keep.shape == (16, ds.n_train)
         assert (keep.sum(axis=0) == 8).all()  # every example IN for exactly half
         labels = np.load(d / "labels.npy")
@@ -94,13 +104,67 @@ def test_keep_and_seeds_shared_across_norms(claim_run):
     model = load_shadow_models(cfg, "batch", out / "batch", ds)[3].eval()
     with torch.no_grad():
         z = model(ds.x_train[:50]).numpy()
-    np.testing.assert_allclose(z, np.load(out / "batch" / "logits.npy")[3, :50, 0], rtol=1e-5, atol=1e-5)
+    phi = phi_from_logits_block(z[:, None, :], ds.y_train.numpy()[:50])[:, 0]
+    np.testing.assert_allclose(phi, np.load(out / "batch" / "phi.npy")[3, :50, 0], rtol=1e-5, atol=1e-5)
+
+
+def test_streaming_equals_oracle_on_the_digits_run(claim_run):
+    """Every attack (with RMIA offline) and subset: the lens's streaming evaluation equals the in-memory
+    oracle on the same stored φ and test-split population, to 1e-9."""
+    out, _ = claim_run
+    for norm in ("batch", "none"):
+        d = out / norm
+        keep = np.load(d / "keep.npy")
+        outliers = np.load(d / "is_noisy.npy") | np.load(d / "is_ood.npy")
+        subsets = {"outliers": outliers, "inliers": ~outliers}
+        attacks = list(ATTACKS) + ["rmia_offline"]
+        stream = attack_norm(d, attacks)
+        phi, pop = NpyPhi(d / "phi.npy"), NpyPhi(d / "population_phi.npy")
+        oracle = evaluate_inputs(AttackInputs.from_phi(phi.read(0, phi.shape[1]), keep, pop.read(0, pop.shape[1])),
+                                 subsets, attacks)
+        for attack in attacks:
+            for sub in ("all", "outliers", "inliers"):
+                np.testing.assert_allclose(stream["metrics"][attack][sub]["auc_per_target"],
+                                           oracle["metrics"][attack][sub]["auc_per_target"], rtol=0, atol=1e-9)
+        assert stream["settings"]["rmia_population"].startswith("test split")
+        assert stream["settings"]["rmia_offline_a_per_target"] == oracle["settings"]["rmia_offline_a_per_target"]
+
+
+def test_stored_phi_and_legacy_logits_give_the_logits_results(tmp_path):
+    """A --save-logits run: φ on disk reproduces φ from the logits (round trip), the attacks on it equal
+    the oracle on the logits to 1e-9, and the same directory without φ (a run from before φ storage)
+    still evaluates, deriving φ from logits.npy block by block."""
+    cfg = small_config(save_logits=True)
+    out = tmp_path / "run"
+    train_and_query(cfg, out, LocalExecutor(progress=False))
+    d = out / "batch"
+    logits, keep, labels = np.load(d / "logits.npy"), np.load(d / "keep.npy"), np.load(d / "labels.npy")
+    np.testing.assert_allclose(NpyPhi(d / "phi.npy").read(0, logits.shape[1]), lira_statistic(logits, labels),
+                               rtol=1e-13, atol=1e-13)
+    outliers = np.load(d / "is_noisy.npy") | np.load(d / "is_ood.npy")
+    subsets = {"outliers": outliers, "inliers": ~outliers}
+    pop = NpyPhi(d / "population_phi.npy")
+    oracle = evaluate_inputs(AttackInputs.from_phi(lira_statistic(logits, labels), keep, pop.read(0, pop.shape[1])),
+                             subsets, ATTACKS)
+    stream = attack_norm(d, ATTACKS)
+    legacy_oracle = evaluate_attacks(logits, keep, labels, subsets, ATTACKS)
+    for f in ("phi.npy", "phi_lo.npy", "population_phi.npy", "population_phi_lo.npy"):
+        (d / f).unlink()
+    legacy = attack_norm(d, ATTACKS)
+    assert legacy["settings"]["rmia_population"].startswith("legacy")
+    for attack in ATTACKS:
+        for sub in ("all", "outliers", "inliers"):
+            for got, want in ((stream, oracle), (legacy, legacy_oracle)):
+                np.testing.assert_allclose(got["metrics"][attack][sub]["auc_per_target"],
+                                           want["metrics"][attack][sub]["auc_per_target"], rtol=0, atol=1e-9)
 
 
 def test_metrics_structure(claim_run):
     out, res = claim_run
     saved = json.loads((out / "metrics.json").read_text())
     assert set(saved) >= {"batch", "none", "accuracy", "paired", "conditions", "subset_sizes", "dataset"}
+    assert saved["lens"] == "lira" and saved["schema_version"] == 2
+    assert saved["conditions"]["rmia_population"].startswith("test split (n=")
     for norm in ("batch", "none"):
         assert set(saved[norm]) == set(ATTACKS)
         for attack in ATTACKS:
@@ -136,15 +200,49 @@ def test_batch_query_mode_changes_bn_answers_only(claim_run, tmp_path):
         info = query_models(cfg, norm, copy / norm, LocalExecutor(progress=False))
         assert info["settings"]["bn_mode"] == "batch" and info["settings"]["batch_size"] == 100
         assert json.loads((copy / norm / "query.json").read_text())["settings"]["bn_mode"] == "batch"
-        eval_logits = np.load(out / norm / "logits.npy")
-        batch_logits = np.load(copy / norm / "logits.npy")
+        eval_logits = np.load(out / norm / "phi.npy")
+        batch_logits = np.load(copy / norm / "phi.npy")
         if norm == "batch":
             assert np.abs(eval_logits - batch_logits).max() > 0.1
         else:  # no BN layer: the mode cannot matter
             np.testing.assert_allclose(eval_logits, batch_logits, rtol=1e-5, atol=1e-5)
-    # 898 examples in batches of about 100: nine near-equal contiguous pieces, none tiny.
+        assert info["settings"]["batch_order"] == "seeded random permutation" and info["settings"]["batch_seed"] == 0
+    # 898 examples in batches of about 100: nine near-equal pieces, none tiny.
     sizes = [len(b) for b in query_batches(898, cfg)]
     assert sum(sizes) == 898 and min(sizes) >= 99 and len(sizes) == 9
+
+
+def test_batch_mode_batches_are_a_seeded_permutation():
+    cfg = claim_config().model_copy(update={"query_bn_mode": "batch", "query_batch_size": 100})
+    pieces = query_batches(898, cfg)
+    order = np.concatenate(pieces)
+    assert sorted(order.tolist()) == list(range(898))  # every example exactly once
+    assert not np.array_equal(order, np.arange(898))  # not index order
+    assert np.array_equal(order, np.random.default_rng(0).permutation(898))  # the recorded seed's permutation
+    again = np.concatenate(query_batches(898, cfg))
+    other = np.concatenate(query_batches(898, cfg.model_copy(update={"query_seed": 1})))
+    assert np.array_equal(order, again) and not np.array_equal(order, other)
+    # The last batch is no longer the dataset's tail (where OOD examples sit).
+    assert (pieces[-1] >= 898 - 100).mean() < 0.5
+    # eval mode ignores the seed: contiguous pieces in index order.
+    assert np.array_equal(np.concatenate(query_batches(898, claim_config())), np.arange(898))
+    assert query_settings(claim_config(), load_dataset(claim_config().data))["batch_seed"] is None
+
+
+def test_batch_mode_logits_come_back_in_example_order():
+    """One permuted batch holding every example: BN statistics are those of the whole set, so the
+    answer must equal a plain training-mode forward pass in index order."""
+    ds = load_dataset(claim_config().data)
+    cfg = claim_config().model_copy(update={"query_bn_mode": "batch", "query_batch_size": 200})
+    from bnmem.train import seeded_model
+
+    model = seeded_model(cfg.model("batch"), ds, 0)
+    x = ds.x_train[:200]
+    got = query_logits(model, x, make_views(["identity"], ds.input_shape), cfg)[:, 0]
+    model.train()
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_views_and_shift():
@@ -163,6 +261,28 @@ def test_views_and_shift():
     assert LiraConfig(data=DataConfig(dataset="cifar10"), views="shift,flip,identity").views == ["identity", "flip", "shift"]
     with pytest.raises(BnmemError, match="unknown view"):
         LiraConfig(views="identity,rotate")
+
+
+def test_query_views_default_to_the_training_augmentation():
+    from bnmem.data import augment
+
+    def names(cfg, shape=(1, 8, 8)):
+        return [n for n, _ in cfg.query_views(shape)]
+
+    assert LiraConfig().views == ["augment"] and names(LiraConfig()) == ["identity"]  # no augmentation
+    shift = LiraConfig(train=TrainConfig(augment="shift", augment_padding="zero"))
+    spec = augment.spec_of(shift.train, (1, 8, 8), "digits")
+    assert names(shift) == [n for n, _ in augment.matched_views(spec)] and len(names(shift)) == 9
+    x = load_dataset(DataConfig(dataset="digits", train_size=50)).x_train
+    for (_, fn), (_, ref) in zip(shift.query_views((1, 8, 8)), augment.matched_views(spec)):
+        assert torch.equal(fn(x), ref(x))
+    cifar = LiraConfig(data=DataConfig(dataset="cifar10"), train=TrainConfig(augment="crop-flip"))
+    assert len(names(cifar, (3, 32, 32))) == 18 and "flip+shift(+4,-4)" in names(cifar, (3, 32, 32))
+    # The flag keeps the earlier fixed set.
+    assert names(LiraConfig(train=TrainConfig(augment="shift"), views="identity,shift")) == [
+        "identity", "shift(+1,+0)", "shift(-1,+0)", "shift(+0,+1)", "shift(+0,-1)"]
+    with pytest.raises(BnmemError, match="stands alone"):
+        LiraConfig(views="augment,identity")
 
 
 def test_config_checks():
@@ -240,7 +360,7 @@ def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
     train_and_query(cfg, out, again)
     assert [s["models"] for s in again.specs] == cfg.chunks()[2:]
     assert {p: p.stat().st_mtime_ns for p in before} == before  # finished chunks untouched
-    for name in ("logits", "keep", "labels"):
+    for name in ("phi", "population_phi", "keep", "labels"):
         a, b = np.load(reference_run / "batch" / f"{name}.npy"), np.load(out / "batch" / f"{name}.npy")
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name  # bitwise
     # A third run finds everything done and trains nothing.
@@ -252,7 +372,8 @@ def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
 def test_resume_after_sigkill(reference_run, tmp_path):
     out = tmp_path / "killed"
     args = ["lira", "--norms", "batch", "--shadow-models", "8", "--chunk-size", "2", "--epochs", "2",
-            "--label-noise", "0.05", "--train-size", "300", "--views", "identity", "--quiet", "--out", str(out)]
+            "--label-noise", "0.05", "--train-size", "300", "--views", "identity", "--quiet", "--save-logits",
+            "--out", str(out)]
     code = f"import sys; from bnmem.cli import main; sys.exit(main({args!r}))"
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -268,8 +389,10 @@ def test_resume_after_sigkill(reference_run, tmp_path):
     before = {p: p.stat().st_mtime_ns for d in finished for p in d.iterdir()}
     assert main(args) == 0
     assert {p: p.stat().st_mtime_ns for p in before} == before
-    a, b = np.load(reference_run / "batch" / "logits.npy"), np.load(out / "batch" / "logits.npy")
+    a, b = np.load(reference_run / "batch" / "phi.npy"), np.load(out / "batch" / "phi.npy")
     assert a.tobytes() == b.tobytes()
+    logits = np.load(out / "batch" / "logits.npy")  # --save-logits keeps them, and φ is theirs
+    np.testing.assert_allclose(lira_statistic(logits, np.load(out / "batch" / "labels.npy")).astype(np.float32), b)
 
 
 def test_rerun_with_other_config_is_refused(reference_run):
@@ -303,3 +426,14 @@ def test_cli_bad_input_one_line(tmp_path, capsys, args, fragment):
     assert code == 2
     assert fragment in one_error_line(err)
     assert not (tmp_path / "o" / "batch" / "shadow").exists()  # failed before any training
+
+
+def test_identity_only_block_reruns_the_attacks_on_the_identity_view(claim_run):
+    from bnmem.lenses.lira.run import attack_norm
+
+    out, res = claim_run
+    block = res["identity_only"]
+    direct = attack_norm(out / "batch", views=[0])["metrics"]
+    assert block["batch"]["online"]["all"]["auc_per_target"] == direct["online"]["all"]["auc_per_target"]
+    assert block["batch"]["online"]["all"]["auc"] != res["batch"]["online"]["all"]["auc"]  # 1 view, not 5
+    assert len(block["paired"]["batch-none"]["online"]["all"]["auc"]["per_target"]) == 16

@@ -37,3 +37,16 @@ def _square(spec):
 def test_bad_worker_count():
     with pytest.raises(BnmemError, match="--workers must be at least 1"):
         get_executor("local", workers=0)
+
+
+def _progress_of(spec):
+    return {"progress": spec.get("progress")}
+
+
+def test_worker_children_are_quiet():
+    """With worker processes the children draw no per-model bars (they would overwrite the job bar and each
+    other): their specs arrive with progress off; in-process jobs keep what they were given."""
+    specs = [{"progress": True, "i": i} for i in range(3)]
+    assert get_executor("local", progress=False, workers=2).map(_progress_of, specs) == [{"progress": False}] * 3
+    assert get_executor("local", progress=False, workers=1).map(_progress_of, specs) == [{"progress": True}] * 3
+    assert specs[0]["progress"] is True  # the caller's specs are not modified

@@ -124,3 +124,71 @@ def test_lira_option(tmp_path):
         logits[name] = arr["logits"]
     assert not np.array_equal(logits["batch"], logits["batch+gs1"])  # two recipes, two sets of shadow models
     assert "LiRA AUC" in summary_table(res)
+
+
+# ------------------------------------------------ selection without the test set
+
+
+def _rec(val, mem, test, lam=0.0, tau=None):
+    def stat(v):
+        return {"mean": v, "min": v, "max": v, "per_seed": [v]}
+
+    return {"gs_reg": lam, "gs_tau": tau, "final": {"val_acc": stat(val), "noisy_acc": stat(mem), "test_acc": stat(test),
+                                                   "train_acc": stat(0.99)}}
+
+
+def test_selection_rule_uses_validation_and_memorization_only():
+    from bnmem.lenses.mitigate import Variant, select_variant
+
+    variants = [Variant("batch", "batch", 0.0), Variant("batch+gs1", "batch", 1.0), Variant("batch+gs10", "batch", 10.0),
+                Variant("batch+gs100", "batch", 100.0)]
+    metrics = {"batch": _rec(0.95, 0.6, 0.94), "batch+gs1": _rec(0.95, 0.3, 0.90, 1.0),
+               "batch+gs10": _rec(0.945, 0.1, 0.80, 10.0), "batch+gs100": _rec(0.90, 0.0, 0.96, 100.0)}
+    sel = select_variant(metrics, variants, "noisy_acc")
+    # gs100 memorizes least and has the best test accuracy, but loses 5 points on validation: not eligible.
+    assert sel["variant"] == "batch+gs10" and sel["eligible"] == ["batch+gs1", "batch+gs10"]
+    # The test accuracies play no part.
+    for rec in metrics.values():
+        rec["final"]["test_acc"]["mean"] = 0.5
+    assert select_variant(metrics, variants, "noisy_acc")["variant"] == "batch+gs10"
+    # Nothing eligible: the best validation accuracy.
+    for name in ("batch+gs1", "batch+gs10"):
+        metrics[name]["final"]["val_acc"]["mean"] = 0.5
+    assert select_variant(metrics, variants, "noisy_acc")["variant"] == "batch+gs100"
+    # Clean data: the smallest train − validation gap among the eligible.
+    metrics = {"batch": _rec(0.95, None, 0.9), "batch+gs1": _rec(0.95, None, 0.9, 1.0),
+               "batch+gs10": _rec(0.96, None, 0.9, 10.0), "batch+gs100": _rec(0.5, None, 0.9, 100.0)}
+    sel = select_variant(metrics, variants, None)
+    assert sel["variant"] == "batch+gs10" and sel["criterion"] == "train_acc - val_acc"
+
+
+def test_mitigate_carves_a_validation_split_and_reports_the_selection(claim_run):
+    _, cfg, res = claim_run
+    assert cfg.data.val_fraction == 0.1 and res["conditions"]["n_val"] == 90
+    sel = res["selection"]
+    assert sel["variant"] == "batch+gs1" and sel["rule"] == res["conditions"]["selection_rule"]
+    tc = sel["test_acc_change"]
+    bn, reg = res["batch"]["final"]["test_acc"]["per_seed"], res["batch+gs1"]["final"]["test_acc"]["per_seed"]
+    assert tc["n"] == 1 and tc["mean"] == pytest.approx(reg[0] - bn[0])
+    assert 0 < res["batch"]["final"]["val_acc"]["mean"] <= 1
+    assert MitigateConfig(data={"val_fraction": 0.0}, train=TrainConfig(epochs=10)).data.val_fraction == 0.1
+    assert MitigateConfig(data=DataConfig(val_fraction=0.2), train=TrainConfig(epochs=10)).data.val_fraction == 0.2
+
+
+def test_lira_runs_for_plain_norms_and_the_selected_variant(tmp_path):
+    cfg = MitigateConfig(data=DataConfig(dataset="digits", label_noise=0.05, train_size=300), norms=["batch", "none"],
+                         seeds=[0, 1], train=TrainConfig(epochs=2), lambdas=[1.0, 10.0], fixed_epoch=1, lira_models=4)
+    res = run_mitigate(cfg, tmp_path / "l", progress=False)
+    chosen = res["selection"]["variant"]
+    with_lira = {n for n in res["variants"] if "lira" in res[n]}
+    assert with_lira == {"batch", "none", chosen}
+    for n in with_lira:
+        assert set(res[n]["lira"]["attacks"]) == {"online", "rmia"} and res[n]["lira"]["shadow_models"] == 4
+    pairs = res["selection"]["lira_paired_auc"]
+    assert set(pairs) == {f"{chosen}-batch", "batch-none", f"{chosen}-none"}
+    p = pairs["batch-none"]["rmia"]["all"]
+    per = (np.array(res["batch"]["lira"]["attacks"]["rmia"]["all"]["auc_per_target"])
+           - np.array(res["none"]["lira"]["attacks"]["rmia"]["all"]["auc_per_target"]))
+    np.testing.assert_allclose(p["per_target"], per)
+    assert res["selection"]["test_acc_change"]["n"] == 2 and res["selection"]["test_acc_change"]["ci_low"] is not None
+    assert "RMIA AUC" in summary_table(res) and "selected on the validation split" in summary_table(res)

@@ -7,7 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bnmem.config import ARCHS, NORMS
+from bnmem.models.norms import NORMS
+from bnmem.models import MODELS
+
+ARCHS = tuple(MODELS)
 from bnmem.errors import BnmemError
 from bnmem.models import (
     MODELS,
@@ -182,8 +185,15 @@ def test_audit_helpers_on_a_user_model():
 # ---------------------------------------------------------------- build_model
 
 
-def test_registry_matches_config():
-    assert tuple(MODELS) == ARCHS
+def test_config_validates_against_the_model_registry():
+    """bnmem.config checks architecture names against bnmem.models.MODELS, the one table."""
+    from bnmem.config import ModelConfig
+
+    for arch in MODELS:
+        assert ModelConfig(arch=arch).arch == arch
+    assert ModelConfig(arch="resnet").arch == "resnet20"
+    with pytest.raises(ValueError, match="unknown architecture 'vgg'"):
+        ModelConfig(arch="vgg")
 
 
 def test_build_model_alias_and_options():

@@ -161,7 +161,7 @@ def test_lira_identical_under_local_and_ray_despite_a_killed_worker(ray_cluster,
     assert json.dumps(ray_metrics, sort_keys=True) == json.dumps(local_metrics, sort_keys=True)
     assert (tmp_path / "ray" / "metrics.json").read_bytes() == (tmp_path / "local" / "metrics.json").read_bytes()
     for norm in cfg.norms:
-        for f in ("logits.npy", "keep.npy", "labels.npy", "is_noisy.npy"):
+        for f in ("phi.npy", "population_phi.npy", "keep.npy", "labels.npy", "is_noisy.npy"):
             assert (tmp_path / "ray" / norm / f).read_bytes() == (tmp_path / "local" / norm / f).read_bytes(), (norm, f)
 
 
@@ -174,7 +174,7 @@ def test_lira_command_takes_the_ray_executor(ray_cluster, tmp_path, capsys):
             "--chunk-size", "2", "--epochs", "1", "--views", "identity", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "ray"), "--executor", "ray", "--ray-address", ray_cluster]) == 0
     assert main([*args, "--out", str(tmp_path / "local")]) == 0
-    for f in ("logits.npy", "keep.npy"):
+    for f in ("phi.npy", "keep.npy"):
         assert (tmp_path / "ray" / "batch" / f).read_bytes() == (tmp_path / "local" / "batch" / f).read_bytes()
     capsys.readouterr()
     assert main([*args, "--out", str(tmp_path / "x"), "--ray-address", ray_cluster]) == 2
@@ -373,7 +373,7 @@ def test_killed_study_driver_resumes_locally(ray_cluster, tmp_path):
     run_study(load_study(study), clean, executor=get_executor("local", progress=False), progress=False)
     results = sorted(p.relative_to(clean) for p in clean.rglob("*")
                      if p.suffix in (".npy", ".pt") or p.name == "metrics.json")
-    assert any(p.name == "logits.npy" for p in results) and any(p.suffix == ".pt" for p in results)
+    assert any(p.name == "phi.npy" for p in results) and any(p.suffix == ".pt" for p in results)
     for rel in results:
         assert (out / rel).read_bytes() == (clean / rel).read_bytes(), rel
 

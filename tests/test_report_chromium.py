@@ -30,13 +30,13 @@ def report(tmp_path_factory):
     """A report of a real (tiny) memorize run and toy-model simulation."""
     from bnmem.config import DataConfig, TrainConfig
     from bnmem.lenses.memorize import MemorizeConfig, run_memorize
-    from bnmem.theory import run_theory
+    from bnmem.theory import TheoryConfig, run_theory
 
     root = tmp_path_factory.mktemp("render")
     cfg = MemorizeConfig(data=DataConfig(dataset="digits", label_noise=0.1, train_size=200), norms=["batch", "none"],
                          seeds=[0, 1], train=TrainConfig(epochs=2, lr=0.05))
     run_memorize(cfg, root / "memorize", progress=False)
-    run_theory(root / "theory", steps=20)
+    run_theory(TheoryConfig(steps=20), root / "theory")
     return build_report(root), root
 
 

@@ -18,7 +18,9 @@ STUDIES = Path(__file__).resolve().parents[1] / "studies"
 # Small enough for a test: 200 digits, 2 epochs, one seed, 4 shadow models.
 TINY = {
     "name": "tiny",
-    "data": {"dataset": "digits", "train_size": 200},
+    # A validation split for every lens: mitigate selects λ on one (it carves 10% when none is
+    # set), and lenses share (norm, seed) runs only when their data is the same.
+    "data": {"dataset": "digits", "train_size": 200, "val_fraction": 0.1},
     "train": {"epochs": 2, "batch_size": 32},
     "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}, {"ood": 0.05}]},
     "lenses": {
@@ -69,8 +71,8 @@ def _with(path: str, value) -> dict:
         (_with("train.lrr", 0.1), "train.lrr: Extra inputs are not permitted"),
         (_with("lenses.lira.shadow_modelz", 8), "lenses.lira.shadow_modelz: Extra inputs are not permitted"),
         (_with("lenses.theory.stepz", 8), "lenses.theory.stepz: Extra inputs are not permitted"),
-        (_with("lenses.rmia", {"gamma": 2}), "lenses.rmia.gamma: Extra inputs are not permitted"),
-        (_with("lenses.nonsense", {}), "lenses.nonsense: Extra inputs are not permitted"),
+        (_with("lenses.rmia", {"gamma": 2}), "rmia: it runs the lira lens and takes no options of its own"),
+        (_with("lenses.nonsense", {}), "lenses: unknown lens 'nonsense'; choose one of memorize"),
         (_with("grid.outliers", [{"label_noise": 1.5}]), "grid.outliers.0.label_noise: rate 1.5 is outside [0, 1)"),
         (_with("grid.datasets", ["imagenet"]), "grid.datasets: unknown dataset 'imagenet'"),
         (_with("grid.norms", ["batch", "weird"]), "grid.norms: unknown norm 'weird'"),
@@ -137,6 +139,10 @@ def test_grid_expansion_and_index():
     targets = {j.config["norm"]: sorted(t["lens"] for t in j.config["targets"]) for j in by_lens["shared-training"]}
     assert targets == {"batch": ["gamma-sigma", "gradnorms", "memorize", "mitigate"],
                        "none": ["gradnorms", "memorize", "mitigate"]}
+    # Without a study-wide validation split, mitigate's data (its own 10% split) differs: it trains alone.
+    no_val = Study.model_validate({**doc, "data": {k: v for k, v in doc["data"].items() if k != "val_fraction"}})
+    no_val_jobs = [j for j in plan(no_val)[1] if j.lens == "shared-training"]
+    assert all("mitigate" not in [t["lens"] for t in j.config["targets"]] for j in no_val_jobs)
     assert [j.stage for j in jobs] == sorted(j.stage for j in jobs) and jobs[-1].lens == "lira"
     assert all(j.config["seeds"] == [0] and j.config["shadow_models"] == 4 for j in by_lens["lira"])
     assert all(j.config["norms"] == ["batch"] for j in by_lens["gamma-sigma"])
@@ -179,7 +185,8 @@ def test_ready_studies_validate(path):
     study = load_study(path)
     cells, jobs = plan(study)
     assert len({c.id for c in cells}) == len(cells)
-    assert set(study.lenses.enabled()) == {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "rmia", "theory"}
+    assert set(study.lenses.enabled()) == {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "theory"}
+    assert study.lenses.asked()["rmia"] == "lira"  # rmia runs the lira lens
     if path.stem in READY:
         assert (len(cells), len(jobs)) == READY[path.stem]
 
@@ -245,17 +252,60 @@ def test_tiny_study_runs(tiny_run):
 
 def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
     """Each lens fed by the shared runs writes exactly what it writes when run on its own."""
-    from bnmem.lenses.registry import run_cell_lens
+    from bnmem.lenses import registry
 
     study, out, _ = tiny_run
     _, jobs = plan(study)
     for lens in ("memorize", "gradnorms", "gamma-sigma", "mitigate"):
         job = next(j for j in jobs if j.id == f"digits-lenet-flip0.05/{lens}")
         alone = tmp_path / lens
-        run_cell_lens(lens, job.config, alone, progress=False)
+        spec = registry.get(lens)
+        spec.run(spec.config.model_validate(job.config), alone, progress=False)
         got, want = result_files(out / job.folder), result_files(alone)
         assert got.keys() == want.keys(), lens
         assert [k for k in got if got[k] != want[k]] == [], lens
+
+
+def test_all_cells_lira_at_once_matches_standalone(tiny_run, tmp_path):
+    """The study submits every cell's shadow-model chunks (then query chunks) in one go; each cell's
+    lira folder still holds exactly what `bnmem lira` writes on its own, one cell after another."""
+    from bnmem.lenses import registry
+
+    study, out, _ = tiny_run
+    _, jobs = plan(study)
+    lira = registry.get("lira")
+    cells = [j for j in jobs if j.lens == "lira"]
+    assert len(cells) == 2
+    for job in cells:
+        alone = tmp_path / job.folder
+        lira.run(lira.config.model_validate(job.config), alone, progress=False)
+        got, want = result_files(out / job.folder), result_files(alone)
+        assert got.keys() == want.keys() and any(k.endswith("metrics.json") for k in got)
+        assert [k for k in got if got[k] != want[k]] == [], job.folder
+
+
+def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
+    """run_phases maps each phase once over every cell's pending jobs (what puts them all in flight)."""
+    from bnmem.executors.local import LocalExecutor
+    from bnmem.study.run import job_spec, run_phases
+
+    study = Study.model_validate({**TINY, "lenses": {"lira": {"shadow_models": 4, "chunk_size": 2}}})
+    _, jobs = plan(study)
+    calls = []
+
+    class Recording(LocalExecutor):
+        def map(self, fn, specs, desc="jobs", resources=None):
+            calls.append((desc, sorted({s["run_dir"].split("/")[-3] for s in specs}), len(specs)))
+            return super().map(fn, specs, desc, resources)
+
+    specs = [job_spec(j, tmp_path, False) for j in jobs]
+    run_phases(specs, Recording(progress=False), {})
+    # 2 cells x 2 norms x 2 chunks of 2 models, trained then queried: one map per phase.
+    assert calls == [("train jobs", ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise"], 8),
+                     ("query jobs", ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise"], 8)]
+    calls.clear()
+    run_phases(specs, Recording(progress=False), {})  # all finished: nothing submitted
+    assert calls == []
 
 
 def test_rerun_skips_everything(tiny_run, capsys):
@@ -275,8 +325,10 @@ def test_rerun_with_other_study_refused(tiny_run, tmp_path, capsys):
 
 def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     _, reference, _ = tiny_run
-    import bnmem.lenses.lira as lira_mod
+    import dataclasses
+
     import bnmem.train.trainer as trainer_mod
+    from bnmem.lenses import registry
 
     study = Study.model_validate(TINY)
     real_train = trainer_mod.train_model
@@ -300,7 +352,7 @@ def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
         raise RuntimeError("simulated lira crash")
 
     monkeypatch.setattr(trainer_mod, "train_model", flaky_train)
-    monkeypatch.setattr(lira_mod, "run_lira", broken_lira)
+    monkeypatch.setitem(registry._REGISTRY, "lira", dataclasses.replace(registry.get("lira"), run=broken_lira))
     out = tmp_path / "run"
     with pytest.raises(BnmemError, match=r"jobs failed \(first: .*RuntimeError: simulated crash"):
         run_study(study, out, progress=False)
@@ -321,3 +373,41 @@ def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     got, want = result_files(out), result_files(reference)
     assert got.keys() == want.keys()
     assert [k for k in got if got[k] != want[k]] == []
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_study(tmp_path, TINY)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no run directory, no runs/
+    _, jobs = plan(Study.model_validate(TINY))
+    assert f"{len(jobs)} jobs" in text and "digits-lenet-flip0.05/lira" in text
+    # 4 shadow models x 2 norms x 4 bytes x 1 view (no training augmentation: identity) x (180 + 189)
+    # examples (200 less the 10% validation split; the OOD cell appends 9 images)
+    assert "attack inputs 11.8 KB" in text and "estimated disk:" in text
+
+
+def test_replicates_and_recipes_expand_into_cells():
+    """grid.replicates shifts the corruption and model seeds per replicate; grid.recipes adds per-norm-recipe
+    cells that run only the lenses taking a recipe."""
+    doc = {**TINY, "grid": {**TINY["grid"], "outliers": [{"label_noise": 0.05}], "replicates": 2,
+                            "recipes": ["shared", "per-norm"]}}
+    study = Study.model_validate(doc)
+    cells, jobs = plan(study)
+    assert [c.id for c in cells] == ["digits-lenet-flip0.05-r0", "digits-lenet-flip0.05-r1",
+                                     "digits-lenet-flip0.05-pernorm-r0", "digits-lenet-flip0.05-pernorm-r1"]
+    by_id = {j.id: j for j in jobs}
+    r0, r1 = by_id["digits-lenet-flip0.05-r0/memorize"].config, by_id["digits-lenet-flip0.05-r1/memorize"].config
+    assert (r0["data"]["seed"], r1["data"]["seed"]) == (0, 1)
+    assert r0["seeds"] == [0] and r1["seeds"] == [1000]
+    assert by_id["digits-lenet-flip0.05-r1/lira"].config["seeds"] == [1000]
+    assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config["keep_seed"] for k in (0, 1)] == [0, 1]
+    per = sorted(j.lens for j in jobs if j.id.startswith("digits-lenet-flip0.05-pernorm-r0/"))
+    assert per == ["lira", "memorize"]
+    assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config["recipe"] == "per-norm"
+    assert r0["recipe"] == "shared"
+    index = index_doc(study, cells, jobs)
+    assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
+    assert "recipe" not in index["cells"][0]

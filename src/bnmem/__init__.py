@@ -1,19 +1,29 @@
 """bnmem: how normalization layers change memorization and membership-inference risk."""
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bnmem.errors import BnmemError
 
+if TYPE_CHECKING:
+    from bnmem.auditing.run import AuditResult
+
+__version__ = "0.1.0"
 __all__ = ["BnmemError", "__version__", "audit"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so `import bnmem` stays light (no torch) until the audit is used.
-    # `bnmem.audit` is the module bnmem/audit.py, made callable: bnmem.audit(model, data)
-    # calls bnmem.audit.audit, whichever of the two the import system left here.
-    if name == "audit":
-        return importlib.import_module("bnmem.audit")
-    raise AttributeError(f"module 'bnmem' has no attribute {name!r}")
+def audit(model: Any, train_data: Any, test_data: Any = None, **kwargs: Any) -> AuditResult:
+    """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for the arguments.
+
+    Imports torch only when called, so ``import bnmem`` stays light.
+
+    Returns:
+        An :class:`~bnmem.auditing.run.AuditResult` (``.markdown``, ``.data``, ``.out``).
+
+    Raises:
+        BnmemError: the model does not accept the data, or malformed data or options.
+    """
+    from bnmem.auditing.run import audit as run_audit
+
+    return run_audit(model, train_data, test_data, **kwargs)

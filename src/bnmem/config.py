@@ -7,15 +7,51 @@ override fails with the key's path instead of being silently ignored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100")
-NORMS = ("batch", "none", "group", "layer")
-ARCHS = ("lenet", "mlp", "resnet20", "resnet18", "densenet")
-# Aliases a user may type; resolved by ``canonical_arch``.
-ARCH_ALIASES = {"resnet": "resnet20"}
+from bnmem.errors import BnmemError
+
+
+
+def check_dataset(v: str) -> str:
+    """A dataset name from :data:`bnmem.data.sources.DATASETS` (the one table of datasets)."""
+    from bnmem.data.sources import DATASETS
+
+    if v not in DATASETS:
+        raise ValueError(f"unknown dataset {v!r}; choose one of {', '.join(DATASETS)}")
+    return v
+
+
+def check_arch(v: str) -> str:
+    """An architecture of :data:`bnmem.models.MODELS` (the one table of architectures), aliases resolved."""
+    from bnmem.models import ARCH_ALIASES, MODELS
+
+    name = ARCH_ALIASES.get(v, v)
+    if name not in MODELS:
+        aliases = ", ".join(f"'{a}'" for a in ARCH_ALIASES)
+        raise ValueError(f"unknown architecture {v!r}; choose one of {', '.join(MODELS)} (or {aliases})")
+    return name
+
+
+def check_norm(v: str) -> str:
+    """A normalization name of :data:`bnmem.models.norms.NORMS`."""
+    from bnmem.models.norms import NORMS
+
+    if v not in NORMS:
+        raise ValueError(f"unknown norm {v!r}; choose one of {', '.join(NORMS)}")
+    return v
+
+
+def check_norms(v: list[str]) -> list[str]:
+    """A non-empty list of distinct norms."""
+    if not v:
+        raise ValueError("norms must not be empty")
+    if len(set(v)) != len(v):
+        raise ValueError(f"norms lists a norm twice: {v}")
+    return [check_norm(n) for n in v]
 
 
 def validate_rate(v: float) -> float:
@@ -45,35 +81,30 @@ class DataConfig(StrictModel):
     )
     train_size: int | None = Field(None, description="use only the first N training examples (after a seeded shuffle)")
     seed: int = Field(0, description="seed of the corruption (same across norms and model seeds)")
+    val_fraction: float = Field(
+        0.0, description="fraction of the in-distribution training pool held out (clean labels) as a validation "
+                         "split for recipe and λ selection; it never trains a model and is never a LiRA candidate"
+    )
 
-    @field_validator("dataset")
+    @field_validator("val_fraction")
     @classmethod
-    def _known_dataset(cls, v: str) -> str:
-        if v not in DATASETS:
-            raise ValueError(f"unknown dataset {v!r}; choose one of {', '.join(DATASETS)}")
+    def _val_fraction(cls, v: float) -> float:
+        if not 0.0 <= v <= 0.5:
+            raise ValueError(f"val_fraction {v} is outside [0, 0.5]")
         return v
 
+    _dataset = field_validator("dataset")(check_dataset)
     _rate = field_validator("label_noise", "ood")(validate_rate)
 
 
 class ModelConfig(StrictModel):
+    """One architecture with one normalization."""
+
     arch: str = "lenet"
     norm: str = "batch"
 
-    @field_validator("arch")
-    @classmethod
-    def _known_arch(cls, v: str) -> str:
-        v = ARCH_ALIASES.get(v, v)
-        if v not in ARCHS:
-            raise ValueError(f"unknown architecture {v!r}; choose one of {', '.join(ARCHS)} (or 'resnet')")
-        return v
-
-    @field_validator("norm")
-    @classmethod
-    def _known_norm(cls, v: str) -> str:
-        if v not in NORMS:
-            raise ValueError(f"unknown norm {v!r}; choose one of {', '.join(NORMS)}")
-        return v
+    _arch = field_validator("arch")(check_arch)
+    _norm = field_validator("norm")(check_norm)
 
 
 class TrainConfig(StrictModel):
@@ -92,7 +123,71 @@ class TrainConfig(StrictModel):
     threads: int = Field(1, ge=1, description="torch intra-op threads per training job (fixes bitwise reproducibility)")
     gs_reg: float = Field(0.0, ge=0, description="λ of the γ/σ regularizer (0: off)")
     gs_tau: float = Field(1.0, gt=0, description="τ of the γ/σ regularizer")
+    augment: Literal["none", "shift", "crop-flip"] = Field(
+        "none", description="training augmentation: none, random shifts, or random crop + horizontal flip (CIFAR)"
+    )
+    augment_pad: int | None = Field(
+        None, ge=1, description="maximal shift in pixels (None: max(1, H // 8): 1 on digits, 3 on MNIST, 4 on CIFAR)"
+    )
+    augment_padding: Literal["reflect", "zero"] = Field(
+        "reflect", description="how shifted-in pixels are filled: reflected, or 0 (the normalized mean colour)"
+    )
     device: str = "cpu"
+
+
+class ExperimentConfig(StrictModel):
+    """Data + architecture + norms + seeds + recipe: what every per-cell lens starts from.
+
+    Every field is validated here, so a bad value fails before a run directory is touched.
+    """
+
+    data: DataConfig = DataConfig()
+    arch: str = "lenet"
+    norms: list[str] = ["batch", "none"]
+    seeds: list[int] = [0, 1, 2]
+    train: TrainConfig = TrainConfig()
+
+    _arch = field_validator("arch")(check_arch)
+    _norms = field_validator("norms")(check_norms)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("seeds must not be empty")
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds lists a seed twice: {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _augment_fits_the_data(self) -> ExperimentConfig:
+        """A training augmentation the data cannot take (flips on digits, pad too large) fails here, in one line."""
+        if self.train.augment != "none":
+            # Local: bnmem.config stays free of imports of the packages that build on it.
+            from bnmem.data import augment, model_shape
+
+            augment.spec_of(self.train, model_shape(self.data)[0], self.data.dataset)
+        return self
+
+    def model(self, norm: str) -> ModelConfig:
+        return ModelConfig(arch=self.arch, norm=norm)
+
+    def conditions(self) -> dict[str, Any]:
+        """The conditions every result names (with what differs between norms at initialization)."""
+        from bnmem.data import model_shape  # local, as above
+        from bnmem.models.pairing import init_pairing
+
+        shape, n_classes = model_shape(self.data)
+        return {
+            "dataset": self.data.dataset,
+            "arch": self.arch,
+            "norms": self.norms,
+            "seeds": self.seeds,
+            "label_noise": self.data.label_noise,
+            "ood": self.data.ood,
+            "ood_source": self.data.ood_source if self.data.ood > 0 else None,
+            "init_pairing": init_pairing(self.arch, shape, n_classes, self.norms)["note"],
+        }
 
 
 def parse_list(value: str | list, kind=str) -> list:
@@ -100,3 +195,25 @@ def parse_list(value: str | list, kind=str) -> list:
     if isinstance(value, (list, tuple)):
         return [kind(v) for v in value]
     return [kind(v.strip()) for v in str(value).split(",") if v.strip()]
+
+
+def apply_overrides(config: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """Apply ``a.b=c`` overrides (values parsed as YAML) to a nested config dict."""
+    for item in overrides or []:
+        if "=" not in item:
+            raise BnmemError(f"--set expects KEY=VALUE (e.g. train.lr=0.1), got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise BnmemError(f"--set {key}: cannot parse value {raw!r}") from e
+        node = config
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                if p in node:
+                    raise BnmemError(f"--set {key}: {p!r} is not a section")
+                node[p] = {}
+            node = node[p]
+        node[parts[-1]] = value
+    return config

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +22,32 @@ import numpy as np
 from bnmem.errors import BnmemError
 
 DONE = "DONE"
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows.
+
+    Linux reports it in /proc/self/status; elsewhere it is read by setting and
+    restoring it under a lock (the only portable way; the lock keeps two bnmem
+    threads from racing each other).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """Mode of a new results file: what ``open()`` would give, 0o666 & ~umask (0o644 under 022)."""
+    return 0o666 & ~current_umask()
 
 
 def ensure_dir(path: str | Path) -> Path:
@@ -47,6 +74,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates 0600; results on a shared filesystem must be as readable
+        # as any file the user creates, so the umask decides (before the rename, so
+        # the file never appears under its name with the wrong mode).
+        os.chmod(tmp_path, file_mode())
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -7,6 +7,16 @@ their mean with a 95% confidence interval. The pairing unit is the model seed
 (memorization, gradient-norm ratios, γ/σ) or the LiRA target model index
 (per-target AUC; target i of both norms was trained on the same keep row).
 
+Unit of replication. Pairs inside one experiment share its data corruption,
+keep matrix and (for LiRA) reference models, so they are not independent
+replications of the experiment. :func:`replicated_difference` therefore works
+on replicates (independent repeats with their own corruption, keep and model
+seeds): the interval is over replicate means. Inside a single replicate it
+falls back to the pairs only when they are independent given the data (models
+trained with different seeds); LiRA targets are not (they share reference
+models), so one replicate of LiRA needs the delete-one-model jackknife
+(:func:`jackknife_interval`) or has no interval at all.
+
 Which interval decides. A percentile bootstrap is the default, seeded so the
 same numbers give the same interval. With few pairs it is too narrow: over 3
 seeds there are only 10 distinct resamples and the interval can never leave
@@ -75,7 +85,7 @@ def _clean(values: Sequence[float] | np.ndarray) -> np.ndarray:
 def bootstrap_mean_ci(
     values: Sequence[float] | np.ndarray,
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> tuple[float, float] | None:
     """Percentile-bootstrap interval of the mean.
@@ -83,7 +93,7 @@ def bootstrap_mean_ci(
     Args:
         values: the sample (non-finite entries are dropped).
         level: coverage, e.g. 0.95.
-        n_resamples: bootstrap resamples.
+        n_resamples: bootstrap resamples (None: :data:`N_RESAMPLES`, read at call time).
         seed: seed of the resampling; the same inputs give the same interval.
 
     Returns:
@@ -92,6 +102,7 @@ def bootstrap_mean_ci(
     x = _clean(values)
     if x.size < 2:
         return None
+    n_resamples = n_resamples or N_RESAMPLES
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples)
     # Chunks keep the index matrix small for large n (e.g. thousands of targets).
@@ -130,7 +141,7 @@ def paired_difference(
     b: Sequence[float] | np.ndarray,
     unit: str = "seeds",
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> PairedDiff:
     """Mean of the paired differences ``a − b`` with confidence intervals.
@@ -161,7 +172,7 @@ def difference_stats(
     diffs: Sequence[float] | np.ndarray,
     unit: str = "seeds",
     level: float = LEVEL,
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int | None = None,
     seed: int = SEED,
 ) -> PairedDiff:
     """Like :func:`paired_difference`, from the differences themselves."""
@@ -175,6 +186,7 @@ def difference_stats(
     if d.size == 0:
         return PairedDiff(math.nan, None, None, 0, unit, "no pairs", note="; ".join(notes))
     mean = float(d.mean())
+    n_resamples = n_resamples or N_RESAMPLES
     boot = bootstrap_mean_ci(d, level, n_resamples, seed)
     tint = t_interval(d, level)
     if d.size == 1:
@@ -225,3 +237,146 @@ def pair_by_key(
         return math.nan if v is None else float(v)
 
     return common, np.array([val(a[k]) for k in common]), np.array([val(b[k]) for k in common])
+
+
+def paired_summary(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    level: float = LEVEL,
+    n_resamples: int | None = None,
+    seed: int = SEED,
+) -> dict[str, Any]:
+    """The paired block of a LiRA ``metrics.json``: per-target differences and their interval.
+
+    The same numbers as :func:`paired_difference` (one implementation for the
+    lens and the report), in the lens's JSON shape.
+
+    Args:
+        a: per-target values (e.g. BN AUCs in model-index order).
+        b: the paired values (e.g. no-norm AUCs, same models).
+        level, n_resamples, seed: as in :func:`difference_stats`.
+
+    Returns:
+        ``{"per_target", "mean", "ci", "level", "n", "method", "note"}``; mean
+        is nan without pairs, ci is ``[nan, nan]`` with fewer than 2 pairs.
+        The targets share reference models, so this interval is descriptive
+        of this set of shadow models, not a confidence interval for a fresh
+        experiment (see the module docstring).
+    """
+    a_arr = np.asarray(a, dtype=np.float64).ravel()
+    b_arr = np.asarray(b, dtype=np.float64).ravel()
+    if a_arr.shape != b_arr.shape:
+        raise ValueError(f"paired samples differ in length: {a_arr.size} vs {b_arr.size}")
+    diff = a_arr - b_arr
+    pd = difference_stats(diff, unit="targets", level=level, n_resamples=n_resamples, seed=seed)
+    ci = [pd.ci_low, pd.ci_high] if pd.ci_low is not None else [math.nan, math.nan]
+    return {"per_target": diff.tolist(), "mean": pd.mean, "ci": ci, "level": level, "n": pd.n,
+            "method": pd.method, "note": pd.note}
+
+
+def jackknife_interval(
+    full: float,
+    leave_one_out: Sequence[float] | np.ndarray,
+    unit: str = "models",
+    level: float = LEVEL,
+) -> PairedDiff:
+    """Delete-one jackknife interval: ``full ± t_{n−1} · se_jack``.
+
+    ``se_jack² = (n − 1)/n · Σ (θ_(i) − mean θ_(·))²`` over the n estimates
+    with one unit (e.g. one shadow model, with every use of it as a target or a
+    reference) deleted. It captures dependence that a resampling of targets
+    misses, because deleting a model changes every target that used it.
+
+    Args:
+        full: the statistic on all units.
+        leave_one_out: the statistic with unit i deleted, one per unit.
+        unit: what was deleted, for the method text.
+        level: coverage.
+
+    Returns:
+        A :class:`PairedDiff` centred on ``full`` (no interval with fewer than 2
+        finite leave-one-out values).
+    """
+    loo = _clean(leave_one_out)
+    n = loo.size
+    if n < 2 or not math.isfinite(full):
+        return PairedDiff(full, None, None, n, unit, "jackknife: fewer than 2 leave-one-out values",
+                          note="no interval")
+    se = math.sqrt((n - 1) / n * float(((loo - loo.mean()) ** 2).sum()))
+    half = float(_sps.t.ppf(0.5 + level / 2.0, df=n - 1)) * se
+    pct = f"{level * 100:g}%"
+    return PairedDiff(full, full - half, full + half, n, unit,
+                      f"{pct} delete-one-{unit[:-1] if unit.endswith('s') else unit} jackknife over {n} {unit} "
+                      f"(t with {n - 1} df, se {se:.3g})", min=float(loo.min()), max=float(loo.max()))
+
+
+def median_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float] | None:
+    """Distribution-free interval for the median: the order statistics ``[x_(k), x_(n−k+1)]``.
+
+    k is the largest with ``1 − 2·P(Bin(n, ½) ≤ k − 1) ≥ level`` (the sign-test
+    inversion). Each bound is an order statistic, so raising any value never
+    lowers either bound: a rule that compares the bounds with a threshold is
+    monotone in the data.
+
+    Returns:
+        ``(low, high)``, or None when n is too small for the level (n < 6 at 95%).
+    """
+    x = np.sort(_clean(values))
+    n = x.size
+    best = None
+    for k in range(1, n // 2 + 1):
+        if 1.0 - 2.0 * float(_sps.binom.cdf(k - 1, n, 0.5)) >= level:
+            best = k
+        else:
+            break
+    if best is None:
+        return None
+    return float(x[best - 1]), float(x[n - best])
+
+
+def replicated_difference(
+    groups: Sequence[Sequence[float] | np.ndarray],
+    within_unit: str,
+    within_independent: bool,
+    level: float = LEVEL,
+) -> PairedDiff:
+    """Mean paired difference with replicates (not the pairs inside one) as the unit.
+
+    Args:
+        groups: one sequence per replicate of that replicate's paired
+            differences (per seed, or per LiRA target).
+        within_unit: what a pair inside a replicate is ("seeds", "targets").
+        within_independent: whether the pairs inside one replicate are
+            independent given its data (seeds: yes; LiRA targets sharing
+            reference models: no).
+        level: coverage.
+
+    Returns:
+        With 2 or more replicates: :func:`difference_stats` over the replicate
+        means (unit "replicates"). With one replicate: over its pairs when they
+        are independent (the interval is then conditional on that replicate's
+        data corruption, said in the note), else the mean without an interval.
+    """
+    means, sizes = [], []
+    for g in groups:
+        x = _clean(g)
+        if x.size:
+            means.append(float(x.mean()))
+            sizes.append(int(x.size))
+    if len(means) >= 2:
+        pd = difference_stats(means, unit="replicates", level=level)
+        per = f"each replicate the mean over its {within_unit} ({min(sizes)}–{max(sizes)})" if min(sizes) != max(
+            sizes) else f"each replicate the mean over its {sizes[0]} {within_unit}"
+        return PairedDiff(**{**pd.to_dict(), "method": f"{pd.method}; {per}"})
+    if not means:
+        return difference_stats([], unit="replicates", level=level)
+    only = _clean(groups[[i for i, g in enumerate(groups) if _clean(g).size][0]])
+    if within_independent and only.size >= 2:
+        pd = difference_stats(only, unit=within_unit, level=level)
+        note = "; ".join(x for x in (pd.note, "one replicate: the interval is over its "
+                                     f"{within_unit} and conditional on its data-corruption draw") if x)
+        return PairedDiff(**{**pd.to_dict(), "note": note})
+    why = ("one replicate whose targets share reference models, so they are not independent and no interval "
+           "over them is valid" if not within_independent and only.size >= 2 else f"a single pair ({within_unit})")
+    return PairedDiff(float(only.mean()), None, None, 1, "replicates", "no interval: " + why,
+                      min=float(only.min()), max=float(only.max()), note=f"no interval: {why}")

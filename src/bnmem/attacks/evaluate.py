@@ -22,7 +22,15 @@ import numpy as np
 from bnmem.attacks.keep import split_references
 from bnmem.attacks.lira import global_threshold, lira_offline, lira_online, loss_attack
 from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
-from bnmem.attacks.rmia import RMIAParams, rmia_log_ratio, rmia_scores, view_log_mean
+from bnmem.attacks.rmia import (
+    RMIAParams,
+    population_log_ratio,
+    rmia_log_ratio,
+    rmia_scores,
+    rmia_scores_against,
+    select_offline_a,
+    view_log_mean,
+)
 from bnmem.attacks.scores import check_logits, lira_statistic, loss_from_phi
 from bnmem.errors import BnmemError
 
@@ -52,12 +60,29 @@ class AttackInputs:
         loss: [n_models, n_examples, n_views] cross-entropy.
         log_p: [n_models, n_examples] log of the view-averaged p_y (for RMIA).
         keep: [n_models, n_examples] bool membership.
+        population_log_p: [n_models, P] the same as log_p on RMIA population
+            points no model trained on; None: the legacy population (the
+            target's non-members).
     """
 
     phi: np.ndarray
     loss: np.ndarray
     log_p: np.ndarray
     keep: np.ndarray
+    population_log_p: np.ndarray | None = None
+
+    @classmethod
+    def from_phi(cls, phi: np.ndarray, keep: np.ndarray, population_phi: np.ndarray | None = None) -> "AttackInputs":
+        """The statistics from φ [n_models, n_examples, n_views] (e.g. a stored phi.npy)."""
+        phi = np.asarray(phi, dtype=np.float64)
+        if phi.ndim != 3:
+            raise BnmemError(f"phi must be [n_models, n_examples, n_views], got shape {phi.shape}")
+        keep = _check_keep(keep, phi.shape[:2])
+        loss = loss_from_phi(phi)
+        pop = None
+        if population_phi is not None:
+            pop = view_log_mean(-loss_from_phi(np.asarray(population_phi, dtype=np.float64)))
+        return cls(phi=phi, loss=loss, log_p=view_log_mean(-loss), keep=keep, population_log_p=pop)
 
     @classmethod
     def from_logits(cls, logits: np.ndarray, keep: np.ndarray, labels: np.ndarray) -> "AttackInputs":
@@ -67,13 +92,7 @@ class AttackInputs:
             BnmemError: malformed or non-finite inputs, or keep of the wrong shape.
         """
         logits, labels = check_logits(logits, labels)
-        keep = np.asarray(keep)
-        if keep.shape != logits.shape[:2]:
-            raise BnmemError(f"keep must be [n_models, n_examples] = {logits.shape[:2]}, got {keep.shape}")
-        if keep.dtype != bool:
-            if not np.isin(keep, (0, 1)).all():
-                raise BnmemError("keep must be boolean (or 0/1)")
-            keep = keep.astype(bool)
+        keep = _check_keep(keep, logits.shape[:2])
         phi = lira_statistic(logits, labels)
         loss = loss_from_phi(phi)
         return cls(
@@ -82,6 +101,17 @@ class AttackInputs:
             log_p=view_log_mean(-loss),
             keep=keep,
         )
+
+
+def _check_keep(keep: Any, shape: tuple[int, ...]) -> np.ndarray:
+    keep = np.asarray(keep)
+    if keep.shape != tuple(shape):
+        raise BnmemError(f"keep must be [n_models, n_examples] = {tuple(shape)}, got {keep.shape}")
+    if keep.dtype != bool:
+        if not np.isin(keep, (0, 1)).all():
+            raise BnmemError("keep must be boolean (or 0/1)")
+        keep = keep.astype(bool)
+    return keep
 
 
 def _as_rmia_params(rmia_params: RMIAParams | Mapping[str, Any] | None) -> RMIAParams:
@@ -101,6 +131,7 @@ def target_scores(
     attacks: Sequence[str] = ALL,
     rmia_params: RMIAParams = RMIAParams(),
     population: np.ndarray | None = None,
+    chosen_a: dict[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Scores of every requested attack against one target, the other models as references.
 
@@ -110,9 +141,11 @@ def target_scores(
         attacks: names from :data:`AVAILABLE`.
         rmia_params: settings of the ``rmia`` attack (``rmia_offline`` uses the
             same γ and a with ``online=False``).
-        population: bool mask [n_examples] of RMIA population points; the
-            target's members are always removed from it. None: every example
-            that is OUT for the target.
+        population: legacy population only (when ``inputs`` has no
+            ``population_log_p``): bool mask [n_examples] of RMIA population
+            points; the target's members are always removed from it. None:
+            every example that is OUT for the target.
+        chosen_a: filled with the offline a used per RMIA attack name.
 
     Returns:
         dict attack name -> float64 [n_examples], higher = member.
@@ -153,7 +186,13 @@ def target_scores(
         elif name == "loss":
             out[name] = loss_attack(inputs.loss[target])
         elif name in ("rmia", "rmia_offline"):
-            params = rmia_params if name == "rmia" else RMIAParams(rmia_params.gamma, rmia_params.a, online=False)
+            online = rmia_params.online if name == "rmia" else False
+            a = rmia_params.a
+            if not online and a is None:
+                a, _ = select_offline_a(inputs.log_p, inputs.keep, target, rmia_params.gamma, inputs.population_log_p)
+            if chosen_a is not None and not online:
+                chosen_a[name] = a
+            params = RMIAParams(rmia_params.gamma, a, online=online)
             log_p_refs = inputs.log_p[refs]
             log_ratio = rmia_log_ratio(
                 inputs.log_p[target],
@@ -161,13 +200,37 @@ def target_scores(
                 gather(log_p_refs, idx_in) if params.online else None,
                 params,
             )
-            pop = ~inputs.keep[target]
-            if population is not None:
-                pop = pop & population
-            out[name] = rmia_scores(log_ratio, pop, params.gamma)
+            if inputs.population_log_p is not None:
+                pop = inputs.population_log_p
+                log_rz = population_log_ratio(pop[target], pop[refs], online, a)
+                out[name] = rmia_scores_against(log_ratio, log_rz, params.gamma)
+            else:
+                pop = ~inputs.keep[target]
+                if population is not None:
+                    pop = pop & population
+                out[name] = rmia_scores(log_ratio, pop, params.gamma)
         else:
             raise BnmemError(f"unknown attack {name!r}; available: {', '.join(AVAILABLE)}")
     return out
+
+
+def check_request(rmia_params: RMIAParams | Mapping[str, Any] | None, attacks: Sequence[str],
+                  subsets: Mapping[str, np.ndarray] | None, n_examples: int
+                  ) -> tuple[RMIAParams, list[str], dict[str, np.ndarray]]:
+    """The validated RMIA parameters, attack names and subset masks (``all`` first) of one evaluation.
+
+    Raises:
+        BnmemError: an unknown attack or a malformed subset mask.
+    """
+    params = _as_rmia_params(rmia_params)
+    attacks = list(attacks)
+    unknown = [a for a in attacks if a not in AVAILABLE]
+    if unknown:
+        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
+    masks = {"all": np.ones(n_examples, dtype=bool)}
+    for name, mask in (subsets or {}).items():
+        masks[name] = _check_mask(mask, n_examples, f"subset {name!r}")
+    return params, attacks, masks
 
 
 def _check_mask(mask: Any, n_examples: int, what: str) -> np.ndarray:
@@ -199,8 +262,14 @@ def evaluate_attacks(
     rmia_params: RMIAParams | Mapping[str, Any] | None = None,
     targets: Sequence[int] | None = None,
     population: np.ndarray | None = None,
+    population_logits: np.ndarray | None = None,
+    population_labels: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Leave-one-out membership-inference evaluation of every attack.
+    """Leave-one-out membership-inference evaluation of every attack (the in-memory oracle).
+
+    The lira lens evaluates with :func:`bnmem.attacks.streaming.evaluate_stream`,
+    which gives the same results in bounded memory; this one, simple and
+    per-target, is what the streaming evaluator is tested against.
 
     Args:
         logits: [n_models, n_examples, n_views, n_classes] (float32 is fine;
@@ -211,10 +280,14 @@ def evaluate_attacks(
             An ``all`` subset is added when missing.
         attacks: names from :data:`AVAILABLE` (default :data:`ALL`).
         rmia_params: :class:`RMIAParams` or a dict with ``gamma``, ``a``,
-            ``online`` (defaults γ=1, a=0.3, online).
+            ``online`` (defaults γ=1, a selected on reference models, online).
         targets: model indices to attack (default: every model).
-        population: bool mask [n_examples] restricting RMIA's population
-            (default: all examples OUT for the target).
+        population: legacy RMIA population only: bool mask [n_examples]
+            restricting it (default: all examples OUT for the target).
+        population_logits: [n_models, P, n_views, n_classes] logits of RMIA
+            population points no model trained on (e.g. the test split); with
+            ``population_labels``. None: the legacy population.
+        population_labels: [P] their labels.
 
     Returns:
         dict with keys
@@ -240,15 +313,24 @@ def evaluate_attacks(
             models for reference-based attacks (a balanced keep needs >= 4).
     """
     inputs = AttackInputs.from_logits(logits, keep, labels)
+    if population_logits is not None:
+        pop_phi = lira_statistic(population_logits, population_labels)
+        inputs = AttackInputs(inputs.phi, inputs.loss, inputs.log_p, inputs.keep,
+                              view_log_mean(-loss_from_phi(pop_phi)))
+    return evaluate_inputs(inputs, subsets, attacks, rmia_params, targets, population)
+
+
+def evaluate_inputs(
+    inputs: AttackInputs,
+    subsets: Mapping[str, np.ndarray] | None = None,
+    attacks: Sequence[str] = ALL,
+    rmia_params: RMIAParams | Mapping[str, Any] | None = None,
+    targets: Sequence[int] | None = None,
+    population: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """:func:`evaluate_attacks` on precomputed :class:`AttackInputs` (e.g. from φ)."""
     n_models, n_examples = inputs.keep.shape
-    params = _as_rmia_params(rmia_params)
-    attacks = list(attacks)
-    unknown = [a for a in attacks if a not in AVAILABLE]
-    if unknown:
-        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
-    masks = {"all": np.ones(n_examples, dtype=bool)}
-    for name, mask in (subsets or {}).items():
-        masks[name] = _check_mask(mask, n_examples, f"subset {name!r}")
+    params, attacks, masks = check_request(rmia_params, attacks, subsets, n_examples)
     pop = None if population is None else _check_mask(population, n_examples, "population")
     if targets is None:
         targets = list(range(n_models))
@@ -258,9 +340,14 @@ def evaluate_attacks(
         raise BnmemError(f"target index(es) {bad} out of range for {n_models} models")
 
     scores = {a: np.empty((len(targets), n_examples)) for a in attacks}
+    chosen: dict[str, list[float]] = {}
     for i, t in enumerate(targets):
-        for name, s in target_scores(inputs, t, attacks, params, pop).items():
+        picked: dict[str, float] = {}
+        for name, s in target_scores(inputs, t, attacks, params, pop, chosen_a=picked).items():
             scores[name][i] = s
+        if params.a is None:
+            for name, a in picked.items():
+                chosen.setdefault(f"{name}_a_per_target", []).append(a)
     members = inputs.keep[targets]
 
     metrics: dict[str, dict[str, Any]] = {}
@@ -281,9 +368,11 @@ def evaluate_attacks(
         "subset_sizes": {sub: int(mask.sum()) for sub, mask in masks.items()},
         "settings": {
             "rmia": asdict(params),
-            "rmia_population": "OUT for the target" if pop is None else "given mask minus the target's members",
+            "rmia_population": "separate population" if inputs.population_log_p is not None
+            else "legacy: OUT for the target" if pop is None else "legacy: given mask minus the target's members",
             "n_models": n_models,
             "n_examples": n_examples,
             "n_views": int(inputs.phi.shape[2]),
+            **chosen,
         },
     }

@@ -21,15 +21,26 @@ The same formula gives p(z) for population points. All ratios are handled as
 logs: a memorized or hopeless example can have p_y below 1e-300, where a ratio
 of probabilities would turn into 0/0.
 
-Defaults: γ = 1 and a = 0.3, both from the authors' ml_privacy_meter code
-(it counts pairs with LR > 1, and its default ``offline_a`` is 0.3). The paper
-treats both as hyperparameters, and the authors' code tunes a per run by
-attacking one reference model with another, so 0.3 is a starting point, not a
-constant.
+The population Z must be data that no target or reference model trained on
+(the lira lens uses the test split); it never contains a scored candidate
+(:func:`rmia_scores_against` asserts disjointness). Every reference model is
+OUT for a population point, so p(z) is the plain mean over all reference models
+online, and the same linear correction as for x offline.
+
+γ: the likelihood-ratio threshold of a (x, z) pair; default 1 (the authors'
+code counts pairs with LR > 1; the paper treats γ as a hyperparameter). At γ = 1
+the per-target ranking is that of p(x|θ)/p(x) itself, so γ only matters for
+pooled curves and at γ ≠ 1.
+
+a (offline): chosen as the paper and the authors' code do, by attacking a
+reference model with the others: for target t the stand-in target is model
+(t + 1) mod M, its references are all models but t and the stand-in, and a is
+the value of :data:`A_GRID` with the highest offline-RMIA AUC on the stand-in's
+known membership (the first on ties). A fixed a can still be given.
 The paper's "≥ γ" is kept here (the authors' code uses ">"); the two differ
-only on exact ties, and the one tie that always occurs, a candidate paired with
-itself when it is also in the population, is counted one half at γ = 1 (see
-:func:`rmia_scores`).
+only on exact ties, and the one tie that always occurs in the legacy
+population (the target's non-members, a candidate paired with itself) is
+counted one half at γ = 1 (see :func:`rmia_scores`).
 
 Note: for a fixed population, score(x) is a non-decreasing function of
 p(x|θ)/p(x) alone. At γ = 1 the per-target ROC of RMIA is exactly that of the
@@ -44,7 +55,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from bnmem.attacks.keep import split_references
 from bnmem.errors import BnmemError
+
+# Offline coefficients tried when a is selected on reference models.
+A_GRID: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
 
 
 @dataclass(frozen=True)
@@ -53,18 +68,19 @@ class RMIAParams:
 
     Attributes:
         gamma: LR threshold γ > 0 a (x, z) pair must reach to count.
-        a: offline linear-approximation coefficient, in [0, 1].
+        a: offline linear-approximation coefficient in [0, 1]; None (default):
+            selected per target on reference models (see :func:`select_offline_a`).
         online: use IN and OUT references (True) or OUT only (False).
     """
 
     gamma: float = 1.0
-    a: float = 0.3
+    a: float | None = None
     online: bool = True
 
     def __post_init__(self) -> None:
         if not (self.gamma > 0 and np.isfinite(self.gamma)):
             raise BnmemError(f"RMIA gamma must be a positive number, got {self.gamma}")
-        if not 0.0 <= self.a <= 1.0:
+        if self.a is not None and not 0.0 <= self.a <= 1.0:
             raise BnmemError(f"RMIA offline coefficient a must lie in [0, 1], got {self.a}")
 
 
@@ -135,6 +151,8 @@ def rmia_log_ratio(
         float64 [n_examples].
     """
     target_log_p = np.asarray(target_log_p, dtype=np.float64)
+    if not params.online and params.a is None:
+        raise BnmemError("offline RMIA needs a value of a here (select it with select_offline_a)")
     return target_log_p - log_marginal(ref_log_p_out, ref_log_p_in, params.a, params.online)
 
 
@@ -180,3 +198,110 @@ def rmia_scores(log_ratio: np.ndarray, population: np.ndarray, gamma: float = 1.
         # searchsorted counted the self-pair (log r_x <= log r_x); keep half of it.
         counts -= 0.5 * in_population
     return counts / log_rz.size
+
+
+def population_log_ratio(target_log_p: np.ndarray, ref_log_p: np.ndarray, online: bool, a: float | None) -> np.ndarray:
+    """log( p(z|θ)/p(z) ) of population points, which every reference model is OUT for.
+
+    Args:
+        target_log_p: [P] view-averaged log p_y of the target on the population.
+        ref_log_p: [k, P] the same for the reference models.
+        online: plain mean over references (True) or the offline correction.
+        a: offline coefficient (ignored online).
+
+    Returns:
+        float64 [P].
+    """
+    target_log_p = np.asarray(target_log_p, dtype=np.float64)
+    if online:
+        return target_log_p - _ref_log_mean(ref_log_p)
+    if a is None:
+        raise BnmemError("offline RMIA needs a value of a here (select it with select_offline_a)")
+    return target_log_p - log_marginal(ref_log_p, None, a, online=False)
+
+
+def rmia_scores_against(log_ratio: np.ndarray, population_log_ratio: np.ndarray, gamma: float = 1.0,
+                        candidate_ids: np.ndarray | None = None,
+                        population_ids: np.ndarray | None = None) -> np.ndarray:
+    """Fraction of a separate population with LR(x, z) >= γ, for every candidate x.
+
+    Args:
+        log_ratio: [n] log( p(x|θ)/p(x) ) of the candidates.
+        population_log_ratio: [P] log( p(z|θ)/p(z) ) of the population.
+        gamma: γ > 0.
+        candidate_ids, population_ids: optional identities (e.g. dataset
+            indices) of both sets; asserted disjoint, since a scored example must
+            never be its own population point.
+
+    Returns:
+        float64 [n] in [0, 1].
+
+    Raises:
+        BnmemError: empty population or γ <= 0.
+    """
+    if candidate_ids is not None and population_ids is not None:
+        overlap = np.intersect1d(np.asarray(candidate_ids), np.asarray(population_ids))
+        assert overlap.size == 0, f"RMIA population contains scored examples {overlap[:5].tolist()}"
+    log_rz = np.sort(np.asarray(population_log_ratio, dtype=np.float64))
+    if log_rz.size == 0:
+        raise BnmemError("the RMIA population is empty")
+    if not gamma > 0:
+        raise BnmemError(f"RMIA gamma must be positive, got {gamma}")
+    bound = np.asarray(log_ratio, dtype=np.float64) - np.log(gamma)
+    return np.searchsorted(log_rz, bound, side="right").astype(np.float64) / log_rz.size
+
+
+def stand_in(target: int, n_models: int) -> int:
+    """The reference model that plays the target when offline a is selected: the next model, cyclically."""
+    return (int(target) + 1) % int(n_models)
+
+
+def select_offline_a(log_p: np.ndarray, keep: np.ndarray, target: int, gamma: float = 1.0,
+                     population_log_p: np.ndarray | None = None,
+                     grid: tuple[float, ...] = A_GRID) -> tuple[float, list[float]]:
+    """Offline a for ``target``, chosen by attacking a stand-in reference model with the others.
+
+    The stand-in s = :func:`stand_in` (target) has known membership; its
+    references are all models except the target and s, OUT ones per candidate
+    truncated as everywhere (:func:`bnmem.attacks.keep.split_references`). The
+    target's own outputs and membership are never read.
+
+    Args:
+        log_p: [M, n] view-averaged log p_y of every model on the candidates.
+        keep: bool [M, n].
+        target: the real target (excluded).
+        gamma: γ.
+        population_log_p: [M, P] on a separate population, or None for the
+            legacy population (the stand-in's non-members).
+        grid: candidate values of a.
+
+    Returns:
+        ``(a, aucs)``: the first a of ``grid`` with the highest AUC, and the AUC of each.
+    """
+    from bnmem.attacks.metrics import attack_metrics
+
+    m = log_p.shape[0]
+    s = stand_in(target, m)
+    refs = np.array([i for i in range(m) if i not in (target, s)], dtype=np.intp)
+    _, idx_out = split_references(keep[refs])
+    if idx_out.shape[0] == 0:
+        raise BnmemError(
+            "selecting offline RMIA's a on a stand-in reference model needs an OUT reference for every example "
+            f"besides the target and the stand-in; {m} models are too few (a balanced keep needs >= 6), "
+            "so give a fixed a (rmia_params={'a': ...})"
+        )
+    cols = np.arange(log_p.shape[1])
+    log_out = _ref_log_mean(log_p[refs][idx_out, cols])
+    aucs = []
+    for a in grid:
+        with np.errstate(divide="ignore"):
+            marg = np.logaddexp(np.log1p(a) + log_out, np.log1p(-a)) - np.log(2.0)
+        log_r = log_p[s] - marg
+        if population_log_p is None:
+            score = rmia_scores(log_r, ~keep[s], gamma)
+        else:
+            score = rmia_scores_against(log_r, population_log_ratio(population_log_p[s], population_log_p[refs],
+                                                                    online=False, a=a), gamma)
+        aucs.append(attack_metrics(score, keep[s])["auc"])
+    best = int(np.nanargmax(aucs)) if np.isfinite(aucs).any() else 0
+    return float(grid[best]), aucs

@@ -13,11 +13,32 @@ import sys
 from bnmem.cli.app import app
 from bnmem.errors import BnmemError
 
-# Modules under bnmem.commands that register a command each.
+# Modules under bnmem.cli.commands that register a hand-written command each (the built-in
+# lenses' commands spell out their own flags; run, report and audit are not lenses).
 COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "gamma_sigma", "theory", "mitigate", "audit"]
 
 for _name in COMMANDS:
     importlib.import_module(f"bnmem.cli.commands.{_name}")
+
+
+def _add_plugin_lens_commands() -> None:
+    """A generic ``bnmem NAME`` for every lens without a hand-written command: built-in ones (their module
+    is imported only when the command runs) and those registered outside bnmem (entry points ``bnmem.lenses``)."""
+    from bnmem.cli.commands.lens import add_lens_command
+    from bnmem.lenses import registry
+
+    # A command registered without a name takes its function's (typer turns _ into -).
+    taken = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    for name in registry.BUILTIN:
+        if name not in taken:
+            add_lens_command(name)
+            taken.add(name)
+    for lens in registry.plugin_lenses():
+        if lens.name not in taken:
+            add_lens_command(lens.name, lens.title)
+
+
+_add_plugin_lens_commands()
 
 
 def _validation_line(err) -> str:
@@ -34,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns (and exits with) the status code."""
     from pydantic import ValidationError
 
+    _add_plugin_lens_commands()  # lenses registered since import (plugins, tests) get their command too
     try:
         # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit.
         app(args=argv, prog_name="bnmem")

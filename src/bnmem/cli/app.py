@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-import yaml
 
-from bnmem.config import parse_list
+from bnmem.config import apply_overrides, parse_list
 from bnmem.errors import BnmemError
 
 app = typer.Typer(
@@ -77,28 +76,6 @@ def parse_seeds(value: str) -> list[int]:
         return parse_list(value, int)
     except ValueError as e:
         raise BnmemError(f"--seeds must be a count or a comma list of integers, got {value!r}") from e
-
-
-def apply_overrides(config: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``a.b=c`` overrides (values parsed as YAML) to a nested config dict."""
-    for item in overrides or []:
-        if "=" not in item:
-            raise BnmemError(f"--set expects KEY=VALUE (e.g. train.lr=0.1), got {item!r}")
-        key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise BnmemError(f"--set {key}: cannot parse value {raw!r}") from e
-        node = config
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            if not isinstance(node.get(p), dict):
-                if p in node:
-                    raise BnmemError(f"--set {key}: {p!r} is not a section")
-                node[p] = {}
-            node = node[p]
-        node[parts[-1]] = value
-    return config
 
 
 def experiment_dict(

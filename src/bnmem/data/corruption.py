@@ -21,6 +21,7 @@ from bnmem.errors import BnmemError
 STREAM_SUBSAMPLE = 0
 STREAM_FLIP = 1
 STREAM_OOD = 2
+STREAM_VAL = 3
 
 
 def make_rng(seed: int, stream: int) -> np.random.Generator:
@@ -192,6 +193,26 @@ def check_heldout_classes(heldout: Sequence[int], num_classes: int) -> list[int]
     if num_classes - len(classes) < 2:
         raise BnmemError(f"heldout_classes {classes} leave fewer than two classes to train on")
     return sorted(classes)
+
+
+def validation_positions(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Sorted positions of a seeded validation split of ``round(fraction * n)`` of ``n`` examples.
+
+    Args:
+        n: examples in the pool.
+        fraction: share to hold out, in [0, 0.5].
+        rng: random generator.
+
+    Returns:
+        Sorted int64 positions (empty for fraction 0).
+
+    Raises:
+        BnmemError: the split would leave the pool or the validation split empty.
+    """
+    n_val = int(round(fraction * n))
+    if fraction > 0 and not 0 < n_val < n:
+        raise BnmemError(f"val_fraction {fraction} of {n} examples leaves an empty split; change it or train_size")
+    return np.sort(rng.choice(n, n_val, replace=False)).astype(np.int64)
 
 
 def keep_classes(x: np.ndarray, y: np.ndarray, kept: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

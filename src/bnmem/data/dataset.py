@@ -29,6 +29,13 @@ class OutlierDataset:
         mean, std: per-channel normalization statistics (raw [0,1] pixel scale).
         seed: the seed that produced the corruption.
         info: free-form provenance (source, ood_source, held-out classes, ...).
+        x_val, y_val: the validation split (clean labels, normalized like
+            ``x_train``), held out of the training pool; empty when
+            ``val_fraction`` is 0. Used only to select recipes (learning rate,
+            regularizer strength), never to train and never as LiRA candidates.
+        source_index: for each training example, its position in the raw
+            training split (-1 for appended OOD images); None if unknown.
+        val_source_index: the same for the validation examples.
     """
 
     name: str
@@ -45,6 +52,10 @@ class OutlierDataset:
     std: np.ndarray
     seed: int
     info: dict = field(default_factory=dict)
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
+    source_index: np.ndarray | None = None
+    val_source_index: np.ndarray | None = None
 
     @property
     def is_clean(self) -> np.ndarray:
@@ -59,6 +70,10 @@ class OutlierDataset:
     @property
     def n_train(self) -> int:
         return int(self.x_train.shape[0])
+
+    @property
+    def n_val(self) -> int:
+        return 0 if self.x_val is None else int(self.x_val.shape[0])
 
     def masks(self) -> dict[str, np.ndarray]:
         """Subset masks by name, for results files."""

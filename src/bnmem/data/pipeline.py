@@ -7,24 +7,33 @@ Order of the steps (each with its own random stream of ``cfg.seed``):
 3. ``heldout-classes``: drop the held-out classes from train and test and
    relabel the rest 0..k-1 (also when ``ood`` is 0, so a clean baseline
    predicts the same classes as its corrupted counterparts);
-4. flip labels among the in-distribution examples;
-5. append OOD images with random labels;
-6. normalize train and test with the per-channel mean/std of the final
-   training split, outliers included.
+4. ``val_fraction``: hold out a seeded share of the in-distribution pool as
+   the validation split, with its clean labels (it is neither trained on nor
+   a LiRA candidate; the test split is never touched);
+5. flip labels among the remaining in-distribution examples;
+6. append OOD images with random labels;
+7. normalize train, validation and test with the per-channel mean/std of the
+   final training split, outliers included.
+
+With ``val_fraction`` 0 (the default) steps 1-3 and 5-7 give the same tensors
+as before the validation split existed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from bnmem.config import DataConfig
 from bnmem.data import corruption as C
 from bnmem.data.dataset import OutlierDataset
 from bnmem.data.sources import DATASETS, dataset_shape, default_data_root, load_source
 from bnmem.errors import BnmemError
+
+if TYPE_CHECKING:  # annotations only: data does not depend on the config module
+    from bnmem.config import DataConfig
 
 OOD_NOISE = "noise"
 OOD_HELDOUT = "heldout-classes"
@@ -117,9 +126,11 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
 
     raw = load_source(cfg.dataset, root, cfg.download)
     x_tr, y_tr, x_te, y_te = raw.x_train, raw.y_train, raw.x_test, raw.y_test
+    # Position of every kept example in the raw training split (provenance of the splits).
+    src = np.arange(len(y_tr), dtype=np.int64)
     if cfg.train_size is not None:
         keep = C.subsample_indices(len(y_tr), cfg.train_size, C.make_rng(cfg.seed, C.STREAM_SUBSAMPLE))
-        x_tr, y_tr = x_tr[keep], y_tr[keep]
+        x_tr, y_tr, src = x_tr[keep], y_tr[keep], src[keep]
 
     num_classes = raw.num_classes
     kept: list[int] | None = None
@@ -127,12 +138,18 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
     if held is not None:
         kept = [c for c in range(raw.num_classes) if c not in held]
         pool = x_tr[np.isin(y_tr, held)]
+        src = src[np.isin(y_tr, kept)]
         x_tr, y_tr = C.keep_classes(x_tr, y_tr, kept)
         x_te, y_te = C.keep_classes(x_te, y_te, kept)
         num_classes = len(kept)
-    n_in = len(y_tr)
-    if n_in == 0:
+    if len(y_tr) == 0:
         raise BnmemError(f"no in-distribution training examples left in {cfg.dataset}; raise train_size")
+    val_pos = C.validation_positions(len(y_tr), cfg.val_fraction, C.make_rng(cfg.seed, C.STREAM_VAL))
+    x_val, y_val, val_src = x_tr[val_pos], np.asarray(y_tr, dtype=np.int64)[val_pos], src[val_pos]
+    if len(val_pos):
+        rest = np.setdiff1d(np.arange(len(y_tr)), val_pos)
+        x_tr, y_tr, src = x_tr[rest], y_tr[rest], src[rest]
+    n_in = len(y_tr)
 
     y_flipped, noisy_in = C.flip_labels(y_tr, cfg.label_noise, num_classes, C.make_rng(cfg.seed, C.STREAM_FLIP))
 
@@ -167,6 +184,7 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
     x_all -= mean[None, :, None, None]
     x_all /= std[None, :, None, None]
     x_te = (x_te - mean[None, :, None, None]) / std[None, :, None, None]
+    x_val = (x_val - mean[None, :, None, None]) / std[None, :, None, None]
 
     info = {
         "source": raw.source,
@@ -179,6 +197,8 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
         "train_size": cfg.train_size,
         "heldout_classes": held,
         "kept_classes": kept,
+        "val_fraction": cfg.val_fraction,
+        "n_val": len(val_pos),
     }
     return OutlierDataset(
         name=cfg.dataset,
@@ -195,6 +215,10 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
         std=std,
         seed=cfg.seed,
         info=info,
+        x_val=_tensor(x_val),
+        y_val=torch.from_numpy(np.ascontiguousarray(y_val, dtype=np.int64)),
+        source_index=np.concatenate([src, np.full(len(x_ood), -1, dtype=np.int64)]),
+        val_source_index=val_src,
     )
 
 

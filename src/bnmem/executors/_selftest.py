@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from bnmem import io
-from bnmem.executors.base import Executor, get_executor
+from bnmem.executors import Executor, get_executor
 from bnmem.train.threads import torch_threads
 
 PID_FILE = "worker.pid"

@@ -35,18 +35,3 @@ class Executor(ABC):
 
     def close(self) -> None:
         """Release workers/cluster connections (no-op by default)."""
-
-
-def get_executor(name: str = "local", **kwargs: Any) -> Executor:
-    """Executor by name: ``local`` (default, in-process) or ``ray``."""
-    from bnmem.errors import BnmemError
-
-    if name == "local":
-        from bnmem.executors.local import LocalExecutor
-
-        return LocalExecutor(**kwargs)
-    if name == "ray":
-        from bnmem.executors.ray import RayExecutor  # optional extra: bnmem[ray]
-
-        return RayExecutor(**kwargs)
-    raise BnmemError(f"unknown executor {name!r}; choose local or ray")

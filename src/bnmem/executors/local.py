@@ -41,6 +41,8 @@ class LocalExecutor(Executor):
         if self.workers == 1 or len(specs) < 2:
             return [fn(spec) for spec in tqdm(specs, desc=desc, disable=not show, leave=False)]
         results: list[dict[str, Any] | None] = [None] * len(specs)
+        # Children stay quiet: their per-model bars would overwrite the job bar and each other.
+        specs = [{**s, "progress": False} if isinstance(s, dict) and "progress" in s else s for s in specs]
         # spawn, not fork: a forked child inherits torch's thread pools and locks.
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(self.workers, len(specs)), mp_context=ctx) as pool:

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from bnmem.errors import BnmemError
-from bnmem.io import atomic_path
+from bnmem.figures.save import save_figure
 
 Curve = tuple[Sequence[float], Sequence[float]]
 AXIS_MIN = 1e-5
@@ -65,12 +64,7 @@ def _draw_panel(ax, curves: Mapping[str, Curve], title: str) -> None:
 
 
 def _save(fig: Figure, path: str | Path) -> None:
-    path = Path(path)
-    fmt = path.suffix.lstrip(".").lower() or "png"
-    FigureCanvasAgg(fig)
-    # The temporary name ends in .tmp, so the format must be given explicitly.
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=130, bbox_inches="tight")
+    save_figure(fig, path, dpi=130)
 
 
 def plot_roc(curves: Mapping[str, Curve], path: str | Path, title: str = "") -> None:

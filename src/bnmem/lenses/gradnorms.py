@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig, fmt, table
+from bnmem.config import ExperimentConfig
+from bnmem.texttable import fmt, table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
+from bnmem.figures.gradnorms import plot_gradnorms
+from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.runs import run_folder, train_runs
 from bnmem.rundir import prepare_run_dir
-from bnmem.train import seeded_model, train_model
 from bnmem.train.trainer import EpochHook
 
 SUBSETS = ("clean", "noisy", "ood")
@@ -46,14 +49,16 @@ class GradNormsConfig(ExperimentConfig):
             only (a seeded random subset; None: all).
     """
 
-    at: list[int] = [1, 5, 10, 30]
+    at: list[int] | None = Field(None, description="checkpoint epochs (default: derived from train.epochs)")
     definitions: list[str] = ["eval"]
     method: str = "auto"
     batch_subset: int | None = None
 
     @field_validator("at")
     @classmethod
-    def _epochs(cls, v: list[int]) -> list[int]:
+    def _epochs(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return None
         if not v or min(v) < 1:
             raise ValueError(f"checkpoint epochs must be >= 1, got {v}")
         return sorted(set(v))
@@ -82,6 +87,9 @@ class GradNormsConfig(ExperimentConfig):
 
     @model_validator(mode="after")
     def _within_training(self) -> "GradNormsConfig":
+        if self.at is None:
+            # Setting a field inside an after-validator re-runs validation; bypass it for the derived default.
+            object.__setattr__(self, "at", default_checkpoints(self.train.epochs))
         if max(self.at) > self.train.epochs:
             raise ValueError(f"checkpoint epoch {max(self.at)} is past the last epoch ({self.train.epochs}); "
                              f"raise --epochs or lower --at")
@@ -91,7 +99,13 @@ class GradNormsConfig(ExperimentConfig):
         return self.method if self.method in BATCH_METHODS else "auto"
 
 
-def norms_file(job: Path, definition: str, epoch: int) -> Path:
+def default_checkpoints(epochs: int) -> list[int]:
+    """Checkpoints that fit any run length: after epoch 1, at 1/6 and 1/3 of training, and at the end
+    (30 epochs: 1, 5, 10, 30 — the paper-style schedule)."""
+    return sorted({1, max(1, epochs // 6), max(1, epochs // 3), epochs})
+
+
+def gradnorm_file(job: Path, definition: str, epoch: int) -> Path:
     return job / f"gradnorms_{definition}_ep{epoch}.npy"
 
 
@@ -121,7 +135,7 @@ def measure_hook(cfg: GradNormsConfig, ds: OutlierDataset, job: Path, seed: int)
                 method=cfg.method if d == "eval" else cfg.batch_method(),
                 batch_size=cfg.train.batch_size, seed=seed, subset=subset if d == "batch" else None,
             )
-            io.write_npy(norms_file(job, d, epoch), r.norms)
+            io.write_npy(gradnorm_file(job, d, epoch), r.norms)
             rec[d] = {**r.describe(), **{f"median_{s}": subset_summary(r.norms[m])["median"]
                                          for s, m in ds.masks().items() if s in SUBSETS}}
         return {"gradnorms": rec}
@@ -158,7 +172,7 @@ def checkpoint_metrics(values: dict[int, np.ndarray], ds: OutlierDataset, info: 
     }
 
 
-def run_gradnorms(cfg: GradNormsConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (norm, seed), measure per-sample gradient norms at ``cfg.at``, summarize.
 
     Writes ``config.json``, one folder per ``<norm>/seed<k>`` (training run plus
@@ -180,19 +194,14 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, progress: bool = True) 
     ds = load_dataset(cfg.data)
     arr = np.full((len(cfg.norms), len(cfg.seeds), len(cfg.definitions), len(cfg.at), ds.n_train), np.nan)
     info: dict[tuple[str, str, int], dict] = {}
+    runs = train_runs(cfg, ds, out, hook=measure_hook, progress=progress)
     for i, norm in enumerate(cfg.norms):
         for j, seed in enumerate(cfg.seeds):
-            job = out / norm / f"seed{seed}"
-            if io.is_done(job):
-                history = io.read_json(job / "history.json")
-            else:
-                model = seeded_model(cfg.model(norm), ds, seed)
-                history = train_model(model, ds, cfg.train, seed, run_dir=job,
-                                      on_epoch=measure_hook(cfg, ds, job, seed),
-                                      progress=f"{norm} seed {seed}" if progress else False).history
+            job = run_folder(out, norm, seed)
+            history = runs[norm][seed]
             for k, d in enumerate(cfg.definitions):
                 for c, epoch in enumerate(cfg.at):
-                    path = norms_file(job, d, epoch)
+                    path = gradnorm_file(job, d, epoch)
                     if not path.exists():
                         raise BnmemError(f"{path} is missing from a finished job; delete {job} and rerun")
                     arr[i, j, k, c] = np.load(path)
@@ -209,7 +218,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, progress: bool = True) 
     io.write_npz(out / "gradnorms.npz", gradnorms=arr, norms=np.array(cfg.norms), seeds=np.array(cfg.seeds),
                  definitions=np.array(cfg.definitions), epochs=np.array(cfg.at), is_clean=ds.is_clean,
                  is_noisy=ds.is_noisy, is_ood=ds.is_ood, y_train=ds.y_train.numpy(), y_train_orig=ds.y_train_orig)
-    result = {
+    result = LENS.stamp({
         **metrics,
         "conditions": {
             **cfg.conditions(),
@@ -226,46 +235,10 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, progress: bool = True) 
             "npz_axes": ["norm", "seed", "definition", "checkpoint", "example"],
         },
         "dataset": ds.summary(),
-    }
+    })
     io.write_json(out / "metrics.json", result)
     plot_gradnorms(arr, cfg, ds, out / "gradnorms.png")
     return result
-
-
-def plot_gradnorms(arr: np.ndarray, cfg: GradNormsConfig, ds: OutlierDataset, path: Path) -> None:
-    """ECDFs of the norms on a log axis: one panel per (definition, checkpoint), colour = norm,
-    line style = subset (clean solid, noisy dashed, OOD dotted); seeds pooled."""
-    from matplotlib.ticker import NullFormatter
-
-    from bnmem.figures.plots import NORM_COLORS, plt, save_figure
-
-    styles = {"clean": "-", "noisy": "--", "ood": ":"}
-    rows, cols = len(cfg.definitions), len(cfg.at)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False, sharey=True)
-    masks = ds.masks()
-    for k, d in enumerate(cfg.definitions):
-        for c, epoch in enumerate(cfg.at):
-            ax = axes[k][c]
-            for i, norm in enumerate(cfg.norms):
-                for s in SUBSETS:
-                    v = arr[i, :, k, c][:, masks[s]].ravel()
-                    v = np.sort(v[np.isfinite(v) & (v > 0)])
-                    if v.size == 0:
-                        continue
-                    ax.step(v, np.arange(1, v.size + 1) / v.size, styles[s], where="post",
-                            color=NORM_COLORS.get(norm, "black"), label=f"{norm}: {s}")
-            ax.set_xscale("log")
-            # A narrow range gets labelled minor ticks that overlap; decades are enough.
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set(title=f"epoch {epoch}, {d} definition", xlabel="‖∇θ loss_i‖₂")
-            ax.grid(alpha=0.3)
-            if c == 0:
-                ax.set_ylabel("fraction of examples ≤ x")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle(f"per-sample gradient norms (float64): {cfg.data.dataset} {cfg.arch}, label noise "
-                 f"{cfg.data.label_noise}, OOD {cfg.data.ood}, seeds {cfg.seeds}", fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path)
 
 
 def summary_table(result: dict[str, Any]) -> str:
@@ -281,3 +254,9 @@ def summary_table(result: dict[str, Any]) -> str:
                              fmt(m["ood_clean_median_ratio"], 2)])
     return table(rows, ["norm", "definition", "epoch", "clean med", "noisy med", "ood med", "noisy/clean",
                         "ood/clean"])
+
+
+LENS = register(Lens(
+    name="gradnorms", config=GradNormsConfig, run=run_gradnorms, figure="gradnorms.png",
+    title="Per-sample gradient norms", summary=summary_table, hook=measure_hook, trains_runs=True,
+))

@@ -7,17 +7,23 @@ from typing import Any
 
 from bnmem import io
 from bnmem.data import load_dataset
-from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.config import ExperimentConfig
+from bnmem.texttable import fmt, table
+from bnmem.measure.memorization import mean_curve
 from bnmem.measure.memorization import CURVES, epochs_to_fit
-from bnmem.figures.plots import plot_memorization
+from bnmem.figures.memorization import plot_memorization
+from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.runs import train_run, train_runs
 from bnmem.rundir import prepare_run_dir
-from bnmem.train import load_finished, seeded_model, train_model
+from bnmem.train.recipe import RecipeOptions, select_recipes, shared_record, train_for
 
 FIT_LEVELS = (0.5, 0.9)
+# Per-epoch values recorded besides CURVES, summarized at the last epoch.
+FINAL_EXTRA = ("train_acc", "val_acc")
 
 
-class MemorizeConfig(ExperimentConfig):
-    """Config of ``bnmem memorize``."""
+class MemorizeConfig(ExperimentConfig, RecipeOptions):
+    """Config of ``bnmem memorize`` (``recipe: per-norm`` selects each norm's learning rate on validation)."""
 
 
 def summarize_runs(histories: dict[int, list[dict]], n_epochs: int) -> dict[str, Any]:
@@ -31,15 +37,20 @@ def summarize_runs(histories: dict[int, list[dict]], n_epochs: int) -> dict[str,
         }
         for level in FIT_LEVELS
     }
+    final = {k: v[-1] if v else None for k, v in mean.items()}
+    for key in FINAL_EXTRA:  # train-IN and validation accuracy of the released (last-epoch) model
+        vals = [hist[-1].get(key) for hist in histories.values() if hist]
+        vals = [v for v in vals if v is not None]
+        final[key] = float(sum(vals) / len(vals)) if vals else None
     return {
         "per_seed": per_seed,
         "mean": mean,
         "epochs_to_fit_noisy": fit,
-        "final": {k: v[-1] if v else None for k, v in mean.items()},
+        "final": final,
     }
 
 
-def run_memorize(cfg: MemorizeConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (norm, seed) on identical corrupted data and record the curves.
 
     Writes ``config.json``, one folder per ``<norm>/seed<k>`` (resumable),
@@ -50,24 +61,32 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, progress: bool = True) ->
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     ds = load_dataset(cfg.data)
-    metrics: dict[str, Any] = {}
+    per_norm = cfg.recipe == "per-norm"
+    selection = (select_recipes(cfg.norms, cfg.arch, ds, cfg.train, cfg.seeds, out / "recipe", cfg.lr_grid)
+                 if per_norm else shared_record(cfg.train))
+    if per_norm:
+        # The selection already trained each (norm, selected lr, seed) run on the same data: read it back.
+        runs = {}
+        for norm in cfg.norms:
+            train = train_for(cfg.train, selection, norm)
+            runs[norm] = {seed: train_run(cfg.model(norm), ds, train, seed,
+                                          out / "recipe" / norm / f"lr{train.lr:g}" / f"seed{seed}",
+                                          progress=f"{norm} seed {seed}" if progress else False)
+                          for seed in cfg.seeds}
+    else:
+        runs = train_runs(cfg, ds, out, progress=progress)
+    metrics = {norm: summarize_runs(runs[norm], cfg.train.epochs) for norm in cfg.norms}
     for norm in cfg.norms:
-        histories = {}
-        for seed in cfg.seeds:
-            job = out / norm / f"seed{seed}"
-            model = seeded_model(cfg.model(norm), ds, seed)
-            if io.is_done(job):
-                res = load_finished(model, job)
-            else:
-                res = train_model(model, ds, cfg.train, seed, run_dir=job, progress=f"{norm} seed {seed}" if progress else False)
-            histories[seed] = res.history
-        metrics[norm] = summarize_runs(histories, cfg.train.epochs)
+        metrics[norm]["recipe"] = {"lr": train_for(cfg.train, selection, norm).lr, "mode": cfg.recipe}
     # One key per norm (as documented), plus the conditions of every number.
-    result = {
+    result = LENS.stamp({
         **metrics,
-        "conditions": {**cfg.conditions(), "bn_mode_at_query": "eval", "epochs": cfg.train.epochs},
+        "conditions": {**cfg.conditions(), "bn_mode_at_query": "eval", "epochs": cfg.train.epochs,
+                       "recipe": cfg.recipe, "recipe_selection": selection, "augment": cfg.train.augment,
+                       "n_val": ds.n_val, "train_acc": "accuracy on every training example against its "
+                       "training label (train-IN), last epoch; val_acc on the held-out validation split"},
         "dataset": ds.summary(),
-    }
+    })
     io.write_json(out / "metrics.json", result)
     plot_memorization(metrics, out / "memorization.png",
                       title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, seeds {cfg.seeds}")
@@ -81,6 +100,15 @@ def summary_table(result: dict[str, Any]) -> str:
         m = result[norm]
         f = m["final"]
         fit = m["epochs_to_fit_noisy"]
-        rows.append([norm, fmt(f["noisy_acc"]), fmt(f["ood_acc"]), fmt(f["clean_acc"]), fmt(f["test_acc"]),
+        lr = (m.get("recipe") or {}).get("lr")
+        rows.append([norm, "-" if lr is None else f"{lr:g}", fmt(f.get("train_acc")), fmt(f["noisy_acc"]),
+                     fmt(f["ood_acc"]), fmt(f["clean_acc"]), fmt(f["test_acc"]), fmt(f.get("val_acc")),
                      str(fit["50pct"]["mean_curve"] or "-"), str(fit["90pct"]["mean_curve"] or "-")])
-    return table(rows, ["norm", "noisy_acc", "ood_acc", "clean_acc", "test_acc", "fit50%@ep", "fit90%@ep"])
+    return table(rows, ["norm", "lr", "train_acc", "noisy_acc", "ood_acc", "clean_acc", "test_acc", "val_acc",
+                        "fit50%@ep", "fit90%@ep"])
+
+
+LENS = register(Lens(
+    name="memorize", config=MemorizeConfig, run=run_memorize, figure="memorization.png",
+    title="Forced memorization", summary=summary_table, trains_runs=True, stage=1,
+))

@@ -6,8 +6,19 @@ regularizer (:mod:`bnmem.train.regularizer`, τ = ``train.gs_tau``). Reported pe
 variant: memorization of the corrupted subset (accuracy against the flipped or
 random label) at a fixed epoch and at the end, clean train and test accuracy,
 the BN layers' |γ|/σ (per-layer median, fraction of channels above 1), and
-optionally LiRA membership-inference metrics from shadow models trained with
-the same recipe (``lira_models`` > 0; :func:`bnmem.lenses.lira.run_shadow_norm`).
+validation accuracy.
+
+Selection without the test set. λ (and τ, when several are given) is chosen
+on the validation split (``data.val_fraction``; this lens carves
+:data:`DEFAULT_VAL_FRACTION` when it is 0, the data config's default) by the rule
+:data:`SELECTION_RULE`, declared before any result was seen. The test set only
+reports the chosen variant's accuracy change against plain BN, paired by seed,
+with an interval (:func:`bnmem.stats.paired_difference`).
+
+Privacy. With ``lira_models`` > 0, shadow models are trained with the recipes
+of plain BN, the selected regularized variant and the other norms (the same
+model seeds and keep matrix: targets pair across recipes), and the online LiRA
+and RMIA AUCs are reported side by side (:func:`bnmem.lenses.lira.run_shadow_norm`).
 """
 
 from __future__ import annotations
@@ -21,20 +32,36 @@ import torch
 from pydantic import field_validator, model_validator
 
 from bnmem import io
+from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
-from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig, fmt, mean_curve, table
+from bnmem.config import ExperimentConfig
+from bnmem.texttable import fmt, table
+from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
+from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
-from bnmem.train import seeded_model, train_model
+from bnmem.stats import paired_difference
 from bnmem.train.trainer import EpochHook
 
 _PROBE_STREAM = 0x6D17
 # LiRA metrics carried into the mitigation table (attack "online": the reference LiRA).
 LIRA_ATTACK = "online"
+LIRA_ATTACKS = ("online", "rmia")
 LIRA_METRICS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")
+# Validation share carved when the data config leaves val_fraction unset.
+DEFAULT_VAL_FRACTION = 0.1
+# How far below plain BN's validation accuracy a regularized variant may fall and still be eligible.
+VAL_TOLERANCE = 0.01
+SELECTION_RULE = (
+    f"among the regularized variants whose mean validation accuracy (last epoch, over seeds) is at least plain BN's "
+    f"minus {VAL_TOLERANCE * 100:g} point, the one with the lowest mean corrupted-subset accuracy on the training set "
+    f"(memorization; on clean data: the lowest train−validation accuracy gap); ties to the smaller λ, then τ. "
+    f"If none is eligible, the one with the highest validation accuracy. The test set is not consulted"
+)
+EXTRA_CURVES = ("train_acc", "val_acc")
 
 
 @dataclass(frozen=True)
@@ -44,6 +71,7 @@ class Variant:
     name: str  # shown in tables and figures, e.g. "batch+gs1"
     norm: str
     lam: float  # λ of the γ/σ regularizer (0: off)
+    tau: float | None = None  # τ of the regularizer (None: train.gs_tau)
 
     @property
     def folder(self) -> str:
@@ -56,14 +84,40 @@ class MitigateConfig(ExperimentConfig):
     Attributes:
         norms: the unregularized baselines; must include ``batch`` (the
             regularizer variants are BN models).
-        lambdas: λ values of the regularized BN variants (τ is ``train.gs_tau``).
+        lambdas: λ values of the regularized BN variants.
+        taus: τ values crossed with ``lambdas`` (None: ``train.gs_tau`` alone).
         fixed_epoch: the epoch at which memorization is compared (besides the last).
-        lira_models: shadow models per variant for LiRA (0: off; else even, >= 4).
+        lira_models: shadow models per LiRA recipe (plain norms and the
+            selected variant; 0: off; else even, >= 4).
     """
 
     lambdas: list[float] = [0.1, 1.0, 10.0]
+    taus: list[float] | None = None
     fixed_epoch: int = 10
     lira_models: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _validation_split(cls, values: Any) -> Any:
+        """λ is selected on a validation split: val_fraction 0 (unset, or a study's default) means DEFAULT_VAL_FRACTION."""
+        if not isinstance(values, dict):
+            return values
+        data = values.get("data")
+        if data is None:
+            return {**values, "data": DataConfig(val_fraction=DEFAULT_VAL_FRACTION)}
+        if isinstance(data, DataConfig):
+            if data.val_fraction == 0:
+                return {**values, "data": data.model_copy(update={"val_fraction": DEFAULT_VAL_FRACTION})}
+        elif isinstance(data, dict) and not data.get("val_fraction"):
+            return {**values, "data": {**data, "val_fraction": DEFAULT_VAL_FRACTION}}
+        return values
+
+    @field_validator("taus")
+    @classmethod
+    def _positive_taus(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (not v or any(not (x > 0 and np.isfinite(x)) for x in v)):
+            raise ValueError(f"taus must be positive numbers, got {v}")
+        return None if v is None else list(dict.fromkeys(float(x) for x in v))
 
     @field_validator("lambdas")
     @classmethod
@@ -90,10 +144,17 @@ class MitigateConfig(ExperimentConfig):
             raise ValueError(f"fixed_epoch {self.fixed_epoch} must lie in 1..{self.train.epochs} (the epochs)")
         return self
 
+    def tau_values(self) -> list[float]:
+        return self.taus if self.taus is not None else [self.train.gs_tau]
+
     def variants(self) -> list[Variant]:
-        """Plain BN, BN + regularizer for each λ, then the other norms."""
+        """Plain BN, BN + regularizer for each (λ, τ), then the other norms."""
         out = [Variant("batch", "batch", 0.0)]
-        out += [Variant(f"batch+gs{lam:g}", "batch", lam) for lam in self.lambdas]
+        several = len(self.tau_values()) > 1
+        for tau in self.tau_values():
+            for lam in self.lambdas:
+                name = f"batch+gs{lam:g}" + (f"+tau{tau:g}" if several else "")
+                out.append(Variant(name, "batch", lam, tau))
         out += [Variant(n, n, 0.0) for n in self.norms if n != "batch"]
         return out
 
@@ -137,15 +198,18 @@ def _gs_at(histories: dict[int, list[dict]], epoch: int) -> dict[str, Any] | Non
 def summarize_variant(v: Variant, histories: dict[int, list[dict]], fixed: int) -> dict[str, Any]:
     """Curves, memorization at the fixed and last epoch, accuracies and γ/σ of one variant."""
     last = len(next(iter(histories.values())))
-    per_seed = {str(s): {k: [h.get(k) for h in hist] for k in CURVES} for s, hist in histories.items()}
+    keys = CURVES + EXTRA_CURVES
+    per_seed = {str(s): {k: [h.get(k) for h in hist] for k in keys} for s, hist in histories.items()}
     at = lambda key, e: _stat([c[key][e - 1] for c in per_seed.values()])  # noqa: E731
+    point = ("noisy_acc", "ood_acc", "test_acc", "clean_acc") + EXTRA_CURVES
     return {
         "norm": v.norm,
         "gs_reg": v.lam,
-        "mean": {k: mean_curve([c[k] for c in per_seed.values()]) for k in CURVES},
+        "gs_tau": v.tau,
+        "mean": {k: mean_curve([c[k] for c in per_seed.values()]) for k in keys},
         "per_seed": per_seed,
-        "fixed_epoch": {"epoch": fixed, **{k: at(k, fixed) for k in ("noisy_acc", "ood_acc", "test_acc", "clean_acc")}},
-        "final": {"epoch": last, **{k: at(k, last) for k in ("noisy_acc", "ood_acc", "test_acc", "clean_acc")}},
+        "fixed_epoch": {"epoch": fixed, **{k: at(k, fixed) for k in point}},
+        "final": {"epoch": last, **{k: at(k, last) for k in point}},
         "gamma_sigma": {"fixed_epoch": _gs_at(histories, fixed), "final": _gs_at(histories, last)},
     }
 
@@ -164,17 +228,64 @@ def _relative(metrics: dict[str, Any]) -> None:
         m["relative_to_bn"] = rel
 
 
-def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress: bool) -> dict[str, Any]:
-    """LiRA on ``cfg.lira_models`` shadow models trained with variant ``v``'s recipe.
+def _mem_score(rec: dict[str, Any], key: str | None) -> float | None:
+    """Selection score (lower is better): memorization, or on clean data the train−validation gap."""
+    if key is not None:
+        return rec["final"][key]["mean"]
+    train, val = rec["final"]["train_acc"]["mean"], rec["final"]["val_acc"]["mean"]
+    return None if train is None or val is None else train - val
 
-    Raises:
-        BnmemError: the membership-inference machinery is not installed.
+
+def select_variant(metrics: dict[str, dict[str, Any]], variants: list[Variant], key: str | None) -> dict[str, Any]:
+    """Apply :data:`SELECTION_RULE` (validation split and training set only).
+
+    Args:
+        metrics: variant name -> :func:`summarize_variant` record.
+        variants: the variants, plain BN first.
+        key: the memorization key (``noisy_acc``/``ood_acc``), or None on clean data.
+
+    Returns:
+        ``{"variant", "gs_reg", "gs_tau", "eligible", "rule", "val_acc", "score", "criterion"}``.
     """
-    try:
-        from bnmem.lenses.lira import LiraConfig, run_shadow_norm
-    except ImportError as e:  # the LiRA lens ships separately from this module
-        raise BnmemError(f"--lira-models needs bnmem.lenses.lira, which is not available ({e})") from e
-    train = cfg.train.model_copy(update={"gs_reg": v.lam})
+    bn_val = metrics["batch"]["final"]["val_acc"]["mean"]
+    regs = [v for v in variants if v.lam > 0]
+    rows = {v.name: (metrics[v.name]["final"]["val_acc"]["mean"], _mem_score(metrics[v.name], key)) for v in regs}
+    eligible = [v for v in regs if rows[v.name][0] is not None and rows[v.name][0] >= bn_val - VAL_TOLERANCE
+                and rows[v.name][1] is not None]
+    if eligible:
+        chosen = min(eligible, key=lambda v: (rows[v.name][1], v.lam, v.tau or 0.0))
+    else:
+        chosen = max(regs, key=lambda v: (rows[v.name][0] if rows[v.name][0] is not None else -1.0, -v.lam))
+    return {
+        "variant": chosen.name,
+        "gs_reg": chosen.lam,
+        "gs_tau": chosen.tau,
+        "eligible": [v.name for v in eligible],
+        "val_acc": {n: r[0] for n, r in rows.items()} | {"batch": bn_val},
+        "score": {n: r[1] for n, r in rows.items()},
+        "criterion": key or "train_acc - val_acc",
+        "rule": SELECTION_RULE,
+    }
+
+
+def _seed_diff(a: dict[str, Any], b: dict[str, Any], key: str) -> dict[str, Any]:
+    """Paired-by-seed difference a − b of a last-epoch value, with its interval."""
+    seeds = sorted(set(a["per_seed"]) & set(b["per_seed"]), key=int)
+    return paired_difference([a["per_seed"][s][key][-1] for s in seeds], [b["per_seed"][s][key][-1] for s in seeds],
+                             unit="seeds").to_dict()
+
+
+def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress: bool) -> dict[str, Any]:
+    """LiRA (online and RMIA) on ``cfg.lira_models`` shadow models trained with variant ``v``'s recipe.
+
+    The shadow models train on the pool without the validation split (the
+    same data config), with the model seeds and keep matrix of every other
+    variant, so targets pair across variants.
+
+    """
+    from bnmem.lenses.lira import LiraConfig, run_shadow_norm
+
+    train = cfg.train.model_copy(update={"gs_reg": v.lam, "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
     lcfg = LiraConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
                       shadow_models=cfg.lira_models)
     entry = run_shadow_norm(lcfg, v.norm, directory, progress=progress)
@@ -185,11 +296,31 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
         "bn_mode_at_query": lcfg.query_bn_mode,
         "views": entry["query"].get("views"),
         **{sub: {k: attack[sub][k] for k in LIRA_METRICS} for sub in attack},
+        "attacks": {a: {sub: {k: entry["attacks"][a][sub][k] for k in (*LIRA_METRICS, "auc_per_target")}
+                        for sub in entry["attacks"][a]} for a in LIRA_ATTACKS if a in entry["attacks"]},
         "shadow_accuracy": {k: entry["accuracy"][k]["mean"] for k in entry["accuracy"]},
     }
 
 
-def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+def _lira_pairs(metrics: dict[str, Any], selected: str, others: list[str]) -> dict[str, Any]:
+    """Per-target AUC differences (same model seeds and keep matrix) of the LiRA recipes, with intervals."""
+    from bnmem.lenses.lira.run import paired_differences
+
+    pairs = [(selected, "batch")] + [("batch", o) for o in others] + [(selected, o) for o in others]
+    out: dict[str, Any] = {}
+    for a, b in pairs:
+        if "lira" not in metrics.get(a, {}) or "lira" not in metrics.get(b, {}):
+            continue
+        out[f"{a}-{b}"] = {
+            attack: {sub: paired_differences(metrics[a]["lira"]["attacks"][attack][sub]["auc_per_target"],
+                                             metrics[b]["lira"]["attacks"][attack][sub]["auc_per_target"])
+                     for sub in metrics[a]["lira"]["attacks"][attack]}
+            for attack in metrics[a]["lira"]["attacks"]
+        }
+    return out
+
+
+def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (variant, seed) and compare memorization, accuracy, γ/σ (and LiRA).
 
     Writes ``config.json``, one folder per ``<variant>/seed<k>`` (resumable),
@@ -212,30 +343,49 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
     epochs = {cfg.fixed_epoch, cfg.train.epochs}
     metrics: dict[str, Any] = {}
     for v in cfg.variants():
-        train = cfg.train.model_copy(update={"gs_reg": v.lam})
-        histories = {}
-        for seed in cfg.seeds:
-            job = out / v.folder / f"seed{seed}"
-            if io.is_done(job):
-                histories[seed] = io.read_json(job / "history.json")
-                continue
-            model = seeded_model(cfg.model(v.norm), ds, seed)
-            histories[seed] = train_model(
-                model, ds, train, seed, run_dir=job,
-                on_epoch=gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
-                progress=f"{v.name} seed {seed}" if progress else False,
-            ).history
+        train = cfg.train.model_copy(update={"gs_reg": v.lam,
+                                             "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
+        histories = {
+            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
+                            lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
+                            progress=f"{v.name} seed {seed}" if progress else False)
+            for seed in cfg.seeds
+        }
         metrics[v.name] = summarize_variant(v, histories, cfg.fixed_epoch)
-        if cfg.lira_models:
-            metrics[v.name]["lira"] = run_lira_variant(cfg, v, out / v.folder / "lira", progress)
+    variants = cfg.variants()
+    first = metrics["batch"]["final"]
+    key = next((k for k in ("noisy_acc", "ood_acc") if first[k]["mean"] is not None), None)
+    selection = select_variant(metrics, variants, key)
+    chosen = metrics[selection["variant"]]
+    selection["test_acc_change"] = _seed_diff(chosen, metrics["batch"], "test_acc")
+    selection["val_acc_change"] = _seed_diff(chosen, metrics["batch"], "val_acc")
+    if key is not None:
+        selection["memorization_change"] = _seed_diff(chosen, metrics["batch"], key)
+    if cfg.lira_models:
+        # Shadow models for plain BN, the selected variant and the other norms (not every λ: cost).
+        for v in variants:
+            if v.lam == 0 or v.name == selection["variant"]:
+                metrics[v.name]["lira"] = run_lira_variant(cfg, v, out / v.folder / "lira", progress)
+        selection["lira_paired_auc"] = _lira_pairs(metrics, selection["variant"],
+                                                   [v.name for v in variants if v.norm != "batch"])
     _relative(metrics)
-    result = {
+    result = LENS.stamp({
         **metrics,
         "variants": [v.name for v in cfg.variants()],
+        "selection": selection,
+        # Read by the report's claim 6 (the λ its plan decides on).
+        "selected_lambda": selection["gs_reg"],
+        "selected_tau": selection["gs_tau"] if selection["gs_tau"] is not None else cfg.train.gs_tau,
         "conditions": {
             **cfg.conditions(),
             "lambdas": cfg.lambdas,
             "gs_tau": cfg.train.gs_tau,
+            "taus": cfg.tau_values(),
+            "selection_rule": SELECTION_RULE,
+            "n_val": ds.n_val,
+            "val_fraction": cfg.data.val_fraction,
+            "lira_recipes": "plain norms and the selected variant" if cfg.lira_models else None,
+            "lira_attacks": list(LIRA_ATTACKS) if cfg.lira_models else [],
             "regularizer": "λ · mean over BN channels of relu(|γ|/σ_batch − τ)², added to the loss",
             "fixed_epoch": cfg.fixed_epoch,
             "epochs": cfg.train.epochs,
@@ -246,7 +396,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, progress: bool = True) ->
             "lira_models": cfg.lira_models,
         },
         "dataset": ds.summary(),
-    }
+    })
     io.write_json(out / "metrics.json", result)
     plot_privacy_utility(result, out / "privacy_utility.png",
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
@@ -263,11 +413,13 @@ def _memorization_key(result: dict[str, Any]) -> str:
 def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") -> None:
     """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
     min–max), memorization curves, and LiRA AUC vs test accuracy when measured."""
-    from bnmem.figures.plots import NORM_COLORS, plt, save_figure
+    import matplotlib.pyplot as plt
+
+    from bnmem.figures.save import NORM_COLORS, save_figure
 
     key = _memorization_key(result)
     names = result["variants"]
-    has_lira = all("lira" in result[n] for n in names)
+    has_lira = any("lira" in result[n] for n in names)
     fig, axes = plt.subplots(1, 3 if has_lira else 2, figsize=(16 if has_lira else 11, 4.2))
     gs_names = [n for n in names if result[n]["gs_reg"] > 0]
     # Oranges: regularized BN variants stay apart from plain BN's red and no-norm's blue.
@@ -302,13 +454,17 @@ def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") ->
     if has_lira:
         ax = axes[2]
         for n in names:
-            lira = result[n]["lira"]
-            for sub, marker in (("all", "o"), ("outliers", "^")):
-                if sub in lira:
-                    ax.scatter(result[n]["final"]["test_acc"]["mean"], lira[sub]["auc"], color=color(n),
-                               marker=marker, s=50, label=f"{n} ({sub})")
-        ax.set(xlabel="clean test accuracy (final)", ylabel=f"LiRA ({LIRA_ATTACK}) AUC",
-               title=f"membership inference, {result['conditions']['lira_models']} shadow models")
+            if "lira" not in result[n]:
+                continue
+            attacks = result[n]["lira"].get("attacks") or {LIRA_ATTACK: result[n]["lira"]}
+            for attack, marker in (("online", "o"), ("rmia", "s")):
+                if attack in attacks and "all" in attacks[attack]:
+                    ax.scatter(result[n]["final"]["test_acc"]["mean"], attacks[attack]["all"]["auc"], color=color(n),
+                               marker=marker, s=50, label=f"{n} ({attack})")
+        chosen = (result.get("selection") or {}).get("variant")
+        ax.set(xlabel="clean test accuracy (final)", ylabel="membership AUC (all examples)",
+               title=f"LiRA online (o) and RMIA (s), {result['conditions']['lira_models']} shadow models"
+                     + (f"; selected: {chosen}" if chosen else ""))
     for a in axes:
         a.grid(alpha=0.3)
         if a.get_legend_handles_labels()[0]:
@@ -326,21 +482,43 @@ def summary_table(result: dict[str, Any]) -> str:
     """Printable mitigation table: memorization, accuracy and γ/σ per variant (means over seeds)."""
     key = _memorization_key(result)
     fe = result["conditions"]["fixed_epoch"]
-    lira = all("lira" in result[n] for n in result["variants"])
+    lira = any("lira" in result[n] for n in result["variants"])
+    chosen = (result.get("selection") or {}).get("variant")
     rows = []
     for n in result["variants"]:
         m = result[n]
         gs = m["gamma_sigma"]["final"]
         layers = "/".join(f"{s['median_ratio']:.2f}" for s in gs["running"]["layers"].values()) if gs else "-"
         frac = "/".join(f"{s['frac_above_1']:.2f}" for s in gs["running"]["layers"].values()) if gs else "-"
-        row = [n, fmt(m["fixed_epoch"][key]["mean"]), fmt(m["final"][key]["mean"]),
-               fmt(m["final"]["test_acc"]["mean"]), fmt(m["final"]["clean_acc"]["mean"]), layers, frac]
+        row = [n + (" *" if n == chosen else ""), fmt(m["fixed_epoch"][key]["mean"]), fmt(m["final"][key]["mean"]),
+               fmt((m["final"].get("val_acc") or {}).get("mean")), fmt(m["final"]["test_acc"]["mean"]),
+               fmt(m["final"]["clean_acc"]["mean"]), layers, frac]
         if lira:
-            row += [fmt(m["lira"]["all"]["auc"]), fmt(m["lira"].get("outliers", {}).get("auc"))]
+            attacks = (m.get("lira") or {}).get("attacks") or {}
+            row += [fmt(((attacks.get(a) or {}).get("all") or {}).get("auc")) for a in LIRA_ATTACKS]
+            row += [fmt((m.get("lira") or {}).get("outliers", {}).get("auc"))]
         rows.append(row)
     mem = key.replace("_acc", "")
-    header = ["variant", f"{mem}@ep{fe}", f"{mem} final", "test final", "clean final",
+    header = ["variant", f"{mem}@ep{fe}", f"{mem} final", "val final", "test final", "clean final",
               "median |γ|/σ per layer", "frac>1 per layer"]
     if lira:
-        header += ["LiRA AUC", "AUC outliers"]
-    return table(rows, header)
+        header += ["LiRA AUC", "RMIA AUC", "LiRA AUC outliers"]
+    lines = [table(rows, header)]
+    sel = result.get("selection")
+    if sel:
+        tc = sel["test_acc_change"]
+        ci = "no interval" if tc["ci_low"] is None else f"[{100 * tc['ci_low']:+.1f}, {100 * tc['ci_high']:+.1f}]"
+        lines.append(f"* selected on the validation split: {sel['variant']} (λ={sel['gs_reg']:g}); test accuracy "
+                     f"change vs BN {100 * tc['mean']:+.1f} pt {ci} over {tc['n']} seeds")
+    return "\n".join(lines)
+
+
+def hook(cfg: MitigateConfig, ds: OutlierDataset, job: Path, seed: int) -> EpochHook:
+    """The per-epoch hook of every variant (γ/σ at the fixed and the last epoch)."""
+    return gamma_sigma_hook(ds, {cfg.fixed_epoch, cfg.train.epochs}, cfg.train.batch_size, cfg.data.seed)
+
+
+LENS = register(Lens(
+    name="mitigate", config=MitigateConfig, run=run_mitigate, figure="privacy_utility.png",
+    title="Mitigation: the γ/σ regularizer", summary=summary_table, hook=hook, trains_runs=True,
+))

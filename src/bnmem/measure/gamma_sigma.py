@@ -19,7 +19,7 @@ from torch import nn
 from bnmem.errors import BnmemError
 from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batchnorm_layers
-from bnmem.train.regularizer import batch_sigma
+from bnmem.models.norms import batch_sigma
 
 SigmaMode = Literal["running", "batch"]
 SIGMA_MODES = ("running", "batch")
@@ -37,6 +37,13 @@ def _layer_summary(gamma: np.ndarray, sigma: np.ndarray) -> dict[str, Any]:
         "sigma": sigma.tolist(),
         "ratio": ratio.tolist(),
     }
+
+
+def layer_type(m: nn.Module) -> str | None:
+    """"conv" for BatchNorm2d/3d (and their lazy variants), "fc" for BatchNorm1d, None when the class does
+    not say (SyncBatchNorm). The theory describes conv channels, so claim 4 reports the two separately."""
+    name = type(m).__name__
+    return "fc" if name.endswith("1d") else "conv" if name.endswith(("2d", "3d")) else None
 
 
 @torch.no_grad()
@@ -82,7 +89,8 @@ def gamma_sigma_stats(
 
     Returns:
         ``{"mode", "sigma": how σ was computed, "layers": {name: {n_channels,
-        median_ratio, mean_ratio, max_ratio, frac_above_1, gamma, sigma, ratio}},
+        median_ratio, mean_ratio, max_ratio, frac_above_1, layer_type ("conv" for
+        BatchNorm2d/3d, "fc" for BatchNorm1d), gamma, sigma, ratio}},
         "summary": {n_layers, n_channels, median_ratio, frac_above_1 (over all
         channels), layers_median_above_1}}``. A layer without affine parameters
         has γ = 1. A model without BN layers gives empty ``layers`` and a
@@ -111,7 +119,7 @@ def gamma_sigma_stats(
             sigma = sigmas[name]
         gamma = (m.weight.detach().double().cpu().numpy() if m.weight is not None
                  else np.ones(m.num_features))
-        out_layers[name] = _layer_summary(gamma, sigma)
+        out_layers[name] = {**_layer_summary(gamma, sigma), "layer_type": layer_type(m)}
     all_ratios = np.concatenate([np.asarray(v["ratio"]) for v in out_layers.values()]) if out_layers else np.empty(0)
     summary = {
         "n_layers": len(out_layers),

@@ -2,7 +2,7 @@
 
 Two definitions, because a BN model in training mode couples the examples of a batch:
 
-* ``eval`` (the default, DESIGN.md): the model in eval mode, BN normalizing with
+* ``eval`` (the default; docs/architecture.md, "Definitions"): the model in eval mode, BN normalizing with
   its running statistics; example i's gradient is ∇θ cross_entropy(f(x_i), y_i),
   a function of the example alone.
 * ``batch``: the gradient of example i's own loss term when the forward pass
@@ -21,8 +21,15 @@ Methods for ``eval``: ``ghost`` (per-layer identities, one batched
 forward/backward; see :mod:`bnmem.measure.ghost`), ``vmap`` (``torch.func``:
 vmap over grad of a functional_call), ``loop`` (one backward per example: the
 slow, obviously correct oracle), ``auto`` (ghost where the layers allow it, else
-vmap). For ``batch``: ``jacobian`` (all rows of the per-batch Jacobian of the
-loss vector in one batched backward) or ``loop`` (one backward per example).
+vmap; the first chunk of ghost norms is checked against the loop on two
+examples, and a mismatch falls back to vmap). For ``batch``: ``jacobian`` (all
+rows of the per-batch Jacobian of the loss vector in one batched backward) or
+``loop`` (one backward per example).
+
+Memory: the vectorized paths work in chunks sized from the model's parameter
+count, its activation sizes and a budget (:mod:`bnmem.measure.memory`; default
+a safe fraction of the free RAM or GPU memory); a budget that cannot hold one
+example is a :class:`~bnmem.errors.BnmemError`.
 """
 
 from __future__ import annotations
@@ -40,12 +47,15 @@ from torch.func import functional_call, grad, vmap
 
 from bnmem.errors import BnmemError
 from bnmem.measure.ghost import GhostUnsupported, ghost_sq_norms, unsupported_reason
+from bnmem.measure.memory import Footprint, default_budget, fmt_bytes, footprint, parse_size, plan_chunk
 from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batchnorm_layers
 
 Definition = Literal["eval", "batch"]
 DEFINITIONS = ("eval", "batch")
 EVAL_METHODS = ("auto", "ghost", "vmap", "loop")
+# The ghost self-check's tolerance (float64: the paths agree to ~1e-12 where they apply).
+SELF_CHECK_RTOL = 1e-6
 BATCH_METHODS = ("auto", "jacobian", "loop")
 
 
@@ -59,6 +69,8 @@ class GradNorms:
         method: the method actually used (``ghost``, ``vmap``, ``loop``, ``jacobian``).
         batch_size: batch size of the ``batch`` definition (None for ``eval``).
         seed: seed of the ``batch`` definition's batch partition (None for ``eval``).
+        chunk_size: examples per vectorized call (None for the loop).
+        max_memory: the memory budget in bytes the chunks were sized for.
     """
 
     norms: np.ndarray
@@ -66,14 +78,27 @@ class GradNorms:
     method: str
     batch_size: int | None = None
     seed: int | None = None
+    chunk_size: int | None = None
+    max_memory: int | None = None
 
     def describe(self) -> dict:
-        """Plain-data description for results files."""
+        """Plain-data description for results files.
+
+        The chunk size and memory budget are left out: they follow the free memory
+        of the machine at that moment, not the science, and results must not change
+        with them (a resumed run ends with the same bytes). :meth:`execution` has them.
+        """
         d = {"definition": self.definition, "method": self.method, "dtype": "float64",
              "loss": "per-example cross-entropy (unreduced, no weight decay)"}
         if self.definition == "batch":
             d.update(batch_size=self.batch_size, batch_seed=self.seed)
         return d
+
+    def execution(self) -> dict:
+        """How the work was chunked (machine-dependent; for logs and the audit, not results files)."""
+        if self.max_memory is None:
+            return {}
+        return {"chunk_size": self.chunk_size, "max_memory": fmt_bytes(self.max_memory)}
 
 
 def float64_copy(model: nn.Module) -> nn.Module:
@@ -137,54 +162,106 @@ def vmap_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size
 
     per_sample = vmap(grad(loss_one), in_dims=(None, 0, 0))
     out = []
-    with bn_query_mode(model, "eval"):
+    with bn_query_mode(model, "eval"), warnings.catch_warnings():
+        # attention kernels without a vmap batching rule run through torch's slower fallback: still exact
+        warnings.filterwarnings("ignore", message=".*performance drop because we have not yet implemented the batching")
         for i in range(0, x.shape[0], chunk_size):
             gs = per_sample(params, x[i : i + chunk_size], y[i : i + chunk_size])
-            out.append(sum(g.pow(2).flatten(1).sum(1) for g in gs.values()))
+            out.append(sum(torch.linalg.vector_norm(g.flatten(1), dim=1).pow(2) for g in gs.values()))
+            del gs  # the chunk's per-sample gradients go before the next chunk's arrive
     return torch.cat(out) if out else x.new_empty(0)
 
 
-def ghost_total_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int = 256) -> torch.Tensor:
+def ghost_total_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int = 256,
+                         self_check: bool = True) -> torch.Tensor:
     """Ghost-norm identities (see :mod:`bnmem.measure.ghost`), the model in eval mode.
 
+    Args:
+        model: the model.
+        x, y: inputs (N, ...) and labels (N,).
+        chunk_size: examples per batched forward/backward.
+        self_check: compare the first chunk's first two examples with the per-example
+            loop (catches a layer that mixes the examples of a batch, or whose batch
+            is not dim 0, which the per-module vmap identity cannot see).
+
     Raises:
-        GhostUnsupported: a layer the identities do not cover.
+        GhostUnsupported: a layer the identities do not cover, or a failed self-check.
     """
     x, y = _prepare(model, x, y)
     out = []
     with bn_query_mode(model, "eval"):
         for i in range(0, x.shape[0], chunk_size):
             parts = ghost_sq_norms(model, x[i : i + chunk_size], y[i : i + chunk_size])
-            out.append(torch.stack(list(parts.values())).sum(0))
+            total = torch.stack(list(parts.values())).sum(0)
+            if i == 0 and self_check:
+                _check_against_loop(model, x[:2], y[:2], total[:2])
+            out.append(total)
     return torch.cat(out) if out else x.new_empty(0)
 
 
+def _check_against_loop(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ghost: torch.Tensor) -> None:
+    ref = loop_sq_norms(model, x, y)
+    scale = float(ref.abs().max()) if ref.numel() else 0.0
+    if not torch.allclose(ghost, ref, rtol=SELF_CHECK_RTOL, atol=SELF_CHECK_RTOL * scale):
+        raise GhostUnsupported(f"ghost norms disagree with the per-example loop on a probe "
+                               f"({ghost.tolist()} vs {ref.tolist()}): a layer mixes examples or its batch is not dim 0")
+
+
+def plan_eval(model: nn.Module, x: torch.Tensor, method: str, max_memory: int | None,
+              chunk_size: int | None = None) -> tuple[int, Footprint]:
+    """Chunk size of ``method`` on ``model`` within ``max_memory`` bytes (None: the default budget).
+
+    Raises:
+        BnmemError: the budget cannot hold one example.
+    """
+    p = next(iter(_params(model).values()))
+    budget = default_budget(p.device) if max_memory is None else max_memory
+    fp = footprint(model, x[:1].to(device=p.device, dtype=p.dtype))
+    return plan_chunk(fp, method, budget, chunk_size), fp
+
+
 def eval_sq_norms(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str = "auto", chunk_size: int = 256
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, method: str = "auto", chunk_size: int | None = None,
+    max_memory: int | None = None,
 ) -> tuple[torch.Tensor, str]:
     """Squared eval-definition norms by ``method``; returns them and the method used.
 
+    Args:
+        model: the model (its dtype sets the precision).
+        x, y: inputs and labels.
+        method: ``auto``, ``ghost``, ``vmap`` or ``loop``.
+        chunk_size: at most this many examples per vectorized call (None: as the budget allows, up to 256).
+        max_memory: budget in bytes for the chunks (None: a safe fraction of the free memory).
+
     Raises:
-        BnmemError: unknown method, or ``ghost`` asked for a model it does not cover.
+        BnmemError: unknown method, ``ghost`` asked for a model it does not cover,
+            or a budget that cannot hold one example.
     """
     if method not in EVAL_METHODS:
         raise BnmemError(f"unknown gradient-norm method {method!r}; choose one of {', '.join(EVAL_METHODS)}")
+    if x.shape[0] == 0:
+        return x.new_empty(0, dtype=torch.float64), "loop" if method == "loop" else "vmap" if method == "vmap" else "ghost"
     if method == "loop":
+        if not isinstance(model, torch.jit.ScriptModule):
+            plan_eval(model, x, "loop", max_memory)
         return loop_sq_norms(model, x, y), "loop"
     if method == "vmap":
-        return vmap_sq_norms(model, x, y, chunk_size), "vmap"
+        return vmap_sq_norms(model, x, y, plan_eval(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
     with bn_query_mode(model, "eval"):
         reason = unsupported_reason(model)
     if reason is not None and method == "ghost":
         raise BnmemError(f"the ghost-norm path does not cover this model: {reason}; use method 'vmap'")
     if reason is None:
+        chunk = plan_eval(model, x, "ghost", max_memory, chunk_size)[0]
         try:
-            return ghost_total_sq_norms(model, x, y, chunk_size), "ghost"
+            return ghost_total_sq_norms(model, x, y, chunk), "ghost"
         except GhostUnsupported as e:
             if method == "ghost":
                 raise BnmemError(f"the ghost-norm path does not cover this model: {e}; use method 'vmap'") from e
             warnings.warn(f"ghost norms not applicable ({e}); falling back to vmap", stacklevel=2)
-    return vmap_sq_norms(model, x, y, chunk_size), "vmap"
+    else:
+        warnings.warn(f"ghost norms not applicable ({reason}); falling back to vmap", stacklevel=2)
+    return vmap_sq_norms(model, x, y, plan_eval(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
 
 
 # --- batch-coupled definition --------------------------------------------------------
@@ -244,21 +321,31 @@ def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, met
 
 
 def batch_sq_norms(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0, method: str = "auto"
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int = 0, method: str = "auto",
+    max_memory: int | None = None,
 ) -> tuple[torch.Tensor, str]:
     """Squared batch-definition norms of every example of ``x``; returns them and the method used.
 
+    ``auto`` takes the batched Jacobian (batch size x parameters per-row
+    gradients) when it fits ``max_memory`` bytes (None: the default budget), else the loop.
+
     Raises:
-        BnmemError: unknown method; too few examples.
+        BnmemError: unknown method; too few examples; a budget too small for the loop.
     """
     if method not in BATCH_METHODS:
         raise BnmemError(f"unknown batch-definition method {method!r}; choose one of {', '.join(BATCH_METHODS)}")
     x, y = _prepare(model, x, y)
     if not batchnorm_layers(model):
         # Nothing couples the examples: the batch definition is the eval one.
-        sq, used = eval_sq_norms(model, x, y)
+        sq, used = eval_sq_norms(model, x, y, max_memory=max_memory)
         return sq, f"{used} (no BN: batch = eval)"
     used = "jacobian" if method == "auto" else method
+    if used == "jacobian" and method == "auto":
+        _, fp = plan_eval(model, x, "loop", max_memory)  # raises if not even the loop fits
+        budget = max_memory if max_memory is not None else default_budget(x.device)
+        bs = min(batch_size, x.shape[0])
+        if fp.model + bs * (fp.per_example("vmap") + fp.params) > budget:
+            used = "loop"
     out = torch.full((x.shape[0],), float("nan"), dtype=x.dtype, device=x.device)
     with bn_query_mode(model, "batch"):
         for b in batch_partition(x.shape[0], batch_size, seed):
@@ -291,7 +378,8 @@ def per_sample_grad_norms(
     batch_size: int = 64,
     seed: int = 0,
     subset: np.ndarray | None = None,
-    chunk_size: int = 256,
+    chunk_size: int | None = None,
+    max_memory: int | str | None = None,
 ) -> GradNorms:
     """L2 norm of each example's loss gradient over all trainable parameters, in float64.
 
@@ -310,14 +398,18 @@ def per_sample_grad_norms(
         seed: seed of the ``batch`` definition's random batch partition.
         subset: measure only these example indices (others are NaN); the
             ``batch`` definition then draws its batches from the subset.
-        chunk_size: examples per vectorized call of the ``eval`` methods.
+        chunk_size: at most this many examples per vectorized call of the
+            ``eval`` methods (None: as many as ``max_memory`` allows, up to 256).
+        max_memory: memory budget of the measurement, bytes or text such as
+            ``"8GB"`` (None: half the free RAM, or GPU memory for a CUDA model).
 
     Returns:
         A :class:`GradNorms` with (N,) float64 norms.
 
     Raises:
         BnmemError: unknown definition or method, mismatched x/y, a model
-            without parameters, or too few examples for the ``batch`` definition.
+            without parameters, too few examples for the ``batch`` definition, or
+            a ``max_memory`` that cannot hold the model and one example.
     """
     if definition not in DEFINITIONS:
         raise BnmemError(f"unknown gradient definition {definition!r}; choose one of {', '.join(DEFINITIONS)}")
@@ -325,17 +417,27 @@ def per_sample_grad_norms(
     idx = np.arange(n) if subset is None else np.asarray(subset, dtype=np.int64)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise BnmemError(f"subset indices must lie in [0, {n})")
+    p = next(iter(model.parameters()), None)
+    device = p.device if p is not None else torch.device("cpu")
+    budget = default_budget(device) if max_memory is None else parse_size(max_memory)
+    model_bytes = 8 * sum(t.numel() for t in (*model.parameters(), *model.buffers()))
+    if model_bytes > budget:
+        raise BnmemError(f"--max-memory {fmt_bytes(budget)} cannot hold the float64 copy of the model "
+                         f"({fmt_bytes(model_bytes)})")
     m64 = float64_copy(model)
     xs, ys = x[torch.as_tensor(idx)], y[torch.as_tensor(idx)]
+    chunk = None
     if definition == "eval":
-        sq, used = eval_sq_norms(m64, xs, ys, method, chunk_size)
+        sq, used = eval_sq_norms(m64, xs, ys, method, chunk_size, budget)
+        if used != "loop" and xs.shape[0]:
+            chunk = plan_eval(m64, xs, used, budget, chunk_size)[0]
     else:
-        sq, used = batch_sq_norms(m64, xs, ys, batch_size, seed, method)
+        sq, used = batch_sq_norms(m64, xs, ys, batch_size, seed, method, budget)
     norms = np.full(n, np.nan)
     norms[idx] = sq.clamp_min(0).sqrt().cpu().numpy()
     return GradNorms(norms=norms, definition=definition, method=used,
                      batch_size=batch_size if definition == "batch" else None,
-                     seed=seed if definition == "batch" else None)
+                     seed=seed if definition == "batch" else None, chunk_size=chunk, max_memory=budget)
 
 
 def subset_summary(values: np.ndarray) -> dict[str, float | int | None]:

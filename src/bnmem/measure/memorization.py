@@ -44,12 +44,17 @@ def subset_accuracies(
     orig = torch.as_tensor(ds.y_train_orig)
     sel = np.ones(ds.n_train, bool) if train_idx is None else np.isin(np.arange(ds.n_train), train_idx)
     test_pred = predict_logits(model, ds.x_test).argmax(1)
+    extra = {}
+    if ds.n_val:
+        extra["val_acc"] = float((predict_logits(model, ds.x_val).argmax(1) == ds.y_val.cpu()).float().mean())
     return {
         "clean_acc": _acc(pred, y, ds.is_clean & sel),
         "noisy_acc": _acc(pred, y, ds.is_noisy & sel),
         "noisy_orig_acc": _acc(pred, orig, ds.is_noisy & sel),
         "ood_acc": _acc(pred, y, ds.is_ood & sel),
         "test_acc": float((test_pred == ds.y_test.cpu()).float().mean()),
+        "train_acc": _acc(pred, y, sel),
+        **extra,
     }
 
 
@@ -59,3 +64,13 @@ def epochs_to_fit(curve: Sequence[float | None], level: float) -> int | None:
         if v is not None and v >= level:
             return i + 1
     return None
+
+
+def mean_curve(curves: Sequence[Sequence[float | None]]) -> list[float | None]:
+    """Per-epoch mean over seeds, ignoring missing values; None where all are missing."""
+    arr = np.array([[np.nan if v is None else v for v in c] for c in curves], dtype=float)
+    out = []
+    for col in arr.T:
+        ok = ~np.isnan(col)
+        out.append(float(col[ok].mean()) if ok.any() else None)
+    return out

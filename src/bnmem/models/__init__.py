@@ -14,12 +14,12 @@ from typing import Any, Callable
 
 from torch import nn
 
-from bnmem.config import ARCH_ALIASES, NORMS
 from bnmem.errors import BnmemError
 from bnmem.models.densenet import DenseNet
 from bnmem.models.lenet import LeNet
 from bnmem.models.mlp import MLP
 from bnmem.models.norms import (
+    NORMS,
     batchnorm_layers,
     is_norm_layer,
     kaiming_init_convs,
@@ -29,6 +29,8 @@ from bnmem.models.norms import (
 )
 from bnmem.models.resnet import BasicBlock, ResNet, resnet18, resnet20
 
+# Aliases a user may type; resolved by ``canonical_arch``.
+ARCH_ALIASES = {"resnet": "resnet20"}
 # Canonical architecture name -> constructor(input_shape, num_classes, norm, **extra).
 # Must list the same names as bnmem.config.ARCHS (checked by tests/test_models.py).
 MODELS: dict[str, Callable[..., nn.Module]] = {

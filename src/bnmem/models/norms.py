@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
-from bnmem.config import NORMS
 from bnmem.errors import BnmemError
+
+# The normalization choices every architecture accepts (its norm= argument).
+NORMS = ("batch", "none", "group", "layer")
 
 NormFactory = Callable[[int], nn.Module]
 
@@ -141,3 +144,10 @@ def kaiming_init_convs(model: nn.Module) -> None:
             nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
+
+
+def batch_sigma(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Per-channel batch standard deviation as BN computes it in training mode
+    (biased variance over all dims but the channel dim 1)."""
+    dims = [d for d in range(x.ndim) if d != 1]
+    return torch.sqrt(x.var(dim=dims, unbiased=False) + eps)

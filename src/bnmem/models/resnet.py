@@ -76,6 +76,14 @@ class ResNet(nn.Module):
     γ (through γ/σ) is what this study measures and zeroing half of the γ's
     would bias it.
 
+    Pairing across norms: built after the same ``torch.manual_seed``, every
+    layer that two norms' models both have starts from the same weights
+    (norm layers draw no random numbers), except, by default, each residual
+    branch's last conv of the ``none`` model, which starts at zero. Results
+    state this difference, measured from the models
+    (:func:`bnmem.models.pairing.init_pairing`); ``zero_init_residual=False``
+    makes the pair identical everywhere.
+
     Args:
         input_shape: (C, H, W).
         num_classes: number of logits.

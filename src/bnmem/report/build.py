@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem import io
+from bnmem.analysis_plan import LENS_GAMMA_SIGMA
 from bnmem.report.claims import Claim, evaluate_claims
 from bnmem.report.html import render_html
 from bnmem.report.rundata import RunData, load_run
 from bnmem.report.summary import render_csv, render_markdown
 from bnmem.report.tables import (
-    Table, gamma_sigma_table, gradnorms_table, lira_tables, memorization_table, mitigation_table, theory_table,
+    Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
+    theory_table,
 )
 
 
@@ -36,10 +38,18 @@ def key_tables(run: RunData) -> dict[str, list[Table]]:
         "memorization": [memorization_table(c, lens) for c, lens in run.lenses("memorize")],
         "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses("gradnorms")],
         "lira": [t for c, lens in run.lenses("lira") for t in lira_tables(c, lens)],
-        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses("gamma_sigma")],
+        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(LENS_GAMMA_SIGMA)],
         "theory": [theory_table(run.theory)] if run.theory is not None else [],
         "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses("mitigate")],
     }
+    # Lenses without a dedicated section: the table their own command prints.
+    from bnmem.report.html import sections
+
+    for sid, _, kind, _ in sections(run):
+        if sid.startswith("lens-"):
+            pairs = ([("", run.studywide[kind])] if kind in run.studywide
+                     else [(c.describe(), lens) for c, lens in run.lenses(kind)])
+            out[sid] = [t for label, lens in pairs if (t := lens_summary_table(label, lens)) is not None]
     return {k: v for k, v in out.items() if v}
 
 

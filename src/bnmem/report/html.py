@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from bnmem import __version__
-from bnmem.report.claims import NOT_REPRODUCED, NOT_RUN, REPRODUCED, Claim, conditions_text
-from bnmem.report.rundata import LENS_FIGURES, Lens, RunData
+from bnmem.analysis_plan import (
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, LENS_GAMMA_SIGMA, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION,
+    STATUSES,
+)
+from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.rundata import Lens, RunData, lens_figures
 from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -32,7 +36,7 @@ FIGURE_SECTIONS = (
     ("lira", "Membership inference (log-log ROC)", "lira",
      "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
      "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
-    ("gamma_sigma", "γ/σ per BN layer", "gamma_sigma",
+    ("gamma_sigma", "γ/σ per BN layer", LENS_GAMMA_SIGMA,
      "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
      "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
      "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
@@ -63,7 +67,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .status { display: inline-block; padding: 2px 9px; border-radius: 10px; font-weight: 600; font-size: 12.5px;
           white-space: nowrap; }
 .s-reproduced { background: #d3efd9; color: #14532d; border: 1px solid #7cc48f; }
-.s-not-reproduced { background: #fbd9d9; color: #7a1010; border: 1px solid #e48a8a; }
+.s-direction-only { background: #fdf0c9; color: #6b4a00; border: 1px solid #e2bd55; }
+.s-inconclusive { background: #e3ecf7; color: #23456e; border: 1px solid #94b1d6; }
+.s-contradicted, .s-not-reproduced, .s-check-failed { background: #fbd9d9; color: #7a1010; border: 1px solid #e48a8a; }
+.s-check-passed { background: #e9f3ea; color: #2e5233; border: 1px dashed #7cc48f; }
 .s-not-run { background: #e6e8eb; color: #4a525a; border: 1px solid #b9bfc6; }
 tr.claim td.rule { color: #4a525a; font-size: 12.5px; }
 .caption { color: #4a525a; font-size: 13px; margin: 4px 0 10px; }
@@ -85,8 +92,9 @@ def esc(text: Any) -> str:
 
 
 def status_badge(status: str) -> str:
-    cls = {REPRODUCED: "s-reproduced", NOT_REPRODUCED: "s-not-reproduced", NOT_RUN: "s-not-run"}[status]
-    return f'<span class="status {cls}">{esc(status)}</span>'
+    """A coloured status label (the plan's statuses, check statuses, the previous plan's statuses)."""
+    cls = "s-" + status.replace(" ", "-")
+    return f'<span class="status {esc(cls)}">{esc(status)}</span>'
 
 
 def png_data_uri(path: Path) -> str | None:
@@ -103,6 +111,9 @@ def png_data_uri(path: Path) -> str | None:
 def render_table(t: Table, cls: str = "") -> str:
     """A :class:`Table` as HTML (numbers right-aligned)."""
     out = [f"<h3>{esc(t.title)}</h3>"] if t.title else []
+    if t.preformatted is not None:
+        out.append(f"<pre>{esc(t.preformatted)}</pre>")
+        return "\n".join(out)
     if not t.rows:
         out.append('<p class="notrun">no rows: the results file lacks these fields</p>')
         return "\n".join(out)
@@ -129,28 +140,35 @@ def _ci(claim: Claim, low: float | None, high: float | None) -> str:
 
 
 def checklist(claims: list[Claim]) -> str:
-    """The claims table: one row per claim with number, interval, status and rule."""
+    """The claims table: one row per claim with number, interval, status, agreement and the previous verdict."""
     rows = []
     for c in claims:
         d = c.decisive
         value = c.fmt(d.value) if d else "—"
         ci = _ci(c, d.ci_low, d.ci_high) if d else "—"
         where = esc(d.where) if d else esc(c.not_run_reason())
+        kind = ("" if c.kind == "evidence" else
+                f'<div class="note"><b>{esc(c.kind)}</b>: not evidence for the claim</div>')
+        prev = c.previous_status
         rows.append(
-            f'<tr class="claim" id="claim-{esc(c.id)}" data-claim="{esc(c.id)}" data-status="{esc(c.status)}">'
+            f'<tr class="claim" id="claim-{esc(c.id)}" data-claim="{esc(c.id)}" data-status="{esc(c.status)}" '
+            f'data-previous="{esc(prev)}">'
             f"<td><b>{esc(c.id)}</b></td>"
-            f'<td>{esc(c.title)}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
+            f'<td>{esc(c.title)}{kind}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
             f'<td class="num">{esc(value)}</td><td class="num">{esc(ci)}</td>'
             f"<td>{status_badge(c.status)}</td>"
+            f'<td class="note">{esc(c.agreement_text())}</td>'
+            f"<td>{status_badge(prev)}</td>"
             f'<td class="rule">{esc(c.rule)}</td></tr>'
         )
     return ('<table class="checklist"><thead><tr><th>#</th><th>claim · metric · where</th><th>value</th>'
-            "<th>95% CI</th><th>status</th><th>rule</th></tr></thead><tbody>\n" + "\n".join(rows)
+            f"<th>95% CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
+            f"<th>under plan {esc(PREVIOUS_VERSION)}</th><th>rule</th></tr></thead><tbody>\n" + "\n".join(rows)
             + "\n</tbody></table>")
 
 
 def claim_details(claims: list[Claim]) -> str:
-    """Every evaluation of every claim, with method and notes."""
+    """Every evaluation of every claim (method, notes, co-verdicts) and the previous rule's verdicts."""
     out = []
     for c in claims:
         out.append(f'<h3 id="details-{esc(c.id)}">{esc(c.id)}. {esc(c.title)} {status_badge(c.status)}</h3>')
@@ -161,15 +179,67 @@ def claim_details(claims: list[Claim]) -> str:
                    "<th>interval method · notes</th><th>conditions</th></tr></thead><tbody>")
         for e in c.evaluations:
             tag = "" if e.deciding else " (shown, not deciding)"
+            cov = "".join(f"<br>{esc(a.name)}: {esc(c.fmt(a.value))} {esc(_ci(c, a.ci_low, a.ci_high))} "
+                          f"{status_badge(a.status)}" for a in e.coverdicts)
             out.append(
                 f"<tr><td>{esc(e.where + tag)}</td><td class=\"num\">{esc(c.fmt(e.value))}</td>"
-                f'<td class="num">{esc(_ci(c, e.ci_low, e.ci_high))}</td><td>{status_badge(e.status)}</td>'
+                f'<td class="num">{esc(_ci(c, e.ci_low, e.ci_high))}</td><td>{status_badge(e.status)}{cov}</td>'
                 f'<td class="note">{esc(e.method)}{"<br>" if e.method and e.note else ""}{esc(e.note)}</td>'
                 f'<td class="note">{esc(conditions_text(e.conditions))}</td></tr>'
             )
         out.append("</tbody></table>")
+        if c.previous:
+            out.append(f'<p class="note"><b>Under plan {esc(PREVIOUS_VERSION)}</b> ({esc(c.previous_rule)}): '
+                       + "; ".join(f"{esc(p.where)}: {esc(c.fmt(p.value))} {status_badge(p.status)}"
+                                   for p in c.previous) + "</p>")
         for n in c.notes:
             out.append(f'<p class="note">{esc(n)}</p>')
+    return "\n".join(out)
+
+
+def robustness_panel(claims: list[Claim]) -> str:
+    """Per claim: the verdict under the plan and under each alternative analysis choice."""
+    out = []
+    for c in claims:
+        panel = c.robustness()
+        if not panel:
+            continue
+        k, n = c.agreement()
+        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(k)} of {esc(n)} analyses agree '
+                   f"with {status_badge(c.status)}</h3>")
+        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>95% CI</th>'
+                   "<th>status</th><th>agrees</th><th>method · notes</th></tr></thead><tbody>")
+        for a in panel:
+            agrees = "—" if a.status == NOT_RUN else ("yes" if a.status == c.status else "no")
+            name = c.label(a)
+            out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
+                       f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
+                       f'<td>{agrees}</td>'
+                       f'<td class="note">{esc("; ".join(x for x in (a.method, a.note) if x))}</td></tr>')
+        out.append("</tbody></table>")
+    return "\n".join(out) or '<p class="notrun">no claim was measured</p>'
+
+
+def plan_block() -> str:
+    """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number."""
+    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (bnmem.analysis_plan; '
+           "docs/analysis-plan.md). Statuses are decided on the 95% interval: <i>reproduced</i> = excludes the "
+           "null on the paper's side and overlaps the paper's range; <i>direction only</i> = the paper's side but "
+           "entirely outside its range; <i>inconclusive</i> = includes the null or no valid interval; "
+           "<i>contradicted</i> = excludes the null on the other side.</p>",
+           '<table class="plan"><thead><tr><th>#</th><th>paper</th><th>metric · checkpoints · statistic</th>'
+           "<th>unit · interval</th><th>thresholds · rule</th></tr></thead><tbody>"]
+    for p in PLAN.values():
+        out.append(f"<tr><td><b>{esc(p.id)}</b><div class=\"note\">{esc(p.kind)}</div></td><td>{esc(p.paper)}</td>"
+                   f'<td class="note">{esc(p.metric)}<br>{esc(p.checkpoints)}<br>{esc(p.statistic)}</td>'
+                   f'<td class="note">{esc(p.unit)}<br>{esc(p.interval)}</td>'
+                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}</td></tr>')
+    out.append("</tbody></table><h3>Changelog</h3><ul class=\"note\">")
+    for ch in CHANGELOG:
+        flag = " <b>Adopted after seeing results.</b>" if ch.after_seeing_data else ""
+        out.append(f"<li><b>{esc(ch.version)}</b> (claims {esc(', '.join(ch.claims))}): {esc(ch.what)} "
+                   f"Why: {esc(ch.why)}.{flag}</li>")
+    out.append("</ul>")
     return "\n".join(out)
 
 
@@ -188,6 +258,7 @@ def conditions_block(run: RunData) -> str:
                 f"<td>{esc(c.get('label_noise', '—'))}</td><td>{esc(ood)}</td>"
                 f"<td>{esc(', '.join(sorted(cell.lenses)) or 'none')}</td></tr>")
         out.append("</tbody></table>")
+    out.append(recipes_table(run))
     defs = measurement_definitions(run)
     if defs:
         out.append('<ul class="cond">' + "".join(f"<li><b>{esc(k)}:</b> {esc(v)}</li>" for k, v in defs) + "</ul>")
@@ -197,6 +268,42 @@ def conditions_block(run: RunData) -> str:
     else:
         out.append('<p class="cond"><b>versions:</b> no environment.json in the run directory</p>')
     return "\n".join(out)
+
+
+def recipe_rows(run: RunData) -> list[list[str]]:
+    """Per cell and norm: the recipe (shared or per-norm) and learning rate, train-IN, validation and test
+    accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
+    rows = []
+    for cell, lens in run.lenses("memorize"):
+        for norm in lens.conditions.get("norms") or []:
+            rec = lens.data.get(norm) if isinstance(lens.data.get(norm), dict) else None
+            if rec is None:
+                continue
+            final, recipe = rec.get("final") or {}, rec.get("recipe") or {}
+            lr = recipe.get("lr", (lens.config or {}).get("train", {}).get("lr"))
+
+            def pct(k: str) -> str:
+                v = final.get(k)
+                return "—" if v is None else f"{v:.3f}"
+
+            rows.append([cell.id, norm, str(recipe.get("mode", lens.conditions.get("recipe", "shared"))),
+                         "—" if lr is None else f"{lr:g}", pct("train_acc"), pct("val_acc"), pct("test_acc")])
+    return rows
+
+
+def recipes_table(run: RunData) -> str:
+    """The training recipe each norm ran with and how well it trained (the fairness check of the comparison)."""
+    rows = recipe_rows(run)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("cell", "norm", "recipe", "lr", "train-IN acc", "validation acc",
+                                             "test acc"))
+    body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
+    return ('<h3>Recipes and how well each norm trained</h3><p class="caption">Per cell and norm (memorize lens, '
+            "last epoch, mean over seeds): the recipe (shared: the paper's one recipe for every norm; per-norm: "
+            "the learning rate selected on the validation split), train-IN accuracy (every training example "
+            "against its training label), validation and clean test accuracy.</p>"
+            f'<table class="cond"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
 
 
 def _join(v: Any) -> str:
@@ -234,11 +341,31 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     return out
 
 
+def sections(run: RunData) -> list[tuple[str, str, str, str]]:
+    """The built-in figure sections, then one per other lens present in the run (generic)."""
+    known = {kind for _, _, kind, _ in FIGURE_SECTIONS}
+    present = dict.fromkeys([*(k for c in run.cells for k in c.lenses), *run.studywide])
+    extra = [(f"lens-{kind}", lens_title(kind), kind, f"Results of the {kind} lens.")
+             for kind in present if kind not in known]
+    return [*FIGURE_SECTIONS, *extra]
+
+
+def lens_title(kind: str) -> str:
+    from bnmem.errors import BnmemError
+    from bnmem.lenses import registry
+
+    try:
+        return registry.get(kind).title or kind
+    except BnmemError:
+        return kind
+
+
 def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
     """A figure section: every cell's figure for this lens, or 'not run'."""
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
     pairs: list[tuple[str, Lens]] = (
         [("", run.theory)] if kind == "theory" and run.theory is not None
+        else [("", run.studywide[kind])] if kind in run.studywide
         else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
     )
     if not pairs:
@@ -249,7 +376,8 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
             out.append(f"<h3>{esc(label)}</h3>")
         figs = _figures_for(lens)
         if not figs:
-            out.append(f'<p class="notrun">not run: {esc(LENS_FIGURES[kind])} is missing from {esc(lens.path)}</p>')
+            out.append(f'<p class="notrun">not run: {esc(lens_figures().get(kind, "its figure"))} is missing from '
+                       f'{esc(lens.path)}</p>')
         for name, uri in figs:
             out.append(f'<figure><img src="{uri}" alt="{esc(kind)}: {esc(name)}">'
                        f"<figcaption><b>{esc(name)}.</b> {esc(caption)} Source: {esc(lens.path)}</figcaption></figure>")
@@ -259,8 +387,9 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
 
 def _figures_for(lens: Lens) -> list[tuple[str, str]]:
     """The lens's main figure first, then PNGs no other lens claims as its own."""
-    main = LENS_FIGURES[lens.kind]
-    others_main = set(LENS_FIGURES.values()) - {main}
+    figures = lens_figures()
+    main = figures.get(lens.kind)
+    others_main = set(figures.values()) - {main}
     names = [main] if main in lens.figures else []
     names += [n for n in lens.figures if n != main and n not in others_main]
     out = []
@@ -282,11 +411,13 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     Returns:
         The HTML document as a string.
     """
-    counts = {s: sum(c.status == s for c in claims) for s in (REPRODUCED, NOT_REPRODUCED, NOT_RUN)}
+    counts = {s: sum(c.status == s for c in claims) for s in (*STATUSES, CHECK_PASSED, CHECK_FAILED)}
+    counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
     nav = "".join(f'<a href="#{sid}">{esc(h)}</a>' for sid, h in
-                  [("conditions", "Conditions"), ("checklist", "Claims"), ("details", "Claim details")]
-                  + [(s[0], s[1]) for s in FIGURE_SECTIONS] + [("method", "Method")])
+                  [("conditions", "Conditions"), ("checklist", "Claims"), ("robustness", "Robustness"),
+                   ("details", "Claim details"), ("plan", "Analysis plan")]
+                  + [(s[0], s[1]) for s in sections(run)] + [("method", "Method")])
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -295,7 +426,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"<header><h1>{esc(title)}</h1>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani). Run directory <code>{esc(run.root)}</code> ({esc(run.layout)} layout); "
-        f"report by bnmem {esc(__version__)}. "
+        f"report by bnmem {esc(__version__)}; analysis plan version {esc(PLAN_VERSION)}. "
         "</p><p class=\"sub\">" + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items()) + "</p>",
         f"<nav>{nav}</nav></header>",
         '<section id="conditions"><h2>Conditions</h2>', conditions_block(run), "</section>",
@@ -306,13 +437,18 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     parts += [
         '<section id="checklist"><h2>Claims checklist</h2>',
         '<p class="caption">Each claim of the paper, the number measured here, its 95% confidence interval and '
-        "the rule that decides the status. With several cells, a claim's row shows the deciding cell: the first "
-        "that fails, or the weakest when all pass (details below). Differences are BN − no normalization, "
-        "paired (same data, corruption, keep matrix and seeds).</p>",
+        f"its status under analysis plan {PLAN_VERSION}, how many alternative analyses agree, and the verdict under "
+        f"the previous plan ({PREVIOUS_VERSION}). With several settings, a claim's row shows the least supportive "
+        "one (details below). Replicate cells of one setting are grouped; intervals are over replicates. "
+        "Differences are BN − no normalization, paired (same data, corruption, keep matrix and seeds).</p>",
         checklist(claims), "</section>",
+        '<section id="robustness"><h2>Robustness panel</h2><p class="caption">The verdict of each claim under '
+        "every alternative analysis choice the plan lists (attack, gradient definition, checkpoints, σ, layer "
+        "type, interval method, λ); the plan's own verdict first.</p>", robustness_panel(claims), "</section>",
         '<section id="details"><h2>Claim details</h2>', claim_details(claims), "</section>",
+        '<section id="plan"><h2>Analysis plan</h2>', plan_block(), "</section>",
     ]
-    for sid, heading, kind, caption in FIGURE_SECTIONS:
+    for sid, heading, kind, caption in sections(run):
         parts.append(figure_section(run, sid, heading, kind, caption))
         for t in tables.get(sid, []):
             parts.append(render_table(t))
@@ -330,19 +466,19 @@ def method_text() -> str:
     return (
         "<ul>"
         "<li><b>Pairing.</b> BN and the other norm share the data, the corruption, the initial-weight seeds, the "
-        "batch order and (for LiRA) the keep matrix; every comparison is the mean of per-pair differences "
-        "BN − other. Pairs are seeds (memorization, gradient-norm ratios, the regularizer's cut) or LiRA target "
-        "models (per-target AUC, paired by model index). The γ/σ fraction (claim 4) is a one-sample interval "
-        "over seeds; the toy model (claim 5) is one deterministic simulation, without an interval.</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} percentile bootstrap of the mean difference ({N_RESAMPLES} resamples, "
-        f"seed {SEED}, deterministic) when there are at least {SMALL_N} pairs. With fewer pairs (e.g. 3 seeds) a "
-        "percentile bootstrap cannot leave the [min, max] of the differences and undercovers, so the Student "
-        "t-interval decides; the bootstrap interval and min/max are listed in the claim details. With one pair "
-        "there is no interval and the status rests on the point estimate (said in the details).</li>"
-        "<li><b>LiRA targets</b> share shadow models, so they are not independent experiments: the interval "
-        "describes the spread over this set of shadow models.</li>"
-        "<li><b>Aggregation over cells.</b> A claim is reproduced when every cell that measured it passes its "
-        "rule; comparisons against norms other than 'none' are shown but do not decide when 'none' was run.</li>"
+        "batch order and (for LiRA) the keep matrix; every comparison is built from per-pair differences "
+        "BN − other (pairs: seeds, or LiRA target models paired by model index).</li>"
+        "<li><b>Unit of replication.</b> A replicate repeats the experiment with its own corruption, keep-matrix "
+        "and model seeds; cells of one setting that differ only in the replicate are grouped. The interval is "
+        "over the replicate means. With one replicate, the interval is over its seeds (independent models given "
+        "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
+        "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
+        "interval).</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval below {SMALL_N} units; from {SMALL_N} a "
+        f"percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}). Claim 4 uses the distribution-free "
+        "interval for the median over models (order statistics), which makes its rule monotone.</li>"
+        "<li><b>Statuses</b> are tested against the interval, never the mean alone; see the analysis plan "
+        "section. A claim measured in several settings shows the least supportive one.</li>"
         "</ul>"
     )
 

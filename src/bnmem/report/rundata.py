@@ -8,9 +8,11 @@ Three layouts are accepted:
   the directory is one cell with one lens;
 * a plain folder whose immediate subfolders are lens run directories.
 
-Lens kinds are recognised by the files their runners write (``theory.json``,
-``gamma_sigma.json``, ``roc.png``...) and by the shape of ``metrics.json``, not
-by folder names alone, so a renamed folder still reports.
+A lens folder is recognised by its results file: every lens writes one (the
+registry's ``Lens.results``, e.g. ``metrics.json``) that starts with
+``"lens": NAME`` and ``"schema_version": N``; the report dispatches on that
+name, never on folder names or on the shape of the numbers. Results written
+before those keys existed are read when a study index names their lens.
 """
 
 from __future__ import annotations
@@ -21,19 +23,22 @@ from pathlib import Path
 from typing import Any
 
 from bnmem.errors import BnmemError
+from bnmem.lenses import registry
+from bnmem.lenses.registry import LENS_KEY
 
-LENS_KINDS = ("memorize", "gradnorms", "lira", "gamma_sigma", "mitigate", "theory")
-# The figure each lens runner writes; the report embeds it or says "not run".
-LENS_FIGURES = {
-    "memorize": "memorization.png",
-    "gradnorms": "gradnorms.png",
-    "lira": "roc.png",
-    "gamma_sigma": "gamma_sigma.png",
-    "theory": "theory.png",
-    "mitigate": "privacy_utility.png",
-}
+
+def lens_figures() -> dict[str, str]:
+    """Lens name -> the figure its runner writes (the report embeds it or says "not run")."""
+    return {lens.name: lens.figure for lens in registry.all_lenses() if lens.figure}
+
+
+def results_files() -> list[str]:
+    """Every results-file name a registered lens writes, most specific first."""
+    names = dict.fromkeys(lens.results for lens in registry.all_lenses() if lens.results != "metrics.json")
+    return [*names, "metrics.json"]
+
 # Keys of a cell's conditions, in display order.
-CONDITION_KEYS = ("dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source")
+CONDITION_KEYS = ("dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source", "replicate", "recipe")
 # The keys that define a cell (norms and seeds are compared inside one).
 CELL_KEYS = ("dataset", "arch", "label_noise", "ood", "ood_source")
 
@@ -43,7 +48,7 @@ class Lens:
     """One lens's output folder.
 
     Attributes:
-        kind: one of :data:`LENS_KINDS`.
+        kind: the registered lens name (its results file's ``"lens"``).
         path: the folder.
         data: its main results file (metrics.json, gamma_sigma.json or theory.json).
         config: its config.json, if any.
@@ -66,7 +71,8 @@ class Lens:
 
     @property
     def main_figure(self) -> Path | None:
-        return self.figures.get(LENS_FIGURES[self.kind])
+        name = lens_figures().get(self.kind)
+        return self.figures.get(name) if name else None
 
 
 @dataclass
@@ -109,6 +115,7 @@ class RunData:
     theory: Lens | None
     environment: dict[str, Any] | None
     problems: list[str] = field(default_factory=list)
+    studywide: dict[str, Lens] = field(default_factory=dict)  # once-per-study lenses other than theory
 
     def lenses(self, kind: str) -> list[tuple[Cell, Lens]]:
         """Every (cell, lens) of one kind, in cell order."""
@@ -124,93 +131,56 @@ def _read_json(path: Path, problems: list[str]) -> Any:
         return None
 
 
-def _is_memorize(m: dict[str, Any]) -> bool:
-    return any(isinstance(v, dict) and "epochs_to_fit_noisy" in v for v in m.values())
+def _lens_of(doc: Any) -> str | None:
+    """The registered lens name a results document declares, if any."""
+    if not isinstance(doc, dict) or not isinstance(doc.get(LENS_KEY), str):
+        return None
+    try:
+        return registry.canonical(doc[LENS_KEY])
+    except BnmemError:
+        return doc[LENS_KEY]  # a lens this installation does not know: shown generically
 
 
-def _is_gradnorms(m: dict[str, Any]) -> bool:
-    # norm -> definition -> "epoch_<e>" -> checkpoint summary
-    return any(isinstance(v, dict) and any(isinstance(d, dict) and any(str(k).startswith("epoch_") for k in d)
-                                           for d in v.values()) for v in m.values())
-
-
-def _is_lira(m: dict[str, Any]) -> bool:
-    # norm -> attack -> subset -> {"auc": ...}
-    return "paired" in m or any(
-        isinstance(v, dict) and any(isinstance(a, dict) and any(isinstance(s, dict) and "auc" in s
-                                                                for s in a.values()) for a in v.values())
-        for v in m.values())
-
-
-# Lens names a study index may use for a kind (``rmia`` is reported by the lira lens).
-HINTS = {"memorize": "memorize", "gradnorms": "gradnorms", "lira": "lira", "rmia": "lira",
-         "gamma-sigma": "gamma_sigma", "gamma_sigma": "gamma_sigma", "mitigate": "mitigate", "theory": "theory"}
-
-
-def detect_kind(path: Path, data: dict[str, Any] | None, hint: str | None = None) -> str | None:
-    """The lens kind of a folder, from its results files; None if not a lens folder.
-
-    The shape of the results decides; the study's lens name (``hint``) and the
-    figure names only break ties.
-    """
-    names = {p.name for p in path.iterdir() if p.is_file()}
-    if "theory.json" in names:
-        return "theory"
-    if "metrics.json" not in names:
-        return "gamma_sigma" if "gamma_sigma.json" in names else None
-    if isinstance(data, dict):
-        if isinstance(data.get("variants"), list):
-            return "mitigate"
-        if _is_memorize(data):
-            return "memorize"
-        if _is_gradnorms(data):
-            return "gradnorms"
-        if _is_lira(data):
-            return "lira"
-    if hint in HINTS:
-        return HINTS[hint]
-    for kind, figure in LENS_FIGURES.items():
-        if figure in names:
-            return kind
-    return None
-
-
-def load_lens(path: Path, problems: list[str], hint: str | None = None) -> Lens | None:
-    """Read one lens folder; None (with a problem noted) when it holds no results."""
+def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> list[Lens]:
+    """Read every lens's results in one folder (a study may put a gamma-sigma results file next to
+    another lens's). Empty (with a problem noted when something was expected) if there are none."""
     if not path.is_dir():
         problems.append(f"{path}: listed but missing (not started yet?)")
-        return None
+        return []
     if (path / "ERROR.txt").is_file():
         first = (path / "ERROR.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[:1]
         problems.append(f"{path}: the job failed" + (f": {first[0]}" if first else ""))
-    main = None
-    for name in ("theory.json", "metrics.json", "gamma_sigma.json"):
-        if (path / name).is_file():
-            main = _read_json(path / name, problems)
-            break
-    kind = detect_kind(path, main if isinstance(main, dict) else None, hint)
-    if kind is None or not isinstance(main, dict):
-        if kind is not None or hint:
-            problems.append(f"{path}: no results yet (metrics.json / gamma_sigma.json / theory.json missing)")
-        return None
-    if kind == "gamma_sigma" and (path / "gamma_sigma.json").is_file() and (path / "metrics.json").is_file():
-        main = _read_json(path / "gamma_sigma.json", problems) or main
+    found: dict[str, dict[str, Any]] = {}
+    legacy: dict[str, Any] | None = None
+    owners: dict[str, list[str]] = {}
+    for lens in registry.all_lenses():
+        owners.setdefault(lens.results, []).append(lens.name)
+    for name in results_files():
+        if not (path / name).is_file():
+            continue
+        doc = _read_json(path / name, problems)
+        kind = _lens_of(doc)
+        if kind is None and isinstance(doc, dict) and len(owners.get(name, [])) == 1:
+            kind = owners[name][0]  # older results without the key, in a file only one lens writes
+        if kind is not None:
+            found.setdefault(kind, doc)
+        elif isinstance(doc, dict) and legacy is None:
+            legacy = doc
+    if not found and legacy is not None and hint is not None:
+        # Written before results files carried their lens: the study index says which lens it is.
+        found[_lens_of({LENS_KEY: hint}) or hint] = legacy
+    elif not found and legacy is not None:
+        problems.append(f"{path}: results without a \"lens\" key (written by an older bnmem); rerun that lens "
+                        f"or report the study directory that lists it")
+    if not found:
+        if hint:
+            problems.append(f"{path}: no results yet ({', '.join(results_files())} missing)")
+        return []
     config = _read_json(path / "config.json", problems) if (path / "config.json").is_file() else None
     env = _read_json(path / "environment.json", problems) if (path / "environment.json").is_file() else None
     figures = {p.name: p for p in sorted(path.glob("*.png"))}
-    return Lens(kind=kind, path=path, data=main, config=config, environment=env, figures=figures)
-
-
-def _extra_lenses(lens: Lens, problems: list[str]) -> list[Lens]:
-    """Lenses that live inside another lens's folder (a gamma_sigma.json next to
-    a memorize or mitigate metrics.json)."""
-    out = []
-    gs = lens.path / "gamma_sigma.json"
-    if lens.kind != "gamma_sigma" and gs.is_file():
-        data = _read_json(gs, problems)
-        if isinstance(data, dict):
-            out.append(Lens("gamma_sigma", lens.path, data, lens.config, lens.environment, lens.figures))
-    return out
+    return [Lens(kind=kind, path=path, data=doc, config=config, environment=env, figures=figures)
+            for kind, doc in found.items()]
 
 
 def _conditions_from(lens: Lens) -> dict[str, Any]:
@@ -249,10 +219,8 @@ def load_run(root: str | Path) -> RunData:
         run = _load_study(root, problems)
     else:
         run = _load_loose(root, problems)
-    if not run.cells and run.theory is None:
-        raise BnmemError(
-            f"{root} holds no bnmem results (no index.json, metrics.json, theory.json or gamma_sigma.json)"
-        )
+    if not run.cells and run.theory is None and not run.studywide:
+        raise BnmemError(f"{root} holds no bnmem results (no index.json and no {', '.join(results_files())})")
     all_lenses = [lens for c in run.cells for lens in c.lenses.values()] + [run.theory]
     run.environment = env or _first_env(*all_lenses)
     return run
@@ -267,48 +235,59 @@ def _load_study(root: Path, problems: list[str]) -> RunData:
         cid = str(entry.get("id", f"cell{i}"))
         cond = {k: entry.get(k) for k in CONDITION_KEYS if k in entry}
         cell = Cell(cid, cond)
+        seen: set[str] = set()
         for name, rel in (entry.get("lenses") or {}).items():
-            if rel is None:
+            if rel is None or rel in seen:  # an alias (rmia) points at its lens's folder
                 continue
-            lens = load_lens(root / rel, problems, hint=name)
-            if lens is None:
-                continue
-            for extra in [lens, *_extra_lenses(lens, problems)]:
-                cell.lenses.setdefault(extra.kind, extra)
+            seen.add(rel)
+            for lens in load_lenses(root / rel, problems, hint=name):
+                cell.lenses.setdefault(lens.kind, lens)
         for lens in cell.lenses.values():  # fill what the index left out
             for k, v in _conditions_from(lens).items():
                 cell.conditions.setdefault(k, v)
         cells.append(cell)
-    theory = None
+    studywide: dict[str, Lens] = {}
+    folders = dict(index.get("lenses") or {})
     if index.get("theory"):
-        theory = load_lens(root / index["theory"], problems, hint="theory")
-    return RunData(root, "study", index.get("study"), cells, theory, None, problems)
+        folders.setdefault("theory", index["theory"])
+    for name, rel in folders.items():
+        for lens in load_lenses(root / rel, problems, hint=name):
+            studywide.setdefault(lens.kind, lens)
+    theory = studywide.pop("theory", None)
+    return RunData(root, "study", index.get("study"), cells, theory, None, problems, studywide)
 
 
 def _load_loose(root: Path, problems: list[str]) -> RunData:
     """A single lens folder, or a folder of lens folders (one cell per folder)."""
-    own = load_lens(root, problems)
-    folders = [own] if own is not None else []
-    if own is None:
+    own = load_lenses(root, problems)
+    folders = list(own)
+    if not own:
         for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-            lens = load_lens(sub, problems)
-            if lens is not None:
-                folders.append(lens)
-    theory = next((lens for lens in folders if lens.kind == "theory"), None)
+            folders += load_lenses(sub, problems)
+    studywide = {lens.kind: lens for lens in folders if _studywide(lens.kind)}
+    theory = studywide.pop("theory", None)
     cells: list[Cell] = []
     for lens in folders:
-        if lens.kind == "theory":
+        if _studywide(lens.kind):
             continue
         cond = _conditions_from(lens)
         # Lenses of one setting (what defines a study cell: data, architecture,
         # corruption) share a cell, so memorize and lira of the same data end up
         # side by side; a different setting starts a new cell.
         same = lambda c: all(c.conditions.get(k) == cond.get(k) for k in CELL_KEYS)  # noqa: E731
-        cell = next((c for c in cells if same(c) and lens.kind not in c.lenses), None)
+        cell = next((c for c in cells if same(c) and (lens.kind not in c.lenses or c.lenses[lens.kind] is lens)),
+                    None)
         if cell is None:
             cell = Cell(lens.path.name if lens.path != root else root.name, cond)
             cells.append(cell)
-        for extra in [lens, *_extra_lenses(lens, problems)]:
-            cell.lenses.setdefault(extra.kind, extra)
-    layout = "lens" if own is not None else "folder"
-    return RunData(root, layout, None, cells, theory, None, problems)
+        cell.lenses.setdefault(lens.kind, lens)
+    layout = "lens" if own else "folder"
+    return RunData(root, layout, None, cells, theory, None, problems, studywide)
+
+
+def _studywide(kind: str) -> bool:
+    """A lens that runs once per study (theory), not per cell."""
+    try:
+        return not registry.get(kind).per_cell
+    except BnmemError:
+        return False

@@ -6,12 +6,13 @@ import csv
 import io as _io
 from typing import Any
 
+from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
 
-CSV_COLUMNS = ("id", "claim", "metric", "value", "ci_low", "ci_high", "status", "rule", "ci_method", "where",
-               "conditions")
+CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
+               "previous_status", "plan_version", "rule", "ci_method", "where", "conditions")
 
 
 def _md(text: Any) -> str:
@@ -37,11 +38,16 @@ def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
         out.append({
             "id": c.id,
             "claim": c.title,
+            "kind": c.kind,
             "metric": c.metric,
             "value": _num(d.value) if d else "",
             "ci_low": _num(d.ci_low) if d else "",
             "ci_high": _num(d.ci_high) if d else "",
             "status": c.status,
+            "agreement": "{} of {}".format(*c.agreement()) if c.agreement()[1] else "",
+            "coverdicts": "; ".join(f"{a.name}: {a.status}" for a in c.coverdicts()),
+            "previous_status": c.previous_status,
+            "plan_version": PLAN_VERSION,
             "rule": c.rule,
             "ci_method": d.method if d else "",
             "where": d.where if d else c.not_run_reason(),
@@ -62,8 +68,9 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
     lines = [f"# bnmem report — {title}", "",
-             f"Run directory `{run.root}` ({run.layout} layout). Differences are BN − no normalization, paired by "
-             "seed (or LiRA target model); intervals are 95% (see the HTML report's Method section).", ""]
+             f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
+             "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
+             "intervals are 95% with replicates as the unit (see the HTML report's Method section).", ""]
     if run.cells:
         lines.append(md_table(
             ["cell", "dataset", "arch", "norms", "seeds", "label noise", "OOD", "lenses"],
@@ -79,8 +86,23 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     for c in claims:
         d = c.decisive
         ci = "—" if not d or d.ci_low is None else f"[{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]"
-        rows.append([c.id, c.title, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**", c.rule])
-    lines += [md_table(["#", "claim", "metric", "value", "95% CI", "status", "rule"], rows), ""]
+        kind = "" if c.kind == "evidence" else f" ({c.kind})"
+        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**",
+                     c.agreement_text(), c.previous_status, c.rule])
+    lines += [md_table(["#", "claim", "metric", "value", "95% CI", "status", "robustness",
+                        f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
+    lines += ["## Robustness panel", ""]
+    for c in claims:
+        panel = c.robustness()
+        if not panel:
+            continue
+        k, n = c.agreement()
+        lines += [f"### {c.id}: {k} of {n} analyses agree with {c.status}", ""]
+        prow = []
+        for a in panel:
+            ci = "—" if a.ci_low is None else f"[{c.fmt(a.ci_low)}, {c.fmt(a.ci_high)}]"
+            prow.append([c.label(a), c.fmt(a.value), ci, a.status])
+        lines += [md_table(["analysis", "value", "95% CI", "status"], prow), ""]
     lines += ["## Claim details", ""]
     for c in claims:
         lines.append(f"### {c.id}. {c.title} — {c.status}")
@@ -94,11 +116,16 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
             erows.append([e.where + ("" if e.deciding else " (not deciding)"), c.fmt(e.value), ci, e.status,
                           "; ".join(x for x in (e.method, e.note) if x)])
         lines += [md_table(["where", "value", "95% CI", "status", "method · notes"], erows), ""]
+        if c.previous:
+            lines += [f"Under plan {PREVIOUS_VERSION} ({c.previous_rule}): "
+                      + "; ".join(f"{p.where}: {c.fmt(p.value)} {p.status}" for p in c.previous), ""]
         lines += [f"- {n}" for n in c.notes]
     lines += ["## Key tables", ""]
     for section in tables.values():
         for t in section:
-            lines += [f"### {t.title}", "", md_table(t.header, t.rows) if t.rows else "(no rows)", ""]
+            body = (f"```\n{t.preformatted}\n```" if t.preformatted is not None
+                    else md_table(t.header, t.rows) if t.rows else "(no rows)")
+            lines += [f"### {t.title}", "", body, ""]
             if t.caption:
                 lines += [f"_{t.caption}_", ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.report.claims import (
-    BN, finite, gradnorm_checkpoints, layer_median, layer_rows, lira_norms, lira_summary, mitigate_key,
+from bnmem.analysis_plan import BN
+from bnmem.report.results import (
+    finite, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
     mitigate_variants,
 )
 from bnmem.report.rundata import Cell, Lens
@@ -34,6 +35,7 @@ class Table:
     rows: list[list[str]]
     caption: str = ""
     notes: list[str] = field(default_factory=list)
+    preformatted: str | None = None  # text shown as is (a lens's own summary table), instead of rows
 
 
 def f3(v: Any, spec: str = ".3f") -> str:
@@ -102,7 +104,7 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
     norms = lira_norms(d, cond)
     others = [n for n in norms if n != BN] if BN in norms else []
     header = ["attack", "subset"] + [f"AUC {n}" for n in norms]
-    header += [f"ΔAUC {BN}−{o} [95% CI]" for o in others]
+    header += [f"ΔAUC {BN}−{o} [targets' spread]" for o in others]
     header += [f"bal. acc {n}" for n in norms] + [f"TPR@0.1% {n}" for n in norms] + [f"TPR@1% {n}" for n in norms]
     rows = []
     for attack in LIRA_TABLE_ATTACKS:
@@ -130,7 +132,9 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
         header, rows,
         f"leave-one-out over {cond.get('shadow_models', '?')} shadow models per norm (each model is the target "
         f"once); means over targets; BN queried in {cond.get('bn_mode_at_query', '?')} mode; "
-        f"{sizes.get('all', '?')} examples, {sizes.get('outliers', '?')} outliers; ΔAUC paired by model index",
+        f"{sizes.get('all', '?')} examples, {sizes.get('outliers', '?')} outliers; ΔAUC paired by model index, "
+        "its bracket the interval over this replicate's targets, which share reference models: descriptive "
+        "only (the claims use replicates as the unit)",
     )]
     acc = d.get("accuracy")
     if isinstance(acc, dict):
@@ -158,12 +162,13 @@ def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
     rows = []
     for r in running:
         b = batch.get(r.get("name"), {})
-        rows.append([str(r.get("name", "?")), str(r.get("n_channels", "—")), f3(layer_median(r)),
+        rows.append([str(r.get("name", "?")), str(layer_type(r) or "—"), str(r.get("n_channels", "—")),
+                     f3(layer_median(r)),
                      f3(r.get("frac_above_1"), ".2f"), f3(layer_median(b)) if b else "—",
                      f3(b.get("frac_above_1"), ".2f") if b else "—"])
     epochs = lens.data.get("epochs") or []
     return Table(f"γ/σ per BN layer — {cell.describe()}",
-                 ["layer", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
+                 ["layer", "type", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
                   "median |γ|/σ (batch σ)", "fraction > 1 (batch σ)"], rows,
                  f"final epoch{f' ({epochs[-1]})' if epochs else ''}, means over seeds; running σ = "
                  "sqrt(running_var + eps) (eval mode), batch σ = std of the layer input over one fixed training batch")
@@ -217,3 +222,22 @@ def theory_table(lens: Lens) -> Table:
     return Table("Toy model (theory)", ["quantity", "value"], rows,
                  f"{cfg.get('steps', '?')} full-batch GD steps at lr {cfg.get('lr', '?')}, "
                  f"{cfg.get('n_outliers', '?')} {cfg.get('outlier_kind', '?')} outliers, seed {cfg.get('seed', '?')}")
+
+
+def lens_summary_table(label: str, lens: Lens) -> Table | None:
+    """The table a lens's command prints, for a lens the report has no dedicated section for."""
+    from bnmem.errors import BnmemError
+    from bnmem.lenses import registry
+
+    try:
+        spec = registry.get(lens.kind)
+    except BnmemError:
+        return None
+    if spec.summary is None:
+        return None
+    try:
+        text = spec.summary(lens.data)
+    except Exception as e:  # noqa: BLE001 - a summary that cannot read these results must not sink the report
+        text = f"(its summary could not be built from {lens.path}: {type(e).__name__}: {e})"
+    return Table(title=f"{spec.title or spec.name} — {label}" if label else (spec.title or spec.name),
+                 header=[], rows=[], preformatted=text)

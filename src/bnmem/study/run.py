@@ -1,7 +1,7 @@
 """Studies: one YAML file -> a grid of cells -> one job per (cell, lens) -> a run directory.
 
 A study is a base experiment config (the ``data``/``arch``/``norms``/``seeds``/
-``train`` sections of :class:`~bnmem.lenses.common.ExperimentConfig`), a
+``train`` sections of :class:`~bnmem.config.ExperimentConfig`), a
 ``grid`` and the ``lenses`` to run::
 
     name: demo
@@ -40,6 +40,7 @@ Run directory::
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import shutil
 import time
@@ -48,14 +49,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from bnmem import io
+from bnmem.config import apply_overrides
 from bnmem.errors import BnmemError
+from bnmem.lenses import registry
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
-from bnmem.lenses.registry import CELL_LENSES, RMIA, THEORY, build_config
+from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
 __all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "load_study", "plan", "run_study"]
 
 INDEX = "index.json"
+
 STUDY = "study.json"
 ERROR = "ERROR.txt"
 # The cell is defined by these data keys; a lens may not change them.
@@ -74,8 +80,6 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
         pydantic.ValidationError: a bad key or value of the study itself (the
             command line turns it into one line with the key's path).
     """
-    from bnmem.cli.app import apply_overrides
-
     doc = read_study_yaml(path)
     doc.setdefault("name", Path(path).stem)
     study = Study.model_validate(apply_overrides(doc, overrides))
@@ -96,16 +100,26 @@ class Cell:
     norms: tuple[str, ...]
     seeds: tuple[int, ...]
     outliers: Outliers
+    replicate: int | None = None  # None: the study has one replicate (no suffix, no seed offsets)
+    recipe: str = "shared"  # "per-norm": each norm's learning rate selected on the validation split
 
     def experiment(self, study: Study) -> dict[str, Any]:
-        """The cell's base ExperimentConfig dict: the study's base with the cell's choices."""
+        """The cell's base ExperimentConfig dict: the study's base with the cell's choices.
+
+        Replicate k shifts the corruption seed by k and every model seed by
+        ``REPLICATE_SEED_STRIDE * k``; :func:`lens_config` shifts the lenses' own
+        seeds (``REPLICATE_SEED_FIELDS``: LiRA's keep matrix and query permutation)
+        by k, so replicates are independent experiments.
+        """
         data = study.data.model_dump(mode="json")
         data.update(dataset=self.dataset, **self.outliers.model_dump())
+        k = self.replicate or 0
+        data["seed"] = int(data["seed"]) + k
         return {
             "data": data,
             "arch": self.arch,
             "norms": list(self.norms),
-            "seeds": list(self.seeds),
+            "seeds": [int(s) + REPLICATE_SEED_STRIDE * k for s in self.seeds],
             "train": study.train.model_dump(mode="json"),
         }
 
@@ -121,7 +135,15 @@ class Cell:
             "label_noise": o.label_noise,
             "ood": o.ood,
             "ood_source": o.ood_source if o.ood > 0 else None,
+            **({} if self.replicate is None else {"replicate": self.replicate}),
+            **({} if self.recipe == "shared" else {"recipe": self.recipe}),
         }
+
+
+# Model seeds of replicate k are the study's seeds + k * this stride.
+REPLICATE_SEED_STRIDE = 1000
+# Lens config fields that are seeds of their own; replicate k adds k to each.
+REPLICATE_SEED_FIELDS = ("keep_seed", "query_seed")
 
 
 def expand_grid(study: Study) -> list[Cell]:
@@ -133,16 +155,16 @@ def expand_grid(study: Study) -> list[Cell]:
     seeds = tuple(g.seeds or study.seeds)
     outliers = g.outliers or [Outliers(label_noise=study.data.label_noise, ood=study.data.ood,
                                        ood_source=study.data.ood_source)]
+    reps: list[int | None] = [None] if g.replicates == 1 else list(range(g.replicates))
     return [
-        Cell(id=f"{d}-{a}-{o.tag()}", dataset=d, arch=a, norms=norms, seeds=seeds, outliers=o)
+        Cell(id=f"{d}-{a}-{o.tag()}" + ("" if rec == "shared" else "-pernorm") + ("" if r is None else f"-r{r}"),
+             dataset=d, arch=a, norms=norms, seeds=seeds, outliers=o, replicate=r, recipe=rec)
         for d in datasets
         for a in archs
         for o in outliers
+        for rec in g.recipes
+        for r in reps
     ]
-
-
-# Job kinds besides the lens names: a training run shared by several lenses.
-SHARED = "shared-training"
 
 
 @dataclass(frozen=True)
@@ -173,113 +195,100 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def lens_config(study: Study, cell: Cell, lens: str) -> dict[str, Any]:
-    """The validated config of ``lens`` in ``cell``, as plain data.
+def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
+    """The validated config of per-cell lens ``name`` in ``cell``, as plain data.
 
     Raises:
         BnmemError: an option the lens does not accept, or one that would
             change what defines the cell.
     """
-    from bnmem.lenses.registry import config_class
-
-    where = f"lenses.{lens}"
-    opts: LensOptions = study.lenses.options(lens)
+    lens = registry.get(name)
+    where = f"lenses.{name}"
+    try:
+        opts = LensOptions.model_validate(study.lenses.options(name) or {})
+    except ValidationError as e:
+        raise BnmemError(f"invalid study: {registry.validation_line(e, where)}") from e
     extra = dict(opts.model_extra or {})
-    for key in ("arch",):
-        if key in extra:
-            raise BnmemError(f"invalid study: {where}.{key}: set architectures in grid.archs, not per lens")
+    if "arch" in extra:
+        raise BnmemError(f"invalid study: {where}.arch: set architectures in grid.archs, not per lens")
     for key in CELL_DATA_KEYS:
         if key in (extra.get("data") or {}):
             raise BnmemError(f"invalid study: {where}.data.{key}: the grid sets it for every cell")
-    fields = config_class(lens).model_fields
     if opts.epochs is not None:
-        if "epochs" in fields:
+        if "epochs" in lens.config.model_fields:
             extra["epochs"] = opts.epochs
         else:
             extra["train"] = {**(extra.get("train") or {}), "epochs": opts.epochs}
     base = cell.experiment(study)
-    if CELL_LENSES[lens].one_seed:
+    if "recipe" in lens.config.model_fields:
+        base["recipe"] = cell.recipe
+    if lens.one_seed:
         base["seeds"] = base["seeds"][:1]
-    if CELL_LENSES[lens].bn_only:
+    if lens.bn_only:
         base["norms"] = ["batch"]
     cfg = _merge(base, extra)
-    if lens == "lira" and study.lenses.rmia is not None:
-        cfg = _with_rmia(cfg, fields)
-    return build_config(lens, cfg, where).model_dump(mode="json")
-
-
-def _with_rmia(cfg: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-    """Make sure a lira config reports RMIA (when it has an ``attacks`` list)."""
-    if "attacks" in fields:
-        attacks = cfg.get("attacks")
-        if attacks is None:
-            default = fields["attacks"].get_default(call_default_factory=True)
-            attacks = list(default) if default is not None else None
-        if attacks is not None and "rmia" not in attacks:
-            cfg["attacks"] = [*attacks, "rmia"]
-    return cfg
+    if cell.replicate:
+        # A lens's own seeds (LiRA's keep matrix, its batch-mode query permutation) move with the replicate too.
+        for key in REPLICATE_SEED_FIELDS:
+            if key in lens.config.model_fields:
+                default = lens.config.model_fields[key].default
+                cfg[key] = int(cfg.get(key, default if default is not None else 0)) + cell.replicate
+    return lens.validate(cfg, where).model_dump(mode="json")
 
 
 def plan(study: Study) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
 
-    Stages: 0 = theory and the training runs several lenses share; 1 = the
-    per-cell lenses, lens by lens (every cell's memorize before any cell's
-    gradnorms, ...), which find shared runs finished; 2 = lira, the expensive
-    one, last, so early results cover every other lens. ``rmia`` adds no job of
-    its own: it makes lira run (and report RMIA).
+    Stages: 0 = once-per-study lenses (theory) and the training runs several
+    lenses share; then each per-cell lens at its registry stage (every cell's
+    memorize before any cell's gradnorms, ...; lira, the expensive one, last),
+    so early results cover every cell.
 
     Returns:
         The cells and the jobs.
     """
-    from bnmem.study.share import shared_runs
-
     cells = expand_grid(study)
-    enabled = study.lenses.enabled()
+    enabled = [registry.get(n) for n in study.lenses.enabled()]
     jobs: list[Job] = []
-    if THEORY in enabled:
-        jobs.append(Job(id=THEORY, lens=THEORY, folder=THEORY, config=study.lenses.theory.model_dump()))
-    wanted = set(enabled) | ({"lira"} if RMIA in enabled else set())
+    for lens in enabled:
+        if not lens.per_cell:
+            cfg = lens.validate(study.lenses.options(lens.name) or {}, f"lenses.{lens.name}")
+            jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, config=cfg.model_dump(mode="json"),
+                            stage=lens.stage))
     for cell in cells:
-        configs = {
-            lens: lens_config(study, cell, lens) if lens != "lira" or study.lenses.lira else _rmia_only(study, cell)
-            for lens in CELL_LENSES
-            if lens in wanted
-        }
+        # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
+        configs = {lens.name: lens_config(study, cell, lens.name) for lens in enabled if lens.per_cell
+                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
                  for r in shared_runs(cell.id, configs)]
-        jobs += [Job(id=f"{cell.id}/{lens}", lens=lens, folder=f"{cell.id}/{CELL_LENSES[lens].folder}", config=cfg,
-                     stage=2 if lens == "lira" else 1)
-                 for lens, cfg in configs.items()]
-    order = {lens: i for i, lens in enumerate([THEORY, SHARED, *CELL_LENSES])}
+        jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,
+                     stage=registry.get(name).stage)
+                 for name, cfg in configs.items()]
+    # Within a stage: once-per-study lenses, then shared training runs, then per-cell lenses in registry order.
+    studywide = [lens.name for lens in enabled if not lens.per_cell]
+    seq = [*studywide, SHARED, *(n for n in registry.names() if n not in studywide)]
+    order = {name: i for i, name in enumerate(seq)}
     jobs.sort(key=lambda j: (j.stage, order[j.lens]))
     return cells, jobs
 
 
-def _rmia_only(study: Study, cell: Cell) -> dict[str, Any]:
-    """Lira config with default options, for a study that asks for ``rmia`` without ``lira``."""
-    from bnmem.lenses.registry import config_class
-
-    base = cell.experiment(study)
-    base["seeds"] = base["seeds"][:1]
-    cfg = _with_rmia(base, config_class("lira").model_fields)
-    return build_config("lira", cfg, "lenses.rmia").model_dump(mode="json")
-
-
 def index_doc(study: Study, cells: list[Cell], jobs: list[Job]) -> dict[str, Any]:
-    """The ``index.json`` document: cells, their conditions, each lens's folder (relative)."""
+    """The ``index.json`` document: cells, their conditions, each lens's folder (relative).
+
+    A lens asked for by an alias (``rmia``) is listed under that name too, pointing at its lens's folder.
+    """
     by_id = {j.id: j for j in jobs}
     records = []
     for cell in cells:
         lenses: dict[str, str] = {}
-        for lens in study.lenses.enabled():
-            key = "lira" if lens == RMIA else lens
-            job = by_id.get(f"{cell.id}/{key}")
+        for asked, name in [*((n, n) for n in study.lenses.enabled()), *study.lenses.asked().items()]:
+            job = by_id.get(f"{cell.id}/{name}")
             if job is not None:
-                lenses[lens] = job.folder
+                lenses.setdefault(asked, job.folder)
         records.append({**cell.conditions(), "lenses": lenses})
-    theory = by_id.get(THEORY)
-    return {"study": study.name, "cells": records, "theory": theory.folder if theory else None}
+    studywide = {j.lens: j.folder for j in jobs if j.id == j.lens}
+    return {"study": study.name, "cells": records, "theory": studywide.get("theory"),
+            **({"lenses": studywide} if studywide else {})}
 
 
 # --- running ---------------------------------------------------------------------------
@@ -295,10 +304,9 @@ def job_spec(job: Job, out: Path, progress: bool) -> dict[str, Any]:
 
 
 def is_finished(spec: dict[str, Any]) -> bool:
-    """A lens or theory job: its folder's DONE marker. A shared run: every target has its copy."""
+    """A lens job: its folder's DONE marker. A shared run: every target has its copy."""
     if spec["lens"] == SHARED:
-        rel = f"{spec['norm']}/seed{spec['seed']}"
-        return all(io.is_done(Path(t["out"]) / rel) for t in spec["targets"])
+        return is_shared_finished(spec)
     return io.is_done(spec["out"])
 
 
@@ -307,31 +315,25 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
 
     Args:
         spec: plain data from :func:`job_spec`.
-        executor: handed to lens runners that take one (lira), when the job
-            runs in the driver.
+        executor: handed to the lens runner (lira trains its shadow models
+            through it) when the job runs in the driver.
 
     Returns:
         ``{"id", "status": "done"|"skipped"|"failed", "seconds", "error"?}``.
         A failure does not raise (the other jobs go on); its traceback is in
         ``<out>/ERROR.txt`` and the job reruns next time.
     """
-    from bnmem.lenses.registry import run_cell_lens, run_theory_lens, shadow_gamma_sigma
-    from bnmem.study.share import run_shared_training
-
     out = Path(spec["out"])
     if is_finished(spec):
         return {"id": spec["id"], "status": "skipped", "seconds": 0.0}
     t0 = time.perf_counter()
     try:
         io.ensure_dir(out)
-        if spec["lens"] == THEORY:
-            run_theory_lens(spec["config"], out, spec["progress"])
-        elif spec["lens"] == SHARED:
+        if spec["lens"] == SHARED:
             run_shared_training(spec)
         else:
-            run_cell_lens(spec["lens"], spec["config"], out, spec["progress"], executor)
-            if spec["lens"] == "lira":
-                shadow_gamma_sigma(spec["config"], out)  # reuse the shadow models: γ/σ over M BN models
+            lens = registry.get(spec["lens"])
+            lens.run(lens.config.model_validate(spec["config"]), out, progress=spec["progress"], executor=executor)
     except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
         msg = str(e).splitlines()[0] if str(e) else ""
         error = msg if isinstance(e, BnmemError) else f"{type(e).__name__}: {msg}"
@@ -397,6 +399,44 @@ class StudyResult:
         return [j for j in self.jobs if j["status"] == "failed"]
 
 
+def run_phases(specs: list[dict[str, Any]], executor: Any, resources: dict[str, Any]) -> None:
+    """Submit the phased work of every lens job in ``specs`` (lira's training, then query chunks), each
+    phase for all cells at once, so a cluster has every cell's chunks in flight together.
+
+    A job that fails here is not an error yet: the lens's own run retries it and reports the failure.
+    """
+    lens_specs = [s for s in specs if s["lens"] != SHARED and registry.get(s["lens"]).phases]
+    phases = dict.fromkeys(p for s in lens_specs for p in registry.get(s["lens"]).phases)
+    for phase in phases:
+        by_fn: dict[Any, list[dict[str, Any]]] = {}
+        for s in lens_specs:
+            lens = registry.get(s["lens"])
+            if phase not in lens.phases:
+                continue
+            try:
+                fn, jobs = lens.phase_jobs(lens.config.model_validate(s["config"]), Path(s["out"]), phase)
+            except Exception:  # noqa: BLE001 - its lens job will fail with the same error, recorded there
+                continue
+            name = f"{fn.__module__}:{fn.__name__}"
+            by_fn.setdefault(name, []).extend({**j, "progress": False, "job_fn": name} for j in jobs)
+        for jobs in by_fn.values():
+            if jobs:
+                executor.map(run_phase_job, jobs, desc=f"{phase} jobs", resources=resources)
+
+
+def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run a phase job named by ``spec["job_fn"]`` (``module:function``); report instead of raising.
+
+    Module-level and plain-data in, so any executor (Ray included) can ship it.
+    """
+    module, name = spec["job_fn"].split(":")
+    fn = getattr(importlib.import_module(module), name)
+    try:
+        return fn({k: v for k, v in spec.items() if k != "job_fn"})
+    except Exception as e:  # noqa: BLE001 - retried and reported by the lens job itself
+        return {"failed": f"{type(e).__name__}: {e}"}
+
+
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
@@ -436,12 +476,13 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
             if not todo:
                 continue
+            run_phases(todo, executor, resources)
             if executor.name == "local":
                 result.jobs += executor.map(run_job, todo, desc=f"{study.name} jobs", resources=resources)
             else:
                 # Lenses that parallelize internally (lira's shadow models) get the
                 # executor itself and run from here; the rest are shipped as jobs.
-                inline = [s for s in todo if _takes_executor(s["lens"])]
+                inline = [s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor]
                 shipped = [s for s in todo if s not in inline]
                 if shipped:
                     result.jobs += executor.map(run_job, shipped, desc=f"{study.name} jobs", resources=resources)
@@ -459,15 +500,3 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         io.mark_done(out, {"study": study.name, "jobs": len(jobs),
                            "seconds": round(sum(j["seconds"] for j in result.jobs), 3)})
     return result
-
-
-def _takes_executor(lens: str) -> bool:
-    import inspect
-
-    from bnmem.lenses.registry import CELL_LENSES as specs
-    from bnmem.lenses.registry import _module
-
-    if lens not in specs:
-        return False
-    runner = getattr(_module(specs[lens]), specs[lens].runner)
-    return "executor" in inspect.signature(runner).parameters

@@ -9,14 +9,16 @@ are checked against that lens's own config when the study is planned (see
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, RootModel, field_validator, model_validator
 
-from bnmem.config import ARCH_ALIASES, ARCHS, DATASETS, NORMS, DataConfig, StrictModel, TrainConfig, validate_rate
+from bnmem.config import (
+    DataConfig, StrictModel, TrainConfig, check_arch, check_dataset, check_norms, validate_rate,
+)
 from bnmem.errors import BnmemError
-from bnmem.lenses.registry import LENSES, canonical_lens
+from bnmem.lenses import registry
 
 class Outliers(StrictModel):
     """One outlier setting of the grid: flipped labels and/or OOD inputs."""
@@ -35,21 +37,6 @@ class Outliers(StrictModel):
         if self.ood > 0:
             parts.append(f"ood{self.ood:g}-{self.ood_source}")
         return "-".join(parts) or "clean"
-
-
-def _check_archs(archs: list[str]) -> list[str]:
-    archs = [ARCH_ALIASES.get(a, a) for a in archs]
-    for a in archs:
-        if a not in ARCHS:
-            raise ValueError(f"unknown architecture {a!r}; choose one of {', '.join(ARCHS)} (or 'resnet')")
-    return archs
-
-
-def _check_norms(norms: list[str]) -> list[str]:
-    for n in norms:
-        if n not in NORMS:
-            raise ValueError(f"unknown norm {n!r}; choose one of {', '.join(NORMS)}")
-    return norms
 
 
 def _nonempty(v: list | None, what: str) -> list | None:
@@ -72,23 +59,27 @@ class Grid(StrictModel):
     outliers: list[Outliers] | None = None
     seeds: list[int] | None = None
 
+    replicates: int = Field(1, ge=1, description="independent replicates of every cell (data, keep-matrix "
+                                                 "and model seeds all change with the replicate)")
+    recipes: list[Literal["shared", "per-norm"]] = Field(
+        ["shared"], min_length=1, description="training recipes compared: the shared recipe (the paper's setting) "
+        "and/or each norm's learning rate selected on the validation split (cells of their own, for the lenses "
+        "that take a recipe)")
+
     @field_validator("datasets")
     @classmethod
     def _datasets(cls, v: list[str] | None) -> list[str] | None:
-        for d in v or []:
-            if d not in DATASETS:
-                raise ValueError(f"unknown dataset {d!r}; choose one of {', '.join(DATASETS)}")
-        return _nonempty(v, "datasets")
+        return None if v is None else _nonempty([check_dataset(d) for d in v], "datasets")
 
     @field_validator("archs")
     @classmethod
     def _archs(cls, v: list[str] | None) -> list[str] | None:
-        return None if v is None else _nonempty(_check_archs(v), "archs")
+        return None if v is None else _nonempty([check_arch(a) for a in v], "archs")
 
     @field_validator("norms")
     @classmethod
     def _norms(cls, v: list[str] | None) -> list[str] | None:
-        return None if v is None else _nonempty(_check_norms(v), "norms")
+        return None if v is None else check_norms(_nonempty(v, "norms"))
 
     @field_validator("seeds")
     @classmethod
@@ -116,68 +107,66 @@ class LensOptions(StrictModel):
     epochs: int | None = Field(None, ge=1, description="short for train.epochs (or the lens's own epochs field)")
 
 
-class RmiaOptions(StrictModel):
-    """``rmia`` has no options of its own: it is reported by the lira lens (set those under ``lira``)."""
+class Lenses(RootModel[dict[str, dict[str, Any]]]):
+    """The lenses to run: lens name -> its options (absent = not run).
 
-
-class TheoryOptions(StrictModel):
-    """Arguments of :func:`bnmem.theory.run_theory` (the toy model, once per study)."""
-
-    steps: int = Field(400, ge=1)
-    lr: float = Field(0.05, gt=0)
-    n_outliers: int = Field(4, ge=1)
-    seed: int = 0
-    n_per_class: int = Field(20, ge=2)
-    noise: float = Field(0.3, ge=0)
-    kernel_size: int = Field(5, ge=1)
-    outlier_kind: str = "flip"
-    plot: bool = True
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "TheoryOptions":
-        from bnmem.theory import TheoryConfig
-
-        kw = self.model_dump(exclude={"plot"})
-        try:
-            TheoryConfig(**kw).validate()
-        except BnmemError as e:
-            raise ValueError(str(e)) from None
-        return self
-
-
-class Lenses(StrictModel):
-    """The lenses to run; absent = not run. A YAML list of names means defaults for each."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
-
-    memorize: LensOptions | None = None
-    gamma_sigma: LensOptions | None = Field(None, alias="gamma-sigma")
-    gradnorms: LensOptions | None = None
-    mitigate: LensOptions | None = None
-    lira: LensOptions | None = None
-    rmia: RmiaOptions | None = None
-    theory: TheoryOptions | None = None
+    A YAML list of names means defaults for each; ``name: false`` switches one
+    off (e.g. ``--set lenses.lira=false``). Names are registered lens names or
+    their aliases (``gamma_sigma``; ``rmia``, which runs the lira lens: its
+    attack evaluation reports RMIA). A per-cell lens's options are a
+    :class:`LensOptions`, checked against the lens's own config when the study
+    is planned; a once-per-study lens's options are its config.
+    """
 
     @model_validator(mode="before")
     @classmethod
     def _normalize(cls, v: Any) -> Any:
-        # `lenses: [memorize, lira]` and `memorize:` (YAML null) both mean "run with defaults";
-        # `memorize: false` (e.g. --set lenses.memorize=false) means "don't run it".
         if isinstance(v, list):
             if not all(isinstance(x, str) for x in v):
                 raise ValueError("a list of lenses must hold lens names")
             v = {x: {} for x in v}
-        if isinstance(v, dict):
-            v = {canonical_lens(k) if isinstance(k, str) else k: ({} if o is None or o is True else o)
-                 for k, o in v.items() if o is not False}
-        return v
+        if not isinstance(v, dict):
+            raise ValueError("lenses must be a list of lens names or a mapping name -> options")
+        out: dict[str, dict[str, Any]] = {}
+        for key, opts in v.items():
+            if opts is False:
+                continue
+            try:
+                name = registry.canonical(str(key))
+            except BnmemError as e:
+                raise ValueError(str(e)) from None
+            opts = {} if opts is None or opts is True else opts
+            if not isinstance(opts, dict):
+                raise ValueError(f"{key}: options must be a mapping, got {type(opts).__name__}")
+            # Options are validated by plan(), with their full path.
+            if name == "lira" and key != name:
+                # `rmia` stays listed under its own name (index.json points it at lira's folder).
+                if opts:
+                    raise ValueError(f"{key}: it runs the lira lens and takes no options of its own; "
+                                     f"set them under lira")
+                out[str(key)] = {}
+                continue
+            out[name] = dict(opts)
+        return out
 
     def enabled(self) -> list[str]:
-        """Lens names to run, in :data:`~bnmem.lenses.registry.LENSES` order."""
-        return [name for name in LENSES if self.options(name) is not None]
+        """Registered names of the lenses to run, in registry order (``rmia`` → ``lira``)."""
+        chosen = {registry.canonical(k) for k in self.root}
+        return [name for name in registry.names() if name in chosen]
 
-    def options(self, name: str) -> StrictModel | None:
-        return getattr(self, name.replace("-", "_"))
+    def asked(self) -> dict[str, str]:
+        """Name as written in the study -> registered name (index.json lists both ``rmia`` and ``lira``)."""
+        return {k: registry.canonical(k) for k in self.root}
+
+    def options(self, name: str) -> dict[str, Any] | None:
+        """The options given for lens ``name`` (merged over its aliases), or None when it does not run."""
+        found = [o for k, o in self.root.items() if registry.canonical(k) == registry.canonical(name)]
+        if not found:
+            return None
+        merged: dict[str, Any] = {}
+        for o in found:
+            merged.update(o)
+        return merged
 
 
 class Resources(StrictModel):
@@ -201,20 +190,13 @@ class Study(StrictModel):
     lenses: Lenses
     resources: Resources = Resources()
 
-    @field_validator("arch")
-    @classmethod
-    def _arch(cls, v: str) -> str:
-        return _check_archs([v])[0]
-
-    @field_validator("norms")
-    @classmethod
-    def _norms(cls, v: list[str]) -> list[str]:
-        return _nonempty(_check_norms(v), "norms")
+    _arch = field_validator("arch")(check_arch)
+    _norms = field_validator("norms")(check_norms)
 
     @model_validator(mode="after")
     def _some_lens(self) -> "Study":
         if not self.lenses.enabled():
-            raise ValueError(f"lenses: name at least one of {', '.join(LENSES)}")
+            raise ValueError(f"lenses: name at least one of {', '.join(registry.names())}")
         return self
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bnmem import io
-from bnmem.lenses.registry import CELL_LENSES, training_hook
+from bnmem.lenses import registry
 
 SHARED_DIR = "_shared"
 SHARED = "shared-training"
@@ -50,7 +50,7 @@ def shared_runs(cell_id: str, configs: dict[str, dict[str, Any]]) -> list[dict[s
     """
     groups: dict[str, list[str]] = {}
     for lens, cfg in configs.items():
-        if CELL_LENSES[lens].trains_runs:
+        if registry.get(lens).trains_runs:
             groups.setdefault(identity(cfg), []).append(lens)
     runs = []
     for key, lenses in groups.items():
@@ -58,7 +58,7 @@ def shared_runs(cell_id: str, configs: dict[str, dict[str, Any]]) -> list[dict[s
             continue
         pairs = dict.fromkeys((n, s) for lens in lenses for n in configs[lens]["norms"] for s in configs[lens]["seeds"])
         for norm, seed in pairs:
-            targets = [{"lens": lens, "config": configs[lens], "folder": f"{cell_id}/{CELL_LENSES[lens].folder}"}
+            targets = [{"lens": lens, "config": configs[lens], "folder": f"{cell_id}/{lens}"}
                        for lens in lenses if norm in configs[lens]["norms"] and seed in configs[lens]["seeds"]]
             if len(targets) < 2:
                 continue
@@ -98,6 +98,12 @@ def give_run(scratch: Path, dst: Path, lens: str) -> None:
     io.write_bytes(dst / io.DONE, (scratch / io.DONE).read_bytes())
 
 
+def is_shared_finished(spec: dict[str, Any]) -> bool:
+    """A shared run is finished when every target lens has its copy."""
+    rel = f"{spec['norm']}/seed{spec['seed']}"
+    return all(io.is_done(Path(t["out"]) / rel) for t in spec["targets"])
+
+
 def run_shared_training(spec: dict[str, Any]) -> None:
     """Train one shared (norm, seed) run with every target lens's hook, then hand it out.
 
@@ -107,8 +113,7 @@ def run_shared_training(spec: dict[str, Any]) -> None:
     """
     from bnmem.config import DataConfig, ModelConfig, TrainConfig
     from bnmem.data import load_dataset
-    from bnmem.train import seeded_model
-    from bnmem.train.trainer import train_model
+    from bnmem.lenses.runs import train_run
 
     norm, seed = spec["norm"], int(spec["seed"])
     rel = f"{norm}/seed{seed}"
@@ -117,16 +122,21 @@ def run_shared_training(spec: dict[str, Any]) -> None:
     if pending and not io.is_done(scratch):
         training = spec["training"]
         ds = load_dataset(DataConfig.model_validate(training["data"]))
-        hooks = {t["lens"]: h for t in spec["targets"]
-                 if (h := training_hook(t["lens"], t["config"], ds, Path(t["out"]) / rel, seed)) is not None}
+        hooks = {}
+        for t in spec["targets"]:
+            lens = registry.get(t["lens"])
+            if lens.hook is not None:
+                cfg = lens.config.model_validate(t["config"])
+                hook = lens.hook(cfg, ds, Path(t["out"]) / rel, seed)
+                if hook is not None:
+                    hooks[lens.name] = hook
 
         def on_epoch(epoch: int, model) -> dict | None:
             record = {HOOK_PREFIX + lens: r for lens, hook in hooks.items() if (r := hook(epoch, model))}
             return record or None
 
-        model = seeded_model(ModelConfig(arch=training["arch"], norm=norm), ds, seed)
-        train_model(model, ds, TrainConfig.model_validate(training["train"]), seed, run_dir=scratch,
-                    on_epoch=on_epoch, progress=f"{norm} seed {seed} (shared)" if spec.get("progress") else False)
+        train_run(ModelConfig(arch=training["arch"], norm=norm), ds, TrainConfig.model_validate(training["train"]),
+                  seed, scratch, lambda: on_epoch, progress=f"{norm} seed {seed} (shared)" if spec.get("progress") else False)
     for t in pending:
         give_run(scratch, Path(t["out"]) / rel, t["lens"])
     # Every lens has its copy now; the scratch run is only a duplicate.

@@ -53,6 +53,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bnmem.config import ModelConfig, TrainConfig
+from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.train.batching import epoch_batches
 from bnmem.train.ensemble_grouped import GroupedLeNet, supports_grouped
@@ -189,36 +190,45 @@ def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype:
     return max(GROUPED_MULTIPLE, chunk - chunk % GROUPED_MULTIPLE) if method == "grouped" else chunk
 
 
-def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int,
-                epoch: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
+                aug: augment.AugmentSpec = augment.NO_AUGMENT
+                ) -> tuple[torch.Tensor, torch.Tensor, list[int], torch.Tensor | None]:
     """Every model's batches of one epoch as one tensor.
 
     Returns:
         ``sel`` [S, K, B] dataset indices (model k's s-th batch, mapped through
         its train_idx), ``active`` [S, K] bool (False where model k has fewer
         than s+1 batches; ``sel`` then repeats its first batch, a real batch so
-        the discarded forward pass stays finite), and each model's batch count.
+        the discarded forward pass stays finite), each model's batch count, and
+        (when ``aug`` is active) the augmentation parameters [S, K, B, 3] the
+        plain trainer would draw for those batches (None otherwise).
     """
     batches = [epoch_batches(len(ix), batch_size, s, epoch) for ix, s in zip(idx, seeds)]
     counts = [len(b) for b in batches]
     bs = len(batches[0][0])
     sel = torch.empty(max(counts), len(idx), bs, dtype=torch.long)
     active = torch.zeros(max(counts), len(idx), dtype=torch.bool)
+    params = torch.zeros(max(counts), len(idx), bs, 3, dtype=torch.long) if aug.active else None
     for k, (ix, bl) in enumerate(zip(idx, batches)):
         rows = ix[torch.stack(bl)]
         sel[: len(bl), k] = rows
         sel[len(bl) :, k] = rows[0]
         active[: len(bl), k] = True
-    return sel, active, counts
+        if params is not None:
+            drawn = augment.epoch_params(aug, len(bl), bs, seeds[k], epoch)
+            params[: len(bl), k] = drawn
+            params[len(bl) :, k] = drawn[0]
+    return sel, active, counts, params
 
 
 def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: list[int], cfg: TrainConfig,
-         device: torch.device, on_epoch: Callable[[], None]) -> None:
-    """Train one chunk of models for ``cfg.epochs`` epochs."""
+         device: torch.device, on_epoch: Callable[[], None],
+         aug: augment.AugmentSpec = augment.NO_AUGMENT) -> None:
+    """Train one chunk of models for ``cfg.epochs`` epochs (with augmentation ``aug``)."""
     k = len(seeds)
     for epoch in range(cfg.epochs):
         lr = lr_at(cfg, epoch)
-        sel, active, counts = _epoch_plan(idx, seeds, cfg.batch_size, epoch)
+        sel, active, counts, params = _epoch_plan(idx, seeds, cfg.batch_size, epoch, aug)
         sel = sel.to(device)
         loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
         for s in range(sel.shape[0]):
@@ -228,7 +238,7 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
                 # Only the skipping models' rows are saved and put back (exactly).
                 rows = (~act).nonzero().view(-1).to(device)
                 saved = {n: b.index_select(0, rows) for n, b in engine.buffers.items()}
-            losses, grads = engine.losses_and_grads(sel[s])
+            losses, grads = engine.losses_and_grads(sel[s], None if params is None else params[s])
             opt.step(grads, lr, act if masked else None)
             if masked:
                 act_dev = act.to(device)
@@ -300,6 +310,7 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
     idx = _check_inputs(ds, seeds, list(train_idx), init_states)
     device = torch.device(cfg.device)
     dtype = ds.x_train.dtype
+    aug = augment.spec_of(cfg, ds.input_shape, ds.name)
     with torch_threads(cfg.threads):
         models = [_initial_model(model_cfg, ds, s, None if init_states is None else init_states[k], device, dtype)
                   for k, s in enumerate(seeds)]
@@ -322,10 +333,10 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
             members += [copy.deepcopy(models[k]) for k in twins]
             chunk = chunk + twins
             engine_cls = GroupedLeNet if method == "grouped" else VmapEnsemble
-            engine = engine_cls(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau)
+            engine = engine_cls(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
             opt = StackedOptimizer(engine.params, wd, cfg)
             _fit(engine, opt, [idx_t[k] for k in chunk], [seeds[k] for k in chunk], cfg, device,
-                 lambda: bar.update(1))
+                 lambda: bar.update(1), aug)
             _write_back(engine, members[: len(members) - len(twins)])
         bar.close()
     if ds.x_train.ndim == 4:

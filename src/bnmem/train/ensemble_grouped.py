@@ -30,6 +30,7 @@ from torch import nn
 from torch.func import stack_module_state
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bnmem.data import augment
 from bnmem.models.lenet import LeNet
 
 # Norm kinds the grouped network implements (LeNet's norm_kind).
@@ -142,13 +143,14 @@ class GroupedLeNet:
         y_all: their labels [N].
         gs_reg: λ of the γ/σ regularizer (0: off).
         gs_tau: τ of the regularizer.
+        padding: padding mode of the training augmentation (when batches come with parameters).
 
     Raises:
         ValueError: a model is not a LeNet :func:`supports_grouped` accepts.
     """
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
-                 gs_tau: float = 1.0) -> None:
+                 gs_tau: float = 1.0, padding: str = "reflect") -> None:
         if not all(supports_grouped(m) for m in models):
             raise ValueError("the grouped ensemble trains LeNets with batch/none/group/layer norm only")
         template = models[0]
@@ -169,13 +171,18 @@ class GroupedLeNet:
         # channels innermost, the order channels_last wants.
         self.x_nhwc = x_all.permute(0, 2, 3, 1).contiguous()
         self.y_all = y_all
+        self.padding = padding
 
-    def _inputs(self, sel: torch.Tensor) -> torch.Tensor:
-        """Models' batches as channels: sel [K, B] -> [B, K*C, H, W] channels_last."""
+    def _inputs(self, sel: torch.Tensor, aug: torch.Tensor | None = None) -> torch.Tensor:
+        """Models' batches as channels: sel [K, B] (aug [K, B, 3]) -> [B, K*C, H, W] channels_last."""
         n, h, w, c = self.x_nhwc.shape
         k, b = sel.shape
         # index_select on rows is a plain row copy (advanced indexing is slower).
         x = self.x_nhwc.view(n, -1).index_select(0, sel.t().reshape(-1)).view(b, k, h, w, c)
+        if aug is not None:
+            # The same pixel copies as the plain trainer's augment.apply (rows in (b, k) order).
+            x = augment.apply_nhwc(x.view(b * k, h, w, c), aug.transpose(0, 1).reshape(-1, 3),
+                                   self.padding).view(b, k, h, w, c)
         # Memory (b, h, w, k, c) is channels_last for [B, K*C, H, W]. (Explicit
         # copy: reshape could return a strided view that is neither layout.)
         return x.permute(0, 2, 3, 1, 4).contiguous().view(b, h, w, k * c).permute(0, 3, 1, 2)
@@ -246,18 +253,20 @@ class GroupedLeNet:
         logits = torch.baddbmm(p["fc3.bias"].unsqueeze(1), h, p["fc3.weight"].transpose(1, 2))
         return logits, sigmas
 
-    def losses_and_grads(self, sel: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def losses_and_grads(self, sel: torch.Tensor, aug: torch.Tensor | None = None
+                         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One training step's forward and backward for all K models.
 
         Args:
             sel: [K, B] indices into the training images, model k's batch in row k.
+            aug: [K, B, 3] augmentation parameters of those examples, or None.
 
         Returns:
             Per-model losses [K] (cross-entropy plus regularizer, detached) and
             stacked gradients ``{name: [K, ...]}``. BN running statistics and
             ``num_batches_tracked`` have been updated for every model.
         """
-        logits, sigmas = self.forward(self._inputs(sel))
+        logits, sigmas = self.forward(self._inputs(sel, aug))
         k, b, n_cls = logits.shape
         y = self.y_all[sel]
         # Cross-entropy as logsumexp minus the target logit: the same value as

@@ -26,7 +26,9 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from bnmem.train.regularizer import batch_sigma, gamma_sigma_penalty
+from bnmem.data import augment
+from bnmem.models.norms import batch_sigma
+from bnmem.train.regularizer import gamma_sigma_penalty
 
 
 class VmapEnsemble:
@@ -43,10 +45,11 @@ class VmapEnsemble:
         gs_reg: λ of the γ/σ regularizer (0: off); it covers affine BN layers,
             like :class:`bnmem.train.regularizer.GammaSigmaRegularizer`.
         gs_tau: τ of the regularizer.
+        padding: padding mode of the training augmentation (when batches come with parameters).
     """
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
-                 gs_tau: float = 1.0) -> None:
+                 gs_tau: float = 1.0, padding: str = "reflect") -> None:
         self.k = len(models)
         params, buffers = stack_module_state(models)
         self.params: dict[str, torch.Tensor] = {n: p.detach() for n, p in params.items()}
@@ -60,6 +63,7 @@ class VmapEnsemble:
             for n, m in self.bn:
                 m.register_forward_pre_hook(self._sigma_hook(n))
         self.x_all, self.y_all = x_all, y_all
+        self.padding = padding
         self._images = x_all.ndim == 4
         if self._images:
             # [N, H, W, C]: gathered batches can then be presented to vmap as a
@@ -85,18 +89,25 @@ class VmapEnsemble:
             self._sigma.clear()
         return loss, loss.detach()
 
-    def _inputs(self, sel: torch.Tensor) -> torch.Tensor:
+    def _inputs(self, sel: torch.Tensor, aug: torch.Tensor | None = None) -> torch.Tensor:
         if not self._images:
             return self.x_all[sel]
         x = self.x_nhwc[sel.t().contiguous()]  # [B, K, H, W, C]
+        if aug is not None:
+            # The same pixel copies as the plain trainer's augment.apply (rows in (b, k) order).
+            b, k, h, w, c = x.shape
+            x = augment.apply_nhwc(x.view(b * k, h, w, c), aug.transpose(0, 1).reshape(-1, 3),
+                                   self.padding).view(b, k, h, w, c)
         x = x.permute(0, 2, 3, 1, 4).contiguous()  # memory (b, h, w, k, c)
         return x.permute(3, 0, 4, 1, 2)  # logical [K, B, C, H, W]
 
-    def losses_and_grads(self, sel: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def losses_and_grads(self, sel: torch.Tensor, aug: torch.Tensor | None = None
+                         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One training step's forward and backward for all K models.
 
         Args:
             sel: [K, B] indices into the training inputs, model k's batch in row k.
+            aug: [K, B, 3] augmentation parameters of those examples, or None.
 
         Returns:
             Per-model losses [K] and stacked gradients ``{name: [K, ...]}``;
@@ -106,5 +117,5 @@ class VmapEnsemble:
             # Ops without a batching rule (adaptive_avg_pool2d's as_strided_ in
             # the ResNets) fall back to a per-model loop: slower, still exact.
             warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet")
-            grads, losses = self._grad(self.params, self.buffers, self._inputs(sel), self.y_all[sel])
+            grads, losses = self._grad(self.params, self.buffers, self._inputs(sel, aug), self.y_all[sel])
         return losses, grads

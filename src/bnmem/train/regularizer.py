@@ -18,12 +18,7 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-
-def batch_sigma(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """Per-channel batch standard deviation as BN computes it in training mode
-    (biased variance over all dims but the channel dim 1)."""
-    dims = [d for d in range(x.ndim) if d != 1]
-    return torch.sqrt(x.var(dim=dims, unbiased=False) + eps)
+from bnmem.models.norms import batch_sigma
 
 
 def gamma_sigma_penalty(gammas: Iterable[torch.Tensor], sigmas: Iterable[torch.Tensor], lam: float,

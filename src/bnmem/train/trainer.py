@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from bnmem import io
 from bnmem.config import ModelConfig, TrainConfig
+from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.measure.memorization import subset_accuracies
 from bnmem.measure.predict import to_layout
@@ -81,7 +82,8 @@ def train_model(
         model: freshly initialized model (see :func:`seeded_model`).
         ds: dataset; its tensors are moved to ``cfg.device``.
         cfg: the training recipe.
-        seed: fixes the data order (initial weights are the caller's business).
+        seed: fixes the data order and the augmentation draws (initial weights
+            are the caller's business).
         run_dir: if given, a checkpoint is written there after every epoch and
             training resumes from it; ``model.pt`` and ``DONE`` mark completion.
         train_idx: indices of the training examples this model sees (shadow models).
@@ -104,6 +106,7 @@ def train_model(
         y_all = ds.y_train.to(device)
         idx = torch.arange(ds.n_train) if train_idx is None else torch.as_tensor(np.asarray(train_idx), dtype=torch.long)
         idx = idx.to(device)
+        aug = augment.spec_of(cfg, ds.input_shape, ds.name)
         opt = build_optimizer(model, cfg)
         if extra_loss is None and cfg.gs_reg > 0:
             from bnmem.train.regularizer import GammaSigmaRegularizer
@@ -124,9 +127,12 @@ def train_model(
             set_lr(opt, lr_at(cfg, epoch))
             model.train()
             loss_sum, n_steps = 0.0, 0
-            for b in epoch_batches(len(idx), cfg.batch_size, seed, epoch):
+            batches = epoch_batches(len(idx), cfg.batch_size, seed, epoch)
+            params = augment.epoch_params(aug, len(batches), len(batches[0]), seed, epoch) if aug.active else None
+            for s, b in enumerate(batches):
                 sel = idx[b.to(device)]
-                loss = F.cross_entropy(model(x_all[sel]), y_all[sel])
+                xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
+                loss = F.cross_entropy(model(xb), y_all[sel])
                 if extra_loss is not None:
                     loss = loss + extra_loss(model)
                 opt.zero_grad(set_to_none=True)

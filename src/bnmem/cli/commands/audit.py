@@ -29,6 +29,7 @@ from bnmem.cli.app import (
     WeightDecay,
     app,
     apply_overrides,
+    parse_flag_list,
 )
 
 ModelFile = Annotated[Path, typer.Option("--model", help="a pickled nn.Module (torch.save(model)) or a TorchScript "
@@ -40,12 +41,43 @@ MaxExamples = Annotated[Optional[int], typer.Option(help="measure gradient norms
                                                          "(seeded subset)")]
 ShadowModels = Annotated[int, typer.Option(help="also estimate membership risk with M shadow copies of the "
                                                 "architecture trained with the recipe flags (even, >= 4; 0: off)")]
+MaxMemory = Annotated[Optional[str], typer.Option(help="memory budget of the gradient-norm measurement, e.g. 8GB "
+                                                       "(default: half the free RAM, or GPU memory with --device cuda)",
+                                                  show_default=False)]
+DataFolder = Annotated[Optional[Path], typer.Option(help="your own images instead of --dataset: class folders under "
+                                                         "train/ and test/, or under one folder (seeded split)",
+                                                    show_default=False)]
+ImageSize = Annotated[Optional[int], typer.Option(help="--data-folder: resize images to this square size")]
+Channels = Annotated[Optional[int], typer.Option(help="--data-folder: 1 (grayscale) or 3 (RGB); default: as the "
+                                                      "first image")]
+Mean = Annotated[Optional[str], typer.Option(help="--data-folder: per-channel mean, e.g. 0.485,0.456,0.406 "
+                                                  "(default: computed on the training split)")]
+Std = Annotated[Optional[str], typer.Option(help="--data-folder: per-channel std (with --mean)")]
+Normalize = Annotated[bool, typer.Option("--normalize/--no-normalize",
+                                         help="--data-folder: normalize each channel (given or computed mean/std)")]
+TestFraction = Annotated[float, typer.Option(help="--data-folder without train/ and test/: test share of each "
+                                                  "class (seeded by --data-seed)")]
+TransformHook = Annotated[Optional[str], typer.Option("--transform", help="--data-folder: 'module:function' or "
+                                                      "'file.py:function' mapping a PIL image to a (C, H, W) tensor",
+                                                      show_default=False)]
+Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
+                                                         "mislabeled (marks the corrupted samples)",
+                                                    show_default=False)]
 
 
 @app.command()
 def audit(
     model: ModelFile,
     dataset: Dataset = "digits",
+    data_folder: DataFolder = None,
+    image_size: ImageSize = None,
+    channels: Channels = None,
+    mean: Mean = None,
+    std: Std = None,
+    normalize: Normalize = True,
+    test_fraction: TestFraction = 0.2,
+    transform: TransformHook = None,
+    mislabeled: Mislabeled = None,
     data_root: DataRoot = None,
     download: Download = False,
     label_noise: LabelNoise = 0.0,
@@ -57,6 +89,10 @@ def audit(
     top_k: TopK = 20,
     max_examples: MaxExamples = 10_000,
     shadow_models: ShadowModels = 0,
+    max_memory: MaxMemory = None,
+    defenses: Annotated[Optional[Path], typer.Option(
+        help="a finished defenses run (bnmem run studies/defenses.yaml): cite its privacy-utility frontier in "
+             "the recommendations")] = None,
     epochs: Epochs = 30,
     lr: Lr = 0.05,
     batch_size: BatchSize = 64,
@@ -74,19 +110,36 @@ def audit(
 
     The data flags describe the training set as bnmem builds it (normalized per channel; --label-noise /
     --ood with --data-seed reproduce the corrupted samples, so the audit knows which are outliers). The
-    recipe flags (--epochs, --lr, ...) train the shadow copies.
+    recipe flags (--epochs, --lr, ...) train the shadow copies. With --data-folder the data are your own
+    images (ImageFolder layout); --mislabeled names the files you know are mislabeled.
     """
-    from bnmem.audit import AuditConfig, audit_file
+    from bnmem.auditing.run import AuditConfig, audit_file
+    from bnmem.errors import BnmemError
+
+    if data_folder is not None and (label_noise or ood or train_size is not None):
+        raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
+                         "name the known mislabeled files with --mislabeled instead")
+    folder_only = {"--image-size": image_size, "--channels": channels, "--mean": mean, "--std": std,
+                   "--transform": transform, "--mislabeled": mislabeled}
+    stray = [flag for flag, value in folder_only.items() if value is not None]
+    if data_folder is None and stray:
+        raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
 
     config = AuditConfig.model_validate(apply_overrides({
         "data": {"dataset": dataset, "data_root": str(data_root) if data_root else None, "download": download,
                  "label_noise": label_noise, "ood": ood, "ood_source": ood_source, "train_size": train_size,
                  "seed": data_seed},
+        "folder": None if data_folder is None else {
+            "path": str(data_folder), "image_size": image_size, "channels": channels,
+            "mean": parse_flag_list(mean, float, "--mean", "numbers") if mean else None,
+            "std": parse_flag_list(std, float, "--std", "numbers") if std else None,
+            "normalize": normalize, "test_fraction": test_fraction, "seed": data_seed, "transform": transform,
+            "mislabeled": str(mislabeled) if mislabeled else None},
         "train": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": optimizer,
                   "momentum": momentum, "weight_decay": weight_decay, "schedule": schedule, "threads": threads,
                   "device": device},
     }, set))
     result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
-                        shadow_models=shadow_models, progress=not quiet)
+                        shadow_models=shadow_models, progress=not quiet, max_memory=max_memory, defenses=defenses)
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")

@@ -18,9 +18,7 @@ def gamma_sigma(
     quiet: Quiet = False,
 ) -> None:
     """Train BN models and track γ, σ and |γ|/σ of every BN channel over epochs."""
-    from bnmem.lenses.gamma_sigma import GammaSigmaConfig, run_gamma_sigma, summary_table
+    from bnmem.cli.commands.lens import run_and_report
+    from bnmem.lenses import registry
 
-    cfg = GammaSigmaConfig.model_validate({**exp, "every": every})
-    result = run_gamma_sigma(cfg, out, progress=not quiet)
-    typer.echo(summary_table(result))
-    typer.echo(f"results in {out}/ (gamma_sigma.json, gamma_sigma.png)")
+    run_and_report(registry.get("gamma-sigma"), {**exp, "every": every}, out, quiet)

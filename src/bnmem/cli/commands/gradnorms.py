@@ -14,7 +14,9 @@ from bnmem.config import parse_list
 @experiment_options()
 def gradnorms(
     exp: dict[str, Any],
-    at: Annotated[str, typer.Option(help="comma-separated epochs after which the norms are measured")] = "1,5,10,30",
+    at: Annotated[Optional[str], typer.Option(
+        help="comma-separated epochs after which the norms are measured (default: 1, epochs/6, epochs/3 and "
+             "the last epoch; 1,5,10,30 for 30 epochs)")] = None,
     definition: Annotated[str, typer.Option(
         help="per-sample gradient of a BN model: eval (running statistics), batch (own loss term in a "
              "training-mode batch), or eval,batch")] = "eval",
@@ -25,11 +27,9 @@ def gradnorms(
     quiet: Quiet = False,
 ) -> None:
     """Train models and measure each training example's float64 loss-gradient norm at chosen epochs."""
-    from bnmem.lenses.gradnorms import GradNormsConfig, run_gradnorms, summary_table
+    from bnmem.cli.commands.lens import run_and_report
+    from bnmem.lenses import registry
 
-    epochs = parse_flag_list(at, int, "--at", "epochs")
-    cfg = GradNormsConfig.model_validate({**exp, "at": epochs, "definitions": parse_list(definition),
-                                          "method": method, "batch_subset": batch_subset})
-    result = run_gradnorms(cfg, out, progress=not quiet)
-    typer.echo(summary_table(result))
-    typer.echo(f"results in {out}/ (metrics.json, gradnorms.npz, gradnorms.png)")
+    epochs = None if at is None else parse_flag_list(at, int, "--at", "epochs")
+    run_and_report(registry.get("gradnorms"), {**exp, "at": epochs, "definitions": parse_list(definition),
+                                                "method": method, "batch_subset": batch_subset}, out, quiet)

@@ -11,12 +11,15 @@ from bnmem.cli.app import Out, Quiet, Workers, app, experiment_options
 
 ShadowModels = Annotated[int, typer.Option(help="shadow models per norm (even, >= 4); each example is IN for half")]
 ChunkSize = Annotated[int, typer.Option(help="shadow models per training job (fixes resume granularity)")]
-Views = Annotated[str, typer.Option(help="query views: identity, flip (cifar only), shift (±1 px; ±2 from 28 px)")]
+Views = Annotated[str, typer.Option(help="query views: augment (the training augmentation's views; identity without "
+                                          "augmentation), or a list of identity, flip (cifar only), shift (±1 px; "
+                                          "±2 from 28 px); identity,shift is the earlier fixed set")]
 QueryBnMode = Annotated[str, typer.Option(help="BN at query time: eval (running stats) or batch (query-batch stats)")]
 QueryBatchSize = Annotated[Optional[int], typer.Option(help="batch whose statistics BN uses in batch mode (default: --batch-size)")]
 KeepSeed = Annotated[int, typer.Option(help="seed of the membership matrix (same for every norm)")]
 ExecutorName = Annotated[str, typer.Option("--executor", help="where shadow-model jobs run: local (in this process) or ray")]
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address, auto or HOST:PORT (default: start a local Ray)")]
+SaveLogits = Annotated[bool, typer.Option("--save-logits", help="also store full logits (C times the disk of φ, which is all the attacks read)")]
 GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.25: four jobs share a GPU); for --device cuda")]
 
 
@@ -27,7 +30,7 @@ def lira(
     out: Out = "runs/lira",
     shadow_models: ShadowModels = 32,
     chunk_size: ChunkSize = 16,
-    views: Views = "identity,shift",
+    views: Views = "augment",
     query_bn_mode: QueryBnMode = "eval",
     query_batch_size: QueryBatchSize = None,
     keep_seed: KeepSeed = 0,
@@ -35,6 +38,7 @@ def lira(
     ray_address: RayAddress = None,
     workers: Workers = 1,
     gpus_per_job: GpusPerJob = 0.0,
+    save_logits: SaveLogits = False,
     quiet: Quiet = False,
 ) -> None:
     """LiRA/RMIA membership inference on shadow models of each norm; paired BN vs other-norm differences.
@@ -46,7 +50,8 @@ def lira(
     from bnmem.lenses.lira import LiraConfig, run_lira, summary_table
 
     own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
-           "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed}
+           "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed,
+           "save_logits": save_logits}
     # --set overrides (already in exp) win over the flags' defaults.
     cfg = LiraConfig.model_validate({**own, **exp})
     if executor != "ray" and (ray_address or gpus_per_job):
@@ -65,4 +70,4 @@ def lira(
     finally:
         ex.close()
     typer.echo(summary_table(result))
-    typer.echo(f"results in {out}/ (metrics.json, roc.png, <norm>/logits.npy, keep.npy, ...)")
+    typer.echo(f"results in {out}/ (metrics.json, roc.png, <norm>/phi.npy, keep.npy, ...)")

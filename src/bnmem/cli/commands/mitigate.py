@@ -21,11 +21,9 @@ def mitigate(
     quiet: Quiet = False,
 ) -> None:
     """Compare plain BN, BN with the γ/σ regularizer (each λ) and no-norm: memorization vs test accuracy."""
-    from bnmem.lenses.mitigate import MitigateConfig, run_mitigate, summary_table
+    from bnmem.cli.commands.lens import run_and_report
+    from bnmem.lenses import registry
 
     lams = parse_flag_list(lambdas, float, "--lambdas", "numbers")
-    cfg = MitigateConfig.model_validate({**exp, "lambdas": lams, "fixed_epoch": fixed_epoch,
-                                         "lira_models": lira_models})
-    result = run_mitigate(cfg, out, progress=not quiet)
-    typer.echo(summary_table(result))
-    typer.echo(f"results in {out}/ (metrics.json, privacy_utility.png)")
+    run_and_report(registry.get("mitigate"), {**exp, "lambdas": lams, "fixed_epoch": fixed_epoch,
+                                               "lira_models": lira_models}, out, quiet)

@@ -24,13 +24,20 @@ def run(
     workers: Workers = 1,
     set: Set = None,  # noqa: A002 - the flag is --set
     quiet: Quiet = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the planned jobs and the estimated disk; "
+                                                            "write nothing")] = False,
 ) -> None:
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
-    from bnmem.study import load_study, run_study
+    from bnmem.study import load_study, plan, run_study
 
     spec = load_study(study, set)
+    if dry_run:
+        from bnmem.study.dryrun import dry_run_text
+
+        typer.echo(dry_run_text(spec.name, *plan(spec)))
+        return
     out = out or Path("runs") / spec.name
     if executor != "ray" and ray_address:
         raise BnmemError("--ray-address needs --executor ray")

@@ -13,21 +13,27 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bnmem.config import parse_list
+from bnmem.config import ExperimentConfig, parse_list
+from bnmem.data import augment
+from bnmem.data.augment import FLIP_DATASETS
 from bnmem.errors import BnmemError
-from bnmem.lenses.common import ExperimentConfig
+from bnmem.train.recipe import RecipeOptions
 
 VIEW_NAMES = ("identity", "flip", "shift")
-# Horizontal flip is label-preserving only for natural images; a flipped digit
-# (or clothing item, whose images are canonically oriented) is another input.
-FLIP_DATASETS = ("cifar10", "cifar100")
+# The default: query with exactly the views of the training augmentation
+# (:func:`bnmem.data.augment.matched_views`; the identity alone without augmentation).
+MATCHED = "augment"
 # Model m's seed is base_seed * SEED_STRIDE + m, so base seed 0 gives seeds
 # 0..M-1 (the initial weights of `bnmem memorize` seed m) and distinct base
 # seeds never share a model seed while M < SEED_STRIDE.
 SEED_STRIDE = 1_000_000
 
 
-class LiraConfig(ExperimentConfig):
+# Shadow models whose seeds and IN halves select a per-norm recipe.
+RECIPE_SELECTION_MODELS = 3
+
+
+class LiraConfig(ExperimentConfig, RecipeOptions):
     """Everything ``bnmem lira`` runs from; the resolved copy goes into the run directory.
 
     Attributes:
@@ -37,23 +43,37 @@ class LiraConfig(ExperimentConfig):
             exactly M / 2 models.
         chunk_size: models per training job. Chunk boundaries depend only on
             (M, chunk_size), which is what lets a rerun redo only unfinished chunks.
-        views: query views: ``identity``, ``flip`` (cifar10/cifar100 only),
-            ``shift`` (4 axis shifts by ±1 pixel, ±2 for images >= 28 px, of every
-            other view). LiRA scores are averaged over views.
+        views: query views. ``augment`` (default, alone): the views of the
+            training augmentation ``train.augment`` (the identity only when
+            training has none; shifts by {-p, 0, p}² with its padding, mirrored
+            too with flips). Or a list of ``identity``, ``flip``
+            (cifar10/cifar100 only), ``shift`` (4 axis shifts by ±1 pixel, ±2 for
+            images >= 28 px, of every other view): ``identity,shift`` is the
+            fixed set earlier versions always used. LiRA scores are averaged over views.
         query_bn_mode: ``eval`` (running statistics, default) or ``batch``
             (statistics of the query batch; running statistics untouched).
         query_batch_size: the batch BN statistics come from in ``batch`` mode
             (default: the training batch size); ignored in ``eval`` mode.
         keep_seed: seed of the membership (keep) matrix; the same for every norm.
+        query_seed: seed of the random permutation that forms ``batch``-mode
+            query batches (recorded in query.json); unused in ``eval`` mode.
+        save_logits: also keep the full logits (``logits.npy``, C times larger
+            than φ); the attacks read only φ.
+        recipe: ``shared`` (default) or ``per-norm``: each norm's shadow models
+            train with the learning rate selected on the validation split
+            (:mod:`bnmem.train.recipe`; candidates train as the first
+            ``RECIPE_SELECTION_MODELS`` shadow models would: their seeds and IN halves).
     """
 
     seeds: list[int] = [0]
     shadow_models: int = 32
     chunk_size: int = Field(16, ge=1)
-    views: list[str] = ["identity", "shift"]
+    views: list[str] = [MATCHED]
     query_bn_mode: Literal["eval", "batch"] = "eval"
     query_batch_size: int | None = Field(None, ge=2)
     keep_seed: int = Field(0, ge=0, lt=2**32)
+    query_seed: int = Field(0, ge=0, lt=2**32)
+    save_logits: bool = False
 
     @field_validator("shadow_models")
     @classmethod
@@ -82,6 +102,10 @@ class LiraConfig(ExperimentConfig):
     @classmethod
     def _parse_views(cls, v: Any) -> list[str]:
         views = parse_list(v)
+        if MATCHED in views:
+            if views != [MATCHED]:
+                raise BnmemError(f"--views {MATCHED} (the training augmentation's views) stands alone, got {','.join(views)}")
+            return views
         unknown = [x for x in views if x not in VIEW_NAMES]
         if unknown:
             raise BnmemError(f"unknown view(s) {unknown}; choose from {', '.join(VIEW_NAMES)}")
@@ -100,6 +124,18 @@ class LiraConfig(ExperimentConfig):
                 "image is a different input. Drop 'flip' from --views"
             )
         return self
+
+    def query_views(self, input_shape: tuple[int, ...]) -> list[tuple[str, Any]]:
+        """The expanded ``[(name, fn)]`` views the models are queried with, identity first.
+
+        Raises:
+            BnmemError: the training augmentation does not fit the data.
+        """
+        if self.views == [MATCHED]:
+            return augment.matched_views(augment.spec_of(self.train, input_shape, self.data.dataset))
+        from bnmem.data.views import make_views
+
+        return make_views(self.views, input_shape)
 
     @property
     def base_seed(self) -> int:

@@ -7,34 +7,57 @@ configured mode:
 - ``eval`` (default): running statistics; an example's logits do not depend on
   what else is in its batch.
 - ``batch``: each BN layer normalizes with the statistics of the query batch
-  (running statistics untouched). The batches are the training examples in
-  index order, one view at a time, cut into ``ceil(n / query_batch)`` contiguous
-  pieces of near-equal size (``np.array_split``), so no piece is a lone
-  example; test-set accuracy uses the same rule on the test split. The LiRA
-  reference code queries its models in training mode, i.e. with batch
-  statistics; for a BN model that changes the answer, so every results file
-  says which mode was used.
+  (running statistics untouched). The batches are a seeded random permutation
+  of the examples (``query_seed``, recorded in query.json), one view at a time,
+  cut into ``ceil(n / query_batch)`` pieces of near-equal size
+  (``np.array_split``), so no piece is a lone example and no batch is made of
+  one kind of example (in index order the OOD examples, appended last, would
+  fill the last batch); the test split uses the same rule. The LiRA reference
+  code queries its models in training mode, i.e. with batch statistics; for a
+  BN model that changes the answer, so every results file says which mode was
+  used.
+
+Every model is queried on the training examples (the attack candidates) and on
+the test split (the RMIA population: data no model trained on). What is stored
+is φ (:mod:`bnmem.attacks.phi`), float32, not the logits:
+
+- ``phi.npy`` [n_models, n_examples, n_views], ``population_phi.npy``
+  [n_models, n_test, n_views] (each with its float32 rounding residual
+  ``*_lo.npy``, which LiRA needs for full precision) and ``population_labels.npy``;
+- ``logits.npy`` [n_models, n_examples, n_views, n_classes] only with
+  ``save_logits``.
 
 Queries run through the executor too, one job per training chunk
-(:func:`query_shadow_chunk`), writing ``query/<chunk>.npy`` and then its
-settings file as the completion marker; :func:`query_models` assembles them into
-``logits.npy`` [n_models, n_examples, n_views, n_classes] float32 next to
-``keep.npy``, ``labels.npy``, ``is_noisy.npy``, ``is_ood.npy`` and ``query.json``.
+(:func:`query_shadow_chunk`), writing ``query/<chunk>.*.npy`` and then its
+settings file as the completion marker; :func:`query_models` assembles them next
+to ``keep.npy``, ``labels.npy``, ``is_noisy.npy``, ``is_ood.npy`` and, last,
+``query.json``, and then deletes the chunk arrays (the assembled files hold the
+same numbers).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bnmem import io
 from bnmem.data import OutlierDataset, load_dataset
+from bnmem.data.views import View
 from bnmem.errors import BnmemError
+from bnmem.attacks.phi import (
+    LOGITS_FILE,
+    PHI_FILE,
+    POPULATION_PHI_FILE,
+    NpyPhi,
+    open_phi,
+    lo_path,
+    phi_from_logits_block,
+    split_phi,
+)
 from bnmem.executors import Executor
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.shadow import (
@@ -50,62 +73,26 @@ from bnmem.train.threads import torch_threads
 
 QUERY_DIR = "query"
 QUERY_FILE = "query.json"
+POPULATION_LABELS_FILE = "population_labels.npy"
+POPULATION_NAME = "test split"
 # Batch of an eval-mode query: a throughput choice only (no effect on the answer
 # beyond float summation order, which is fixed for a given size).
 EVAL_BATCH = 1024
 
-View = Callable[[torch.Tensor], torch.Tensor]
-
-
-def shift_size(height: int) -> int:
-    """Shift of the ``shift`` views: 1 pixel for small images (8x8 digits), 2 from 28 px up."""
-    return 2 if height >= 28 else 1
-
-
-def shifted(x: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
-    """``x`` [N, C, H, W] moved by ``dx`` pixels right and ``dy`` down, reflect-padded.
-
-    Reflection (as the LiRA reference's shift views) keeps border pixels in the
-    image's own distribution; zero padding would paint the mean colour in.
-    """
-    s = max(abs(dx), abs(dy))
-    if s == 0:
-        return x
-    h, w = x.shape[-2:]
-    padded = F.pad(x, (s, s, s, s), mode="reflect")
-    return padded[..., s - dy : s - dy + h, s - dx : s - dx + w]
-
-
-def make_views(views: list[str], input_shape: tuple[int, int, int]) -> list[tuple[str, View]]:
-    """The expanded list of named views.
-
-    ``identity`` and (if asked) ``flip`` are the base images; ``shift`` adds the
-    four axis shifts (right, left, down, up) of each base image.
-
-    Args:
-        views: canonical view names of a :class:`LiraConfig`.
-        input_shape: (C, H, W).
-
-    Returns:
-        ``[(name, fn)]``, e.g. ``identity``, ``shift(+1,0)``, ...
-    """
-    bases: list[tuple[str, View]] = [("identity", lambda x: x)]
-    if "flip" in views:
-        bases.append(("flip", lambda x: x.flip(-1)))
-    out = list(bases)
-    if "shift" in views:
-        s = shift_size(input_shape[1])
-        for base, fn in bases:
-            for dx, dy in ((s, 0), (-s, 0), (0, s), (0, -s)):
-                name = f"shift({dx:+d},{dy:+d})" if base == "identity" else f"{base}+shift({dx:+d},{dy:+d})"
-                out.append((name, lambda x, fn=fn, dx=dx, dy=dy: shifted(fn(x), dx, dy)))
-    return out
-
-
 def query_batches(n: int, cfg: LiraConfig) -> list[np.ndarray]:
-    """Contiguous index pieces of a query; in ``batch`` mode each is a BN normalization batch."""
-    size = cfg.query_batch() if cfg.query_bn_mode == "batch" else EVAL_BATCH
-    return np.array_split(np.arange(n), max(1, -(-n // size))) if n else []
+    """Index pieces of a query; in ``batch`` mode each is a BN normalization batch.
+
+    ``eval`` mode: contiguous pieces in index order (the batch cannot change the
+    answer). ``batch`` mode: near-equal pieces of a random permutation of
+    0..n−1 drawn from ``cfg.query_seed``, so batch composition does not follow
+    the dataset's order.
+    """
+    if not n:
+        return []
+    if cfg.query_bn_mode == "batch":
+        order = np.random.default_rng(cfg.query_seed).permutation(n)
+        return np.array_split(order, max(1, -(-n // cfg.query_batch())))
+    return np.array_split(np.arange(n), max(1, -(-n // EVAL_BATCH)))
 
 
 @torch.no_grad()
@@ -115,7 +102,7 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     Args:
         model: the classifier (any device; ``x`` is moved to it).
         x: inputs [N, C, H, W] (or [N, ...] for an MLP, identity view only).
-        views: from :func:`make_views`.
+        views: from :meth:`LiraConfig.query_views` (or :func:`bnmem.data.views.make_views`).
         cfg: query mode and batch size.
 
     Returns:
@@ -127,22 +114,34 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     with bn_query_mode(model, cfg.query_bn_mode):
         for _, fn in views:
             xv = fn(x)
-            out = [model(to_layout(xv[torch.as_tensor(b)].to(device))).float().cpu() for b in pieces]
-            per_view.append(torch.cat(out))
+            out = None
+            for b in pieces:
+                idx = torch.as_tensor(b)
+                z = model(to_layout(xv[idx].to(device))).float().cpu()
+                if out is None:
+                    out = torch.empty((x.shape[0],) + z.shape[1:], dtype=torch.float32)
+                out[idx] = z  # back into example order (batch mode permutes)
+            per_view.append(out)
     return torch.stack(per_view, dim=1).numpy()
 
 
 def query_settings(cfg: LiraConfig, ds: OutlierDataset) -> dict[str, Any]:
     """How the models are queried; stored with every query output and compared on reruns."""
+    batch = cfg.query_bn_mode == "batch"
     return {
         "bn_mode": cfg.query_bn_mode,
         "bn_mode_note": (
-            "BN layers use their running statistics (eval mode)" if cfg.query_bn_mode == "eval" else
-            f"BN layers normalize with the statistics of each query batch: training examples in index order, "
-            f"one view at a time, in contiguous pieces of about {cfg.query_batch()} (running statistics untouched)"
+            "BN layers use their running statistics (eval mode)" if not batch else
+            f"BN layers normalize with the statistics of each query batch: a random permutation of the "
+            f"examples (seed {cfg.query_seed}), one view at a time, in pieces of about {cfg.query_batch()} "
+            "(running statistics untouched)"
         ) + "; the LiRA reference code queries in training mode (batch statistics)",
-        "batch_size": cfg.query_batch() if cfg.query_bn_mode == "batch" else None,
-        "views": [name for name, _ in make_views(cfg.views, ds.input_shape)],
+        "batch_size": cfg.query_batch() if batch else None,
+        "batch_order": "seeded random permutation" if batch else None,
+        "batch_seed": cfg.query_seed if batch else None,
+        "views": [name for name, _ in cfg.query_views(ds.input_shape)],
+        "stored": ["phi", "phi_lo", "population_phi", "population_phi_lo"] + (["logits"] if cfg.save_logits else []),
+        "population": POPULATION_NAME,
         "threads": cfg.train.threads,
     }
 
@@ -154,9 +153,11 @@ def _accuracy(pred: np.ndarray, y: np.ndarray, mask: np.ndarray) -> float | None
 def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     """Executor job: query one chunk of trained shadow models on every training example.
 
-    Writes ``query/<chunk>.npy`` (float32 [n_chunk, n_examples, n_views,
-    n_classes]) and then ``query/<chunk>.json`` (settings and per-model
-    accuracies) as the marker.
+    Writes ``query/<chunk>.phi.npy`` (float32 [n_chunk, n_examples, n_views]),
+    ``query/<chunk>.population_phi.npy`` (the same on the test split), with
+    ``save_logits`` ``query/<chunk>.npy`` (float32 [n_chunk, n_examples,
+    n_views, n_classes]), and then ``query/<chunk>.json`` (settings and
+    per-model accuracies) as the marker.
 
     Args:
         spec: as for :func:`~bnmem.lenses.lira.shadow.train_shadow_chunk`.
@@ -171,26 +172,41 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     marker = norm_dir / QUERY_DIR / f"{chunk_name(models)}.json"
     if marker.exists() and io.read_json(marker).get("settings") == settings:
         return {**io.read_json(marker), "skipped": True}
-    views = make_views(cfg.views, ds.input_shape)
+    views = cfg.query_views(ds.input_shape)
     keep = shadow_keep(cfg, ds.n_train)
     y = ds.y_train.numpy()
     ident = [name for name, _ in views].index("identity")
-    out = np.empty((len(models), ds.n_train, len(views), ds.num_classes), dtype=np.float32)
+    y_test = ds.y_test.numpy()
+    phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float64)
+    pop_phi = np.empty((len(models), len(y_test), len(views)), dtype=np.float64)
+    out = np.empty((len(models), ds.n_train, len(views), ds.num_classes), dtype=np.float32) if cfg.save_logits else None
     acc: dict[str, list] = {"train_in": [], "train_out": [], "noisy_in": [], "ood_in": [], "test": []}
     device = torch.device(cfg.train.device)
     with torch_threads(cfg.train.threads):
         x, x_test = ds.x_train.to(device), ds.x_test.to(device)
         for i, m in enumerate(models):
             model = load_shadow_model(cfg, norm, norm_dir, ds, m).to(device)
-            out[i] = query_logits(model, x, views, cfg)
-            pred = out[i, :, ident].argmax(-1)
-            test_pred = query_logits(model, x_test, views[ident : ident + 1], cfg)[:, 0].argmax(-1)
+            logits = query_logits(model, x, views, cfg)
+            test_logits = query_logits(model, x_test, views, cfg)
+            # φ in float64 from the float32 logits, stored as float32 + float32 residual.
+            phi[i] = phi_from_logits_block(logits, y)
+            pop_phi[i] = phi_from_logits_block(test_logits, y_test)
+            if out is not None:
+                out[i] = logits
+            pred = logits[:, ident].argmax(-1)
+            test_pred = test_logits[:, ident].argmax(-1)
             acc["train_in"].append(_accuracy(pred, y, keep[m]))
             acc["train_out"].append(_accuracy(pred, y, ~keep[m]))
             acc["noisy_in"].append(_accuracy(pred, y, keep[m] & ds.is_noisy))
             acc["ood_in"].append(_accuracy(pred, y, keep[m] & ds.is_ood))
-            acc["test"].append(float((test_pred == ds.y_test.numpy()).mean()))
-    io.write_npy(norm_dir / QUERY_DIR / f"{chunk_name(models)}.npy", out)
+            acc["test"].append(float((test_pred == y_test).mean()))
+    base = norm_dir / QUERY_DIR / chunk_name(models)
+    for name, arr in (("phi", phi), ("population_phi", pop_phi)):
+        hi, lo = split_phi(arr)
+        io.write_npy(base.with_name(f"{base.name}.{name}.npy"), hi)
+        io.write_npy(base.with_name(f"{base.name}.{name}_lo.npy"), lo)
+    if out is not None:
+        io.write_npy(base.with_name(base.name + ".npy"), out)
     info = {"norm": norm, "models": models, "settings": settings, "accuracy": acc}
     io.write_json(marker, info)  # last: marks the chunk's query as finished
     return {**info, "skipped": False}
@@ -200,8 +216,9 @@ def query_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Exe
                  ds: OutlierDataset | None = None) -> dict[str, Any]:
     """Query every trained shadow model of ``norm`` and write the attack inputs into ``norm_dir``.
 
-    Writes ``logits.npy``, ``keep.npy``, ``labels.npy`` (the labels the models
-    trained on), ``is_noisy.npy``, ``is_ood.npy`` and, last, ``query.json``
+    Writes ``phi.npy``, ``population_phi.npy``, ``population_labels.npy``,
+    ``logits.npy`` (only with ``save_logits``), ``keep.npy``, ``labels.npy``
+    (the labels the models trained on), ``is_noisy.npy``, ``is_ood.npy`` and, last, ``query.json``
     (settings, view names, per-model accuracies). Chunks already queried with the
     same settings are reused; an existing ``query.json`` with the same settings
     means nothing is redone.
@@ -232,22 +249,48 @@ def query_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Exe
     return assemble(cfg, norm, norm_dir, ds, settings, summaries)
 
 
+def _stack(path: Path, parts: list[tuple[list[int], Path]], shape: tuple[int, ...]) -> None:
+    """Stack the chunks' arrays along models into one float32 ``.npy``, through a memmap
+    (a CIFAR-scale array need not fit in memory twice)."""
+    with io.atomic_path(path) as tmp:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
+        for models, part in parts:
+            out[models[0] : models[-1] + 1] = np.load(part)
+        out.flush()
+        del out
+
+
+def _chunk_file(norm_dir: Path, models: list[int], suffix: str) -> Path:
+    return norm_dir / QUERY_DIR / f"{chunk_name(models)}{suffix}"
+
+
 def assemble(cfg: LiraConfig, norm: str, norm_dir: Path, ds: OutlierDataset, settings: dict[str, Any],
              summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack the chunks' logits into ``logits.npy`` and write the other arrays and ``query.json``."""
+    """Stack the chunks' φ (and logits) into the norm's arrays, write the rest and ``query.json``.
+
+    The chunk arrays are deleted once ``query.json`` is written: the assembled
+    files hold the same numbers, and keeping both doubled the disk of a run.
+    """
     n_views = len(settings["views"])
-    shape = (cfg.shadow_models, ds.n_train, n_views, ds.num_classes)
-    # Written through a memmap: a CIFAR-scale logits array need not fit in memory twice.
-    with io.atomic_path(norm_dir / "logits.npy") as tmp:
-        logits = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-        for c, summary in zip(cfg.chunks(), summaries):
-            if summary.get("settings") != settings:
-                raise BnmemError(f"query of models {c[0]}-{c[-1]} in {norm_dir} used other settings")
-            logits[c[0] : c[-1] + 1] = np.load(norm_dir / QUERY_DIR / f"{chunk_name(c)}.npy")
-        logits.flush()
-        del logits
+    chunks = cfg.chunks()
+    for c, summary in zip(chunks, summaries):
+        if summary.get("settings") != settings:
+            raise BnmemError(f"query of models {c[0]}-{c[-1]} in {norm_dir} used other settings")
+    m, n_test = cfg.shadow_models, int(ds.y_test.shape[0])
+    stored = {}
+    for name, shape in ((PHI_FILE, (m, ds.n_train, n_views)), (POPULATION_PHI_FILE, (m, n_test, n_views))):
+        stem = name[: -len(".npy")]
+        stored[name] = (f".{stem}.npy", shape)
+        stored[lo_path(name).name] = (f".{stem}_lo.npy", shape)
+    if cfg.save_logits:
+        stored[LOGITS_FILE] = (".npy", (m, ds.n_train, n_views, ds.num_classes))
+    for name, (suffix, shape) in stored.items():
+        _stack(norm_dir / name, [(c, _chunk_file(norm_dir, c, suffix)) for c in chunks], shape)
+    if not cfg.save_logits and (norm_dir / LOGITS_FILE).exists():
+        (norm_dir / LOGITS_FILE).unlink()  # from an earlier query with other settings: stale now
     io.write_npy(norm_dir / "keep.npy", shadow_keep(cfg, ds.n_train))
     io.write_npy(norm_dir / "labels.npy", ds.y_train.numpy().astype(np.int64))
+    io.write_npy(norm_dir / POPULATION_LABELS_FILE, ds.y_test.numpy().astype(np.int64))
     io.write_npy(norm_dir / "is_noisy.npy", ds.is_noisy.astype(bool))
     io.write_npy(norm_dir / "is_ood.npy", ds.is_ood.astype(bool))
     accuracy: dict[str, list] = {}
@@ -257,17 +300,27 @@ def assemble(cfg: LiraConfig, norm: str, norm_dir: Path, ds: OutlierDataset, set
     info = {
         "norm": norm,
         "settings": settings,
-        "shape": list(shape),
+        "shape": [m, ds.n_train, n_views],
+        "population_shape": [m, n_test, n_views],
         "model_seeds": cfg.model_seeds(),
         "keep_seed": cfg.keep_seed,
         "accuracy": accuracy,
     }
     io.write_json(norm_dir / QUERY_FILE, info)
+    for c in chunks:
+        for suffix, _ in stored.values():
+            _chunk_file(norm_dir, c, suffix).unlink(missing_ok=True)
     return info
 
 
-def load_attack_inputs(norm_dir: str | Path) -> dict[str, np.ndarray]:
-    """The arrays :func:`query_models` wrote: logits, keep, labels, is_noisy, is_ood.
+def load_attack_inputs(norm_dir: str | Path) -> dict[str, Any]:
+    """What :func:`query_models` wrote, for the attacks (φ as block readers, never loaded whole).
+
+    Returns:
+        ``keep``, ``labels``, ``is_noisy``, ``is_ood`` (arrays); ``phi`` (a
+        :class:`~bnmem.attacks.phi.PhiSource`: ``phi.npy``, or φ derived per block
+        from a legacy ``logits.npy``); ``population_phi`` (a source, or None for
+        a run directory written before populations were queried).
 
     Raises:
         BnmemError: the directory has no finished query.
@@ -275,4 +328,8 @@ def load_attack_inputs(norm_dir: str | Path) -> dict[str, np.ndarray]:
     norm_dir = Path(norm_dir)
     if not (norm_dir / QUERY_FILE).exists():
         raise BnmemError(f"{norm_dir} holds no finished query (query.json missing)")
-    return {name: np.load(norm_dir / f"{name}.npy") for name in ("logits", "keep", "labels", "is_noisy", "is_ood")}
+    out: dict[str, Any] = {name: np.load(norm_dir / f"{name}.npy") for name in ("keep", "labels", "is_noisy", "is_ood")}
+    out["phi"] = open_phi(norm_dir, out["labels"])
+    pop = norm_dir / POPULATION_PHI_FILE
+    out["population_phi"] = NpyPhi(pop) if pop.exists() else None
+    return out

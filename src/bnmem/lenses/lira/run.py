@@ -12,7 +12,8 @@ a bootstrap confidence interval.
 Run directory::
 
     <out>/config.json  environment.json  metrics.json  roc.png
-    <out>/<norm>/logits.npy keep.npy labels.npy is_noisy.npy is_ood.npy query.json
+    <out>/<norm>/phi.npy population_phi.npy population_labels.npy keep.npy labels.npy
+                 is_noisy.npy is_ood.npy query.json  (logits.npy with save_logits)
     <out>/<norm>/shadow/...  query/...      (resumable work)
 
 Python use (e.g. another recipe's LiRA AUC)::
@@ -25,23 +26,28 @@ Python use (e.g. another recipe's LiRA AUC)::
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from bnmem import io
-from bnmem.attacks import ALL, evaluate_attacks
+from bnmem.attacks import ALL, evaluate_stream
+from bnmem.attacks.phi import ViewSubset
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.lenses.common import fmt, table
-from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.query import load_attack_inputs, query_models
-from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk, train_shadow_models
+from bnmem.texttable import fmt, table
+from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
+from bnmem.lenses.lira.jackknife import attach_jackknife
+from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
+from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
+from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.rundir import prepare_run_dir
+# The one paired-difference implementation (the report computes the same interval).
+from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
+from bnmem.train.recipe import select_recipes, shared_record, train_for
 
 __all__ = [
     "LiraConfig",
@@ -53,30 +59,44 @@ __all__ = [
     "summary_table",
 ]
 
+# What metrics.json starts with (the registry's Lens.stamp, spelled here to avoid an import cycle).
+LENS_STAMP = {"lens": "lira", "schema_version": 2}
 SUBSETS = ("all", "outliers", "inliers")
+# Where metrics.json keeps the attacks re-run on the identity query view alone (when there are other views).
+IDENTITY_BLOCK = "identity_only"
 PAIRED_METRICS = ("auc", "tpr_at_1pct_fpr")
-BOOTSTRAP = {"resamples": 10_000, "seed": 0, "level": 0.95}
+BOOTSTRAP = {"resamples": N_RESAMPLES, "seed": SEED, "level": 0.95,
+             "rule": f"Student t-interval below {SMALL_N} targets, percentile bootstrap from {SMALL_N}"}
 TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "rmia", "loss")
 
 
-def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL) -> dict[str, Any]:
+def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL, views: Sequence[int] | None = None
+                ) -> dict[str, Any]:
     """Every attack, leave-one-out over the shadow models saved in ``norm_dir``.
 
     Args:
         norm_dir: a directory :func:`~bnmem.lenses.lira.query.query_models` filled.
         attacks: attack names (default: all of :data:`bnmem.attacks.ALL`).
+        views: indices of the query views to use (default: all).
 
     Returns:
-        :func:`bnmem.attacks.evaluate_attacks`'s result with subsets ``all``,
-        ``outliers`` (noisy or OOD) and ``inliers``.
+        :func:`bnmem.attacks.evaluate_stream`'s result with subsets ``all``,
+        ``outliers`` (noisy or OOD) and ``inliers``; RMIA's population is the
+        test split (the legacy one, the target's non-members, for run
+        directories queried before populations were).
 
     Raises:
         BnmemError: no finished query in ``norm_dir``.
     """
     arrays = load_attack_inputs(norm_dir)
     outliers = arrays["is_noisy"] | arrays["is_ood"]
-    return evaluate_attacks(arrays["logits"], arrays["keep"], arrays["labels"],
-                            subsets={"outliers": outliers, "inliers": ~outliers}, attacks=attacks)
+    pop = arrays["population_phi"]
+    name = None if pop is None else f"{POPULATION_NAME} (n={pop.shape[1]}; no model trained on it)"
+    phi = arrays["phi"]
+    if views is not None:
+        phi, pop = ViewSubset(phi, views), None if pop is None else ViewSubset(pop, views)
+    return evaluate_stream(phi, arrays["keep"], subsets={"outliers": outliers, "inliers": ~outliers},
+                           attacks=attacks, population_phi=pop, population_name=name or "")
 
 
 def accuracy_summary(per_model: dict[str, list[float | None]]) -> dict[str, Any]:
@@ -94,37 +114,6 @@ def accuracy_summary(per_model: dict[str, list[float | None]]) -> dict[str, Any]
         stats = (float(ok.mean()), float(ok.min()), float(ok.max())) if ok.size else (None, None, None)
         out[key] = {"mean": stats[0], "min": stats[1], "max": stats[2], "per_model": values}
     return out
-
-
-def paired_differences(a: Sequence[float], b: Sequence[float], resamples: int = BOOTSTRAP["resamples"],
-                       seed: int = BOOTSTRAP["seed"], level: float = BOOTSTRAP["level"]) -> dict[str, Any]:
-    """Per-target differences a − b, their mean and a percentile-bootstrap CI over targets.
-
-    Targets are resampled with replacement; pairs where either side is nan (a
-    subset without both members and non-members) are dropped. The targets share
-    training data, so they are not independent: the CI describes the spread of
-    this set of shadow models, not a population of fresh experiments.
-
-    Args:
-        a: per-target values (e.g. BN AUCs in model-index order).
-        b: the paired values (e.g. no-norm AUCs, same models).
-        resamples: bootstrap resamples.
-        seed: seed of the resampling.
-        level: confidence level.
-
-    Returns:
-        ``{"per_target", "mean", "ci", "level", "n"}``; mean and ci are nan with no pairs.
-    """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    diff = a - b
-    ok = diff[np.isfinite(diff)]
-    if ok.size == 0:
-        return {"per_target": diff.tolist(), "mean": math.nan, "ci": [math.nan, math.nan], "level": level, "n": 0}
-    rng = np.random.default_rng(seed)
-    means = ok[rng.integers(0, ok.size, size=(resamples, ok.size))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return {"per_target": diff.tolist(), "mean": float(ok.mean()), "ci": [float(lo), float(hi)],
-            "level": level, "n": int(ok.size)}
 
 
 def paired_section(metrics: dict[str, dict], reference: str, others: Sequence[str]) -> dict[str, Any]:
@@ -182,8 +171,29 @@ def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Exec
     }
 
 
+def norm_configs(cfg: LiraConfig, ds, out: Path) -> tuple[dict[str, LiraConfig], dict[str, Any]]:
+    """Each norm's configuration (its recipe resolved) and the recipe record.
+
+    Under ``recipe: per-norm`` the learning rates are selected on the
+    validation split (cached in ``<out>/recipe``) with the first
+    ``RECIPE_SELECTION_MODELS`` shadow models' seeds and IN halves, i.e. each
+    candidate is trained as that shadow model would be. Each norm's copy then
+    carries its own recipe with ``recipe: shared``, so its jobs train exactly it.
+    """
+    if cfg.recipe != "per-norm":
+        return {n: cfg for n in cfg.norms}, shared_record(cfg.train)
+    models = range(min(RECIPE_SELECTION_MODELS, cfg.shadow_models))
+    keep = shadow_keep(cfg, ds.n_train)
+    selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, [cfg.model_seed(m) for m in models],
+                               Path(out) / "recipe", cfg.lr_grid, [np.flatnonzero(keep[m]) for m in models],
+                               f"the IN halves of shadow models {list(models)}")
+    cfgs = {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared"})
+            for n in cfg.norms}
+    return cfgs, selection
+
+
 def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, jackknife: bool = False) -> dict[str, Any]:
     """The membership-inference lens: shadow models per norm, attacks, paired comparison.
 
     Writes ``config.json``, per-norm arrays (see module docstring),
@@ -194,6 +204,9 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         out: run directory.
         executor: where training and query jobs run (default: in-process).
         progress: progress bars.
+        jackknife: also compute the delete-one-model jackknife of the paired AUC differences
+            (:mod:`bnmem.lenses.lira.jackknife`; one attack evaluation per model and norm), the report's
+            interval when the run has a single replicate.
 
     Returns:
         The metrics dict (also in ``metrics.json``): per norm → attack → subset
@@ -208,16 +221,17 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     executor = executor or LocalExecutor(progress=progress)
     ds = load_dataset(cfg.data)
+    cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
-    specs = [s for norm in cfg.norms for s in pending_specs(cfg, norm, out / norm, progress=progress)]
+    specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
     if specs:
         executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
-    entries = {norm: _query_and_attack(cfg, norm, out / norm, executor, ds) for norm in cfg.norms}
+    entries = {norm: _query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
 
     metrics = {norm: e["attacks"] for norm, e in entries.items()}
     reference = "batch" if "batch" in cfg.norms else cfg.norms[0]
     first = entries[cfg.norms[0]]
-    result: dict[str, Any] = {
+    result: dict[str, Any] = LENS_STAMP | {
         **metrics,
         "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
         "paired": paired_section(metrics, reference, [n for n in cfg.norms if n != reference]),
@@ -230,20 +244,36 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
             "chunk_size": cfg.chunk_size,
             "epochs": cfg.train.epochs,
             "train": cfg.train.model_dump(mode="json"),
+            "recipe": selection["mode"],
+            "recipe_selection": selection,
+            "lr_per_norm": {norm: c.train.lr for norm, c in cfgs.items()},
+            "augment": cfg.train.augment,
+            "n_val": ds.n_val,
             "bn_mode_at_query": cfg.query_bn_mode,
+            "rmia_population": first["attack_settings"]["rmia_population"],
             "query": first["query"],
             "views": first["query"]["views"],
             "attacks": first["attack_settings"],
             "paired_reference": reference,
-            "bootstrap": {**BOOTSTRAP, "unit": "target model (paired by model index)"},
+            "bootstrap": {**BOOTSTRAP, "unit": "target model (paired by model index); targets share reference "
+                                         "models, so this interval is descriptive, not a replication interval"},
             "protocol": "leave-one-out: each shadow model is the target once, the others are its references; "
                         "metrics are means over targets",
         },
         "subset_sizes": first["subset_sizes"],
         "dataset": ds.summary(),
     }
+    names = first["query"]["views"]
+    if len(names) > 1:
+        # The attacks on the identity view alone: the report's "identity-only" robustness alternative.
+        ident = {norm: attack_norm(out / norm, views=[names.index("identity")])["metrics"] for norm in cfg.norms}
+        result[IDENTITY_BLOCK] = {**ident, "paired": paired_section(ident, reference,
+                                                                    [n for n in cfg.norms if n != reference])}
+    if jackknife:
+        attach_jackknife(result["paired"], out, reference, [n for n in cfg.norms if n != reference])
     io.write_json(out / "metrics.json", result)
     plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
+    shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
     return result
 
 
@@ -303,8 +333,10 @@ def summary_table(result: dict[str, Any]) -> str:
             s = a[key]
             return "-" if s["mean"] is None else f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]"
 
-        acc_rows.append([n, span("train_in"), span("train_out"), span("test"), span("noisy_in")])
-    acc_header = ["norm", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
+        lr = (cond.get("lr_per_norm") or {}).get(n)
+        acc_rows.append([n, "-" if lr is None else f"{lr:g}", span("train_in"), span("train_out"), span("test"),
+                         span("noisy_in")])
+    acc_header = ["norm", "lr", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
     sizes = result["subset_sizes"]
     return "\n".join([
         f"LiRA leave-one-out over {cond['shadow_models']} shadow models per norm, "

@@ -31,60 +31,16 @@ from torch import nn
 
 from bnmem import io
 from bnmem.attacks import keep_matrix
-from bnmem.config import ModelConfig, TrainConfig
 from bnmem.data import OutlierDataset, load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.rundir import prepare_run_dir
-from bnmem.train import seeded_model, train_model
+from bnmem.train.ensemble import train_models
+from bnmem.train.trainer import seeded_model
 
 SHADOW_DIR = "shadow"
 IDENTITY_FILE = "shadow.json"
-
-
-def _sequential_train_models(
-    model_cfg: ModelConfig,
-    ds: OutlierDataset,
-    cfg: TrainConfig,
-    seeds: Sequence[int],
-    train_idx: Sequence[np.ndarray],
-    method: str = "auto",
-    progress: bool = True,
-    init_states: Sequence[dict] | None = None,
-) -> list[nn.Module]:
-    """K models one after another with :func:`train_model` (same signature as the ensemble trainer).
-
-    Used only while :mod:`bnmem.train.ensemble` is absent; ``method`` is ignored.
-
-    Args:
-        model_cfg: architecture and norm.
-        ds: the dataset.
-        cfg: the training recipe.
-        seeds: one seed per model (initial weights and data order).
-        train_idx: one array of training-example indices per model.
-        method: accepted for signature compatibility.
-        progress: show a bar per model.
-        init_states: optional state dicts to start from instead of the seeded init.
-
-    Returns:
-        The trained models, in ``seeds`` order.
-    """
-    models = []
-    for k, seed in enumerate(seeds):
-        model = seeded_model(model_cfg, ds, int(seed))
-        if init_states is not None:
-            model.load_state_dict(init_states[k])
-        res = train_model(model, ds, cfg, int(seed), train_idx=np.asarray(train_idx[k]), measure=False,
-                          progress=f"{model_cfg.norm} model {k}" if progress else False)
-        models.append(res.model)
-    return models
-
-
-try:  # the many-models-at-once trainer, when present; result-equivalent to the loop above
-    from bnmem.train.ensemble import train_models
-except ImportError:  # pragma: no cover - depends on which modules exist in the tree
-    train_models = _sequential_train_models
 
 
 def chunk_name(models: Sequence[int]) -> str:

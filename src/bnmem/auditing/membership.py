@@ -4,14 +4,19 @@ The user's model is one trained network; what leaks is a property of the
 architecture and recipe. So M fresh copies of the architecture (every
 submodule's ``reset_parameters``, seeded) train with the recipe on balanced
 halves of the training data (the lira lens's keep matrix: every example IN for
-exactly half of them), are queried on every training example (identity and
-shift views, BN in eval mode), and the attacks of :mod:`bnmem.attacks` run
-leave-one-out, as the lira lens does for bnmem's own architectures.
+exactly half of them), are queried on every training example (the views the recipe trains
+with: the identity alone without augmentation; BN in eval mode), and the
+attacks of :mod:`bnmem.attacks` run leave-one-out on the attack statistic φ,
+with the test split as RMIA's population, as the lira lens does for bnmem's own
+architectures.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +25,8 @@ import torch
 from torch import nn
 
 from bnmem import io
-from bnmem.audit_load import is_scripted
+from bnmem.auditing.data import masks_known
+from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
@@ -28,11 +34,6 @@ from bnmem.measure.predict import predict_logits
 
 # Attacks reported from the shadow models (online LiRA is the reference one).
 AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
-
-
-def masks_known(ds: OutlierDataset) -> bool:
-    """True when the data says which training examples are corrupted (and some are)."""
-    return bool(ds.info.get("masks_known", True)) and bool(ds.is_outlier.any())
 
 
 def fresh_copy(model: nn.Module, seed: int) -> tuple[nn.Module, int, int]:
@@ -68,6 +69,46 @@ def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
         raise BnmemError(f"--shadow-models must be even and at least 4, got {shadow_models}")
 
 
+def shadow_cost(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
+                done: int = 0) -> dict[str, Any]:
+    """What training the shadow copies will take: steps, and a time estimate from one timed step.
+
+    One forward/backward of a fresh copy on a training batch (after one untimed
+    warm-up) on ``train.device``, times the number of optimizer steps left.
+
+    Returns:
+        ``{"models", "finished", "epochs", "examples_per_model", "steps", "seconds_per_step",
+        "estimated_seconds", "parameters", "text"}``.
+    """
+    from bnmem.measure.predict import to_layout
+
+    net, _, _ = fresh_copy(model, seed=0)
+    device = torch.device(train.device)
+    net = net.to(device).train()
+    per_model = ds.n_train // 2
+    batch = to_layout(ds.x_train[: min(train.batch_size, ds.n_train)].to(device))
+    labels = ds.y_train[: batch.shape[0]].to(device)
+    if batch.ndim == 4:
+        net = net.to(memory_format=torch.channels_last)
+    timings = []
+    for _ in range(2):  # the first call pays for allocations and kernel selection
+        start = time.perf_counter()
+        torch.nn.functional.cross_entropy(net(batch), labels).backward()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        timings.append(time.perf_counter() - start)
+    steps = (shadow_models - done) * train.epochs * math.ceil(per_model / train.batch_size)
+    seconds = steps * timings[-1]
+    n_params = sum(p.numel() for p in net.parameters())
+    text = (f"membership: training {shadow_models - done} of {shadow_models} shadow copies "
+            f"({type(model).__name__}, {n_params / 1e6:.1f} M parameters) for {train.epochs} epochs on "
+            f"{per_model} examples each: {steps} steps of batch {train.batch_size} on {device}, "
+            f"~{timings[-1]:.3f} s per step, about {seconds / 60:.1f} min")
+    return {"models": shadow_models, "finished": done, "epochs": train.epochs, "examples_per_model": per_model,
+            "steps": steps, "seconds_per_step": timings[-1], "estimated_seconds": seconds,
+            "parameters": n_params, "text": text}
+
+
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                        out: Path | None, keep_seed: int = 0, progress: bool = False) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
@@ -84,14 +125,24 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
     """
-    from bnmem.attacks import evaluate_attacks, keep_matrix
-    from bnmem.lenses.lira.query import make_views
+    from bnmem.attacks import keep_matrix
+    from bnmem.attacks.phi import phi_from_logits_block
+    from bnmem.attacks.streaming import evaluate_stream
+    from bnmem.data import augment
+    from bnmem.data.views import make_views
     from bnmem.train import load_finished, train_model
 
     check_shadow_request(model, shadow_models)
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
-    views = make_views(["identity", "shift"], ds.input_shape) if ds.x_train.ndim == 4 else make_views(["identity"], ())
-    logits, reset_info, accs = [], None, []
+    # Query views = the training views (the identity alone when the recipe trains without augmentation).
+    views = (augment.matched_views(augment.spec_of(train, ds.input_shape, ds.name)) if ds.x_train.ndim == 4
+             else make_views(["identity"], ()))
+    y_test = ds.y_test.numpy()
+    done = sum(io.is_done(out / "shadow" / f"model_{m:04d}") for m in range(shadow_models)) if out else 0
+    cost = shadow_cost(model, ds, shadow_models, train, done)
+    if progress:
+        print(cost["text"], file=sys.stderr, flush=True)
+    phi, pop_phi, reset_info, accs = [], [], None, []
     for m in range(shadow_models):
         net, n_reset, n_params = fresh_copy(model, seed=m)
         reset_info = (n_reset, n_params)
@@ -103,12 +154,17 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
                               measure=False, progress=f"shadow {m}" if progress else False).model
         net = net.to(train.device)
         per_view = [predict_logits(net, fn(ds.x_train).to(train.device)).numpy() for _, fn in views]
-        logits.append(np.stack(per_view, axis=1))
+        phi.append(phi_from_logits_block(np.stack(per_view, axis=1), ds.y_train.numpy()))
+        # RMIA's population: the test split, which no copy trained on (never a scored example).
+        test_views = [predict_logits(net, fn(ds.x_test).to(train.device)).numpy() for _, fn in views]
+        pop_phi.append(phi_from_logits_block(np.stack(test_views, axis=1), y_test))
         pred = per_view[0].argmax(1)
         accs.append({"train_in": float((pred[keep[m]] == ds.y_train.numpy()[keep[m]]).mean()),
                      "train_out": float((pred[~keep[m]] == ds.y_train.numpy()[~keep[m]]).mean())})
     subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else None
-    res = evaluate_attacks(np.stack(logits), keep, ds.y_train.numpy(), subsets=subsets, attacks=AUDIT_ATTACKS)
+    population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
+    res = evaluate_stream(np.stack(phi), keep, subsets=subsets, attacks=AUDIT_ATTACKS,
+                          population_phi=np.stack(pop_phi), population_name=population)
     metrics = {a: {s: {k: v[k] for k in ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc")}
                    for s, v in subs.items()} for a, subs in res["metrics"].items()}
     return {
@@ -120,9 +176,11 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
                                     "(others keep the given model's values)",
         "views": [name for name, _ in views],
         "bn_mode_at_query": "eval",
+        "rmia_population": population,
         "train": train.model_dump(mode="json"),
         "keep_seed": keep_seed,
         "attacks": metrics,
         "shadow_accuracy": {k: float(np.mean([a[k] for a in accs])) for k in ("train_in", "train_out")},
         "subset_sizes": res["subset_sizes"],
+        "cost": {k: v for k, v in cost.items() if k != "text"},
     }

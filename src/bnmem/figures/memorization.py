@@ -10,16 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bnmem.io import atomic_path  # noqa: E402
-
-NORM_COLORS = {"batch": "tab:red", "none": "tab:blue", "group": "tab:green", "layer": "tab:purple"}
-
-
-def save_figure(fig: plt.Figure, path: str | Path) -> None:
-    """Save ``fig`` atomically as PNG and close it."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+from bnmem.figures.save import NORM_COLORS, save_figure  # noqa: E402,F401 - re-exported for the plot modules
 
 
 def _band(ax, curves: list[list], color: str, label: str, style: str = "-") -> None:

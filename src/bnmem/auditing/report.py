@@ -1,6 +1,6 @@
 """The plain-language part of ``bnmem audit``: risk findings and the markdown report.
 
-The rules of thumb follow the study (DESIGN.md): BN multiplies an outlier's
+The rules of thumb follow the study: BN multiplies an outlier's
 per-step margin growth by (γ/σ)², so channels with |γ|/σ > 1 amplify the
 memorization of rare samples; large per-sample gradient norms concentrate on
 samples the model has to memorize; a train-test gap and a high LiRA AUC are the
@@ -10,6 +10,7 @@ not calibrated guarantees, and the report says so.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 LEVELS = ("low", "moderate", "elevated")
@@ -110,7 +111,7 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
         "finding_levels": [lvl for lvl, _ in findings],
         "recommendations": recs,
         "note": "rules of thumb from the study (BN scales outliers' margin growth by (γ/σ)²), not calibrated "
-                "guarantees; thresholds in bnmem.audit_report",
+                "guarantees; thresholds in bnmem.auditing.report",
     }
 
 
@@ -164,8 +165,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         lines += [f"| {s} | {v['n']} | {_fmt(v['median'], 4)} | {_fmt(v['mean'], 4)} |"
                   for s, v in mk["by_subset"].items()] + [""]
     lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {r['index']} | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | "
-              f"{r['flagged'] or '-'} |" for i, r in enumerate(gn["top_k"][:10])]
+    lines += [f"| {i + 1} | {r['index']}" + (f" (`{r['file']}`)" if r.get("file") else "")
+              + f" | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | {r['flagged'] or '-'} |"
+              for i, r in enumerate(gn["top_k"][:10])]
     if len(gn["top_k"]) > 10:
         lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
     acc = result["accuracy"]
@@ -184,3 +186,39 @@ def to_markdown(result: dict[str, Any]) -> str:
         lines += ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
                       f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
     return "\n".join(lines)
+
+
+def frontier_citation(path: str | Path) -> dict[str, Any]:
+    """What a finished defenses run says a practitioner should use instead of BN, for the recommendations.
+
+    Args:
+        path: a defenses lens folder, or any folder above one (a study run directory).
+
+    Returns:
+        ``{"path", "conditions", "text"}``; ``text`` cites the run and its plain-language frontier reading.
+
+    Raises:
+        BnmemError: no finished defenses results under ``path``.
+    """
+    import json
+
+    from bnmem.errors import BnmemError
+    from bnmem.lenses.defenses import recommendation
+
+    root = Path(path)
+    candidates = [root / "metrics.json"] if (root / "metrics.json").is_file() else []
+    candidates += sorted(root.rglob("metrics.json")) if root.is_dir() else []
+    for f in candidates:
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("lens") == "defenses":
+            c = doc.get("conditions", {})
+            where = ", ".join(str(c[k]) for k in ("dataset", "arch") if c.get(k))
+            text = (f"What to use instead (the defenses frontier measured in {f.parent}"
+                    f"{' on ' + where if where else ''}; it applies to this model only as far as its data and "
+                    f"architecture resemble that setting): {recommendation(doc)}")
+            return {"path": str(f.parent), "conditions": c, "text": text}
+    raise BnmemError(f"{root} holds no finished defenses results (a metrics.json with \"lens\": \"defenses\"); "
+                     "run bnmem run studies/defenses.yaml first")

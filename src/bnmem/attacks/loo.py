@@ -1,0 +1,201 @@
+"""Leave-one-out reference statistics by index arithmetic, for every target at once.
+
+In a leave-one-out evaluation over a balanced keep matrix (every example IN for
+the same number C of models), target t's IN references for example j are the
+example's IN models in model order with one removed: t itself when t trained
+on j, otherwise the last one (the truncation to the smallest count over
+examples, see :func:`bnmem.attacks.keep.split_references`); when t trained on
+nothing, none is removed. The same holds for OUT. So per (example, view) the
+C values are sorted once and summarized by prefix and suffix statistics, and
+each target's median, mean and variance follow in O(1):
+
+- median: the i-th smallest of the C − 1 remaining values is the sorted value
+  at i, or at i + 1 from the removed value's rank on;
+- mean and variance: Chan's merge of the prefix before and the suffix after the
+  removed position (all terms non-negative, so no cancellation, unlike
+  "total minus the removed value");
+- log of a sum of probabilities: ``logaddexp`` of prefix and suffix log-sums.
+
+Arrays here: ``vals`` [C, B, V] (a side's values in model order), ``pos``
+[T, B] (removed position per target and example, C for none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SideStats:
+    """Prefix/suffix summaries of one side's C values per (example, view).
+
+    Attributes:
+        sorted_vals: [C, B, V] values sorted per (example, view).
+        rank_ext: [C + 1, B, V] rank of the value at each model-order position;
+            row C is C (a removed position of C removes nothing).
+        pre_mean, pre_m2: [C + 1, B, V] mean and sum of squared deviations of the
+            first p values (row p); row 0 is empty (0, 0).
+        suf_mean, suf_m2: [C + 2, B, V] the same for values p..C−1; rows C and
+            C + 1 are empty.
+    """
+
+    sorted_vals: np.ndarray
+    rank_ext: np.ndarray
+    pre_mean: np.ndarray
+    pre_m2: np.ndarray
+    suf_mean: np.ndarray
+    suf_m2: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.pre_mean.shape[0]) - 1
+
+
+def _welford(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Running mean and M2 of vals[0:p] for p = 0..C (Welford, exact in exact arithmetic)."""
+    c = vals.shape[0]
+    mean = np.zeros((c + 1,) + vals.shape[1:])
+    m2 = np.zeros_like(mean)
+    for i in range(c):
+        delta = vals[i] - mean[i]
+        mean[i + 1] = mean[i] + delta / (i + 1)
+        m2[i + 1] = m2[i] + delta * (vals[i] - mean[i + 1])
+    return mean, m2
+
+
+def side_stats(vals: np.ndarray, sort: bool = True) -> SideStats:
+    """Summaries of ``vals`` [C, B, V] (float64, model order) for leave-one-out queries.
+
+    With ``sort=False`` only the moments are prepared (no medians).
+    """
+    c = vals.shape[0]
+    if sort:
+        order = np.argsort(vals, axis=0, kind="stable")
+        sorted_vals = np.take_along_axis(vals, order, axis=0)
+        rank_ext = np.full((c + 1,) + vals.shape[1:], c, dtype=np.intp)
+        np.put_along_axis(rank_ext[:c], order, np.arange(c, dtype=np.intp).reshape((c,) + (1,) * (vals.ndim - 1)),
+                          axis=0)
+    else:
+        sorted_vals = rank_ext = np.empty((0,) + vals.shape[1:])
+    pre_mean, pre_m2 = _welford(vals)
+    rev_mean, rev_m2 = _welford(vals[::-1])
+    # suffix p (values p..C-1) = reversed prefix of length C - p; rows C, C+1 empty.
+    suf_mean = np.zeros((c + 2,) + vals.shape[1:])
+    suf_m2 = np.zeros_like(suf_mean)
+    suf_mean[: c + 1] = rev_mean[::-1]
+    suf_m2[: c + 1] = rev_m2[::-1]
+    return SideStats(sorted_vals, rank_ext, pre_mean, pre_m2, suf_mean, suf_m2)
+
+
+def _flat_index(pos: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Flat indices into a C-contiguous [R, B, V] array of the rows ``pos`` [T, B] for every view: [T, B, V].
+
+    One 1-D ``take`` with these is several times faster than ``take_along_axis``
+    with broadcast index grids, and the same indices serve several arrays.
+    """
+    _, b, v = shape
+    off = np.arange(b * v, dtype=np.intp).reshape(b, v)
+    return pos[:, :, None].astype(np.intp) * (b * v) + off
+
+
+def _take(arr: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    return np.take(arr.reshape(-1), flat)
+
+
+def loo_median(stats: SideStats, pos: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Median of each side's values with position ``pos`` removed, as ``np.median`` computes it.
+
+    Args:
+        stats: :func:`side_stats` of a side with C values.
+        pos: int [T, B]; C removes nothing.
+        k: int [T], the number of values left for each target (C − 1 where
+            ``pos`` < C, C where ``pos`` = C; constant per target).
+
+    Returns:
+        float64 [T, B, V].
+    """
+    shape = stats.sorted_vals.shape
+    r = _take(stats.rank_ext, _flat_index(pos, stats.rank_ext.shape))
+    k = np.asarray(k, dtype=np.intp)[:, None, None]
+    lo, hi = (k - 1) // 2, k // 2
+    # The i-th smallest remaining value sits at sorted index i, or i + 1 from the removed rank on.
+    off = np.arange(shape[1] * shape[2], dtype=np.intp).reshape(1, shape[1], shape[2])
+    stride = shape[1] * shape[2]
+    a = _take(stats.sorted_vals, (lo + (lo >= r)) * stride + off)
+    if (lo == hi).all():
+        return a
+    b = _take(stats.sorted_vals, (hi + (hi >= r)) * stride + off)
+    # np.median of an even count is the mean of the two middle values, (a + b) / 2.
+    return np.where(lo == hi, a, (a + b) / 2)
+
+
+def loo_m2(stats: SideStats, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Count and M2 (sum of squared deviations from the mean) with position ``pos`` removed.
+
+    Chan's merge of the prefix before and the suffix after ``pos``.
+
+    Args:
+        stats: :func:`side_stats` of a side with C values.
+        pos: int [T, B]; C removes nothing.
+
+    Returns:
+        ``(n, m2)``: n float64 [T, B, 1]; m2 float64 [T, B, V].
+    """
+    c = stats.size
+    n_a = pos[:, :, None].astype(np.float64)
+    n_b = np.maximum(c - 1 - pos[:, :, None], 0).astype(np.float64)
+    n = n_a + n_b
+    flat = _flat_index(pos, stats.pre_mean.shape)
+    step = stats.pre_mean.shape[1] * stats.pre_mean.shape[2]  # suffix row pos + 1
+    delta = _take(stats.suf_mean, flat + step) - _take(stats.pre_mean, flat)
+    m2 = _take(stats.pre_m2, flat) + _take(stats.suf_m2, flat + step)
+    m2 += delta * delta * (n_a * n_b / n)
+    return n, m2
+
+
+def loo_moments(stats: SideStats, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Count, mean and M2 with position ``pos`` [T, B] removed (C: none).
+
+    Returns:
+        ``(n, mean, m2)``: n float64 [T, B, 1]; mean and m2 float64 [T, B, V].
+    """
+    c = stats.size
+    n_a = pos[:, :, None].astype(np.float64)
+    n_b = np.maximum(c - 1 - pos[:, :, None], 0).astype(np.float64)
+    n = n_a + n_b
+    flat = _flat_index(pos, stats.pre_mean.shape)
+    step = stats.pre_mean.shape[1] * stats.pre_mean.shape[2]
+    mean_a, mean_b = _take(stats.pre_mean, flat), _take(stats.suf_mean, flat + step)
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (n_b / n)
+    m2 = _take(stats.pre_m2, flat) + _take(stats.suf_m2, flat + step) + delta * delta * (n_a * n_b / n)
+    return n, mean, m2
+
+
+def log_prefix_suffix(log_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Log of prefix and suffix sums of exp(log_vals) [C, B] in model order.
+
+    Returns:
+        ``(pre, suf)``: pre [C + 1, B] (row p: log Σ of the first p; row 0 = −inf),
+        suf [C + 2, B] (row p: log Σ of values p..C−1; rows C, C + 1 = −inf).
+    """
+    c = log_vals.shape[0]
+    pre = np.full((c + 1,) + log_vals.shape[1:], -np.inf)
+    suf = np.full((c + 2,) + log_vals.shape[1:], -np.inf)
+    if c:
+        pre[1:] = np.logaddexp.accumulate(log_vals, axis=0)
+        suf[:c] = np.logaddexp.accumulate(log_vals[::-1], axis=0)[::-1]
+    return pre, suf
+
+
+def loo_log_mean(pre: np.ndarray, suf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """log of the mean of exp(values) with position ``pos`` [T, B] removed (C: none).
+
+    Returns:
+        float64 [T, B].
+    """
+    c = pre.shape[0] - 1
+    total = np.logaddexp(np.take_along_axis(pre, pos, axis=0), np.take_along_axis(suf, pos + 1, axis=0))
+    return total - np.log(np.where(pos < c, c - 1, c))

@@ -1,0 +1,434 @@
+"""Streaming leave-one-out evaluation: memory bounded by one block of examples, not M × N × V.
+
+Same protocol and results as :func:`bnmem.attacks.evaluate.evaluate_attacks`
+(which stays as the slow, obviously-correct oracle): each model in turn is the
+target and the others its references, reference sets truncated as the LiRA
+reference code does. What differs is how the work is organised:
+
+- φ is read in blocks of examples from a :class:`~bnmem.attacks.phi.PhiSource`
+  (a memory-mapped ``phi.npy``, a legacy ``logits.npy`` converted per block, or
+  an array), for all targets at once;
+- per block, each side's (IN/OUT) reference values are sorted once; every
+  target's leave-one-out median, mean and variance come from index arithmetic
+  (:mod:`bnmem.attacks.loo`) instead of re-gathering and re-reducing all
+  references per target: O(M·N·V·log M) in all instead of O(M²·N·V);
+- fixed-variance attacks need each target's global spread first, so they add
+  one cheaper pass over the blocks;
+- what is kept across blocks is small: per attack the scores [T, N] (float64),
+  and for RMIA the view-averaged log p_y [M, N] and two [T, N] arrays.
+
+The fast path needs every example IN for the same number of models (the
+balanced keep matrix bnmem builds); any other keep matrix is evaluated block by
+block with the per-target gather of the oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.special import log_ndtr
+
+from bnmem.attacks.evaluate import (
+    ALL,
+    _NEEDS_IN,
+    _NEEDS_OUT,
+    _summary,
+    check_request,
+)
+from bnmem.attacks.keep import first_k_references
+from bnmem.attacks.lira import STD_EPS
+from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
+from bnmem.attacks.metrics import metrics_from_roc, roc
+from bnmem.attacks.phi import ArrayPhi, PhiSource
+from bnmem.attacks.rmia import (
+    RMIAParams,
+    rmia_scores,
+    rmia_scores_against,
+    select_offline_a,
+    view_log_mean,
+)
+from bnmem.errors import BnmemError
+
+# Elements of one [targets, block, views] float64 work array (~16 MB).
+WORK_ELEMENTS = 1 << 21
+_LOG_SQRT_2PI = np.log(np.sqrt(2 * np.pi))
+_FIXED = {"online_fixed_variance", "offline_fixed_variance"}
+_LIRA = {"online", "online_fixed_variance", "offline", "offline_fixed_variance"}
+_RMIA = {"rmia", "rmia_offline"}
+# Pooled ROC curves (all targets' scores together) are only drawn; thinned to this many points.
+POOLED_POINTS = 4000
+
+
+def _logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Gaussian log density, with scipy.stats.norm.logpdf's order of operations."""
+    y = (x - loc) / scale
+    return (-(y**2) / 2.0 - _LOG_SQRT_2PI) - np.log(scale)
+
+
+def thin_curve(fpr: np.ndarray, tpr: np.ndarray, max_points: int = POOLED_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """A ROC curve cut to about ``max_points`` points spread evenly on log and linear FPR axes.
+
+    Keeps both ends and, per grid level, the last point at or below it, so a
+    log-log plot looks the same; metrics are never computed from a thinned curve.
+    """
+    if fpr.size <= max_points:
+        return fpr, tpr
+    half = max_points // 2
+    grid = np.concatenate([np.logspace(-7, 0, half), np.linspace(0, 1, half)])
+    idx = np.searchsorted(fpr, grid, side="right") - 1
+    idx = np.unique(np.concatenate([[0, fpr.size - 1], np.clip(idx, 0, fpr.size - 1)]))
+    return fpr[idx], tpr[idx]
+
+
+class _Moments:
+    """Running (count, mean, M2) per target, merged block by block (Chan et al.)."""
+
+    def __init__(self, n_targets: int):
+        self.n = np.zeros(n_targets)
+        self.mean = np.zeros(n_targets)
+        self.m2 = np.zeros(n_targets)
+
+    def add(self, n: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Merge a block: n [T] counts, mean [T], m2 [T]."""
+        total = self.n + n
+        delta = mean - self.mean
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.mean = np.where(total > 0, self.mean + delta * n / total, 0.0)
+            self.m2 = self.m2 + m2 + np.where(total > 0, delta * delta * self.n * n / total, 0.0)
+        self.n = total
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(self.m2 / self.n)
+
+
+def _block_moments(n: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Collapse per-(example, view) leave-one-out moments [T, B, V] (count n [T, B, 1]) to per-target ones."""
+    _, b, v = mean.shape
+    k = n[:, 0, 0]
+    bmean = mean.mean(axis=(1, 2))
+    dev = mean - bmean[:, None, None]
+    bm2 = m2.sum(axis=(1, 2)) + k * (dev * dev).sum(axis=(1, 2))
+    return k * b * v, bmean, bm2
+
+
+class _Plan:
+    """Per-target reference counts and, for each block, the removed positions per side."""
+
+    def __init__(self, keep: np.ndarray, targets: np.ndarray):
+        self.keep = keep
+        self.targets = targets
+        col_in = keep.sum(axis=0)
+        self.balanced = bool(keep.shape[1] == 0 or (col_in == col_in[0]).all())
+        kt = keep[targets]
+        # Smallest IN (OUT) count over examples once the target is removed.
+        self.k_in = (col_in[None, :] - kt).min(axis=1) if keep.shape[1] else np.zeros(len(targets), int)
+        col_out = keep.shape[0] - col_in
+        self.k_out = (col_out[None, :] - ~kt).min(axis=1) if keep.shape[1] else np.zeros(len(targets), int)
+        self.c_in = int(col_in[0]) if keep.shape[1] else 0
+        self.c_out = keep.shape[0] - self.c_in
+
+    def positions(self, keep_blk: np.ndarray, member: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Model-order indices of the side's models [C, B] and each target's removed position [T, B]."""
+        side = keep_blk if member else ~keep_blk
+        c = self.c_in if member else self.c_out
+        k = self.k_in if member else self.k_out
+        order = np.argsort(~side, axis=0, kind="stable")[:c]
+        cum = np.cumsum(side, axis=0)[self.targets] - 1
+        other = np.where(k == c - 1, c - 1, c)[:, None]
+        return order, np.where(side[self.targets], cum, other)
+
+
+def evaluate_stream(
+    phi: PhiSource | np.ndarray,
+    keep: np.ndarray,
+    subsets: Mapping[str, np.ndarray] | None = None,
+    attacks: Sequence[str] = ALL,
+    rmia_params: RMIAParams | Mapping[str, Any] | None = None,
+    targets: Sequence[int] | None = None,
+    population_phi: PhiSource | np.ndarray | None = None,
+    population_ids: np.ndarray | None = None,
+    block: int | None = None,
+    population_name: str = "separate population",
+) -> dict[str, Any]:
+    """Leave-one-out evaluation of every attack, streaming over blocks of examples.
+
+    Args:
+        phi: φ [M, N, V] as a source (:mod:`bnmem.attacks.phi`) or an array.
+        keep: bool [M, N] membership.
+        subsets: name -> bool mask [N]; ``all`` is added.
+        attacks: names from :data:`~bnmem.attacks.evaluate.AVAILABLE`.
+        rmia_params: :class:`RMIAParams` or dict (γ, a, online); a = None
+            selects offline a per target on reference models.
+        targets: model indices to attack (default: all).
+        population_phi: φ [M, P, V] of RMIA population points no model trained
+            on (e.g. the test split). None: the legacy population, the target's
+            non-members (ground truth, not available to a real attacker).
+        population_ids: identities of the population points, asserted disjoint
+            from the candidates' 0..N−1 (give e.g. N + test index).
+        block: examples per block (default: about :data:`WORK_ELEMENTS` per
+            [targets, block, views] array).
+        population_name: how the population is described in ``settings``.
+
+    Returns:
+        As :func:`~bnmem.attacks.evaluate.evaluate_attacks`, except that
+        ``curves`` holds only the pooled curve per attack and subset (thinned to
+        about :data:`POOLED_POINTS` points), and ``settings`` adds the offline a
+        chosen per target when one was selected.
+
+    Raises:
+        BnmemError: malformed inputs, unknown attack, too few models.
+    """
+    source = phi if hasattr(phi, "read") else ArrayPhi(phi)
+    m, n, v = source.shape
+    keep = np.asarray(keep)
+    if keep.shape != (m, n):
+        raise BnmemError(f"keep must be [n_models, n_examples] = {(m, n)}, got {keep.shape}")
+    if keep.dtype != bool:
+        if not np.isin(keep, (0, 1)).all():
+            raise BnmemError("keep must be boolean (or 0/1)")
+        keep = keep.astype(bool)
+    params, attacks, masks = check_request(rmia_params, attacks, subsets, n)
+    targets = list(range(m)) if targets is None else [int(t) for t in targets]
+    bad = [t for t in targets if not 0 <= t < m]
+    if bad:
+        raise BnmemError(f"target index(es) {bad} out of range for {m} models")
+    tgt = np.asarray(targets, dtype=np.intp)
+    plan = _Plan(keep, tgt)
+    wanted = set(attacks)
+    if (wanted & _NEEDS_IN and (plan.k_in < 1).any()) or (wanted & _NEEDS_OUT and (plan.k_out < 1).any()):
+        raise BnmemError(
+            f"some example is never IN (or never OUT) among the other {m - 1} models of a target, so "
+            "reference-based attacks are impossible; with a balanced keep matrix this needs at least 4 models"
+        )
+    pop_source = None
+    if population_phi is not None:
+        pop_source = population_phi if hasattr(population_phi, "read") else ArrayPhi(population_phi)
+        if pop_source.shape[0] != m or pop_source.shape[2] != v:
+            raise BnmemError(f"population phi must be [{m}, P, {v}], got {pop_source.shape}")
+        ids = np.arange(pop_source.shape[1]) + n if population_ids is None else np.asarray(population_ids)
+        overlap = np.intersect1d(ids, np.arange(n))
+        assert overlap.size == 0, f"RMIA population contains scored examples {overlap[:5].tolist()}"
+    if block is None:
+        block = max(1, WORK_ELEMENTS // max(1, len(tgt) * v))
+    starts = list(range(0, n, block))
+
+    sd_in = sd_out = None
+    if wanted & _FIXED and n:
+        sd_in, sd_out = _global_spreads(source, plan, starts, block, n)
+
+    t_count = len(tgt)
+    scores = {a: np.empty((t_count, n)) for a in attacks if a not in _RMIA}
+    need_rmia = bool(wanted & _RMIA)
+    if need_rmia:
+        lp_all = np.empty((m, n))
+        lmean_in = np.empty((t_count, n))
+        lmean_out = np.empty((t_count, n))
+    for a in starts:
+        b = min(n, a + block)
+        phi_blk = source.read(a, b)
+        keep_blk = keep[:, a:b]
+        x = phi_blk[tgt]
+        if plan.balanced:
+            fits = _fast_fits(phi_blk, keep_blk, plan, wanted)
+        else:
+            fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
+        for name in attacks:
+            if name == "online":
+                s = _logpdf(x, fits["med_in"], fits["sd_in"] + STD_EPS) - _logpdf(x, fits["med_out"], fits["sd_out"] + STD_EPS)
+            elif name == "online_fixed_variance":
+                s = (_logpdf(x, fits["med_in"], sd_in[:, None, None] + STD_EPS)
+                     - _logpdf(x, fits["med_out"], sd_out[:, None, None] + STD_EPS))
+            elif name == "offline":
+                s = -log_ndtr(-(x - fits["med_out"]) / (fits["sd_out"] + STD_EPS))
+            elif name == "offline_fixed_variance":
+                s = -log_ndtr(-(x - fits["med_out"]) / (sd_out[:, None, None] + STD_EPS))
+            elif name == "global_threshold":
+                s = x
+            elif name == "loss":
+                s = -np.logaddexp(0.0, -x)
+            else:
+                continue
+            scores[name][:, a:b] = s.mean(axis=2)
+        if need_rmia:
+            lp_blk = view_log_mean(-np.logaddexp(0.0, -phi_blk))
+            lp_all[:, a:b] = lp_blk
+            lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
+
+    settings_extra: dict[str, Any] = {}
+    if need_rmia:
+        pop_lp = None
+        if pop_source is not None:
+            p = pop_source.shape[1]
+            pop_lp = np.empty((m, p))
+            pblock = max(1, WORK_ELEMENTS // max(1, m * v))
+            for a in range(0, p, pblock):
+                pop_lp[:, a : a + pblock] = view_log_mean(-np.logaddexp(0.0, -pop_source.read(a, min(p, a + pblock))))
+        for name in attacks:
+            if name not in _RMIA:
+                continue
+            online = params.online if name == "rmia" else False
+            scores[name], chosen = _rmia(lp_all, keep, tgt, lmean_in, lmean_out, pop_lp, online, params)
+            if chosen is not None:
+                settings_extra[f"{name}_a_per_target"] = chosen
+
+    members = keep[tgt]
+    metrics: dict[str, dict[str, Any]] = {}
+    curves: dict[str, dict[str, Any]] = {}
+    for name in attacks:
+        metrics[name], curves[name] = {}, {}
+        for sub, mask in masks.items():
+            per_target = [metrics_from_roc(*roc(scores[name][i, mask], members[i, mask])) for i in range(t_count)]
+            metrics[name][sub] = _summary(per_target)
+            curves[name][sub] = {"pooled": thin_curve(*roc(scores[name][:, mask].ravel(), members[:, mask].ravel()))}
+    rmia_settings = asdict(params)
+    return {
+        "metrics": metrics,
+        "curves": curves,
+        "scores": scores,
+        "members": members,
+        "targets": targets,
+        "subset_sizes": {sub: int(mask.sum()) for sub, mask in masks.items()},
+        "settings": {
+            "rmia": rmia_settings,
+            "rmia_a": "selected per target on a stand-in reference model" if params.a is None else "fixed",
+            "rmia_population": population_name if pop_source is not None
+            else "legacy: the target's non-members (ground truth; not available to an attacker)",
+            "n_models": m,
+            "n_examples": n,
+            "n_views": v,
+            "evaluator": "streaming leave-one-out" + ("" if plan.balanced else " (unbalanced keep: per-target gather)"),
+            **settings_extra,
+        },
+    }
+
+
+def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
+    """Leave-one-out medians and spreads [T, B, V] per side by index arithmetic."""
+    out: dict[str, np.ndarray] = {}
+    cols = np.arange(phi_blk.shape[1])[None, :]
+    for member, tag in ((True, "in"), (False, "out")):
+        needs = _NEEDS_IN if member else _NEEDS_OUT
+        if not wanted & needs & _LIRA:
+            continue
+        order, pos = plan.positions(keep_blk, member)
+        stats = side_stats(phi_blk[order, cols])
+        out[f"med_{tag}"] = loo_median(stats, pos, plan.k_in if member else plan.k_out)
+        if wanted & needs & {"online", "offline"}:  # fixed-variance attacks use the global spread
+            cnt, m2 = loo_m2(stats, pos)
+            out[f"sd_{tag}"] = np.sqrt(m2 / cnt)
+    return out
+
+
+def _slow_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
+    """Unbalanced keep: gather each target's references (the oracle's way), one target at a time."""
+    m, b, v = phi_blk.shape
+    t = len(plan.targets)
+    out = {key: np.empty((t, b, v)) for key in ("med_in", "sd_in", "med_out", "sd_out")}
+    cols = np.arange(b)
+    for i, target in enumerate(plan.targets):
+        refs = np.array([r for r in range(m) if r != target], dtype=np.intp)
+        for member, tag, k in ((True, "in", plan.k_in[i]), (False, "out", plan.k_out[i])):
+            if k < 1:
+                continue
+            side = keep_blk[refs] if member else ~keep_blk[refs]
+            vals = phi_blk[refs][first_k_references(side, int(k)), cols]
+            out[f"med_{tag}"][i] = np.median(vals, axis=0)
+            out[f"sd_{tag}"][i] = np.std(vals, axis=0)
+    return out
+
+
+def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each target's std over all its IN (OUT) reference values, examples and views (first pass)."""
+    acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
+    for a in starts:
+        b = min(n, a + block)
+        phi_blk = source.read(a, b)
+        keep_blk = plan.keep[:, a:b]
+        cols = np.arange(b - a)
+        for member in (True, False):
+            if plan.balanced:
+                order, pos = plan.positions(keep_blk, member)
+                cnt, mean, m2 = loo_moments(side_stats(phi_blk[order, cols[None, :]], sort=False), pos)
+            else:
+                cnt, mean, m2 = _slow_moments(phi_blk, keep_blk, plan, member)
+            acc[member].add(*_block_moments(cnt, mean, m2))
+    return acc[True].std(), acc[False].std()
+
+
+def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool):
+    m, b, v = phi_blk.shape
+    t = len(plan.targets)
+    mean, m2, cnt = np.zeros((t, b, v)), np.zeros((t, b, v)), np.ones((t, 1, 1))
+    cols = np.arange(b)
+    for i, target in enumerate(plan.targets):
+        k = int(plan.k_in[i] if member else plan.k_out[i])
+        refs = np.array([r for r in range(m) if r != target], dtype=np.intp)
+        side = keep_blk[refs] if member else ~keep_blk[refs]
+        vals = phi_blk[refs][first_k_references(side, k), cols]
+        mean[i] = vals.mean(axis=0)
+        m2[i] = ((vals - mean[i]) ** 2).sum(axis=0)
+        cnt[i] = k
+    return cnt, mean, m2
+
+
+def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+    """log of the mean p_y over each target's IN and OUT references [T, B] (−inf where a side is empty)."""
+    cols = np.arange(lp_blk.shape[1])
+    outs = []
+    for member, k in ((True, plan.k_in), (False, plan.k_out)):
+        if plan.balanced:
+            order, pos = plan.positions(keep_blk, member)
+            pre, suf = log_prefix_suffix(lp_blk[order, cols[None, :]])
+            with np.errstate(divide="ignore"):
+                outs.append(loo_log_mean(pre, suf, pos))
+        else:
+            res = np.full((len(plan.targets), lp_blk.shape[1]), -np.inf)
+            for i, target in enumerate(plan.targets):
+                if k[i] < 1:
+                    continue
+                refs = np.array([r for r in range(lp_blk.shape[0]) if r != target], dtype=np.intp)
+                side = keep_blk[refs] if member else ~keep_blk[refs]
+                vals = lp_blk[refs][first_k_references(side, int(k[i])), cols]
+                res[i] = np.logaddexp.reduce(vals, axis=0) - np.log(k[i])
+            outs.append(res)
+    return outs[0], outs[1]
+
+
+def _rmia(lp_all: np.ndarray, keep: np.ndarray, tgt: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray,
+          pop_lp: np.ndarray | None, online: bool, params: RMIAParams) -> tuple[np.ndarray, list[float] | None]:
+    """RMIA scores [T, N] from the reference means; offline a per target (selected when params.a is None)."""
+    out = np.empty((len(tgt), lp_all.shape[1]))
+    if pop_lp is not None:
+        # Every model is OUT for a population point: the target's references are all
+        # other models, so p(z) is a leave-one-out mean over models (prefix/suffix sums).
+        pop_pre, pop_suf = log_prefix_suffix(pop_lp)
+    chosen: list[float] | None = [] if (not online and params.a is None) else None
+    for i, t in enumerate(tgt):
+        if online:
+            marg = np.logaddexp(lmean_in[i], lmean_out[i]) - np.log(2.0)
+            a = None
+        else:
+            a = params.a
+            if a is None:
+                a, _ = select_offline_a(lp_all, keep, int(t), params.gamma, pop_lp)
+                chosen.append(a)
+            with np.errstate(divide="ignore"):
+                marg = np.logaddexp(np.log1p(a) + lmean_out[i], np.log1p(-a)) - np.log(2.0)
+        log_r = lp_all[t] - marg
+        if pop_lp is None:
+            out[i] = rmia_scores(log_r, ~keep[t], params.gamma)
+        else:
+            pos = np.full((1, pop_lp.shape[1]), t, dtype=np.intp)
+            ref_mean = loo_log_mean(pop_pre, pop_suf, pos)[0]
+            if online:
+                pop_marg = ref_mean
+            else:
+                with np.errstate(divide="ignore"):
+                    pop_marg = np.logaddexp(np.log1p(a) + ref_mean, np.log1p(-a)) - np.log(2.0)
+            out[i] = rmia_scores_against(log_r, pop_lp[t] - pop_marg, params.gamma)
+    return out, chosen
+
+
+__all__ = ["evaluate_stream", "thin_curve", "WORK_ELEMENTS"]

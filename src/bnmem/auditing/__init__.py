@@ -1,0 +1,12 @@
+"""Auditing a user's own model (``bnmem audit`` / ``bnmem.audit``).
+
+Modules:
+
+* :mod:`~bnmem.auditing.run`: :func:`~bnmem.auditing.run.audit` and
+  :func:`~bnmem.auditing.run.audit_file`, the entry points, and the result type;
+* :mod:`~bnmem.auditing.load`: reading a model file and checking it accepts the data;
+* :mod:`~bnmem.auditing.data`: ``(x, y)`` tensors and known-corrupted masks as a dataset;
+* :mod:`~bnmem.auditing.sections`: the measured sections (norm layers, γ/σ, gradient norms, accuracy);
+* :mod:`~bnmem.auditing.membership`: LiRA over shadow copies of the architecture;
+* :mod:`~bnmem.auditing.report`: the risk summary and the markdown report.
+"""

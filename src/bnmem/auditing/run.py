@@ -1,0 +1,226 @@
+"""Audit a user's own model: normalization layers, BN γ/σ, gradient-norm outliers, accuracy, membership risk.
+
+Python::
+
+    import bnmem
+    result = bnmem.audit(model, (x_train, y_train), (x_test, y_test), out="runs/audit")
+    print(result.markdown)
+
+Command line: ``bnmem audit --model MODEL.pt --dataset digits --out runs/audit``
+(see :mod:`bnmem.cli.commands.audit`). Both write ``audit.json`` and ``audit.md``.
+
+What it measures, on the model as given (eval mode, BN with its running statistics):
+
+* the normalization layers (:func:`bnmem.models.norms.norm_layers`);
+* per BN layer, |γ|/σ per channel with σ the running estimate (and, for a
+  regular ``nn.Module``, the σ of one training batch), the median and the
+  fraction of channels above 1 (:mod:`bnmem.measure.gamma_sigma`);
+* the per-sample gradient norm of every training example (eval definition,
+  float64; :mod:`bnmem.measure.gradnorms`), its top-k examples and, when the
+  corrupted samples are known, how many of those are corrupted;
+* train/test accuracy (and the fit of flipped/OOD labels when known);
+* optionally (``shadow_models`` M > 0), membership-inference risk of the
+  *training recipe*: M fresh copies of the architecture train on seeded halves
+  of the data (every example IN for exactly half), and LiRA/RMIA run
+  leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens does;
+* a short plain-language risk summary (:mod:`bnmem.auditing.report`): rules of
+  thumb from the study, not guarantees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from bnmem import io
+from bnmem.auditing.data import as_dataset, masks_known
+from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
+from bnmem.auditing.membership import check_shadow_request, membership_section
+from bnmem.auditing.sections import (
+    accuracy_section,
+    gamma_sigma_section,
+    gradnorm_section,
+    model_device,
+    norm_layer_table,
+)
+from bnmem.config import DataConfig, StrictModel, TrainConfig
+from bnmem.data.dataset import OutlierDataset
+from bnmem.data.image_folder import ImageFolderConfig
+
+
+class AuditConfig(StrictModel):
+    """What ``bnmem audit`` reads besides the model: the data it was trained on, the shadow recipe.
+
+    ``folder`` (a practitioner's ImageFolder tree) replaces ``data`` (a bnmem dataset) when given.
+    """
+
+    data: DataConfig = DataConfig()
+    folder: ImageFolderConfig | None = None
+    train: TrainConfig = TrainConfig()
+
+
+@dataclass
+class AuditResult:
+    """What :func:`audit` found.
+
+    Attributes:
+        data: the full result (also ``audit.json``).
+        markdown: the human-readable report (also ``audit.md``).
+        out: where the files went (None when not written).
+    """
+
+    data: dict[str, Any]
+    markdown: str
+    out: Path | None = None
+
+    @property
+    def risk(self) -> dict[str, Any]:
+        return self.data["risk"]
+
+
+def audit(
+    model: nn.Module,
+    train_data: OutlierDataset | tuple[torch.Tensor, torch.Tensor],
+    test_data: tuple[torch.Tensor, torch.Tensor] | None = None,
+    *,
+    noisy_mask: np.ndarray | None = None,
+    ood_mask: np.ndarray | None = None,
+    top_k: int = 20,
+    max_examples: int | None = 10_000,
+    shadow_models: int = 0,
+    train: TrainConfig | dict | None = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    source: dict[str, Any] | None = None,
+    max_memory: int | str | None = None,
+    defenses: str | Path | None = None,
+) -> AuditResult:
+    """Audit ``model`` on the data it was trained on.
+
+    Args:
+        model: any classifier ``nn.Module`` returning logits (or a TorchScript module).
+        train_data: its training data, an :class:`OutlierDataset` or ``(x, y)``
+            tensors in the model's input format.
+        test_data: held-out ``(x, y)`` (for an OutlierDataset its own test split is used).
+        noisy_mask, ood_mask: known mislabeled / OOD training examples (bool), for ``(x, y)`` data.
+        top_k: largest gradient norms to list.
+        max_examples: measure gradient norms on at most this many training
+            examples (a seeded random subset; None: all).
+        shadow_models: M > 0 also estimates membership risk with M shadow copies
+            (even, >= 4; needs a regular nn.Module and a ``train`` recipe).
+        train: the training recipe of the shadow copies (TrainConfig or dict;
+            default: TrainConfig()).
+        out: write ``audit.json`` and ``audit.md`` here (None: don't write).
+        seed: seed of the probe batch and the gradient-norm subset.
+        progress: progress bars for shadow training.
+        source: where the model and data came from (written into the result).
+        max_memory: memory budget of the gradient-norm measurement, bytes or
+            text such as ``"8GB"`` (None: half the free RAM or GPU memory).
+        defenses: a finished defenses run (``bnmem run studies/defenses.yaml``, or a
+            defenses lens folder): its privacy–utility frontier is cited in the
+            recommendations.
+
+    Returns:
+        An :class:`AuditResult`.
+
+    Raises:
+        BnmemError: the model does not accept the data, malformed data,
+            shadow models asked for a TorchScript model, or a memory budget
+            that cannot hold one example.
+    """
+    from bnmem.auditing.report import frontier_citation, risk_summary, to_markdown
+
+    frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
+    ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
+    train_cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
+    if shadow_models:
+        check_shadow_request(model, shadow_models)  # before any slow work
+    out = io.ensure_dir(out) if out is not None else None
+    model.eval()
+    n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
+    layers = norm_layer_table(model)
+    result: dict[str, Any] = {
+        "model": {
+            "class": getattr(model, "original_name", type(model).__name__),
+            "format": TORCHSCRIPT if is_scripted(model) else "nn.Module",
+            "parameters": int(sum(p.numel() for p in model.parameters())),
+            "outputs": n_outputs,
+            **(source or {}),
+        },
+        "data": {**{k: v for k, v in ds.summary().items() if k != "files"}, "outliers_known": masks_known(ds)},
+        "norm_layers": layers,
+        "gamma_sigma": gamma_sigma_section(model, ds, seed) if any(r["batchnorm"] for r in layers) else None,
+    }
+    result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory)
+    result["accuracy"] = accuracy_section(model, ds)
+    result["membership"] = (membership_section(model, ds, shadow_models, train_cfg, out, progress=progress)
+                            if shadow_models else None)
+    result["risk"] = risk_summary(result)
+    if frontier is not None:
+        result["risk"]["frontier"] = frontier
+        result["risk"]["recommendations"].append(frontier["text"])
+    markdown = to_markdown(result)
+    if out is not None:
+        io.write_npy(out / "gradient_norms.npy", norms)
+        io.write_json(out / "audit.json", result)
+        io.write_text(out / "audit.md", markdown)
+    return AuditResult(data=result, markdown=markdown, out=out)
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
+               top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
+               progress: bool = False, max_memory: int | str | None = None,
+               defenses: str | Path | None = None) -> AuditResult:
+    """``bnmem audit``: load a model file and a bnmem dataset, audit, write into ``out``.
+
+    Args:
+        model_path: a pickled nn.Module or a TorchScript file (trusted files only).
+        config: ``data``: the data (and injected outliers) the model was trained
+            on, as bnmem builds it, or ``folder``: an ImageFolder tree;
+            ``train``: the shadow copies' recipe and the device.
+        out: output folder (a rerun with other settings is refused).
+        top_k, max_examples, shadow_models, progress, max_memory, defenses: see :func:`audit`.
+
+    Raises:
+        BnmemError: any problem with the file, the data, or their fit.
+    """
+    from bnmem.auditing.load import load_model_file
+    from bnmem.data import load_dataset
+    from bnmem.data.image_folder import load_image_folder
+    from bnmem.measure.memory import parse_size
+    from bnmem.rundir import prepare_run_dir
+
+    data_cfg, train_cfg = config.data, config.train
+    model, fmt = load_model_file(model_path)
+    if shadow_models:
+        check_shadow_request(model, shadow_models)
+    digest = file_sha256(model_path)
+    resolved = {"model": str(model_path), "model_sha256": digest, **config.model_dump(mode="json"),
+                "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models}
+    if max_memory is not None:
+        parse_size(max_memory)  # a bad value fails before any file is written
+    if defenses is not None:
+        from bnmem.auditing.report import frontier_citation
+
+        frontier_citation(defenses)  # likewise
+    ds = load_image_folder(config.folder) if config.folder is not None else load_dataset(data_cfg)
+    out = prepare_run_dir(out, resolved, name="audit_config.json")
+    model = model.to(train_cfg.device)
+    return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models, train=train_cfg,
+                 out=out, seed=data_cfg.seed, progress=progress, max_memory=max_memory, defenses=defenses,
+                 source={"file": str(model_path), "file_format": fmt, "sha256": digest})

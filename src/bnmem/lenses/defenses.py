@@ -1,0 +1,538 @@
+"""The defenses lens: what to use instead of BN, and what it costs — one privacy–utility frontier.
+
+Variants, all on the same data, outliers, keep matrix and model seeds:
+
+- ``batch``: BatchNorm, the recipe as given;
+- ``batch+gs<λ>``: BN with the γ/σ regularizer at λ = ``gs_lambda`` (τ =
+  ``train.gs_tau``); λ comes from the config (see :class:`DefensesConfig`);
+- ``group``, ``layer``, ``none``: the other normalizations (``norms``);
+- ``dp-<norm>-eps<ε>``: DP-SGD (:mod:`bnmem.train.dp`, Opacus) at each target ε
+  of ``dp_epsilons`` for each norm of ``dp_norms`` (group, layer or none: BN
+  cannot be trained with per-example clipping).
+
+Each variant's M shadow models are trained in the LiRA lens's layout (the
+non-private ones by its chunk job, with the ensemble engine; the DP ones one by
+one by :mod:`bnmem.lenses.dp_shadow`, because the ensemble engine has no
+per-example clipping), all through the one executor and resumable per chunk
+(DP: per model). The LiRA lens's query and attack code then gives, per
+variant: clean test accuracy, memorization of the corrupted subset (fraction of
+corrupted training examples a model trained on that it predicts with their
+corrupted label), online LiRA and RMIA AUC and TPR at 0.1% / 1% FPR on all
+examples and on the outliers (leave-one-out, means over targets), ε where it
+applies, and training seconds per model.
+
+Replicates: the whole experiment runs ``replicates`` times with a different
+corruption seed, keep-matrix seed and model base seed; every interval is a 95%
+Student t-interval over the replicate means (targets inside one replicate
+share data and reference models, so they are never treated as independent).
+
+Run directory::
+
+    <out>/config.json  environment.json  metrics.json  frontier.png
+    <out>/rep<r>/<variant>/   a LiRA norm directory (shadow/, query/, logits.npy, ...; DP: dp.json)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from bnmem import io
+from bnmem.config import ExperimentConfig
+from bnmem.data import load_dataset
+from bnmem.errors import BnmemError
+from bnmem.executors import Executor
+from bnmem.executors.local import LocalExecutor
+from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
+from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
+from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
+from bnmem.lenses.lira.run import accuracy_summary, attack_norm
+from bnmem.lenses.lira.shadow import (
+    chunk_dir,
+    chunk_spec,
+    pending_specs,
+    train_shadow_chunk,
+)
+from bnmem.lenses.registry import Lens, register
+from bnmem.models.norms import NORMS
+from bnmem.rundir import prepare_run_dir
+from bnmem.stats import t_interval
+from bnmem.texttable import table
+from bnmem.train.dp import (  # imports Opacus only when a DP model trains
+    DPConfig,
+    require_opacus,
+)
+
+__all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
+           "summary", "summary_table"]
+
+LENS_NAME = "defenses"
+SCHEMA_VERSION = 1
+ATTACKS = ("online", "rmia")
+ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
+METRICS = ("auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
+SUBSETS = ("all", "outliers")
+DP_NORMS = ("group", "layer", "none")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One recipe of the comparison."""
+
+    name: str
+    norm: str
+    lam: float = 0.0  # γ/σ regularizer λ (0: off)
+    epsilon: float | None = None  # DP-SGD target ε (None: not private)
+
+    @property
+    def folder(self) -> str:
+        return self.name.replace("+", "_")
+
+    @property
+    def private(self) -> bool:
+        return self.epsilon is not None
+
+
+class DefensesConfig(ExperimentConfig):
+    """Config of the defenses lens.
+
+    Attributes:
+        norms: the plain variants (any of batch, group, layer, none).
+        seeds: exactly one base seed; replicate r uses base seed ``seeds[0] + r``.
+        gs_lambda: λ of the BN + γ/σ-regularizer variant (0: no such variant).
+            The default 1.0 is the smallest λ of the demo's mitigation grid; a
+            λ selected on a validation split (by the mitigation lens) should be
+            passed here when available. The lens does not select λ itself.
+        dp_norms: norms of the DP-SGD variants (group, layer or none).
+        dp_epsilons: target ε of the DP-SGD variants (δ = 1/N per model).
+        dp_max_grad_norm: per-example clipping norm C.
+        dp_lr: learning rate of the DP variants (None: ``train.lr``).
+        dp_accountant: Opacus accountant (``prv``, Opacus's default).
+        shadow_models: M per variant and replicate (even, >= 4).
+        chunk_size: models per training job.
+        replicates: independent repetitions (corruption, keep matrix, model seeds).
+        keep_seed: keep-matrix seed of replicate 0 (replicate r: ``keep_seed + r``).
+        views: LiRA query views; identity only by default, because training uses
+            no augmentation (the views should be the training's).
+        query_bn_mode: BN mode at query time (``eval``: running statistics).
+        risk_attack, risk_metric: the privacy-risk axis of the frontier
+            (declared up front: online LiRA AUC).
+    """
+
+    norms: list[str] = ["batch", "group", "layer", "none"]
+    seeds: list[int] = [0]
+    gs_lambda: float = Field(1.0, ge=0)
+    dp_norms: list[str] = ["group"]
+    dp_epsilons: list[float] = [1.0, 8.0]
+    dp_max_grad_norm: float = Field(1.0, gt=0)
+    dp_lr: float | None = Field(None, gt=0)
+    dp_accountant: Literal["prv", "rdp", "gdp"] = "prv"
+    shadow_models: int = 8
+    chunk_size: int = Field(8, ge=1)
+    replicates: int = Field(2, ge=1)
+    keep_seed: int = Field(0, ge=0)
+    views: list[str] = ["identity"]
+    query_bn_mode: Literal["eval", "batch"] = "eval"
+    risk_attack: Literal["online", "rmia"] = "online"
+    risk_metric: Literal["auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr"] = "auc"
+
+    @field_validator("seeds")
+    @classmethod
+    def _one_seed(cls, v: list[int]) -> list[int]:
+        if len(v) != 1 or v[0] < 0:
+            raise BnmemError(f"the defenses lens takes one base seed >= 0 (replicate r uses seed + r), got {v}")
+        return v
+
+    @field_validator("norms")
+    @classmethod
+    def _norms(cls, v: list[str]) -> list[str]:
+        bad = [n for n in v if n not in NORMS]
+        if bad:
+            raise BnmemError(f"unknown norm(s) {bad}; choose from {', '.join(NORMS)}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("dp_norms")
+    @classmethod
+    def _dp_norms(cls, v: list[str]) -> list[str]:
+        if "batch" in v:
+            raise BnmemError("dp_norms cannot include batch: DP-SGD needs per-example gradients, which BN's "
+                             "batch statistics couple; use group, layer or none")
+        bad = [n for n in v if n not in DP_NORMS]
+        if bad:
+            raise BnmemError(f"unknown DP norm(s) {bad}; choose from {', '.join(DP_NORMS)}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("dp_epsilons")
+    @classmethod
+    def _epsilons(cls, v: list[float]) -> list[float]:
+        if any(not (e > 0 and math.isfinite(e)) for e in v):
+            raise BnmemError(f"dp_epsilons must be positive numbers, got {v}")
+        return sorted(dict.fromkeys(float(e) for e in v))
+
+    @field_validator("shadow_models")
+    @classmethod
+    def _models(cls, v: int) -> int:
+        if v < 4 or v % 2 or v >= SEED_STRIDE:
+            raise BnmemError(f"shadow_models must be even and at least 4, got {v}")
+        return v
+
+    @field_validator("views")
+    @classmethod
+    def _views(cls, v: list[str]) -> list[str]:
+        bad = [x for x in v if x not in VIEW_NAMES]
+        if bad or "identity" not in v:
+            raise BnmemError(f"views must include identity and come from {', '.join(VIEW_NAMES)}, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DefensesConfig:
+        if self.train.gs_reg != 0:
+            raise BnmemError("the defenses lens sets the regularizer per variant: use gs_lambda, not train.gs_reg")
+        if self.gs_lambda > 0 and "batch" not in self.norms:
+            raise BnmemError("gs_lambda > 0 adds a BN + γ/σ-regularizer variant: norms must include batch "
+                             "(or set gs_lambda: 0)")
+        if not self.variants():
+            raise BnmemError("the defenses lens has no variant to run")
+        return self
+
+    def variants(self) -> list[Variant]:
+        """Plain norms (BN first, then its regularized variant), then DP-SGD by norm and ε."""
+        out: list[Variant] = []
+        for n in self.norms:
+            out.append(Variant(n, n))
+            if n == "batch" and self.gs_lambda > 0:
+                out.append(Variant(f"batch+gs{self.gs_lambda:g}", "batch", lam=self.gs_lambda))
+        out += [Variant(f"dp-{n}-eps{e:g}", n, epsilon=e) for n in self.dp_norms for e in self.dp_epsilons]
+        return out
+
+    def dp_config(self, epsilon: float) -> DPConfig:
+        """The :class:`~bnmem.train.dp.DPConfig` of the DP variant at ``epsilon``."""
+        return DPConfig(target_epsilon=epsilon, max_grad_norm=self.dp_max_grad_norm, lr=self.dp_lr,
+                        accountant=self.dp_accountant)
+
+    def lira_config(self, v: Variant, replicate: int) -> LiraConfig:
+        """The LiRA-lens config of variant ``v`` in replicate ``replicate``."""
+        data = self.data.model_copy(update={"seed": self.data.seed + replicate})
+        train = self.train.model_copy(update={"gs_reg": v.lam})
+        if v.private and self.dp_lr is not None:
+            train = train.model_copy(update={"lr": self.dp_lr})  # recorded in shadow.json's identity
+        return LiraConfig(data=data, arch=self.arch, norms=[v.norm], seeds=[self.seeds[0] + replicate],
+                          train=train, shadow_models=self.shadow_models, chunk_size=self.chunk_size,
+                          views=self.views, query_bn_mode=self.query_bn_mode, keep_seed=self.keep_seed + replicate)
+
+
+def train_defense_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+    """Executor job: one chunk of a variant's shadow models (DP-SGD when the spec carries ``dp``)."""
+    if "dp" in spec:
+        from bnmem.lenses.dp_shadow import train_dp_shadow_chunk
+
+        return train_dp_shadow_chunk(spec)
+    return train_shadow_chunk(spec)
+
+
+def _pending(cfg: DefensesConfig, v: Variant, r: int, out: Path, progress: bool) -> list[dict[str, Any]]:
+    lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
+    if v.private:
+        from bnmem.lenses.dp_shadow import pending_dp_specs
+
+        return pending_dp_specs(lcfg, v.norm, cfg.dp_config(v.epsilon), vdir, progress)
+    return pending_specs(lcfg, v.norm, vdir, progress)
+
+
+def _seconds_per_model(lcfg: LiraConfig, vdir: Path) -> tuple[float, str]:
+    """Mean training seconds per model (chunk seconds / models; DP: per model) and the trainer's name."""
+    per_model, trainer = [], ""
+    for c in lcfg.chunks():
+        done = io.read_json(chunk_dir(vdir, c) / io.DONE)
+        trainer = done.get("trainer", "")
+        per_model += done["per_model_seconds"] if "per_model_seconds" in done else [done["seconds"] / len(c)] * len(c)
+    return float(np.mean(per_model)), trainer
+
+
+def query_all(cfg: DefensesConfig, out: Path, executor: Executor) -> None:
+    """Query every unqueried chunk of every variant and replicate in one executor map.
+
+    One map instead of one per variant: a process-pool executor starts its
+    workers once. Each chunk job leaves its own marker, so :func:`_replicate_entry`'s
+    ``query_models`` then only assembles (in-process).
+    """
+    specs = []
+    for r in range(cfg.replicates):
+        for v in cfg.variants():
+            lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
+            if not (vdir / QUERY_FILE).exists():  # an assembled query is checked (settings) by query_models
+                specs += [chunk_spec(lcfg, v.norm, vdir, c) for c in lcfg.chunks()]
+    if specs:
+        executor.map(query_shadow_chunk, specs, desc="defense queries", resources={"num_cpus": cfg.train.threads})
+
+
+def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict[str, Any]:
+    """Query (assemble) and attack one variant's shadow models of one replicate; that replicate's numbers."""
+    lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
+    # In-process: query_all has run the chunk queries; a chunk whose settings changed is redone here.
+    info = query_models(lcfg, v.norm, vdir, LocalExecutor(progress=False))
+    res = attack_norm(vdir, attacks=ATTACKS)
+    acc = accuracy_summary(info["accuracy"])
+    mem_key = "noisy_in" if cfg.data.label_noise > 0 else "ood_in"
+    seconds, trainer = _seconds_per_model(lcfg, vdir)
+    entry: dict[str, Any] = {
+        "test_acc": acc["test"]["mean"],
+        "train_in_acc": acc["train_in"]["mean"],
+        "memorization": acc[mem_key]["mean"],
+        "attacks": {a: {s: {m: res["metrics"][a][s][m] for m in METRICS} for s in SUBSETS if s in res["metrics"][a]}
+                    for a in ATTACKS},
+        "subset_sizes": res["subset_sizes"],
+        "seconds_per_model": seconds,
+        "trainer": trainer,
+        "model_seeds": lcfg.model_seeds(),
+        "keep_seed": lcfg.keep_seed,
+        "data_seed": lcfg.data.seed,
+    }
+    if v.private:
+        from bnmem.lenses.dp_shadow import dp_accounting
+
+        records = dp_accounting(lcfg, vdir)
+        entry["epsilon"] = float(np.mean([a["epsilon"] for a in records]))
+        entry["accounting"] = {
+            "epsilon_max": float(max(a["epsilon"] for a in records)),
+            **{k: float(np.mean([a[k] for a in records])) for k in
+               ("noise_multiplier", "sample_rate", "steps", "delta", "n_train", "expected_batch_size")},
+            "max_grad_norm": records[0]["max_grad_norm"],
+            "accountant": records[0]["accountant"],
+            "secure_mode": records[0]["secure_mode"],
+        }
+    return entry
+
+
+def _summary(values: list[float | None]) -> dict[str, Any]:
+    """Mean and 95% t-interval over replicates (None entries skipped; interval None below 2 values)."""
+    ok = [float(v) for v in values if v is not None and math.isfinite(v)]
+    ci = t_interval(ok) if len(ok) >= 2 else None
+    return {"mean": float(np.mean(ok)) if ok else None, "ci": list(ci) if ci else None, "per_replicate": values}
+
+
+def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's numbers over replicates: mean, t-interval and per-replicate values of each."""
+    agg: dict[str, Any] = {k: _summary([e[k] for e in entries])
+                           for k in ("test_acc", "train_in_acc", "memorization", "seconds_per_model")}
+    agg["attacks"] = {
+        a: {s: {m: _summary([e["attacks"][a].get(s, {}).get(m) for e in entries]) for m in METRICS}
+            for s in SUBSETS}
+        for a in ATTACKS
+    }
+    if "epsilon" in entries[0]:
+        agg["epsilon"] = _summary([e["epsilon"] for e in entries])
+    agg["trainer"] = entries[0]["trainer"]
+    return agg
+
+
+def front_points(result: dict[str, Any], subset: str = "all") -> list[FrontPoint]:
+    """The variants as frontier points on the result's declared risk axis, for ``subset``."""
+    cond = result["conditions"]
+    pts = []
+    for name in result["variant_names"]:
+        v = result["variants"][name]
+        risk = v["attacks"][cond["risk_attack"]][subset][cond["risk_metric"]]
+        acc = v["test_acc"]
+        pts.append(FrontPoint(
+            name=name, accuracy=math.nan if acc["mean"] is None else acc["mean"],
+            risk=math.nan if risk["mean"] is None else risk["mean"],
+            accuracy_ci=tuple(acc["ci"]) if acc["ci"] else None, risk_ci=tuple(risk["ci"]) if risk["ci"] else None,
+            epsilon=v.get("epsilon", {}).get("mean")))
+    return pts
+
+
+METRIC_LABELS = {"auc": "AUC", "tpr_at_0.1pct_fpr": "TPR at 0.1% FPR", "tpr_at_1pct_fpr": "TPR at 1% FPR"}
+
+
+def risk_name(result: dict[str, Any], subset: str = "all") -> str:
+    """The risk axis in words, e.g. "online LiRA AUC, all examples"."""
+    cond = result["conditions"]
+    attack = "online LiRA" if cond["risk_attack"] == "online" else ATTACK_LABELS[cond["risk_attack"]]
+    return f"{attack} {METRIC_LABELS[cond['risk_metric']]}, {'all examples' if subset == 'all' else 'outliers'}"
+
+
+def _setting(result: dict[str, Any]) -> str:
+    c = result["conditions"]
+    outliers = (f"{c['label_noise']:.0%} label noise" if c["label_noise"] else
+                f"{c['ood']:.0%} OOD ({c['ood_source']})" if c["ood"] else "clean data")
+    return (f"{c['dataset']}, {c['arch']}, {outliers}, {c['shadow_models']} shadow models per variant and replicate, "
+            f"{c['epochs']} epochs, BN queried in {c['bn_mode_at_query']} mode")
+
+
+def recommendation(result: dict[str, Any]) -> str:
+    """Plain-language reading of the frontier (all examples, then the outliers)."""
+    reps = result["conditions"]["replicates"]
+    text = recommendation_text(front_points(result, "all"), risk_name(result, "all"), _setting(result), reps)
+    if result["subset_sizes"].get("outliers"):
+        pts = front_points(result, "outliers")
+        front = pareto_front({p.name: (p.accuracy, p.risk) for p in pts})
+        text += (f"\nOn the outliers alone ({risk_name(result, 'outliers')}), the front is: "
+                 + (", ".join(front) if front else "empty (not measured)") + ".")
+    return text
+
+
+def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
+                 executor: Executor | None = None) -> dict[str, Any]:
+    """Train, query and attack every variant in every replicate; the frontier, table and recommendation.
+
+    Writes ``config.json``, one LiRA norm directory per ``rep<r>/<variant>``
+    (resumable), ``metrics.json`` (``"lens": "defenses"``, ``"schema_version": 1``)
+    and ``frontier.png`` into ``out``.
+
+    Args:
+        cfg: the configuration.
+        out: run directory.
+        progress: progress bars.
+        executor: where training and query jobs run (default: in-process).
+
+    Returns:
+        The metrics dict (also written to ``metrics.json``).
+
+    Raises:
+        BnmemError: bad config, Opacus missing for DP variants, a directory of
+            another configuration.
+    """
+    out = prepare_run_dir(out, cfg.model_dump(mode="json"))
+    executor = executor or LocalExecutor(progress=progress)
+    variants = cfg.variants()
+    if any(v.private for v in variants):
+        require_opacus()  # one line before any work, not a failure inside the first DP job
+    # One map over every unfinished chunk: DP chunks (the slowest, one model at a time) first,
+    # so a parallel executor does not end on them.
+    order = sorted(variants, key=lambda v: not v.private)
+    specs = [s for r in range(cfg.replicates) for v in order for s in _pending(cfg, v, r, out, progress)]
+    if specs:
+        executor.map(train_defense_chunk, specs, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
+    query_all(cfg, out, executor)
+    entries = {v.name: [_replicate_entry(cfg, v, r, out) for r in range(cfg.replicates)] for v in variants}
+    ds = load_dataset(cfg.data)
+    first = entries[variants[0].name][0]
+    result: dict[str, Any] = {
+        "lens": LENS_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "variant_names": [v.name for v in variants],
+        "variants": {v.name: {"norm": v.norm, "gs_lambda": v.lam, "target_epsilon": v.epsilon,
+                              **aggregate(entries[v.name]), "replicates": entries[v.name]} for v in variants},
+        "subset_sizes": first["subset_sizes"],
+        "conditions": {
+            **cfg.conditions(),
+            "variants": {v.name: {"norm": v.norm, "gs_lambda": v.lam, "dp_target_epsilon": v.epsilon}
+                         for v in variants},
+            "replicates": cfg.replicates,
+            "replicate_seeds": "replicate r: data.seed + r (corruption), keep_seed + r, model base seed seeds[0] + r",
+            "shadow_models": cfg.shadow_models,
+            "epochs": cfg.train.epochs,
+            "train": cfg.train.model_dump(mode="json"),
+            "gs_lambda": cfg.gs_lambda,
+            "gs_lambda_source": "config (gs_lambda); not selected by this lens",
+            "gs_tau": cfg.train.gs_tau,
+            "dp": {"norms": cfg.dp_norms, "target_epsilons": cfg.dp_epsilons, "delta": "1/N per model",
+                   "max_grad_norm": cfg.dp_max_grad_norm, "lr": cfg.dp_lr or cfg.train.lr,
+                   "accountant": cfg.dp_accountant, "sampling": "Poisson (Opacus DPDataLoader)",
+                   "secure_mode": False,
+                   "trainer": "Opacus make_private_with_epsilon, one model at a time (the ensemble engine has "
+                              "no per-example clipping)"},
+            "bn_mode_at_query": cfg.query_bn_mode,
+            "views": cfg.views,
+            "attacks": {"online": "online LiRA (leave-one-out over the shadow models)", "rmia": "RMIA"},
+            "risk_attack": cfg.risk_attack,
+            "risk_metric": cfg.risk_metric,
+            "memorization": "fraction of corrupted training examples a model trained on that it predicts with "
+                            "their corrupted label (mean over models)",
+            "interval": "95% Student t-interval over replicate means",
+            "seconds_per_model": "training seconds per model: chunk time / models for the ensemble engine "
+                                 "(several models at once), per model for DP-SGD (one at a time)",
+        },
+        "dataset": ds.summary(),
+    }
+    result["frontier"] = {s: pareto_front({p.name: (p.accuracy, p.risk) for p in front_points(result, s)})
+                          for s in SUBSETS}
+    result["recommendation"] = recommendation(result)
+    io.write_json(out / "metrics.json", result)
+    plot_frontier(result, out / "frontier.png")
+    return result
+
+
+def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
+    """The frontier figure: per subset, every variant's risk against test accuracy and the Pareto front."""
+    from bnmem.figures.frontier import plot_frontier as draw
+    from bnmem.figures.save import NORM_COLORS
+
+    colors = {name: "tab:orange" if v.get("gs_lambda") else NORM_COLORS.get(v["norm"], "black")
+              for name, v in result["variants"].items()}
+    panels = []
+    for sub in ["all"] + (["outliers"] if result["subset_sizes"].get("outliers") else []):
+        pts = front_points(result, sub)
+        panels.append({"title": f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}",
+                       "risk_label": risk_name(result, sub), "points": pts, "colors": colors,
+                       "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+    c = result["conditions"]
+    draw(panels, path, title=f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
+                             f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
+                             "t-interval); filled: on the front")
+
+
+def _fmt(s: dict[str, Any], digits: int = 3, scale: float = 1.0) -> str:
+    if s is None or s.get("mean") is None:
+        return "-"
+    text = f"{scale * s['mean']:.{digits}f}"
+    if s.get("ci"):
+        text += f" ±{scale * (s['ci'][1] - s['ci'][0]) / 2:.{digits}f}"
+    return text
+
+
+def summary_table(result: dict[str, Any]) -> str:
+    """Printable frontier table: one row per variant (means ± half the 95% interval over replicates)."""
+    rows = []
+    has_out = bool(result["subset_sizes"].get("outliers"))
+    for name in result["variant_names"]:
+        v = result["variants"][name]
+        att = v["attacks"]
+        front = ("all" if name in result["frontier"]["all"] else "") + (
+            (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
+        row = [name, _fmt(v.get("epsilon"), 2) if "epsilon" in v else "-", _fmt(v["test_acc"]),
+               _fmt(v["memorization"]),
+               _fmt(att["online"]["all"]["auc"]), _fmt(att["rmia"]["all"]["auc"])]
+        if has_out:
+            row += [_fmt(att["online"]["outliers"]["auc"]), _fmt(att["rmia"]["outliers"]["auc"])]
+        row += [_fmt(att["online"]["all"]["tpr_at_1pct_fpr"], 1, 100), _fmt(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, 100),
+                _fmt(v["seconds_per_model"], 1), front.strip() or "-"]
+        rows.append(row)
+    header = ["variant", "ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
+    if has_out:
+        header += ["LiRA AUC outl", "RMIA AUC outl"]
+    header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
+    c = result["conditions"]
+    title = (f"Defenses frontier: {_setting(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
+             f"front on {risk_name(result)} vs test accuracy")
+    return "\n".join([title, table(rows, header)])
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The frontier table followed by the plain-language recommendation (what a command or report prints)."""
+    return summary_table(result) + "\n\n" + recommendation(result)
+
+
+def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
+    """Bytes the lens writes (``bnmem run --dry-run``): the LiRA lens's estimate per variant and replicate."""
+    from bnmem.lenses.lira.phases import estimate as lira_estimate
+
+    total: dict[str, int] = {}
+    for r in range(cfg.replicates):
+        for v in cfg.variants():
+            for kind, size in lira_estimate(cfg.lira_config(v, r), n_train, parameter_count).items():
+                total[kind] = total.get(kind, 0) + size
+    return total
+
+
+LENS = register(Lens(
+    name=LENS_NAME, config=DefensesConfig, run=run_defenses, figure="frontier.png",
+    title="What to use instead of BN: the privacy–utility frontier", summary=summary,
+    schema_version=SCHEMA_VERSION, one_seed=True, stage=3, uses_executor=True, estimate=estimate,
+))

@@ -1,0 +1,68 @@
+"""The lira lens's work as executor jobs a study can submit for every cell at once.
+
+A study with several cells would otherwise run one cell's lira lens after the
+other, so a cluster only ever sees one cell's shadow-model chunks in flight.
+Instead it asks each cell's lens for its pending jobs, phase by phase
+(every cell's training chunks, then every cell's query chunks), maps each
+phase over the executor in one go, and then runs the lens itself, which finds
+its chunks finished and only evaluates the attacks and draws its figure (in
+the driver). The jobs are the very functions the lens runs on its own, so the
+results are byte-identical either way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from bnmem import io
+from bnmem.lenses.lira.config import LiraConfig
+from bnmem.lenses.lira.query import QUERY_DIR, QUERY_FILE, query_settings, query_shadow_chunk
+from bnmem.lenses.lira.shadow import chunk_name, chunk_spec, pending_specs, train_shadow_chunk
+
+PHASES = ("train", "query")
+
+
+def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[str, Any]], dict[str, Any]],
+                                                                list[dict[str, Any]]]:
+    """The job function and the specs of ``phase`` that are not finished yet.
+
+    Args:
+        cfg: the lens's config.
+        out: its run directory (``<out>/<norm>/`` holds each norm's shadow models).
+        phase: ``train`` (shadow-model chunks) or ``query`` (query chunks; run after training).
+
+    Returns:
+        ``(job function, specs)``.
+    """
+    from bnmem.data import load_dataset
+    from bnmem.lenses.lira.run import norm_configs
+
+    if phase not in PHASES:
+        raise ValueError(f"unknown lira phase {phase!r}")
+    ds = load_dataset(cfg.data)
+    # Each norm's own recipe (recipe: per-norm selects it first, cached), as run_lira trains it.
+    cfgs, _ = norm_configs(cfg, ds, Path(out))
+    if phase == "train":
+        return train_shadow_chunk, [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, Path(out) / norm)]
+    specs = []
+    for norm in cfg.norms:
+        settings = query_settings(cfgs[norm], ds)
+        final = Path(out) / norm / QUERY_FILE
+        if final.exists() and io.read_json(final).get("settings") == settings:
+            continue
+        for c in cfg.chunks():
+            marker = Path(out) / norm / QUERY_DIR / f"{chunk_name(c)}.json"
+            if not (marker.exists() and io.read_json(marker).get("settings") == settings):
+                specs.append(chunk_spec(cfgs[norm], norm, Path(out) / norm, c))
+    return query_shadow_chunk, specs
+
+
+def estimate(cfg: LiraConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
+    """Bytes the lens writes: M float32 shadow models and the [M, N, V] float32 attack statistic per norm."""
+    from bnmem.data import model_shape
+
+    views = len(cfg.query_views(model_shape(cfg.data)[0]))
+    m = cfg.shadow_models
+    return {"models": sum(4 * m * parameter_count(cfg.arch, cfg.data.dataset, n) for n in cfg.norms),
+            "attack inputs": len(cfg.norms) * 4 * m * n_train * views}

@@ -1,0 +1,81 @@
+"""``bnmem run --dry-run``: what a study would do and roughly what it would write, before anything trains.
+
+Sizes are estimates from the configs alone (dataset sizes from the dataset
+table, parameter counts from building each architecture once on the CPU):
+model files are float32 weights; a lens that declares an ``estimate`` adds its
+own arrays (lira: the attack statistic φ per model, example and view). Logs,
+JSON files and figures are small and not counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import lru_cache
+from typing import Any
+
+from bnmem.lenses import registry
+from bnmem.study.run import Cell, Job
+from bnmem.study.share import SHARED
+
+
+@lru_cache(maxsize=None)
+def parameter_count(arch: str, dataset: str, norm: str) -> int:
+    """Trainable + buffer entries of ``arch`` with ``norm`` on ``dataset``'s input shape."""
+    from bnmem.data.sources import dataset_shape
+    from bnmem.models import build_model
+
+    shape, classes = dataset_shape(dataset)
+    model = build_model(arch, shape, classes, norm)
+    return sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+
+
+def n_train(data: dict[str, Any]) -> int:
+    """Training-set size a data config gives (validation split held out, the OOD images appended included)."""
+    from bnmem.data.sources import DATASETS
+
+    n = data.get("train_size") or DATASETS[data["dataset"]].n_train
+    n -= round(float(data.get("val_fraction") or 0.0) * n)
+    ood = float(data.get("ood") or 0.0)
+    return n + (round(ood * n / (1 - ood)) if ood else 0)
+
+
+def job_bytes(job: Job) -> dict[str, int]:
+    """Estimated bytes a job leaves on disk, by kind (``models``, plus what its lens declares)."""
+    if job.lens == SHARED:
+        return {}  # a shared run's model ends in each lens's folder and is counted there
+    lens = registry.get(job.lens)
+    cfg = job.config
+    out: dict[str, int] = {}
+    if lens.trains_runs and "norms" in cfg:
+        per_norm = [parameter_count(cfg["arch"], cfg["data"]["dataset"], n) for n in cfg["norms"]]
+        out["models"] = 4 * sum(per_norm) * len(cfg["seeds"])
+    if lens.estimate is not None:
+        for k, v in lens.estimate(lens.config.model_validate(cfg), n_train(cfg["data"]),
+                                  parameter_count).items():
+            out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def dry_run_text(name: str, cells: list[Cell], jobs: list[Job]) -> str:
+    """The plan, printed by ``bnmem run --dry-run``: every job with its estimated disk, then totals."""
+    lines = [f"study {name}: {len(cells)} cells, {len(jobs)} jobs (nothing is written in a dry run)"]
+    totals: Counter[str] = Counter()
+    counts = Counter(j.lens for j in jobs)
+    for job in jobs:
+        sizes = job_bytes(job)
+        totals.update(sizes)
+        detail = ", ".join(f"{k} {human(v)}" for k, v in sizes.items()) or "-"
+        lines.append(f"  stage {job.stage}  {job.id:<48} {detail}")
+    lines.append("jobs by lens: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    total = sum(totals.values())
+    lines.append("estimated disk: " + (", ".join(f"{k} {human(v)}" for k, v in totals.items()) or "-")
+                 + f"; total {human(total)}")
+    return "\n".join(lines)

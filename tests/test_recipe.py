@@ -1,0 +1,152 @@
+"""The validation split and per-norm learning-rate selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bnmem.attacks import keep_matrix
+from bnmem.config import DataConfig, ModelConfig, TrainConfig
+from bnmem.data import load_dataset, load_source
+from bnmem.errors import BnmemError
+from bnmem.lenses.memorize import MemorizeConfig, run_memorize
+from bnmem.train import recipe
+
+
+@pytest.fixture(scope="module")
+def val_ds():
+    return load_dataset(DataConfig(dataset="digits", label_noise=0.05, ood=0.05, val_fraction=0.1, seed=0))
+
+
+def test_validation_split_is_disjoint_from_training_pool_test_and_lira_candidates(val_ds):
+    ds = val_ds
+    raw = load_source("digits", None, False)
+    train_src = set(ds.source_index[ds.source_index >= 0].tolist())
+    val_src = set(ds.val_source_index.tolist())
+    assert ds.n_val == len(val_src) == round(0.1 * len(raw.y_train))
+    assert not train_src & val_src
+    assert train_src | val_src == set(range(len(raw.y_train)))  # carved from the training pool only
+    # The test split is the raw test split, whole and untouched.
+    assert ds.x_test.shape[0] == len(raw.y_test)
+    np.testing.assert_allclose(ds.x_test.numpy() * ds.std[None, :, None, None] + ds.mean[None, :, None, None],
+                               raw.x_test, atol=1e-5)
+    # Validation images are raw training images, with their clean labels.
+    val_raw = ds.x_val.numpy() * ds.std[None, :, None, None] + ds.mean[None, :, None, None]
+    np.testing.assert_allclose(val_raw, raw.x_train[ds.val_source_index], atol=1e-5)
+    np.testing.assert_array_equal(ds.y_val.numpy(), raw.y_train[ds.val_source_index])
+    # LiRA candidates are the columns of the keep matrix: every one a training example, none a validation one.
+    keep = keep_matrix(8, ds.n_train, 0)
+    candidates = set(ds.source_index[keep.any(axis=0) & (ds.source_index >= 0)].tolist())
+    assert candidates and not candidates & val_src
+    assert ds.summary()["n_val"] == ds.n_val
+
+
+def test_no_validation_split_by_default_keeps_the_data():
+    base = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0))
+    assert base.n_val == 0 and base.n_train == len(load_source("digits", None, False).y_train)
+    other = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0, val_fraction=0.1))
+    assert other.n_train < base.n_train and other.is_noisy.sum() == round(0.05 * other.n_train)
+
+
+def test_bad_val_fraction_is_rejected():
+    with pytest.raises(ValueError, match="val_fraction"):
+        DataConfig(val_fraction=0.9)
+    with pytest.raises(BnmemError, match="per-norm"):
+        MemorizeConfig(recipe="per-norm")
+
+
+def test_grid_and_pick_rule():
+    assert recipe.lr_grid(TrainConfig(lr=0.05)) == [0.0125, 0.025, 0.05, 0.1, 0.2]
+    assert recipe.lr_grid(TrainConfig(lr=0.05), [0.3, 0.1]) == [0.1, 0.3]
+    assert recipe.pick({0.01: 0.9, 0.05: 0.95, 0.2: 0.93}, 0.05) == 0.05
+    assert recipe.pick({0.0125: 0.95, 0.1: 0.95, 0.2: 0.9}, 0.05) == 0.1  # tie: closest in log scale
+    assert recipe.pick({0.025: 0.95, 0.1: 0.95}, 0.05) == 0.025  # equal distance: the smaller
+
+
+def test_selection_picks_the_best_validation_accuracy_and_resumes(tmp_path):
+    ds = load_dataset(DataConfig(dataset="digits", train_size=400, val_fraction=0.25, seed=0))
+    train = TrainConfig(epochs=3, batch_size=32, lr=0.05)
+    grid = [0.005, 0.05, 1e3]  # the last one diverges
+    rec = recipe.select_recipes(["batch", "none"], "lenet", ds, train, [0], tmp_path, grid)
+    for norm in ("batch", "none"):
+        cands = {c["lr"]: c for c in rec["per_norm"][norm]["candidates"]}
+        assert cands[1e3]["diverged"] == 1 and cands[1e3]["val_acc"] == 0.0
+        best = max(c["val_acc"] for c in cands.values())
+        assert cands[rec["per_norm"][norm]["lr"]]["val_acc"] == best
+    assert rec["mode"] == "per-norm" and rec["n_val"] == 100
+    again = recipe.select_recipes(["batch", "none"], "lenet", ds, train, [0], tmp_path, grid)
+    assert again == rec
+    per = recipe.train_for(train, rec, "none")
+    assert per.lr == rec["per_norm"]["none"]["lr"] and per.epochs == 3
+    assert recipe.train_for(train, recipe.shared_record(train), "none") == train
+
+
+def test_memorize_per_norm_uses_and_records_the_selected_recipe(tmp_path):
+    data = DataConfig(dataset="digits", label_noise=0.05, train_size=400, val_fraction=0.25, seed=0)
+    cfg = MemorizeConfig(data=data, seeds=[0], recipe="per-norm", lr_grid=[0.01, 0.1],
+                         train=TrainConfig(epochs=2, batch_size=32))
+    res = run_memorize(cfg, tmp_path / "m", progress=False)
+    sel = res["conditions"]["recipe_selection"]
+    assert res["conditions"]["recipe"] == "per-norm"
+    assert sel["mode"] == "per-norm" and sel["grid"] == [0.01, 0.1]
+    for norm in ("batch", "none"):
+        assert res[norm]["recipe"]["lr"] == sel["per_norm"][norm]["lr"]
+        final = res[norm]["final"]
+        assert 0 <= final["train_acc"] <= 1 and 0 <= final["val_acc"] <= 1 and final["test_acc"] is not None
+    shared = run_memorize(cfg.model_copy(update={"recipe": "shared"}), tmp_path / "s", progress=False)
+    assert shared["conditions"]["recipe"] == "shared"
+    assert all(shared[n]["recipe"]["lr"] == 0.05 for n in ("batch", "none"))
+
+
+def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
+    import json
+
+    from bnmem.lenses.lira import LiraConfig, run_lira
+    from bnmem.lenses.lira.shadow import IDENTITY_FILE
+
+    data = DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0)
+    cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
+                     train=TrainConfig(epochs=2, batch_size=32))
+    res = run_lira(cfg, tmp_path / "l", progress=False)
+    sel = res["conditions"]["recipe_selection"]
+    assert res["conditions"]["recipe"] == "per-norm"
+    ds = load_dataset(data)
+    assert res["subset_sizes"]["all"] == ds.n_train  # LiRA candidates: the pool without validation
+    for norm in ("batch", "none"):
+        lr = sel["per_norm"][norm]["lr"]
+        assert res["conditions"]["lr_per_norm"][norm] == lr
+        identity = json.loads((tmp_path / "l" / norm / IDENTITY_FILE).read_text())
+        assert identity["train"]["lr"] == lr  # the shadow models trained with it
+        assert res["accuracy"][norm]["train_in"]["mean"] is not None
+    # Candidates train as shadow models 0..2 would: their seeds and IN halves.
+    assert sel["seeds"] == [0, 1, 2] and sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]"
+
+
+def test_selection_runs_train_on_the_given_sets(tmp_path):
+    ds = load_dataset(DataConfig(dataset="digits", train_size=300, val_fraction=0.2, seed=0))
+    train = TrainConfig(epochs=1, batch_size=32)
+    half = np.arange(0, ds.n_train, 2)
+    recipe.select_lr(ModelConfig(arch="lenet", norm="batch"), ds, train, [5], tmp_path, [0.05], [half])
+    from bnmem.train import seeded_model, train_model
+
+    ref = train_model(seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 5), ds, train, 5, train_idx=half,
+                      progress=False).model
+    saved = torch.load(tmp_path / "lr0.05" / "seed5" / "model.pt")
+    assert all(torch.equal(saved[k], v) for k, v in ref.state_dict().items())
+
+
+def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
+    from bnmem.lenses.lira import LiraConfig
+    from bnmem.lenses.lira.phases import phase_jobs
+
+    data = DataConfig(dataset="digits", label_noise=0.05, train_size=200, val_fraction=0.2, seed=0)
+    cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
+                     train=TrainConfig(epochs=1, batch_size=32))
+    _, specs = phase_jobs(cfg, tmp_path, "train")
+    import json
+
+    sel = json.loads((tmp_path / "recipe" / recipe.RECIPE_FILE).read_text())  # the phase's own selection
+    assert sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]" and len(specs) == 2
+    for spec in specs:
+        assert spec["config"]["train"]["lr"] == sel["per_norm"][spec["norm"]]["lr"]
