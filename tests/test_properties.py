@@ -126,8 +126,8 @@ def test_intervals_are_shift_equivariant(x, shift):
         lo2, hi2 = fn(x + shift)
         assert lo2 == pytest.approx(lo + shift, abs=tol) and hi2 == pytest.approx(hi + shift, abs=tol)
         assert lo <= x.mean() + tol and x.mean() <= hi + tol
-    a = paired_differences(x + shift, np.zeros_like(x), resamples=500)
-    b = paired_differences(x, np.zeros_like(x), resamples=500)
+    a = paired_differences(x + shift, np.zeros_like(x), n_resamples=500)
+    b = paired_differences(x, np.zeros_like(x), n_resamples=500)
     assert a["mean"] == pytest.approx(b["mean"] + shift, abs=tol)
     assert a["ci"] == pytest.approx([c + shift for c in b["ci"]], abs=tol)
     d1 = stats.paired_difference(x + shift, np.full_like(x, shift), n_resamples=500)
