@@ -109,20 +109,21 @@ def test_lira_option(tmp_path):
     cfg = MitigateConfig(data=DataConfig(dataset="digits", label_noise=0.05, train_size=300), norms=["batch"],
                          seeds=[0], train=TrainConfig(epochs=2), lambdas=[1.0], fixed_epoch=1, lira_models=4)
     res = run_mitigate(cfg, tmp_path / "l", progress=False)
-    from bnmem.attacks import evaluate_attacks
+    from bnmem.attacks.streaming import evaluate_stream
     from bnmem.lenses.lira.query import load_attack_inputs
 
-    logits = {}
+    phis = {}
     for name, folder in (("batch", "batch"), ("batch+gs1", "batch_gs1")):
         lira = res[name]["lira"]
         assert lira["attack"] == "online" and lira["shadow_models"] == 4 and "outliers" in lira
-        # The reported AUC is online LiRA on this variant's own shadow models, recomputed from their logits.
+        # The reported AUC is online LiRA on this variant's own shadow models, recomputed from their φ.
         arr = load_attack_inputs(tmp_path / "l" / folder / "lira")
-        assert arr["logits"].shape[0] == 4
-        want = evaluate_attacks(arr["logits"], arr["keep"], arr["labels"], attacks=["online"])
+        phi = arr["phi"].read(0, arr["phi"].shape[1])
+        assert phi.shape[0] == 4
+        want = evaluate_stream(phi, arr["keep"], attacks=["online"])
         assert lira["all"]["auc"] == pytest.approx(want["metrics"]["online"]["all"]["auc"], abs=1e-12)
-        logits[name] = arr["logits"]
-    assert not np.array_equal(logits["batch"], logits["batch+gs1"])  # two recipes, two sets of shadow models
+        phis[name] = phi
+    assert not np.array_equal(phis["batch"], phis["batch+gs1"])  # two recipes, two sets of shadow models
     assert "LiRA AUC" in summary_table(res)
 
 
