@@ -21,30 +21,22 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 MODELS = ("resnet18", "densenet121", "mobilenet_v2", "efficientnet_b0", "convnext_tiny", "vit_b_16")
 
 
 def build(name: str):
     """The model, with norm affines and BN running statistics drawn away from their init (as after
-    training; at init some of these models give nearly constant logits and trivial gradients)."""
-    import torch
+    training; at init some of these models give nearly constant logits and trivial gradients): the
+    zoo test's :func:`as_if_trained`, so the benchmark measures what the test checks."""
     import torchvision.models as tvm
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_zoo import as_if_trained
+
     model = tvm.vit_b_16(image_size=32, num_classes=10) if name == "vit_b_16" else getattr(tvm, name)(num_classes=10)
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm, torch.nn.LayerNorm)):
-                if m.weight is not None:
-                    m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=g))
-                    m.bias.copy_(0.3 * torch.randn(m.bias.shape, generator=g))
-                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-                    m.running_var.copy_(0.3 + 0.4 * torch.rand(m.running_var.shape, generator=g))
-            if isinstance(m, torch.nn.Linear) and not m.weight.any():
-                # vit_b_16's head starts at zero, which leaves every other parameter without gradient
-                m.weight.copy_(0.05 * torch.randn(m.weight.shape, generator=g))
-    return model
+    return as_if_trained(model)
 
 
 def digits_32(n: int | None):
@@ -64,7 +56,6 @@ def digits_32(n: int | None):
 
 
 def one(name: str, budget: str, n: int | None, agree: int) -> dict:
-    import numpy as np
     import torch
 
     import bnmem
