@@ -256,3 +256,27 @@ def test_import_bnmem_stays_light():
     code = "import sys, bnmem; assert 'torch' not in sys.modules; assert callable(bnmem.audit); print('ok')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_shadow_copies_through_worker_processes_match_in_process(tmp_path):
+    """--workers trains the shadow copies in worker processes (one job per copy): the same copies, the same
+    membership numbers as training them here one after another."""
+    from bnmem.auditing.membership import membership_section
+    from bnmem.config import DataConfig, TrainConfig
+    from bnmem.data import load_dataset
+    from bnmem.executors import get_executor
+    from bnmem.models import build_model
+
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.1, train_size=120))
+    torch.manual_seed(0)
+    net = build_model("lenet", ds.input_shape, ds.num_classes, "batch")
+    train = TrainConfig(epochs=2, batch_size=32)
+    here = membership_section(net, ds, 4, train, tmp_path / "here")
+    ex = get_executor("local", progress=False, workers=2)
+    there = membership_section(net, ds, 4, train, tmp_path / "there", executor=ex)
+    for m in range(4):
+        a = torch.load(tmp_path / "here" / "shadow" / f"model_{m:04d}" / "model.pt")
+        b = torch.load(tmp_path / "there" / "shadow" / f"model_{m:04d}" / "model.pt")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), m
+    assert here["attacks"] == there["attacks"]
+    assert here["rmia_population"].startswith("the test split")

@@ -109,8 +109,51 @@ def shadow_cost(model: nn.Module, ds: OutlierDataset, shadow_models: int, train:
             "parameters": n_params, "text": text}
 
 
+SHADOW_INPUTS = "inputs.pt"
+
+
+def copy_dir(out: Path, m: int) -> Path:
+    """Where shadow copy ``m`` is trained (resumable: its checkpoint, then ``model.pt`` and ``DONE``)."""
+    return out / "shadow" / f"model_{m:04d}"
+
+
+def train_copy(spec: dict[str, Any]) -> dict[str, Any]:
+    """Executor job: train shadow copy ``spec["m"]`` from the architecture and data saved in ``spec["inputs"]``.
+
+    Plain-data spec (paths as strings), so any executor can ship it; the copy is the one
+    :func:`membership_section` would train in-process (same seed, keep row and recipe), written
+    with the trainer's atomic checkpoints and ``DONE`` marker.
+    """
+    from bnmem.train import train_model
+
+    run_dir = Path(spec["run_dir"])
+    if io.is_done(run_dir):
+        return {"m": spec["m"], "skipped": True}
+    # The user's own pickled module, saved by the audit from the model it already loaded (trusted).
+    inputs = torch.load(spec["inputs"], weights_only=False)
+    train = TrainConfig.model_validate(spec["train"])
+    net, _, _ = fresh_copy(inputs["model"], seed=int(spec["m"]))
+    train_model(net, inputs["ds"], train, seed=int(spec["m"]), run_dir=run_dir,
+                train_idx=np.asarray(spec["train_idx"]), measure=False, progress=False)
+    return {"m": spec["m"], "skipped": False}
+
+
+def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig, out: Path,
+                 executor: Any) -> None:
+    """Train every unfinished shadow copy through ``executor`` (one job per copy)."""
+    pending = [m for m in range(keep.shape[0]) if not io.is_done(copy_dir(out, m))]
+    if not pending:
+        return
+    inputs = out / "shadow" / SHADOW_INPUTS
+    io.save_torch(inputs, {"model": copy.deepcopy(model).cpu(), "ds": ds})
+    specs = [{"m": m, "run_dir": str(copy_dir(out, m)), "inputs": str(inputs), "train": train.model_dump(mode="json"),
+              "train_idx": np.flatnonzero(keep[m]).tolist()} for m in pending]
+    executor.map(train_copy, specs, desc="shadow copies", resources={"num_cpus": train.threads})
+
+
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
-                       out: Path | None, keep_seed: int = 0, progress: bool = False) -> dict[str, Any]:
+                       out: Path | None, keep_seed: int = 0, progress: bool = False,
+                       executor: Any = None) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
 
     Args:
@@ -121,6 +164,8 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         out: folder for the copies (resumable); None keeps them in memory.
         keep_seed: seed of the keep matrix.
         progress: progress bars.
+        executor: train the copies through it (local worker processes, Ray; needs ``out``);
+            None trains them here, one after another. The copies are the same either way.
 
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
@@ -142,11 +187,13 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     cost = shadow_cost(model, ds, shadow_models, train, done)
     if progress:
         print(cost["text"], file=sys.stderr, flush=True)
+    if executor is not None and out is not None:
+        train_copies(model, ds, keep, train, out, executor)
     phi, pop_phi, reset_info, accs = [], [], None, []
     for m in range(shadow_models):
         net, n_reset, n_params = fresh_copy(model, seed=m)
         reset_info = (n_reset, n_params)
-        run_dir = None if out is None else out / "shadow" / f"model_{m:04d}"
+        run_dir = None if out is None else copy_dir(out, m)
         if run_dir is not None and io.is_done(run_dir):
             net = load_finished(net, run_dir).model
         else:

@@ -101,6 +101,7 @@ def audit(
     source: dict[str, Any] | None = None,
     max_memory: int | str | None = None,
     defenses: str | Path | None = None,
+    executor: Any = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
@@ -126,6 +127,8 @@ def audit(
         defenses: a finished defenses run (``bnmem run studies/defenses.yaml``, or a
             defenses lens folder): its privacy–utility frontier is cited in the
             recommendations.
+        executor: train the shadow copies through it (e.g. ``get_executor("local", workers=2)``; needs
+            ``out``); None trains them in this process. The copies are the same either way.
 
     Returns:
         An :class:`AuditResult`.
@@ -160,7 +163,8 @@ def audit(
     }
     result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory)
     result["accuracy"] = accuracy_section(model, ds)
-    result["membership"] = (membership_section(model, ds, shadow_models, train_cfg, out, progress=progress)
+    result["membership"] = (membership_section(model, ds, shadow_models, train_cfg, out, progress=progress,
+                                               executor=executor)
                             if shadow_models else None)
     result["risk"] = risk_summary(result)
     if frontier is not None:
@@ -185,7 +189,7 @@ def file_sha256(path: str | Path) -> str:
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
                progress: bool = False, max_memory: int | str | None = None,
-               defenses: str | Path | None = None) -> AuditResult:
+               defenses: str | Path | None = None, executor: Any = None) -> AuditResult:
     """``bnmem audit``: load a model file and a bnmem dataset, audit, write into ``out``.
 
     Args:
@@ -194,7 +198,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused).
-        top_k, max_examples, shadow_models, progress, max_memory, defenses: see :func:`audit`.
+        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor: see :func:`audit`.
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit.
@@ -223,4 +227,4 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
     model = model.to(train_cfg.device)
     return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models, train=train_cfg,
                  out=out, seed=data_cfg.seed, progress=progress, max_memory=max_memory, defenses=defenses,
-                 source={"file": str(model_path), "file_format": fmt, "sha256": digest})
+                 executor=executor, source={"file": str(model_path), "file_format": fmt, "sha256": digest})

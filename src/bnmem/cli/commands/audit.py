@@ -27,6 +27,7 @@ from bnmem.cli.app import (
     Threads,
     TrainSize,
     WeightDecay,
+    Workers,
     app,
     apply_overrides,
     parse_flag_list,
@@ -90,6 +91,7 @@ def audit(
     max_examples: MaxExamples = 10_000,
     shadow_models: ShadowModels = 0,
     max_memory: MaxMemory = None,
+    workers: Workers = 1,
     defenses: Annotated[Optional[Path], typer.Option(
         help="a finished defenses run (bnmem run studies/defenses.yaml): cite its privacy-utility frontier in "
              "the recommendations")] = None,
@@ -139,7 +141,15 @@ def audit(
                   "momentum": momentum, "weight_decay": weight_decay, "schedule": schedule, "threads": threads,
                   "device": device},
     }, set))
-    result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
-                        shadow_models=shadow_models, progress=not quiet, max_memory=max_memory, defenses=defenses)
+    from bnmem.executors import get_executor
+
+    ex = get_executor("local", progress=not quiet, workers=workers) if workers > 1 else None
+    try:
+        result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
+                            shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
+                            defenses=defenses, executor=ex)
+    finally:
+        if ex is not None:
+            ex.close()
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
