@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
-from bnmem.config import ExperimentConfig
+from bnmem.config import ExperimentConfig, check_norms
 from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
@@ -59,11 +59,11 @@ from bnmem.lenses.lira.shadow import (
     train_shadow_chunk,
 )
 from bnmem.lenses.registry import Lens, register
-from bnmem.models.norms import NORMS
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import t_interval
 from bnmem.texttable import table
 from bnmem.train.dp import (  # imports Opacus only when a DP model trains
+    DP_NORMS,
     DPConfig,
     require_opacus,
 )
@@ -77,7 +77,6 @@ ATTACKS = ("online", "rmia")
 ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
 METRICS = ("auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
 SUBSETS = ("all", "outliers")
-DP_NORMS = ("group", "layer", "none")
 
 
 @dataclass(frozen=True)
@@ -151,10 +150,7 @@ class DefensesConfig(ExperimentConfig):
     @field_validator("norms")
     @classmethod
     def _norms(cls, v: list[str]) -> list[str]:
-        bad = [n for n in v if n not in NORMS]
-        if bad:
-            raise BnmemError(f"unknown norm(s) {bad}; choose from {', '.join(NORMS)}")
-        return list(dict.fromkeys(v))
+        return check_norms(list(dict.fromkeys(v)))  # the one norm check (config.py); repeats dropped
 
     @field_validator("dp_norms")
     @classmethod
