@@ -91,7 +91,7 @@ def experiment_dict(
     train_size: int | None,
     data_seed: int,
     epochs: int,
-    seeds: str,
+    seeds: str | None,
     lr: float,
     batch_size: int,
     optimizer: str,
@@ -118,7 +118,8 @@ def experiment_dict(
         },
         "arch": arch,
         "norms": parse_list(norms),
-        "seeds": parse_seeds(seeds),
+        # None: the command leaves the seeds to its config's default (a one-seed lens has its own).
+        **({} if seeds is None else {"seeds": parse_seeds(seeds)}),
         "train": {
             "optimizer": optimizer,
             "lr": lr,

@@ -30,7 +30,8 @@ def run_and_report(lens: Lens, config: dict[str, Any], out: Path, quiet: bool, *
 def add_lens_command(name: str, title: str = "") -> None:
     """Register ``bnmem NAME`` with the generic flags (the lens is looked up when the command runs)."""
 
-    @experiment_options()
+    @experiment_options(seeds=None, helps={"seeds": "number of seeds (3 → 0,1,2) or a comma list; default: the "
+                                                    "lens's own (one base seed for lenses that derive the rest)"})
     def command(exp: dict[str, Any], out: Out = Path(f"runs/{name}"), quiet: Quiet = False) -> None:
         from bnmem.lenses import registry
 
