@@ -389,9 +389,11 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatc
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no run directory, no runs/
     _, jobs = plan(Study.model_validate(TINY))
     assert f"{len(jobs)} jobs" in text and "digits-lenet-flip0.05/lira" in text
-    # 4 shadow models x 2 norms x 4 bytes x 1 view (no training augmentation: identity) x (180 + 189)
-    # examples (200 less the 10% validation split; the OOD cell appends 9 images)
-    assert "attack inputs 11.8 KB" in text and "estimated disk:" in text
+    # 4 shadow models x 2 norms x 1 view (no training augmentation: identity) x 4 bytes x 2 (φ and its
+    # float32 residual) x (candidates + the 899 test images, RMIA's population), over the two cells: 180 and
+    # 189 candidates (200 less the 10% validation split; the OOD cell appends 9 images)
+    assert 4 * 2 * 1 * 4 * 2 * ((180 + 899) + (189 + 899)) == 138_688
+    assert "attack inputs 138.7 KB" in text and "estimated disk:" in text
 
 
 def test_replicates_and_recipes_expand_into_cells():

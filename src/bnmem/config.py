@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bnmem.errors import BnmemError
 
@@ -217,3 +217,12 @@ def apply_overrides(config: dict[str, Any], overrides: list[str] | None) -> dict
             node = node[p]
         node[parts[-1]] = value
     return config
+
+
+def validation_line(err: ValidationError, prefix: str = "") -> str:
+    """'prefix.path: message; ...' for every error of a pydantic ValidationError."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"])]) or "config"
+        parts.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)

@@ -21,7 +21,7 @@ for _name in COMMANDS:
     importlib.import_module(f"bnmem.cli.commands.{_name}")
 
 
-def _add_plugin_lens_commands() -> None:
+def _add_lens_commands() -> None:
     """A generic ``bnmem NAME`` for every lens without a hand-written command: built-in ones (their module
     is imported only when the command runs) and those registered outside bnmem (entry points ``bnmem.lenses``)."""
     from bnmem.cli.commands.lens import add_lens_command
@@ -38,24 +38,16 @@ def _add_plugin_lens_commands() -> None:
             add_lens_command(lens.name, lens.title)
 
 
-_add_plugin_lens_commands()
-
-
-def _validation_line(err) -> str:
-    """One line from a pydantic ValidationError: 'path: message; ...'."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "config"
-        msg = e["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}")
-    return "invalid configuration: " + "; ".join(parts)
+_add_lens_commands()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns (and exits with) the status code."""
     from pydantic import ValidationError
 
-    _add_plugin_lens_commands()  # lenses registered since import (plugins, tests) get their command too
+    from bnmem.config import validation_line
+
+    _add_lens_commands()  # lenses registered since import (plugins, tests) get their command too
     try:
         # Standalone mode: typer reports usage errors itself (exit 2) and raises SystemExit.
         app(args=argv, prog_name="bnmem")
@@ -66,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bnmem: error: {e}", file=sys.stderr)
         code = 2
     except ValidationError as e:
-        print(f"bnmem: error: {_validation_line(e)}", file=sys.stderr)
+        print(f"bnmem: error: invalid configuration: {validation_line(e)}", file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
         print("bnmem: interrupted; rerun the same command to resume", file=sys.stderr)

@@ -36,15 +36,16 @@ class DatasetInfo:
     input_shape: tuple[int, int, int]
     num_classes: int
     description: str
-    n_train: int = 0  # size of the standard training split (for cost estimates before loading)
+    n_train: int = 0  # sizes of the standard training and test splits (for cost estimates before loading)
+    n_test: int = 0
 
 
 DATASETS: dict[str, DatasetInfo] = {
-    "digits": DatasetInfo((1, 8, 8), 10, "scikit-learn's bundled 8x8 digits (1,797 images)", 898),
-    "mnist": DatasetInfo((1, 28, 28), 10, "MNIST handwritten digits", 60_000),
-    "fashion-mnist": DatasetInfo((1, 28, 28), 10, "Fashion-MNIST clothing images", 60_000),
-    "cifar10": DatasetInfo((3, 32, 32), 10, "CIFAR-10 natural images", 50_000),
-    "cifar100": DatasetInfo((3, 32, 32), 100, "CIFAR-100 natural images (fine labels)", 50_000),
+    "digits": DatasetInfo((1, 8, 8), 10, "scikit-learn's bundled 8x8 digits (1,797 images)", 898, 899),
+    "mnist": DatasetInfo((1, 28, 28), 10, "MNIST handwritten digits", 60_000, 10_000),
+    "fashion-mnist": DatasetInfo((1, 28, 28), 10, "Fashion-MNIST clothing images", 60_000, 10_000),
+    "cifar10": DatasetInfo((3, 32, 32), 10, "CIFAR-10 natural images", 50_000, 10_000),
+    "cifar100": DatasetInfo((3, 32, 32), 100, "CIFAR-100 natural images (fine labels)", 50_000, 10_000),
 }
 
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from bnmem.config import validation_line
 from bnmem.errors import BnmemError
 
 # Every results file a lens writes carries these two keys; the report dispatches on them.
@@ -126,6 +127,7 @@ BUILTIN = {
     "theory": "bnmem.lenses.theory",
 }
 _REGISTRY: dict[str, Lens] = {}
+_plugins_loaded = False
 
 
 def register(lens: Lens) -> Lens:
@@ -191,7 +193,16 @@ def all_lenses() -> list[Lens]:
 
 def plugin_lenses() -> list[Lens]:
     """Lenses registered by other installed packages (entry-point group ``bnmem.lenses``: each entry
-    names a module that calls :func:`register` on import) or by code already imported (e.g. a test)."""
+    names a module that calls :func:`register` on import; loaded once per process) or by code already
+    imported (e.g. a test)."""
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        _load_plugins()
+    return [lens for n, lens in _REGISTRY.items() if n not in BUILTIN]
+
+
+def _load_plugins() -> None:
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="bnmem.lenses"):
@@ -201,23 +212,8 @@ def plugin_lenses() -> list[Lens]:
             import warnings
 
             warnings.warn(f"bnmem: lens plugin {ep.name!r} could not be loaded: {e}", stacklevel=2)
-    return [lens for n, lens in _REGISTRY.items() if n not in BUILTIN]
 
 
 def names() -> list[str]:
     """Registered lens names, built-ins first, without importing any lens module."""
     return [*BUILTIN, *(n for n in _REGISTRY if n not in BUILTIN)]
-
-
-def alias_names() -> dict[str, str]:
-    """alias -> lens name, over every lens."""
-    return {a: lens.name for lens in all_lenses() for a in lens.aliases}
-
-
-def validation_line(err: ValidationError, prefix: str = "") -> str:
-    """'prefix.path: message; ...' for every error of a pydantic ValidationError."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"])]) or "config"
-        parts.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
-    return "; ".join(parts)

@@ -17,9 +17,8 @@ from typing import Any, Callable, Sequence
 from bnmem import io
 from bnmem.config import ExperimentConfig, ModelConfig, TrainConfig
 from bnmem.data.dataset import OutlierDataset
+from bnmem.lenses.registry import HookFactory
 
-# hook(cfg, ds, job, seed) -> EpochHook | None (see bnmem.lenses.registry.HookFactory)
-HookFactory = Callable[[Any, OutlierDataset, Path, int], Callable | None]
 
 
 def run_folder(out: Path, name: str, seed: int) -> Path:

@@ -52,12 +52,12 @@ def parse_size(text: str | int | float) -> int:
     return size
 
 
-def fmt_bytes(n: float) -> str:
-    """``1.2 GB``-style text (powers of 1024)."""
+def fmt_bytes(n: float, base: int = 1024) -> str:
+    """``1.2 GB``-style text (powers of ``base``: 1024 for memory, 1000 for disk estimates)."""
     for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024:
+        if abs(n) < base:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        n /= base
     return f"{n:.1f} TB"
 
 

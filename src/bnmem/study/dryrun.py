@@ -57,11 +57,10 @@ def job_bytes(job: Job) -> dict[str, int]:
 
 
 def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+    """Disk sizes in powers of 1000, as disks are sold."""
+    from bnmem.measure.memory import fmt_bytes
+
+    return fmt_bytes(n, base=1000)
 
 
 def dry_run_text(name: str, cells: list[Cell], jobs: list[Job]) -> str:

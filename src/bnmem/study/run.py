@@ -52,7 +52,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bnmem import io
-from bnmem.config import apply_overrides
+from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
@@ -207,7 +207,7 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
     try:
         opts = LensOptions.model_validate(study.lenses.options(name) or {})
     except ValidationError as e:
-        raise BnmemError(f"invalid study: {registry.validation_line(e, where)}") from e
+        raise BnmemError(f"invalid study: {validation_line(e, where)}") from e
     extra = dict(opts.model_extra or {})
     if "arch" in extra:
         raise BnmemError(f"invalid study: {where}.arch: set architectures in grid.archs, not per lens")

@@ -59,10 +59,16 @@ def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[s
 
 
 def estimate(cfg: LiraConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
-    """Bytes the lens writes: M float32 shadow models and the [M, N, V] float32 attack statistic per norm."""
-    from bnmem.data import model_shape
+    """Bytes the lens writes: M float32 shadow models per norm, and per norm the attack statistic φ of every
+    candidate and of RMIA's population (the test split), [M, N, V] float32 each, stored with its float32
+    rounding residual (``phi.npy`` + ``phi_lo.npy``); full logits (``save_logits``) add C times that."""
+    from bnmem.data import DATASETS, model_shape
 
-    views = len(cfg.query_views(model_shape(cfg.data)[0]))
+    shape, classes = model_shape(cfg.data)
+    views = len(cfg.query_views(shape))
     m = cfg.shadow_models
+    per_norm = 2 * 4 * m * views * (n_train + DATASETS[cfg.data.dataset].n_test)
+    if cfg.save_logits:
+        per_norm += 4 * m * views * n_train * classes
     return {"models": sum(4 * m * parameter_count(cfg.arch, cfg.data.dataset, n) for n in cfg.norms),
-            "attack inputs": len(cfg.norms) * 4 * m * n_train * views}
+            "attack inputs": len(cfg.norms) * per_norm}

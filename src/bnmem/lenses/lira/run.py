@@ -40,10 +40,12 @@ from bnmem.executors.local import LocalExecutor
 from bnmem.texttable import fmt, table
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
+from bnmem.lenses.lira.phases import PHASES, estimate, phase_jobs
 from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
+from bnmem.lenses.registry import Lens, register
 from bnmem.rundir import prepare_run_dir
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
@@ -59,8 +61,6 @@ __all__ = [
     "summary_table",
 ]
 
-# What metrics.json starts with (the registry's Lens.stamp, spelled here to avoid an import cycle).
-LENS_STAMP = {"lens": "lira", "schema_version": 2}
 SUBSETS = ("all", "outliers", "inliers")
 # Where metrics.json keeps the attacks re-run on the identity query view alone (when there are other views).
 IDENTITY_BLOCK = "identity_only"
@@ -231,7 +231,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     metrics = {norm: e["attacks"] for norm, e in entries.items()}
     reference = "batch" if "batch" in cfg.norms else cfg.norms[0]
     first = entries[cfg.norms[0]]
-    result: dict[str, Any] = LENS_STAMP | {
+    result: dict[str, Any] = LENS.stamp({
         **metrics,
         "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
         "paired": paired_section(metrics, reference, [n for n in cfg.norms if n != reference]),
@@ -262,7 +262,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         },
         "subset_sizes": first["subset_sizes"],
         "dataset": ds.summary(),
-    }
+    })
     names = first["query"]["views"]
     if len(names) > 1:
         # The attacks on the identity view alone: the report's "identity-only" robustness alternative.
@@ -346,3 +346,12 @@ def summary_table(result: dict[str, Any]) -> str:
         "",
         table(acc_rows, acc_header),
     ])
+
+
+LENS = register(Lens(
+    name="lira", config=LiraConfig, run=run_lira, figure="roc.png", title="Membership inference (LiRA, RMIA)",
+    summary=summary_table, schema_version=2, one_seed=True, stage=2, uses_executor=True,
+    phases=PHASES, phase_jobs=phase_jobs, estimate=estimate,
+    # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
+    aliases=("rmia",),
+))
