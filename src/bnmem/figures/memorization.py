@@ -1,16 +1,14 @@
-"""Matplotlib figures for single experiments (Agg backend, atomic saves)."""
+"""The memorization-curve figure (memorization.png)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
 
-from bnmem.figures.save import NORM_COLORS, save_figure  # noqa: E402,F401 - re-exported for the plot modules
+import matplotlib.pyplot as plt  # noqa: E402 - after the backend is set
 
 
 def _band(ax, curves: list[list], color: str, label: str, style: str = "-") -> None:
