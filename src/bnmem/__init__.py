@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bnmem.errors import BnmemError
@@ -13,10 +14,31 @@ __version__ = "0.1.0"
 __all__ = ["BnmemError", "__version__", "audit"]
 
 
-def audit(model: Any, train_data: Any, test_data: Any = None, **kwargs: Any) -> AuditResult:
-    """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for the arguments.
+def audit(
+    model: Any,
+    train_data: Any,
+    test_data: Any = None,
+    *,
+    noisy_mask: Any = None,
+    ood_mask: Any = None,
+    top_k: int = 20,
+    max_examples: int | None = 10_000,
+    shadow_models: int = 0,
+    train: Any = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    source: dict[str, Any] | None = None,
+    max_memory: int | str | None = None,
+    defenses: str | Path | None = None,
+    executor: Any = None,
+    workers: int = 1,
+) -> AuditResult:
+    """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for every argument.
 
-    Imports torch only when called, so ``import bnmem`` stays light.
+    The same signature as that function (a test keeps them equal); it imports torch only when
+    called, so ``import bnmem`` stays light. ``workers=N`` trains the shadow copies in N local
+    worker processes (a script doing so needs an ``if __name__ == "__main__":`` guard).
 
     Returns:
         An :class:`~bnmem.auditing.run.AuditResult` (``.markdown``, ``.data``, ``.out``).
@@ -24,6 +46,7 @@ def audit(model: Any, train_data: Any, test_data: Any = None, **kwargs: Any) -> 
     Raises:
         BnmemError: the model does not accept the data, or malformed data or options.
     """
+    args = dict(locals())  # first: exactly the parameters
     from bnmem.auditing.run import audit as run_audit
 
-    return run_audit(model, train_data, test_data, **kwargs)
+    return run_audit(**args)

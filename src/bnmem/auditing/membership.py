@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -69,44 +68,53 @@ def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
         raise BnmemError(f"--shadow-models must be even and at least 4, got {shadow_models}")
 
 
+# Optimizer steps timed for the cost estimate (after one untimed warm-up run of the same length).
+COST_PROBE_STEPS = 6
+
+
 def shadow_cost(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                 done: int = 0) -> dict[str, Any]:
-    """What training the shadow copies will take: steps, and a time estimate from one timed step.
+    """What training the shadow copies will take: steps, and a time estimate from a few timed training steps.
 
-    One forward/backward of a fresh copy on a training batch (after one untimed
-    warm-up) on ``train.device``, times the number of optimizer steps left.
+    A fresh copy trains one short epoch of :data:`COST_PROBE_STEPS` batches through the very
+    trainer the copies use (recipe, regularizer, threads and device included), once to warm up
+    and once timed; the training-loop seconds per step times the optimizer steps left is the
+    estimate (checked against the measured training time in ``tests/test_audit_validation.py``).
 
     Returns:
         ``{"models", "finished", "epochs", "examples_per_model", "steps", "seconds_per_step",
         "estimated_seconds", "parameters", "text"}``.
     """
-    from bnmem.measure.predict import to_layout
+    from bnmem.auditing.report import count_text
+    from bnmem.train import train_model
 
-    net, _, _ = fresh_copy(model, seed=0)
-    device = torch.device(train.device)
-    net = net.to(device).train()
     per_model = ds.n_train // 2
-    batch = to_layout(ds.x_train[: min(train.batch_size, ds.n_train)].to(device))
-    labels = ds.y_train[: batch.shape[0]].to(device)
-    if batch.ndim == 4:
-        net = net.to(memory_format=torch.channels_last)
-    timings = []
-    for _ in range(2):  # the first call pays for allocations and kernel selection
-        start = time.perf_counter()
-        torch.nn.functional.cross_entropy(net(batch), labels).backward()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        timings.append(time.perf_counter() - start)
-    steps = (shadow_models - done) * train.epochs * math.ceil(per_model / train.batch_size)
-    seconds = steps * timings[-1]
-    n_params = sum(p.numel() for p in net.parameters())
+    steps_per_epoch = math.ceil(per_model / train.batch_size)
+    probe = min(COST_PROBE_STEPS, steps_per_epoch)
+    idx = np.arange(min(probe * train.batch_size, per_model))
+    probe_cfg = train.model_copy(update={"epochs": 1})
+    seconds_per_step = 0.0
+    for _ in range(2):  # the first run pays for allocations and kernel selection
+        net, _, _ = fresh_copy(model, seed=0)
+        run = train_model(net, ds, probe_cfg, seed=0, train_idx=idx, measure=False, progress=False)
+        seconds_per_step = run.seconds / math.ceil(idx.size / train.batch_size)
+    steps = (shadow_models - done) * train.epochs * steps_per_epoch
+    seconds = steps * seconds_per_step
+    n_params = sum(p.numel() for p in model.parameters())
     text = (f"membership: training {shadow_models - done} of {shadow_models} shadow copies "
-            f"({type(model).__name__}, {n_params / 1e6:.1f} M parameters) for {train.epochs} epochs on "
-            f"{per_model} examples each: {steps} steps of batch {train.batch_size} on {device}, "
-            f"~{timings[-1]:.3f} s per step, about {seconds / 60:.1f} min")
+            f"({type(model).__name__}, {count_text(n_params)} parameters) for {train.epochs} epochs on "
+            f"{per_model} examples each: {steps} steps of batch {train.batch_size} on {train.device}, "
+            f"~{seconds_per_step:.3f} s per step, about {duration_text(seconds)}")
     return {"models": shadow_models, "finished": done, "epochs": train.epochs, "examples_per_model": per_model,
-            "steps": steps, "seconds_per_step": timings[-1], "estimated_seconds": seconds,
+            "steps": steps, "seconds_per_step": seconds_per_step, "estimated_seconds": seconds,
             "parameters": n_params, "text": text}
+
+
+def duration_text(seconds: float) -> str:
+    """'40 s', '6.8 min', '2.1 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 SHADOW_INPUTS = "inputs.pt"
@@ -189,17 +197,18 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         print(cost["text"], file=sys.stderr, flush=True)
     if executor is not None and out is not None:
         train_copies(model, ds, keep, train, out, executor)
-    phi, pop_phi, reset_info, accs = [], [], None, []
+    phi, pop_phi, reset_info, accs, trained_seconds = [], [], None, [], 0.0
     for m in range(shadow_models):
         net, n_reset, n_params = fresh_copy(model, seed=m)
         reset_info = (n_reset, n_params)
         run_dir = None if out is None else copy_dir(out, m)
         if run_dir is not None and io.is_done(run_dir):
-            net = load_finished(net, run_dir).model
+            run = load_finished(net, run_dir)
         else:
-            net = train_model(net, ds, train, seed=m, run_dir=run_dir, train_idx=np.flatnonzero(keep[m]),
-                              measure=False, progress=f"shadow {m}" if progress else False).model
-        net = net.to(train.device)
+            run = train_model(net, ds, train, seed=m, run_dir=run_dir, train_idx=np.flatnonzero(keep[m]),
+                              measure=False, progress=f"shadow {m}" if progress else False)
+        trained_seconds += run.seconds
+        net = run.model.to(train.device)
         per_view = [predict_logits(net, fn(ds.x_train).to(train.device)).numpy() for _, fn in views]
         phi.append(phi_from_logits_block(np.stack(per_view, axis=1), ds.y_train.numpy()))
         # RMIA's population: the test split, which no copy trained on (never a scored example).
@@ -229,5 +238,6 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         "attacks": metrics,
         "shadow_accuracy": {k: float(np.mean([a[k] for a in accs])) for k in ("train_in", "train_out")},
         "subset_sizes": res["subset_sizes"],
-        "cost": {k: v for k, v in cost.items() if k != "text"},
+        # measured: the copies' training-loop seconds (those trained by earlier runs included).
+        "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": trained_seconds},
     }

@@ -26,6 +26,16 @@ RECOMMEND = ("consider the γ/σ regularizer (--gs-reg λ, e.g. `bnmem mitigate`
              "or no normalization, and compare memorization and LiRA AUC with `bnmem run`")
 
 
+def count_text(n: int) -> str:
+    """A count in sensible units: 950, 24k, 6.4k, 11.2M, 1.3G."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            v = n / div
+            text = f"{v:.1f}" if v < 100 else f"{v:.0f}"
+            return text.removesuffix(".0") + unit
+    return str(n)
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
 
@@ -126,7 +136,7 @@ def _fmt(v: Any, digits: int = 3) -> str:
 def to_markdown(result: dict[str, Any]) -> str:
     """The audit as a short markdown report (also printed by ``bnmem audit``)."""
     m, d, risk = result["model"], result["data"], result["risk"]
-    lines = [f"# bnmem audit: {m['class']} ({m['format']}, {m['parameters']:,} parameters)", ""]
+    lines = [f"# bnmem audit: {m['class']} ({m['format']}, {count_text(m['parameters'])} parameters)", ""]
     if m.get("file"):
         lines += [f"Model file: `{m['file']}` (sha256 {m['sha256'][:12]}…)", ""]
     lines += [f"Data: {d['dataset']}, {d['n_train']} training / {d['n_test']} test examples"
