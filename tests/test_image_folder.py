@@ -123,7 +123,8 @@ def test_cli_audits_a_model_on_the_folder(tree, tmp_path, capsys):
     model.eval()
     torch.save(model, tmp_path / "model.pt")
     out = tmp_path / "audit"
-    code = main(["audit", "--quiet", "--model", str(tmp_path / "model.pt"), "--data-folder", str(tree), "--channels", "1",
+    code = main(["audit", "--quiet", "--model", str(tmp_path / "model.pt"), "--data-folder", str(tree),
+                 "--channels", "1",
                  "--mislabeled", str(tree / "mislabeled.csv"), "--top-k", "5", "--max-memory", "1GB",
                  "--out", str(out)])
     err = capsys.readouterr().err

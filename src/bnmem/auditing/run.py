@@ -183,7 +183,8 @@ def shadow_executor(executor: Any, workers: int, progress: bool) -> Iterator[Any
 
 
 def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int, max_examples: int | None,
-            seed: int, max_memory: int | str | None, source: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
+            seed: int, max_memory: int | str | None,
+            source: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
     """The sections measured on the model itself: layers, γ/σ, gradient norms, accuracy."""
     from bnmem.auditing.report import count_text
 
