@@ -9,9 +9,19 @@ from bnmem.errors import BnmemError
 
 if TYPE_CHECKING:
     from bnmem.auditing.run import AuditResult
+    from bnmem.train.regularizer import GammaSigmaPenalty
 
 __version__ = "0.1.0"
-__all__ = ["BnmemError", "__version__", "audit"]
+__all__ = ["BnmemError", "GammaSigmaPenalty", "__version__", "audit"]
+
+
+def __getattr__(name: str) -> Any:
+    """``bnmem.GammaSigmaPenalty`` (the γ/σ regularizer for your own loop), imported on first use with torch."""
+    if name == "GammaSigmaPenalty":
+        from bnmem.train.regularizer import GammaSigmaPenalty
+
+        return GammaSigmaPenalty
+    raise AttributeError(f"module 'bnmem' has no attribute {name!r}")
 
 
 def audit(
@@ -33,12 +43,15 @@ def audit(
     defenses: str | Path | None = None,
     executor: Any = None,
     workers: int = 1,
+    gs_reg: float | None = None,
+    compare_gs_reg: float | None = None,
 ) -> AuditResult:
     """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for every argument.
 
     The same signature as that function (a test keeps them equal); it imports torch only when
     called, so ``import bnmem`` stays light. ``workers=N`` trains the shadow copies in N local
-    worker processes (a script doing so needs an ``if __name__ == "__main__":`` guard).
+    worker processes (a script doing so needs an ``if __name__ == "__main__":`` guard);
+    ``compare_gs_reg=λ`` sets the shadow copies with and without the γ/σ regularizer side by side.
 
     Returns:
         An :class:`~bnmem.auditing.run.AuditResult` (``.markdown``, ``.data``, ``.out``).

@@ -25,6 +25,7 @@ from torch import nn
 
 from bnmem import io
 from bnmem.auditing.data import masks_known
+from bnmem.auditing.leakage import leakage_section
 from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
@@ -54,13 +55,19 @@ def fresh_copy(model: nn.Module, seed: int) -> tuple[nn.Module, int, int]:
     return m.train(), sum(id(p) in reset for p in params), len(params)
 
 
-def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
+def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: float | None = None) -> None:
     """Raise BnmemError unless shadow copies of ``model`` can be trained.
 
     Raises:
         BnmemError: a TorchScript model (its architecture cannot be re-instantiated),
-            or ``shadow_models`` odd or below 4.
+            ``shadow_models`` odd or below 4, or a regularizer comparison without shadow models
+            or with a λ that is not positive.
     """
+    if compare_gs_reg is not None:
+        if not shadow_models:
+            raise BnmemError("--compare-gs-reg compares shadow copies: give --shadow-models too (e.g. 8)")
+        if not compare_gs_reg > 0:
+            raise BnmemError(f"--compare-gs-reg must be a positive λ, got {compare_gs_reg}")
     if is_scripted(model):
         raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
                          "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
@@ -161,7 +168,7 @@ def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                        out: Path | None, keep_seed: int = 0, progress: bool = False,
-                       executor: Any = None) -> dict[str, Any]:
+                       executor: Any = None, exposed: np.ndarray | None = None) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
 
     Args:
@@ -174,6 +181,8 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         progress: progress bars.
         executor: train the copies through it (local worker processes, Ray; needs ``out``);
             None trains them here, one after another. The copies are the same either way.
+        exposed: indices of the most-exposed training examples (the largest gradient norms on the
+            user's model), a group of the leakage section.
 
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
@@ -216,13 +225,17 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         pop_phi.append(phi_from_logits_block(np.stack(test_views, axis=1), y_test))
         pred = per_view[0].argmax(1)
         accs.append({"train_in": float((pred[keep[m]] == ds.y_train.numpy()[keep[m]]).mean()),
-                     "train_out": float((pred[~keep[m]] == ds.y_train.numpy()[~keep[m]]).mean())})
-    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else None
+                     "train_out": float((pred[~keep[m]] == ds.y_train.numpy()[~keep[m]]).mean()),
+                     "test": float((test_views[0].argmax(1) == y_test).mean()) if y_test.size else float("nan")})
+    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}
+    if exposed is not None and len(exposed):
+        subsets["most_exposed"] = np.isin(np.arange(ds.n_train), exposed)
     population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
-    res = evaluate_stream(np.stack(phi), keep, subsets=subsets, attacks=AUDIT_ATTACKS,
+    res = evaluate_stream(np.stack(phi), keep, subsets=subsets or None, attacks=AUDIT_ATTACKS,
                           population_phi=np.stack(pop_phi), population_name=population)
-    metrics = {a: {s: {k: v[k] for k in ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc")}
-                   for s, v in subs.items()} for a, subs in res["metrics"].items()}
+    # eps_lb: the empirical ε lower bound, where the attack evaluation reports one.
+    keys = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc", "eps_lb", "eps_lb_std")
+    metrics = {a: {s: {k: v[k] for k in keys if k in v} for s, v in subs.items()} for a, subs in res["metrics"].items()}
     return {
         "shadow_models": shadow_models,
         "protocol": "fresh copies of the architecture (reset_parameters, seeded) train with the given recipe on "
@@ -236,8 +249,12 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         "train": train.model_dump(mode="json"),
         "keep_seed": keep_seed,
         "attacks": metrics,
-        "shadow_accuracy": {k: float(np.mean([a[k] for a in accs])) for k in ("train_in", "train_out")},
+        "shadow_accuracy": {k: float(np.mean([a[k] for a in accs])) for k in ("train_in", "train_out", "test")},
         "subset_sizes": res["subset_sizes"],
+        "leakage": leakage_section(res["scores"], res["members"], {"all": np.ones(ds.n_train, bool), **subsets},
+                                   seed=keep_seed),
+        "roc": {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()}
+                for s, c in res["curves"]["online"].items()},
         # measured: the copies' training-loop seconds (those trained by earlier runs included).
         "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": trained_seconds},
     }

@@ -43,6 +43,7 @@ from torch import nn
 from bnmem import io
 from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
+from bnmem.auditing.compare import gs_reg_comparison
 from bnmem.auditing.membership import check_shadow_request, membership_section
 from bnmem.auditing.sections import (
     accuracy_section,
@@ -106,6 +107,8 @@ def audit(
     defenses: str | Path | None = None,
     executor: Any = None,
     workers: int = 1,
+    gs_reg: float | None = None,
+    compare_gs_reg: float | None = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
@@ -135,6 +138,11 @@ def audit(
             None trains them in this process. The copies are the same either way.
         workers: N > 1 (without ``executor``) trains the shadow copies in N local worker processes;
             a script doing so needs an ``if __name__ == "__main__":`` guard.
+        gs_reg: train the shadow copies with the γ/σ regularizer of this λ (sets ``train.gs_reg``):
+            the membership risk of your recipe with :class:`bnmem.GammaSigmaPenalty` added.
+        compare_gs_reg: also train the shadow copies with the regularizer of this λ and show
+            the privacy gain (AUCs) and the accuracy cost beside the recipe as given (needs
+            ``shadow_models``).
 
     Returns:
         An :class:`AuditResult`.
@@ -149,9 +157,9 @@ def audit(
 
     frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
     ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
-    train_cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
-    if shadow_models:
-        check_shadow_request(model, shadow_models)  # before any slow work
+    train_cfg = recipe(train, gs_reg)
+    if shadow_models or compare_gs_reg is not None:
+        check_shadow_request(model, shadow_models, compare_gs_reg)  # before any slow work
     if max_memory is not None:
         from bnmem.measure.memory import parse_size
 
@@ -162,9 +170,19 @@ def audit(
     with shadow_executor(executor, workers, progress) as ex:
         result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
                                 max_memory=max_memory, source=source)
-        result["membership"] = (shadow_membership(model, ds, shadow_models, train_cfg, out, progress, ex)
+        exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
+        result["membership"] = (shadow_membership(model, ds, shadow_models, train_cfg, out, progress, ex, exposed)
                                 if shadow_models else None)
+        if compare_gs_reg is not None:
+            result["gs_reg_comparison"] = gs_reg_comparison(result["membership"], model, ds, train_cfg, compare_gs_reg,
+                                                            out, progress, ex, exposed)
     return finish(result, norms, out, frontier)
+
+
+def recipe(train: TrainConfig | dict | None, gs_reg: float | None) -> TrainConfig:
+    """The shadow copies' recipe: ``train`` (default TrainConfig()), with ``gs_reg`` as its λ when given."""
+    cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
+    return cfg if gs_reg is None else cfg.model_copy(update={"gs_reg": TrainConfig(gs_reg=gs_reg).gs_reg})
 
 
 @contextmanager
@@ -209,18 +227,21 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
 
 
 def shadow_membership(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
-                      out: Path | None, progress: bool, executor: Any) -> dict[str, Any]:
+                      out: Path | None, progress: bool, executor: Any, exposed: np.ndarray) -> dict[str, Any]:
     """The membership section; copies go under ``out`` (a temporary folder when an executor needs one)."""
     if executor is None or out is not None:
-        return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor)
+        return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor,
+                                  exposed=exposed)
     with tempfile.TemporaryDirectory(prefix="bnmem-audit-") as tmp:  # worker processes pass copies by file
-        return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor)
+        return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor,
+                                  exposed=exposed)
 
 
 def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None,
            frontier: dict[str, Any] | None) -> AuditResult:
     """The risk summary and the report, written into ``out`` (the audit's last step)."""
-    from bnmem.auditing.report import risk_summary, to_markdown
+    from bnmem.auditing.markdown import to_markdown
+    from bnmem.auditing.report import risk_summary
 
     result["risk"] = risk_summary(result)
     if frontier is not None:
@@ -248,7 +269,8 @@ CONFIG_FILE = "audit_config.json"
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
                progress: bool = False, max_memory: int | str | None = None,
-               defenses: str | Path | None = None, executor: Any = None) -> AuditResult:
+               defenses: str | Path | None = None, executor: Any = None,
+               compare_gs_reg: float | None = None) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -257,24 +279,27 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused once it holds finished work).
-        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor: see :func:`audit`.
+        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg:
+            see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
-    model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses)
+    model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses, compare_gs_reg)
     resolved = {"model": str(model_path), "model_sha256": digest,
                 **config.model_dump(mode="json", exclude={"folder"} if config.folder is None else {"data"}),
-                "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models}
+                "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models,
+                **({"compare_gs_reg": compare_gs_reg} if compare_gs_reg is not None else {})}
     out = prepare_audit_dir(out, resolved)
     return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models,
                  train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
-                 max_memory=max_memory, defenses=defenses, executor=executor,
+                 max_memory=max_memory, defenses=defenses, executor=executor, compare_gs_reg=compare_gs_reg,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})
 
 
 def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int, max_memory: int | str | None,
-                 defenses: str | Path | None) -> tuple[nn.Module, str, OutlierDataset, str]:
+                 defenses: str | Path | None,
+                 compare_gs_reg: float | None = None) -> tuple[nn.Module, str, OutlierDataset, str]:
     """The model (on the recipe's device) and the data, every option checked; nothing written.
 
     Returns:
@@ -286,8 +311,8 @@ def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int
     from bnmem.measure.memory import parse_size
 
     model, fmt = load_model_file(model_path)
-    if shadow_models:
-        check_shadow_request(model, shadow_models)
+    if shadow_models or compare_gs_reg is not None:
+        check_shadow_request(model, shadow_models, compare_gs_reg)
     if max_memory is not None:
         parse_size(max_memory)
     if defenses is not None:
