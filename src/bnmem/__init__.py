@@ -45,6 +45,8 @@ def audit(
     workers: int = 1,
     gs_reg: float | None = None,
     compare_gs_reg: float | None = None,
+    match_accuracy: bool = False,
+    max_epochs: int | None = None,
 ) -> AuditResult:
     """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for every argument.
 

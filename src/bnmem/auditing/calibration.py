@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
+from torch import nn
+
+from bnmem.config import TrainConfig
+from bnmem.data.dataset import OutlierDataset
+from bnmem.errors import BnmemError
+
 # Declared margin (fraction): shadow training accuracy this far from the model's draws the warning.
 ACCURACY_MARGIN = 0.10
 
@@ -38,3 +46,54 @@ def calibration(result: dict[str, Any]) -> dict[str, Any] | None:
                    "...) or --match-accuracy.")
     return {"model_train": acc["train_acc"], "model_test": acc.get("test_acc"), "shadow_train": shadow["train_in"],
             "shadow_test": shadow.get("test"), "train_gap": gap, "margin": ACCURACY_MARGIN, "warning": warning}
+
+
+def probe_accuracy(model: nn.Module, ds: OutlierDataset, train: TrainConfig, shadow_models: int) -> float:
+    """Training accuracy (eval mode, on its own half) of shadow copy 0 trained with ``train``: the copy the
+    membership section trains first (same seed, same keep row)."""
+    from bnmem.attacks import keep_matrix
+    from bnmem.auditing.membership import fresh_copy
+    from bnmem.measure.predict import predict_logits
+    from bnmem.train import train_model
+
+    half = np.flatnonzero(keep_matrix(shadow_models, ds.n_train, 0)[0])
+    net, _, _ = fresh_copy(model, seed=0)
+    net = train_model(net, ds, train, seed=0, train_idx=half, measure=False, progress=False).model
+    x = ds.x_train[torch.as_tensor(half)].to(train.device)
+    pred = predict_logits(net, x).argmax(1).numpy()
+    return float((pred == ds.y_train.numpy()[half]).mean())
+
+
+def match_epochs(model: nn.Module, ds: OutlierDataset, train: TrainConfig, target: float, shadow_models: int,
+                 max_epochs: int | None = None, margin: float = ACCURACY_MARGIN) -> tuple[TrainConfig, dict[str, Any]]:
+    """``--match-accuracy``: the epochs at which a shadow copy reaches the model's training accuracy.
+
+    One probe copy trains with the recipe's epochs, then twice as many, and so on, until its
+    training accuracy is within ``margin`` below ``target`` or the next step would pass
+    ``max_epochs`` (default 4x the recipe's epochs). Each probe retrains from scratch, so the
+    recipe reported is exactly the one the copies use.
+
+    Returns:
+        The recipe to use and ``{"target", "margin", "max_epochs", "trail": [{"epochs", "train_acc"}],
+        "reached", "epochs", "text"}``.
+    """
+    budget = max_epochs or 4 * train.epochs
+    if budget < train.epochs:
+        raise BnmemError(f"--max-epochs {budget} is below --epochs {train.epochs}")
+    epochs, trail = train.epochs, []
+    while True:
+        cfg = train.model_copy(update={"epochs": epochs})
+        acc = probe_accuracy(model, ds, cfg, shadow_models)
+        trail.append({"epochs": epochs, "train_acc": acc})
+        reached = acc >= target - margin
+        if reached or epochs >= budget:
+            break
+        epochs = min(2 * epochs, budget)
+    steps = ", ".join(f"{t['epochs']} epochs → {100 * t['train_acc']:.0f}%" for t in trail)
+    text = (f"--match-accuracy (one probe copy on its half): {steps}; "
+            + (f"the copies train {epochs} epochs to match your model's {100 * target:.0f}%." if reached else
+               f"the budget of {budget} epochs did not reach your model's {100 * target:.0f}% (within "
+               f"{100 * margin:.0f} points); the copies train {epochs} epochs, and the attacks may under-state "
+               "what your model leaks."))
+    return cfg, {"target": target, "margin": margin, "max_epochs": budget, "trail": trail, "reached": reached,
+                 "epochs": epochs, "text": text}

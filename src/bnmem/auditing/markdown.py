@@ -88,8 +88,8 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
                          f"{_ci(x['auc'], x['ci']) if x else '-'} | {_ci(y['auc'], y['ci'])} |")
     for key, what in (("train_in", "shadow train accuracy (own half)"), ("test", "shadow test accuracy")):
         lines.append(f"| {what} | {pct(a['shadow_accuracy'].get(key))} | {pct(b['shadow_accuracy'].get(key))} |")
-    return lines + ["", f"Accuracy cost: {cmp['cost_test_points']:+.1f} points of test accuracy. Both sets share "
-                        "initial weights, halves and batch order (paired).", ""]
+    return lines + ["", f"Accuracy cost: {cmp['cost_test_points']:.1f} points of test accuracy (negative: a gain). "
+                        "Both sets share initial weights, halves and batch order (paired).", ""]
 
 
 def model_lines(result: dict[str, Any]) -> list[str]:

@@ -55,7 +55,8 @@ def fresh_copy(model: nn.Module, seed: int) -> tuple[nn.Module, int, int]:
     return m.train(), sum(id(p) in reset for p in params), len(params)
 
 
-def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: float | None = None) -> None:
+def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: float | None = None,
+                         match_accuracy: bool = False) -> None:
     """Raise BnmemError unless shadow copies of ``model`` can be trained.
 
     Raises:
@@ -63,6 +64,8 @@ def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: f
             ``shadow_models`` odd or below 4, or a regularizer comparison without shadow models
             or with a λ that is not positive.
     """
+    if match_accuracy and not shadow_models:
+        raise BnmemError("--match-accuracy calibrates shadow copies: give --shadow-models too (e.g. 8)")
     if compare_gs_reg is not None:
         if not shadow_models:
             raise BnmemError("--compare-gs-reg compares shadow copies: give --shadow-models too (e.g. 8)")
@@ -189,7 +192,6 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     """
     from bnmem.attacks import keep_matrix
     from bnmem.attacks.phi import phi_from_logits_block
-    from bnmem.attacks.streaming import evaluate_stream
     from bnmem.data import augment
     from bnmem.data.views import make_views
     from bnmem.train import load_finished, train_model
@@ -227,15 +229,6 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         accs.append({"train_in": float((pred[keep[m]] == ds.y_train.numpy()[keep[m]]).mean()),
                      "train_out": float((pred[~keep[m]] == ds.y_train.numpy()[~keep[m]]).mean()),
                      "test": float((test_views[0].argmax(1) == y_test).mean()) if y_test.size else float("nan")})
-    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}
-    if exposed is not None and len(exposed):
-        subsets["most_exposed"] = np.isin(np.arange(ds.n_train), exposed)
-    population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
-    res = evaluate_stream(np.stack(phi), keep, subsets=subsets or None, attacks=AUDIT_ATTACKS,
-                          population_phi=np.stack(pop_phi), population_name=population)
-    # eps_lb: the empirical ε lower bound, where the attack evaluation reports one.
-    keys = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc", "eps_lb", "eps_lb_std")
-    metrics = {a: {s: {k: v[k] for k in keys if k in v} for s, v in subs.items()} for a, subs in res["metrics"].items()}
     return {
         "shadow_models": shadow_models,
         "protocol": "fresh copies of the architecture (reset_parameters, seeded) train with the given recipe on "
@@ -245,16 +238,36 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
                                     "(others keep the given model's values)",
         "views": [name for name, _ in views],
         "bn_mode_at_query": "eval",
-        "rmia_population": population,
         "train": train.model_dump(mode="json"),
         "keep_seed": keep_seed,
-        "attacks": metrics,
+        **attack_section(ds, keep, np.stack(phi), np.stack(pop_phi), exposed, keep_seed),
         "shadow_accuracy": {k: float(np.mean([a[k] for a in accs])) for k in ("train_in", "train_out", "test")},
-        "subset_sizes": res["subset_sizes"],
-        "leakage": leakage_section(res["scores"], res["members"], {"all": np.ones(ds.n_train, bool), **subsets},
-                                   seed=keep_seed),
-        "roc": {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()}
-                for s, c in res["curves"]["online"].items()},
         # measured: the copies' training-loop seconds (those trained by earlier runs included).
         "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": trained_seconds},
+    }
+
+
+def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_phi: np.ndarray,
+                   exposed: np.ndarray | None, seed: int) -> dict[str, Any]:
+    """Every attack leave-one-out over the copies' φ: per-target metrics per subset, the pooled leakage of
+    each group with intervals (:mod:`bnmem.auditing.leakage`) and online LiRA's pooled ROC per subset."""
+    from bnmem.attacks.streaming import evaluate_stream
+
+    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}
+    if exposed is not None and len(exposed):
+        subsets["most_exposed"] = np.isin(np.arange(ds.n_train), exposed)
+    population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
+    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=AUDIT_ATTACKS, population_phi=pop_phi,
+                          population_name=population)
+    # eps_lb: the empirical ε lower bound, where the attack evaluation reports one.
+    keys = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc", "eps_lb", "eps_lb_std")
+    return {
+        "rmia_population": population,
+        "attacks": {a: {s: {k: v[k] for k in keys if k in v} for s, v in subs.items()}
+                    for a, subs in res["metrics"].items()},
+        "subset_sizes": res["subset_sizes"],
+        "leakage": leakage_section(res["scores"], res["members"], {"all": np.ones(ds.n_train, bool), **subsets},
+                                   seed=seed),
+        "roc": {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()}
+                for s, c in res["curves"]["online"].items()},
     }

@@ -87,9 +87,10 @@ def bn_share(result: dict[str, Any]) -> str:
         without, with_ = cmp["without"]["auc"], cmp["with"]["auc"]
         parts = [f"{g.replace('_', '-')} AUC {without['online'][g]['auc']:.2f} → {with_['online'][g]['auc']:.2f}"
                  for g in ("outliers", "all") if g in with_.get("online", {}) and g in without.get("online", {})]
+        acc = f"{pct(cmp['without']['shadow_accuracy']['test'])} → {pct(cmp['with']['shadow_accuracy']['test'])}"
         return (f"Measured on your data and architecture, the γ/σ regularizer (λ = {cmp['lambda']:g}) changes "
-                f"online LiRA's {', '.join(parts)} at a cost of {cmp['cost_test_points']:+.1f} points of the shadow "
-                "copies' test accuracy: that is the share of the leakage BN's scale ratios control here.")
+                f"online LiRA's {', '.join(parts)}, with the shadow copies' test accuracy {acc}: that is the share "
+                "of the leakage BN's scale ratios control here.")
     summary = bn_summary(result)
     if summary is None:
         return "The model has no BatchNorm statistics to blame: BN explains none of this."

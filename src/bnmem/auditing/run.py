@@ -43,6 +43,7 @@ from torch import nn
 from bnmem import io
 from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
+from bnmem.auditing.calibration import match_epochs
 from bnmem.auditing.compare import gs_reg_comparison
 from bnmem.auditing.membership import check_shadow_request, membership_section
 from bnmem.auditing.sections import (
@@ -55,6 +56,7 @@ from bnmem.auditing.sections import (
 from bnmem.config import DataConfig, StrictModel, TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
+from bnmem.measure.memory import parse_size
 from bnmem.errors import BnmemError
 
 
@@ -109,40 +111,34 @@ def audit(
     workers: int = 1,
     gs_reg: float | None = None,
     compare_gs_reg: float | None = None,
+    match_accuracy: bool = False,
+    max_epochs: int | None = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
     Args:
         model: any classifier ``nn.Module`` returning logits (or a TorchScript module).
-        train_data: its training data, an :class:`OutlierDataset` or ``(x, y)``
-            tensors in the model's input format.
-        test_data: held-out ``(x, y)`` (for an OutlierDataset its own test split is used).
+        train_data: its training data, an :class:`OutlierDataset` or ``(x, y)`` tensors in the model's
+            input format; ``test_data``: held-out ``(x, y)`` (an OutlierDataset has its own).
         noisy_mask, ood_mask: known mislabeled / OOD training examples (bool), for ``(x, y)`` data.
-        top_k: largest gradient norms to list.
-        max_examples: measure gradient norms on at most this many training
-            examples (a seeded random subset; None: all).
-        shadow_models: M > 0 also estimates membership risk with M shadow copies
-            (even, >= 4; needs a regular nn.Module and a ``train`` recipe).
-        train: the training recipe of the shadow copies (TrainConfig or dict;
-            default: TrainConfig()).
+        top_k: largest gradient norms to list (also the "most exposed" group of the attacks).
+        max_examples: gradient norms on at most this many training examples (seeded subset; None: all).
+        shadow_models: M > 0 measures membership leakage with M shadow copies (even, >= 4; an nn.Module).
+        train: the shadow copies' recipe (TrainConfig or dict; default TrainConfig()).
         out: write ``audit.json`` and ``audit.md`` here (None: don't write).
         seed: seed of the probe batch and the gradient-norm subset.
-        progress: progress bars for shadow training.
+        progress: progress output (on stderr).
         source: where the model and data came from (written into the result).
-        max_memory: memory budget of the gradient-norm measurement, bytes or
-            text such as ``"8GB"`` (None: half the free RAM or GPU memory).
-        defenses: a finished defenses run (``bnmem run studies/defenses.yaml``, or a
-            defenses lens folder): its privacy–utility frontier is cited in the
-            recommendations.
-        executor: train the shadow copies through it (e.g. ``get_executor("local", workers=2)``);
-            None trains them in this process. The copies are the same either way.
-        workers: N > 1 (without ``executor``) trains the shadow copies in N local worker processes;
-            a script doing so needs an ``if __name__ == "__main__":`` guard.
-        gs_reg: train the shadow copies with the γ/σ regularizer of this λ (sets ``train.gs_reg``):
-            the membership risk of your recipe with :class:`bnmem.GammaSigmaPenalty` added.
-        compare_gs_reg: also train the shadow copies with the regularizer of this λ and show
-            the privacy gain (AUCs) and the accuracy cost beside the recipe as given (needs
-            ``shadow_models``).
+        max_memory: gradient-norm memory budget, bytes or text such as ``"8GB"`` (None: half the free memory).
+        defenses: a finished defenses run whose privacy–utility frontier the recommendations cite.
+        executor: train the shadow copies through it (the copies are the same either way);
+            ``workers``: N > 1 local worker processes instead (a script needs an
+            ``if __name__ == "__main__":`` guard).
+        gs_reg: λ of the γ/σ regularizer the shadow copies train with (what
+            :class:`bnmem.GammaSigmaPenalty` adds to your loop); ``compare_gs_reg``: also train them
+            with this λ and show privacy gain and accuracy cost side by side.
+        match_accuracy: double the copies' epochs (up to ``max_epochs``, default 4x) until a probe copy
+            reaches the model's training accuracy; the report prints the recipe used.
 
     Returns:
         An :class:`AuditResult`.
@@ -158,11 +154,9 @@ def audit(
     frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
     ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
     train_cfg = recipe(train, gs_reg)
-    if shadow_models or compare_gs_reg is not None:
-        check_shadow_request(model, shadow_models, compare_gs_reg)  # before any slow work
+    if shadow_models or compare_gs_reg is not None or match_accuracy:
+        check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)  # before any slow work
     if max_memory is not None:
-        from bnmem.measure.memory import parse_size
-
         parse_size(max_memory)
     model.eval()
     n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
@@ -170,13 +164,27 @@ def audit(
     with shadow_executor(executor, workers, progress) as ex:
         result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
                                 max_memory=max_memory, source=source)
-        exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
-        result["membership"] = (shadow_membership(model, ds, shadow_models, train_cfg, out, progress, ex, exposed)
-                                if shadow_models else None)
-        if compare_gs_reg is not None:
-            result["gs_reg_comparison"] = gs_reg_comparison(result["membership"], model, ds, train_cfg, compare_gs_reg,
-                                                            out, progress, ex, exposed)
+        result["membership"] = None
+        if shadow_models:
+            shadow_sections(result, model, ds, train_cfg, shadow_models, out, progress, ex,
+                            compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs)
     return finish(result, norms, out, frontier)
+
+
+def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
+                    shadow_models: int, out: Path | None, progress: bool, executor: Any, *,
+                    compare_gs_reg: float | None, match_accuracy: bool, max_epochs: int | None) -> None:
+    """Membership over the shadow copies (recipe matched first when asked), and the regularizer comparison."""
+    exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
+    matched = None
+    if match_accuracy:
+        train, matched = match_epochs(model, ds, train, result["accuracy"]["train_acc"], shadow_models, max_epochs)
+    result["membership"] = shadow_membership(model, ds, shadow_models, train, out, progress, executor, exposed)
+    if matched is not None:
+        result["membership"]["matched"] = matched
+    if compare_gs_reg is not None:
+        result["gs_reg_comparison"] = gs_reg_comparison(result["membership"], model, ds, train, compare_gs_reg,
+                                                        out, progress, executor, exposed)
 
 
 def recipe(train: TrainConfig | dict | None, gs_reg: float | None) -> TrainConfig:
@@ -270,7 +278,8 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
                progress: bool = False, max_memory: int | str | None = None,
                defenses: str | Path | None = None, executor: Any = None,
-               compare_gs_reg: float | None = None) -> AuditResult:
+               compare_gs_reg: float | None = None, match_accuracy: bool = False,
+               max_epochs: int | None = None) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -279,27 +288,30 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused once it holds finished work).
-        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg:
-            see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
+        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg,
+        match_accuracy, max_epochs: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
-    model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses, compare_gs_reg)
+    model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses, compare_gs_reg,
+                                          match_accuracy)
     resolved = {"model": str(model_path), "model_sha256": digest,
                 **config.model_dump(mode="json", exclude={"folder"} if config.folder is None else {"data"}),
                 "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models,
-                **({"compare_gs_reg": compare_gs_reg} if compare_gs_reg is not None else {})}
+                **({"compare_gs_reg": compare_gs_reg} if compare_gs_reg is not None else {}),
+                **({"match_accuracy": True, "max_epochs": max_epochs} if match_accuracy else {})}
     out = prepare_audit_dir(out, resolved)
     return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models,
                  train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
                  max_memory=max_memory, defenses=defenses, executor=executor, compare_gs_reg=compare_gs_reg,
+                 match_accuracy=match_accuracy, max_epochs=max_epochs,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})
 
 
 def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int, max_memory: int | str | None,
-                 defenses: str | Path | None,
-                 compare_gs_reg: float | None = None) -> tuple[nn.Module, str, OutlierDataset, str]:
+                 defenses: str | Path | None, compare_gs_reg: float | None = None,
+                 match_accuracy: bool = False) -> tuple[nn.Module, str, OutlierDataset, str]:
     """The model (on the recipe's device) and the data, every option checked; nothing written.
 
     Returns:
@@ -308,11 +320,10 @@ def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int
     from bnmem.auditing.load import load_model_file
     from bnmem.data import load_dataset
     from bnmem.data.image_folder import load_image_folder
-    from bnmem.measure.memory import parse_size
 
     model, fmt = load_model_file(model_path)
-    if shadow_models or compare_gs_reg is not None:
-        check_shadow_request(model, shadow_models, compare_gs_reg)
+    if shadow_models or compare_gs_reg is not None or match_accuracy:
+        check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)
     if max_memory is not None:
         parse_size(max_memory)
     if defenses is not None:

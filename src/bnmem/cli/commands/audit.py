@@ -71,6 +71,11 @@ GsReg = Annotated[float, typer.Option(help="train the shadow copies with the γ/
 CompareGsReg = Annotated[Optional[float], typer.Option(
     help="with --shadow-models: also train the shadow copies with the γ/σ regularizer of this λ and show the "
          "privacy gain (AUCs) and accuracy cost side by side", show_default=False)]
+MatchAccuracy = Annotated[bool, typer.Option(
+    "--match-accuracy", help="with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) "
+                             "until a probe copy reaches your model's training accuracy")]
+MaxEpochs = Annotated[Optional[int], typer.Option(help="--match-accuracy: the most epochs to try (default: 4x --epochs)",
+                                                  show_default=False)]
 Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
                                                          "mislabeled (marks the corrupted samples)",
                                                     show_default=False)]
@@ -102,6 +107,8 @@ def audit(
     shadow_models: ShadowModels = 0,
     gs_reg: GsReg = 0.0,
     compare_gs_reg: CompareGsReg = None,
+    match_accuracy: MatchAccuracy = False,
+    max_epochs: MaxEpochs = None,
     max_memory: MaxMemory = None,
     workers: Workers = 1,
     defenses: Annotated[Optional[Path], typer.Option(
@@ -136,7 +143,8 @@ def audit(
     try:
         result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
                             shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
-                            defenses=defenses, executor=ex, compare_gs_reg=compare_gs_reg)
+                            defenses=defenses, executor=ex, compare_gs_reg=compare_gs_reg,
+                            match_accuracy=match_accuracy, max_epochs=max_epochs)
     finally:
         if ex is not None:
             ex.close()
