@@ -72,7 +72,7 @@ def test_few_shadow_models_caution_the_low_fpr_metrics(audited):
     res, _ = audited
     cautions = " ".join(res["risk"]["cautions"])
     # 4 shadow models, 180 non-members per target: TPR at 0.1% FPR rests on 720 scores, under 1 false positive.
-    assert "TPR at 0.1% FPR from 720 non-member scores (180 per target × 4 targets" in cautions
+    assert "TPR at 1% and 0.1% FPR from 720 non-member scores (180 per target × 4 targets" in cautions
     assert "Some of these numbers rest on few scores" in res["risk"]["headline"]
 
 
@@ -193,6 +193,6 @@ def test_group_intervals_cover_the_point_and_cautions_follow_the_counts():
     members = rng.random((4, 60)) < 0.5
     g = group_metrics(rng.normal(size=(4, 60)) + 2.0 * members, members)
     assert g["ci"]["auc"][0] <= g["auc"] <= g["ci"]["auc"][1] and g["ci"]["auc"][1] - g["ci"]["auc"][0] > 0.01
-    assert any(c.startswith("TPR at 0.1% FPR from") for c in g["cautions"])
+    assert any(c.startswith("TPR at 1% and 0.1% FPR from") for c in g["cautions"])
     big = rng.random((16, 2000)) < 0.5
     assert group_metrics(rng.normal(size=(16, 2000)) + big, big, n_boot=20)["cautions"] == []

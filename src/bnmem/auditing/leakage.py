@@ -82,11 +82,11 @@ def group_metrics(scores: np.ndarray, members: np.ndarray, seed: int = 0,
     cautions = []
     if min(n_in, n_out) < MIN_PER_SIDE:
         cautions.append(f"AUC from {n_in} member and {n_out} non-member scores (fewer than {MIN_PER_SIDE})")
-    for k, f in FPRS.items():
-        if n_out * f < MIN_FALSE_POSITIVES:
-            cautions.append(f"TPR at {100 * f:g}% FPR from {n_out} non-member scores ({n_out // max(t, 1)} per "
-                            f"target × {t} targets; {MIN_FALSE_POSITIVES} false positives need "
-                            f"{int(MIN_FALSE_POSITIVES / f):,})")
+    thin = [f for f in FPRS.values() if n_out * f < MIN_FALSE_POSITIVES]
+    if thin:
+        cautions.append(f"TPR at {' and '.join(f'{100 * f:g}%' for f in thin)} FPR from {n_out} non-member scores "
+                        f"({n_out // max(t, 1)} per target × {t} targets; {MIN_FALSE_POSITIVES} false positives "
+                        f"need {' and '.join(f'{int(MIN_FALSE_POSITIVES / f):,}' for f in thin)})")
     return {**point, "ci": ci, "n_examples": n, "targets": t, "member_scores": n_in, "nonmember_scores": n_out,
             "cautions": cautions}
 
