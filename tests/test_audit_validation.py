@@ -143,3 +143,23 @@ def test_bad_budget_fails_before_writing(scenario, tmp_path, capsys):
     with pytest.raises(BnmemError, match="does not accept"):
         bnmem.audit(torch.nn.Linear(3, 2), (torch.zeros(4, 5), torch.zeros(4).long()), out=tmp_path / "c")
     assert not (tmp_path / "c").exists()
+
+
+def test_gs_reg_trains_the_shadow_copies_with_the_regularizer(scenario, tmp_path, capsys):
+    code = main(["audit", "--quiet", *scenario["flags"], "--gs-reg", "0.5", "--shadow-models", "4", "--epochs", "1",
+                 "--max-examples", "40", "--top-k", "3", "--out", str(tmp_path / "g")])
+    assert code == 0, capsys.readouterr().err
+    res = json.loads((tmp_path / "g" / "audit.json").read_text())
+    assert res["membership"]["train"]["gs_reg"] == 0.5
+    assert "gs_reg 0.5" in (tmp_path / "g" / "audit.md").read_text()
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--compare-gs-reg", "1"], "--compare-gs-reg compares shadow copies: give --shadow-models"),
+    (["--match-accuracy"], "--match-accuracy calibrates shadow copies: give --shadow-models"),
+    (["--compare-gs-reg", "0", "--shadow-models", "4"], "must be a positive λ"),
+])
+def test_shadow_options_without_shadow_models_fail_before_writing(scenario, tmp_path, capsys, args, match):
+    code = main(["audit", "--quiet", *scenario["flags"], *args, "--out", str(tmp_path / "x")])
+    assert code == 2 and match in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "x").exists()
