@@ -19,12 +19,18 @@ What it measures, on the model as given (eval mode, BN with its running statisti
   float64; :mod:`bnmem.measure.gradnorms`), its top-k examples and, when the
   corrupted samples are known, how many of those are corrupted;
 * train/test accuracy (and the fit of flipped/OOD labels when known);
-* optionally (``shadow_models`` M > 0), membership-inference risk of the
-  *training recipe*: M fresh copies of the architecture train on seeded halves
-  of the data (every example IN for exactly half), and LiRA/RMIA run
-  leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens does;
-* a short plain-language risk summary (:mod:`bnmem.auditing.report`): rules of
-  thumb from the study, not guarantees.
+* optionally (``shadow_models`` M > 0), membership leakage of the *training recipe*: M fresh
+  copies of the architecture train on seeded halves of the data (every example IN for exactly
+  half), and LiRA/RMIA run leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens
+  does; pooled per group (whole set, known outliers, most-exposed) with intervals
+  (:mod:`bnmem.auditing.leakage`), the copies' accuracy beside the model's
+  (:mod:`bnmem.auditing.calibration`), optionally with and without the γ/σ regularizer
+  (:mod:`bnmem.auditing.compare`);
+* the answer (:mod:`bnmem.auditing.report`): a level from the measured attacks, one plain
+  paragraph, findings with levels (the BN signals explain, they do not set the level) and
+  recommendations that name existing commands and APIs.
+
+Every input is checked before anything is written into ``out``.
 """
 
 from __future__ import annotations
