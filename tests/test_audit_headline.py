@@ -102,7 +102,8 @@ def test_undertrained_shadow_copies_warn_and_match_accuracy_reaches_the_model(sc
     assert matched["membership"]["train"]["epochs"] == m["epochs"] > 2
     assert m["trail"][-1]["train_acc"] >= matched["accuracy"]["train_acc"] - ACCURACY_MARGIN
     assert matched["membership"]["shadow_accuracy"]["train_in"] > short["membership"]["shadow_accuracy"]["train_in"]
-    assert "--match-accuracy (one probe copy on its half): 2 epochs →" in (tmp_path / "matched" / "audit.md").read_text()
+    md = (tmp_path / "matched" / "audit.md").read_text()
+    assert "--match-accuracy (one probe copy on its half): 2 epochs →" in md
 
 
 def test_compare_gs_reg_shows_auc_and_accuracy_side_by_side(scenario, tmp_path):

@@ -113,11 +113,12 @@ def measured_html(result: dict[str, Any], roc_uri: str | None) -> str:
     parts.append(table(["group", "examples", "attack", "AUC [95%]", "TPR at 1% FPR", "TPR at 0.1% FPR"], rows,
                        "leakage"))
     acc, sh = result["accuracy"], mem["shadow_accuracy"]
+    recipe = ", ".join(f"{k} {mem['train'][k]}" for k in ("epochs", "lr", "batch_size", "optimizer", "gs_reg"))
     parts += ["<h2>Shadow copies and their recipe</h2>",
               table(["", "train accuracy", "test accuracy"],
                     [["your model", pct(acc["train_acc"]), pct(acc["test_acc"])],
                      [f"shadow copies (mean of {mem['shadow_models']})", pct(sh["train_in"]), pct(sh.get("test"))]]),
-              f"<p>Recipe used: {esc(json.dumps({k: mem['train'][k] for k in ('epochs', 'lr', 'batch_size', 'optimizer', 'gs_reg')}))}"
+              f"<p>Recipe used: {esc(recipe)}"
               + (f" — {esc(mem['matched']['text'])}" if mem.get("matched") else "") + "</p>"]
     cmp = result.get("gs_reg_comparison")
     if cmp:

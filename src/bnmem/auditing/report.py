@@ -100,7 +100,8 @@ def bn_share(result: dict[str, Any]) -> str:
     if "clean" in by and any(k in by for k in ("noisy", "ood")):
         out = by.get("noisy") or by.get("ood")
         if by["clean"].get("median"):
-            ratio = f"; the known outliers' gradient norms are {out['median'] / by['clean']['median']:.0f}× the others'"
+            times = out["median"] / by["clean"]["median"]
+            ratio = f"; the known outliers' gradient norms are {times:.0f}× the others'"
     return (f"BN plausibly amplifies it: {pct(summary['frac_above_1'])} of BN channels have |γ|/σ > 1, and BN scales "
             f"an outlier's margin growth by (γ/σ)²{ratio}. Its share is not measured here; "
             f"--compare-gs-reg {SUGGESTED_LAMBDA:g} measures it.")

@@ -74,7 +74,8 @@ CompareGsReg = Annotated[Optional[float], typer.Option(
 MatchAccuracy = Annotated[bool, typer.Option(
     "--match-accuracy", help="with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) "
                              "until a probe copy reaches your model's training accuracy")]
-MaxEpochs = Annotated[Optional[int], typer.Option(help="--match-accuracy: the most epochs to try (default: 4x --epochs)",
+MaxEpochs = Annotated[Optional[int], typer.Option(help="--match-accuracy: the most epochs to try "
+                                                       "(default: 4x --epochs)",
                                                   show_default=False)]
 Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
                                                          "mislabeled (marks the corrupted samples)",
