@@ -19,6 +19,7 @@ from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.config import ExperimentConfig
+from bnmem.lenses.conditions import conditions
 from bnmem.texttable import fmt, table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
@@ -139,7 +140,7 @@ def run_gamma_sigma(cfg: GammaSigmaConfig, out: str | Path, *, progress: bool = 
     result = LENS.stamp({
         **summarize(histories),
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "norm": "batch",
             "epochs": cfg.train.epochs,
             "sigma": {

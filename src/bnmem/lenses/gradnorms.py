@@ -20,6 +20,7 @@ from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.config import ExperimentConfig
+from bnmem.lenses.conditions import conditions
 from bnmem.texttable import fmt, table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.figures.gradnorms import plot_gradnorms
@@ -221,7 +222,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = Tru
     result = LENS.stamp({
         **metrics,
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "checkpoints": cfg.at,
             "definitions": cfg.definitions,
             "bn_mode": {d: BN_MODE[d] for d in cfg.definitions},

@@ -36,6 +36,7 @@ from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.config import ExperimentConfig
+from bnmem.lenses.conditions import conditions
 from bnmem.texttable import fmt, table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
@@ -377,7 +378,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         "selected_lambda": selection["gs_reg"],
         "selected_tau": selection["gs_tau"] if selection["gs_tau"] is not None else cfg.train.gs_tau,
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "lambdas": cfg.lambdas,
             "gs_tau": cfg.train.gs_tau,
             "taus": cfg.tau_values(),

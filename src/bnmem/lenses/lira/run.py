@@ -37,6 +37,7 @@ from bnmem.attacks.phi import ViewSubset
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.lenses.conditions import conditions
 from bnmem.texttable import fmt, table
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
@@ -236,7 +237,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
         "paired": paired_section(metrics, reference, [n for n in cfg.norms if n != reference]),
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "shadow_models": cfg.shadow_models,
             "base_seed": cfg.base_seed,
             "model_seeds": cfg.model_seeds(),
