@@ -118,3 +118,14 @@ def test_register_refuses_a_builtin_name_from_another_module():
     finally:
         registry.register(saved, replace=True)
     assert registry.get("theory") is saved
+
+
+def test_architecture_doc_lists_every_builtin_lens():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## What bnmem measures"):text.index("## Definitions")]
+    rows = re.findall(r"^\| `([a-z-]+)` \|.*\| `([^`]+)`[^|]*\|$", section, flags=re.M)
+    assert [name for name, _ in rows] == list(BUILTIN_LENSES)
+    assert {name: results for name, results in rows} == {n: registry.get(n).results for n in BUILTIN_LENSES}
