@@ -49,7 +49,6 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.frontier import front_points, pareto_front, recommendation, risk_name, setting_text
-from bnmem.lenses.conditions import conditions
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
 from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.lenses.lira.run import accuracy_summary, attack_norm
@@ -60,6 +59,7 @@ from bnmem.lenses.lira.shadow import (
     train_shadow_chunk,
 )
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import t_interval
 from bnmem.texttable import table

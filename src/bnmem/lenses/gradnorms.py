@@ -20,11 +20,11 @@ from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.config import ExperimentConfig
-from bnmem.lenses.conditions import conditions
 from bnmem.texttable import fmt, table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.figures.gradnorms import plot_gradnorms
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.trainer import EpochHook

@@ -8,12 +8,12 @@ from typing import Any
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.config import ExperimentConfig
-from bnmem.lenses.conditions import conditions
 from bnmem.texttable import fmt, table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.memorization import CURVES, epochs_to_fit
 from bnmem.figures.memorization import plot_memorization
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import train_run, train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.recipe import RecipeOptions, select_recipes, shared_record, train_for
