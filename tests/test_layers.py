@@ -221,3 +221,14 @@ def test_every_top_level_module_is_in_the_contract():
     # Optional in the contract until their branches land: the shadow-model layer (issue 18, part C),
     # the one number formatter (part B) and the tidy results table (issue 21).
     assert declared - top <= {"shadow", "formatting", "results"}
+
+
+def test_light_modules_run_without_torch():
+    """The configuration, the pure modules and the report import no torch when imported (a fresh process)."""
+    code = ("import sys\n"
+            "import bnmem.config, bnmem.names, bnmem.frontier, bnmem.attacks, bnmem.stats, bnmem.report.build\n"
+            "heavy = sorted(m for m in ('torch', 'torchvision', 'opacus') if m in sys.modules)\n"
+            "assert not heavy, heavy\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
