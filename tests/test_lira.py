@@ -24,8 +24,8 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.lira import LiraConfig, attack_norm, paired_differences, run_lira
-from bnmem.lenses.lira.query import query_batches, query_logits, query_models, query_settings
-from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
+from bnmem.shadow.query import query_batches, query_logits, query_models, query_settings
+from bnmem.shadow.training import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")
 

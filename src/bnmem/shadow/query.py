@@ -59,8 +59,8 @@ from bnmem.attacks.phi import (
     split_phi,
 )
 from bnmem.executors import Executor
-from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.shadow import (
+from bnmem.shadow.config import ShadowConfig
+from bnmem.shadow.training import (
     all_trained,
     chunk_name,
     chunk_spec,
@@ -79,7 +79,7 @@ POPULATION_NAME = "test split"
 # beyond float summation order, which is fixed for a given size).
 EVAL_BATCH = 1024
 
-def query_batches(n: int, cfg: LiraConfig) -> list[np.ndarray]:
+def query_batches(n: int, cfg: ShadowConfig) -> list[np.ndarray]:
     """Index pieces of a query; in ``batch`` mode each is a BN normalization batch.
 
     ``eval`` mode: contiguous pieces in index order (the batch cannot change the
@@ -96,13 +96,13 @@ def query_batches(n: int, cfg: LiraConfig) -> list[np.ndarray]:
 
 
 @torch.no_grad()
-def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]], cfg: LiraConfig) -> np.ndarray:
+def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]], cfg: ShadowConfig) -> np.ndarray:
     """Logits of one model on ``x`` under every view.
 
     Args:
         model: the classifier (any device; ``x`` is moved to it).
         x: inputs [N, C, H, W] (or [N, ...] for an MLP, identity view only).
-        views: from :meth:`LiraConfig.query_views` (or :func:`bnmem.data.views.make_views`).
+        views: from :meth:`ShadowConfig.query_views` (or :func:`bnmem.data.views.make_views`).
         cfg: query mode and batch size.
 
     Returns:
@@ -125,7 +125,7 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     return torch.stack(per_view, dim=1).numpy()
 
 
-def query_settings(cfg: LiraConfig, ds: OutlierDataset) -> dict[str, Any]:
+def query_settings(cfg: ShadowConfig, ds: OutlierDataset) -> dict[str, Any]:
     """How the models are queried; stored with every query output and compared on reruns."""
     batch = cfg.query_bn_mode == "batch"
     return {
@@ -160,12 +160,12 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     per-model accuracies) as the marker.
 
     Args:
-        spec: as for :func:`~bnmem.lenses.lira.shadow.train_shadow_chunk`.
+        spec: as for :func:`~bnmem.shadow.training.train_shadow_chunk`.
 
     Returns:
         The chunk's json content plus ``skipped``.
     """
-    cfg = LiraConfig.model_validate(spec["config"])
+    cfg = ShadowConfig.model_validate(spec["config"])
     norm, models, norm_dir = spec["norm"], [int(m) for m in spec["models"]], Path(spec["run_dir"])
     ds = load_dataset(cfg.data)
     settings = query_settings(cfg, ds)
@@ -212,7 +212,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     return {**info, "skipped": False}
 
 
-def query_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Executor,
+def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: Executor,
                  ds: OutlierDataset | None = None) -> dict[str, Any]:
     """Query every trained shadow model of ``norm`` and write the attack inputs into ``norm_dir``.
 
@@ -264,7 +264,7 @@ def _chunk_file(norm_dir: Path, models: list[int], suffix: str) -> Path:
     return norm_dir / QUERY_DIR / f"{chunk_name(models)}{suffix}"
 
 
-def assemble(cfg: LiraConfig, norm: str, norm_dir: Path, ds: OutlierDataset, settings: dict[str, Any],
+def assemble(cfg: ShadowConfig, norm: str, norm_dir: Path, ds: OutlierDataset, settings: dict[str, Any],
              summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack the chunks' φ (and logits) into the norm's arrays, write the rest and ``query.json``.
 
