@@ -20,7 +20,7 @@ Python use (e.g. another recipe's LiRA AUC), through the shadow-model engine::
 
     cfg = ShadowConfig(data=DataConfig(dataset="digits", label_noise=0.05), norms=["batch"],
                      train=TrainConfig(epochs=30, gs_reg=0.1), shadow_models=32)
-    entry = run_shadow_norm(cfg, "batch", out / "batch_gsreg", get_executor("local"))
+    entry = bnmem.shadow.run_shadow_norm(cfg, "batch", out / "batch_gsreg", get_executor("local"))
     entry["attacks"]["online"]["all"]["auc"]
 """
 
@@ -43,22 +43,14 @@ from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
 from bnmem.rundir import prepare_run_dir
-from bnmem.shadow.evaluate import accuracy_summary, attack_norm, query_and_attack, run_shadow_norm
+from bnmem.shadow.evaluate import attack_norm, query_and_attack
 from bnmem.shadow.phases import PHASES, estimate, phase_jobs
 from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import pending_specs, train_shadow_chunk
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
 
-__all__ = [
-    "LiraConfig",
-    "accuracy_summary",
-    "attack_norm",
-    "paired_differences",
-    "run_lira",
-    "run_shadow_norm",
-    "summary_table",
-]
+__all__ = ["LiraConfig", "paired_differences", "run_lira", "summary_table"]
 
 SUBSETS = ("all", "outliers", "inliers")
 # Where metrics.json keeps the attacks re-run on the identity query view alone (when there are other views).
