@@ -1,4 +1,4 @@
-"""Shadow models for LiRA: who trains on what, training in resumable chunks, loading.
+"""Shadow models of one recipe: who trains on what, training in resumable chunks, loading.
 
 Protocol (as in the LiRA reference code, tensorflow/privacy mi_lira_2021):
 ``keep = keep_matrix(M, n_train, keep_seed)`` puts every training example IN
@@ -65,7 +65,8 @@ def chunk_spec(cfg: ShadowConfig, norm: str, norm_dir: str | Path, models: Seque
     """The plain-data spec of one training job."""
     return {
         "run_dir": str(Path(norm_dir).resolve()),
-        "config": cfg.model_dump(mode="json"),
+        # The protocol's fields only: a lens's subclass may add its own, which jobs do not read.
+        "config": cfg.model_dump(mode="json", include=set(ShadowConfig.model_fields)),
         "norm": norm,
         "models": [int(m) for m in models],
         "progress": bool(progress),
