@@ -27,6 +27,20 @@ What a caller says, and where it lands::
   the same on the test split (RMIA's population), ``keep.npy``, ``labels.npy``,
   the outlier masks and ``query.json`` (settings and per-model accuracies).
 
+One model's query is :func:`~bnmem.shadow.query.query_model`, returning a
+:class:`~bnmem.shadow.query.ModelQuery` (float32 logits per view, float64 φ,
+identity-view predictions, accuracies); both paths use it, so a new per-model
+output (e.g. per-view predicted classes, ``logits.argmax(-1)``) is added there
+once and stored by :func:`~bnmem.shadow.query.query_shadow_chunk` /
+:func:`~bnmem.shadow.query.assemble` (a new stored file changes
+``query.json``'s ``stored`` list, so older queries are redone).
+
+Shadow copies of a given ``nn.Module`` (the audit)::
+
+    keep = keep_matrix(M, ds.n_train, keep_seed)
+    copies = query_copies(model, ds, keep, train_cfg, out_dir, executor=None)
+    copies.phi, copies.population_phi, copies.accuracy, copies.views
+
 Modules: :mod:`~bnmem.shadow.config` (the protocol), :mod:`~bnmem.shadow.training`
 (layout, keep matrix, chunk jobs, loading), :mod:`~bnmem.shadow.dp` (DP-SGD chunks),
 :mod:`~bnmem.shadow.query` (views, BN mode, φ), :mod:`~bnmem.shadow.evaluate`
@@ -35,10 +49,11 @@ Modules: :mod:`~bnmem.shadow.config` (the protocol), :mod:`~bnmem.shadow.trainin
 """
 
 from bnmem.shadow.config import ShadowConfig
+from bnmem.shadow.copies import CopyQueries, fresh_copy, query_copies
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm, query_and_attack, run_shadow_norm
-from bnmem.shadow.query import load_attack_inputs, query_logits, query_models
+from bnmem.shadow.query import ModelQuery, QueryPlan, load_attack_inputs, query_logits, query_model, query_models
 from bnmem.shadow.training import load_shadow_models, shadow_keep, train_shadow_models
 
-__all__ = ["ShadowConfig", "accuracy_summary", "attack_norm", "load_attack_inputs", "load_shadow_models",
-           "query_and_attack", "query_logits", "query_models", "run_shadow_norm", "shadow_keep",
-           "train_shadow_models"]
+__all__ = ["CopyQueries", "ModelQuery", "QueryPlan", "ShadowConfig", "accuracy_summary", "attack_norm",
+           "fresh_copy", "load_attack_inputs", "load_shadow_models", "query_and_attack", "query_copies",
+           "query_logits", "query_model", "query_models", "run_shadow_norm", "shadow_keep", "train_shadow_models"]
