@@ -23,11 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 
 # Cycles another change removes (its branch merges later); each entry must still be a cycle,
-# so the entry goes as soon as the cycle does.
-PENDING_CYCLES: set[frozenset[str]] = {
-    # lenses/lira/phases.py <-> run.py: removed by the shadow-model layer (issue 18, part C).
-    frozenset({"bnmem.lenses.lira.phases", "bnmem.lenses.lira.run"}),
-}
+# so the entry goes as soon as the cycle does. None at present.
+PENDING_CYCLES: set[frozenset[str]] = set()
 
 
 def modules_of(src: Path, package: str) -> dict[str, tuple[Path, bool]]:
@@ -218,9 +215,9 @@ def test_every_top_level_module_is_in_the_contract():
            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
     declared = {name for layer in _contract_layers() for name in layer}
     assert top - declared == set()
-    # Optional in the contract until their branches land: the shadow-model layer (issue 18, part C),
-    # the one number formatter (part B) and the tidy results table (issue 21).
-    assert declared - top <= {"shadow", "formatting", "results"}
+    # Optional in the contract until their branches land: the one number formatter (issue 18, part B)
+    # and the tidy results table (issue 21).
+    assert declared - top <= {"formatting", "results"}
 
 
 def test_light_modules_run_without_torch():
