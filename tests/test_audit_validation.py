@@ -18,7 +18,9 @@ from audit_scenario import write_scenario
 
 import bnmem
 from bnmem.auditing import run as audit_run
-from bnmem.auditing.report import count_text
+from bnmem.auditing.membership import membership_section
+from bnmem.config import TrainConfig
+from bnmem.texttable import count_text
 from bnmem.cli import main
 from bnmem.errors import BnmemError
 from bnmem.executors.local import _has_main_guard
@@ -79,7 +81,7 @@ def test_cost_estimate_within_a_factor_two_of_the_measured_training_time(scenari
 
     ds = load_image_folder(ImageFolderConfig(path=scenario["pictures"], mean=[0.5] * 3, std=[0.5] * 3))
     model = torch.load(scenario["model"], weights_only=False)
-    mem = audit_run.membership_section(model, ds, 4, audit_run.TrainConfig(epochs=6, batch_size=32), None)
+    mem = membership_section(model, ds, 4, TrainConfig(epochs=6, batch_size=32), None)
     cost = mem["cost"]
     ratio = cost["estimated_seconds"] / cost["measured_seconds"]
     assert 0.5 <= ratio <= 2.0, cost
@@ -104,7 +106,7 @@ def test_workers_from_python(scenario, tmp_path):
 
 SCRIPT = """
 from bnmem.executors import get_executor
-from bnmem.auditing.membership import train_copy
+from bnmem.shadow.copies import train_copy
 get_executor("local", progress=False, workers=2).map(train_copy, [{{}}, {{}}])
 """
 

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bnmem.errors import BnmemError
+from bnmem.version import __version__
 
 if TYPE_CHECKING:
     from bnmem.auditing.run import AuditResult
     from bnmem.train.regularizer import GammaSigmaPenalty
 
-__version__ = "0.1.0"
 __all__ = ["BnmemError", "GammaSigmaPenalty", "__version__", "audit"]
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-import torch
 from torch import nn
 
 from bnmem.config import TrainConfig
@@ -50,18 +48,14 @@ def calibration(result: dict[str, Any]) -> dict[str, Any] | None:
 
 def probe_accuracy(model: nn.Module, ds: OutlierDataset, train: TrainConfig, shadow_models: int) -> float:
     """Training accuracy (eval mode, on its own half) of shadow copy 0 trained with ``train``: the copy the
-    membership section trains first (same seed, same keep row)."""
+    membership section trains first (same seed, same keep row, same query)."""
     from bnmem.attacks import keep_matrix
-    from bnmem.auditing.membership import fresh_copy
-    from bnmem.measure.predict import predict_logits
-    from bnmem.train import train_model
+    from bnmem.shadow.copies import copy_views, trained_copy
+    from bnmem.shadow.query import QueryPlan, query_model
 
-    half = np.flatnonzero(keep_matrix(shadow_models, ds.n_train, 0)[0])
-    net, _, _ = fresh_copy(model, seed=0)
-    net = train_model(net, ds, train, seed=0, train_idx=half, measure=False, progress=False).model
-    x = ds.x_train[torch.as_tensor(half)].to(train.device)
-    pred = predict_logits(net, x).argmax(1).numpy()
-    return float((pred == ds.y_train.numpy()[half]).mean())
+    keep = keep_matrix(shadow_models, ds.n_train, 0)
+    net = trained_copy(model, ds, keep, train, 0, None)[0].to(train.device)
+    return float(query_model(net, ds, copy_views(train, ds), QueryPlan()).accuracy(ds, keep[0])["train_in"])
 
 
 def match_epochs(model: nn.Module, ds: OutlierDataset, train: TrainConfig, target: float, shadow_models: int,

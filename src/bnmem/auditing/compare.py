@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from bnmem.auditing.membership import shadow_membership
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 
@@ -52,8 +53,6 @@ def gs_reg_comparison(baseline: dict[str, Any], model: nn.Module, ds: OutlierDat
         drop in pooled AUC per attack and group, ``cost_test_points`` the drop in the copies' test
         accuracy (percentage points).
     """
-    from bnmem.auditing.run import shadow_membership
-
     regularized = train.model_copy(update={"gs_reg": lam})
     sub = None if out is None else out / COMPARE_DIR
     mem = shadow_membership(model, ds, baseline["shadow_models"], regularized, sub, progress, executor, exposed)

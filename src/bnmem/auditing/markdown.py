@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from bnmem.auditing.findings import pct
-from bnmem.auditing.report import ATTACK_NAMES, count_text
+from bnmem.auditing.report import ATTACK_NAMES
+from bnmem.texttable import count_text
 
 
 def _fmt(v: Any, digits: int = 3) -> str:

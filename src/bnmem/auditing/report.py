@@ -20,6 +20,7 @@ from typing import Any
 from bnmem.auditing.calibration import calibration
 from bnmem.auditing.findings import LEVELS, band, bn_summary, explaining_findings, pct
 from bnmem.auditing.leakage import strongest
+from bnmem.texttable import count_text
 
 # Lower end of the 95% interval of a group's pooled AUC at which its leakage is moderate / elevated.
 AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
@@ -30,16 +31,6 @@ ATTACK_NAMES = {"online": "online LiRA", "rmia": "RMIA"}
 GROUPS = ("outliers", "most_exposed", "all")
 # The λ the recommendations suggest trying first (a starting point; the comparison measures it).
 SUGGESTED_LAMBDA = 0.1
-
-
-def count_text(n: int) -> str:
-    """A count in sensible units: 950, 24k, 6.4k, 11.2M, 1.3G."""
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if n >= div:
-            v = n / div
-            text = f"{v:.1f}" if v < 100 else f"{v:.0f}"
-            return text.removesuffix(".0") + unit
-    return str(n)
 
 
 def group_name(result: dict[str, Any], group: str, n: int) -> str:
@@ -224,7 +215,7 @@ def frontier_citation(path: str | Path) -> dict[str, Any]:
     import json
 
     from bnmem.errors import BnmemError
-    from bnmem.lenses.defenses import recommendation
+    from bnmem.frontier import recommendation
 
     root = Path(path)
     candidates = [root / "metrics.json"] if (root / "metrics.json").is_file() else []

@@ -36,7 +36,6 @@ Every input is checked before anything is written into ``out``.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,7 @@ from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
 from bnmem.auditing.calibration import match_epochs
 from bnmem.auditing.compare import gs_reg_comparison
-from bnmem.auditing.membership import check_shadow_request, membership_section
+from bnmem.auditing.membership import check_shadow_request, shadow_membership
 from bnmem.auditing.sections import (
     accuracy_section,
     gamma_sigma_section,
@@ -218,7 +217,7 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
             seed: int, max_memory: int | str | None,
             source: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
     """The sections measured on the model itself: layers, γ/σ, gradient norms, accuracy."""
-    from bnmem.auditing.report import count_text
+    from bnmem.texttable import count_text
 
     layers = norm_layer_table(model)
     n_params = int(sum(p.numel() for p in model.parameters()))
@@ -238,17 +237,6 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
     result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory)
     result["accuracy"] = accuracy_section(model, ds)
     return result, norms
-
-
-def shadow_membership(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
-                      out: Path | None, progress: bool, executor: Any, exposed: np.ndarray) -> dict[str, Any]:
-    """The membership section; copies go under ``out`` (a temporary folder when an executor needs one)."""
-    if executor is None or out is not None:
-        return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor,
-                                  exposed=exposed)
-    with tempfile.TemporaryDirectory(prefix="bnmem-audit-") as tmp:  # worker processes pass copies by file
-        return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor,
-                                  exposed=exposed)
 
 
 def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None,
