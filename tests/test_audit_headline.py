@@ -197,3 +197,12 @@ def test_group_intervals_cover_the_point_and_cautions_follow_the_counts():
     assert any(c.startswith("TPR at 1% and 0.1% FPR from") for c in g["cautions"])
     big = rng.random((16, 2000)) < 0.5
     assert group_metrics(rng.normal(size=(16, 2000)) + big, big, n_boot=20)["cautions"] == []
+
+
+def test_an_empirical_epsilon_appears_in_the_headline_when_the_attacks_report_one(audited):
+    res, _ = audited
+    assert "ε" not in res["risk"]["headline"]  # the attack evaluation reports none yet on this branch
+    with_eps = copy.deepcopy(res)
+    with_eps["membership"]["attacks"]["online"]["all"]["eps_lb"] = 1.25
+    with_eps["membership"]["attacks"]["rmia"]["all"]["eps_lb"] = 0.5
+    assert "no better than ε ≈ 1.25-DP (an empirical lower bound from online" in risk_summary(with_eps)["headline"]

@@ -107,7 +107,7 @@ def epsilon_sentence(result: dict[str, Any]) -> str:
         return ""
     attack, eps = max(values, key=lambda v: v[1])
     return (f" As a differential-privacy statement: the training recipe is no better than ε ≈ {eps:.2f}-DP "
-            f"(an empirical lower bound from {attack}, not a guarantee).")
+            f"(an empirical lower bound from {ATTACK_NAMES.get(attack, attack)}, not a guarantee).")
 
 
 def _numbers(g: dict[str, Any]) -> str:
