@@ -118,7 +118,7 @@ def test_compare_gs_reg_shows_auc_and_accuracy_side_by_side(scenario, tmp_path):
                                                          - cmp["with"]["auc"]["online"]["all"]["auc"])
     md = (tmp_path / "cmp" / "audit.md").read_text()
     assert "| | without (λ = 0) | with (λ = 1) |" in md and "| shadow test accuracy |" in md
-    assert "the γ/σ regularizer (λ = 1) changes online LiRA's" in res["risk"]["headline"]
+    assert "with the γ/σ regularizer (λ = 1), online LiRA's outliers AUC goes" in res["risk"]["headline"]
 
 
 # ---- every recommendation names something that exists ----

@@ -76,12 +76,12 @@ def bn_share(result: dict[str, Any]) -> str:
     cmp = result.get("gs_reg_comparison")
     if cmp:
         without, with_ = cmp["without"]["auc"], cmp["with"]["auc"]
-        parts = [f"{g.replace('_', '-')} AUC {without['online'][g]['auc']:.2f} → {with_['online'][g]['auc']:.2f}"
+        parts = [f"{g.replace('_', '-')} AUC goes {without['online'][g]['auc']:.2f} → {with_['online'][g]['auc']:.2f}"
                  for g in ("outliers", "all") if g in with_.get("online", {}) and g in without.get("online", {})]
         acc = f"{pct(cmp['without']['shadow_accuracy']['test'])} → {pct(cmp['with']['shadow_accuracy']['test'])}"
-        return (f"Measured on your data and architecture, the γ/σ regularizer (λ = {cmp['lambda']:g}) changes "
-                f"online LiRA's {', '.join(parts)}, with the shadow copies' test accuracy {acc}: that is the share "
-                "of the leakage BN's scale ratios control here.")
+        return (f"How much BN explains, measured on your data and architecture: with the γ/σ regularizer "
+                f"(λ = {cmp['lambda']:g}), online LiRA's {', '.join(parts)}, and the shadow copies' test accuracy "
+                f"{acc}.")
     summary = bn_summary(result)
     if summary is None:
         return "The model has no BatchNorm statistics to blame: BN explains none of this."
