@@ -189,6 +189,7 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
 
 # Optimizer steps timed for the cost estimate (after one untimed warm-up run of the same length).
 COST_PROBE_STEPS = 6
+COST_TIMED_RUNS = 3
 
 
 def copy_cost(model: nn.Module, ds: OutlierDataset, n_models: int, train: TrainConfig,
@@ -197,7 +198,8 @@ def copy_cost(model: nn.Module, ds: OutlierDataset, n_models: int, train: TrainC
 
     A fresh copy trains one short epoch of :data:`COST_PROBE_STEPS` batches through the very
     trainer the copies use (recipe, regularizer, threads and device included), once to warm up
-    and once timed; its training-loop seconds per step times the optimizer steps left is the
+    and :data:`COST_TIMED_RUNS` times timed; the median training-loop seconds per step times the
+    optimizer steps left is the
     estimate (checked against :attr:`CopyQueries.seconds` in ``tests/test_audit_validation.py``).
 
     Returns:
@@ -210,11 +212,12 @@ def copy_cost(model: nn.Module, ds: OutlierDataset, n_models: int, train: TrainC
     steps_per_epoch = math.ceil(per_model / train.batch_size)
     idx = np.arange(min(COST_PROBE_STEPS * train.batch_size, per_model))
     probe = train.model_copy(update={"epochs": 1})
-    seconds_per_step = 0.0
-    for _ in range(2):  # the first run pays for allocations and kernel selection
+    timed = []
+    for _ in range(1 + COST_TIMED_RUNS):  # the first run pays for allocations and kernel selection
         net, _, _ = fresh_copy(model, seed=0)
         run = train_model(net, ds, probe, seed=0, train_idx=idx, measure=False, progress=False)
-        seconds_per_step = run.seconds / math.ceil(idx.size / train.batch_size)
+        timed.append(run.seconds / math.ceil(idx.size / train.batch_size))
+    seconds_per_step = float(np.median(timed[1:]))  # the median: one run slowed by other work does not count
     steps = (n_models - done) * train.epochs * steps_per_epoch
     seconds = steps * seconds_per_step
     n_params = sum(p.numel() for p in model.parameters())
