@@ -20,7 +20,7 @@ from sklearn.metrics import roc_auc_score
 
 from bnmem.attacks.metrics import roc, tpr_at_fpr
 from bnmem.auditing.calibration import ACCURACY_MARGIN, calibration
-from bnmem.auditing.leakage import group_metrics, pooled_auc, pooled_tpr
+from bnmem.auditing.leakage import FPRS, PooledScores, group_metrics
 from bnmem.auditing.report import risk_summary
 from bnmem.cli import main
 from bnmem.cli.app import app
@@ -179,14 +179,29 @@ def test_every_recommendation_names_a_command_or_api_that_exists(audited, tmp_pa
 
 # ---- the pooled metrics against slow, obviously-correct oracles ----
 
-def test_pooled_metrics_match_sklearn_and_the_roc_module():
+def oracle(scores: np.ndarray, members: np.ndarray) -> dict[str, float]:
+    """Pooled metrics the obvious way: sklearn's AUC and the ROC module's TPR at FPR on the flattened scores."""
+    fpr, tpr = roc(scores.ravel(), members.ravel())
+    return {"auc": roc_auc_score(members.ravel(), scores.ravel()),
+            **{k: tpr_at_fpr(fpr, tpr, f) for k, f in FPRS.items()}}
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_pooled_metrics_and_every_resample_match_the_oracle(ties):
     rng = np.random.default_rng(0)
     members = rng.random((4, 500)) < 0.5
     scores = rng.normal(size=(4, 500)) + 0.8 * members
-    assert pooled_auc(scores, members) == pytest.approx(roc_auc_score(members.ravel(), scores.ravel()), abs=1e-12)
-    fpr, tpr = roc(scores.ravel(), members.ravel())
-    for level in (0.01, 0.001, 0.1):
-        assert pooled_tpr(scores, members, level) == pytest.approx(tpr_at_fpr(fpr, tpr, level))
+    if ties:  # rounded scores: many ties, as clamped or saturated attack scores give
+        scores = np.round(scores, 1)
+    pooled = PooledScores(scores, members)
+    for k, v in oracle(scores, members).items():
+        assert pooled.metrics(np.ones(500))[k] == pytest.approx(v, abs=1e-12), k
+    for draw in range(3):  # a bootstrap resample = the explicit resampled columns
+        cols = np.random.default_rng(draw).integers(0, 500, 500)
+        want = oracle(scores[:, cols], members[:, cols])
+        got = pooled.metrics(np.bincount(cols, minlength=500))
+        for k in want:
+            assert got[k] == pytest.approx(want[k], abs=1e-12), (draw, k)
 
 
 def test_group_intervals_cover_the_point_and_cautions_follow_the_counts():

@@ -33,27 +33,42 @@ MIN_FALSE_POSITIVES = 10
 MIN_PER_SIDE = 30
 
 
-def pooled_auc(scores: np.ndarray, members: np.ndarray) -> float:
-    """AUC of scores (higher = member) against bool members, ties counted half (Mann–Whitney)."""
-    from scipy.stats import rankdata
+class PooledScores:
+    """One attack's scores on one group, pooled over targets and sorted once.
 
-    s, m = np.ravel(scores), np.ravel(members).astype(bool)
-    n_pos, n_neg = int(m.sum()), int((~m).sum())
-    if not n_pos or not n_neg:
-        return float("nan")
-    ranks = rankdata(s)
-    return float((ranks[m].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    A bootstrap resample of the group's examples is a weight per example (how often it was
+    drawn), so every resample's metrics come from the same sorted order in linear time, with
+    ties counted as in the Mann–Whitney AUC and as in :func:`bnmem.attacks.metrics.tpr_at_fpr`.
 
+    Args:
+        scores: [targets, examples] attack scores (higher = member).
+        members: [targets, examples] bool ground truth.
+    """
 
-def pooled_tpr(scores: np.ndarray, members: np.ndarray, fpr: float) -> float:
-    """Largest TPR over thresholds whose FPR is at most ``fpr`` (0 when none)."""
-    s, m = np.ravel(scores), np.ravel(members).astype(bool)
-    neg, pos = np.sort(s[~m])[::-1], s[m]
-    if not neg.size or not pos.size:
-        return float("nan")
-    allowed = int(np.floor(fpr * neg.size))  # non-members allowed strictly above the threshold
-    threshold = neg[allowed] if allowed < neg.size else -np.inf
-    return float((pos > threshold).mean())
+    def __init__(self, scores: np.ndarray, members: np.ndarray) -> None:
+        t, n = scores.shape
+        order = np.argsort(scores.ravel(), kind="stable")
+        _, self.group = np.unique(scores.ravel()[order], return_inverse=True)  # tied scores share a group
+        self.n_groups = int(self.group.max()) + 1 if order.size else 0
+        self.member = members.ravel()[order].astype(bool)
+        self.example = np.tile(np.arange(n), t)[order]
+
+    def metrics(self, weights: np.ndarray) -> dict[str, float]:
+        """AUC and TPR at each FPR of :data:`FPRS` when example j counts ``weights[j]`` times."""
+        w = weights[self.example].astype(np.float64)
+        pos = np.bincount(self.group, w * self.member, self.n_groups)
+        neg = np.bincount(self.group, w * ~self.member, self.n_groups)
+        n_pos, n_neg = pos.sum(), neg.sum()
+        if not n_pos or not n_neg:
+            return {"auc": float("nan"), **{k: float("nan") for k in FPRS}}
+        below = np.cumsum(neg) - neg  # non-members strictly below each score
+        out = {"auc": float((pos * (below + 0.5 * neg)).sum() / (n_pos * n_neg))}
+        neg_from_top, pos_above = np.cumsum(neg[::-1]), np.cumsum(pos[::-1]) - pos[::-1]
+        for key, fpr in FPRS.items():
+            allowed = np.floor(fpr * n_neg + 1e-9)  # non-members allowed strictly above the threshold
+            k = int(np.searchsorted(neg_from_top, allowed, side="right"))  # the threshold's score group
+            out[key] = float(pos_above[k] / n_pos) if k < neg_from_top.size else 1.0
+        return out
 
 
 def group_metrics(scores: np.ndarray, members: np.ndarray, seed: int = 0,
@@ -67,17 +82,13 @@ def group_metrics(scores: np.ndarray, members: np.ndarray, seed: int = 0,
         n_boot: bootstrap resamples.
     """
     t, n = scores.shape
-    point = {"auc": pooled_auc(scores, members), **{k: pooled_tpr(scores, members, f) for k, f in FPRS.items()}}
+    pooled = PooledScores(scores, members)
+    point = pooled.metrics(np.ones(n))
     rng = np.random.default_rng([seed, 0xB007])
-    draws = {k: np.empty(n_boot) for k in point}
-    for b in range(n_boot):
-        cols = rng.integers(0, n, n)
-        s, m = scores[:, cols], members[:, cols]
-        draws["auc"][b] = pooled_auc(s, m)
-        for k, f in FPRS.items():
-            draws[k][b] = pooled_tpr(s, m, f)
+    draws = [pooled.metrics(np.bincount(rng.integers(0, n, n), minlength=n)) for _ in range(n_boot)]
     tail = 100 * (1 - LEVEL) / 2
-    ci = {k: [float(np.nanpercentile(v, tail)), float(np.nanpercentile(v, 100 - tail))] for k, v in draws.items()}
+    ci = {k: [float(np.nanpercentile(v, tail)), float(np.nanpercentile(v, 100 - tail))]
+          for k in point for v in [np.array([d[k] for d in draws])]}
     n_in, n_out = int(members.sum()), int((~members).sum())
     cautions = []
     if min(n_in, n_out) < MIN_PER_SIDE:
