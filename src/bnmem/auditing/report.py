@@ -126,7 +126,8 @@ def headline(result: dict[str, Any], groups: list[dict[str, Any]]) -> str:
     if exposed:
         who = "; and ".join(f"{g['name']}, {g['words']} ({_numbers(g)}, {ATTACK_NAMES[g['attack']]})"
                             for g in exposed)
-        text.append(f"Who is identifiable: {who}.")
+        lead = "Who is identifiable" if any(g["level"] == "elevated" for g in exposed) else "Who stands out"
+        text.append(f"{lead}: {who}.")
     else:
         text.append("No group tested here stands out: known outliers and most-exposed examples leak no more "
                     "than the rest." if len(groups) > 1 else "No group was tested beyond the whole set.")
