@@ -20,7 +20,6 @@ from typing import Any
 from bnmem.auditing.calibration import calibration
 from bnmem.auditing.findings import LEVELS, band, bn_summary, explaining_findings, pct
 from bnmem.auditing.leakage import strongest
-from bnmem.texttable import count_text
 
 # Lower end of the 95% interval of a group's pooled AUC at which its leakage is moderate / elevated.
 AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
