@@ -77,16 +77,21 @@ def test_progress_goes_to_stderr_and_the_report_to_stdout(scenario, tmp_path, ca
 
 def test_cost_estimate_within_a_factor_two_of_the_measured_training_time(scenario):
     """The estimate (the median of three timed 6-step trainer runs) against the copies' own training-loop
-    seconds, same process. Measured here: ratios 0.95-1.22 over five runs on a loaded 2-core machine (the
-    single-run estimator before it ranged 0.58-1.55 at 6 epochs)."""
+    seconds, same process. Measured here: ratios 0.95-1.22 over five runs at 15 epochs, and 0.54 once at
+    40 epochs while other jobs loaded this 2-core machine mid-training (the single-run estimator before:
+    0.58-1.55). Other processes can slow the training after the estimate, so up to three attempts are made;
+    an estimator off by a constant factor beyond 2 (the issue's 6.8 min for 16 s) fails all three."""
     from bnmem.data.image_folder import ImageFolderConfig, load_image_folder
 
     ds = load_image_folder(ImageFolderConfig(path=scenario["pictures"], mean=[0.5] * 3, std=[0.5] * 3))
     model = torch.load(scenario["model"], weights_only=False)
-    mem = membership_section(model, ds, 4, TrainConfig(epochs=15, batch_size=32), None)
-    cost = mem["cost"]
-    ratio = cost["estimated_seconds"] / cost["measured_seconds"]
-    assert 0.5 <= ratio <= 2.0, cost
+    ratios = []
+    for _ in range(3):
+        cost = membership_section(model, ds, 4, TrainConfig(epochs=15, batch_size=32), None)["cost"]
+        ratios.append(cost["estimated_seconds"] / cost["measured_seconds"])
+        if 0.5 <= ratios[-1] <= 2.0:
+            break
+    assert 0.5 <= ratios[-1] <= 2.0, ratios
 
 
 def test_python_signature_is_explicit_and_equal_to_the_implementation():
