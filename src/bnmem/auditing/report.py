@@ -180,17 +180,19 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
     groups = group_findings(result)
     explain = explaining_findings(result)
     level = max((g["level"] for g in groups), key=LEVELS.index) if groups else NOT_MEASURED
+    indicators = max((lvl for lvl, _ in explain), key=LEVELS.index, default="low")
     cautions = list(dict.fromkeys(f"{g['name']}: {c}" for g in groups for c in g["cautions"]))
     return {
         "level": level,
         "basis": (f"membership attacks over {result['membership']['shadow_models']} shadow copies (each group's "
-                  "level from the lower end of its AUC interval)" if groups else "nothing measured: no shadow models"),
+                  "level from the lower end of its AUC interval)" if groups
+                  else f"nothing measured: no shadow models (the indirect signs alone rate {indicators})"),
         "headline": headline(result, groups),
         "groups": groups,
         "findings": [g["text"] for g in groups] + [f for _, f in explain],
         "finding_levels": [g["level"] for g in groups] + [lvl for lvl, _ in explain],
         "finding_kinds": ["measured"] * len(groups) + ["explains"] * len(explain),
-        "indicator_level": max((lvl for lvl, _ in explain), key=LEVELS.index, default="low"),
+        "indicator_level": indicators,
         "cautions": cautions,
         "calibration": calibration(result),
         "recommendations": recommendations(result, level),
