@@ -118,7 +118,8 @@ def _groups(reps: list[tuple[Cell, Lens]], other: str, sub: str, definition: str
         out["absolute"].append(np.array([np.nanmean(np.where(m, row, np.nan)) if m.any() else math.nan
                                          for m, row in zip(early, da)]))
         out["area"].append(area_under(epochs, d))
-        out["matched"].append(_matched(d, fb, fo))
+        out["matched"].append(_matched(np.array([rel[BN][s] for s in seeds]), np.array([rel[other][s] for s in seeds]),
+                                       fb, fo))
         for i, e in enumerate(epochs):
             out[f"checkpoint {e}"].append(d[:, i])
         shown.append(f"{cell.id}: " + ", ".join(
@@ -127,17 +128,17 @@ def _groups(reps: list[tuple[Cell, Lens]], other: str, sub: str, definition: str
     return epochs, out, shown
 
 
-def _matched(d: np.ndarray, fb: np.ndarray, fo: np.ndarray) -> np.ndarray:
+def _matched(bn: np.ndarray, ot: np.ndarray, fb: np.ndarray, fo: np.ndarray) -> np.ndarray:
     """Per seed: BN's log ratio at its checkpoint nearest FIT_LEVEL minus the other's at its own, only
-    when both lie within the caliper (else NaN)."""
+    when both lie within the caliper (else NaN). Arrays are [seeds, checkpoints]."""
     out = []
-    for row, a, b in zip(d, fb, fo):
+    for rb, ro, a, b in zip(bn, ot, fb, fo):
         if not (np.isfinite(a).any() and np.isfinite(b).any()):
             out.append(math.nan)
             continue
         i, j = int(np.nanargmin(np.abs(a - FIT_LEVEL))), int(np.nanargmin(np.abs(b - FIT_LEVEL)))
         ok = abs(a[i] - FIT_LEVEL) <= CALIPER and abs(b[j] - FIT_LEVEL) <= CALIPER
-        out.append(row[i] - row[j] if ok else math.nan)  # row = BN − other at each checkpoint
+        out.append(rb[i] - ro[j] if ok else math.nan)
     return np.array(out)
 
 
