@@ -111,3 +111,16 @@ def test_report_headline_and_csv_carry_the_plan(tmp_path):
 
     rows = list(csv.DictReader(rep.csv.open(encoding="utf-8")))
     assert {r["plan_sha256"] for r in rows} == {plan_sha256()} and "vs_paper" in rows[0]
+
+
+def test_mitigate_lira_keep_seed_moves_with_the_replicate(tmp_path):
+    """Plan 3.0, claim 6: the mitigate lens's LiRA keep matrix is a seed like any other (replicate k: +k)."""
+    from bnmem.study import load_study, plan
+
+    doc = {**STUDY, "grid": {**STUDY["grid"], "replicates": 3},
+           "lenses": {"mitigate": {"lambdas": [1.0], "fixed_epoch": 1, "lira_models": 4}}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, jobs = plan(load_study(path))
+    seeds = sorted(j.config["keep_seed"] for j in jobs if j.lens == "mitigate")
+    assert seeds == [0, 1, 2]
