@@ -178,7 +178,7 @@ def claim_details(claims: list[Claim]) -> str:
         if not c.evaluations:
             out.append(f'<p class="notrun">not run: {esc(c.not_run_reason())}</p>')
             continue
-        out.append("<table><thead><tr><th>where</th><th>value</th><th>95% CI</th><th>status</th>"
+        out.append("<table><thead><tr><th>where</th><th>value</th><th>CI</th><th>status</th>"
                    "<th>interval method · notes</th><th>conditions</th></tr></thead><tbody>")
         for e in c.evaluations:
             tag = "" if e.deciding else " (shown, not deciding)"

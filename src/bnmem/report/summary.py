@@ -115,7 +115,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         for a in panel:
             ci = "—" if a.ci_low is None else f"[{c.fmt(a.ci_low)}, {c.fmt(a.ci_high)}]"
             prow.append([c.label(a), c.fmt(a.value), ci, a.status])
-        lines += [md_table(["analysis", "value", "95% CI", "status"], prow), ""]
+        lines += [md_table(["analysis", "value", "CI", "status"], prow), ""]
     lines += ["## Claim details", ""]
     for c in claims:
         lines.append(f"### {c.id}. {c.title} — {c.status}")
@@ -128,7 +128,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
             ci = "—" if e.ci_low is None else f"[{c.fmt(e.ci_low)}, {c.fmt(e.ci_high)}]"
             erows.append([e.where + ("" if e.deciding else " (not deciding)"), c.fmt(e.value), ci, e.status,
                           "; ".join(x for x in (e.method, e.note) if x)])
-        lines += [md_table(["where", "value", "95% CI", "status", "method · notes"], erows), ""]
+        lines += [md_table(["where", "value", "CI", "status", "method · notes"], erows), ""]
         if c.previous:
             lines += [f"Under plan {PREVIOUS_VERSION} ({c.previous_rule}): "
                       + "; ".join(f"{p.where}: {c.fmt(p.value)} {p.status}" for p in c.previous), ""]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import GS_SIGMA, LENS_GAMMA_SIGMA, PLAN
-from bnmem.report.claims.core import Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run
+from bnmem.report.claims.core import Analysis, Claim, Evaluation, grade, new_claim, not_run, stats_of
 from bnmem.report.claims.shared import cond, where
 from bnmem.report.results import Setting, finite, layer_rows, replicate_of, settings_of
 from bnmem.report.rundata import Lens, RunData
@@ -55,8 +55,7 @@ def _per_replicate(setting: Setting) -> dict[int, float]:
 def _coverdict(corrupted: Setting, clean: Setting) -> tuple[Analysis, str]:
     a, b = _per_replicate(corrupted), _per_replicate(clean)
     common = sorted(set(a) & set(b))
-    diffs = [np.array([a[r] - b[r]]) for r in common]
-    est = estimate(diffs, "replicates", False) if diffs else None
+    est = stats_of([a[r] - b[r] for r in common], "replicates") if common else None
     shown = ", ".join(f"r{r}: {a[r]:.2f} vs {b[r]:.2f}" for r in common)
     return Analysis.of(COVERDICT, est, grade(est), f"mean layer median |γ|/σ, corrupted vs clean: {shown}"), shown
 
