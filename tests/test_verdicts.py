@@ -692,3 +692,14 @@ def test_attach_jackknife_feeds_the_claim_3_interval(tmp_path):
     run.cells[0].lenses[LENS_LIRA].data["paired"] = paired
     claim = claim_lira(run, clean=False)
     assert claim.decisive.ci_low is not None and "jackknife over 6 shadow models" in claim.decisive.method
+
+
+def test_panel_labels_keep_other_plans_names():
+    """Only the plan's own analysis is labelled 'plan 3.0'; 'plan 2.0: …' alternatives keep their name and are
+    marked when the plan calls them invalid."""
+    from bnmem.report.claims.core import Analysis, Claim
+
+    c = Claim("x", "t", "m", "r", "s")
+    assert c.label(Analysis("plan", 0.1, 0.0, 0.2, REPRODUCED)) == f"plan {PLAN_VERSION}"
+    old = Analysis("plan 2.0: whole-layer ratio", 0.9, 0.8, 1.0, CONTRADICTED, valid=False)
+    assert c.label(old) == "plan 2.0: whole-layer ratio (invalid: shown, not counted)"

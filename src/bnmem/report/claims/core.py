@@ -346,7 +346,7 @@ class Claim:
 
     def label(self, a: Analysis) -> str:
         """An analysis's name for display: the plan's own is 'plan 3.0 (<the co-verdict it is>)'."""
-        if not a.name.startswith(PLAN_ANALYSIS):
+        if a.name != PLAN_ANALYSIS and not a.name.startswith(PLAN_ANALYSIS + " = "):
             return a.name + ("" if a.valid else " (invalid: shown, not counted)")
         primary = next((e.primary for e in self.evaluations if e.primary), "")
         return f"plan {PLAN_VERSION}" + (f" ({primary})" if primary else "") + a.name[len(PLAN_ANALYSIS):]
