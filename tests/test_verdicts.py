@@ -1,4 +1,4 @@
-"""The analysis plan's verdicts on synthetic runs: coverage, null rate, monotonicity, statuses, replicates.
+"""The analysis plan's verdicts on synthetic runs: coverage, null rate, statuses, replicates, rendering.
 
 Every run here is a synthetic :class:`RunData` built in memory (no training):
 lens results in the schema each lens writes, replicates as cells ``<id>-r<k>``.
@@ -12,23 +12,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from bnmem.analysis_plan import (
     CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LENS_GAMMA_SIGMA, LENS_GRADNORMS, LENS_LIRA, LENS_MEMORIZE,
-    NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_REPRODUCED, REPRODUCED, render_markdown,
+    NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, render_markdown,
 )
 from bnmem.report.claims import claim1, claim2, claim3, claim4, claim5, claim6, grade, grade_v2, vs_paper
 from bnmem.report.claims.claim2 import area_under
 from bnmem.report.results import settings_of
-from bnmem.report.rundata import Cell, Lens, RunData
-from bnmem.stats import (
-    PairedDiff, difference_stats, jackknife_interval, median_interval, replicated_difference,
-)
+from bnmem.report.rundata import Lens, RunData
+from bnmem.stats import PairedDiff, difference_stats, jackknife_interval, replicated_difference
+
+from synthetic_runs import NORMS, dataset_info, lira_data, lira_run, make_cell, make_run, memorize_data
 
 ROOT = Path(__file__).resolve().parents[1]
-NORMS = ["batch", "none"]
 
 
 def claim_lira(run, clean):
@@ -55,58 +52,7 @@ def claim_mitigation(run):
     return claim6.evaluate(run)[0]
 
 
-# ---------------------------------------------------------------- synthetic runs
-
-
-def make_run(cells: list[Cell]) -> RunData:
-    return RunData(Path("/synthetic"), "study", "synthetic", cells, None, None)
-
-
-def make_cell(base: str, r: int, lenses: dict[str, dict], label_noise: float = 0.05, seeds=None) -> Cell:
-    cond = {"dataset": "digits", "arch": "lenet", "norms": NORMS, "label_noise": label_noise, "ood": 0.0,
-            "ood_source": None, "replicate": r, "seeds": seeds if seeds is not None else [3 * r, 3 * r + 1]}
-    cell = Cell(f"{base}-r{r}", cond)
-    for kind, data in lenses.items():
-        cell.lenses[kind] = Lens(kind, Path(f"/synthetic/{base}-r{r}/{kind}"), data)
-    return cell
-
-
-def _dataset(label_noise: float) -> dict:
-    return {"dataset": "digits", "n_train": 200, "n_noisy": int(200 * label_noise), "n_ood": 0}
-
-
-def lira_data(bn: dict[str, np.ndarray], none: dict[str, np.ndarray], label_noise: float = 0.05) -> dict:
-    """A lira metrics.json: per norm, attack -> {"all": {"auc", "auc_per_target"}}."""
-
-    def block(per_attack: dict[str, np.ndarray]) -> dict:
-        return {a: {"all": {"auc": float(np.mean(v)), "auc_per_target": [float(x) for x in v],
-                            "tpr_at_0.1pct_fpr": 0.01}} for a, v in per_attack.items()}
-
-    return {"batch": block(bn), "none": block(none), "paired": {},
-            "conditions": {"norms": NORMS, "label_noise": label_noise, "shadow_models": len(next(iter(bn.values())))},
-            "dataset": _dataset(label_noise)}
-
-
-def lira_run(per_replicate_diffs: list[np.ndarray], label_noise: float = 0.05, base_auc: float = 0.6,
-             attacks=("online", "offline", "rmia")) -> RunData:
-    """Replicates whose targets have the given BN − none AUC differences (the same for every attack)."""
-    cells = []
-    for r, d in enumerate(per_replicate_diffs):
-        none = np.full(len(d), base_auc)
-        data = lira_data({a: none + d for a in attacks}, {a: none for a in attacks}, label_noise)
-        cells.append(make_cell("digits-lenet-noise", r, {LENS_LIRA: data}, label_noise))
-    return make_run(cells)
-
-
-def memorize_data(bn: np.ndarray, none: np.ndarray) -> dict:
-    """A memorize metrics.json: per norm, per seed, the noisy-subset accuracy per epoch ([seeds, epochs])."""
-
-    def block(acc: np.ndarray) -> dict:
-        return {"per_seed": {str(s): {"noisy_acc": [float(x) for x in row]} for s, row in enumerate(acc)},
-                "final": {"noisy_acc": float(acc[:, -1].mean())}, "epochs_to_fit_noisy": {}}
-
-    return {"batch": block(bn), "none": block(none), "conditions": {"norms": NORMS, "label_noise": 0.05},
-            "dataset": _dataset(0.05)}
+# ---------------------------------------------------------------- synthetic runs (tests/synthetic_runs.py)
 
 
 def gamma_sigma_data(models: list[tuple[int, int]], channels=(6, 16), fc=(12, 0.9)) -> dict:
@@ -315,18 +261,6 @@ def test_null_simulation_rarely_reproduces(monkeypatch):
 # ---------------------------------------------------------------- claim 4
 
 
-def test_median_interval_is_distribution_free_order_statistics():
-    assert median_interval([0.1, 0.2, 0.3, 0.4, 0.5]) is None  # 5 values cannot give 95%
-    assert median_interval(np.arange(6.0)) == (0.0, 5.0)  # 1 − 2/64 = 0.969
-    assert median_interval(np.arange(9.0)) == (1.0, 7.0)  # k = 2: 1 − 2·10/512 = 0.961
-    # coverage of the median of a skewed distribution, 200 draws of 9 models (expected ≥ 0.96)
-    rng = np.random.default_rng(3)
-    x = rng.beta(5, 2, (200, 9))
-    true = 0.735550  # median of Beta(5, 2)
-    cover = sum(lo <= true <= hi for lo, hi in (median_interval(row) for row in x))
-    assert cover >= 0.92 * 200
-
-
 def test_claim_4_decides_on_layers_with_replicates_as_the_unit():
     """Every BN layer counts (conv and FC); per replicate the mean over its models; t over replicates."""
     from scipy import stats as sps
@@ -383,7 +317,7 @@ def gradnorms_data(log_diff: dict[int, float], noise: np.ndarray, definitions=("
 
     return {n: {d: per(n, d) for d in definitions} for n in NORMS} | {
         "conditions": {"norms": NORMS, "definitions": list(definitions), "epochs": 20, "label_noise": 0.05},
-        "dataset": _dataset(0.05)}
+        "dataset": dataset_info(0.05)}
 
 
 def _fits():
@@ -576,7 +510,7 @@ def mitigate_data(bn_noisy, regs: dict[float, list[float]], bn_test=0.95, reg_te
         return {"norm": "batch", "gs_reg": lam, "final": {"noisy_acc": stat(noisy), "test_acc": stat(tests)}}
 
     doc = {"batch": variant(0.0, bn_noisy, bn_test), "variants": ["batch"],
-           "conditions": {"norms": NORMS, "label_noise": 0.05}, "dataset": _dataset(0.05)}
+           "conditions": {"norms": NORMS, "label_noise": 0.05}, "dataset": dataset_info(0.05)}
     for lam, noisy in regs.items():
         doc[f"batch+gs{lam:g}"] = variant(lam, noisy, reg_test)
         doc["variants"].append(f"batch+gs{lam:g}")
@@ -616,82 +550,6 @@ def test_recipe_named_only_by_the_lens_still_separates_settings():
         c.id = "other-" + c.id
     groups = settings_of(make_run(a + b), LENS_LIRA)
     assert [len(g.cells) for g in groups] == [2, 2]
-
-
-# ---------------------------------------------------------------- the lens-side jackknife
-
-
-def _toy_logits(rng, keep, labels, boost):
-    m, n = keep.shape
-    logits = rng.normal(0, 1, (m, n, 1, 3))
-    logits[np.arange(m)[:, None], np.arange(n)[None], 0, labels[None]] += 1.0 + boost * keep
-    return logits
-
-
-def test_paired_jackknife_matches_the_exact_case_and_sees_shared_references():
-    """With the loss attack (no reference models) deleting model j only removes target j, so each
-    leave-one-out value is the mean of the other targets' differences and the jackknife se is the classical
-    sd/√M. With online LiRA the deleted model also leaves every reference set, which the values must show."""
-    from bnmem.lenses.lira.jackknife import paired_jackknife
-
-    rng = np.random.default_rng(4)
-    m, n = 8, 80
-    keep = np.zeros((m, n), dtype=bool)
-    keep[np.argsort(rng.random((m, n)), axis=0)[: m // 2], np.arange(n)] = True
-    labels = rng.integers(0, 3, n)
-    from bnmem.attacks.phi import phi_from_logits_block
-    from bnmem.attacks.streaming import evaluate_stream
-
-    a = phi_from_logits_block(_toy_logits(rng, keep, labels, 2.0), labels)
-    b = phi_from_logits_block(_toy_logits(rng, keep, labels, 0.5), labels)
-    full = {att: np.array(evaluate_stream(a, keep, attacks=[att])["metrics"][att]["all"]["auc_per_target"])
-            - np.array(evaluate_stream(b, keep, attacks=[att])["metrics"][att]["all"]["auc_per_target"])
-            for att in ("loss", "online")}
-    jk = paired_jackknife(a, b, keep, attacks=("loss", "online"))
-    d = full["loss"]
-    np.testing.assert_allclose(jk["loss"]["all"], (d.sum() - d) / (m - 1), rtol=0, atol=1e-12)
-    est = jackknife_interval(float(d.mean()), jk["loss"]["all"])
-    half = (est.ci_high - est.ci_low) / 2
-    from scipy import stats as sps
-
-    assert half == pytest.approx(sps.t.ppf(0.975, m - 1) * d.std(ddof=1) / np.sqrt(m))
-    target_only = (full["online"].sum() - full["online"]) / (m - 1)
-    assert not np.allclose(jk["online"]["all"], target_only, atol=1e-6)
-    same = paired_jackknife(a, a, keep, attacks=("online",))
-    assert np.all(np.array(same["online"]["all"]) == 0.0)
-
-
-def test_attach_jackknife_feeds_the_claim_3_interval(tmp_path):
-    """The lens-side helper writes the jackknife where the report reads it: one replicate gets an interval."""
-    from bnmem.attacks import evaluate_attacks
-    from bnmem.lenses.lira.jackknife import attach_jackknife
-    from bnmem.lenses.lira.query import QUERY_FILE
-    from bnmem.stats import paired_summary
-
-    rng = np.random.default_rng(6)
-    m, n = 6, 48
-    keep = np.zeros((m, n), dtype=bool)
-    keep[np.argsort(rng.random((m, n)), axis=0)[: m // 2], np.arange(n)] = True
-    labels = rng.integers(0, 3, n)
-    per_target = {}
-    for norm, boost in (("batch", 3.0), ("none", 0.2)):
-        d = tmp_path / norm
-        d.mkdir()
-        logits = _toy_logits(rng, keep, labels, boost)
-        for name, arr in (("logits", logits), ("keep", keep), ("labels", labels),  # a legacy (logits) run dir
-                          ("is_noisy", np.arange(n) < 4), ("is_ood", np.zeros(n, bool))):
-            np.save(d / f"{name}.npy", arr)
-        (d / QUERY_FILE).write_text("{}")
-        per_target[norm] = evaluate_attacks(logits, keep, labels, attacks=["online"])["metrics"]["online"]["all"][
-            "auc_per_target"]
-    paired = {"batch-none": {"online": {"all": {"auc": paired_summary(per_target["batch"], per_target["none"])}}}}
-    attach_jackknife(paired, tmp_path, "batch", ["none"], attacks=("online",))
-    loo = paired["batch-none"]["online"]["all"]["auc"]["jackknife"]["leave_one_out"]
-    assert len(loo) == m and np.all(np.isfinite(loo))
-    run = lira_run([np.asarray(per_target["batch"]) - np.asarray(per_target["none"])], attacks=("online",))
-    run.cells[0].lenses[LENS_LIRA].data["paired"] = paired
-    claim = claim_lira(run, clean=False)
-    assert claim.decisive.ci_low is not None and "jackknife over 6 shadow models" in claim.decisive.method
 
 
 def test_panel_labels_keep_other_plans_names():
