@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 PLAN_VERSION = "3.0"
 PREVIOUS_VERSION = "2.0"
+# The key of a study's study.json that records {"version", "sha256"} of the plan before its first job.
+RECORD_KEY = "analysis_plan"
 
 REPRODUCED = "reproduced"
 DIRECTION_ONLY = "direction only"

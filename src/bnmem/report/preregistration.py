@@ -13,10 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bnmem.analysis_plan import PLAN_VERSION, plan_sha256
+from bnmem.analysis_plan import PLAN_VERSION, RECORD_KEY as PLAN_KEY, plan_sha256
 
 STUDY_FILE = "study.json"
-PLAN_KEY = "analysis_plan"  # the same key bnmem.study.run writes
 FIXED, CHANGED, UNRECORDED = "fixed before the results", "changed after the run started", "not recorded"
 
 

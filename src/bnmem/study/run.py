@@ -52,6 +52,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bnmem import io
+from bnmem.analysis_plan import RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
@@ -63,9 +64,8 @@ __all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "l
 INDEX = "index.json"
 
 STUDY = "study.json"
-# The key of study.json that records the analysis plan ({"version", "sha256"}) fixed before the first job
-# (bnmem.report.preregistration reads it).
-PLAN_KEY = "analysis_plan"
+# The key of study.json that records the analysis plan ({"version", "sha256"}) fixed before the first job.
+PLAN_KEY = RECORD_KEY
 ERROR = "ERROR.txt"
 # The cell is defined by these data keys; a lens may not change them.
 CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
