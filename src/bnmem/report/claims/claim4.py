@@ -94,9 +94,7 @@ def evaluate(run: RunData) -> list[Claim]:
             continue
         typed = {layer_type(r) for r in rows0}
         groups = [np.array(list(model_layer_fractions(lens.data, GS_SIGMA).values())) for _, lens in reps]
-        # A fraction compares with 0.5: the null is 'half of the layers'.
-        est = estimate([g - GS_MAJORITY for g in groups], "seeds", True)
-        est = _shift(est, GS_MAJORITY)
+        est = estimate(groups, "seeds", True)  # graded against the null 'half of the layers' 
         n_layers = len(rows0)
         per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
         primary = Analysis.of(PLAN_ANALYSIS, est, grade(est, null=GS_MAJORITY),
@@ -105,7 +103,7 @@ def evaluate(run: RunData) -> list[Claim]:
         alts = []
         if layer_rows(reps[0][1].data, "batch"):
             bgroups = [np.array(list(model_layer_fractions(lens.data, "batch").values())) for _, lens in reps]
-            b = _shift(estimate([g - GS_MAJORITY for g in bgroups], "seeds", True), GS_MAJORITY)
+            b = estimate(bgroups, "seeds", True)
             alts.append(Analysis.of("batch σ", b, grade(b, null=GS_MAJORITY)))
         old = _v2(reps, typed)
         alts.append(Analysis.of(f"plan {PREVIOUS_VERSION}: median convolutional-channel fraction over models",
@@ -115,16 +113,6 @@ def evaluate(run: RunData) -> list[Claim]:
         previous(claim, where(setting), old.mean if math.isfinite(old.mean) else None,
                  grade_v2(old, null=GS_MAJORITY))
     return [claim]
-
-
-def _shift(est: PairedDiff, by: float) -> PairedDiff:
-    """An estimate of (x − by) moved back to x (so the interval is over the fractions themselves)."""
-    def add(v: float | None) -> float | None:
-        return None if v is None else v + by
-
-    return PairedDiff(est.mean + by, add(est.ci_low), add(est.ci_high), est.n, est.unit, est.method,
-                      add(est.boot_low), add(est.boot_high), add(est.t_low), add(est.t_high), add(est.min),
-                      add(est.max), est.note)
 
 
 def _v2(reps: list, typed: set[str | None]) -> PairedDiff:
