@@ -561,3 +561,26 @@ def test_panel_labels_keep_other_plans_names():
     assert c.label(Analysis("plan", 0.1, 0.0, 0.2, REPRODUCED)) == f"plan {PLAN_VERSION}"
     old = Analysis("plan 2.0: whole-layer ratio", 0.9, 0.8, 1.0, CONTRADICTED, valid=False)
     assert c.label(old) == "plan 2.0: whole-layer ratio (invalid: shown, not counted)"
+
+
+def test_claim_7_reads_not_run_and_shows_the_corrupted_vs_clean_coverdict():
+    """The primary (outliers' share of γ growth) is not measured: not run. The co-verdict pairs replicate k of
+    the corrupted setting with replicate k of the clean one (mean layer median |γ|/σ), shown, not deciding."""
+    from bnmem.report.claims import claim7
+
+    def gs(shift: float, r: int) -> dict:
+        d = gamma_sigma_data([(5, 12), (5, 12)])
+        for layer in d["final"]["running"].values():
+            for rec in layer["per_seed"].values():
+                rec["median_ratio"] += shift + 0.01 * r
+        return d
+
+    cells = [make_cell("noisy", r, {LENS_GAMMA_SIGMA: gs(0.2 + 0.02 * r, r)}) for r in range(3)]
+    cells += [make_cell("clean", r, {LENS_GAMMA_SIGMA: gs(0.0, r)}, label_noise=0.0) for r in range(3)]
+    for c in cells[3:]:
+        c.lenses[LENS_GAMMA_SIGMA].data["conditions"]["label_noise"] = 0.0
+    claim = claim7.evaluate(make_run(cells))[0]
+    assert claim.status == NOT_RUN and "per-sample gradients with respect to γ" in claim.not_run_reason()
+    shown = [e for e in claim.evaluations if not e.deciding]
+    assert len(shown) == 1 and shown[0].value == pytest.approx(0.22) and shown[0].status == REPRODUCED
+    assert "over 3 paired replicates" in shown[0].method

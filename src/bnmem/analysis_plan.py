@@ -337,8 +337,9 @@ PLAN: dict[str, ClaimPlan] = {
         "criterion: among the regularized variants whose validation accuracy is at least plain BN's minus 1 "
         "point, the lowest corrupted-subset training accuracy, ties to the smaller λ (none eligible: the highest "
         "validation accuracy; no validation accuracies recorded: the middle of the declared λ grid); the cut is "
-        "evaluated on the other replicates only. The penalty's activity (fraction of channels above τ during training, the "
-        "penalty's share of the loss) is shown when the lens recorded it",
+        "evaluated on the other replicates only. The mitigate lens's LiRA shadow models take the replicate's own "
+        "keep-matrix seed, like every other seed. The penalty's activity (fraction of channels above τ during "
+        "training, the penalty's share of the loss) is shown when the lens recorded it",
         "the last epoch (the released model)",
         "per pair (seed) the cut and the drop; mean over seeds; mean over the evaluation replicates",
         _REPLICATE_UNIT, _REPLICATE_INTERVAL,
