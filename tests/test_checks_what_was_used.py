@@ -117,3 +117,18 @@ def test_dp_sgd_hands_opacus_the_configured_clipping_norm(val_ds, monkeypatch):
                              DPConfig(target_epsilon=50.0, max_grad_norm=c), seed=0)
         assert res.accounting.max_grad_norm == c
     assert seen == [0.37, 2.5]
+
+
+def test_penalty_activity_is_recorded_from_training(val_ds, tmp_path):
+    """The regularizer's reach (channels above τ) and its share of the loss come from the training steps,
+    and grow with λ: a penalty that never engages reads as inert (share ≈ 0), not as 'no effect'."""
+    from bnmem.train.trainer import seeded_model, train_model
+
+    model_cfg = ModelConfig(arch="lenet", norm="batch")
+    shares = {}
+    for lam, tau in ((0.0001, 1000.0), (10.0, 0.5)):
+        train = TrainConfig(epochs=1, lr=0.05, batch_size=32, gs_reg=lam, gs_tau=tau)
+        hist = train_model(seeded_model(model_cfg, val_ds, 0), val_ds, train, 0).history
+        shares[tau] = (hist[-1]["extra_loss_share"], hist[-1]["gs_frac_above_tau"])
+    assert shares[1000.0] == (0.0, 0.0)  # τ far above every ratio: the penalty never acts
+    assert shares[0.5][0] > 0.0 and shares[0.5][1] > 0.0

@@ -214,7 +214,23 @@ def summarize_variant(v: Variant, histories: dict[int, list[dict]], fixed: int) 
         "fixed_epoch": {"epoch": fixed, **{k: at(k, fixed) for k in point}},
         "final": {"epoch": last, **{k: at(k, last) for k in point}},
         "gamma_sigma": {"fixed_epoch": _gs_at(histories, fixed), "final": _gs_at(histories, last)},
+        "penalty": _penalty_activity(histories) if v.lam else None,
     }
+
+
+def _penalty_activity(histories: dict[int, list[dict]]) -> dict[str, Any] | None:
+    """How active the γ/σ penalty was, mean over epochs and seeds (None when training recorded nothing):
+    its share of the training loss and the fraction of channels above τ it acts on."""
+    def mean_of(key: str) -> float | None:
+        vals = [h[key] for hist in histories.values() for h in hist if h.get(key) is not None]
+        return float(np.mean(vals)) if vals else None
+
+    share, above = mean_of("extra_loss_share"), mean_of("gs_frac_above_tau")
+    if share is None and above is None:
+        return None
+    return {"loss_share_mean": share, "frac_above_tau_mean": above,
+            "definition": "mean over epochs and seeds of the penalty's share of the training loss and of the "
+                          "fraction of BN channels with |γ|/σ (batch σ) above τ at each step"}
 
 
 def _relative(metrics: dict[str, Any]) -> None:

@@ -126,7 +126,7 @@ def train_model(
             t0 = time.perf_counter()
             set_lr(opt, lr_at(cfg, epoch))
             model.train()
-            loss_sum, n_steps = 0.0, 0
+            loss_sum, n_steps, extra_sum = 0.0, 0, 0.0
             batches = epoch_batches(len(idx), cfg.batch_size, seed, epoch)
             params = augment.epoch_params(aug, len(batches), len(batches[0]), seed, epoch) if aug.active else None
             for s, b in enumerate(batches):
@@ -134,7 +134,9 @@ def train_model(
                 xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
                 loss = F.cross_entropy(model(xb), y_all[sel])
                 if extra_loss is not None:
-                    loss = loss + extra_loss(model)
+                    extra = extra_loss(model)
+                    extra_sum += float(extra.detach())  # the extra term's share of the loss (recorded below)
+                    loss = loss + extra
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
@@ -142,6 +144,9 @@ def train_model(
                 n_steps += 1
             seconds += time.perf_counter() - t0
             record: dict = {"epoch": epoch + 1, "lr": lr_at(cfg, epoch), "train_loss": loss_sum / max(n_steps, 1)}
+            if extra_loss is not None:
+                record["extra_loss_share"] = extra_sum / loss_sum if loss_sum > 0 else None
+                record.update(getattr(extra_loss, "epoch_activity", dict)())
             if not np.isfinite(record["train_loss"]):
                 raise FloatingPointError(f"training diverged at epoch {epoch + 1} (loss {record['train_loss']}); lower --lr")
             if measure:
