@@ -580,7 +580,7 @@ def test_claim_7_reads_not_run_and_shows_the_corrupted_vs_clean_coverdict():
     for c in cells[3:]:
         c.lenses[LENS_GAMMA_SIGMA].data["conditions"]["label_noise"] = 0.0
     claim = claim7.evaluate(make_run(cells))[0]
-    assert claim.status == NOT_RUN and "per-sample gradients with respect to γ" in claim.not_run_reason()
+    assert claim.status == NOT_RUN and "no per-example γ pushes" in claim.not_run_reason()
     shown = [e for e in claim.evaluations if not e.deciding]
     assert len(shown) == 1 and shown[0].value == pytest.approx(0.22) and shown[0].status == REPRODUCED
     assert "over 3 paired replicates" in shown[0].method

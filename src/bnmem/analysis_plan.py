@@ -367,24 +367,26 @@ PLAN: dict[str, ClaimPlan] = {
         "outlier samples disproportionately drive the growth of γ, which raises (γ/σ)² and speeds memorization "
         "further (no magnitude stated)",
         "evidence", LENS_GAMMA_SIGMA,
-        "primary: per BN γ, the outliers' share of its growth (per-sample gradients with respect to γ summed over "
-        "the steps between declared checkpoints) minus their share of the training set. Co-verdict: |γ|/σ at the "
-        "end (per model the mean over BN layers of the layer's median channel |γ|/σ), corrupted setting − clean "
-        "setting, paired by replicate",
-        "primary: every step between the declared checkpoints; co-verdict: the final epoch",
-        "primary: mean over BN channels and seeds per replicate; co-verdict: per replicate the mean over seeds",
+        "primary: per BN channel c, the per-example terms of γ's gradient, −sign(γ_c)·Σ_spatial (∂ℓ_i/∂y_i)·x̂_i "
+        "(exact: they sum to the gradient; training-mode statistics, the gradient the optimizer follows), summed "
+        "over the training set for the outliers and for all examples; per model the median, over the channels "
+        "whose |γ| the gradient pushes up in total, of the outliers' share of the push minus their share of the "
+        "training set. Co-verdict: |γ|/σ at the end (per model the mean over BN layers of the layer's median "
+        "channel |γ|/σ), corrupted setting − clean setting, paired by replicate",
+        "primary: every epoch the gamma-sigma lens measures (every epoch by default), summed over them: the sum "
+        "over measured epochs stands in for the sum over training steps; co-verdict: the final epoch",
+        "primary: per model the median above; mean over seeds per replicate; co-verdict: per replicate the mean "
+        "over seeds",
         _REPLICATE_UNIT + "; the co-verdict pairs replicate k of a corrupted setting with replicate k of the clean "
                           "setting of the same dataset, architecture and recipe",
         _REPLICATE_INTERVAL,
-        "null 0, direction +",
+        "null 0 (the outliers' share of the push equals their share of the data), direction +",
         _GRADED + ". The toy model's version of the loop stays in the theory lens (shown, not deciding)",
-        "the paper's words: outliers \"disproportionately drive the growth of γ\"; a share of growth above the "
+        "the paper's words: outliers \"disproportionately drive the growth of γ\"; a share of the push above the "
         "share of the data is what \"disproportionately\" means. If they do, trained BN models on corrupted data "
         "end with larger |γ|/σ than on clean data",
         coverdicts=("|γ|/σ corrupted − clean, paired by replicate",),
         previous_rule="no rule: the claim had no row before plan 3.0",
-        measurable="no lens records per-sample gradients with respect to γ summed over training steps yet: the "
-                   "primary reads 'not run'; the co-verdict is shown, not deciding",
     ),
 }
 
@@ -443,8 +445,8 @@ REVIEW_POINTS: tuple[tuple[str, str], ...] = (
           "direction and magnitude agreement separately"),
     ("8", "t-intervals at every n; Bonferroni over a claim's k deciding settings for the least-supportive rule"),
     ("9", "the changelog marks 2.0 (claims 2, 3, 4, 6) and 3.0 as adopted after seeing results, and says what"),
-    ("10", "claim 7 (feedback loop) added; its primary needs a per-sample γ-gradient measurement and reads 'not run' "
-           "until one exists; the corrupted-vs-clean |γ|/σ co-verdict is shown"),
+    ("10", "claim 7 (feedback loop) added: the outliers' share of the per-example pushes on γ against their share of "
+           "the data (measured by the gamma-sigma lens), with the corrupted-vs-clean |γ|/σ co-verdict"),
 )
 
 

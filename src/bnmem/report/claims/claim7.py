@@ -1,10 +1,11 @@
 """Claim 7: the feedback loop — outliers drive γ up in trained networks, raising (γ/σ)².
 
-The primary statistic (the outliers' share of each γ's growth from per-sample
-γ-gradients summed over training steps) is not measured by any lens yet, so the
-row reads "not run" (the plan says so). The co-verdict is shown, not deciding:
-|γ|/σ at the end in a corrupted setting minus the clean setting of the same
-dataset, architecture and recipe, paired by replicate.
+Primary: the outliers' share of the per-example pushes on |γ| minus their share
+of the data (``gamma_sigma.json["push"]``, :mod:`bnmem.measure.gamma_push`),
+per replicate the mean over its models. Co-verdict: |γ|/σ at the end in a
+corrupted setting minus the clean setting of the same dataset, architecture and
+recipe, paired by replicate. A run whose gamma-sigma lens recorded no pushes
+(older versions) reads "not run" and shows the co-verdict, not deciding.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.analysis_plan import GS_SIGMA, LENS_GAMMA_SIGMA, PLAN
-from bnmem.report.claims.core import Analysis, Claim, Evaluation, grade, new_claim, not_run, stats_of
+from bnmem.analysis_plan import GS_SIGMA, LENS_GAMMA_SIGMA
+from bnmem.report.claims.core import (
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, stats_of,
+)
 from bnmem.report.claims.shared import cond, where
-from bnmem.report.results import Setting, finite, layer_rows, replicate_of, settings_of
+from bnmem.report.results import Setting, finite, fmt, layer_rows, replicate_of, settings_of
 from bnmem.report.rundata import Lens, RunData
 
 IDS = ("7",)
@@ -60,26 +63,50 @@ def _coverdict(corrupted: Setting, clean: Setting) -> tuple[Analysis, str]:
     return Analysis.of(COVERDICT, est, grade(est), f"mean layer median |γ|/σ, corrupted vs clean: {shown}"), shown
 
 
+def push_groups(setting: Setting) -> list[np.ndarray]:
+    """Per replicate, the per-model excess shares its gamma-sigma lens recorded."""
+    out = []
+    for _, lens in setting.lenses(LENS_GAMMA_SIGMA):
+        per_seed = ((lens.data.get("push") or {}).get("per_seed") or {})
+        vals = [finite((v or {}).get("excess_share")) for v in per_seed.values()]
+        vals = [v for v in vals if v is not None]
+        if vals:
+            out.append(np.array(vals))
+    return out
+
+
+NO_PUSH = ("gamma_sigma.json has no per-example γ pushes (a gamma-sigma lens from before plan 3.0, or run with "
+           "gamma_push off): rerun the lens")
+
+
 def evaluate(run: RunData) -> list[Claim]:
-    """Claim 7: not run (no per-sample γ-gradient measurement yet), the corrupted-vs-clean co-verdict shown."""
-    claim = new_claim("7", "gamma_sigma", "{:+.2f}")
+    """Claim 7 in every corrupted setting that ran the gamma-sigma lens."""
+    claim = new_claim("7", "gamma_sigma", "{:+.3f}")
     settings = settings_of(run, LENS_GAMMA_SIGMA)
     clean = {_base(s): s for s in settings if s.first.corrupted is False}
-    why = PLAN["7"].measurable
     for s in settings:
         if s.first.corrupted is not True:
             continue
         lens: Lens = s.lenses(LENS_GAMMA_SIGMA)[0][1]
-        claim.evaluations.append(not_run(where(s), why, cond(s, lens)))
         partner = clean.get(_base(s))
-        if partner is None:
+        cov = [_coverdict(s, partner)[0]] if partner is not None else []
+        groups = push_groups(s)
+        if groups:
+            est = estimate(groups, "seeds", True)
+            frac = finite((lens.data.get("push") or {}).get("outlier_fraction"))
+            note = (f"outliers' share of the push on |γ| minus their share of the data ({fmt(frac, '.1%')}); "
+                    "per replicate: " + ", ".join(f"{g.mean():+.3f}" for g in groups))
+            primary = Analysis.of(PLAN_ANALYSIS, est, grade(est), note)
+            claim.evaluations.append(Evaluation.from_analysis(where(s, "outliers' share of the γ push"), primary,
+                                                              cond(s, lens), True, cov, [],
+                                                              "outliers' share of the γ push" if cov else ""))
             continue
-        cov, _ = _coverdict(s, partner)
-        shown = Evaluation.from_analysis(where(s, f"co-verdict vs {partner.label}"), cov, cond(s, lens),
-                                         deciding=False)
-        shown.note = "shown, not deciding (the primary is not measured): " + shown.note
-        claim.evaluations.append(shown)
+        claim.evaluations.append(not_run(where(s), NO_PUSH, cond(s, lens)))
+        if cov:
+            shown = Evaluation.from_analysis(where(s, f"co-verdict vs {partner.label}"), cov[0], cond(s, lens),
+                                             deciding=False)
+            shown.note = "shown, not deciding (the primary is not measured): " + shown.note
+            claim.evaluations.append(shown)
     if not claim.evaluations:
-        claim.evaluations.append(not_run("—", why + "; and no corrupted gamma-sigma setting in this run"))
+        claim.evaluations.append(not_run("—", "no corrupted setting ran the gamma-sigma lens"))
     return [claim]
-
