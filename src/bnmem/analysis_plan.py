@@ -429,7 +429,9 @@ CHANGELOG: tuple[Change, ...] = (
            "demo's results had been seen, the demo's 3.0 verdicts are not confirmatory: only runs whose study.json "
            "records this plan's hash before their first job are", after_seeing_data=True,
            seen="the text of issue 19 (which quotes the demo's 2.0 numbers: claim 4's 9% / 91% / 2 of 4 layers, "
-                "claim 6's drop interval) and the demo's 2.0 results"),
+                "claim 6's drop interval) and the demo's 2.0 results; while 3.0 was finished, the demo was also "
+                "re-graded under the draft 3.0 rules of claims 1–6, after which no rule changed; claim 7's "
+                "measurement was defined before any of its data existed"),
 )
 
 # The closing note: how each point of the review that led to 3.0 was addressed.
