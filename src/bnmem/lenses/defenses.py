@@ -48,6 +48,7 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.formatting import mean_pm
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
 from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
@@ -474,15 +475,6 @@ def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
                              "t-interval); filled: on the front")
 
 
-def _fmt(s: dict[str, Any], digits: int = 3, scale: float = 1.0) -> str:
-    if s is None or s.get("mean") is None:
-        return "-"
-    text = f"{scale * s['mean']:.{digits}f}"
-    if s.get("ci"):
-        text += f" ±{scale * (s['ci'][1] - s['ci'][0]) / 2:.{digits}f}"
-    return text
-
-
 def summary_table(result: dict[str, Any]) -> str:
     """Printable frontier table: one row per variant (means ± half the 95% interval over replicates)."""
     rows = []
@@ -492,13 +484,14 @@ def summary_table(result: dict[str, Any]) -> str:
         att = v["attacks"]
         front = ("all" if name in result["frontier"]["all"] else "") + (
             (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, _fmt(v.get("epsilon"), 2) if "epsilon" in v else "-", _fmt(v["test_acc"]),
-               _fmt(v["memorization"]),
-               _fmt(att["online"]["all"]["auc"]), _fmt(att["rmia"]["all"]["auc"])]
+        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["test_acc"]),
+               mean_pm(v["memorization"]),
+               mean_pm(att["online"]["all"]["auc"]), mean_pm(att["rmia"]["all"]["auc"])]
         if has_out:
-            row += [_fmt(att["online"]["outliers"]["auc"]), _fmt(att["rmia"]["outliers"]["auc"])]
-        row += [_fmt(att["online"]["all"]["tpr_at_1pct_fpr"], 1, 100), _fmt(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, 100),
-                _fmt(v["seconds_per_model"], 1), front.strip() or "-"]
+            row += [mean_pm(att["online"]["outliers"]["auc"]), mean_pm(att["rmia"]["outliers"]["auc"])]
+        row += [mean_pm(att["online"]["all"]["tpr_at_1pct_fpr"], 1, scale=100),
+                mean_pm(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
+                mean_pm(v["seconds_per_model"], 1), front.strip() or "-"]
         rows.append(row)
     header = ["variant", "ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
     if has_out:

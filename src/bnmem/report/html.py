@@ -19,6 +19,7 @@ from bnmem.analysis_plan import (
     STATUSES,
 )
 from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.results import fmt
 from bnmem.report.rundata import Lens, RunData, lens_figures
 from bnmem.report.tables import Table
 
@@ -281,13 +282,9 @@ def recipe_rows(run: RunData) -> list[list[str]]:
                 continue
             final, recipe = rec.get("final") or {}, rec.get("recipe") or {}
             lr = recipe.get("lr", (lens.config or {}).get("train", {}).get("lr"))
-
-            def pct(k: str) -> str:
-                v = final.get(k)
-                return "—" if v is None else f"{v:.3f}"
-
             rows.append([cell.id, norm, str(recipe.get("mode", lens.conditions.get("recipe", "shared"))),
-                         "—" if lr is None else f"{lr:g}", pct("train_acc"), pct("val_acc"), pct("test_acc")])
+                         "—" if lr is None else f"{lr:g}", fmt(final.get("train_acc")), fmt(final.get("val_acc")),
+                         fmt(final.get("test_acc"))])
     return rows
 
 

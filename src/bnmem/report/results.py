@@ -11,9 +11,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from bnmem import formatting
 from bnmem.analysis_plan import BASELINE, BN
+from bnmem.formatting import EM_DASH, finite
 from bnmem.report.rundata import Cell, Lens, RunData
 
 # Conditions that differ between the replicates of one setting (each replicate has its
@@ -23,19 +26,9 @@ REPLICATE_KEYS = frozenset({"replicate", "seed", "seeds", "data_seed", "corrupti
 _REPLICATE_SUFFIX = re.compile(r"-r(\d+)$")
 
 
-def finite(v: Any) -> float | None:
-    """``v`` as a float, or None for None, NaN, ±inf and non-numbers (JSON results hold all of them)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def fmt(v: Any, spec: str = ".3f") -> str:
-    """A number or '—'."""
-    f = finite(v)
-    return "—" if f is None else format(f, spec)
+# The report marks a missing number with an em dash (bnmem.formatting holds the one formatter).
+fmt = partial(formatting.fmt, missing=EM_DASH)
+pct = partial(formatting.pct, missing=EM_DASH)
 
 
 def baselines(norms: list[str]) -> list[tuple[str, bool]]:

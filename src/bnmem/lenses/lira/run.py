@@ -37,7 +37,7 @@ from bnmem.attacks.phi import ViewSubset
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
 from bnmem.lenses.lira.phases import PHASES, estimate, phase_jobs
@@ -49,6 +49,7 @@ from bnmem.lenses.registry import Lens, register
 from bnmem.rundir import prepare_run_dir
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
+from bnmem.texttable import table
 from bnmem.train.recipe import select_recipes, shared_record, train_for
 
 __all__ = [
@@ -296,17 +297,6 @@ def plot_lira_roc(entries: dict[str, dict[str, Any]], path: str | Path, title: s
     plot_roc_panels(panels, path, title=title, ncols=4)
 
 
-def _pct(v: float | None) -> str:
-    return "-" if v is None or not np.isfinite(v) else f"{100 * v:.1f}"
-
-
-def _delta(p: dict[str, Any], scale: float = 1.0, digits: int = 3) -> str:
-    if not np.isfinite(p["mean"]):
-        return "-"
-    lo, hi = (scale * v for v in p["ci"])
-    return f"{scale * p['mean']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
 def summary_table(result: dict[str, Any]) -> str:
     """Printable tables: attack metrics per norm with paired differences, and shadow-model accuracy."""
     cond = result["conditions"]
@@ -320,18 +310,19 @@ def summary_table(result: dict[str, Any]) -> str:
             aucs = [result[n][attack][sub]["auc"] for n in norms]
             if not np.isfinite(aucs).any():
                 continue  # e.g. no outliers on clean data
-            row = [attack, sub] + [fmt(a) if np.isfinite(a) else "-" for a in aucs]
-            row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["auc"]) for o in others]
-            row += [_pct(result[n][attack][sub]["tpr_at_1pct_fpr"]) for n in norms]
-            row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["tpr_at_1pct_fpr"], 100, 1) for o in others]
+            paired = [result["paired"][f"{ref}-{o}"][attack][sub] for o in others]
+            row = [attack, sub] + [fmt(a) for a in aucs]
+            row += [interval(p["auc"]["mean"], *p["auc"]["ci"], "+.3f") for p in paired]
+            row += [pct(result[n][attack][sub]["tpr_at_1pct_fpr"], suffix="") for n in norms]
+            row += [interval(p["tpr_at_1pct_fpr"]["mean"], *p["tpr_at_1pct_fpr"]["ci"], "+.1f", scale=100)
+                    for p in paired]
             rows.append(row)
     acc_rows = []
     for n in norms:
         a = result["accuracy"][n]
 
         def span(key: str) -> str:
-            s = a[key]
-            return "-" if s["mean"] is None else f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]"
+            return interval(a[key]["mean"], a[key]["min"], a[key]["max"])
 
         lr = (cond.get("lr_per_norm") or {}).get(n)
         acc_rows.append([n, "-" if lr is None else f"{lr:g}", span("train_in"), span("train_out"), span("test"),
