@@ -48,6 +48,7 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.figures.frontier import plot_frontier
 from bnmem.formatting import mean_pm
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
@@ -69,8 +70,8 @@ from bnmem.train.dp import (  # imports Opacus only when a DP model trains
     require_opacus,
 )
 
-__all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
-           "summary", "summary_table"]
+__all__ = ["DefensesConfig", "Variant", "frontier_panels", "frontier_title", "pareto_front", "recommendation",
+           "run_defenses", "summary", "summary_table"]
 
 LENS_NAME = "defenses"
 SCHEMA_VERSION = 1
@@ -452,27 +453,30 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                           for s in SUBSETS}
     result["recommendation"] = recommendation(result)
     io.write_json(out / "metrics.json", result)
-    plot_frontier(result, out / "frontier.png")
+    plot_frontier(frontier_panels(result), out / "frontier.png", title=frontier_title(result))
     return result
 
 
-def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
-    """The frontier figure: per subset, every variant's risk against test accuracy and the Pareto front."""
-    from bnmem.figures.frontier import plot_frontier as draw
-    from bnmem.figures.save import NORM_COLORS
-
-    colors = {name: "tab:orange" if v.get("gs_lambda") else NORM_COLORS.get(v["norm"], "black")
-              for name, v in result["variants"].items()}
+def frontier_panels(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The frontier figure's data (:func:`bnmem.figures.frontier.plot_frontier`): per subset, every
+    variant as a point (accuracy, risk, intervals) and the Pareto front."""
+    norms = {name: v["norm"] for name, v in result["variants"].items()}
+    regularized = {name for name, v in result["variants"].items() if v.get("gs_lambda")}
     panels = []
     for sub in ["all"] + (["outliers"] if result["subset_sizes"].get("outliers") else []):
         pts = front_points(result, sub)
         panels.append({"title": f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}",
-                       "risk_label": risk_name(result, sub), "points": pts, "colors": colors,
-                       "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+                       "risk_label": risk_name(result, sub), "points": pts, "norms": norms,
+                       "regularized": regularized, "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+    return panels
+
+
+def frontier_title(result: dict[str, Any]) -> str:
+    """The frontier figure's title: its conditions."""
     c = result["conditions"]
-    draw(panels, path, title=f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
-                             f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
-                             "t-interval); filled: on the front")
+    return (f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
+            f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
+            "t-interval); filled: on the front")
 
 
 def summary_table(result: dict[str, Any]) -> str:

@@ -20,7 +20,7 @@ from bnmem.analysis_plan import (
 )
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.results import fmt
-from bnmem.report.rundata import Lens, RunData, lens_figures
+from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -360,7 +360,7 @@ def lens_title(kind: str) -> str:
 def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
     """A figure section: every cell's figure for this lens, or 'not run'."""
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
-    pairs: list[tuple[str, Lens]] = (
+    pairs: list[tuple[str, LensOutput]] = (
         [("", run.theory)] if kind == "theory" and run.theory is not None
         else [("", run.studywide[kind])] if kind in run.studywide
         else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
@@ -382,7 +382,7 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
     return "\n".join(out)
 
 
-def _figures_for(lens: Lens) -> list[tuple[str, str]]:
+def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
     """The lens's main figure first, then PNGs no other lens claims as its own."""
     figures = lens_figures()
     main = figures.get(lens.kind)
@@ -483,7 +483,7 @@ def method_text() -> str:
 def full_conditions(run: RunData) -> str:
     """Each lens's complete conditions block, folded, for the reader who needs every setting."""
     out = ['<section id="all-conditions"><h2>All conditions</h2>']
-    lenses: Iterable[tuple[str, Lens]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
+    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
                                           for kind, lens in cell.lenses.items()]
     if run.theory is not None:
         lenses = [*lenses, ("theory", run.theory)]

@@ -18,7 +18,7 @@ from bnmem.report.results import (
     finite, fmt, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
     mitigate_variants, pct,
 )
-from bnmem.report.rundata import Cell, Lens
+from bnmem.report.rundata import CellOutput, LensOutput
 from bnmem.stats import difference_stats
 
 LIRA_TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "loss",
@@ -38,7 +38,7 @@ class Table:
     preformatted: str | None = None  # text shown as is (a lens's own summary table), instead of rows
 
 
-def memorization_table(cell: Cell, lens: Lens) -> Table:
+def memorization_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Final accuracies and fit epochs per norm (means over seeds)."""
     d = lens.data
     norms = [n for n in (lens.conditions.get("norms") or []) if n in d] or [
@@ -62,7 +62,7 @@ def memorization_table(cell: Cell, lens: Lens) -> Table:
     )
 
 
-def gradnorms_table(cell: Cell, lens: Lens) -> Table:
+def gradnorms_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Median gradient norm per subset and the noisy/clean ratio, per norm and checkpoint."""
     d = lens.data
     cond = lens.conditions
@@ -87,7 +87,7 @@ def gradnorms_table(cell: Cell, lens: Lens) -> Table:
     )
 
 
-def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
+def lira_tables(cell: CellOutput, lens: LensOutput) -> list[Table]:
     """Attack metrics per norm with paired BN − other AUC differences, and shadow-model accuracy."""
     d = lens.data
     cond = lens.conditions
@@ -142,7 +142,7 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
     return tables
 
 
-def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
+def gamma_sigma_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Per-layer median |γ|/σ and fraction of channels above 1, running σ and batch σ."""
     running = layer_rows(lens.data, "running")
     batch = {r.get("name"): r for r in layer_rows(lens.data, "batch")} if "final" in lens.data else {}
@@ -161,7 +161,7 @@ def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
                  "sqrt(running_var + eps) (eval mode), batch σ = std of the layer input over one fixed training batch")
 
 
-def mitigation_table(cell: Cell, lens: Lens) -> Table:
+def mitigation_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Per variant: memorization at the fixed and last epoch, test accuracy, γ/σ, LiRA AUC."""
     variants = mitigate_variants(lens.data)
     key = mitigate_key(variants)
@@ -188,7 +188,7 @@ def _step(v: Any) -> str:
     return "never" if v is None else str(v)
 
 
-def theory_table(lens: Lens) -> Table:
+def theory_table(lens: LensOutput) -> Table:
     s = lens.data.get("summary") or {}
     amp, g, m = s.get("amplification") or {}, s.get("gamma") or {}, s.get("margins") or {}
     rows = [
@@ -211,7 +211,7 @@ def theory_table(lens: Lens) -> Table:
                  f"{cfg.get('n_outliers', '?')} {cfg.get('outlier_kind', '?')} outliers, seed {cfg.get('seed', '?')}")
 
 
-def lens_summary_table(label: str, lens: Lens) -> Table | None:
+def lens_summary_table(label: str, lens: LensOutput) -> Table | None:
     """The table a lens's command prints, for a lens the report has no dedicated section for."""
     from bnmem.errors import BnmemError
     from bnmem.lenses import registry

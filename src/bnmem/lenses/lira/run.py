@@ -37,13 +37,13 @@ from bnmem.attacks.phi import ViewSubset
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.figures.roc import plot_lira_roc
 from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
 from bnmem.lenses.lira.phases import PHASES, estimate, phase_jobs
 from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
-from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
 from bnmem.rundir import prepare_run_dir
@@ -273,7 +273,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     if jackknife:
         attach_jackknife(result["paired"], out, reference, [n for n in cfg.norms if n != reference])
     io.write_json(out / "metrics.json", result)
-    plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
+    plot_lira_roc(entries, out / "roc.png", ALL, title=_title(cfg))
     shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
     return result
 
@@ -281,20 +281,6 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
 def _title(cfg: LiraConfig) -> str:
     return (f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
             f"{cfg.shadow_models} shadow models, BN queried in {cfg.query_bn_mode} mode")
-
-
-def plot_lira_roc(entries: dict[str, dict[str, Any]], path: str | Path, title: str = "") -> None:
-    """Log-log ROC per attack: every norm's pooled curve on all examples and on outliers."""
-    panels = {}
-    for attack in ALL:
-        curves = {}
-        for norm, e in entries.items():
-            for sub in ("all", "outliers"):
-                auc = e["attacks"][attack][sub]["auc"]
-                if e["curves"][attack][sub]["pooled"][0].size:
-                    curves[f"{norm}, {sub} (mean AUC {auc:.3f})"] = e["curves"][attack][sub]["pooled"]
-        panels[attack] = curves
-    plot_roc_panels(panels, path, title=title, ncols=4)
 
 
 def summary_table(result: dict[str, Any]) -> str:
