@@ -22,25 +22,11 @@ import numpy as np
 
 from bnmem.attacks.keep import split_references
 from bnmem.attacks.lira import global_threshold, lira_offline, lira_online, loss_attack
-from bnmem.attacks.rmia import (
-    RMIAParams,
-    population_log_ratio,
-    rmia_log_ratio,
-    rmia_scores,
-    rmia_scores_against,
-    select_offline_a,
-    view_log_mean,
-)
 from bnmem.attacks.result import (
-    ALL,
-    AVAILABLE,
-    check_keep,
-    check_mask,
-    check_references,
-    check_request,
-    check_targets,
-    evaluation_result,
-    settings,
+    ALL, AVAILABLE, check_keep, check_mask, check_references, check_request, check_targets, evaluation_result, settings,
+)
+from bnmem.attacks.rmia import (
+    RMIAParams, population_log_ratio, rmia_log_ratio, rmia_scores, rmia_scores_against, select_offline_a, view_log_mean,
 )
 from bnmem.attacks.scores import check_logits, lira_statistic, loss_from_phi
 from bnmem.errors import BnmemError

@@ -62,6 +62,7 @@ from bnmem.measure.ghost_layers import (
     patch_convs,
     symmetric_padding,
 )
+from bnmem.measure.hooks import removed_after, unreached
 
 
 class GhostUnsupported(ValueError):
@@ -206,15 +207,12 @@ def _recorded_forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, layers
     patches: dict[nn.Module, torch.Tensor] = {}
     taps: dict[nn.Module, list[Projection]] = {}
     try:
-        with torch.enable_grad(), patch_convs(model, patches), tap_attention(model, taps):
+        with removed_after(handles), torch.enable_grad(), patch_convs(model, patches), tap_attention(model, taps):
             logits = model(x)
             loss = F.cross_entropy(logits, y, reduction="sum")
     except AttentionUnsupported as e:
         raise GhostUnsupported(str(e)) from None
-    finally:
-        for h in handles:
-            h.remove()
-    missing = [n for n, _ in layers if n not in records]
+    missing = unreached(layers, records)
     if missing:
         # An unused layer has zero gradient; a layer reached some other way would be missed.
         raise GhostUnsupported(f"layers not called through their forward: {missing}")
