@@ -13,11 +13,11 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from bnmem import __version__
+from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, LENS_GAMMA_SIGMA, LENS_GRADNORMS, LENS_LIRA, LENS_MEMORIZE, LENS_MITIGATE,
-    LENS_THEORY, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES,
 )
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
@@ -27,25 +27,25 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # (section id of the HTML, heading, lens kind, caption of its figure)
 FIGURE_SECTIONS = (
-    ("memorization", "Memorization curves", LENS_MEMORIZE,
+    ("memorization", "Memorization curves", MEMORIZE,
      "Accuracy on the corrupted subset (left; flipped labels solid, OOD dashed) and clean train / test accuracy "
      "(right) per epoch; line = mean over seeds, band = min–max over seeds. Accuracy on the corrupted subset "
      "is pure memorization: nothing generalizable links those inputs to their labels."),
-    ("gradnorms", "Per-sample gradient norms", LENS_GRADNORMS,
+    ("gradnorms", "Per-sample gradient norms", GRADNORMS,
      "Empirical CDFs of per-sample gradient norms (log axis) at each checkpoint; colour = norm, line style = "
      "subset (clean solid, noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
-    ("lira", "Membership inference (log-log ROC)", LENS_LIRA,
+    ("lira", "Membership inference (log-log ROC)", LIRA,
      "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
      "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
-    ("gamma_sigma", "γ/σ per BN layer", LENS_GAMMA_SIGMA,
+    ("gamma_sigma", "γ/σ per BN layer", GAMMA_SIGMA,
      "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
      "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
      "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
-    ("theory", "Toy model (theory)", LENS_THEORY,
+    ("theory", "Toy model (theory)", THEORY,
      "Top left: per-step outlier-margin growth of BN over the matched no-norm model, measured vs predicted "
      "(γ/σ)² (frozen statistics) and (γ/σ)²·ρ (real step). Top right: outlier margins. Bottom left: γ with "
      "and without outliers. Bottom right: first-order prediction error vs probe step size."),
-    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", LENS_MITIGATE,
+    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", MITIGATE,
      "Memorization (and, where measured, LiRA AUC) against test accuracy for BN, BN + γ/σ regularizer at "
      "each λ, and no normalization."),
 )
@@ -275,7 +275,7 @@ def recipe_rows(run: RunData) -> list[list[str]]:
     """Per cell and norm: the recipe (shared or per-norm) and learning rate, train-IN, validation and test
     accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
     rows = []
-    for cell, lens in run.lenses(LENS_MEMORIZE):
+    for cell, lens in run.lenses(MEMORIZE):
         for norm in lens.conditions.get("norms") or []:
             rec = lens.data.get(norm) if isinstance(lens.data.get(norm), dict) else None
             if rec is None:
@@ -312,20 +312,20 @@ def _join(v: Any) -> str:
 def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     """The definitions that condition the numbers: BN query mode, shadow models, gradient definition..."""
     out: list[tuple[str, str]] = []
-    mem = run.lenses(LENS_MEMORIZE)
+    mem = run.lenses(MEMORIZE)
     if mem:
         modes = sorted({str(lens.conditions.get("bn_mode_at_query", "eval")) for _, lens in mem})
         epochs = sorted({str(lens.conditions.get("epochs", "?")) for _, lens in mem})
         out.append(("memorization", f"accuracies measured with BN in {'/'.join(modes)} mode (running statistics) "
                                     f"after every epoch; {'/'.join(epochs)} epochs"))
-    gn = run.lenses(LENS_GRADNORMS)
+    gn = run.lenses(GRADNORMS)
     if gn:
         c = gn[0][1].conditions
         modes = c.get("bn_mode") or {}
         out.append(("gradient norms", "; ".join(f"{d}: {modes.get(d, d)}" for d in c.get("definitions", [])) +
                     f"; {c.get('norm_of', 'L2 norm over all parameters')}; {c.get('loss', '')}; checkpoints "
                     f"{_join(c.get('checkpoints'))}"))
-    li = run.lenses(LENS_LIRA)
+    li = run.lenses(LIRA)
     if li:
         c = li[0][1].conditions
         out.append(("membership inference",
@@ -361,7 +361,7 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
     """A figure section: every cell's figure for this lens, or 'not run'."""
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
     pairs: list[tuple[str, LensOutput]] = (
-        [("", run.theory)] if kind == LENS_THEORY and run.theory is not None
+        [("", run.theory)] if kind == THEORY and run.theory is not None
         else [("", run.studywide[kind])] if kind in run.studywide
         else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
     )
@@ -486,7 +486,7 @@ def full_conditions(run: RunData) -> str:
     lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
                                                 for kind, lens in cell.lenses.items()]
     if run.theory is not None:
-        lenses = [*lenses, (LENS_THEORY, run.theory)]
+        lenses = [*lenses, (THEORY, run.theory)]
     for label, lens in lenses:
         block = lens.conditions or lens.data.get("config") or lens.config or {}
         out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"

@@ -25,6 +25,7 @@ from typing import Any
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
 from bnmem.lenses.registry import LENS_KEY
+from bnmem.names import THEORY
 
 
 def lens_figures() -> dict[str, str]:
@@ -250,11 +251,11 @@ def _load_study(root: Path, problems: list[str]) -> RunData:
     studywide: dict[str, LensOutput] = {}
     folders = dict(index.get("lenses") or {})
     if index.get("theory"):
-        folders.setdefault("theory", index["theory"])
+        folders.setdefault(THEORY, index["theory"])  # index.json names the theory folder under its own key too
     for name, rel in folders.items():
         for lens in load_lenses(root / rel, problems, hint=name):
             studywide.setdefault(lens.kind, lens)
-    theory = studywide.pop("theory", None)
+    theory = studywide.pop(THEORY, None)
     return RunData(root, "study", index.get("study"), cells, theory, None, problems, studywide)
 
 
@@ -266,7 +267,7 @@ def _load_loose(root: Path, problems: list[str]) -> RunData:
         for sub in sorted(p for p in root.iterdir() if p.is_dir()):
             folders += load_lenses(sub, problems)
     studywide = {lens.kind: lens for lens in folders if _studywide(lens.kind)}
-    theory = studywide.pop("theory", None)
+    theory = studywide.pop(THEORY, None)
     cells: list[CellOutput] = []
     for lens in folders:
         if _studywide(lens.kind):
