@@ -8,17 +8,8 @@ import numpy as np
 import pytest
 
 from bnmem.attacks.result import (
-    ALL,
-    AVAILABLE,
-    NEEDS_IN,
-    NEEDS_OUT,
-    check_keep,
-    check_references,
-    check_request,
-    check_targets,
-    evaluation_result,
-    settings,
-    summarize,
+    ALL, AVAILABLE, NEEDS_IN, NEEDS_OUT, check_keep, check_references, check_request, check_targets, evaluation_result,
+    settings, summarize,
 )
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
