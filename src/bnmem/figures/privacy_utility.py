@@ -9,7 +9,7 @@ oranges, apart from the norms' own colours.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 
@@ -31,8 +31,35 @@ def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, tit
     names = result["variants"]
     has_lira = any("lira" in result[n] for n in names)
     fig, axes = plt.subplots(1, 3 if has_lira else 2, figsize=(16 if has_lira else 11, 4.2))
+    color = _variant_colors(result)
+    _tradeoff_panel(axes[0], result, key, color)
+    fe = result["conditions"]["fixed_epoch"]
+    ax = axes[1]
+    for n in names:
+        curve = result[n]["mean"][key]
+        ax.plot(range(1, len(curve) + 1), curve, color=color(n), label=n)
+    ax.axvline(fe, color="gray", lw=0.8, ls=":")
+    ax.set(xlabel="epoch", ylabel="memorization (mean over seeds)", ylim=(-0.02, 1.02), title="memorization over training")
+    if has_lira:
+        _membership_panel(axes[2], result, color, legacy_attack)
+    for a in axes:
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+        else:  # clean data: no corrupted subset to memorize
+            a.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
+                   transform=a.transAxes, color="gray")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def _variant_colors(result: dict[str, Any]) -> Callable[[str], Any]:
+    """Each variant's colour: its norm's, or for regularized BN variants a shade of orange per λ (apart from
+    plain BN's red and no-norm's blue)."""
+    names = result["variants"]
     gs_names = [n for n in names if result[n]["gs_reg"] > 0]
-    # Oranges: regularized BN variants stay apart from plain BN's red and no-norm's blue.
     cmap = plt.get_cmap("Oranges")
 
     def color(n: str):
@@ -40,8 +67,12 @@ def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, tit
             return cmap(0.4 + 0.5 * gs_names.index(n) / max(len(gs_names) - 1, 1))
         return NORM_COLORS.get(result[n]["norm"], "black")
 
-    ax = axes[0]
-    for n in names:
+    return color
+
+
+def _tradeoff_panel(ax: Any, result: dict[str, Any], key: str, color: Callable[[str], Any]) -> None:
+    """Memorization against test accuracy per variant: filled at the fixed epoch, hollow at the last; bars: seed min–max."""
+    for n in result["variants"]:
         m = result[n]
         for when, face in (("fixed_epoch", color(n)), ("final", "none")):
             x, y = m[when]["test_acc"], m[when][key]
@@ -55,34 +86,19 @@ def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, tit
     fe = result["conditions"]["fixed_epoch"]
     ax.set(xlabel="clean test accuracy", ylabel=f"{key.replace('_acc', '')} subset accuracy (memorization)",
            title=f"privacy vs utility (filled: epoch {fe}, hollow: last)")
-    ax = axes[1]
-    for n in names:
-        curve = result[n]["mean"][key]
-        ax.plot(range(1, len(curve) + 1), curve, color=color(n), label=n)
-    ax.axvline(fe, color="gray", lw=0.8, ls=":")
-    ax.set(xlabel="epoch", ylabel="memorization (mean over seeds)", ylim=(-0.02, 1.02), title="memorization over training")
-    if has_lira:
-        ax = axes[2]
-        for n in names:
-            if "lira" not in result[n]:
-                continue
-            attacks = result[n]["lira"].get("attacks") or {legacy_attack: result[n]["lira"]}
-            for attack, marker in (("online", "o"), ("rmia", "s")):
-                if attack in attacks and "all" in attacks[attack]:
-                    ax.scatter(result[n]["final"]["test_acc"]["mean"], attacks[attack]["all"]["auc"], color=color(n),
-                               marker=marker, s=50, label=f"{n} ({attack})")
-        chosen = (result.get("selection") or {}).get("variant")
-        ax.set(xlabel="clean test accuracy (final)", ylabel="membership AUC (all examples)",
-               title=f"LiRA online (o) and RMIA (s), {result['conditions']['lira_models']} shadow models"
-                     + (f"; selected: {chosen}" if chosen else ""))
-    for a in axes:
-        a.grid(alpha=0.3)
-        if a.get_legend_handles_labels()[0]:
-            a.legend(fontsize=7)
-        else:  # clean data: no corrupted subset to memorize
-            a.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
-                   transform=a.transAxes, color="gray")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path)
+
+
+def _membership_panel(ax: Any, result: dict[str, Any], color: Callable[[str], Any], legacy_attack: str) -> None:
+    """Membership AUC (online LiRA o, RMIA s) against final test accuracy, for the variants with shadow models."""
+    for n in result["variants"]:
+        if "lira" not in result[n]:
+            continue
+        attacks = result[n]["lira"].get("attacks") or {legacy_attack: result[n]["lira"]}
+        for attack, marker in (("online", "o"), ("rmia", "s")):
+            if attack in attacks and "all" in attacks[attack]:
+                ax.scatter(result[n]["final"]["test_acc"]["mean"], attacks[attack]["all"]["auc"], color=color(n),
+                           marker=marker, s=50, label=f"{n} ({attack})")
+    chosen = (result.get("selection") or {}).get("variant")
+    ax.set(xlabel="clean test accuracy (final)", ylabel="membership AUC (all examples)",
+           title=f"LiRA online (o) and RMIA (s), {result['conditions']['lira_models']} shadow models"
+                 + (f"; selected: {chosen}" if chosen else ""))
