@@ -11,21 +11,21 @@ from pathlib import Path
 import numpy as np
 
 from bnmem.analysis_plan import LENS_LIRA
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 NORMS = ["batch", "none"]
 
 
-def make_run(cells: list[Cell]) -> RunData:
+def make_run(cells: list[CellOutput]) -> RunData:
     return RunData(Path("/synthetic"), "study", "synthetic", cells, None, None)
 
 
-def make_cell(base: str, r: int, lenses: dict[str, dict], label_noise: float = 0.05, seeds=None) -> Cell:
+def make_cell(base: str, r: int, lenses: dict[str, dict], label_noise: float = 0.05, seeds=None) -> CellOutput:
     cond = {"dataset": "digits", "arch": "lenet", "norms": NORMS, "label_noise": label_noise, "ood": 0.0,
             "ood_source": None, "replicate": r, "seeds": seeds if seeds is not None else [3 * r, 3 * r + 1]}
-    cell = Cell(f"{base}-r{r}", cond)
+    cell = CellOutput(f"{base}-r{r}", cond)
     for kind, data in lenses.items():
-        cell.lenses[kind] = Lens(kind, Path(f"/synthetic/{base}-r{r}/{kind}"), data)
+        cell.lenses[kind] = LensOutput(kind, Path(f"/synthetic/{base}-r{r}/{kind}"), data)
     return cell
 
 

@@ -23,10 +23,10 @@ from bnmem.analysis_plan import DIRECTION_ONLY, LENS_MITIGATE, REPRODUCED
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset
 from bnmem.report.claims import claim6
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 
-def _mitigate_cell(r: int, drop_per_seed: list[float]) -> Cell:
+def _mitigate_cell(r: int, drop_per_seed: list[float]) -> CellOutput:
     """A mitigate replicate: BN memorizes 60%, the regularizer (λ=1) about 10%, at the given test drops."""
     def stat(values):
         return {"mean": float(np.mean(values)), "per_seed": [float(v) for v in values]}
@@ -42,8 +42,8 @@ def _mitigate_cell(r: int, drop_per_seed: list[float]) -> Cell:
            "dataset": {"dataset": "digits", "n_noisy": 10, "n_ood": 0}}
     cond = {"dataset": "digits", "arch": "lenet", "norms": ["batch", "none"], "label_noise": 0.05, "ood": 0.0,
             "replicate": r, "seeds": [3 * r, 3 * r + 1, 3 * r + 2]}
-    cell = Cell(f"m-r{r}", cond)
-    cell.lenses[LENS_MITIGATE] = Lens(LENS_MITIGATE, Path(f"/synthetic/m-r{r}/mitigate"), doc)
+    cell = CellOutput(f"m-r{r}", cond)
+    cell.lenses[LENS_MITIGATE] = LensOutput(LENS_MITIGATE, Path(f"/synthetic/m-r{r}/mitigate"), doc)
     return cell
 
 

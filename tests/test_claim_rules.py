@@ -102,11 +102,11 @@ def test_claim_5a_check_boundary():
 
     from bnmem.analysis_plan import CHECK_FAILED, CHECK_PASSED
     from bnmem.report.claims import claim5
-    from bnmem.report.rundata import Lens, RunData
+    from bnmem.report.rundata import LensOutput, RunData
 
     def status(err: float) -> str:
         data = {"summary": {"amplification": {"frozen_stats_median_rel_error": err}}, "config": {}}
-        run = RunData(Path("/s"), "study", "s", [], Lens("theory", Path("/s/theory"), data), None)
+        run = RunData(Path("/s"), "study", "s", [], LensOutput("theory", Path("/s/theory"), data), None)
         return claim5.evaluate(run)[0].status
 
     assert status(THEORY_TOL - 1e-6) == CHECK_PASSED and status(THEORY_TOL) == CHECK_FAILED

@@ -20,7 +20,7 @@ from bnmem.analysis_plan import (
 from bnmem.report.claims import claim1, claim2, claim3, claim4, claim5, claim6, grade, grade_v2, vs_paper
 from bnmem.report.claims.claim2 import area_under
 from bnmem.report.results import settings_of
-from bnmem.report.rundata import Lens, RunData
+from bnmem.report.rundata import LensOutput, RunData
 from bnmem.stats import PairedDiff, difference_stats, jackknife_interval, replicated_difference
 
 from synthetic_runs import NORMS, dataset_info, lira_data, lira_run, make_cell, make_run, memorize_data
@@ -462,7 +462,7 @@ def theory_run(amp: dict, counterfactual: dict | None = None) -> RunData:
     data = {"summary": {"amplification": amp}, "config": {"steps": 300, "seed": 0}}
     if counterfactual is not None:
         data["counterfactual"] = counterfactual
-    return RunData(Path("/synthetic"), "study", "synthetic", [], Lens("theory", Path("/synthetic/theory"), data),
+    return RunData(Path("/synthetic"), "study", "synthetic", [], LensOutput("theory", Path("/synthetic/theory"), data),
                    None)
 
 

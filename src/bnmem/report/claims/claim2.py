@@ -23,9 +23,10 @@ from bnmem.report.claims.core import (
 )
 from bnmem.report.claims.shared import bn_comparison, cond, log_of, previous, where
 from bnmem.report.results import Setting, baselines, finite, gradnorm_checkpoints, settings_of
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 IDS = ("2",)
+Reps = list[tuple[CellOutput, LensOutput]]
 CALIPER = 0.15  # matched-fit alternative: both checkpoints within ±0.15 of FIT_LEVEL
 
 
@@ -56,7 +57,7 @@ def _has_checkpoints(v: Any) -> bool:
                                        for d in v.values())
 
 
-def _series(lens: Lens, norm: str, definition: str, epochs: list[int], field_of: Callable[[dict], float]
+def _series(lens: LensOutput, norm: str, definition: str, epochs: list[int], field_of: Callable[[dict], float]
             ) -> dict[str, np.ndarray]:
     """seed -> values over ``epochs`` of one per-seed field."""
     ck = dict(gradnorm_checkpoints(lens.data[norm].get(definition, {})))
@@ -67,7 +68,7 @@ def _series(lens: Lens, norm: str, definition: str, epochs: list[int], field_of:
     return {s: np.array(v) for s, v in out.items()}
 
 
-def fit_levels(cell: Cell, lens: Lens, norm: str, definition: str, sub: str, epochs: list[int]
+def fit_levels(cell: CellOutput, lens: LensOutput, norm: str, definition: str, sub: str, epochs: list[int]
                ) -> dict[str, np.ndarray]:
     """seed -> corrupted-subset training accuracy at each checkpoint: what the gradnorms lens recorded
     there, else the memorization curve of the same (norm, seed) from the cell's memorize lens (it trains
@@ -88,7 +89,7 @@ def fit_levels(cell: Cell, lens: Lens, norm: str, definition: str, sub: str, epo
     return out
 
 
-def _groups(reps: list[tuple[Cell, Lens]], other: str, sub: str, definition: str
+def _groups(reps: Reps, other: str, sub: str, definition: str
             ) -> tuple[list[int], dict[str, list[np.ndarray]], list[str]]:
     """Checkpoints and, per statistic, one array of per-seed BN − other values per replicate."""
     key = f"{sub}_clean_median_ratio"
@@ -165,7 +166,7 @@ def evaluate(run: RunData) -> list[Claim]:
     return [claim]
 
 
-def _evaluation(setting: Setting, reps: list[tuple[Cell, Lens]], other: str, sub: str, sub_name: str,
+def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: str,
                 definitions: list[str], deciding: bool) -> Evaluation:
     cov: list[Analysis] = []
     alts: list[Analysis] = []
@@ -208,7 +209,7 @@ def _evaluation(setting: Setting, reps: list[tuple[Cell, Lens]], other: str, sub
     return ev
 
 
-def _previous(claim: Claim, where_: str, reps: list[tuple[Cell, Lens]], other: str, sub: str, definition: str
+def _previous(claim: Claim, where_: str, reps: Reps, other: str, sub: str, definition: str
               ) -> None:
     """Plan 2.0: the area over all checkpoints, the first definition (eval) deciding."""
     _, groups, _ = _groups(reps, other, sub, definition)

@@ -21,7 +21,7 @@ from bnmem.report.claims.shared import ATTACK_NAMES, cond, nanmean, previous, wh
 from bnmem.report.results import (
     baselines, finite, fmt, lira_jackknife, lira_norms, lira_summary, outlier_mix, settings_of,
 )
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 from bnmem.stats import PairedDiff, difference_stats, jackknife_interval
 
 IDS = ("3a", "3b")
@@ -29,7 +29,7 @@ IDS = ("3a", "3b")
 IDENTITY_BLOCK = "identity_only"
 
 
-def _target_diffs(lens: Lens, other: str, attack: str, subset: str, block: str | None = None
+def _target_diffs(lens: LensOutput, other: str, attack: str, subset: str, block: str | None = None
                   ) -> np.ndarray | None:
     """Per-target BN − other AUC differences (``block``: a variant of the results, e.g. identity-only views,
     stored under that key of metrics.json with the same norm -> attack -> subset schema)."""
@@ -47,7 +47,7 @@ def _target_diffs(lens: Lens, other: str, attack: str, subset: str, block: str |
     return np.array([math.nan if ma is None or mb is None else ma - mb])
 
 
-def lira_estimate(reps: list[tuple[Cell, Lens]], other: str, attack: str, subset: str,
+def lira_estimate(reps: list[tuple[CellOutput, LensOutput]], other: str, attack: str, subset: str,
                   block: str | None = None, v2: bool = False) -> tuple[PairedDiff | None, np.ndarray | None]:
     """Replicates as the unit; one replicate: the lens's delete-one-model jackknife, else no interval."""
     groups = [g for g in (_target_diffs(lens, other, attack, subset, block) for _, lens in reps) if g is not None]
@@ -63,7 +63,7 @@ def lira_estimate(reps: list[tuple[Cell, Lens]], other: str, attack: str, subset
     return est, np.concatenate(groups)
 
 
-def _detail(reps: list[tuple[Cell, Lens]], other: str, attack: str, targets: np.ndarray | None) -> str:
+def _detail(reps: list[tuple[CellOutput, LensOutput]], other: str, attack: str, targets: np.ndarray | None) -> str:
     sa = [lira_summary(lens.data, BN, attack, LIRA_SUBSET) or {} for _, lens in reps]
     sb = [lira_summary(lens.data, other, attack, LIRA_SUBSET) or {} for _, lens in reps]
     out = (f"AUC {BN} {fmt(nanmean([s.get('auc') for s in sa]))} vs {other} {fmt(nanmean([s.get('auc') for s in sb]))}"

@@ -22,7 +22,7 @@ from bnmem.report.claims.core import (
 )
 from bnmem.report.claims.shared import previous
 from bnmem.report.results import finite, fmt
-from bnmem.report.rundata import Lens, RunData
+from bnmem.report.rundata import LensOutput, RunData
 from bnmem.stats import SMALL_N, difference_stats
 
 IDS = ("5a", "5b")
@@ -30,7 +30,7 @@ BAND = (1 - THEORY_TOL, 1 + THEORY_TOL)
 WHERE = "toy model simulation"
 
 
-def _theory_cond(t: Lens) -> dict[str, Any]:
+def _theory_cond(t: LensOutput) -> dict[str, Any]:
     cfg = t.data.get("config") or {}
     return {"model": "toy: 1 conv channel + linear classifier, full-batch GD, float64",
             **{k: cfg[k] for k in ("steps", "lr", "n_outliers", "outlier_kind", "seed") if k in cfg}}
@@ -99,7 +99,7 @@ def kernel_slopes(data: dict[str, Any]) -> dict[str, float] | None:
     return out or None
 
 
-def _frozen(claim: Claim, t: Lens, amp: dict[str, Any], cond: dict[str, Any]) -> None:
+def _frozen(claim: Claim, t: LensOutput, amp: dict[str, Any], cond: dict[str, Any]) -> None:
     fe = finite(amp.get("frozen_stats_median_rel_error"))
     if fe is None:
         claim.evaluations.append(not_run(WHERE, "theory.json has no frozen-statistics error"))
@@ -114,7 +114,7 @@ def _frozen(claim: Claim, t: Lens, amp: dict[str, Any], cond: dict[str, Any]) ->
     previous(claim, WHERE, fe, status)
 
 
-def _live(claim: Claim, t: Lens, cond: dict[str, Any]) -> None:
+def _live(claim: Claim, t: LensOutput, cond: dict[str, Any]) -> None:
     errs = counterfactual_errors(t.data)
     old = None
     if errs:

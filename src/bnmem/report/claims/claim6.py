@@ -24,11 +24,11 @@ from bnmem.report.claims.shared import ATTACK_NAMES, cond, previous, where
 from bnmem.report.results import (
     finite, mitigate_at, mitigate_key, mitigate_seeds, mitigate_variants, replicate_of, settings_of, variant_lira,
 )
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 from bnmem.stats import PairedDiff
 
 IDS = ("6",)
-Reps = list[tuple[Cell, Lens]]
+Reps = list[tuple[CellOutput, LensOutput]]
 
 
 def regularized(variants: dict[str, dict[str, Any]]) -> list[tuple[float, str, dict[str, Any]]]:
@@ -63,7 +63,7 @@ def status_v2(cut: PairedDiff | None, drop: PairedDiff | None) -> str:
     return base
 
 
-def select_variant(lens: Lens, key: str) -> tuple[str | None, str]:
+def select_variant(lens: LensOutput, key: str) -> tuple[str | None, str]:
     """The declared criterion on one (selection) replicate: among the regularized variants whose validation
     accuracy is at least plain BN's minus 1 point, the lowest corrupted-subset training accuracy (ties: the
     smaller λ); none eligible: the highest validation accuracy. Without validation accuracies: the middle of
@@ -181,7 +181,7 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
                  status_v2(old_cut, old_drop))
 
 
-def _v2(reps: Reps, lens0: Lens, key: str) -> tuple[PairedDiff | None, PairedDiff | None, str]:
+def _v2(reps: Reps, lens0: LensOutput, key: str) -> tuple[PairedDiff | None, PairedDiff | None, str]:
     """Plan 2.0: the lens's own selected λ (replicate 0's choice) on every replicate, all reported."""
     variants = mitigate_variants(lens0.data)
     regs = regularized(variants)

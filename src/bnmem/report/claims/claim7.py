@@ -20,7 +20,7 @@ from bnmem.report.claims.core import (
 )
 from bnmem.report.claims.shared import cond, where
 from bnmem.report.results import Setting, finite, fmt, layer_rows, replicate_of, settings_of
-from bnmem.report.rundata import Lens, RunData
+from bnmem.report.rundata import LensOutput, RunData
 
 IDS = ("7",)
 COVERDICT = "|γ|/σ corrupted − clean, paired by replicate"
@@ -87,7 +87,7 @@ def evaluate(run: RunData) -> list[Claim]:
     for s in settings:
         if s.first.corrupted is not True:
             continue
-        lens: Lens = s.lenses(LENS_GAMMA_SIGMA)[0][1]
+        lens: LensOutput = s.lenses(LENS_GAMMA_SIGMA)[0][1]
         partner = clean.get(_base(s))
         cov = [_coverdict(s, partner)[0]] if partner is not None else []
         groups = push_groups(s)

@@ -10,7 +10,7 @@ import numpy as np
 from bnmem.analysis_plan import BN
 from bnmem.report.claims.core import Claim, Evaluation, PreviousVerdict, not_run
 from bnmem.report.results import Setting, corrupted_subsets, finite, norms_of
-from bnmem.report.rundata import Lens
+from bnmem.report.rundata import LensOutput
 from bnmem.stats import pair_by_key
 
 # Conditions shown next to a number (a lens's full conditions are in the report's conditions section).
@@ -28,7 +28,7 @@ ATTACK_NAMES = {"online": "online LiRA", "offline": "offline LiRA", "rmia": "RMI
                 "online_fixed_variance": "online LiRA, fixed variance"}
 
 
-def cond(setting: Setting, lens: Lens, **extra: Any) -> dict[str, Any]:
+def cond(setting: Setting, lens: LensOutput, **extra: Any) -> dict[str, Any]:
     """The conditions of one number: the setting's, the lens's own, and what the claim adds."""
     c = {**setting.first.conditions, **lens.conditions, "replicates": setting.replicates, **extra}
     if len(setting.cells) > 1:
@@ -64,7 +64,7 @@ def has_per_seed(v: Any) -> bool:
     return isinstance(v, dict) and "per_seed" in v
 
 
-def seed_diffs(lens: Lens, other: str, value: Callable[[dict[str, Any]], float]) -> np.ndarray:
+def seed_diffs(lens: LensOutput, other: str, value: Callable[[dict[str, Any]], float]) -> np.ndarray:
     """Per seed (paired by seed) BN − other of ``value`` of the per-seed records."""
     a = {s: value(c) for s, c in lens.data[BN]["per_seed"].items()}
     b = {s: value(c) for s, c in lens.data[other]["per_seed"].items()}
@@ -72,7 +72,7 @@ def seed_diffs(lens: Lens, other: str, value: Callable[[dict[str, Any]], float])
     return av - bv
 
 
-def bn_comparison(claim: Claim, setting: Setting, lens: Lens, has_data: Callable[[Any], bool]
+def bn_comparison(claim: Claim, setting: Setting, lens: LensOutput, has_data: Callable[[Any], bool]
                   ) -> tuple[list[str] | None, list[tuple[str, str]]]:
     """The norms and corrupted subsets a BN-vs-other claim compares in one setting, or (None, []) after
     recording why it cannot (BN or a second norm missing, or clean data)."""
