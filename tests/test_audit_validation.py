@@ -20,7 +20,7 @@ import bnmem
 from bnmem.auditing import run as audit_run
 from bnmem.auditing.membership import membership_section
 from bnmem.config import TrainConfig
-from bnmem.texttable import count_text
+from bnmem.formatting import count_text
 from bnmem.cli import main
 from bnmem.errors import BnmemError
 from bnmem.executors.local import _has_main_guard

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bnmem.formatting import pct as fmt_pct
+
 LEVELS = ("low", "moderate", "elevated")
 # Fraction of BN channels with |γ|/σ > 1 (running σ) at which amplification is moderate / elevated.
 GS_MODERATE, GS_ELEVATED = 0.2, 0.5
@@ -31,7 +33,8 @@ def band(value: float, moderate: float, elevated: float, strict_moderate: bool =
 
 
 def pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
+    """A fraction as a whole percentage, '-' when missing (:func:`bnmem.formatting.pct`, no decimals)."""
+    return fmt_pct(v, 0)
 
 
 def bn_summary(result: dict[str, Any]) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from typing import Any
 from bnmem import io
 from bnmem.auditing.findings import pct
 from bnmem.auditing.report import ATTACK_NAMES
-from bnmem.texttable import count_text
+from bnmem.formatting import count_text
 from bnmem.errors import BnmemError
 
 HTML_FILE, ROC_FILE = "audit.html", "audit_roc.png"

@@ -6,16 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from bnmem.auditing.findings import pct
+from bnmem.formatting import fmt
 from bnmem.auditing.report import ATTACK_NAMES
-from bnmem.texttable import count_text
-
-
-def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
+from bnmem.formatting import count_text
 
 
 def _ci(v: float, ci: list[float], percent: bool = False) -> str:
@@ -112,7 +105,7 @@ def model_lines(result: dict[str, Any]) -> list[str]:
         row = f"| {layer} | {gs[modes[0]]['layers'][layer]['n_channels']} |"
         for mode in modes:
             v = gs[mode]["layers"].get(layer, {})
-            row += f" {_fmt(v.get('median_ratio'))} | {_fmt(v.get('frac_above_1'), 2)} |"
+            row += f" {fmt(v.get('median_ratio'))} | {fmt(v.get('frac_above_1'), '.2f')} |"
         lines.append(row)
     return lines + ["", "σ running = sqrt(running_var + eps); σ batch = std of the layer input over one training "
                         "batch (BN in training mode)."] + [f"Note: {n}" for n in gs.get("notes", [])] + [""]
@@ -123,13 +116,13 @@ def gradient_lines(result: dict[str, Any]) -> list[str]:
     gn = result["gradient_norms"]
     lines = ["## Per-sample gradient norms", "",
              f"L2 norm over all parameters of each example's loss gradient ({gn['definition']} definition, "
-             f"{gn['method']}, float64; {gn['subset']}); median {_fmt(gn['median'], 4)}.", ""]
+             f"{gn['method']}, float64; {gn['subset']}); median {fmt(gn['median'], '.4f')}.", ""]
     if gn.get("masks"):
         mk = gn["masks"]
         lines += [f"Top-{len(gn['top_k'])}: {mk['top_k_flagged']} known corrupted "
                   f"({pct(mk['top_k_fraction_flagged'])}; {pct(mk['fraction_flagged_overall'])} of the data)."]
         lines += ["", "| subset | n | median | mean |", "|---|---|---|---|"]
-        lines += [f"| {s} | {v['n']} | {_fmt(v['median'], 4)} | {_fmt(v['mean'], 4)} |"
+        lines += [f"| {s} | {v['n']} | {fmt(v['median'], '.4f')} | {fmt(v['mean'], '.4f')} |"
                   for s, v in mk["by_subset"].items()] + [""]
     lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
     lines += [f"| {i + 1} | {r['index']}" + (f" (`{r['file']}`)" if r.get("file") else "")
@@ -140,8 +133,8 @@ def gradient_lines(result: dict[str, Any]) -> list[str]:
     acc = result["accuracy"]
     return lines + ["", "## Accuracy (eval mode)", "",
                     "| train | test | gap | clean train | flipped labels fit | OOD fit |", "|---|---|---|---|---|---|",
-                    f"| {_fmt(acc['train_acc'])} | {_fmt(acc['test_acc'])} | {_fmt(acc['gap'])} | "
-                    f"{_fmt(acc.get('clean_train_acc'))} | {_fmt(acc.get('noisy_acc'))} | {_fmt(acc.get('ood_acc'))} |",
+                    f"| {fmt(acc['train_acc'])} | {fmt(acc['test_acc'])} | {fmt(acc['gap'])} | "
+                    f"{fmt(acc.get('clean_train_acc'))} | {fmt(acc.get('noisy_acc'))} | {fmt(acc.get('ood_acc'))} |",
                     ""]
 
 

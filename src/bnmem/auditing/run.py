@@ -217,7 +217,7 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
             seed: int, max_memory: int | str | None,
             source: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
     """The sections measured on the model itself: layers, γ/σ, gradient norms, accuracy."""
-    from bnmem.texttable import count_text
+    from bnmem.formatting import count_text
 
     layers = norm_layer_table(model)
     n_params = int(sum(p.numel() for p in model.parameters()))

@@ -20,7 +20,8 @@ from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.figures.gradnorms import plot_gradnorms
 from bnmem.lenses.registry import Lens, register
@@ -101,9 +102,10 @@ class GradNormsConfig(ExperimentConfig):
 
 
 def default_checkpoints(epochs: int) -> list[int]:
-    """Checkpoints that fit any run length: after epoch 1, at 1/6 and 1/3 of training, and at the end
-    (30 epochs: 1, 5, 10, 30 — the paper-style schedule)."""
-    return sorted({1, max(1, epochs // 6), max(1, epochs // 3), epochs})
+    """Checkpoints that fit any run length: dense early ones (epochs 1, 2, 3, before either norm has fitted
+    the corrupted subset: analysis plan 3.0's claim 2 uses only those), 1/6 and 1/3 of training, and the end
+    (30 epochs: 1, 2, 3, 5, 10, 30)."""
+    return sorted({e for e in (1, 2, 3, max(1, epochs // 6), max(1, epochs // 3), epochs) if e <= epochs})
 
 
 def gradnorm_file(job: Path, definition: str, epoch: int) -> Path:
@@ -250,9 +252,9 @@ def summary_table(result: dict[str, Any]) -> str:
         for d in cond["definitions"]:
             for e in cond["checkpoints"]:
                 m = result[norm][d][f"epoch_{e}"]
-                rows.append([norm, d, str(e), fmt(m["clean"]["median"], 4), fmt(m["noisy"]["median"], 4),
-                             fmt(m["ood"]["median"], 4), fmt(m["noisy_clean_median_ratio"], 2),
-                             fmt(m["ood_clean_median_ratio"], 2)])
+                rows.append([norm, d, str(e), fmt(m["clean"]["median"], ".4f"), fmt(m["noisy"]["median"], ".4f"),
+                             fmt(m["ood"]["median"], ".4f"), fmt(m["noisy_clean_median_ratio"], ".2f"),
+                             fmt(m["ood_clean_median_ratio"], ".2f")])
     return table(rows, ["norm", "definition", "epoch", "clean med", "noisy med", "ood med", "noisy/clean",
                         "ood/clean"])
 

@@ -15,36 +15,39 @@ from typing import Any, Iterable
 
 from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, LENS_GAMMA_SIGMA, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION,
-    STATUSES,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES, plan_sha256,
 )
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
-from bnmem.report.rundata import Lens, RunData, lens_figures
+from bnmem.report.claims.core import direction
+from bnmem.report.preregistration import check_plan
+from bnmem.report.results import fmt
+from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-# (section id, heading, lens kind, caption of its figure)
+# (section id of the HTML, heading, lens kind, caption of its figure)
 FIGURE_SECTIONS = (
-    ("memorization", "Memorization curves", "memorize",
+    ("memorization", "Memorization curves", MEMORIZE,
      "Accuracy on the corrupted subset (left; flipped labels solid, OOD dashed) and clean train / test accuracy "
      "(right) per epoch; line = mean over seeds, band = min–max over seeds. Accuracy on the corrupted subset "
      "is pure memorization: nothing generalizable links those inputs to their labels."),
-    ("gradnorms", "Per-sample gradient norms", "gradnorms",
+    ("gradnorms", "Per-sample gradient norms", GRADNORMS,
      "Empirical CDFs of per-sample gradient norms (log axis) at each checkpoint; colour = norm, line style = "
      "subset (clean solid, noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
-    ("lira", "Membership inference (log-log ROC)", "lira",
+    ("lira", "Membership inference (log-log ROC)", LIRA,
      "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
      "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
-    ("gamma_sigma", "γ/σ per BN layer", LENS_GAMMA_SIGMA,
+    ("gamma_sigma", "γ/σ per BN layer", GAMMA_SIGMA,
      "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
      "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
      "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
-    ("theory", "Toy model (theory)", "theory",
+    ("theory", "Toy model (theory)", THEORY,
      "Top left: per-step outlier-margin growth of BN over the matched no-norm model, measured vs predicted "
      "(γ/σ)² (frozen statistics) and (γ/σ)²·ρ (real step). Top right: outlier margins. Bottom left: γ with "
      "and without outliers. Bottom right: first-order prediction error vs probe step size."),
-    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", "mitigate",
+    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", MITIGATE,
      "Memorization (and, where measured, LiRA AUC) against test accuracy for BN, BN + γ/σ regularizer at "
      "each λ, and no normalization."),
 )
@@ -156,13 +159,14 @@ def checklist(claims: list[Claim]) -> str:
             f"<td><b>{esc(c.id)}</b></td>"
             f'<td>{esc(c.title)}{kind}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
             f'<td class="num">{esc(value)}</td><td class="num">{esc(ci)}</td>'
-            f"<td>{status_badge(c.status)}</td>"
+            f"<td>{status_badge(c.status)}"
+            + (f'<div class="note">vs paper: {esc(c.vs_paper)}</div>' if c.vs_paper else "") + "</td>"
             f'<td class="note">{esc(c.agreement_text())}</td>'
             f"<td>{status_badge(prev)}</td>"
             f'<td class="rule">{esc(c.rule)}</td></tr>'
         )
     return ('<table class="checklist"><thead><tr><th>#</th><th>claim · metric · where</th><th>value</th>'
-            f"<th>95% CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
+            f"<th>CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
             f"<th>under plan {esc(PREVIOUS_VERSION)}</th><th>rule</th></tr></thead><tbody>\n" + "\n".join(rows)
             + "\n</tbody></table>")
 
@@ -175,7 +179,7 @@ def claim_details(claims: list[Claim]) -> str:
         if not c.evaluations:
             out.append(f'<p class="notrun">not run: {esc(c.not_run_reason())}</p>')
             continue
-        out.append("<table><thead><tr><th>where</th><th>value</th><th>95% CI</th><th>status</th>"
+        out.append("<table><thead><tr><th>where</th><th>value</th><th>CI</th><th>status</th>"
                    "<th>interval method · notes</th><th>conditions</th></tr></thead><tbody>")
         for e in c.evaluations:
             tag = "" if e.deciding else " (shown, not deciding)"
@@ -204,13 +208,13 @@ def robustness_panel(claims: list[Claim]) -> str:
         panel = c.robustness()
         if not panel:
             continue
-        k, n = c.agreement()
-        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(k)} of {esc(n)} analyses agree '
-                   f"with {status_badge(c.status)}</h3>")
-        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>95% CI</th>'
-                   "<th>status</th><th>agrees</th><th>method · notes</th></tr></thead><tbody>")
+        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(c.agreement_text())} '
+                   f"({status_badge(c.status)})</h3>")
+        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>CI</th>'
+                   "<th>status</th><th>same direction</th><th>method · notes</th></tr></thead><tbody>")
         for a in panel:
-            agrees = "—" if a.status == NOT_RUN else ("yes" if a.status == c.status else "no")
+            agrees = ("—" if a.status == NOT_RUN else "not counted" if not a.valid else
+                      "yes" if direction(a.status) == direction(c.status) else "no")
             name = c.label(a)
             out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
                        f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
@@ -222,21 +226,24 @@ def robustness_panel(claims: list[Claim]) -> str:
 
 def plan_block() -> str:
     """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number."""
-    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (bnmem.analysis_plan; '
-           "docs/analysis-plan.md). Statuses are decided on the 95% interval: <i>reproduced</i> = excludes the "
-           "null on the paper's side and overlaps the paper's range; <i>direction only</i> = the paper's side but "
-           "entirely outside its range; <i>inconclusive</i> = includes the null or no valid interval; "
-           "<i>contradicted</i> = excludes the null on the other side.</p>",
+    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(plan_sha256())}</code>; '
+           "bnmem.analysis_plan; docs/analysis-plan.md; <code>bnmem plan</code> prints it). Statuses are decided "
+           "on the interval: <i>reproduced</i> = above the null on the paper's side and, where the paper states a "
+           "minimum, at or above it; <i>direction only</i> = above the null but reaching below the stated minimum "
+           "(or failing another stated condition); <i>inconclusive</i> = includes the null or no valid interval; "
+           "<i>contradicted</i> = below the null. <i>vs paper</i> (below / within / above the paper's range) is a "
+           "description, not a verdict.</p>",
            '<table class="plan"><thead><tr><th>#</th><th>paper</th><th>metric · checkpoints · statistic</th>'
-           "<th>unit · interval</th><th>thresholds · rule</th></tr></thead><tbody>"]
+           "<th>unit · interval</th><th>thresholds · rule · why</th></tr></thead><tbody>"]
     for p in PLAN.values():
         out.append(f"<tr><td><b>{esc(p.id)}</b><div class=\"note\">{esc(p.kind)}</div></td><td>{esc(p.paper)}</td>"
                    f'<td class="note">{esc(p.metric)}<br>{esc(p.checkpoints)}<br>{esc(p.statistic)}</td>'
                    f'<td class="note">{esc(p.unit)}<br>{esc(p.interval)}</td>'
-                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}</td></tr>')
+                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}<br><i>why:</i> {esc(p.why)}'
+                   + (f"<br><b>not measured yet:</b> {esc(p.measurable)}" if p.measurable else "") + "</td></tr>")
     out.append("</tbody></table><h3>Changelog</h3><ul class=\"note\">")
     for ch in CHANGELOG:
-        flag = " <b>Adopted after seeing results.</b>" if ch.after_seeing_data else ""
+        flag = f" <b>Adopted after seeing results</b> ({esc(ch.seen)})." if ch.after_seeing_data else ""
         out.append(f"<li><b>{esc(ch.version)}</b> (claims {esc(', '.join(ch.claims))}): {esc(ch.what)} "
                    f"Why: {esc(ch.why)}.{flag}</li>")
     out.append("</ul>")
@@ -274,20 +281,16 @@ def recipe_rows(run: RunData) -> list[list[str]]:
     """Per cell and norm: the recipe (shared or per-norm) and learning rate, train-IN, validation and test
     accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
     rows = []
-    for cell, lens in run.lenses("memorize"):
+    for cell, lens in run.lenses(MEMORIZE):
         for norm in lens.conditions.get("norms") or []:
             rec = lens.data.get(norm) if isinstance(lens.data.get(norm), dict) else None
             if rec is None:
                 continue
             final, recipe = rec.get("final") or {}, rec.get("recipe") or {}
             lr = recipe.get("lr", (lens.config or {}).get("train", {}).get("lr"))
-
-            def pct(k: str) -> str:
-                v = final.get(k)
-                return "—" if v is None else f"{v:.3f}"
-
             rows.append([cell.id, norm, str(recipe.get("mode", lens.conditions.get("recipe", "shared"))),
-                         "—" if lr is None else f"{lr:g}", pct("train_acc"), pct("val_acc"), pct("test_acc")])
+                         "—" if lr is None else f"{lr:g}", fmt(final.get("train_acc")), fmt(final.get("val_acc")),
+                         fmt(final.get("test_acc"))])
     return rows
 
 
@@ -315,20 +318,20 @@ def _join(v: Any) -> str:
 def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     """The definitions that condition the numbers: BN query mode, shadow models, gradient definition..."""
     out: list[tuple[str, str]] = []
-    mem = run.lenses("memorize")
+    mem = run.lenses(MEMORIZE)
     if mem:
         modes = sorted({str(lens.conditions.get("bn_mode_at_query", "eval")) for _, lens in mem})
         epochs = sorted({str(lens.conditions.get("epochs", "?")) for _, lens in mem})
         out.append(("memorization", f"accuracies measured with BN in {'/'.join(modes)} mode (running statistics) "
                                     f"after every epoch; {'/'.join(epochs)} epochs"))
-    gn = run.lenses("gradnorms")
+    gn = run.lenses(GRADNORMS)
     if gn:
         c = gn[0][1].conditions
         modes = c.get("bn_mode") or {}
         out.append(("gradient norms", "; ".join(f"{d}: {modes.get(d, d)}" for d in c.get("definitions", [])) +
                     f"; {c.get('norm_of', 'L2 norm over all parameters')}; {c.get('loss', '')}; checkpoints "
                     f"{_join(c.get('checkpoints'))}"))
-    li = run.lenses("lira")
+    li = run.lenses(LIRA)
     if li:
         c = li[0][1].conditions
         out.append(("membership inference",
@@ -363,8 +366,8 @@ def lens_title(kind: str) -> str:
 def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
     """A figure section: every cell's figure for this lens, or 'not run'."""
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
-    pairs: list[tuple[str, Lens]] = (
-        [("", run.theory)] if kind == "theory" and run.theory is not None
+    pairs: list[tuple[str, LensOutput]] = (
+        [("", run.theory)] if kind == THEORY and run.theory is not None
         else [("", run.studywide[kind])] if kind in run.studywide
         else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
     )
@@ -385,7 +388,7 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
     return "\n".join(out)
 
 
-def _figures_for(lens: Lens) -> list[tuple[str, str]]:
+def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
     """The lens's main figure first, then PNGs no other lens claims as its own."""
     figures = lens_figures()
     main = figures.get(lens.kind)
@@ -427,6 +430,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani). Run directory <code>{esc(run.root)}</code> ({esc(run.layout)} layout); "
         f"report by bnmem {esc(__version__)}; analysis plan version {esc(PLAN_VERSION)}. "
+        f'</p><p class="sub" id="plan-line">{esc(check_plan(run.root).headline())}'
         "</p><p class=\"sub\">" + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items()) + "</p>",
         f"<nav>{nav}</nav></header>",
         '<section id="conditions"><h2>Conditions</h2>', conditions_block(run), "</section>",
@@ -461,7 +465,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
 
 
 def method_text() -> str:
-    from bnmem.stats import LEVEL, N_RESAMPLES, SEED, SMALL_N
+    from bnmem.stats import LEVEL, N_RESAMPLES, SEED
 
     return (
         "<ul>"
@@ -474,9 +478,10 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval below {SMALL_N} units; from {SMALL_N} a "
-        f"percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}). Claim 4 uses the distribution-free "
-        "interval for the median over models (order statistics), which makes its rule monotone.</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (plan 3.0); the percentile bootstrap "
+        f"({N_RESAMPLES} resamples, seed {SEED}) is shown next to it, never deciding. A claim measured in k "
+        "settings uses Bonferroni-adjusted intervals (level 1 − 0.05/k) so its least supportive setting keeps "
+        "a family-wise 5% level.</li>"
         "<li><b>Statuses</b> are tested against the interval, never the mean alone; see the analysis plan "
         "section. A claim measured in several settings shows the least supportive one.</li>"
         "</ul>"
@@ -486,10 +491,10 @@ def method_text() -> str:
 def full_conditions(run: RunData) -> str:
     """Each lens's complete conditions block, folded, for the reader who needs every setting."""
     out = ['<section id="all-conditions"><h2>All conditions</h2>']
-    lenses: Iterable[tuple[str, Lens]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
-                                          for kind, lens in cell.lenses.items()]
+    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
+                                                for kind, lens in cell.lenses.items()]
     if run.theory is not None:
-        lenses = [*lenses, ("theory", run.theory)]
+        lenses = [*lenses, (THEORY, run.theory)]
     for label, lens in lenses:
         block = lens.conditions or lens.data.get("config") or lens.config or {}
         out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"

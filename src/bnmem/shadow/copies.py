@@ -37,7 +37,7 @@ from bnmem.config import TrainConfig
 from bnmem.data import OutlierDataset, augment
 from bnmem.data.views import View, make_views
 from bnmem.shadow.query import ModelQuery, QueryPlan, query_model
-from bnmem.texttable import count_text
+from bnmem.formatting import count_text
 
 SHADOW_INPUTS = "inputs.pt"
 
