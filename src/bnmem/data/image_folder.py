@@ -6,8 +6,8 @@ Two layouts::
     PATH/<class>/*.png                                     (seeded, per-class split)
 
 Images are decoded with Pillow, converted to 3 channels (RGB, as torchvision's
-``ImageFolder`` does) or 1, resized to a
-square ``image_size`` when given, scaled to [0, 1], then normalized per
+``ImageFolder`` does) or 1, resized to a square ``image_size`` when given,
+scaled to [0, 1], then normalized per
 channel with a given mean/std or the statistics of the training split. A
 ``transform`` (any Python callable ``PIL.Image -> (C, H, W) float tensor``)
 replaces the decoding for anything else; normalization still follows unless
