@@ -1,0 +1,217 @@
+"""Empirical ε lower bounds from a membership-inference attack's ROC.
+
+If training is (ε, δ)-differentially private, every membership test with
+false-positive rate FPR and true-positive rate TPR obeys
+
+    TPR ≤ e^ε · FPR + δ    and    1 − FPR ≤ e^ε · (1 − TPR) + δ,
+
+so an observed test proves ε ≥ log((TPR − δ)/FPR) and
+ε ≥ log((1 − FPR − δ)/(1 − TPR)) (Kairouz et al. 2015; used for auditing by
+Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021). With finitely many trials
+TPR is replaced by a Clopper–Pearson lower bound and FPR by an upper bound.
+
+How the 95% is split (see docs/attacks.md). Per target, the thresholds are the
+K = n_out + 1 cut points "score above the (k+1)-th largest non-member score"
+(k = 0..n_out; k = n_out admits everything): at each FPR level they give the
+ROC point with the largest TPR, so they reach every ROC point either term can
+use. At each, two one-sided Clopper–Pearson bounds (TPR from below, FPR from
+above) are taken at α/(2K) each, α = 1 − level: a union bound over the 2K
+statements, so with probability ≥ level every bound holds at once and the
+maximum over thresholds, chosen after seeing the data, is still a valid lower
+bound. Both terms use the same two bounds (1 − FPR_high bounds TNR from below,
+1 − TPR_low bounds FNR from above), so the complement term costs nothing extra.
+
+Assumptions: a target's member (non-member) scores are independent draws from
+one distribution, the examples' membership was drawn independently of them, and
+scores are continuous (at the rank thresholds the CP bound on the FPR is then
+exact). Examples scored by one target model are not independent trials in
+general; see docs/attacks.md for what that means for the bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from scipy.stats import beta as _beta
+
+from bnmem.errors import BnmemError
+
+LEVEL = 0.95
+METHOD = ("Clopper–Pearson, TPR from below and FPR from above at α/(2K) each over the K = n_out + 1 "
+          "rank thresholds (union bound); ε_lb = max over thresholds of log((TPR_low − δ)/FPR_high) and "
+          "log((1 − FPR_high − δ)/(1 − TPR_low)), 0 when no term is positive")
+
+
+@lru_cache(maxsize=256)
+def _cp_table(n: int, alpha: float, upper: bool) -> np.ndarray:
+    """One-sided Clopper–Pearson bound at level 1 − alpha for every count k = 0..n (cached: same n, same table)."""
+    k = np.arange(n + 1, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        if upper:
+            out = _beta.ppf(1.0 - alpha, k + 1.0, n - k)
+            out[n] = 1.0
+        else:
+            out = _beta.ppf(alpha, k, n - k + 1.0)
+            out[0] = 0.0
+    out.setflags(write=False)
+    return out
+
+
+def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> np.ndarray:
+    """One-sided Clopper–Pearson bound on a binomial proportion.
+
+    Args:
+        k: successes (array or int), 0 ≤ k ≤ n.
+        n: trials (≥ 1).
+        alpha: the bound fails with probability at most ``alpha``.
+        upper: True for the upper bound ``Beta⁻¹(1 − α; k + 1, n − k)`` (1 at k = n), False for the
+            lower bound ``Beta⁻¹(α; k, n − k + 1)`` (0 at k = 0).
+
+    Returns:
+        float64 array shaped like ``k``.
+    """
+    if n < 1 or not 0.0 < alpha < 1.0:
+        raise BnmemError(f"Clopper–Pearson needs n ≥ 1 and 0 < alpha < 1, got n={n}, alpha={alpha}")
+    return _cp_table(int(n), float(alpha), bool(upper))[np.asarray(k, dtype=np.intp)]
+
+
+@dataclass(frozen=True)
+class EpsilonBound:
+    """One target's ε lower bound and the counts behind it.
+
+    Attributes:
+        eps_lb: the bound (0 when no threshold gives a positive term).
+        eps_point: the same maximum from the point estimates TPR, FPR (inf when some threshold
+            has FPR = 0 < TPR − δ): what ε_lb would be without confidence bounds.
+        term: ``"tpr/fpr"``, ``"tnr/fnr"`` or ``"none"`` (which inequality gave ε_lb).
+        tp, n_in, fp, n_out: member and non-member counts above the deciding threshold.
+        tpr_low, fpr_high: the Clopper–Pearson bounds there.
+        delta, level: the δ and the confidence used.
+        n_thresholds: K, the number of thresholds the confidence was split over.
+    """
+
+    eps_lb: float
+    eps_point: float
+    term: str
+    tp: int
+    n_in: int
+    fp: int
+    n_out: int
+    tpr_low: float
+    fpr_high: float
+    delta: float
+    level: float
+    n_thresholds: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return asdict(self)
+
+
+def threshold_counts(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Members and non-members scoring above each rank threshold.
+
+    The thresholds are the non-member scores in descending order and −inf
+    (k = 0..n_out); "above" is strict, so ties with the threshold are rejected.
+
+    Returns:
+        ``(tp, fp, n_in, n_out)``: int arrays [n_out + 1] and the two class sizes.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.asarray(members, dtype=bool)
+    if scores.shape != members.shape or scores.ndim != 1:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
+    if np.isnan(scores).any():
+        raise BnmemError("attack scores contain NaN")
+    s_in = np.sort(scores[members])
+    s_out = np.sort(scores[~members])
+    thresholds = np.concatenate([s_out[::-1], [-np.inf]])
+    tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
+    fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
+    return tp, fp, int(s_in.size), int(s_out.size)
+
+
+def _terms(tpr: np.ndarray, fpr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(tpr - delta > 0, np.log(np.maximum(tpr - delta, 1e-300)) - np.log(fpr), -np.inf)
+        tnr = 1.0 - fpr
+        b = np.where(tnr - delta > 0, np.log(np.maximum(tnr - delta, 1e-300)) - np.log(1.0 - tpr), -np.inf)
+    return a, b
+
+
+def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, level: float = LEVEL) -> EpsilonBound:
+    """ε lower bound of one target's attack scores (module docstring for the method).
+
+    Args:
+        scores: [n] attack scores, higher = member.
+        members: [n] bool ground truth.
+        delta: the δ of the (ε, δ) guarantee tested, 0 ≤ δ < 1.
+        level: joint confidence of all the Clopper–Pearson bounds.
+
+    Returns:
+        An :class:`EpsilonBound`; with no members or no non-members, eps_lb is nan.
+
+    Raises:
+        BnmemError: malformed scores, members, δ or level.
+    """
+    if not 0.0 <= delta < 1.0 or not 0.0 < level < 1.0:
+        raise BnmemError(f"need 0 ≤ delta < 1 and 0 < level < 1, got delta={delta}, level={level}")
+    tp, fp, n_in, n_out = threshold_counts(scores, members)
+    if n_in == 0 or n_out == 0:
+        return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
+    k = n_out + 1
+    alpha = (1.0 - level) / (2.0 * k)
+    tpr_low = clopper_pearson(tp, n_in, alpha, upper=False)
+    fpr_high = clopper_pearson(fp, n_out, alpha, upper=True)
+    a, b = _terms(tpr_low, fpr_high, delta)
+    pa, pb = _terms(tp / n_in, fp / n_out, delta)
+    point = float(max(np.max(pa), np.max(pb), 0.0))
+    ia, ib = int(np.argmax(a)), int(np.argmax(b))
+    best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
+    if not best > 0:
+        i, term, best = ia, "none", 0.0  # the counts at the best tpr/fpr threshold, for the record
+    return EpsilonBound(float(best), point, term, int(tp[i]), n_in, int(fp[i]), n_out,
+                        float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), k)
+
+
+def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
+                    level: float = LEVEL) -> dict[str, Any]:
+    """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
+
+    Args:
+        scores: [n_targets, n] attack scores.
+        members: [n_targets, n] bool membership of each target.
+        delta: one δ, one per target, or None: 1/(number of examples the target trained on in
+            ``members``), the δ = 1/N convention of the DP variants.
+        level: joint confidence per target.
+
+    Returns:
+        ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
+        ``eps_lb_per_target``, ``eps_lb_counts`` (per target: tp, n_in, fp, n_out, term, tpr_low,
+        fpr_high, eps_point) and ``eps_lb_settings`` (δ per target, level, method).
+    """
+    scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    if scores.shape != members.shape:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} differ")
+    t = scores.shape[0]
+    if delta is None:
+        deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
+    else:
+        deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
+    bounds = [epsilon_lower_bound(scores[i], members[i], float(deltas[i]), level) for i in range(t)]
+    vals = np.array([b.eps_lb for b in bounds])
+    ok = vals[np.isfinite(vals)]
+    keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")
+    return {
+        "eps_lb": float(ok.mean()) if ok.size else math.nan,
+        "eps_lb_std": float(ok.std(ddof=1)) if ok.size >= 2 else math.nan,
+        "eps_lb_max": float(ok.max()) if ok.size else math.nan,
+        "eps_lb_per_target": vals.tolist(),
+        "eps_lb_counts": {k: [getattr(b, k) for b in bounds] for k in keys},
+        "eps_lb_settings": {"delta": [float(d) for d in deltas], "level": level, "method": METHOD},
+    }
