@@ -149,7 +149,7 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
     Args:
         scores: [n] attack scores, higher = member.
         members: [n] bool ground truth.
-        delta: the δ of the (ε, δ) guarantee tested, 0 ≤ δ < 1.
+        delta: the δ of the (ε, δ) guarantee tested, 0 ≤ δ ≤ 1.
         level: joint confidence of all the Clopper–Pearson bounds.
 
     Returns:
@@ -158,8 +158,8 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
     Raises:
         BnmemError: malformed scores, members, δ or level.
     """
-    if not 0.0 <= delta < 1.0 or not 0.0 < level < 1.0:
-        raise BnmemError(f"need 0 ≤ delta < 1 and 0 < level < 1, got delta={delta}, level={level}")
+    if not 0.0 <= delta <= 1.0 or not 0.0 < level < 1.0:
+        raise BnmemError(f"need 0 ≤ delta ≤ 1 and 0 < level < 1, got delta={delta}, level={level}")
     tp, fp, n_in, n_out = threshold_counts(scores, members)
     if n_in == 0 or n_out == 0:
         return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bnmem.attacks.epsilon import epsilon_summary
 from bnmem.attacks.keep import split_references
 from bnmem.attacks.lira import global_threshold, lira_offline, lira_online, loss_attack
 from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
@@ -349,6 +350,7 @@ def evaluate_inputs(
             for name, a in picked.items():
                 chosen.setdefault(f"{name}_a_per_target", []).append(a)
     members = inputs.keep[targets]
+    deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
 
     metrics: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, Any]] = {}
@@ -357,6 +359,8 @@ def evaluate_inputs(
         for sub, mask in masks.items():
             per_roc = [roc(scores[name][i, mask], members[i, mask]) for i in range(len(targets))]
             metrics[name][sub] = _summary([metrics_from_roc(*c) for c in per_roc])
+            # δ = 1/(examples the target trained on), the DP variants' convention, on every subset.
+            metrics[name][sub].update(epsilon_summary(scores[name][:, mask], members[:, mask], deltas))
             pooled = roc(scores[name][:, mask].ravel(), members[:, mask].ravel())
             curves[name][sub] = {"per_target": per_roc, "pooled": pooled}
     return {

@@ -40,6 +40,7 @@ from bnmem.attacks.evaluate import (
 from bnmem.attacks.keep import first_k_references
 from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
+from bnmem.attacks.epsilon import epsilon_summary
 from bnmem.attacks.metrics import metrics_from_roc, roc
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks.rmia import (
@@ -274,6 +275,7 @@ def evaluate_stream(
                 settings_extra[f"{name}_a_per_target"] = chosen
 
     members = keep[tgt]
+    deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
     metrics: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, Any]] = {}
     for name in attacks:
@@ -281,6 +283,8 @@ def evaluate_stream(
         for sub, mask in masks.items():
             per_target = [metrics_from_roc(*roc(scores[name][i, mask], members[i, mask])) for i in range(t_count)]
             metrics[name][sub] = _summary(per_target)
+            # δ = 1/(examples the target trained on), the DP variants' convention, on every subset.
+            metrics[name][sub].update(epsilon_summary(scores[name][:, mask], members[:, mask], deltas))
             curves[name][sub] = {"pooled": thin_curve(*roc(scores[name][:, mask].ravel(), members[:, mask].ravel()))}
     rmia_settings = asdict(params)
     return {
