@@ -183,3 +183,41 @@ def test_subset_summary_and_top_k_overlap():
     assert top_k_overlap(mem, mem, 2) == 1.0
     assert top_k_overlap(mem, np.array([0.0, 1.0, 0.0, 0.0, 0.9]), 2) == 0.0
     assert top_k_overlap(mem, np.array([0.95, 1.0, 0.0, 0.0, 0.0]), 2) == 0.5
+
+
+# ---------------------------------------------------------------- the lira lens
+
+@pytest.fixture(scope="module")
+def tiny_lira(tmp_path_factory):
+    from bnmem.config import DataConfig, TrainConfig
+    from bnmem.lenses.lira import LiraConfig, run_lira
+
+    out = tmp_path_factory.mktemp("memeps_lira")
+    cfg = LiraConfig(data=DataConfig(dataset="digits", label_noise=0.05, seed=0), norms=["batch", "none"],
+                     shadow_models=6, chunk_size=6, train=TrainConfig(epochs=4))
+    return out, run_lira(cfg, out, progress=False)
+
+
+def test_lira_saves_scores_with_indices_and_a_memorization_block(tiny_lira):
+    out, res = tiny_lira
+    for norm in ("batch", "none"):
+        saved = np.load(out / norm / "mem_scores.npz")
+        keep = np.load(out / norm / "keep.npy")
+        phi = np.load(out / norm / "phi.npy").astype(np.float64) + np.load(out / norm / "phi_lo.npy")
+        np.testing.assert_array_equal(saved["index"], np.arange(keep.shape[1]))
+        slow = mem_scores_loop(1 / (1 + np.exp(-phi)).mean(axis=2), keep)
+        np.testing.assert_allclose(saved["mem_conf"], slow, rtol=1e-9, atol=1e-12)
+        assert (saved["mem_conf_low"] <= saved["mem_conf"]).all() and (saved["n_in"] == 3).all()
+        if (out / norm / "pred.npy").exists():
+            pred = np.load(out / norm / "pred.npy")
+            np.testing.assert_allclose(saved["mem_top1"],
+                                       mem_scores_loop(top1_values(pred, saved["labels"]), keep), rtol=1e-12)
+    block = res["memorization"]
+    assert set(block["by_norm"]["batch"]["conf"]) == {"all", "clean", "flipped", "ood"}
+    assert block["by_norm"]["batch"]["conf"]["flipped"]["n"] == 45
+    p = block["paired"]["batch-none"]["conf"]["all"]
+    assert p["ci_low"] <= p["mean"] <= p["ci_high"] and p["unit"] == "models"
+    for fig in ("mem_gallery.png", "mem_scores.png"):
+        assert (out / fig).stat().st_size > 5_000
+    eps = res["batch"]["online"]["all"]
+    assert len(eps["eps_lb_per_target"]) == 6 and all(e >= 0 for e in eps["eps_lb_per_target"])

@@ -40,6 +40,7 @@ from bnmem.executors.local import LocalExecutor
 from bnmem.texttable import fmt, table
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
+from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.phases import PHASES, estimate, phase_jobs
 from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
@@ -269,6 +270,8 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         ident = {norm: attack_norm(out / norm, views=[names.index("identity")])["metrics"] for norm in cfg.norms}
         result[IDENTITY_BLOCK] = {**ident, "paired": paired_section(ident, reference,
                                                                     [n for n in cfg.norms if n != reference])}
+    # Feldman–Zhang scores from the same shadow models (mem_scores.npz per norm, gallery, distributions).
+    result["memorization"] = lens_memorization(out, cfg.norms, reference, ds, _title(cfg))
     if jackknife:
         attach_jackknife(result["paired"], out, reference, [n for n in cfg.norms if n != reference])
     io.write_json(out / "metrics.json", result)
