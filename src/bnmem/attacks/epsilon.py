@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import beta as _beta
@@ -215,3 +215,48 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         "eps_lb_counts": {k: [getattr(b, k) for b in bounds] for k in keys},
         "eps_lb_settings": {"delta": [float(d) for d in deltas], "level": level, "method": METHOD},
     }
+
+
+def epsilon_audit(scores: Mapping[str, np.ndarray], members: np.ndarray, masks: Mapping[str, np.ndarray],
+                  epsilons: Sequence[float] | np.ndarray, deltas: Sequence[float] | np.ndarray,
+                  family_extra: int = 1, level: float = LEVEL) -> dict[str, Any]:
+    """Does any attack prove more leakage than a DP guarantee allows? (ε_lb ≤ ε for every bound.)
+
+    Every (attack, subset, target) bound is taken at level ``1 − (1 − level) / F`` with
+    F = attacks × subsets × targets × ``family_extra`` (Bonferroni): if the training is
+    (ε, δ)-DP as the accountant says (and the module's assumptions hold), the audit fails
+    wrongly with probability at most ``1 − level``.
+
+    Args:
+        scores: attack -> [T, n] scores.
+        members: [T, n] bool membership of each target.
+        masks: subset -> [n] bool mask (the canaries, all examples, ...).
+        epsilons: [T] each target's accountant ε.
+        deltas: [T] each target's δ.
+        family_extra: further independent families the caller audits at once (e.g. replicates).
+        level: family-wise confidence.
+
+    Returns:
+        ``passed``, ``eps_lb_max`` and where it was reached (``attack``, ``subset``, ``target``,
+        ``epsilon`` there, its counts), ``level_each``, ``family_size`` and ``method``.
+    """
+    members = np.asarray(members, dtype=bool)
+    t = members.shape[0]
+    family = len(scores) * len(masks) * t * max(1, int(family_extra))
+    level_each = 1.0 - (1.0 - level) / family
+    worst: dict[str, Any] = {"eps_lb_max": -math.inf}
+    passed = True
+    for attack, s in scores.items():
+        for sub, mask in masks.items():
+            mask = np.asarray(mask, dtype=bool)
+            for i in range(t):
+                b = epsilon_lower_bound(np.asarray(s)[i, mask], members[i, mask], float(deltas[i]), level_each)
+                if not math.isfinite(b.eps_lb):
+                    continue
+                passed &= b.eps_lb <= float(epsilons[i])
+                if b.eps_lb - float(epsilons[i]) > worst.get("margin", -math.inf):
+                    worst = {"eps_lb_max": b.eps_lb, "margin": b.eps_lb - float(epsilons[i]), "attack": attack,
+                             "subset": sub, "target": i, "epsilon": float(epsilons[i]), "counts": b.to_dict()}
+    return {"passed": bool(passed), **worst, "level_each": level_each, "family_size": family, "level": level,
+            "method": f"every (attack, subset, target) bound at level 1 − {1 - level:g}/{family} (Bonferroni); "
+                      "passed: every bound ≤ that target's accountant ε"}

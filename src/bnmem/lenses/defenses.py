@@ -48,6 +48,7 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
 from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
@@ -283,6 +284,8 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
         "attacks": {a: {s: {m: res["metrics"][a][s][m] for m in METRICS} for s in SUBSETS if s in res["metrics"][a]}
                     for a in ATTACKS},
         "subset_sizes": res["subset_sizes"],
+        # Empirical ε lower bound (mean over targets; δ = 1/N): every variant's leakage in DP units.
+        "eps_lb": {a: {s: res["metrics"][a][s]["eps_lb"] for s in SUBSETS if s in res["metrics"][a]} for a in ATTACKS},
         "seconds_per_model": seconds,
         "trainer": trainer,
         "model_seeds": lcfg.model_seeds(),
@@ -294,6 +297,7 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
 
         records = dp_accounting(lcfg, vdir)
         entry["epsilon"] = float(np.mean([a["epsilon"] for a in records]))
+        entry["dp_audit"] = _dp_audit(res, vdir, records, cfg.replicates)
         entry["accounting"] = {
             "epsilon_max": float(max(a["epsilon"] for a in records)),
             **{k: float(np.mean([a[k] for a in records])) for k in
@@ -303,6 +307,17 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
             "secure_mode": records[0]["secure_mode"],
         }
     return entry
+
+
+def _dp_audit(res: dict[str, Any], vdir: Path, records: list[dict[str, Any]], replicates: int) -> dict[str, Any]:
+    """ε_lb ≤ accountant ε for every attack, subset and target of one DP variant's replicate
+    (:func:`bnmem.attacks.epsilon.epsilon_audit`; the family spans the replicates)."""
+    outliers = np.load(vdir / "is_noisy.npy") | np.load(vdir / "is_ood.npy")
+    masks = {"all": np.ones_like(outliers)} | ({"outliers": outliers} if outliers.any() else {})
+    tgt = res["targets"]
+    return epsilon_audit({a: res["scores"][a] for a in ATTACKS}, res["members"], masks,
+                         [records[t]["epsilon"] for t in tgt], [records[t]["delta"] for t in tgt],
+                         family_extra=replicates)
 
 
 def _summary(values: list[float | None]) -> dict[str, Any]:
@@ -321,8 +336,12 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
             for s in SUBSETS}
         for a in ATTACKS
     }
+    agg["eps_lb"] = {a: {s: _summary([e["eps_lb"][a].get(s) for e in entries]) for s in SUBSETS} for a in ATTACKS}
     if "epsilon" in entries[0]:
         agg["epsilon"] = _summary([e["epsilon"] for e in entries])
+        audits = [e["dp_audit"] for e in entries]
+        agg["dp_audit"] = {"passed": all(a["passed"] for a in audits),
+                           "eps_lb_max": max(a["eps_lb_max"] for a in audits), "per_replicate": audits}
     agg["trainer"] = entries[0]["trainer"]
     return agg
 
@@ -483,6 +502,30 @@ def _fmt(s: dict[str, Any], digits: int = 3, scale: float = 1.0) -> str:
     return text
 
 
+def _audit_cell(v: dict[str, Any]) -> str:
+    audit = v.get("dp_audit")
+    if audit is None:
+        return "-"
+    return ("yes" if audit["passed"] else "NO") + f" (max {audit['eps_lb_max']:.2f})"
+
+
+def audit_text(result: dict[str, Any]) -> str:
+    """One sentence per DP variant: its largest ε lower bound against its accountant ε."""
+    lines = []
+    for name in result["variant_names"]:
+        v = result["variants"][name]
+        audit = v.get("dp_audit")
+        if audit is None:
+            continue
+        eps = v["epsilon"]["mean"]
+        verdict = ("consistent with the accountant" if audit["passed"] else
+                   "MORE leakage than the accountant's ε allows: the DP pipeline is broken somewhere")
+        lines.append(f"{name}: the largest empirical ε lower bound over attacks, subsets, targets and replicates "
+                     f"is {audit['eps_lb_max']:.2f} (95% family-wise) against the accountant's ε = {eps:.2f}: "
+                     f"{verdict}.")
+    return "\n".join(lines)
+
+
 def summary_table(result: dict[str, Any]) -> str:
     """Printable frontier table: one row per variant (means ± half the 95% interval over replicates)."""
     rows = []
@@ -492,7 +535,8 @@ def summary_table(result: dict[str, Any]) -> str:
         att = v["attacks"]
         front = ("all" if name in result["frontier"]["all"] else "") + (
             (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, _fmt(v.get("epsilon"), 2) if "epsilon" in v else "-", _fmt(v["test_acc"]),
+        row = [name, _fmt(v.get("epsilon"), 2) if "epsilon" in v else "-", _fmt(v["eps_lb"]["online"]["all"], 2),
+               _audit_cell(v), _fmt(v["test_acc"]),
                _fmt(v["memorization"]),
                _fmt(att["online"]["all"]["auc"]), _fmt(att["rmia"]["all"]["auc"])]
         if has_out:
@@ -500,7 +544,7 @@ def summary_table(result: dict[str, Any]) -> str:
         row += [_fmt(att["online"]["all"]["tpr_at_1pct_fpr"], 1, 100), _fmt(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, 100),
                 _fmt(v["seconds_per_model"], 1), front.strip() or "-"]
         rows.append(row)
-    header = ["variant", "ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
+    header = ["variant", "ε", "ε_lb (LiRA)", "ε_lb ≤ ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
     if has_out:
         header += ["LiRA AUC outl", "RMIA AUC outl"]
     header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
@@ -512,7 +556,8 @@ def summary_table(result: dict[str, Any]) -> str:
 
 def summary(result: dict[str, Any]) -> str:
     """The frontier table followed by the plain-language recommendation (what a command or report prints)."""
-    return summary_table(result) + "\n\n" + recommendation(result)
+    audit = audit_text(result)
+    return summary_table(result) + "\n\n" + recommendation(result) + (f"\n\n{audit}" if audit else "")
 
 
 def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
