@@ -212,7 +212,8 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
     res = evaluate_stream(np.stack(phi), keep, subsets=subsets, attacks=AUDIT_ATTACKS,
                           population_phi=np.stack(pop_phi), population_name=population)
-    metrics = {a: {s: {k: v[k] for k in ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc")}
+    metrics = {a: {s: {k: v[k] for k in ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc",
+                                                     "eps_lb", "eps_lb_max", "eps_lb_per_target")}
                    for s, v in subs.items()} for a, subs in res["metrics"].items()}
     return {
         "shadow_models": shadow_models,

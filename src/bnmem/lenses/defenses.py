@@ -52,6 +52,7 @@ from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
 from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
 from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
+from bnmem.lenses.lira.memorization import mem_summary, norm_mem_scores
 from bnmem.lenses.lira.run import accuracy_summary, attack_norm
 from bnmem.lenses.lira.shadow import (
     chunk_dir,
@@ -287,6 +288,7 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
         # Empirical ε lower bound (mean over targets; δ = 1/N): every variant's leakage in DP units.
         "eps_lb": {a: {s: res["metrics"][a][s]["eps_lb"] for s in SUBSETS if s in res["metrics"][a]} for a in ATTACKS},
         "seconds_per_model": seconds,
+        "memorization_scores": mem_summary(norm_mem_scores(vdir)),  # Feldman–Zhang (mem_scores.npz)
         "trainer": trainer,
         "model_seeds": lcfg.model_seeds(),
         "keep_seed": lcfg.keep_seed,

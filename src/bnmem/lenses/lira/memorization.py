@@ -83,6 +83,21 @@ def norm_mem_scores(norm_dir: str | Path) -> dict[str, np.ndarray]:
     return arrays
 
 
+def load_mem_scores(norm_dir: str | Path) -> dict[str, np.ndarray]:
+    """``mem_scores.npz`` of a queried norm directory (computed first when missing)."""
+    path = Path(norm_dir) / MEM_FILE
+    if not path.exists():
+        return norm_mem_scores(norm_dir)
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def mem_summary(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Per variant and subset: mean score, fraction above 0.5, count (one norm directory's summary)."""
+    subsets = subsets_of(arrays)
+    return {name: subset_summary(arrays[f"mem_{name}"], subsets) for name in VARIANTS}
+
+
 def subsets_of(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The report's subsets: all, clean (neither flipped nor OOD), flipped, OOD."""
     noisy, ood = arrays["is_noisy"].astype(bool), arrays["is_ood"].astype(bool)
@@ -168,7 +183,7 @@ def lens_memorization(out: Path, norms: Sequence[str], reference: str, ds, title
     """Scores for every norm of a lira run, its ``memorization`` block, the gallery and the distributions."""
     from bnmem.figures.gallery import plot_gallery, plot_mem_distributions
 
-    per_norm = {norm: norm_mem_scores(out / norm) for norm in norms}
+    per_norm = {norm: load_mem_scores(out / norm) for norm in norms}
     others = [n for n in norms if n != reference]
     block = memorization_section(per_norm, reference, others)
     shown = [reference] + others[:1]

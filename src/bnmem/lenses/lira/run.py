@@ -40,7 +40,7 @@ from bnmem.executors.local import LocalExecutor
 from bnmem.texttable import fmt, table
 from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.lenses.lira.memorization import lens_memorization
+from bnmem.lenses.lira.memorization import lens_memorization, mem_summary, norm_mem_scores
 from bnmem.lenses.lira.phases import PHASES, estimate, phase_jobs
 from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
@@ -162,8 +162,10 @@ def run_shadow_norm(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: 
 def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Executor, ds=None) -> dict[str, Any]:
     info = query_models(cfg, norm, norm_dir, executor, ds=ds)
     res = attack_norm(norm_dir)
+    mem = norm_mem_scores(norm_dir)  # Feldman–Zhang scores from the same models (mem_scores.npz)
     return {
         "attacks": res["metrics"],
+        "memorization": mem_summary(mem),
         "accuracy": accuracy_summary(info["accuracy"]),
         "query": info["settings"],
         "curves": res["curves"],
