@@ -221,3 +221,19 @@ def test_lira_saves_scores_with_indices_and_a_memorization_block(tiny_lira):
         assert (out / fig).stat().st_size > 5_000
     eps = res["batch"]["online"]["all"]
     assert len(eps["eps_lb_per_target"]) == 6 and all(e >= 0 for e in eps["eps_lb_per_target"])
+
+
+def test_report_shows_memorization_scores_and_eps_lb_as_descriptive_tables(tiny_lira, tmp_path):
+    from bnmem.report.build import build_report
+
+    out, res = tiny_lira
+    rep = build_report(out, tmp_path)
+    md = rep.markdown.read_text()
+    assert "Per-example memorization scores (descriptive)" in md and "Empirical ε lower bounds (descriptive)" in md
+    jack = res["memorization"]["paired"]["batch-none"]["conf"]["flipped"]
+    assert f"{jack['mean']:+.3f} [{jack['ci_low']:+.3f}, {jack['ci_high']:+.3f}] (jackknife over models)" in md
+    eps = res["batch"]["online"]["outliers"]["eps_lb"]
+    assert f"| batch | online | outliers | {eps:.2f} |" in md
+    html = rep.html.read_text()
+    assert 'alt="lira: mem_gallery.png"' in html and 'alt="lira: mem_scores.png"' in html
+    assert not any("ε" in c.title or "Feldman" in c.title for c in rep.claims)  # descriptive: no verdict
