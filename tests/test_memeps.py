@@ -208,10 +208,10 @@ def test_lira_saves_scores_with_indices_and_a_memorization_block(tiny_lira):
         slow = mem_scores_loop(1 / (1 + np.exp(-phi)).mean(axis=2), keep)
         np.testing.assert_allclose(saved["mem_conf"], slow, rtol=1e-9, atol=1e-12)
         assert (saved["mem_conf_low"] <= saved["mem_conf"]).all() and (saved["n_in"] == 3).all()
-        if (out / norm / "pred.npy").exists():
-            pred = np.load(out / norm / "pred.npy")
-            np.testing.assert_allclose(saved["mem_top1"],
-                                       mem_scores_loop(top1_values(pred, saved["labels"]), keep), rtol=1e-12)
+        pred = np.load(out / norm / "pred.npy")  # the query records predicted classes per model, example, view
+        assert pred.dtype == np.int16 and pred.shape == phi.shape
+        np.testing.assert_allclose(saved["mem_top1"], mem_scores_loop(top1_values(pred, saved["labels"]), keep),
+                                   rtol=1e-12)
     block = res["memorization"]
     assert set(block["by_norm"]["batch"]["conf"]) == {"all", "clean", "flipped", "ood"}
     assert block["by_norm"]["batch"]["conf"]["flipped"]["n"] == 45
@@ -230,10 +230,45 @@ def test_report_shows_memorization_scores_and_eps_lb_as_descriptive_tables(tiny_
     rep = build_report(out, tmp_path)
     md = rep.markdown.read_text()
     assert "Per-example memorization scores (descriptive)" in md and "Empirical ε lower bounds (descriptive)" in md
-    jack = res["memorization"]["paired"]["batch-none"]["conf"]["flipped"]
+    assert res["memorization"]["variants"] == ["top1", "conf"]  # the report shows top-1 when predictions exist
+    jack = res["memorization"]["paired"]["batch-none"]["top1"]["flipped"]
     assert f"{jack['mean']:+.3f} [{jack['ci_low']:+.3f}, {jack['ci_high']:+.3f}] (jackknife over models)" in md
     eps = res["batch"]["online"]["outliers"]["eps_lb"]
     assert f"| batch | online | outliers | {eps:.2f} |" in md
     html = rep.html.read_text()
     assert 'alt="lira: mem_gallery.png"' in html and 'alt="lira: mem_scores.png"' in html
     assert not any("ε" in c.title or "Feldman" in c.title for c in rep.claims)  # descriptive: no verdict
+
+
+def test_predictions_match_the_query_accuracy_and_old_queries_are_redone_with_phi_unchanged(tiny_lira, tmp_path):
+    import json
+    import shutil
+
+    from bnmem.executors.local import LocalExecutor
+    from bnmem.lenses.lira import LiraConfig
+    from bnmem.shadow.memscores import norm_mem_scores
+    from bnmem.shadow.query import query_models
+
+    out, _ = tiny_lira
+    norm_dir = tmp_path / "batch"
+    shutil.copytree(out / "batch", norm_dir)
+    info = json.loads((norm_dir / "query.json").read_text())
+    pred, keep, labels = np.load(norm_dir / "pred.npy"), np.load(norm_dir / "keep.npy"), np.load(norm_dir / "labels.npy")
+    ident = info["settings"]["views"].index("identity")
+    for m in range(keep.shape[0]):
+        assert info["accuracy"]["train_in"][m] == pytest.approx((pred[m, keep[m], ident] == labels[keep[m]]).mean())
+    # A directory queried before predictions were recorded: no pred.npy, and "pred" not in the stored list.
+    before = {f: (norm_dir / f).read_bytes() for f in ("phi.npy", "phi_lo.npy", "population_phi.npy")}
+    (norm_dir / "pred.npy").unlink()
+    info["settings"]["stored"].remove("pred")
+    (norm_dir / "query.json").write_text(json.dumps(info))
+    for marker in (norm_dir / "query").glob("*.json"):  # the chunk markers an earlier query left
+        chunk = json.loads(marker.read_text())
+        chunk["settings"]["stored"].remove("pred")
+        marker.write_text(json.dumps(chunk))
+    old = norm_mem_scores(norm_dir)
+    assert np.isnan(old["mem_top1"]).all() and np.isfinite(old["mem_conf"]).all()
+    cfg = LiraConfig.model_validate(json.loads((out / "config.json").read_text()))
+    query_models(cfg, "batch", norm_dir, LocalExecutor(progress=False))
+    np.testing.assert_array_equal(np.load(norm_dir / "pred.npy"), pred)
+    assert all((norm_dir / f).read_bytes() == b for f, b in before.items())
