@@ -253,7 +253,8 @@ def test_predictions_match_the_query_accuracy_and_old_queries_are_redone_with_ph
     norm_dir = tmp_path / "batch"
     shutil.copytree(out / "batch", norm_dir)
     info = json.loads((norm_dir / "query.json").read_text())
-    pred, keep, labels = np.load(norm_dir / "pred.npy"), np.load(norm_dir / "keep.npy"), np.load(norm_dir / "labels.npy")
+    pred, keep = np.load(norm_dir / "pred.npy"), np.load(norm_dir / "keep.npy")
+    labels = np.load(norm_dir / "labels.npy")
     ident = info["settings"]["views"].index("identity")
     for m in range(keep.shape[0]):
         assert info["accuracy"]["train_in"][m] == pytest.approx((pred[m, keep[m], ident] == labels[keep[m]]).mean())

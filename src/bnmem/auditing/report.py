@@ -104,8 +104,7 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
         if "outliers" in mem["attacks"]["online"]:
             text += f"; on the corrupted samples AUC {mem['attacks']['online']['outliers']['auc']:.3f}"
         findings.append((level, text + "."))
-        if online.get("eps_lb") is not None:
-            findings.append(("low", eps_lb_sentence(online["eps_lb"], online.get("eps_lb_max"))))
+        findings += [("low", eps_lb_sentence(online["eps_lb"], online.get("eps_lb_max")))] if "eps_lb" in online else []
     overall = max((lvl for lvl, _ in findings), key=LEVELS.index, default="low")
     recs = []
     if bn and bn_level != "low":
