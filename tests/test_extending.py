@@ -14,6 +14,7 @@ import pytest
 from bnmem import io
 from bnmem.config import ExperimentConfig
 from bnmem.lenses import registry
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.registry import Lens
 
 
@@ -32,7 +33,7 @@ def run_label_count(cfg: LabelCountConfig, out, *, progress: bool = True, execut
     ds = load_dataset(cfg.data)
     counts = np.bincount(ds.y_train.numpy(), minlength=ds.num_classes)
     result = LENS.stamp({"counts": counts.tolist(), "top": np.argsort(-counts)[: cfg.top].tolist(),
-                         "n_noisy": int(ds.is_noisy.sum()), "conditions": cfg.conditions()})
+                         "n_noisy": int(ds.is_noisy.sum()), "conditions": conditions(cfg)})
     io.write_json(out / "label_count.json", result)
     return result
 

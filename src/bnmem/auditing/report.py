@@ -212,7 +212,7 @@ def frontier_citation(path: str | Path) -> dict[str, Any]:
     import json
 
     from bnmem.errors import BnmemError
-    from bnmem.lenses.defenses import recommendation
+    from bnmem.frontier import recommendation
 
     root = Path(path)
     candidates = [root / "metrics.json"] if (root / "metrics.json").is_file() else []

@@ -50,8 +50,9 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.attacks.epsilon import epsilon_audit
-from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
+from bnmem.frontier import front_points, pareto_front, recommendation, risk_name, setting_text
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
@@ -74,7 +75,6 @@ __all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recomm
 LENS_NAME = "defenses"
 SCHEMA_VERSION = 1
 ATTACKS = ("online", "rmia")
-ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
 METRICS = ("auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
 SUBSETS = ("all", "outliers")
 
@@ -333,52 +333,6 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return agg
 
 
-def front_points(result: dict[str, Any], subset: str = "all") -> list[FrontPoint]:
-    """The variants as frontier points on the result's declared risk axis, for ``subset``."""
-    cond = result["conditions"]
-    pts = []
-    for name in result["variant_names"]:
-        v = result["variants"][name]
-        risk = v["attacks"][cond["risk_attack"]][subset][cond["risk_metric"]]
-        acc = v["test_acc"]
-        pts.append(FrontPoint(
-            name=name, accuracy=math.nan if acc["mean"] is None else acc["mean"],
-            risk=math.nan if risk["mean"] is None else risk["mean"],
-            accuracy_ci=tuple(acc["ci"]) if acc["ci"] else None, risk_ci=tuple(risk["ci"]) if risk["ci"] else None,
-            epsilon=v.get("epsilon", {}).get("mean")))
-    return pts
-
-
-METRIC_LABELS = {"auc": "AUC", "tpr_at_0.1pct_fpr": "TPR at 0.1% FPR", "tpr_at_1pct_fpr": "TPR at 1% FPR"}
-
-
-def risk_name(result: dict[str, Any], subset: str = "all") -> str:
-    """The risk axis in words, e.g. "online LiRA AUC, all examples"."""
-    cond = result["conditions"]
-    attack = "online LiRA" if cond["risk_attack"] == "online" else ATTACK_LABELS[cond["risk_attack"]]
-    return f"{attack} {METRIC_LABELS[cond['risk_metric']]}, {'all examples' if subset == 'all' else 'outliers'}"
-
-
-def _setting(result: dict[str, Any]) -> str:
-    c = result["conditions"]
-    outliers = (f"{c['label_noise']:.0%} label noise" if c["label_noise"] else
-                f"{c['ood']:.0%} OOD ({c['ood_source']})" if c["ood"] else "clean data")
-    return (f"{c['dataset']}, {c['arch']}, {outliers}, {c['shadow_models']} shadow models per variant and replicate, "
-            f"{c['epochs']} epochs, BN queried in {c['bn_mode_at_query']} mode")
-
-
-def recommendation(result: dict[str, Any]) -> str:
-    """Plain-language reading of the frontier (all examples, then the outliers)."""
-    reps = result["conditions"]["replicates"]
-    text = recommendation_text(front_points(result, "all"), risk_name(result, "all"), _setting(result), reps)
-    if result["subset_sizes"].get("outliers"):
-        pts = front_points(result, "outliers")
-        front = pareto_front({p.name: (p.accuracy, p.risk) for p in pts})
-        text += (f"\nOn the outliers alone ({risk_name(result, 'outliers')}), the front is: "
-                 + (", ".join(front) if front else "empty (not measured)") + ".")
-    return text
-
-
 def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                  executor: Executor | None = None) -> dict[str, Any]:
     """Train, query and attack every variant in every replicate; the frontier, table and recommendation.
@@ -423,7 +377,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                               **aggregate(entries[v.name]), "replicates": entries[v.name]} for v in variants},
         "subset_sizes": first["subset_sizes"],
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "variants": {v.name: {"norm": v.norm, "gs_lambda": v.lam, "dp_target_epsilon": v.epsilon}
                          for v in variants},
             "replicates": cfg.replicates,
@@ -536,7 +490,7 @@ def summary_table(result: dict[str, Any]) -> str:
         header += ["LiRA AUC outl", "RMIA AUC outl"]
     header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
     c = result["conditions"]
-    title = (f"Defenses frontier: {_setting(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
+    title = (f"Defenses frontier: {setting_text(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
              f"front on {risk_name(result)} vs test accuracy")
     return "\n".join([title, table(rows, header)])
 

@@ -24,6 +24,7 @@ from bnmem.texttable import fmt, table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.figures.gradnorms import plot_gradnorms
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.trainer import EpochHook
@@ -221,7 +222,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = Tru
     result = LENS.stamp({
         **metrics,
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "checkpoints": cfg.at,
             "definitions": cfg.definitions,
             "bn_mode": {d: BN_MODE[d] for d in cfg.definitions},

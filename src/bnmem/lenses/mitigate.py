@@ -41,6 +41,7 @@ from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import paired_difference
@@ -391,7 +392,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         "selected_lambda": selection["gs_reg"],
         "selected_tau": selection["gs_tau"] if selection["gs_tau"] is not None else cfg.train.gs_tau,
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "lambdas": cfg.lambdas,
             "gs_tau": cfg.train.gs_tau,
             "taus": cfg.tau_values(),

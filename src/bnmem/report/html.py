@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from bnmem import __version__
+from bnmem.version import __version__
 from bnmem.analysis_plan import (
     CHANGELOG, CHECK_FAILED, CHECK_PASSED, LENS_GAMMA_SIGMA, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION,
     STATUSES,

@@ -28,7 +28,7 @@ from bnmem.measure.memorization import subset_accuracies
 from bnmem.measure.predict import to_layout
 from bnmem.train.batching import epoch_batches
 from bnmem.train.optim import build_optimizer, lr_at, set_lr
-from bnmem.train.threads import torch_threads
+from bnmem.threads import torch_threads
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"

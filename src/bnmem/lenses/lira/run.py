@@ -43,6 +43,7 @@ from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
 from bnmem.shadow.phases import PHASES, estimate, phase_jobs
@@ -150,7 +151,7 @@ def _metrics(cfg: LiraConfig, cfgs: dict[str, LiraConfig], selection: dict[str, 
         "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
         "paired": paired_section(metrics, reference, others),
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "shadow_models": cfg.shadow_models,
             "base_seed": cfg.base_seed,
             "model_seeds": cfg.model_seeds(),
