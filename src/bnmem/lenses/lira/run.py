@@ -11,9 +11,9 @@ a bootstrap confidence interval.
 
 Run directory::
 
-    <out>/config.json  environment.json  metrics.json  roc.png
-    <out>/<norm>/phi.npy population_phi.npy population_labels.npy keep.npy labels.npy
-                 is_noisy.npy is_ood.npy query.json  (logits.npy with save_logits)
+    <out>/config.json  environment.json  metrics.json  roc.png  mem_gallery.png  mem_scores.png
+    <out>/<norm>/phi.npy population_phi.npy population_labels.npy keep.npy labels.npy pred.npy
+                 is_noisy.npy is_ood.npy query.json mem_scores.npz  (logits.npy with save_logits)
     <out>/<norm>/shadow/...  query/...      (resumable work)
 
 Python use (e.g. another recipe's LiRA AUC), through the shadow-model engine::
