@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import beta
 
-from bnmem.attacks.epsilon import clopper_pearson, epsilon_lower_bound, epsilon_summary
+from bnmem.attacks.epsilon import clopper_pearson, epsilon_lower_bound, epsilon_summary, rank_grid
 from bnmem.attacks.memscore import (
     confidence_values,
     leave_one_model_out,
@@ -26,14 +26,16 @@ from bnmem.errors import BnmemError
 # ---------------------------------------------------------------- ε lower bound
 
 def _hand_eps(scores, members, delta, level):
-    """Every threshold by hand: count, bound with scipy's beta quantiles, take both terms."""
+    """Every threshold of the family by hand: count, bound with scipy's beta quantiles, take both terms."""
     s_in = [s for s, m in zip(scores, members) if m]
     s_out = [s for s, m in zip(scores, members) if not m]
     n_in, n_out = len(s_in), len(s_out)
-    k = n_out + 1
-    a = (1 - level) / (2 * k)
+    by_out = sorted(s_out, reverse=True) + [-math.inf]  # rank k: above the (k+1)-th largest non-member
+    by_in = [-math.inf] + sorted(s_in)  # rank j: above the j-th smallest member
+    thresholds = [by_out[k] for k in rank_grid(n_out)] + [by_in[j] for j in rank_grid(n_in)]
+    a = (1 - level) / (2 * len(thresholds))
     best = 0.0
-    for t in sorted(s_out, reverse=True) + [-math.inf]:
+    for t in thresholds:
         tp = sum(s > t for s in s_in)
         fp = sum(s > t for s in s_out)
         lo = 0.0 if tp == 0 else beta.ppf(a, tp, n_in - tp + 1)
@@ -43,6 +45,14 @@ def _hand_eps(scores, members, delta, level):
         if 1 - hi - delta > 0 and lo < 1:
             best = max(best, math.log((1 - hi - delta) / (1 - lo)))
     return best
+
+
+def test_rank_grid_is_geometric_from_both_ends():
+    g = rank_grid(450)
+    assert g[0] == 0 and g[-1] == 450 and list(g[:8]) == list(range(8)) and list(g[-8:]) == list(range(443, 451))
+    inner = g[(g > 8) & (g < 225)]
+    assert (np.diff(inner) >= 1).all() and (inner[1:] / inner[:-1] <= 1.34).all()
+    assert 40 <= g.size <= 60 and rank_grid(10).tolist() == list(range(11))
 
 
 def test_clopper_pearson_matches_scipy_beta():
@@ -64,16 +74,16 @@ def test_eps_matches_hand_computation():
         got = epsilon_lower_bound(scores, members, delta)
         assert got.eps_lb == pytest.approx(_hand_eps(scores, members, delta, 0.95), rel=1e-9, abs=1e-12)
         assert got.eps_lb > 0.5  # strong signal: the check above is not 0 == 0
-        assert got.n_thresholds == (~members).sum() + 1
+        assert got.n_thresholds == rank_grid((~members).sum()).size + rank_grid(members.sum()).size
 
 
 def test_eps_perfect_separation_closed_form():
-    # n members all above n non-members: at k = 0, tp = n, fp = 0, so with a = 0.05/(2(n+1))
+    # n members all above n non-members: at k = 0, tp = n, fp = 0, so with a = 0.05/(2K)
     # TPR_low = a^(1/n) and FPR_high = 1 − a^(1/n); δ = 0 makes both terms equal.
     n = 50
     scores = np.r_[np.ones(n), np.zeros(n)]
     members = np.r_[np.ones(n, bool), np.zeros(n, bool)]
-    a = 0.05 / (2 * (n + 1))
+    a = 0.05 / (2 * 2 * rank_grid(n).size)
     r = a ** (1 / n)
     got = epsilon_lower_bound(scores, members, 0.0)
     assert got.eps_lb == pytest.approx(math.log(r / (1 - r)), rel=1e-9)

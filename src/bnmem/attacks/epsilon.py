@@ -10,21 +10,26 @@ so an observed test proves ε ≥ log((TPR − δ)/FPR) and
 Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021). With finitely many trials
 TPR is replaced by a Clopper–Pearson lower bound and FPR by an upper bound.
 
-How the 95% is split (see docs/attacks.md). Per target, the thresholds are the
-K = n_out + 1 cut points "score above the (k+1)-th largest non-member score"
-(k = 0..n_out; k = n_out admits everything): at each FPR level they give the
-ROC point with the largest TPR, so they reach every ROC point either term can
-use. At each, two one-sided Clopper–Pearson bounds (TPR from below, FPR from
-above) are taken at α/(2K) each, α = 1 − level: a union bound over the 2K
-statements, so with probability ≥ level every bound holds at once and the
-maximum over thresholds, chosen after seeing the data, is still a valid lower
-bound. Both terms use the same two bounds (1 − FPR_high bounds TNR from below,
-1 − TPR_low bounds FNR from above), so the complement term costs nothing extra.
+How the 95% is split (see docs/attacks.md). Per target the thresholds form a
+small family fixed before looking at the scores' values, by rank: "above the
+(k+1)-th largest non-member score" for k in a geometric grid G(n_out) (0, 1,
+2, 3, 4, 5, 6, 8, 10, … and the same distances from n_out), where the FPR is
+what the low-FPR term needs, and "above the j-th smallest member score" for j
+in G(n_in), where the FNR is what the complement term needs. At each of the K
+thresholds two one-sided Clopper–Pearson bounds (TPR from below, FPR from
+above) are taken at α/(2K) each, α = 1 − level: a union bound over 2K
+statements, so with probability ≥ level all hold at once and the maximum over
+thresholds is a lower bound. Both terms use the same two bounds (1 − FPR_high
+bounds the TNR from below, 1 − TPR_low the FNR from above). A grid of about
+2·log(n)/log(1.25) ranks instead of all n + 1 keeps K small: the union bound
+costs less confidence per threshold and the bounds cost O(K) quantiles, not
+O(n) (at CIFAR scale, all n would take minutes per attack).
 
 Assumptions: a target's member (non-member) scores are independent draws from
 one distribution, the examples' membership was drawn independently of them, and
-scores are continuous (at the rank thresholds the CP bound on the FPR is then
-exact). Examples scored by one target model are not independent trials in
+scores are continuous (at a non-member rank threshold the CP bound on the FPR is
+then exact: the true FPR is an order statistic, Beta(k + 1, n_out − k); at a
+member rank threshold the CP bound on the TPR is conservative the same way). Examples scored by one target model are not independent trials in
 general; see docs/attacks.md for what that means for the bound.
 """
 
@@ -32,7 +37,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -41,24 +45,10 @@ from scipy.stats import beta as _beta
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
-METHOD = ("Clopper–Pearson, TPR from below and FPR from above at α/(2K) each over the K = n_out + 1 "
-          "rank thresholds (union bound); ε_lb = max over thresholds of log((TPR_low − δ)/FPR_high) and "
-          "log((1 − FPR_high − δ)/(1 − TPR_low)), 0 when no term is positive")
-
-
-@lru_cache(maxsize=256)
-def _cp_table(n: int, alpha: float, upper: bool) -> np.ndarray:
-    """One-sided Clopper–Pearson bound at level 1 − alpha for every count k = 0..n (cached: same n, same table)."""
-    k = np.arange(n + 1, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        if upper:
-            out = _beta.ppf(1.0 - alpha, k + 1.0, n - k)
-            out[n] = 1.0
-        else:
-            out = _beta.ppf(alpha, k, n - k + 1.0)
-            out[0] = 0.0
-    out.setflags(write=False)
-    return out
+GRID_RATIO = 1.25  # spacing of the rank grid (module docstring)
+METHOD = ("Clopper–Pearson, TPR from below and FPR from above at α/(2K) each over K rank thresholds "
+          "(non-member ranks and member ranks on a geometric grid; union bound); ε_lb = max over thresholds of "
+          "log((TPR_low − δ)/FPR_high) and log((1 − FPR_high − δ)/(1 − TPR_low)), 0 when no term is positive")
 
 
 def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> np.ndarray:
@@ -76,7 +66,24 @@ def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> n
     """
     if n < 1 or not 0.0 < alpha < 1.0:
         raise BnmemError(f"Clopper–Pearson needs n ≥ 1 and 0 < alpha < 1, got n={n}, alpha={alpha}")
-    return _cp_table(int(n), float(alpha), bool(upper))[np.asarray(k, dtype=np.intp)]
+    k = np.asarray(k, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        if upper:
+            out = np.where(k >= n, 1.0, _beta.ppf(1.0 - alpha, k + 1.0, np.maximum(n - k, 1e-300)))
+        else:
+            out = np.where(k <= 0, 0.0, _beta.ppf(alpha, np.maximum(k, 1e-300), n - k + 1.0))
+    return np.asarray(out, dtype=np.float64)
+
+
+def rank_grid(n: int, ratio: float = GRID_RATIO) -> np.ndarray:
+    """Ranks 0..n on a geometric grid from both ends: 0, 1, 2, …, ⌊ratio^i⌋, … and n minus the same."""
+    steps = [0]
+    x = 1.0
+    while x <= n:
+        steps.append(int(x))
+        x = max(x * ratio, x + 1.0)
+    steps = np.unique(np.array(steps, dtype=np.int64))
+    return np.unique(np.concatenate([steps, n - steps]).clip(0, n))
 
 
 @dataclass(frozen=True)
@@ -112,14 +119,16 @@ class EpsilonBound:
         return asdict(self)
 
 
-def threshold_counts(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Members and non-members scoring above each rank threshold.
+def threshold_counts(scores: np.ndarray, members: np.ndarray, ratio: float = GRID_RATIO
+                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Members and non-members scoring above each threshold of the rank family (module docstring).
 
-    The thresholds are the non-member scores in descending order and −inf
-    (k = 0..n_out); "above" is strict, so ties with the threshold are rejected.
+    Non-member rank k: the threshold is the (k+1)-th largest non-member score (−inf for k = n_out);
+    member rank j: the j-th smallest member score (−inf for j = 0). "Above" is strict, so ties with
+    the threshold are rejected.
 
     Returns:
-        ``(tp, fp, n_in, n_out)``: int arrays [n_out + 1] and the two class sizes.
+        ``(tp, fp, n_in, n_out)``: int arrays [K] and the two class sizes.
     """
     scores = np.asarray(scores, dtype=np.float64)
     members = np.asarray(members, dtype=bool)
@@ -129,10 +138,25 @@ def threshold_counts(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarra
         raise BnmemError("attack scores contain NaN")
     s_in = np.sort(scores[members])
     s_out = np.sort(scores[~members])
-    thresholds = np.concatenate([s_out[::-1], [-np.inf]])
+    k = rank_grid(s_out.size, ratio)
+    j = rank_grid(s_in.size, ratio)
+    desc = np.concatenate([s_out[::-1], [-np.inf]])
+    asc = np.concatenate([[-np.inf], s_in])
+    thresholds = np.concatenate([desc[k], asc[j]])
     tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
     fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
     return tp, fp, int(s_in.size), int(s_out.size)
+
+
+def point_bound(scores: np.ndarray, members: np.ndarray, delta: float) -> float:
+    """The same maximum from the point estimates over every ROC threshold (no confidence bounds)."""
+    s_in = np.sort(np.asarray(scores, dtype=np.float64)[members])
+    s_out = np.sort(np.asarray(scores, dtype=np.float64)[~members])
+    thresholds = np.concatenate([np.unique(scores), [-np.inf]])
+    tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
+    fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
+    a, b = _terms(tp / s_in.size, fp / s_out.size, delta)
+    return float(max(np.max(a), np.max(b), 0.0))
 
 
 def _terms(tpr: np.ndarray, fpr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -163,13 +187,12 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
     tp, fp, n_in, n_out = threshold_counts(scores, members)
     if n_in == 0 or n_out == 0:
         return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
-    k = n_out + 1
+    k = tp.size
     alpha = (1.0 - level) / (2.0 * k)
     tpr_low = clopper_pearson(tp, n_in, alpha, upper=False)
     fpr_high = clopper_pearson(fp, n_out, alpha, upper=True)
     a, b = _terms(tpr_low, fpr_high, delta)
-    pa, pb = _terms(tp / n_in, fp / n_out, delta)
-    point = float(max(np.max(pa), np.max(pb), 0.0))
+    point = point_bound(np.asarray(scores, dtype=np.float64), np.asarray(members, dtype=bool), delta)
     ia, ib = int(np.argmax(a)), int(np.argmax(b))
     best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
     if not best > 0:
