@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import beta as _beta
+from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
 from bnmem.errors import BnmemError
 
@@ -69,9 +69,9 @@ def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> n
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         if upper:
-            out = np.where(k >= n, 1.0, _beta.ppf(1.0 - alpha, k + 1.0, np.maximum(n - k, 1e-300)))
+            out = np.where(k >= n, 1.0, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - alpha))
         else:
-            out = np.where(k <= 0, 0.0, _beta.ppf(alpha, np.maximum(k, 1e-300), n - k + 1.0))
+            out = np.where(k <= 0, 0.0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, alpha))
     return np.asarray(out, dtype=np.float64)
 
 
