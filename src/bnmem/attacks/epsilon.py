@@ -119,6 +119,26 @@ class EpsilonBound:
         return asdict(self)
 
 
+def _sorted_classes(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.asarray(members, dtype=bool)
+    if scores.shape != members.shape or scores.ndim != 1:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
+    if np.isnan(scores).any():
+        raise BnmemError("attack scores contain NaN")
+    return np.sort(scores[members]), np.sort(scores[~members])
+
+
+def _rank_counts(s_in: np.ndarray, s_out: np.ndarray, k: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """tp, fp above the thresholds at non-member ranks k and member ranks j (sorted class scores)."""
+    desc = np.concatenate([s_out[::-1], [-np.inf]])
+    asc = np.concatenate([[-np.inf], s_in])
+    thresholds = np.concatenate([desc[k], asc[j]])
+    tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
+    fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
+    return tp, fp
+
+
 def threshold_counts(scores: np.ndarray, members: np.ndarray, ratio: float = GRID_RATIO
                      ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Members and non-members scoring above each threshold of the rank family (module docstring).
@@ -130,31 +150,19 @@ def threshold_counts(scores: np.ndarray, members: np.ndarray, ratio: float = GRI
     Returns:
         ``(tp, fp, n_in, n_out)``: int arrays [K] and the two class sizes.
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    members = np.asarray(members, dtype=bool)
-    if scores.shape != members.shape or scores.ndim != 1:
-        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
-    if np.isnan(scores).any():
-        raise BnmemError("attack scores contain NaN")
-    s_in = np.sort(scores[members])
-    s_out = np.sort(scores[~members])
-    k = rank_grid(s_out.size, ratio)
-    j = rank_grid(s_in.size, ratio)
-    desc = np.concatenate([s_out[::-1], [-np.inf]])
-    asc = np.concatenate([[-np.inf], s_in])
-    thresholds = np.concatenate([desc[k], asc[j]])
-    tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
-    fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
+    s_in, s_out = _sorted_classes(scores, members)
+    tp, fp = _rank_counts(s_in, s_out, rank_grid(s_out.size, ratio), rank_grid(s_in.size, ratio))
     return tp, fp, int(s_in.size), int(s_out.size)
 
 
 def point_bound(scores: np.ndarray, members: np.ndarray, delta: float) -> float:
     """The same maximum from the point estimates over every ROC threshold (no confidence bounds)."""
-    s_in = np.sort(np.asarray(scores, dtype=np.float64)[members])
-    s_out = np.sort(np.asarray(scores, dtype=np.float64)[~members])
-    thresholds = np.concatenate([np.unique(scores), [-np.inf]])
-    tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
-    fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
+    return _point_bound(*_sorted_classes(scores, members), delta)
+
+
+def _point_bound(s_in: np.ndarray, s_out: np.ndarray, delta: float) -> float:
+    # Every rank on both sides: the thresholds at every distinct score, i.e. every ROC point.
+    tp, fp = _rank_counts(s_in, s_out, np.arange(s_out.size + 1), np.arange(s_in.size + 1))
     a, b = _terms(tp / s_in.size, fp / s_out.size, delta)
     return float(max(np.max(a), np.max(b), 0.0))
 
@@ -184,15 +192,17 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
     """
     if not 0.0 <= delta <= 1.0 or not 0.0 < level < 1.0:
         raise BnmemError(f"need 0 ≤ delta ≤ 1 and 0 < level < 1, got delta={delta}, level={level}")
-    tp, fp, n_in, n_out = threshold_counts(scores, members)
+    s_in, s_out = _sorted_classes(scores, members)
+    n_in, n_out = int(s_in.size), int(s_out.size)
     if n_in == 0 or n_out == 0:
         return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
+    tp, fp = _rank_counts(s_in, s_out, rank_grid(n_out), rank_grid(n_in))
     k = tp.size
     alpha = (1.0 - level) / (2.0 * k)
     tpr_low = clopper_pearson(tp, n_in, alpha, upper=False)
     fpr_high = clopper_pearson(fp, n_out, alpha, upper=True)
     a, b = _terms(tpr_low, fpr_high, delta)
-    point = point_bound(np.asarray(scores, dtype=np.float64), np.asarray(members, dtype=bool), delta)
+    point = _point_bound(s_in, s_out, delta)
     ia, ib = int(np.argmax(a)), int(np.argmax(b))
     best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
     if not best > 0:
