@@ -50,6 +50,8 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.attacks.epsilon import epsilon_audit
+from bnmem.figures.frontier import plot_frontier
+from bnmem.formatting import mean_pm
 from bnmem.frontier import front_points, pareto_front, recommendation, risk_name, setting_text
 from bnmem.lenses.registry import Lens, register
 from bnmem.lenses.conditions import conditions
@@ -69,8 +71,8 @@ from bnmem.train.dp import (  # imports Opacus only when a DP model trains
     require_opacus,
 )
 
-__all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
-           "summary", "summary_table"]
+__all__ = ["DefensesConfig", "Variant", "frontier_panels", "frontier_title", "pareto_front", "recommendation",
+           "run_defenses", "summary", "summary_table"]
 
 LENS_NAME = "defenses"
 SCHEMA_VERSION = 1
@@ -411,36 +413,30 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                           for s in SUBSETS}
     result["recommendation"] = recommendation(result)
     io.write_json(out / "metrics.json", result)
-    plot_frontier(result, out / "frontier.png")
+    plot_frontier(frontier_panels(result), out / "frontier.png", title=frontier_title(result))
     return result
 
 
-def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
-    """The frontier figure: per subset, every variant's risk against test accuracy and the Pareto front."""
-    from bnmem.figures.frontier import plot_frontier as draw
-    from bnmem.figures.save import NORM_COLORS
-
-    colors = {name: "tab:orange" if v.get("gs_lambda") else NORM_COLORS.get(v["norm"], "black")
-              for name, v in result["variants"].items()}
+def frontier_panels(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The frontier figure's data (:func:`bnmem.figures.frontier.plot_frontier`): per subset, every
+    variant as a point (accuracy, risk, intervals) and the Pareto front."""
+    norms = {name: v["norm"] for name, v in result["variants"].items()}
+    regularized = {name for name, v in result["variants"].items() if v.get("gs_lambda")}
     panels = []
     for sub in ["all"] + (["outliers"] if result["subset_sizes"].get("outliers") else []):
         pts = front_points(result, sub)
         panels.append({"title": f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}",
-                       "risk_label": risk_name(result, sub), "points": pts, "colors": colors,
-                       "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+                       "risk_label": risk_name(result, sub), "points": pts, "norms": norms,
+                       "regularized": regularized, "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+    return panels
+
+
+def frontier_title(result: dict[str, Any]) -> str:
+    """The frontier figure's title: its conditions."""
     c = result["conditions"]
-    draw(panels, path, title=f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
-                             f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
-                             "t-interval); filled: on the front")
-
-
-def _fmt(s: dict[str, Any], digits: int = 3, scale: float = 1.0) -> str:
-    if s is None or s.get("mean") is None:
-        return "-"
-    text = f"{scale * s['mean']:.{digits}f}"
-    if s.get("ci"):
-        text += f" ±{scale * (s['ci'][1] - s['ci'][0]) / 2:.{digits}f}"
-    return text
+    return (f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
+            f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
+            "t-interval); filled: on the front")
 
 
 def _audit_cell(v: dict[str, Any]) -> str:
@@ -476,14 +472,15 @@ def summary_table(result: dict[str, Any]) -> str:
         att = v["attacks"]
         front = ("all" if name in result["frontier"]["all"] else "") + (
             (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, _fmt(v.get("epsilon"), 2) if "epsilon" in v else "-", _fmt(v["eps_lb"]["online"]["all"], 2),
-               _audit_cell(v), _fmt(v["test_acc"]),
-               _fmt(v["memorization"]),
-               _fmt(att["online"]["all"]["auc"]), _fmt(att["rmia"]["all"]["auc"])]
+        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["eps_lb"]["online"]["all"], 2),
+               _audit_cell(v), mean_pm(v["test_acc"]),
+               mean_pm(v["memorization"]),
+               mean_pm(att["online"]["all"]["auc"]), mean_pm(att["rmia"]["all"]["auc"])]
         if has_out:
-            row += [_fmt(att["online"]["outliers"]["auc"]), _fmt(att["rmia"]["outliers"]["auc"])]
-        row += [_fmt(att["online"]["all"]["tpr_at_1pct_fpr"], 1, 100), _fmt(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, 100),
-                _fmt(v["seconds_per_model"], 1), front.strip() or "-"]
+            row += [mean_pm(att["online"]["outliers"]["auc"]), mean_pm(att["rmia"]["outliers"]["auc"])]
+        row += [mean_pm(att["online"]["all"]["tpr_at_1pct_fpr"], 1, scale=100),
+                mean_pm(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
+                mean_pm(v["seconds_per_model"], 1), front.strip() or "-"]
         rows.append(row)
     header = ["variant", "ε", "ε_lb (LiRA)", "ε_lb ≤ ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
     if has_out:

@@ -19,7 +19,8 @@ from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.figures.gamma_sigma import plot_gamma_sigma

@@ -8,7 +8,8 @@ from typing import Any
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.memorization import CURVES, epochs_to_fit
 from bnmem.figures.memorization import plot_memorization

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.report.results import Setting, finite, settings_of
+from bnmem.formatting import finite
+from bnmem.report.results import Setting, fmt, pct, settings_of
 from bnmem.report.rundata import RunData
-from bnmem.report.tables import Table, f3, pct
+from bnmem.report.tables import Table
 from bnmem.stats import replicated_difference
 
 SUBSETS = ("all", "clean", "flipped", "ood")
@@ -92,7 +93,7 @@ def memorization_score_tables(run: RunData) -> list[Table]:
                 means = [finite(b["by_norm"][norm][variant][sub]["mean"]) for _, b in blocks]
                 fracs = [finite(b["by_norm"][norm][variant][sub]["frac_above_half"]) for _, b in blocks]
                 row = [norm, sub, str(first["by_norm"][norm][variant][sub]["n"]),
-                       f3(np.mean([m for m in means if m is not None]) if any(m is not None for m in means) else None),
+                       fmt(np.mean([m for m in means if m is not None]) if any(m is not None for m in means) else None),
                        pct(np.mean([f for f in fracs if f is not None]) if any(f is not None for f in fracs) else None)]
                 row.append(_paired_cell(setting, blocks, ref, norm, variant, sub) if norm != ref else "")
                 rows.append(row)
@@ -127,8 +128,8 @@ def epsilon_tables(run: RunData) -> list[Table]:
                     maxes = [finite(g.get("eps_lb_max")) for g in got]
                     if all(m is None for m in means):
                         continue
-                    rows.append([norm, attack, sub, f3(np.mean([m for m in means if m is not None]), ".2f"),
-                                 f3(max((m for m in maxes if m is not None), default=None), ".2f")])
+                    rows.append([norm, attack, sub, fmt(np.mean([m for m in means if m is not None]), ".2f"),
+                                 fmt(max((m for m in maxes if m is not None), default=None), ".2f")])
         if rows:
             tables.append(Table(
                 title=f"Empirical ε lower bounds (descriptive) — {setting.label}",
