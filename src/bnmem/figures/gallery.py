@@ -42,7 +42,7 @@ def plot_gallery(rows: dict[str, Sequence[tuple[np.ndarray, str]]], path: str | 
             ax.set_title(caption, fontsize=7)
         axes[r, 0].set_ylabel(norm, fontsize=9, color=NORM_COLORS.get(norm, "black"))
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=9, y=1.03)
     save_figure(fig, path)
 
 
@@ -66,5 +66,5 @@ def plot_mem_distributions(scores: dict[str, dict[str, np.ndarray]], path: str |
         ax.set(title=sub, xlabel="memorization score", ylabel="density")
         ax.legend(fontsize=7)
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=9, y=1.03)
     save_figure(fig, path)
