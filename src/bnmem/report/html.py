@@ -15,10 +15,12 @@ from typing import Any, Iterable
 
 from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES, plan_sha256,
 )
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.claims.core import direction
+from bnmem.report.preregistration import check_plan
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
@@ -157,13 +159,14 @@ def checklist(claims: list[Claim]) -> str:
             f"<td><b>{esc(c.id)}</b></td>"
             f'<td>{esc(c.title)}{kind}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
             f'<td class="num">{esc(value)}</td><td class="num">{esc(ci)}</td>'
-            f"<td>{status_badge(c.status)}</td>"
+            f"<td>{status_badge(c.status)}"
+            + (f'<div class="note">vs paper: {esc(c.vs_paper)}</div>' if c.vs_paper else "") + "</td>"
             f'<td class="note">{esc(c.agreement_text())}</td>'
             f"<td>{status_badge(prev)}</td>"
             f'<td class="rule">{esc(c.rule)}</td></tr>'
         )
     return ('<table class="checklist"><thead><tr><th>#</th><th>claim · metric · where</th><th>value</th>'
-            f"<th>95% CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
+            f"<th>CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
             f"<th>under plan {esc(PREVIOUS_VERSION)}</th><th>rule</th></tr></thead><tbody>\n" + "\n".join(rows)
             + "\n</tbody></table>")
 
@@ -176,7 +179,7 @@ def claim_details(claims: list[Claim]) -> str:
         if not c.evaluations:
             out.append(f'<p class="notrun">not run: {esc(c.not_run_reason())}</p>')
             continue
-        out.append("<table><thead><tr><th>where</th><th>value</th><th>95% CI</th><th>status</th>"
+        out.append("<table><thead><tr><th>where</th><th>value</th><th>CI</th><th>status</th>"
                    "<th>interval method · notes</th><th>conditions</th></tr></thead><tbody>")
         for e in c.evaluations:
             tag = "" if e.deciding else " (shown, not deciding)"
@@ -205,13 +208,13 @@ def robustness_panel(claims: list[Claim]) -> str:
         panel = c.robustness()
         if not panel:
             continue
-        k, n = c.agreement()
-        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(k)} of {esc(n)} analyses agree '
-                   f"with {status_badge(c.status)}</h3>")
-        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>95% CI</th>'
-                   "<th>status</th><th>agrees</th><th>method · notes</th></tr></thead><tbody>")
+        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(c.agreement_text())} '
+                   f"({status_badge(c.status)})</h3>")
+        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>CI</th>'
+                   "<th>status</th><th>same direction</th><th>method · notes</th></tr></thead><tbody>")
         for a in panel:
-            agrees = "—" if a.status == NOT_RUN else ("yes" if a.status == c.status else "no")
+            agrees = ("—" if a.status == NOT_RUN else "not counted" if not a.valid else
+                      "yes" if direction(a.status) == direction(c.status) else "no")
             name = c.label(a)
             out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
                        f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
@@ -223,21 +226,24 @@ def robustness_panel(claims: list[Claim]) -> str:
 
 def plan_block() -> str:
     """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number."""
-    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (bnmem.analysis_plan; '
-           "docs/analysis-plan.md). Statuses are decided on the 95% interval: <i>reproduced</i> = excludes the "
-           "null on the paper's side and overlaps the paper's range; <i>direction only</i> = the paper's side but "
-           "entirely outside its range; <i>inconclusive</i> = includes the null or no valid interval; "
-           "<i>contradicted</i> = excludes the null on the other side.</p>",
+    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(plan_sha256())}</code>; '
+           "bnmem.analysis_plan; docs/analysis-plan.md; <code>bnmem plan</code> prints it). Statuses are decided "
+           "on the interval: <i>reproduced</i> = above the null on the paper's side and, where the paper states a "
+           "minimum, at or above it; <i>direction only</i> = above the null but reaching below the stated minimum "
+           "(or failing another stated condition); <i>inconclusive</i> = includes the null or no valid interval; "
+           "<i>contradicted</i> = below the null. <i>vs paper</i> (below / within / above the paper's range) is a "
+           "description, not a verdict.</p>",
            '<table class="plan"><thead><tr><th>#</th><th>paper</th><th>metric · checkpoints · statistic</th>'
-           "<th>unit · interval</th><th>thresholds · rule</th></tr></thead><tbody>"]
+           "<th>unit · interval</th><th>thresholds · rule · why</th></tr></thead><tbody>"]
     for p in PLAN.values():
         out.append(f"<tr><td><b>{esc(p.id)}</b><div class=\"note\">{esc(p.kind)}</div></td><td>{esc(p.paper)}</td>"
                    f'<td class="note">{esc(p.metric)}<br>{esc(p.checkpoints)}<br>{esc(p.statistic)}</td>'
                    f'<td class="note">{esc(p.unit)}<br>{esc(p.interval)}</td>'
-                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}</td></tr>')
+                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}<br><i>why:</i> {esc(p.why)}'
+                   + (f"<br><b>not measured yet:</b> {esc(p.measurable)}" if p.measurable else "") + "</td></tr>")
     out.append("</tbody></table><h3>Changelog</h3><ul class=\"note\">")
     for ch in CHANGELOG:
-        flag = " <b>Adopted after seeing results.</b>" if ch.after_seeing_data else ""
+        flag = f" <b>Adopted after seeing results</b> ({esc(ch.seen)})." if ch.after_seeing_data else ""
         out.append(f"<li><b>{esc(ch.version)}</b> (claims {esc(', '.join(ch.claims))}): {esc(ch.what)} "
                    f"Why: {esc(ch.why)}.{flag}</li>")
     out.append("</ul>")
@@ -424,6 +430,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani). Run directory <code>{esc(run.root)}</code> ({esc(run.layout)} layout); "
         f"report by bnmem {esc(__version__)}; analysis plan version {esc(PLAN_VERSION)}. "
+        f'</p><p class="sub" id="plan-line">{esc(check_plan(run.root).headline())}'
         "</p><p class=\"sub\">" + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items()) + "</p>",
         f"<nav>{nav}</nav></header>",
         '<section id="conditions"><h2>Conditions</h2>', conditions_block(run), "</section>",
@@ -458,7 +465,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
 
 
 def method_text() -> str:
-    from bnmem.stats import LEVEL, N_RESAMPLES, SEED, SMALL_N
+    from bnmem.stats import LEVEL, N_RESAMPLES, SEED
 
     return (
         "<ul>"
@@ -471,9 +478,10 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval below {SMALL_N} units; from {SMALL_N} a "
-        f"percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}). Claim 4 uses the distribution-free "
-        "interval for the median over models (order statistics), which makes its rule monotone.</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (plan 3.0); the percentile bootstrap "
+        f"({N_RESAMPLES} resamples, seed {SEED}) is shown next to it, never deciding. A claim measured in k "
+        "settings uses Bonferroni-adjusted intervals (level 1 − 0.05/k) so its least supportive setting keeps "
+        "a family-wise 5% level.</li>"
         "<li><b>Statuses</b> are tested against the interval, never the mean alone; see the analysis plan "
         "section. A claim measured in several settings shows the least supportive one.</li>"
         "</ul>"
