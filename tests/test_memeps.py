@@ -283,3 +283,26 @@ def test_predictions_match_the_query_accuracy_and_old_queries_are_redone_with_ph
     query_models(cfg, "batch", norm_dir, LocalExecutor(progress=False))
     np.testing.assert_array_equal(np.load(norm_dir / "pred.npy"), pred)
     assert all((norm_dir / f).read_bytes() == b for f, b in before.items())
+
+
+def test_report_interval_uses_replicates_as_the_unit_when_there_are_several(tiny_lira, tmp_path):
+    import shutil
+
+    from bnmem.report.memeps import _paired_cell
+    from bnmem.stats import replicated_difference
+
+    out, res = tiny_lira
+    second = tmp_path / "r1"
+    for norm in ("batch", "none"):
+        (second / norm).mkdir(parents=True)
+        shutil.copy(out / norm / "mem_scores.npz", second / norm / "mem_scores.npz")
+    with np.load(second / "batch" / "mem_scores.npz") as z:  # a second replicate: BN memorizes 0.1 more
+        arrays = {k: z[k] for k in z.files}
+    arrays["mem_top1"] = arrays["mem_top1"] + 0.1
+    np.savez(second / "batch" / "mem_scores.npz", **arrays)
+    blocks = [(out, res["memorization"]), (second, res["memorization"])]
+    text = _paired_cell(None, blocks, "batch", "none", "top1", "all")
+    d0 = np.load(out / "batch" / "mem_scores.npz")["mem_top1"] - np.load(out / "none" / "mem_scores.npz")["mem_top1"]
+    pd = replicated_difference([d0, d0 + 0.1], within_unit="examples", within_independent=False)
+    assert pd.n == 2 and pd.mean == pytest.approx(d0.mean() + 0.05)
+    assert text == f"{pd.mean:+.3f} [{pd.ci_low:+.3f}, {pd.ci_high:+.3f}] (2 replicates)"
