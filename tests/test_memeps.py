@@ -306,3 +306,13 @@ def test_report_interval_uses_replicates_as_the_unit_when_there_are_several(tiny
     pd = replicated_difference([d0, d0 + 0.1], within_unit="examples", within_independent=False)
     assert pd.n == 2 and pd.mean == pytest.approx(d0.mean() + 0.05)
     assert text == f"{pd.mean:+.3f} [{pd.ci_low:+.3f}, {pd.ci_high:+.3f}] (2 replicates)"
+
+
+def test_lira_summary_table_has_eps_lb_per_norm(tiny_lira):
+    from bnmem.lenses.lira.run import summary_table
+
+    out, res = tiny_lira
+    text = summary_table(res)
+    assert "ε_lb batch" in text and "ε_lb none" in text
+    row = next(line for line in text.splitlines() if line.split()[:2] == ["online", "all"])
+    assert row.split()[-2:] == [f"{res[n]['online']['all']['eps_lb']:.2f}" for n in ("batch", "none")]

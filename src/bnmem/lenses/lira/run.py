@@ -193,6 +193,7 @@ def summary_table(result: dict[str, Any]) -> str:
     others = [n for n in norms if n != ref]
     header = ["attack", "subset"] + [f"AUC {n}" for n in norms] + [f"ΔAUC {ref}−{o} [95% CI]" for o in others]
     header += [f"TPR@1% {n}" for n in norms] + [f"ΔTPR@1% {ref}−{o} (pts)" for o in others]
+    header += [f"ε_lb {n}" for n in norms]  # empirical ε lower bound, mean over targets (docs/attacks.md)
     rows = []
     for attack in TABLE_ATTACKS:
         for sub in ("all", "outliers"):
@@ -205,6 +206,7 @@ def summary_table(result: dict[str, Any]) -> str:
             row += [pct(result[n][attack][sub]["tpr_at_1pct_fpr"], suffix="") for n in norms]
             row += [interval(p["tpr_at_1pct_fpr"]["mean"], *p["tpr_at_1pct_fpr"]["ci"], "+.1f", scale=100)
                     for p in paired]
+            row += [fmt(result[n][attack][sub].get("eps_lb"), ".2f") for n in norms]
             rows.append(row)
     acc_rows = []
     for n in norms:
