@@ -67,6 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as e:
         print(f"bnmem: error: permission denied: {e.filename or e}", file=sys.stderr)
         code = 2
+    except OSError as e:
+        from bnmem.io import DISK_FULL_ERRNOS, disk_full
+
+        if e.errno not in DISK_FULL_ERRNOS:
+            raise
+        print(f"bnmem: error: {disk_full(e.filename or '.')}", file=sys.stderr)  # a write outside bnmem.io
+        code = 2
     if argv is None:
         sys.exit(code)
     return code

@@ -26,13 +26,17 @@ def run(
     quiet: Quiet = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the planned jobs and the estimated disk; "
                                                             "write nothing")] = False,
+    download: Annotated[bool, typer.Option("--download", help="fetch missing datasets before the first job "
+                                                              "(same as --set data.download=true)")] = False,
+    skip_disk_check: Annotated[bool, typer.Option("--skip-disk-check", help="start even if the free disk is "
+                                                  "below the dry-run estimate plus its margin")] = False,
 ) -> None:
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
     from bnmem.study import load_study, plan, run_study
 
-    spec = load_study(study, set)
+    spec = load_study(study, [*(set or []), *(["data.download=true"] if download else [])])
     if dry_run:
         from bnmem.study.dryrun import dry_run_text
 
@@ -53,7 +57,7 @@ def run(
                       num_gpus_per_job=spec.resources.num_gpus)
     ex = get_executor(executor, **kwargs)
     try:
-        result = run_study(spec, out, executor=ex, progress=not quiet)
+        result = run_study(spec, out, executor=ex, progress=not quiet, check_disk=not skip_disk_check)
     finally:
         ex.close()
     done = sum(j["status"] == "done" for j in result.jobs)
