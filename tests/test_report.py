@@ -206,6 +206,7 @@ class _Page(HTMLParser):
         self.claim_rows: dict[str, str] = {}
         self.ids: set[str] = set()
         self.tags: set[str] = set()
+        self.forest: list[str] = []  # the forest plot, apart from the lens figures counted in imgs
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -213,7 +214,7 @@ class _Page(HTMLParser):
         if "id" in a:
             self.ids.add(a["id"])
         if tag == "img":
-            self.imgs.append(a.get("src", ""))
+            (self.forest if a.get("id") == "forest-plot" else self.imgs).append(a.get("src", ""))
         for key in ("src", "href", "srcset", "data", "action", "poster"):
             if key in a:
                 self.refs.append((tag, key, a[key] or ""))
@@ -228,7 +229,8 @@ def parse(path: Path) -> _Page:
 
 
 def assert_self_contained(page: _Page) -> None:
-    for src in page.imgs:
+    assert len(page.forest) == 1  # every report opens with its forest plot
+    for src in page.imgs + page.forest:
         assert src.startswith("data:image/png;base64,"), src[:60]
         assert base64.b64decode(src.split(",", 1)[1], validate=True).startswith(PNG_MAGIC)
     for tag, key, value in page.refs:
