@@ -3,7 +3,7 @@
 Workload: LiRA shadow-model training chunks on digits (LeNet with BN, 5% label
 noise, all ~898 training examples, each model on its keep-matrix half), one
 torch thread per job, ``--chunks`` jobs of ``--chunk-size`` models each. The
-job function is the real one, :func:`bnmem.lenses.lira.shadow.train_shadow_chunk`,
+job function is the real one, :func:`bnmem.shadow.training.train_shadow_chunk`,
 writing its models into a fresh temporary run directory every repeat.
 
 Measured separately:
@@ -39,7 +39,7 @@ import torch  # noqa: E402
 
 from bnmem.executors import Executor, get_executor  # noqa: E402
 from bnmem.lenses.lira.config import LiraConfig  # noqa: E402
-from bnmem.lenses.lira.shadow import pending_specs, train_shadow_chunk  # noqa: E402
+from bnmem.shadow.training import pending_specs, train_shadow_chunk  # noqa: E402
 
 
 def _config(chunks: int, chunk_size: int, epochs: int) -> LiraConfig:

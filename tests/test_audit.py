@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import bnmem
-from bnmem.auditing.membership import fresh_copy
+from bnmem.shadow.copies import fresh_copy
 from bnmem.auditing.run import audit
 from bnmem.cli import main
 from bnmem.config import DataConfig, ModelConfig, TrainConfig

@@ -23,9 +23,10 @@ from bnmem.data.views import make_views, shifted
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.lenses.lira import LiraConfig, attack_norm, paired_differences, run_lira
-from bnmem.lenses.lira.query import query_batches, query_logits, query_models, query_settings
-from bnmem.lenses.lira.shadow import chunk_dir, load_shadow_models, train_shadow_models
+from bnmem.lenses.lira import LiraConfig, paired_differences, run_lira
+from bnmem.shadow.evaluate import attack_norm
+from bnmem.shadow.query import query_batches, query_logits, query_models, query_settings
+from bnmem.shadow.training import chunk_dir, load_shadow_models, train_shadow_models
 
 ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "global_threshold", "loss", "rmia")
 
@@ -429,8 +430,6 @@ def test_cli_bad_input_one_line(tmp_path, capsys, args, fragment):
 
 
 def test_identity_only_block_reruns_the_attacks_on_the_identity_view(claim_run):
-    from bnmem.lenses.lira.run import attack_norm
-
     out, res = claim_run
     block = res["identity_only"]
     direct = attack_norm(out / "batch", views=[0])["metrics"]

@@ -110,7 +110,7 @@ def test_lira_option(tmp_path):
                          seeds=[0], train=TrainConfig(epochs=2), lambdas=[1.0], fixed_epoch=1, lira_models=4)
     res = run_mitigate(cfg, tmp_path / "l", progress=False)
     from bnmem.attacks.streaming import evaluate_stream
-    from bnmem.lenses.lira.query import load_attack_inputs
+    from bnmem.shadow.query import load_attack_inputs
 
     phis = {}
     for name, folder in (("batch", "batch"), ("batch+gs1", "batch_gs1")):

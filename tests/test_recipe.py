@@ -103,7 +103,7 @@ def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
     import json
 
     from bnmem.lenses.lira import LiraConfig, run_lira
-    from bnmem.lenses.lira.shadow import IDENTITY_FILE
+    from bnmem.shadow.training import IDENTITY_FILE
 
     data = DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0)
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
@@ -181,7 +181,7 @@ def test_selection_through_the_ensemble_equals_one_by_one(ds64, tmp_path):
 
 def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
     from bnmem.lenses.lira import LiraConfig
-    from bnmem.lenses.lira.phases import phase_jobs
+    from bnmem.shadow.phases import phase_jobs
 
     data = DataConfig(dataset="digits", label_noise=0.05, train_size=200, val_fraction=0.2, seed=0)
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],

@@ -597,7 +597,7 @@ def test_attach_jackknife_feeds_the_claim_3_interval(tmp_path):
     """The lens-side helper writes the jackknife where the report reads it: one replicate gets an interval."""
     from bnmem.attacks import evaluate_attacks
     from bnmem.lenses.lira.jackknife import attach_jackknife
-    from bnmem.lenses.lira.query import QUERY_FILE
+    from bnmem.shadow.query import QUERY_FILE
     from bnmem.stats import paired_summary
 
     rng = np.random.default_rng(6)

@@ -10,11 +10,12 @@ Variants, all on the same data, outliers, keep matrix and model seeds:
   of ``dp_epsilons`` for each norm of ``dp_norms`` (group, layer or none: BN
   cannot be trained with per-example clipping).
 
-Each variant's M shadow models are trained in the LiRA lens's layout (the
+Each variant's M shadow models are trained by the shadow-model engine
+(:mod:`bnmem.shadow`, the layout the LiRA lens uses too; the
 non-private ones by its chunk job, with the ensemble engine; the DP ones one by
-one by :mod:`bnmem.lenses.dp_shadow`, because the ensemble engine has no
+one by :mod:`bnmem.shadow.dp`, because the ensemble engine has no
 per-example clipping), all through the one executor and resumable per chunk
-(DP: per model). The LiRA lens's query and attack code then gives, per
+(DP: per model). The engine's query and attack code then gives, per
 variant: clean test accuracy, memorization of the corrupted subset (fraction of
 corrupted training examples a model trained on that it predicts with their
 corrupted label), online LiRA and RMIA AUC and TPR at 0.1% / 1% FPR on all
@@ -49,17 +50,14 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
-from bnmem.lenses.lira.config import SEED_STRIDE, VIEW_NAMES, LiraConfig
-from bnmem.lenses.lira.query import QUERY_FILE, query_models, query_shadow_chunk
-from bnmem.lenses.lira.run import accuracy_summary, attack_norm
-from bnmem.lenses.lira.shadow import (
-    chunk_dir,
-    chunk_spec,
-    pending_specs,
-    train_shadow_chunk,
-)
 from bnmem.lenses.registry import Lens, register
 from bnmem.rundir import prepare_run_dir
+from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig
+from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
+from bnmem.shadow.evaluate import accuracy_summary, attack_norm
+from bnmem.shadow.phases import estimate as shadow_estimate
+from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
+from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs
 from bnmem.stats import t_interval
 from bnmem.texttable import table
 from bnmem.train.dp import (  # imports Opacus only when a DP model trains
@@ -211,36 +209,25 @@ class DefensesConfig(ExperimentConfig):
         return DPConfig(target_epsilon=epsilon, max_grad_norm=self.dp_max_grad_norm, lr=self.dp_lr,
                         accountant=self.dp_accountant)
 
-    def lira_config(self, v: Variant, replicate: int) -> LiraConfig:
-        """The LiRA-lens config of variant ``v`` in replicate ``replicate``."""
+    def lira_config(self, v: Variant, replicate: int) -> ShadowConfig:
+        """The shadow-model protocol (the LiRA lens's, one norm) of variant ``v`` in replicate ``replicate``."""
         data = self.data.model_copy(update={"seed": self.data.seed + replicate})
         train = self.train.model_copy(update={"gs_reg": v.lam})
         if v.private and self.dp_lr is not None:
             train = train.model_copy(update={"lr": self.dp_lr})  # recorded in shadow.json's identity
-        return LiraConfig(data=data, arch=self.arch, norms=[v.norm], seeds=[self.seeds[0] + replicate],
+        return ShadowConfig(data=data, arch=self.arch, norms=[v.norm], seeds=[self.seeds[0] + replicate],
                           train=train, shadow_models=self.shadow_models, chunk_size=self.chunk_size,
                           views=self.views, query_bn_mode=self.query_bn_mode, keep_seed=self.keep_seed + replicate)
-
-
-def train_defense_chunk(spec: dict[str, Any]) -> dict[str, Any]:
-    """Executor job: one chunk of a variant's shadow models (DP-SGD when the spec carries ``dp``)."""
-    if "dp" in spec:
-        from bnmem.lenses.dp_shadow import train_dp_shadow_chunk
-
-        return train_dp_shadow_chunk(spec)
-    return train_shadow_chunk(spec)
 
 
 def _pending(cfg: DefensesConfig, v: Variant, r: int, out: Path, progress: bool) -> list[dict[str, Any]]:
     lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
     if v.private:
-        from bnmem.lenses.dp_shadow import pending_dp_specs
-
         return pending_dp_specs(lcfg, v.norm, cfg.dp_config(v.epsilon), vdir, progress)
     return pending_specs(lcfg, v.norm, vdir, progress)
 
 
-def _seconds_per_model(lcfg: LiraConfig, vdir: Path) -> tuple[float, str]:
+def _seconds_per_model(lcfg: ShadowConfig, vdir: Path) -> tuple[float, str]:
     """Mean training seconds per model (chunk seconds / models; DP: per model) and the trainer's name."""
     per_model, trainer = [], ""
     for c in lcfg.chunks():
@@ -290,8 +277,6 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
         "data_seed": lcfg.data.seed,
     }
     if v.private:
-        from bnmem.lenses.dp_shadow import dp_accounting
-
         records = dp_accounting(lcfg, vdir)
         entry["epsilon"] = float(np.mean([a["epsilon"] for a in records]))
         entry["accounting"] = {
@@ -404,7 +389,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     order = sorted(variants, key=lambda v: not v.private)
     specs = [s for r in range(cfg.replicates) for v in order for s in _pending(cfg, v, r, out, progress)]
     if specs:
-        executor.map(train_defense_chunk, specs, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
+        executor.map(train_chunk, specs, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
     query_all(cfg, out, executor)
     entries = {v.name: [_replicate_entry(cfg, v, r, out) for r in range(cfg.replicates)] for v in variants}
     ds = load_dataset(cfg.data)
@@ -516,13 +501,11 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
-    """Bytes the lens writes (``bnmem run --dry-run``): the LiRA lens's estimate per variant and replicate."""
-    from bnmem.lenses.lira.phases import estimate as lira_estimate
-
+    """Bytes the lens writes (``bnmem run --dry-run``): the shadow-model estimate per variant and replicate."""
     total: dict[str, int] = {}
     for r in range(cfg.replicates):
         for v in cfg.variants():
-            for kind, size in lira_estimate(cfg.lira_config(v, r), n_train, parameter_count).items():
+            for kind, size in shadow_estimate(cfg.lira_config(v, r), n_train, parameter_count).items():
                 total[kind] = total.get(kind, 0) + size
     return total
 

@@ -18,7 +18,7 @@ with an interval (:func:`bnmem.stats.paired_difference`).
 Privacy. With ``lira_models`` > 0, shadow models are trained with the recipes
 of plain BN, the selected regularized variant and the other norms (the same
 model seeds and keep matrix: targets pair across recipes), and the online LiRA
-and RMIA AUCs are reported side by side (:func:`bnmem.lenses.lira.run_shadow_norm`).
+and RMIA AUCs are reported side by side (:func:`bnmem.shadow.run_shadow_norm`).
 """
 
 from __future__ import annotations
@@ -283,10 +283,10 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
     variant, so targets pair across variants.
 
     """
-    from bnmem.lenses.lira import LiraConfig, run_shadow_norm
+    from bnmem.shadow import ShadowConfig, run_shadow_norm
 
     train = cfg.train.model_copy(update={"gs_reg": v.lam, "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
-    lcfg = LiraConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
+    lcfg = ShadowConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
                       shadow_models=cfg.lira_models)
     entry = run_shadow_norm(lcfg, v.norm, directory, progress=progress)
     attack = entry["attacks"][LIRA_ATTACK]
@@ -304,7 +304,7 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
 
 def _lira_pairs(metrics: dict[str, Any], selected: str, others: list[str]) -> dict[str, Any]:
     """Per-target AUC differences (same model seeds and keep matrix) of the LiRA recipes, with intervals."""
-    from bnmem.lenses.lira.run import paired_differences
+    from bnmem.stats import paired_summary as paired_differences
 
     pairs = [(selected, "batch")] + [("batch", o) for o in others] + [(selected, o) for o in others]
     out: dict[str, Any] = {}
@@ -318,6 +318,36 @@ def _lira_pairs(metrics: dict[str, Any], selected: str, others: list[str]) -> di
             for attack in metrics[a]["lira"]["attacks"]
         }
     return out
+
+
+def _train_variants(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool) -> dict[str, Any]:
+    """Train every (variant, seed) (resumable) and summarize each variant over its seeds."""
+    epochs = {cfg.fixed_epoch, cfg.train.epochs}
+    metrics: dict[str, Any] = {}
+    for v in cfg.variants():
+        train = cfg.train.model_copy(update={"gs_reg": v.lam,
+                                             "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
+        histories = {
+            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
+                            lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
+                            progress=f"{v.name} seed {seed}" if progress else False)
+            for seed in cfg.seeds
+        }
+        metrics[v.name] = summarize_variant(v, histories, cfg.fixed_epoch)
+    return metrics
+
+
+def _select(metrics: dict[str, Any], variants: list[Variant]) -> dict[str, Any]:
+    """The selected variant (validation rule) and its paired-by-seed changes against plain BN."""
+    first = metrics["batch"]["final"]
+    key = next((k for k in ("noisy_acc", "ood_acc") if first[k]["mean"] is not None), None)
+    selection = select_variant(metrics, variants, key)
+    chosen = metrics[selection["variant"]]
+    selection["test_acc_change"] = _seed_diff(chosen, metrics["batch"], "test_acc")
+    selection["val_acc_change"] = _seed_diff(chosen, metrics["batch"], "val_acc")
+    if key is not None:
+        selection["memorization_change"] = _seed_diff(chosen, metrics["batch"], key)
+    return selection
 
 
 def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
@@ -340,27 +370,9 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     ds = load_dataset(cfg.data)
-    epochs = {cfg.fixed_epoch, cfg.train.epochs}
-    metrics: dict[str, Any] = {}
-    for v in cfg.variants():
-        train = cfg.train.model_copy(update={"gs_reg": v.lam,
-                                             "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
-        histories = {
-            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
-                            lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
-                            progress=f"{v.name} seed {seed}" if progress else False)
-            for seed in cfg.seeds
-        }
-        metrics[v.name] = summarize_variant(v, histories, cfg.fixed_epoch)
+    metrics = _train_variants(cfg, ds, out, progress)
     variants = cfg.variants()
-    first = metrics["batch"]["final"]
-    key = next((k for k in ("noisy_acc", "ood_acc") if first[k]["mean"] is not None), None)
-    selection = select_variant(metrics, variants, key)
-    chosen = metrics[selection["variant"]]
-    selection["test_acc_change"] = _seed_diff(chosen, metrics["batch"], "test_acc")
-    selection["val_acc_change"] = _seed_diff(chosen, metrics["batch"], "val_acc")
-    if key is not None:
-        selection["memorization_change"] = _seed_diff(chosen, metrics["batch"], key)
+    selection = _select(metrics, variants)
     if cfg.lira_models:
         # Shadow models for plain BN, the selected variant and the other norms (not every λ: cost).
         for v in variants:

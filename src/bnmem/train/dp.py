@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 import numpy as np
 import torch
@@ -212,62 +213,16 @@ def train_dp_model(
         raise BnmemError(f"DP-SGD training does not apply train.augment={cfg.augment!r}; use augment: none "
                          "for the DP variants")
     require_opacus()
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
-    from tqdm.auto import tqdm
-
     idx = np.arange(ds.n_train) if train_idx is None else np.asarray(train_idx, dtype=np.int64)
     n = int(idx.size)
     if n < 2:
         raise BnmemError(f"DP-SGD needs at least 2 training examples, got {n}")
     delta = dp.delta if dp.delta is not None else 1.0 / n
-    lr = dp.lr if dp.lr is not None else cfg.lr
-    device = torch.device(cfg.device)
+    recipe = cfg.model_copy(update={"lr": dp.lr if dp.lr is not None else cfg.lr})
     t0 = time.perf_counter()
-    with torch_threads(cfg.threads), warnings.catch_warnings():
-        # "Secure RNG turned off": deliberate (seeded experiments), recorded as secure_mode=False.
-        warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
-        # The PRV accountant bounds its discretization domain with an RDP estimate, which warns when
-        # its optimal order is the largest one tried; the ε reported is PRV's, not that bound.
-        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-        # Opacus's per-sample hooks fire on module outputs; inputs never need gradients here.
-        warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        model = model.to(device)
-        sel = torch.as_tensor(idx)
-        data = TensorDataset(ds.x_train[sel].to(device), ds.y_train[sel].to(device))
-        loader = DataLoader(data, batch_size=min(cfg.batch_size, n),
-                            generator=torch.Generator().manual_seed(_seed_of(seed, _SAMPLING_STREAM)))
-        opt = build_optimizer(model, cfg.model_copy(update={"lr": lr}))
-        noise = torch.Generator(device=device).manual_seed(_seed_of(seed, _NOISE_STREAM))
-        engine = PrivacyEngine(accountant=dp.accountant, secure_mode=False)
-        try:
-            private, dp_opt, dp_loader = engine.make_private_with_epsilon(
-                module=model, optimizer=opt, data_loader=loader, target_epsilon=dp.target_epsilon,
-                target_delta=delta, epochs=cfg.epochs, max_grad_norm=dp.max_grad_norm,
-                noise_generator=noise)
-        except ValueError as e:  # e.g. "The privacy budget is too low."
-            raise BnmemError(f"Opacus cannot reach ε={dp.target_epsilon}, δ={delta:.3g} in {cfg.epochs} "
-                             f"epochs: {e}") from e
-        sample_rate = 1.0 / len(loader)
-        history: list[dict] = []
-        desc = progress if isinstance(progress, str) else "dp-sgd"
-        private.train()
-        for epoch in tqdm(range(cfg.epochs), desc=desc, disable=not progress, leave=False):
-            set_lr(dp_opt, lr_at(cfg.model_copy(update={"lr": lr}), epoch))
-            loss_sum, steps = 0.0, 0
-            for xb, yb in dp_loader:
-                dp_opt.zero_grad(set_to_none=True)
-                loss = F.cross_entropy(private(xb), yb)
-                loss.backward()
-                dp_opt.step()
-                if xb.shape[0]:
-                    loss_sum += float(loss.detach())
-                steps += 1
-            record = {"epoch": epoch + 1, "train_loss": loss_sum / max(steps, 1), "steps": steps}
-            if not np.isfinite(record["train_loss"]):
-                raise FloatingPointError(f"DP training diverged at epoch {epoch + 1}; lower dp.lr")
-            history.append(record)
-        steps_total = sum(h["steps"] for h in history)
+    with torch_threads(cfg.threads), _opacus_warnings_silenced():
+        private, dp_opt, dp_loader, engine, sample_rate = _make_private(model, ds, idx, recipe, dp, seed, delta)
+        history = _dp_epochs(private, dp_opt, dp_loader, recipe, progress)
         accounting = DPAccounting(
             target_epsilon=float(dp.target_epsilon),
             epsilon=float(engine.get_epsilon(delta)),
@@ -275,7 +230,7 @@ def train_dp_model(
             noise_multiplier=float(dp_opt.noise_multiplier),
             max_grad_norm=float(dp.max_grad_norm),
             sample_rate=float(sample_rate),
-            steps=int(steps_total),
+            steps=int(sum(h["steps"] for h in history)),
             epochs=int(cfg.epochs),
             n_train=n,
             expected_batch_size=float(sample_rate * n),
@@ -286,3 +241,81 @@ def train_dp_model(
         # Leave a plain module behind: no Opacus hooks or per-sample buffers in the saved model.
         private.cleanup()
     return DPTrainResult(model=plain, accounting=accounting, history=history, seconds=time.perf_counter() - t0)
+
+
+@contextmanager
+def _opacus_warnings_silenced() -> Iterator[None]:
+    """Opacus warnings that are expected here and say nothing about the run."""
+    with warnings.catch_warnings():
+        # "Secure RNG turned off": deliberate (seeded experiments), recorded as secure_mode=False.
+        warnings.filterwarnings("ignore", message=".*[Ss]ecure RNG.*")
+        # The PRV accountant bounds its discretization domain with an RDP estimate, which warns when
+        # its optimal order is the largest one tried; the ε reported is PRV's, not that bound.
+        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+        # Opacus's per-sample hooks fire on module outputs; inputs never need gradients here.
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        yield
+
+
+def _make_private(model: nn.Module, ds: OutlierDataset, idx: np.ndarray, recipe: TrainConfig, dp: DPConfig,
+                  seed: int, delta: float) -> tuple[Any, Any, Any, Any, float]:
+    """Opacus's private module, optimizer and Poisson loader for ``(ε, δ)``, with seeded sampling and noise.
+
+    Returns:
+        ``(private module, DP optimizer, DP loader, privacy engine, sample rate)``.
+
+    Raises:
+        BnmemError: Opacus cannot reach the budget.
+    """
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    device = torch.device(recipe.device)
+    model = model.to(device)
+    sel = torch.as_tensor(idx)
+    n = int(idx.size)
+    data = TensorDataset(ds.x_train[sel].to(device), ds.y_train[sel].to(device))
+    loader = DataLoader(data, batch_size=min(recipe.batch_size, n),
+                        generator=torch.Generator().manual_seed(_seed_of(seed, _SAMPLING_STREAM)))
+    opt = build_optimizer(model, recipe)
+    noise = torch.Generator(device=device).manual_seed(_seed_of(seed, _NOISE_STREAM))
+    engine = PrivacyEngine(accountant=dp.accountant, secure_mode=False)
+    try:
+        private, dp_opt, dp_loader = engine.make_private_with_epsilon(
+            module=model, optimizer=opt, data_loader=loader, target_epsilon=dp.target_epsilon,
+            target_delta=delta, epochs=recipe.epochs, max_grad_norm=dp.max_grad_norm,
+            noise_generator=noise)
+    except ValueError as e:  # e.g. "The privacy budget is too low."
+        raise BnmemError(f"Opacus cannot reach ε={dp.target_epsilon}, δ={delta:.3g} in {recipe.epochs} "
+                         f"epochs: {e}") from e
+    return private, dp_opt, dp_loader, engine, 1.0 / len(loader)
+
+
+def _dp_epochs(private: nn.Module, dp_opt: Any, dp_loader: Any, recipe: TrainConfig,
+               progress: bool | str) -> list[dict[str, Any]]:
+    """The DP-SGD epochs (learning-rate schedule of ``recipe``); one loss record per epoch.
+
+    Raises:
+        FloatingPointError: the loss is not finite (diverged).
+    """
+    from tqdm.auto import tqdm
+
+    history: list[dict[str, Any]] = []
+    desc = progress if isinstance(progress, str) else "dp-sgd"
+    private.train()
+    for epoch in tqdm(range(recipe.epochs), desc=desc, disable=not progress, leave=False):
+        set_lr(dp_opt, lr_at(recipe, epoch))
+        loss_sum, steps = 0.0, 0
+        for xb, yb in dp_loader:
+            dp_opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(private(xb), yb)
+            loss.backward()
+            dp_opt.step()
+            if xb.shape[0]:
+                loss_sum += float(loss.detach())
+            steps += 1
+        record = {"epoch": epoch + 1, "train_loss": loss_sum / max(steps, 1), "steps": steps}
+        if not np.isfinite(record["train_loss"]):
+            raise FloatingPointError(f"DP training diverged at epoch {epoch + 1}; lower dp.lr")
+        history.append(record)
+    return history

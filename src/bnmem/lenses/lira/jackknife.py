@@ -23,7 +23,7 @@ import numpy as np
 
 from bnmem.attacks.streaming import evaluate_stream
 from bnmem.errors import BnmemError
-from bnmem.lenses.lira.query import load_attack_inputs
+from bnmem.shadow.query import load_attack_inputs
 
 JACKKNIFE_ATTACKS = ("online", "offline", "rmia")
 MIN_MODELS = 6  # with a balanced keep, fewer leave some example without an IN reference after a deletion

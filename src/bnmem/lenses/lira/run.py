@@ -1,8 +1,8 @@
 """Lens 3, membership inference: LiRA/RMIA on BN vs other-norm shadow models.
 
 For each norm, M shadow models train on seeded halves of the corrupted training
-set (:mod:`bnmem.lenses.lira.shadow`), are queried on every training example
-(:mod:`bnmem.lenses.lira.query`), and every attack of :mod:`bnmem.attacks` is
+set, are queried on every training example (both through the shadow-model
+engine, :mod:`bnmem.shadow`), and every attack of :mod:`bnmem.attacks` is
 run leave-one-out: each model in turn is the target, the others its reference
 models. Model seeds and the keep matrix are the same for every norm, so target m
 under BN and target m without BN are the same experiment but for the norm; the
@@ -16,11 +16,11 @@ Run directory::
                  is_noisy.npy is_ood.npy query.json  (logits.npy with save_logits)
     <out>/<norm>/shadow/...  query/...      (resumable work)
 
-Python use (e.g. another recipe's LiRA AUC)::
+Python use (e.g. another recipe's LiRA AUC), through the shadow-model engine::
 
-    cfg = LiraConfig(data=DataConfig(dataset="digits", label_noise=0.05), norms=["batch"],
+    cfg = ShadowConfig(data=DataConfig(dataset="digits", label_noise=0.05), norms=["batch"],
                      train=TrainConfig(epochs=30, gs_reg=0.1), shadow_models=32)
-    entry = run_shadow_norm(cfg, "batch", out / "batch_gsreg", get_executor("local"))
+    entry = bnmem.shadow.run_shadow_norm(cfg, "batch", out / "batch_gsreg", get_executor("local"))
     entry["attacks"]["online"]["all"]["auc"]
 """
 
@@ -32,34 +32,25 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnmem import io
-from bnmem.attacks import ALL, evaluate_stream
-from bnmem.attacks.phi import ViewSubset
+from bnmem.attacks import ALL
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.texttable import fmt, table
-from bnmem.lenses.lira.config import RECIPE_SELECTION_MODELS, LiraConfig
+from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.lenses.lira.phases import PHASES, estimate, phase_jobs
-from bnmem.lenses.lira.query import POPULATION_NAME, load_attack_inputs, query_models
-from bnmem.lenses.lira.shadow import pending_specs, shadow_keep, train_shadow_chunk, train_shadow_models
 from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
 from bnmem.rundir import prepare_run_dir
+from bnmem.shadow.evaluate import attack_norm, query_and_attack
+from bnmem.shadow.phases import PHASES, estimate, phase_jobs
+from bnmem.shadow.recipe import norm_configs
+from bnmem.shadow.training import pending_specs, train_shadow_chunk
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
-from bnmem.train.recipe import select_recipes, shared_record, train_for
 
-__all__ = [
-    "LiraConfig",
-    "accuracy_summary",
-    "attack_norm",
-    "paired_differences",
-    "run_lira",
-    "run_shadow_norm",
-    "summary_table",
-]
+__all__ = ["LiraConfig", "paired_differences", "run_lira", "summary_table"]
 
 SUBSETS = ("all", "outliers", "inliers")
 # Where metrics.json keeps the attacks re-run on the identity query view alone (when there are other views).
@@ -68,52 +59,6 @@ PAIRED_METRICS = ("auc", "tpr_at_1pct_fpr")
 BOOTSTRAP = {"resamples": N_RESAMPLES, "seed": SEED, "level": 0.95,
              "rule": f"Student t-interval below {SMALL_N} targets, percentile bootstrap from {SMALL_N}"}
 TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "rmia", "loss")
-
-
-def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL, views: Sequence[int] | None = None
-                ) -> dict[str, Any]:
-    """Every attack, leave-one-out over the shadow models saved in ``norm_dir``.
-
-    Args:
-        norm_dir: a directory :func:`~bnmem.lenses.lira.query.query_models` filled.
-        attacks: attack names (default: all of :data:`bnmem.attacks.ALL`).
-        views: indices of the query views to use (default: all).
-
-    Returns:
-        :func:`bnmem.attacks.evaluate_stream`'s result with subsets ``all``,
-        ``outliers`` (noisy or OOD) and ``inliers``; RMIA's population is the
-        test split (the legacy one, the target's non-members, for run
-        directories queried before populations were).
-
-    Raises:
-        BnmemError: no finished query in ``norm_dir``.
-    """
-    arrays = load_attack_inputs(norm_dir)
-    outliers = arrays["is_noisy"] | arrays["is_ood"]
-    pop = arrays["population_phi"]
-    name = None if pop is None else f"{POPULATION_NAME} (n={pop.shape[1]}; no model trained on it)"
-    phi = arrays["phi"]
-    if views is not None:
-        phi, pop = ViewSubset(phi, views), None if pop is None else ViewSubset(pop, views)
-    return evaluate_stream(phi, arrays["keep"], subsets={"outliers": outliers, "inliers": ~outliers},
-                           attacks=attacks, population_phi=pop, population_name=name or "")
-
-
-def accuracy_summary(per_model: dict[str, list[float | None]]) -> dict[str, Any]:
-    """Mean/min/max over models of each per-model accuracy (None entries skipped).
-
-    Args:
-        per_model: name -> one value per model (e.g. ``train_in``, ``test``).
-
-    Returns:
-        name -> ``{"mean", "min", "max", "per_model"}`` (None when no value).
-    """
-    out: dict[str, Any] = {}
-    for key, values in per_model.items():
-        ok = np.array([v for v in values if v is not None], dtype=np.float64)
-        stats = (float(ok.mean()), float(ok.min()), float(ok.max())) if ok.size else (None, None, None)
-        out[key] = {"mean": stats[0], "min": stats[1], "max": stats[2], "per_model": values}
-    return out
 
 
 def paired_section(metrics: dict[str, dict], reference: str, others: Sequence[str]) -> dict[str, Any]:
@@ -132,64 +77,6 @@ def paired_section(metrics: dict[str, dict], reference: str, others: Sequence[st
             for attack in metrics[reference]
         }
     return out
-
-
-def run_shadow_norm(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Executor | None = None,
-                    progress: bool = False) -> dict[str, Any]:
-    """Train, query and attack the shadow models of one norm (resumable).
-
-    The entry point for other experiments (e.g. a BN + γ/σ-regularizer recipe:
-    set ``cfg.train.gs_reg``); with the same ``cfg`` seeds and keep seed, its
-    targets pair with those of :func:`run_lira`'s norms.
-
-    Args:
-        cfg: the configuration (``cfg.norms`` is not consulted).
-        norm: the norm to train.
-        norm_dir: its directory.
-        executor: where jobs run (default: in-process).
-        progress: progress bars.
-
-    Returns:
-        ``{"attacks": {attack: {subset: summary}}, "accuracy": ..., "query": settings,
-        "curves": ..., "subset_sizes": ...}``.
-    """
-    executor = executor or LocalExecutor(progress=progress)
-    train_shadow_models(cfg, norm, norm_dir, executor, progress=progress)
-    return _query_and_attack(cfg, norm, Path(norm_dir), executor)
-
-
-def _query_and_attack(cfg: LiraConfig, norm: str, norm_dir: Path, executor: Executor, ds=None) -> dict[str, Any]:
-    info = query_models(cfg, norm, norm_dir, executor, ds=ds)
-    res = attack_norm(norm_dir)
-    return {
-        "attacks": res["metrics"],
-        "accuracy": accuracy_summary(info["accuracy"]),
-        "query": info["settings"],
-        "curves": res["curves"],
-        "subset_sizes": res["subset_sizes"],
-        "attack_settings": res["settings"],
-    }
-
-
-def norm_configs(cfg: LiraConfig, ds, out: Path) -> tuple[dict[str, LiraConfig], dict[str, Any]]:
-    """Each norm's configuration (its recipe resolved) and the recipe record.
-
-    Under ``recipe: per-norm`` the learning rates are selected on the
-    validation split (cached in ``<out>/recipe``) with the first
-    ``RECIPE_SELECTION_MODELS`` shadow models' seeds and IN halves, i.e. each
-    candidate is trained as that shadow model would be. Each norm's copy then
-    carries its own recipe with ``recipe: shared``, so its jobs train exactly it.
-    """
-    if cfg.recipe != "per-norm":
-        return {n: cfg for n in cfg.norms}, shared_record(cfg.train)
-    models = range(min(RECIPE_SELECTION_MODELS, cfg.shadow_models))
-    keep = shadow_keep(cfg, ds.n_train)
-    selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, [cfg.model_seed(m) for m in models],
-                               Path(out) / "recipe", cfg.lr_grid, [np.flatnonzero(keep[m]) for m in models],
-                               f"the IN halves of shadow models {list(models)}")
-    cfgs = {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared"})
-            for n in cfg.norms}
-    return cfgs, selection
 
 
 def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
@@ -226,15 +113,39 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
     if specs:
         executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
-    entries = {norm: _query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
+    entries = {norm: query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
+    result = _metrics(cfg, cfgs, selection, entries, ds.summary(), ds.n_val)
+    reference, others = _reference(cfg)
+    names = result["conditions"]["views"]
+    if len(names) > 1:
+        # The attacks on the identity view alone: the report's "identity-only" robustness alternative.
+        ident = {norm: attack_norm(out / norm, views=[names.index("identity")])["metrics"] for norm in cfg.norms}
+        result[IDENTITY_BLOCK] = {**ident, "paired": paired_section(ident, reference, others)}
+    if jackknife:
+        attach_jackknife(result["paired"], out, reference, others)
+    io.write_json(out / "metrics.json", result)
+    plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
+    shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
+    return result
 
-    metrics = {norm: e["attacks"] for norm, e in entries.items()}
+
+def _reference(cfg: LiraConfig) -> tuple[str, list[str]]:
+    """The paired comparison's reference norm (BN when present) and the others."""
     reference = "batch" if "batch" in cfg.norms else cfg.norms[0]
+    return reference, [n for n in cfg.norms if n != reference]
+
+
+def _metrics(cfg: LiraConfig, cfgs: dict[str, LiraConfig], selection: dict[str, Any],
+             entries: dict[str, dict[str, Any]], dataset: dict[str, Any], n_val: int) -> dict[str, Any]:
+    """metrics.json (before the identity-only and jackknife blocks): per-norm attacks, accuracy, paired
+    differences and the conditions the numbers were measured under."""
+    metrics = {norm: e["attacks"] for norm, e in entries.items()}
+    reference, others = _reference(cfg)
     first = entries[cfg.norms[0]]
-    result: dict[str, Any] = LENS.stamp({
+    return LENS.stamp({
         **metrics,
         "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
-        "paired": paired_section(metrics, reference, [n for n in cfg.norms if n != reference]),
+        "paired": paired_section(metrics, reference, others),
         "conditions": {
             **cfg.conditions(),
             "shadow_models": cfg.shadow_models,
@@ -248,7 +159,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
             "recipe_selection": selection,
             "lr_per_norm": {norm: c.train.lr for norm, c in cfgs.items()},
             "augment": cfg.train.augment,
-            "n_val": ds.n_val,
+            "n_val": n_val,
             "bn_mode_at_query": cfg.query_bn_mode,
             "rmia_population": first["attack_settings"]["rmia_population"],
             "query": first["query"],
@@ -261,20 +172,8 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
                         "metrics are means over targets",
         },
         "subset_sizes": first["subset_sizes"],
-        "dataset": ds.summary(),
+        "dataset": dataset,
     })
-    names = first["query"]["views"]
-    if len(names) > 1:
-        # The attacks on the identity view alone: the report's "identity-only" robustness alternative.
-        ident = {norm: attack_norm(out / norm, views=[names.index("identity")])["metrics"] for norm in cfg.norms}
-        result[IDENTITY_BLOCK] = {**ident, "paired": paired_section(ident, reference,
-                                                                    [n for n in cfg.norms if n != reference])}
-    if jackknife:
-        attach_jackknife(result["paired"], out, reference, [n for n in cfg.norms if n != reference])
-    io.write_json(out / "metrics.json", result)
-    plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
-    shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
-    return result
 
 
 def _title(cfg: LiraConfig) -> str:

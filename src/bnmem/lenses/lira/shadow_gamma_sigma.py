@@ -10,7 +10,7 @@ import numpy as np
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.shadow import load_shadow_models
+from bnmem.shadow.training import load_shadow_models
 from bnmem.measure.gamma_sigma import gamma_sigma_stats
 
 SHADOW_GAMMA_SIGMA = "shadow_gamma_sigma.json"

@@ -37,8 +37,9 @@ same numbers).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -59,8 +60,8 @@ from bnmem.attacks.phi import (
     split_phi,
 )
 from bnmem.executors import Executor
-from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.shadow import (
+from bnmem.shadow.config import ShadowConfig
+from bnmem.shadow.training import (
     all_trained,
     chunk_name,
     chunk_spec,
@@ -79,7 +80,35 @@ POPULATION_NAME = "test split"
 # beyond float summation order, which is fixed for a given size).
 EVAL_BATCH = 1024
 
-def query_batches(n: int, cfg: LiraConfig) -> list[np.ndarray]:
+class QuerySettings(Protocol):
+    """How models are queried besides the views: what :func:`query_logits` reads
+    (a :class:`~bnmem.shadow.config.ShadowConfig` is one, :class:`QueryPlan` another)."""
+
+    query_bn_mode: Literal["eval", "batch"]
+    query_seed: int
+
+    def query_batch(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Query settings without a ShadowConfig (e.g. shadow copies of a user's model).
+
+    Attributes:
+        query_bn_mode: ``eval`` (running statistics) or ``batch`` (statistics of each query batch).
+        query_seed: seed of the batch-mode permutation.
+        query_batch_size: the batch-mode normalization batch.
+    """
+
+    query_bn_mode: Literal["eval", "batch"] = "eval"
+    query_seed: int = 0
+    query_batch_size: int = 128
+
+    def query_batch(self) -> int:
+        return self.query_batch_size
+
+
+def query_batches(n: int, cfg: QuerySettings) -> list[np.ndarray]:
     """Index pieces of a query; in ``batch`` mode each is a BN normalization batch.
 
     ``eval`` mode: contiguous pieces in index order (the batch cannot change the
@@ -96,14 +125,14 @@ def query_batches(n: int, cfg: LiraConfig) -> list[np.ndarray]:
 
 
 @torch.no_grad()
-def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]], cfg: LiraConfig) -> np.ndarray:
+def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]], cfg: QuerySettings) -> np.ndarray:
     """Logits of one model on ``x`` under every view.
 
     Args:
         model: the classifier (any device; ``x`` is moved to it).
         x: inputs [N, C, H, W] (or [N, ...] for an MLP, identity view only).
-        views: from :meth:`LiraConfig.query_views` (or :func:`bnmem.data.views.make_views`).
-        cfg: query mode and batch size.
+        views: from :meth:`ShadowConfig.query_views` (or :func:`bnmem.data.views.make_views`).
+        cfg: query mode and batch size (:class:`QuerySettings`).
 
     Returns:
         float32 [N, n_views, n_classes].
@@ -125,7 +154,7 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     return torch.stack(per_view, dim=1).numpy()
 
 
-def query_settings(cfg: LiraConfig, ds: OutlierDataset) -> dict[str, Any]:
+def query_settings(cfg: ShadowConfig, ds: OutlierDataset) -> dict[str, Any]:
     """How the models are queried; stored with every query output and compared on reruns."""
     batch = cfg.query_bn_mode == "batch"
     return {
@@ -150,6 +179,58 @@ def _accuracy(pred: np.ndarray, y: np.ndarray, mask: np.ndarray) -> float | None
     return float((pred[mask] == y[mask]).mean()) if mask.any() else None
 
 
+@dataclass
+class ModelQuery:
+    """One model's answers on the training examples and the test split, under every view.
+
+    Attributes:
+        logits: float32 [n_train, n_views, n_classes].
+        test_logits: float32 [n_test, n_views, n_classes].
+        phi: the attack statistic φ (:mod:`bnmem.attacks.phi`), float64 [n_train, n_views].
+        population_phi: φ on the test split (RMIA's population), float64 [n_test, n_views].
+        pred: predicted class on the identity view, int [n_train].
+        test_pred: the same on the test split.
+    """
+
+    logits: np.ndarray
+    test_logits: np.ndarray
+    phi: np.ndarray
+    population_phi: np.ndarray
+    pred: np.ndarray
+    test_pred: np.ndarray
+
+    def accuracy(self, ds: OutlierDataset, keep_row: np.ndarray) -> dict[str, float | None]:
+        """Accuracy on the model's IN and OUT examples, its IN noisy / OOD examples (against their
+        training labels: the fraction it fitted) and the test split; None where a subset is empty."""
+        y = ds.y_train.numpy()
+        return {"train_in": _accuracy(self.pred, y, keep_row), "train_out": _accuracy(self.pred, y, ~keep_row),
+                "noisy_in": _accuracy(self.pred, y, keep_row & ds.is_noisy),
+                "ood_in": _accuracy(self.pred, y, keep_row & ds.is_ood),
+                "test": float((self.test_pred == ds.y_test.numpy()).mean())}
+
+
+def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, View]],
+                settings: QuerySettings) -> ModelQuery:
+    """Query one trained model on every training example and on the test split (:func:`query_logits`).
+
+    φ is computed in float64 from the float32 logits; predictions come from the identity view.
+
+    Args:
+        model: the model, on the device its queries should run on.
+        ds: the dataset (training examples with the labels the models trained on, test split).
+        views: ``[(name, fn)]``, one of them ``identity``.
+        settings: BN mode and batches (a :class:`~bnmem.shadow.config.ShadowConfig` or :class:`QueryPlan`).
+    """
+    device = next(model.parameters()).device
+    ident = [name for name, _ in views].index("identity")
+    logits = query_logits(model, ds.x_train.to(device), views, settings)
+    test_logits = query_logits(model, ds.x_test.to(device), views, settings)
+    return ModelQuery(logits=logits, test_logits=test_logits,
+                      phi=phi_from_logits_block(logits, ds.y_train.numpy()),
+                      population_phi=phi_from_logits_block(test_logits, ds.y_test.numpy()),
+                      pred=logits[:, ident].argmax(-1), test_pred=test_logits[:, ident].argmax(-1))
+
+
 def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     """Executor job: query one chunk of trained shadow models on every training example.
 
@@ -160,12 +241,12 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     per-model accuracies) as the marker.
 
     Args:
-        spec: as for :func:`~bnmem.lenses.lira.shadow.train_shadow_chunk`.
+        spec: as for :func:`~bnmem.shadow.training.train_shadow_chunk`.
 
     Returns:
         The chunk's json content plus ``skipped``.
     """
-    cfg = LiraConfig.model_validate(spec["config"])
+    cfg = ShadowConfig.model_validate(spec["config"])
     norm, models, norm_dir = spec["norm"], [int(m) for m in spec["models"]], Path(spec["run_dir"])
     ds = load_dataset(cfg.data)
     settings = query_settings(cfg, ds)
@@ -174,32 +255,20 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
         return {**io.read_json(marker), "skipped": True}
     views = cfg.query_views(ds.input_shape)
     keep = shadow_keep(cfg, ds.n_train)
-    y = ds.y_train.numpy()
-    ident = [name for name, _ in views].index("identity")
-    y_test = ds.y_test.numpy()
     phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float64)
-    pop_phi = np.empty((len(models), len(y_test), len(views)), dtype=np.float64)
+    pop_phi = np.empty((len(models), int(ds.y_test.shape[0]), len(views)), dtype=np.float64)
     out = np.empty((len(models), ds.n_train, len(views), ds.num_classes), dtype=np.float32) if cfg.save_logits else None
     acc: dict[str, list] = {"train_in": [], "train_out": [], "noisy_in": [], "ood_in": [], "test": []}
     device = torch.device(cfg.train.device)
     with torch_threads(cfg.train.threads):
-        x, x_test = ds.x_train.to(device), ds.x_test.to(device)
         for i, m in enumerate(models):
-            model = load_shadow_model(cfg, norm, norm_dir, ds, m).to(device)
-            logits = query_logits(model, x, views, cfg)
-            test_logits = query_logits(model, x_test, views, cfg)
+            q = query_model(load_shadow_model(cfg, norm, norm_dir, ds, m).to(device), ds, views, cfg)
             # φ in float64 from the float32 logits, stored as float32 + float32 residual.
-            phi[i] = phi_from_logits_block(logits, y)
-            pop_phi[i] = phi_from_logits_block(test_logits, y_test)
+            phi[i], pop_phi[i] = q.phi, q.population_phi
             if out is not None:
-                out[i] = logits
-            pred = logits[:, ident].argmax(-1)
-            test_pred = test_logits[:, ident].argmax(-1)
-            acc["train_in"].append(_accuracy(pred, y, keep[m]))
-            acc["train_out"].append(_accuracy(pred, y, ~keep[m]))
-            acc["noisy_in"].append(_accuracy(pred, y, keep[m] & ds.is_noisy))
-            acc["ood_in"].append(_accuracy(pred, y, keep[m] & ds.is_ood))
-            acc["test"].append(float((test_pred == y_test).mean()))
+                out[i] = q.logits
+            for key, value in q.accuracy(ds, keep[m]).items():
+                acc[key].append(value)
     base = norm_dir / QUERY_DIR / chunk_name(models)
     for name, arr in (("phi", phi), ("population_phi", pop_phi)):
         hi, lo = split_phi(arr)
@@ -212,7 +281,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     return {**info, "skipped": False}
 
 
-def query_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Executor,
+def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: Executor,
                  ds: OutlierDataset | None = None) -> dict[str, Any]:
     """Query every trained shadow model of ``norm`` and write the attack inputs into ``norm_dir``.
 
@@ -264,7 +333,7 @@ def _chunk_file(norm_dir: Path, models: list[int], suffix: str) -> Path:
     return norm_dir / QUERY_DIR / f"{chunk_name(models)}{suffix}"
 
 
-def assemble(cfg: LiraConfig, norm: str, norm_dir: Path, ds: OutlierDataset, settings: dict[str, Any],
+def assemble(cfg: ShadowConfig, norm: str, norm_dir: Path, ds: OutlierDataset, settings: dict[str, Any],
              summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack the chunks' φ (and logits) into the norm's arrays, write the rest and ``query.json``.
 

@@ -1,15 +1,15 @@
-"""Shadow models trained with DP-SGD, in the LiRA lens's layout and through its executor.
+"""Shadow models trained with DP-SGD, in the engine's layout and through its executor.
 
 The many-models-at-once ensemble engine has no per-example clipping, so DP
 shadow models train one by one (:func:`bnmem.train.dp.train_dp_model`) inside
-executor jobs of ``chunk_size`` models, written exactly where the LiRA lens
-keeps its shadow models (``<norm_dir>/shadow/models_a-b/model_m.pt`` and the
-chunk's ``DONE``). The LiRA lens's query and attack code therefore reads them
-unchanged. Each model also gets ``model_m.dp.json`` (its privacy accounting),
+executor jobs of ``chunk_size`` models, written exactly where the ensemble
+chunks keep theirs (``<norm_dir>/shadow/models_a-b/model_m.pt`` and the
+chunk's ``DONE``). :mod:`bnmem.shadow.query` and :mod:`bnmem.shadow.evaluate`
+therefore read them unchanged. Each model also gets ``model_m.dp.json`` (its privacy accounting),
 written after its weights: an interrupted chunk resumes at its first model
 without that file, and a finished chunk is skipped.
 
-``<norm_dir>/dp.json`` records the DP settings next to the LiRA lens's
+``<norm_dir>/dp.json`` records the DP settings next to the engine's
 ``shadow.json``; a rerun with other DP settings into the same folder is refused.
 """
 
@@ -24,13 +24,14 @@ import numpy as np
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
-from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.shadow import (
+from bnmem.shadow.config import ShadowConfig
+from bnmem.shadow.training import (
     chunk_dir,
     chunk_spec,
     model_file,
     prepare_norm_dir,
     shadow_keep,
+    train_shadow_chunk,
 )
 from bnmem.rundir import prepare_run_dir
 from bnmem.train import seeded_model
@@ -47,7 +48,7 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     """Executor job: train one chunk of shadow models with DP-SGD, one model at a time.
 
     Args:
-        spec: a LiRA chunk spec (``run_dir``, ``config``, ``norm``, ``models``,
+        spec: a chunk spec (``run_dir``, ``config``, ``norm``, ``models``,
             ``progress``) plus ``dp`` (a :class:`DPConfig` dict).
 
     Returns:
@@ -58,7 +59,7 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BnmemError: BN norm, Opacus missing, or an unreachable budget.
     """
-    cfg = LiraConfig.model_validate(spec["config"])
+    cfg = ShadowConfig.model_validate(spec["config"])
     dp = DPConfig.model_validate(spec["dp"])
     norm, models, run_dir = spec["norm"], [int(m) for m in spec["models"]], spec["run_dir"]
     check_dp_norm(norm)
@@ -92,7 +93,15 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "skipped": False}
 
 
-def pending_dp_specs(cfg: LiraConfig, norm: str, dp: DPConfig, norm_dir: str | Path,
+def train_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+    """Executor job: one chunk of shadow models, with DP-SGD when the spec carries ``dp``.
+
+    Lets one executor map hold plain (ensemble) and DP chunks together.
+    """
+    return train_dp_shadow_chunk(spec) if "dp" in spec else train_shadow_chunk(spec)
+
+
+def pending_dp_specs(cfg: ShadowConfig, norm: str, dp: DPConfig, norm_dir: str | Path,
                      progress: bool = False) -> list[dict[str, Any]]:
     """Specs of the unfinished DP chunks of ``norm`` (records or checks the DP identity first).
 
@@ -107,7 +116,7 @@ def pending_dp_specs(cfg: LiraConfig, norm: str, dp: DPConfig, norm_dir: str | P
             for c in cfg.chunks() if not io.is_done(chunk_dir(norm_dir, c))]
 
 
-def train_dp_shadow_models(cfg: LiraConfig, norm: str, dp: DPConfig, norm_dir: str | Path, executor: Executor,
+def train_dp_shadow_models(cfg: ShadowConfig, norm: str, dp: DPConfig, norm_dir: str | Path, executor: Executor,
                            progress: bool = False) -> list[dict[str, Any]]:
     """Train (or finish) the M DP shadow models of ``norm`` into ``norm_dir`` through ``executor``."""
     specs = pending_dp_specs(cfg, norm, dp, norm_dir, progress)
@@ -117,7 +126,7 @@ def train_dp_shadow_models(cfg: LiraConfig, norm: str, dp: DPConfig, norm_dir: s
                         resources={"num_cpus": cfg.train.threads})
 
 
-def dp_accounting(cfg: LiraConfig, norm_dir: str | Path) -> list[dict[str, Any]]:
+def dp_accounting(cfg: ShadowConfig, norm_dir: str | Path) -> list[dict[str, Any]]:
     """Every DP shadow model's accounting record, in model order (from the chunks' markers)."""
     out = []
     for c in cfg.chunks():

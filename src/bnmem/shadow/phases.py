@@ -1,13 +1,14 @@
-"""The lira lens's work as executor jobs a study can submit for every cell at once.
+"""Shadow-model work as executor jobs a study can submit for every cell at once.
 
-A study with several cells would otherwise run one cell's lira lens after the
+A study with several cells would otherwise run one cell's lens after the
 other, so a cluster only ever sees one cell's shadow-model chunks in flight.
 Instead it asks each cell's lens for its pending jobs, phase by phase
 (every cell's training chunks, then every cell's query chunks), maps each
 phase over the executor in one go, and then runs the lens itself, which finds
 its chunks finished and only evaluates the attacks and draws its figure (in
 the driver). The jobs are the very functions the lens runs on its own, so the
-results are byte-identical either way.
+results are byte-identical either way. The lira lens registers
+:func:`phase_jobs` and :func:`estimate` as its ``phase_jobs`` and ``estimate``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bnmem import io
-from bnmem.lenses.lira.config import LiraConfig
-from bnmem.lenses.lira.query import QUERY_DIR, QUERY_FILE, query_settings, query_shadow_chunk
-from bnmem.lenses.lira.shadow import chunk_name, chunk_spec, pending_specs, train_shadow_chunk
+from bnmem.data import load_dataset
+from bnmem.shadow.config import ShadowConfig
+from bnmem.shadow.query import QUERY_DIR, QUERY_FILE, query_settings, query_shadow_chunk
+from bnmem.shadow.recipe import norm_configs
+from bnmem.shadow.training import chunk_name, chunk_spec, pending_specs, train_shadow_chunk
 
 PHASES = ("train", "query")
 
 
-def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[str, Any]], dict[str, Any]],
+def phase_jobs(cfg: ShadowConfig, out: Path, phase: str) -> tuple[Callable[[dict[str, Any]], dict[str, Any]],
                                                                 list[dict[str, Any]]]:
     """The job function and the specs of ``phase`` that are not finished yet.
 
@@ -35,13 +38,10 @@ def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[s
     Returns:
         ``(job function, specs)``.
     """
-    from bnmem.data import load_dataset
-    from bnmem.lenses.lira.run import norm_configs
-
     if phase not in PHASES:
-        raise ValueError(f"unknown lira phase {phase!r}")
+        raise ValueError(f"unknown shadow-model phase {phase!r}")
     ds = load_dataset(cfg.data)
-    # Each norm's own recipe (recipe: per-norm selects it first, cached), as run_lira trains it.
+    # Each norm's own recipe (recipe: per-norm selects it first, cached), as the lens trains it.
     cfgs, _ = norm_configs(cfg, ds, Path(out))
     if phase == "train":
         return train_shadow_chunk, [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, Path(out) / norm)]
@@ -58,7 +58,7 @@ def phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Callable[[dict[s
     return query_shadow_chunk, specs
 
 
-def estimate(cfg: LiraConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
+def estimate(cfg: ShadowConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
     """Bytes the lens writes: M float32 shadow models per norm, and per norm the attack statistic φ of every
     candidate and of RMIA's population (the test split), [M, N, V] float32 each, stored with its float32
     rounding residual (``phi.npy`` + ``phi_lo.npy``); full logits (``save_logits``) add C times that."""

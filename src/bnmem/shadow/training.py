@@ -1,4 +1,4 @@
-"""Shadow models for LiRA: who trains on what, training in resumable chunks, loading.
+"""Shadow models of one recipe: who trains on what, training in resumable chunks, loading.
 
 Protocol (as in the LiRA reference code, tensorflow/privacy mi_lira_2021):
 ``keep = keep_matrix(M, n_train, keep_seed)`` puts every training example IN
@@ -34,7 +34,7 @@ from bnmem.attacks import keep_matrix
 from bnmem.data import OutlierDataset, load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
-from bnmem.lenses.lira.config import LiraConfig
+from bnmem.shadow.config import ShadowConfig
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.ensemble import train_models
 from bnmem.train.trainer import seeded_model
@@ -55,17 +55,18 @@ def model_file(norm_dir: str | Path, models: Sequence[int], m: int) -> Path:
     return chunk_dir(norm_dir, models) / f"model_{m:04d}.pt"
 
 
-def shadow_keep(cfg: LiraConfig, n_train: int) -> np.ndarray:
+def shadow_keep(cfg: ShadowConfig, n_train: int) -> np.ndarray:
     """The keep matrix [M, n_train] of ``cfg`` (identical for every norm)."""
     return keep_matrix(cfg.shadow_models, n_train, cfg.keep_seed)
 
 
-def chunk_spec(cfg: LiraConfig, norm: str, norm_dir: str | Path, models: Sequence[int],
+def chunk_spec(cfg: ShadowConfig, norm: str, norm_dir: str | Path, models: Sequence[int],
                progress: bool = False) -> dict[str, Any]:
     """The plain-data spec of one training job."""
     return {
         "run_dir": str(Path(norm_dir).resolve()),
-        "config": cfg.model_dump(mode="json"),
+        # The protocol's fields only: a lens's subclass may add its own, which jobs do not read.
+        "config": cfg.model_dump(mode="json", include=set(ShadowConfig.model_fields)),
         "norm": norm,
         "models": [int(m) for m in models],
         "progress": bool(progress),
@@ -77,7 +78,7 @@ def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
 
     Args:
         spec: ``run_dir`` (the norm's directory, a string), ``config`` (a
-            resolved :class:`LiraConfig` dict), ``norm``, ``models`` (indices),
+            resolved :class:`ShadowConfig` dict), ``norm``, ``models`` (indices),
             optional ``progress``.
 
     Returns:
@@ -87,7 +88,7 @@ def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BnmemError: bad config or data problems.
     """
-    cfg = LiraConfig.model_validate(spec["config"])
+    cfg = ShadowConfig.model_validate(spec["config"])
     norm, models = spec["norm"], [int(m) for m in spec["models"]]
     out = chunk_dir(spec["run_dir"], models)
     if io.is_done(out):
@@ -107,7 +108,7 @@ def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "skipped": False}
 
 
-def prepare_norm_dir(cfg: LiraConfig, norm: str, norm_dir: str | Path) -> Path:
+def prepare_norm_dir(cfg: ShadowConfig, norm: str, norm_dir: str | Path) -> Path:
     """Create the norm's directory and record (or check, on a rerun) what its models depend on.
 
     Raises:
@@ -117,13 +118,13 @@ def prepare_norm_dir(cfg: LiraConfig, norm: str, norm_dir: str | Path) -> Path:
     return prepare_run_dir(norm_dir, cfg.training_identity(norm), name=IDENTITY_FILE)
 
 
-def pending_specs(cfg: LiraConfig, norm: str, norm_dir: str | Path, progress: bool = False) -> list[dict[str, Any]]:
+def pending_specs(cfg: ShadowConfig, norm: str, norm_dir: str | Path, progress: bool = False) -> list[dict[str, Any]]:
     """Specs of the chunks of ``norm`` that have no ``DONE`` marker yet."""
     norm_dir = prepare_norm_dir(cfg, norm, norm_dir)
     return [chunk_spec(cfg, norm, norm_dir, c, progress) for c in cfg.chunks() if not io.is_done(chunk_dir(norm_dir, c))]
 
 
-def train_shadow_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, executor: Executor,
+def train_shadow_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: Executor,
                         progress: bool = False) -> list[dict[str, Any]]:
     """Train (or finish training) the M shadow models of ``norm`` into ``norm_dir``.
 
@@ -148,11 +149,11 @@ def train_shadow_models(cfg: LiraConfig, norm: str, norm_dir: str | Path, execut
     return executor.map(train_shadow_chunk, specs, desc=f"{norm} shadow chunks", resources={"num_cpus": cfg.train.threads})
 
 
-def all_trained(cfg: LiraConfig, norm_dir: str | Path) -> bool:
+def all_trained(cfg: ShadowConfig, norm_dir: str | Path) -> bool:
     return all(io.is_done(chunk_dir(norm_dir, c)) for c in cfg.chunks())
 
 
-def load_shadow_state(cfg: LiraConfig, norm_dir: str | Path, m: int) -> dict:
+def load_shadow_state(cfg: ShadowConfig, norm_dir: str | Path, m: int) -> dict:
     """State dict of shadow model ``m``.
 
     Raises:
@@ -164,7 +165,7 @@ def load_shadow_state(cfg: LiraConfig, norm_dir: str | Path, m: int) -> dict:
     return io.load_torch(model_file(norm_dir, chunk, m))
 
 
-def load_shadow_model(cfg: LiraConfig, norm: str, norm_dir: str | Path, ds: OutlierDataset, m: int) -> nn.Module:
+def load_shadow_model(cfg: ShadowConfig, norm: str, norm_dir: str | Path, ds: OutlierDataset, m: int) -> nn.Module:
     """Shadow model ``m`` of ``norm``, rebuilt and loaded (CPU, train mode as built).
 
     Args:
@@ -187,7 +188,7 @@ def load_shadow_model(cfg: LiraConfig, norm: str, norm_dir: str | Path, ds: Outl
     return model
 
 
-def load_shadow_models(cfg: LiraConfig, norm: str, norm_dir: str | Path,
+def load_shadow_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path,
                        ds: OutlierDataset | None = None) -> list[nn.Module]:
     """All M shadow models of ``norm`` in model-index order (for reuse: memorization, γ/σ, ...).
 
