@@ -39,7 +39,9 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/bnmem report $(OUT)
 	@echo "demo results: $(OUT)/report.html (claims checklist and figures), $(OUT)/summary.md, $(OUT)/index.json (every cell and lens folder)"
 
+# lint-imports first: the layer contracts of docs/architecture.md ([tool.importlinter] in pyproject.toml).
 test: $(VENV)/.installed-test
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile -m "not ray and not chromium"
 	$(PY) -m pytest -q -m "ray or chromium"
 

@@ -13,20 +13,17 @@ import bnmem
 
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.errors import BnmemError
-from bnmem.lenses.defenses import (
-    DefensesConfig,
-    front_points,
-    pareto_front,
-    recommendation,
-    summary_table,
-)
-from bnmem.lenses.frontier import (
+from bnmem.frontier import (
     FrontPoint,
     clearly_dominates,
     dominates,
+    front_points,
     indistinguishable,
+    pareto_front,
+    recommendation,
     recommendation_text,
 )
+from bnmem.lenses.defenses import DefensesConfig, summary_table
 
 
 def test_pareto_front_on_hand_made_points():

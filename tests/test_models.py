@@ -186,9 +186,11 @@ def test_audit_helpers_on_a_user_model():
 
 
 def test_config_validates_against_the_model_registry():
-    """bnmem.config checks architecture names against bnmem.models.MODELS, the one table."""
+    """bnmem.config checks architecture names against bnmem.names.ARCHS, which MODELS lists exactly."""
     from bnmem.config import ModelConfig
+    from bnmem.names import ARCHS
 
+    assert tuple(MODELS) == ARCHS
     for arch in MODELS:
         assert ModelConfig(arch=arch).arch == arch
     assert ModelConfig(arch="resnet").arch == "resnet20"

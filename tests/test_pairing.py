@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from bnmem.config import DataConfig
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.memorize import MemorizeConfig
 from bnmem.models import ResNet
 from bnmem.models.pairing import init_pairing
@@ -42,12 +43,12 @@ def test_pairing_is_measured_not_assumed():
 
 
 def test_results_name_what_differs_at_init():
-    cond = MemorizeConfig(data=DataConfig(dataset="digits"), arch="resnet20").conditions()
+    cond = conditions(MemorizeConfig(data=DataConfig(dataset="digits"), arch="resnet20"))
     assert "9 of" in cond["init_pairing"] and "conv2" in cond["init_pairing"]
-    assert "identical" in MemorizeConfig().conditions()["init_pairing"]
+    assert "identical" in conditions(MemorizeConfig())["init_pairing"]
     # Building the record leaves the global random stream alone.
     torch.manual_seed(0)
     a = torch.rand(1)
     torch.manual_seed(0)
-    MemorizeConfig().conditions()
+    conditions(MemorizeConfig())
     assert torch.equal(torch.rand(1), a)

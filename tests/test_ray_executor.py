@@ -1,7 +1,7 @@
 """The Ray executor against the local one: same bits, worker deaths retried, driver deaths resumed.
 
 One local Ray instance serves the whole module (starting Ray costs seconds).
-Jobs come from :mod:`bnmem.executors._selftest` and :mod:`bnmem.experiments`,
+Jobs come from :mod:`bnmem.executors._selftest` and :mod:`bnmem.lenses`,
 both importable by Ray workers because bnmem is installed in the venv they run.
 """
 

@@ -15,7 +15,7 @@ from bnmem.attacks import (
 )
 from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
 from bnmem.attacks.phi import ArrayPhi, LogitsPhi, NpyPhi, write_phi
-from bnmem.attacks.streaming import thin_curve
+from bnmem.attacks.result import thin_curve
 from bnmem.errors import BnmemError
 from test_attacks import synthetic
 

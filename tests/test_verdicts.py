@@ -23,7 +23,7 @@ from bnmem.report.claims import (
     RANK, area_under, claim_gamma_sigma, claim_gradnorms, claim_lira, claim_memorization, grade,
 )
 from bnmem.report.results import settings_of
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 from bnmem.stats import (
     PairedDiff, difference_stats, jackknife_interval, median_interval, replicated_difference,
 )
@@ -35,16 +35,16 @@ NORMS = ["batch", "none"]
 # ---------------------------------------------------------------- synthetic runs
 
 
-def make_run(cells: list[Cell]) -> RunData:
+def make_run(cells: list[CellOutput]) -> RunData:
     return RunData(Path("/synthetic"), "study", "synthetic", cells, None, None)
 
 
-def make_cell(base: str, r: int, lenses: dict[str, dict], label_noise: float = 0.05, seeds=None) -> Cell:
+def make_cell(base: str, r: int, lenses: dict[str, dict], label_noise: float = 0.05, seeds=None) -> CellOutput:
     cond = {"dataset": "digits", "arch": "lenet", "norms": NORMS, "label_noise": label_noise, "ood": 0.0,
             "ood_source": None, "replicate": r, "seeds": seeds if seeds is not None else [3 * r, 3 * r + 1]}
-    cell = Cell(f"{base}-r{r}", cond)
+    cell = CellOutput(f"{base}-r{r}", cond)
     for kind, data in lenses.items():
-        cell.lenses[kind] = Lens(kind, Path(f"/synthetic/{base}-r{r}/{kind}"), data)
+        cell.lenses[kind] = LensOutput(kind, Path(f"/synthetic/{base}-r{r}/{kind}"), data)
     return cell
 
 
@@ -465,7 +465,7 @@ def theory_run(amp: dict, counterfactual: dict | None = None) -> RunData:
     data = {"summary": {"amplification": amp}, "config": {"steps": 300, "seed": 0}}
     if counterfactual is not None:
         data["counterfactual"] = counterfactual
-    return RunData(Path("/synthetic"), "study", "synthetic", [], Lens("theory", Path("/synthetic/theory"), data),
+    return RunData(Path("/synthetic"), "study", "synthetic", [], LensOutput("theory", Path("/synthetic/theory"), data),
                    None)
 
 

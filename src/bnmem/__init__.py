@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bnmem.errors import BnmemError
+from bnmem.version import __version__
 
 if TYPE_CHECKING:
     from bnmem.auditing.run import AuditResult
 
-__version__ = "0.1.0"
 __all__ = ["BnmemError", "__version__", "audit"]
 
 

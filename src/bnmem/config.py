@@ -12,34 +12,29 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bnmem.augment_spec import spec_of
 from bnmem.errors import BnmemError
-
+from bnmem.names import ARCH_ALIASES, ARCHS, DATASETS, NORMS
 
 
 def check_dataset(v: str) -> str:
-    """A dataset name from :data:`bnmem.data.sources.DATASETS` (the one table of datasets)."""
-    from bnmem.data.sources import DATASETS
-
+    """A dataset name from :data:`bnmem.names.DATASETS` (the one table of datasets)."""
     if v not in DATASETS:
         raise ValueError(f"unknown dataset {v!r}; choose one of {', '.join(DATASETS)}")
     return v
 
 
 def check_arch(v: str) -> str:
-    """An architecture of :data:`bnmem.models.MODELS` (the one table of architectures), aliases resolved."""
-    from bnmem.models import ARCH_ALIASES, MODELS
-
+    """An architecture of :data:`bnmem.names.ARCHS` (the one table of architectures), aliases resolved."""
     name = ARCH_ALIASES.get(v, v)
-    if name not in MODELS:
+    if name not in ARCHS:
         aliases = ", ".join(f"'{a}'" for a in ARCH_ALIASES)
-        raise ValueError(f"unknown architecture {v!r}; choose one of {', '.join(MODELS)} (or {aliases})")
+        raise ValueError(f"unknown architecture {v!r}; choose one of {', '.join(ARCHS)} (or {aliases})")
     return name
 
 
 def check_norm(v: str) -> str:
-    """A normalization name of :data:`bnmem.models.norms.NORMS`."""
-    from bnmem.models.norms import NORMS
-
+    """A normalization name of :data:`bnmem.names.NORMS`."""
     if v not in NORMS:
         raise ValueError(f"unknown norm {v!r}; choose one of {', '.join(NORMS)}")
     return v
@@ -163,31 +158,11 @@ class ExperimentConfig(StrictModel):
     def _augment_fits_the_data(self) -> ExperimentConfig:
         """A training augmentation the data cannot take (flips on digits, pad too large) fails here, in one line."""
         if self.train.augment != "none":
-            # Local: bnmem.config stays free of imports of the packages that build on it.
-            from bnmem.data import augment, model_shape
-
-            augment.spec_of(self.train, model_shape(self.data)[0], self.data.dataset)
+            spec_of(self.train, DATASETS[self.data.dataset].input_shape, self.data.dataset)
         return self
 
     def model(self, norm: str) -> ModelConfig:
         return ModelConfig(arch=self.arch, norm=norm)
-
-    def conditions(self) -> dict[str, Any]:
-        """The conditions every result names (with what differs between norms at initialization)."""
-        from bnmem.data import model_shape  # local, as above
-        from bnmem.models.pairing import init_pairing
-
-        shape, n_classes = model_shape(self.data)
-        return {
-            "dataset": self.data.dataset,
-            "arch": self.arch,
-            "norms": self.norms,
-            "seeds": self.seeds,
-            "label_noise": self.data.label_noise,
-            "ood": self.data.ood,
-            "ood_source": self.data.ood_source if self.data.ood > 0 else None,
-            "init_pairing": init_pairing(self.arch, shape, n_classes, self.norms)["note"],
-        }
 
 
 def parse_list(value: str | list, kind=str) -> list:

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bnmem import __version__, io
+from bnmem import io
 from bnmem.errors import BnmemError
+from bnmem.version import __version__
 
 
 def environment() -> dict[str, Any]:

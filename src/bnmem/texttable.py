@@ -1,11 +1,6 @@
-"""Plain fixed-width text tables, for the summaries commands print."""
+"""Plain fixed-width text tables, for the summaries commands print (numbers: :mod:`bnmem.formatting`)."""
 
 from __future__ import annotations
-
-
-def fmt(v: float | None, digits: int = 3) -> str:
-    """A number with ``digits`` decimals; '-' for a missing one."""
-    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

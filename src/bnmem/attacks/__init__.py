@@ -8,15 +8,7 @@ evaluates with :func:`evaluate_stream`; :func:`evaluate_attacks` is the simple
 in-memory oracle it is tested against.
 """
 
-from bnmem.attacks.evaluate import (
-    ALL,
-    AVAILABLE,
-    EXTRA,
-    AttackInputs,
-    evaluate_attacks,
-    evaluate_inputs,
-    target_scores,
-)
+from bnmem.attacks.evaluate import AttackInputs, evaluate_attacks, evaluate_inputs, target_scores
 from bnmem.attacks.keep import first_k_references, keep_matrix, split_references
 from bnmem.attacks.lira import fit_gaussian, global_threshold, lira_offline, lira_online, loss_attack
 from bnmem.attacks.metrics import METRIC_NAMES, attack_metrics, metrics_from_roc, roc, tpr_at_fpr
@@ -32,6 +24,7 @@ from bnmem.attacks.rmia import (
     select_offline_a,
     view_log_mean,
 )
+from bnmem.attacks.result import ALL, AVAILABLE, EXTRA, evaluation_result, summarize, thin_curve
 from bnmem.attacks.streaming import evaluate_stream
 from bnmem.attacks.scores import cross_entropy, lira_statistic, true_class_log_prob, true_class_prob
 
@@ -42,6 +35,7 @@ __all__ = [
     "NpyPhi",
     "evaluate_inputs",
     "evaluate_stream",
+    "evaluation_result",
     "open_phi",
     "population_log_ratio",
     "rmia_scores_against",
@@ -70,7 +64,9 @@ __all__ = [
     "rmia_scores",
     "roc",
     "split_references",
+    "summarize",
     "target_scores",
+    "thin_curve",
     "tpr_at_fpr",
     "true_class_log_prob",
     "true_class_prob",

@@ -8,47 +8,28 @@ targets, as in the LiRA paper's leave-one-out protocol.
 
 Reference models per example are truncated to the same count on each side (the
 smallest over examples, first ones in model order), as the LiRA reference code
-does; see :func:`bnmem.attacks.keep.split_references`.
+does; see :func:`bnmem.attacks.keep.split_references`. The attack names, the
+checks of a request and the result dict are shared with the streaming evaluator
+(:mod:`bnmem.attacks.result`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from bnmem.attacks.keep import split_references
 from bnmem.attacks.lira import global_threshold, lira_offline, lira_online, loss_attack
-from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
+from bnmem.attacks.result import (
+    ALL, AVAILABLE, check_keep, check_mask, check_references, check_request, check_targets, evaluation_result, settings,
+)
 from bnmem.attacks.rmia import (
-    RMIAParams,
-    population_log_ratio,
-    rmia_log_ratio,
-    rmia_scores,
-    rmia_scores_against,
-    select_offline_a,
-    view_log_mean,
+    RMIAParams, population_log_ratio, rmia_log_ratio, rmia_scores, rmia_scores_against, select_offline_a, view_log_mean,
 )
 from bnmem.attacks.scores import check_logits, lira_statistic, loss_from_phi
 from bnmem.errors import BnmemError
-
-ALL: tuple[str, ...] = (
-    "online",
-    "online_fixed_variance",
-    "offline",
-    "offline_fixed_variance",
-    "global_threshold",
-    "loss",
-    "rmia",
-)
-# Opt-in extras: RMIA with the offline setting, next to "rmia" (which uses rmia_params).
-EXTRA: tuple[str, ...] = ("rmia_offline",)
-AVAILABLE: tuple[str, ...] = ALL + EXTRA
-
-_NEEDS_IN = {"online", "online_fixed_variance", "rmia"}
-_NEEDS_OUT = {"online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "rmia_offline"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +58,7 @@ class AttackInputs:
         phi = np.asarray(phi, dtype=np.float64)
         if phi.ndim != 3:
             raise BnmemError(f"phi must be [n_models, n_examples, n_views], got shape {phi.shape}")
-        keep = _check_keep(keep, phi.shape[:2])
+        keep = check_keep(keep, phi.shape[:2])
         loss = loss_from_phi(phi)
         pop = None
         if population_phi is not None:
@@ -92,7 +73,7 @@ class AttackInputs:
             BnmemError: malformed or non-finite inputs, or keep of the wrong shape.
         """
         logits, labels = check_logits(logits, labels)
-        keep = _check_keep(keep, logits.shape[:2])
+        keep = check_keep(keep, logits.shape[:2])
         phi = lira_statistic(logits, labels)
         loss = loss_from_phi(phi)
         return cls(
@@ -101,28 +82,6 @@ class AttackInputs:
             log_p=view_log_mean(-loss),
             keep=keep,
         )
-
-
-def _check_keep(keep: Any, shape: tuple[int, ...]) -> np.ndarray:
-    keep = np.asarray(keep)
-    if keep.shape != tuple(shape):
-        raise BnmemError(f"keep must be [n_models, n_examples] = {tuple(shape)}, got {keep.shape}")
-    if keep.dtype != bool:
-        if not np.isin(keep, (0, 1)).all():
-            raise BnmemError("keep must be boolean (or 0/1)")
-        keep = keep.astype(bool)
-    return keep
-
-
-def _as_rmia_params(rmia_params: RMIAParams | Mapping[str, Any] | None) -> RMIAParams:
-    if rmia_params is None:
-        return RMIAParams()
-    if isinstance(rmia_params, RMIAParams):
-        return rmia_params
-    unknown = set(rmia_params) - {"gamma", "a", "online"}
-    if unknown:
-        raise BnmemError(f"unknown RMIA parameter(s): {sorted(unknown)}; known: gamma, a, online")
-    return RMIAParams(**rmia_params)
 
 
 def target_scores(
@@ -155,102 +114,68 @@ def target_scores(
     """
     n_models, n_examples = inputs.keep.shape
     refs = np.array([m for m in range(n_models) if m != target], dtype=np.intp)
-    keep_refs = inputs.keep[refs]
-    idx_in, idx_out = split_references(keep_refs)
-    wanted = set(attacks)
-    if wanted & _NEEDS_IN and idx_in.shape[0] == 0 or wanted & _NEEDS_OUT and idx_out.shape[0] == 0:
-        raise BnmemError(
-            f"target {target}: some example is never IN (or never OUT) among the other "
-            f"{len(refs)} models, so reference-based attacks are impossible; with a balanced "
-            "keep matrix this needs at least 4 models"
-        )
-    cols = np.arange(n_examples)
+    idx_in, idx_out = split_references(inputs.keep[refs])
+    check_references(attacks, idx_in.shape[0], idx_out.shape[0], len(refs), target)
     phi_refs = inputs.phi[refs]
-    phi_t = inputs.phi[target]
-
-    def gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        return arr[idx, cols]  # [k, n_examples, ...]
-
     out: dict[str, np.ndarray] = {}
     for name in attacks:
-        if name == "online":
-            out[name] = lira_online(phi_t, gather(phi_refs, idx_in), gather(phi_refs, idx_out))
-        elif name == "online_fixed_variance":
-            out[name] = lira_online(phi_t, gather(phi_refs, idx_in), gather(phi_refs, idx_out), fix_variance=True)
-        elif name == "offline":
-            out[name] = lira_offline(phi_t, gather(phi_refs, idx_out))
-        elif name == "offline_fixed_variance":
-            out[name] = lira_offline(phi_t, gather(phi_refs, idx_out), fix_variance=True)
-        elif name == "global_threshold":
-            out[name] = global_threshold(phi_t)
-        elif name == "loss":
-            out[name] = loss_attack(inputs.loss[target])
-        elif name in ("rmia", "rmia_offline"):
-            online = rmia_params.online if name == "rmia" else False
-            a = rmia_params.a
-            if not online and a is None:
-                a, _ = select_offline_a(inputs.log_p, inputs.keep, target, rmia_params.gamma, inputs.population_log_p)
-            if chosen_a is not None and not online:
-                chosen_a[name] = a
-            params = RMIAParams(rmia_params.gamma, a, online=online)
-            log_p_refs = inputs.log_p[refs]
-            log_ratio = rmia_log_ratio(
-                inputs.log_p[target],
-                gather(log_p_refs, idx_out),
-                gather(log_p_refs, idx_in) if params.online else None,
-                params,
-            )
-            if inputs.population_log_p is not None:
-                pop = inputs.population_log_p
-                log_rz = population_log_ratio(pop[target], pop[refs], online, a)
-                out[name] = rmia_scores_against(log_ratio, log_rz, params.gamma)
-            else:
-                pop = ~inputs.keep[target]
-                if population is not None:
-                    pop = pop & population
-                out[name] = rmia_scores(log_ratio, pop, params.gamma)
+        if name in ("rmia", "rmia_offline"):
+            out[name] = _rmia_target_scores(inputs, name, target, refs, idx_in, idx_out, rmia_params, population,
+                                            chosen_a)
         else:
-            raise BnmemError(f"unknown attack {name!r}; available: {', '.join(AVAILABLE)}")
+            out[name] = _lira_target_scores(name, inputs.phi[target], phi_refs, idx_in, idx_out, inputs.loss[target])
     return out
 
 
-def check_request(rmia_params: RMIAParams | Mapping[str, Any] | None, attacks: Sequence[str],
-                  subsets: Mapping[str, np.ndarray] | None, n_examples: int
-                  ) -> tuple[RMIAParams, list[str], dict[str, np.ndarray]]:
-    """The validated RMIA parameters, attack names and subset masks (``all`` first) of one evaluation.
-
-    Raises:
-        BnmemError: an unknown attack or a malformed subset mask.
-    """
-    params = _as_rmia_params(rmia_params)
-    attacks = list(attacks)
-    unknown = [a for a in attacks if a not in AVAILABLE]
-    if unknown:
-        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
-    masks = {"all": np.ones(n_examples, dtype=bool)}
-    for name, mask in (subsets or {}).items():
-        masks[name] = _check_mask(mask, n_examples, f"subset {name!r}")
-    return params, attacks, masks
+def _gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Each example's chosen reference rows: arr [refs, n_examples, ...] at idx [k, n_examples] -> [k, n_examples, ...]."""
+    return arr[idx, np.arange(arr.shape[1])]
 
 
-def _check_mask(mask: Any, n_examples: int, what: str) -> np.ndarray:
-    mask = np.asarray(mask)
-    if mask.shape != (n_examples,) or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
-        raise BnmemError(f"{what} must be a boolean mask of shape ({n_examples},), got {mask.dtype} {mask.shape}")
-    return mask.astype(bool)
+def _lira_target_scores(name: str, phi_t: np.ndarray, phi_refs: np.ndarray, idx_in: np.ndarray,
+                        idx_out: np.ndarray, loss_t: np.ndarray) -> np.ndarray:
+    """One LiRA-family or baseline attack's scores [n_examples] against one target."""
+    if name == "online":
+        return lira_online(phi_t, _gather(phi_refs, idx_in), _gather(phi_refs, idx_out))
+    if name == "online_fixed_variance":
+        return lira_online(phi_t, _gather(phi_refs, idx_in), _gather(phi_refs, idx_out), fix_variance=True)
+    if name == "offline":
+        return lira_offline(phi_t, _gather(phi_refs, idx_out))
+    if name == "offline_fixed_variance":
+        return lira_offline(phi_t, _gather(phi_refs, idx_out), fix_variance=True)
+    if name == "global_threshold":
+        return global_threshold(phi_t)
+    if name == "loss":
+        return loss_attack(loss_t)
+    raise BnmemError(f"unknown attack {name!r}; available: {', '.join(AVAILABLE)}")
 
 
-def _summary(per_target: list[dict[str, float]]) -> dict[str, Any]:
-    """Mean, sample std (ddof=1) and per-target lists over targets; nan entries are skipped."""
-    out: dict[str, Any] = {}
-    for name in METRIC_NAMES:
-        values = np.array([m[name] for m in per_target], dtype=np.float64)
-        ok = values[np.isfinite(values)]
-        out[name] = float(ok.mean()) if ok.size else math.nan
-        out[f"{name}_std"] = float(ok.std(ddof=1)) if ok.size >= 2 else math.nan
-        out[f"{name}_per_target"] = values.tolist()
-    out["n_targets"] = int(np.isfinite([m["auc"] for m in per_target]).sum())
-    return out
+def _rmia_target_scores(inputs: AttackInputs, name: str, target: int, refs: np.ndarray, idx_in: np.ndarray,
+                        idx_out: np.ndarray, rmia_params: RMIAParams, population: np.ndarray | None,
+                        chosen_a: dict[str, float] | None) -> np.ndarray:
+    """RMIA's scores [n_examples] against one target (``rmia``: online as in rmia_params; ``rmia_offline``)."""
+    online = rmia_params.online if name == "rmia" else False
+    a = rmia_params.a
+    if not online and a is None:
+        a, _ = select_offline_a(inputs.log_p, inputs.keep, target, rmia_params.gamma, inputs.population_log_p)
+    if chosen_a is not None and not online:
+        chosen_a[name] = a
+    params = RMIAParams(rmia_params.gamma, a, online=online)
+    log_p_refs = inputs.log_p[refs]
+    log_ratio = rmia_log_ratio(
+        inputs.log_p[target],
+        _gather(log_p_refs, idx_out),
+        _gather(log_p_refs, idx_in) if params.online else None,
+        params,
+    )
+    if inputs.population_log_p is not None:
+        pop = inputs.population_log_p
+        log_rz = population_log_ratio(pop[target], pop[refs], online, a)
+        return rmia_scores_against(log_ratio, log_rz, params.gamma)
+    pop = ~inputs.keep[target]
+    if population is not None:
+        pop = pop & population
+    return rmia_scores(log_ratio, pop, params.gamma)
 
 
 def evaluate_attacks(
@@ -331,13 +256,8 @@ def evaluate_inputs(
     """:func:`evaluate_attacks` on precomputed :class:`AttackInputs` (e.g. from φ)."""
     n_models, n_examples = inputs.keep.shape
     params, attacks, masks = check_request(rmia_params, attacks, subsets, n_examples)
-    pop = None if population is None else _check_mask(population, n_examples, "population")
-    if targets is None:
-        targets = list(range(n_models))
-    targets = [int(t) for t in targets]
-    bad = [t for t in targets if not 0 <= t < n_models]
-    if bad:
-        raise BnmemError(f"target index(es) {bad} out of range for {n_models} models")
+    pop = None if population is None else check_mask(population, n_examples, "population")
+    targets = check_targets(targets, n_models)
 
     scores = {a: np.empty((len(targets), n_examples)) for a in attacks}
     chosen: dict[str, list[float]] = {}
@@ -348,31 +268,8 @@ def evaluate_inputs(
         if params.a is None:
             for name, a in picked.items():
                 chosen.setdefault(f"{name}_a_per_target", []).append(a)
-    members = inputs.keep[targets]
-
-    metrics: dict[str, dict[str, Any]] = {}
-    curves: dict[str, dict[str, Any]] = {}
-    for name in attacks:
-        metrics[name], curves[name] = {}, {}
-        for sub, mask in masks.items():
-            per_roc = [roc(scores[name][i, mask], members[i, mask]) for i in range(len(targets))]
-            metrics[name][sub] = _summary([metrics_from_roc(*c) for c in per_roc])
-            pooled = roc(scores[name][:, mask].ravel(), members[:, mask].ravel())
-            curves[name][sub] = {"per_target": per_roc, "pooled": pooled}
-    return {
-        "metrics": metrics,
-        "curves": curves,
-        "scores": scores,
-        "members": members,
-        "targets": targets,
-        "subset_sizes": {sub: int(mask.sum()) for sub, mask in masks.items()},
-        "settings": {
-            "rmia": asdict(params),
-            "rmia_population": "separate population" if inputs.population_log_p is not None
-            else "legacy: OUT for the target" if pop is None else "legacy: given mask minus the target's members",
-            "n_models": n_models,
-            "n_examples": n_examples,
-            "n_views": int(inputs.phi.shape[2]),
-            **chosen,
-        },
-    }
+    population_text = ("separate population" if inputs.population_log_p is not None
+                       else "legacy: OUT for the target" if pop is None
+                       else "legacy: given mask minus the target's members")
+    return evaluation_result(scores, inputs.keep[targets], targets, masks,
+                             settings(params, population_text, inputs.phi.shape, **chosen))

@@ -24,24 +24,27 @@ block with the per-target gather of the oracle.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy.special import log_ndtr
 
-from bnmem.attacks.evaluate import (
-    ALL,
-    _NEEDS_IN,
-    _NEEDS_OUT,
-    _summary,
-    check_request,
-)
 from bnmem.attacks.keep import first_k_references
 from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
-from bnmem.attacks.metrics import metrics_from_roc, roc
 from bnmem.attacks.phi import ArrayPhi, PhiSource
+from bnmem.attacks.result import (
+    ALL,
+    NEEDS_IN,
+    NEEDS_OUT,
+    POOLED_POINTS,
+    check_keep,
+    check_references,
+    check_request,
+    check_targets,
+    evaluation_result,
+    settings,
+)
 from bnmem.attacks.rmia import (
     RMIAParams,
     rmia_scores,
@@ -57,29 +60,12 @@ _LOG_SQRT_2PI = np.log(np.sqrt(2 * np.pi))
 _FIXED = {"online_fixed_variance", "offline_fixed_variance"}
 _LIRA = {"online", "online_fixed_variance", "offline", "offline_fixed_variance"}
 _RMIA = {"rmia", "rmia_offline"}
-# Pooled ROC curves (all targets' scores together) are only drawn; thinned to this many points.
-POOLED_POINTS = 4000
 
 
 def _logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Gaussian log density, with scipy.stats.norm.logpdf's order of operations."""
     y = (x - loc) / scale
     return (-(y**2) / 2.0 - _LOG_SQRT_2PI) - np.log(scale)
-
-
-def thin_curve(fpr: np.ndarray, tpr: np.ndarray, max_points: int = POOLED_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """A ROC curve cut to about ``max_points`` points spread evenly on log and linear FPR axes.
-
-    Keeps both ends and, per grid level, the last point at or below it, so a
-    log-log plot looks the same; metrics are never computed from a thinned curve.
-    """
-    if fpr.size <= max_points:
-        return fpr, tpr
-    half = max_points // 2
-    grid = np.concatenate([np.logspace(-7, 0, half), np.linspace(0, 1, half)])
-    idx = np.searchsorted(fpr, grid, side="right") - 1
-    idx = np.unique(np.concatenate([[0, fpr.size - 1], np.clip(idx, 0, fpr.size - 1)]))
-    return fpr[idx], tpr[idx]
 
 
 class _Moments:
@@ -182,126 +168,118 @@ def evaluate_stream(
     """
     source = phi if hasattr(phi, "read") else ArrayPhi(phi)
     m, n, v = source.shape
-    keep = np.asarray(keep)
-    if keep.shape != (m, n):
-        raise BnmemError(f"keep must be [n_models, n_examples] = {(m, n)}, got {keep.shape}")
-    if keep.dtype != bool:
-        if not np.isin(keep, (0, 1)).all():
-            raise BnmemError("keep must be boolean (or 0/1)")
-        keep = keep.astype(bool)
+    keep = check_keep(keep, (m, n))
     params, attacks, masks = check_request(rmia_params, attacks, subsets, n)
-    targets = list(range(m)) if targets is None else [int(t) for t in targets]
-    bad = [t for t in targets if not 0 <= t < m]
-    if bad:
-        raise BnmemError(f"target index(es) {bad} out of range for {m} models")
+    targets = check_targets(targets, m)
     tgt = np.asarray(targets, dtype=np.intp)
     plan = _Plan(keep, tgt)
-    wanted = set(attacks)
-    if (wanted & _NEEDS_IN and (plan.k_in < 1).any()) or (wanted & _NEEDS_OUT and (plan.k_out < 1).any()):
-        raise BnmemError(
-            f"some example is never IN (or never OUT) among the other {m - 1} models of a target, so "
-            "reference-based attacks are impossible; with a balanced keep matrix this needs at least 4 models"
-        )
-    pop_source = None
-    if population_phi is not None:
-        pop_source = population_phi if hasattr(population_phi, "read") else ArrayPhi(population_phi)
-        if pop_source.shape[0] != m or pop_source.shape[2] != v:
-            raise BnmemError(f"population phi must be [{m}, P, {v}], got {pop_source.shape}")
-        ids = np.arange(pop_source.shape[1]) + n if population_ids is None else np.asarray(population_ids)
-        overlap = np.intersect1d(ids, np.arange(n))
-        assert overlap.size == 0, f"RMIA population contains scored examples {overlap[:5].tolist()}"
+    check_references(attacks, plan.k_in, plan.k_out, m - 1)
+    pop_source = _population_source(population_phi, population_ids, m, n, v)
     if block is None:
         block = max(1, WORK_ELEMENTS // max(1, len(tgt) * v))
-    starts = list(range(0, n, block))
+    scores, rmia_refs = _block_scores(source, plan, attacks, block)
 
-    sd_in = sd_out = None
-    if wanted & _FIXED and n:
-        sd_in, sd_out = _global_spreads(source, plan, starts, block, n)
-
-    t_count = len(tgt)
-    scores = {a: np.empty((t_count, n)) for a in attacks if a not in _RMIA}
-    need_rmia = bool(wanted & _RMIA)
-    if need_rmia:
-        lp_all = np.empty((m, n))
-        lmean_in = np.empty((t_count, n))
-        lmean_out = np.empty((t_count, n))
-    for a in starts:
-        b = min(n, a + block)
-        phi_blk = source.read(a, b)
-        keep_blk = keep[:, a:b]
-        x = phi_blk[tgt]
-        if plan.balanced:
-            fits = _fast_fits(phi_blk, keep_blk, plan, wanted)
-        else:
-            fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
-        for name in attacks:
-            if name == "online":
-                s = _logpdf(x, fits["med_in"], fits["sd_in"] + STD_EPS) - _logpdf(x, fits["med_out"], fits["sd_out"] + STD_EPS)
-            elif name == "online_fixed_variance":
-                s = (_logpdf(x, fits["med_in"], sd_in[:, None, None] + STD_EPS)
-                     - _logpdf(x, fits["med_out"], sd_out[:, None, None] + STD_EPS))
-            elif name == "offline":
-                s = -log_ndtr(-(x - fits["med_out"]) / (fits["sd_out"] + STD_EPS))
-            elif name == "offline_fixed_variance":
-                s = -log_ndtr(-(x - fits["med_out"]) / (sd_out[:, None, None] + STD_EPS))
-            elif name == "global_threshold":
-                s = x
-            elif name == "loss":
-                s = -np.logaddexp(0.0, -x)
-            else:
-                continue
-            scores[name][:, a:b] = s.mean(axis=2)
-        if need_rmia:
-            lp_blk = view_log_mean(-np.logaddexp(0.0, -phi_blk))
-            lp_all[:, a:b] = lp_blk
-            lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
-
-    settings_extra: dict[str, Any] = {}
-    if need_rmia:
-        pop_lp = None
-        if pop_source is not None:
-            p = pop_source.shape[1]
-            pop_lp = np.empty((m, p))
-            pblock = max(1, WORK_ELEMENTS // max(1, m * v))
-            for a in range(0, p, pblock):
-                pop_lp[:, a : a + pblock] = view_log_mean(-np.logaddexp(0.0, -pop_source.read(a, min(p, a + pblock))))
+    chosen: dict[str, Any] = {}
+    if rmia_refs is not None:
+        pop_lp = None if pop_source is None else _population_log_p(pop_source)
         for name in attacks:
             if name not in _RMIA:
                 continue
             online = params.online if name == "rmia" else False
-            scores[name], chosen = _rmia(lp_all, keep, tgt, lmean_in, lmean_out, pop_lp, online, params)
-            if chosen is not None:
-                settings_extra[f"{name}_a_per_target"] = chosen
+            scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
+            if picked is not None:
+                chosen[f"{name}_a_per_target"] = picked
 
-    members = keep[tgt]
-    metrics: dict[str, dict[str, Any]] = {}
-    curves: dict[str, dict[str, Any]] = {}
-    for name in attacks:
-        metrics[name], curves[name] = {}, {}
-        for sub, mask in masks.items():
-            per_target = [metrics_from_roc(*roc(scores[name][i, mask], members[i, mask])) for i in range(t_count)]
-            metrics[name][sub] = _summary(per_target)
-            curves[name][sub] = {"pooled": thin_curve(*roc(scores[name][:, mask].ravel(), members[:, mask].ravel()))}
-    rmia_settings = asdict(params)
-    return {
-        "metrics": metrics,
-        "curves": curves,
-        "scores": scores,
-        "members": members,
-        "targets": targets,
-        "subset_sizes": {sub: int(mask.sum()) for sub, mask in masks.items()},
-        "settings": {
-            "rmia": rmia_settings,
-            "rmia_a": "selected per target on a stand-in reference model" if params.a is None else "fixed",
-            "rmia_population": population_name if pop_source is not None
-            else "legacy: the target's non-members (ground truth; not available to an attacker)",
-            "n_models": m,
-            "n_examples": n,
-            "n_views": v,
-            "evaluator": "streaming leave-one-out" + ("" if plan.balanced else " (unbalanced keep: per-target gather)"),
-            **settings_extra,
-        },
-    }
+    population = (population_name if pop_source is not None
+                  else "legacy: the target's non-members (ground truth; not available to an attacker)")
+    run_settings = settings(
+        params, population, (m, n, v),
+        rmia_a="selected per target on a stand-in reference model" if params.a is None else "fixed",
+        evaluator="streaming leave-one-out" + ("" if plan.balanced else " (unbalanced keep: per-target gather)"),
+        **chosen)
+    return evaluation_result({a: scores[a] for a in attacks}, keep[tgt], targets, masks, run_settings,
+                             per_target_curves=False, pooled_points=POOLED_POINTS)
+
+
+def _population_source(population_phi: PhiSource | np.ndarray | None, population_ids: np.ndarray | None,
+                       m: int, n: int, v: int) -> PhiSource | None:
+    """The RMIA population's φ source [m, P, v], its identities checked disjoint from the n candidates."""
+    if population_phi is None:
+        return None
+    pop_source = population_phi if hasattr(population_phi, "read") else ArrayPhi(population_phi)
+    if pop_source.shape[0] != m or pop_source.shape[2] != v:
+        raise BnmemError(f"population phi must be [{m}, P, {v}], got {pop_source.shape}")
+    ids = np.arange(pop_source.shape[1]) + n if population_ids is None else np.asarray(population_ids)
+    overlap = np.intersect1d(ids, np.arange(n))
+    assert overlap.size == 0, f"RMIA population contains scored examples {overlap[:5].tolist()}"
+    return pop_source
+
+
+def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
+                  ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+    """One pass over the blocks of examples (after the fixed-variance pass, when needed).
+
+    Returns the LiRA-family and baseline scores [T, N] per attack, and for RMIA (None when not
+    requested) the view-averaged log p_y of every model [M, N] and each target's log mean p_y
+    over its IN and OUT references [T, N].
+    """
+    m, n, _ = source.shape
+    wanted = set(attacks)
+    starts = list(range(0, n, block))
+    sd_in = sd_out = None
+    if wanted & _FIXED and n:
+        sd_in, sd_out = _global_spreads(source, plan, starts, block, n)
+    t_count = len(plan.targets)
+    scores = {a: np.empty((t_count, n)) for a in attacks if a not in _RMIA}
+    rmia_refs = None
+    if wanted & _RMIA:
+        rmia_refs = np.empty((m, n)), np.empty((t_count, n)), np.empty((t_count, n))
+    for a in starts:
+        b = min(n, a + block)
+        phi_blk = source.read(a, b)
+        keep_blk = plan.keep[:, a:b]
+        x = phi_blk[plan.targets]
+        if plan.balanced:
+            fits = _fast_fits(phi_blk, keep_blk, plan, wanted)
+        else:
+            fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
+        for name in scores:
+            scores[name][:, a:b] = _lira_block_scores(name, x, fits, sd_in, sd_out).mean(axis=2)
+        if rmia_refs is not None:
+            lp_all, lmean_in, lmean_out = rmia_refs
+            lp_blk = view_log_mean(-np.logaddexp(0.0, -phi_blk))
+            lp_all[:, a:b] = lp_blk
+            lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
+    return scores, rmia_refs
+
+
+def _lira_block_scores(name: str, x: np.ndarray, fits: dict[str, np.ndarray], sd_in: np.ndarray | None,
+                       sd_out: np.ndarray | None) -> np.ndarray:
+    """One LiRA-family or baseline attack's scores [T, B, V] on a block: x = the targets' φ [T, B, V]."""
+    if name == "online":
+        return _logpdf(x, fits["med_in"], fits["sd_in"] + STD_EPS) - _logpdf(x, fits["med_out"], fits["sd_out"] + STD_EPS)
+    if name == "online_fixed_variance":
+        return (_logpdf(x, fits["med_in"], sd_in[:, None, None] + STD_EPS)
+                - _logpdf(x, fits["med_out"], sd_out[:, None, None] + STD_EPS))
+    if name == "offline":
+        return -log_ndtr(-(x - fits["med_out"]) / (fits["sd_out"] + STD_EPS))
+    if name == "offline_fixed_variance":
+        return -log_ndtr(-(x - fits["med_out"]) / (sd_out[:, None, None] + STD_EPS))
+    if name == "global_threshold":
+        return x
+    if name == "loss":
+        return -np.logaddexp(0.0, -x)
+    raise BnmemError(f"not a LiRA-family or baseline attack: {name!r}")
+
+
+def _population_log_p(pop_source: PhiSource) -> np.ndarray:
+    """View-averaged log p_y [M, P] of the RMIA population points, read in blocks."""
+    m, p, v = pop_source.shape
+    pop_lp = np.empty((m, p))
+    pblock = max(1, WORK_ELEMENTS // max(1, m * v))
+    for a in range(0, p, pblock):
+        pop_lp[:, a : a + pblock] = view_log_mean(-np.logaddexp(0.0, -pop_source.read(a, min(p, a + pblock))))
+    return pop_lp
 
 
 def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
@@ -309,7 +287,7 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
     out: dict[str, np.ndarray] = {}
     cols = np.arange(phi_blk.shape[1])[None, :]
     for member, tag in ((True, "in"), (False, "out")):
-        needs = _NEEDS_IN if member else _NEEDS_OUT
+        needs = NEEDS_IN if member else NEEDS_OUT
         if not wanted & needs & _LIRA:
             continue
         order, pos = plan.positions(keep_blk, member)
@@ -396,7 +374,7 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan) -> tu
     return outs[0], outs[1]
 
 
-def _rmia(lp_all: np.ndarray, keep: np.ndarray, tgt: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray,
+def _rmia(lp_all: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray, keep: np.ndarray, tgt: np.ndarray,
           pop_lp: np.ndarray | None, online: bool, params: RMIAParams) -> tuple[np.ndarray, list[float] | None]:
     """RMIA scores [T, N] from the reference means; offline a per target (selected when params.a is None)."""
     out = np.empty((len(tgt), lp_all.shape[1]))
@@ -431,4 +409,4 @@ def _rmia(lp_all: np.ndarray, keep: np.ndarray, tgt: np.ndarray, lmean_in: np.nd
     return out, chosen
 
 
-__all__ = ["evaluate_stream", "thin_curve", "WORK_ELEMENTS"]
+__all__ = ["evaluate_stream", "WORK_ELEMENTS"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bnmem.formatting import fmt, pct
+
 LEVELS = ("low", "moderate", "elevated")
 # Fraction of BN channels with |γ|/σ > 1 (running σ) at which amplification is moderate / elevated.
 GS_MODERATE, GS_ELEVATED = 0.2, 0.5
@@ -24,10 +26,6 @@ AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
 ENRICH_ELEVATED = 3.0
 RECOMMEND = ("consider the γ/σ regularizer (--gs-reg λ, e.g. `bnmem mitigate` to pick λ), GroupNorm/LayerNorm "
              "or no normalization, and compare memorization and LiRA AUC with `bnmem run`")
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
 
 
 def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +58,7 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
                  "moderate": "some amplification of rare samples' influence",
                  "low": "little amplification"}[level]
         bn_level = level
-        findings.append((level, f"BN present ({len(bn)} layer{'s' if len(bn) != 1 else ''}); {_pct(frac)} of "
+        findings.append((level, f"BN present ({len(bn)} layer{'s' if len(bn) != 1 else ''}); {pct(frac, 0)} of "
                                 f"channels have |γ|/σ > 1 "
                                 f"(median {running['median_ratio']:.2f}) → {words}."))
     gn = result["gradient_norms"]
@@ -69,8 +67,8 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
         enrich = masks.get("enrichment") or 0.0
         level = "elevated" if enrich >= ENRICH_ELEVATED else "moderate" if enrich > 1.5 else "low"
         findings.append((level, f"{masks['top_k_flagged']} of the top-{len(gn['top_k'])} gradient norms are known "
-                                f"corrupted samples ({_pct(masks['top_k_fraction_flagged'])} vs "
-                                f"{_pct(masks['fraction_flagged_overall'])} of the data): the model's largest "
+                                f"corrupted samples ({pct(masks['top_k_fraction_flagged'], 0)} vs "
+                                f"{pct(masks['fraction_flagged_overall'], 0)} of the data): the model's largest "
                                 "per-sample influence sits on samples it can only memorize."))
     elif gn["top_k"] and gn.get("top_k_mean_over_median"):
         findings.append(("low", f"The top-{len(gn['top_k'])} gradient norms are "
@@ -80,19 +78,19 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
     if acc.get("gap") is not None:
         gap = acc["gap"]
         level = "elevated" if gap >= GAP_ELEVATED else "moderate" if gap >= GAP_MODERATE else "low"
-        findings.append((level, f"Train accuracy {_pct(acc['train_acc'])} vs test {_pct(acc['test_acc'])} "
+        findings.append((level, f"Train accuracy {pct(acc['train_acc'], 0)} vs test {pct(acc['test_acc'], 0)} "
                                 f"(gap {100 * gap:+.1f} points)" + (": the model fits its training set beyond what "
                                 "generalizes, a membership signal." if level != "low" else ".")))
     for key, what in (("noisy_acc", "flipped labels"), ("ood_acc", "OOD samples' random labels")):
         if acc.get(key) is not None:
             level = "elevated" if acc[key] >= 0.5 else "moderate" if acc[key] >= 0.2 else "low"
-            findings.append((level, f"It fits {_pct(acc[key])} of the {what} (pure memorization)."))
+            findings.append((level, f"It fits {pct(acc[key], 0)} of the {what} (pure memorization)."))
     mem = result.get("membership")
     if mem:
         online = mem["attacks"]["online"]["all"]
         level = "elevated" if online["auc"] >= AUC_ELEVATED else "moderate" if online["auc"] >= AUC_MODERATE else "low"
         text = (f"LiRA over {mem['shadow_models']} shadow copies of this recipe: AUC {online['auc']:.3f}, "
-                f"TPR {_pct(online['tpr_at_1pct_fpr'])} at 1% FPR")
+                f"TPR {pct(online['tpr_at_1pct_fpr'], 0)} at 1% FPR")
         if "outliers" in mem["attacks"]["online"]:
             text += f"; on the corrupted samples AUC {mem['attacks']['online']['outliers']['auc']:.3f}"
         findings.append((level, text + "."))
@@ -113,14 +111,6 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
         "note": "rules of thumb from the study (BN scales outliers' margin growth by (γ/σ)²), not calibrated "
                 "guarantees; thresholds in bnmem.auditing.report",
     }
-
-
-def _fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -149,20 +139,20 @@ def to_markdown(result: dict[str, Any]) -> str:
             row = f"| {layer} | {gs[modes[0]]['layers'][layer]['n_channels']} |"
             for mode in modes:
                 v = gs[mode]["layers"].get(layer, {})
-                row += f" {_fmt(v.get('median_ratio'))} | {_fmt(v.get('frac_above_1'), 2)} |"
+                row += f" {fmt(v.get('median_ratio'))} | {fmt(v.get('frac_above_1'), '.2f')} |"
             lines.append(row)
         lines += ["", "σ running = sqrt(running_var + eps); σ batch = std of the layer input over one training "
                       "batch (BN in training mode)."] + [f"Note: {n}" for n in gs.get("notes", [])] + [""]
     gn = result["gradient_norms"]
     lines += ["## Per-sample gradient norms", "",
               f"L2 norm over all parameters of each example's loss gradient ({gn['definition']} definition, "
-              f"{gn['method']}, float64; {gn['subset']}); median {_fmt(gn['median'], 4)}.", ""]
+              f"{gn['method']}, float64; {gn['subset']}); median {fmt(gn['median'], '.4f')}.", ""]
     if gn.get("masks"):
         mk = gn["masks"]
         lines += [f"Top-{len(gn['top_k'])}: {mk['top_k_flagged']} known corrupted "
-                  f"({_pct(mk['top_k_fraction_flagged'])}; {_pct(mk['fraction_flagged_overall'])} of the data)."]
+                  f"({pct(mk['top_k_fraction_flagged'], 0)}; {pct(mk['fraction_flagged_overall'], 0)} of the data)."]
         lines += ["", "| subset | n | median | mean |", "|---|---|---|---|"]
-        lines += [f"| {s} | {v['n']} | {_fmt(v['median'], 4)} | {_fmt(v['mean'], 4)} |"
+        lines += [f"| {s} | {v['n']} | {fmt(v['median'], '.4f')} | {fmt(v['mean'], '.4f')} |"
                   for s, v in mk["by_subset"].items()] + [""]
     lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
     lines += [f"| {i + 1} | {r['index']}" + (f" (`{r['file']}`)" if r.get("file") else "")
@@ -173,16 +163,16 @@ def to_markdown(result: dict[str, Any]) -> str:
     acc = result["accuracy"]
     lines += ["", "## Accuracy (eval mode)", "", "| train | test | gap | clean train | flipped labels fit | OOD fit |",
               "|---|---|---|---|---|---|",
-              f"| {_fmt(acc['train_acc'])} | {_fmt(acc['test_acc'])} | {_fmt(acc['gap'])} | "
-              f"{_fmt(acc.get('clean_train_acc'))} | {_fmt(acc.get('noisy_acc'))} | {_fmt(acc.get('ood_acc'))} |", ""]
+              f"| {fmt(acc['train_acc'])} | {fmt(acc['test_acc'])} | {fmt(acc['gap'])} | "
+              f"{fmt(acc.get('clean_train_acc'))} | {fmt(acc.get('noisy_acc'))} | {fmt(acc.get('ood_acc'))} |", ""]
     mem = result.get("membership")
     if mem:
         lines += ["## Membership inference (shadow copies)", "", mem["protocol"] + ".", "",
                   "| attack | subset | AUC | TPR@1% FPR | TPR@0.1% FPR |", "|---|---|---|---|---|"]
         for attack, subs in mem["attacks"].items():
             for sub, v in subs.items():
-                lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {_pct(v['tpr_at_1pct_fpr'])} | "
-                             f"{_pct(v['tpr_at_0.1pct_fpr'])} |")
+                lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {pct(v['tpr_at_1pct_fpr'], 0)} | "
+                             f"{pct(v['tpr_at_0.1pct_fpr'], 0)} |")
         lines += ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
                       f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
     return "\n".join(lines)
@@ -203,7 +193,7 @@ def frontier_citation(path: str | Path) -> dict[str, Any]:
     import json
 
     from bnmem.errors import BnmemError
-    from bnmem.lenses.defenses import recommendation
+    from bnmem.frontier import recommendation
 
     root = Path(path)
     candidates = [root / "metrics.json"] if (root / "metrics.json").is_file() else []

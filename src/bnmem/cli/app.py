@@ -13,6 +13,7 @@ import typer
 
 from bnmem.config import apply_overrides, parse_list
 from bnmem.errors import BnmemError
+from bnmem.names import ARCH_ALIASES, ARCHS, DATASETS, NORMS
 
 app = typer.Typer(
     name="bnmem",
@@ -28,11 +29,13 @@ def _root() -> None:
     """Measure, explain and mitigate how Batch Normalization amplifies memorization and privacy risk."""
 
 # --- shared options (Annotated aliases so each command lists only what it uses) ---
-Dataset = Annotated[str, typer.Option(help="digits (embedded), mnist, fashion-mnist, cifar10, cifar100")]
+# Help texts list the names of bnmem.names (the one table of each).
+_ALIASED = {t: a for a, t in ARCH_ALIASES.items()}
+Dataset = Annotated[str, typer.Option(help=", ".join(f"{d} (embedded)" if d == "digits" else d for d in DATASETS))]
 DataRoot = Annotated[Optional[Path], typer.Option(help="directory holding the dataset files")]
 Download = Annotated[bool, typer.Option("--download", help="download the dataset with torchvision if missing")]
-Arch = Annotated[str, typer.Option(help="lenet, mlp, resnet20 (resnet), resnet18, densenet")]
-Norms = Annotated[str, typer.Option(help="comma-separated norms: batch, none, group, layer")]
+Arch = Annotated[str, typer.Option(help=", ".join(f"{a} ({_ALIASED[a]})" if a in _ALIASED else a for a in ARCHS))]
+Norms = Annotated[str, typer.Option(help="comma-separated norms: " + ", ".join(NORMS))]
 LabelNoise = Annotated[float, typer.Option(help="fraction of training labels flipped to another class")]
 Ood = Annotated[float, typer.Option(help="fraction of the training set that is out-of-distribution")]
 OodSource = Annotated[str, typer.Option(help="noise, heldout-classes, or a dataset name of the same shape")]

@@ -29,7 +29,7 @@ import torch
 
 from bnmem.data import corruption as C
 from bnmem.data.dataset import OutlierDataset
-from bnmem.data.sources import DATASETS, dataset_shape, default_data_root, load_source
+from bnmem.data.sources import DATASETS, RawData, dataset_shape, default_data_root, load_source
 from bnmem.errors import BnmemError
 
 if TYPE_CHECKING:  # annotations only: data does not depend on the config module
@@ -125,25 +125,8 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
     root = Path(cfg.data_root).expanduser() if cfg.data_root is not None else default_data_root()
 
     raw = load_source(cfg.dataset, root, cfg.download)
-    x_tr, y_tr, x_te, y_te = raw.x_train, raw.y_train, raw.x_test, raw.y_test
-    # Position of every kept example in the raw training split (provenance of the splits).
-    src = np.arange(len(y_tr), dtype=np.int64)
-    if cfg.train_size is not None:
-        keep = C.subsample_indices(len(y_tr), cfg.train_size, C.make_rng(cfg.seed, C.STREAM_SUBSAMPLE))
-        x_tr, y_tr, src = x_tr[keep], y_tr[keep], src[keep]
-
-    num_classes = raw.num_classes
-    kept: list[int] | None = None
-    pool = None
-    if held is not None:
-        kept = [c for c in range(raw.num_classes) if c not in held]
-        pool = x_tr[np.isin(y_tr, held)]
-        src = src[np.isin(y_tr, kept)]
-        x_tr, y_tr = C.keep_classes(x_tr, y_tr, kept)
-        x_te, y_te = C.keep_classes(x_te, y_te, kept)
-        num_classes = len(kept)
-    if len(y_tr) == 0:
-        raise BnmemError(f"no in-distribution training examples left in {cfg.dataset}; raise train_size")
+    x_tr, y_tr, src, x_te, y_te, kept, pool = _in_distribution(cfg, raw, held)
+    num_classes = raw.num_classes if kept is None else len(kept)
     val_pos = C.validation_positions(len(y_tr), cfg.val_fraction, C.make_rng(cfg.seed, C.STREAM_VAL))
     x_val, y_val, val_src = x_tr[val_pos], np.asarray(y_tr, dtype=np.int64)[val_pos], src[val_pos]
     if len(val_pos):
@@ -152,39 +135,14 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
     n_in = len(y_tr)
 
     y_flipped, noisy_in = C.flip_labels(y_tr, cfg.label_noise, num_classes, C.make_rng(cfg.seed, C.STREAM_FLIP))
-
-    n_ood = C.ood_count(cfg.ood, n_in)
     rng = C.make_rng(cfg.seed, C.STREAM_OOD)
-    ood_from = None
-    if n_ood == 0:
-        x_ood = np.empty((0, *x_tr.shape[1:]), dtype=np.float32)
-    elif cfg.ood_source == OOD_NOISE:
-        x_ood = C.noise_images(n_ood, x_tr, rng)
-        ood_from = "gaussian noise with the per-channel mean/std of the clean training images"
-    elif held is not None:
-        x_ood = C.pick_ood(pool, n_ood, rng, f"the held-out classes {held}")
-        ood_from = f"training images of {cfg.dataset} classes {held}"
-    else:
-        other = load_source(cfg.ood_source, root, cfg.download)
-        if other.x_train.shape[1:] != x_tr.shape[1:]:
-            raise BnmemError(
-                f"ood_source {cfg.ood_source!r} has images of shape {other.x_train.shape[1:]}, "
-                f"but {cfg.dataset} has {x_tr.shape[1:]}"
-            )
-        x_ood = C.pick_ood(other.x_train, n_ood, rng, f"{cfg.ood_source}'s training split")
-        ood_from = f"training images of {cfg.ood_source} ({other.source})"
-
+    x_ood, ood_from = _ood_images(cfg, x_tr, C.ood_count(cfg.ood, n_in), held, pool, root, rng)
     x_all, y_all, is_ood = C.append_ood(x_tr, y_flipped, x_ood, num_classes, rng)
     is_noisy = np.concatenate([noisy_in, np.zeros(len(x_ood), dtype=bool)])
     y_orig = np.concatenate([np.asarray(y_tr, dtype=np.int64), np.full(len(x_ood), -1, dtype=np.int64)])
 
     mean, std = _channel_stats(x_all)
-    # x_all is a fresh array from concatenate: normalize it in place to spare
-    # a copy of a CIFAR-sized split; x_te may be a cached read-only source.
-    x_all -= mean[None, :, None, None]
-    x_all /= std[None, :, None, None]
-    x_te = (x_te - mean[None, :, None, None]) / std[None, :, None, None]
-    x_val = (x_val - mean[None, :, None, None]) / std[None, :, None, None]
+    x_all, x_te, x_val = _normalize(x_all, x_te, x_val, mean, std)
 
     info = {
         "source": raw.source,
@@ -220,6 +178,72 @@ def load_dataset(cfg: DataConfig) -> OutlierDataset:
         source_index=np.concatenate([src, np.full(len(x_ood), -1, dtype=np.int64)]),
         val_source_index=val_src,
     )
+
+
+def _in_distribution(cfg: DataConfig, raw: RawData, held: list[int] | None) -> tuple:
+    """Steps 2-3: the seeded ``train_size`` subset, then the held-out classes dropped from train and test.
+
+    Returns:
+        ``(x_train, y_train, source positions, x_test, y_test, kept classes or None, held-out pool or None)``;
+        labels are relabelled 0..k-1 when classes are held out.
+
+    Raises:
+        BnmemError: no in-distribution training example is left.
+    """
+    x_tr, y_tr, x_te, y_te = raw.x_train, raw.y_train, raw.x_test, raw.y_test
+    # Position of every kept example in the raw training split (provenance of the splits).
+    src = np.arange(len(y_tr), dtype=np.int64)
+    if cfg.train_size is not None:
+        keep = C.subsample_indices(len(y_tr), cfg.train_size, C.make_rng(cfg.seed, C.STREAM_SUBSAMPLE))
+        x_tr, y_tr, src = x_tr[keep], y_tr[keep], src[keep]
+    kept: list[int] | None = None
+    pool = None
+    if held is not None:
+        kept = [c for c in range(raw.num_classes) if c not in held]
+        pool = x_tr[np.isin(y_tr, held)]
+        src = src[np.isin(y_tr, kept)]
+        x_tr, y_tr = C.keep_classes(x_tr, y_tr, kept)
+        x_te, y_te = C.keep_classes(x_te, y_te, kept)
+    if len(y_tr) == 0:
+        raise BnmemError(f"no in-distribution training examples left in {cfg.dataset}; raise train_size")
+    return x_tr, y_tr, src, x_te, y_te, kept, pool
+
+
+def _ood_images(cfg: DataConfig, x_tr: np.ndarray, n_ood: int, held: list[int] | None, pool: np.ndarray | None,
+                root: Path, rng: np.random.Generator) -> tuple[np.ndarray, str | None]:
+    """Step 6's images: ``n_ood`` OOD images from ``cfg.ood_source`` (drawn with ``rng``), and where they came from.
+
+    Raises:
+        BnmemError: the other dataset's images have another shape, or there are too few images to draw from.
+    """
+    if n_ood == 0:
+        return np.empty((0, *x_tr.shape[1:]), dtype=np.float32), None
+    if cfg.ood_source == OOD_NOISE:
+        return (C.noise_images(n_ood, x_tr, rng),
+                "gaussian noise with the per-channel mean/std of the clean training images")
+    if held is not None:
+        x_ood = C.pick_ood(pool, n_ood, rng, f"the held-out classes {held}")
+        return x_ood, f"training images of {cfg.dataset} classes {held}"
+    other = load_source(cfg.ood_source, root, cfg.download)
+    if other.x_train.shape[1:] != x_tr.shape[1:]:
+        raise BnmemError(
+            f"ood_source {cfg.ood_source!r} has images of shape {other.x_train.shape[1:]}, "
+            f"but {cfg.dataset} has {x_tr.shape[1:]}"
+        )
+    x_ood = C.pick_ood(other.x_train, n_ood, rng, f"{cfg.ood_source}'s training split")
+    return x_ood, f"training images of {cfg.ood_source} ({other.source})"
+
+
+def _normalize(x_all: np.ndarray, x_te: np.ndarray, x_val: np.ndarray, mean: np.ndarray, std: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Step 7: train, test and validation images with the training split's per-channel mean/std."""
+    # x_all is a fresh array from concatenate: normalize it in place to spare
+    # a copy of a CIFAR-sized split; x_te may be a cached read-only source.
+    x_all -= mean[None, :, None, None]
+    x_all /= std[None, :, None, None]
+    x_te = (x_te - mean[None, :, None, None]) / std[None, :, None, None]
+    x_val = (x_val - mean[None, :, None, None]) / std[None, :, None, None]
+    return x_all, x_te, x_val
 
 
 def _channel_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

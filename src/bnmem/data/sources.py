@@ -21,32 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from bnmem.errors import BnmemError
+from bnmem.names import DATASETS, DatasetInfo  # the one table of datasets
 
 # Split seed of the digits train/test split. Fixed on purpose: the run seed
 # varies the corruption, never which images are train and which are test.
 DIGITS_SPLIT_SEED = 0
 
 DATA_ENV = "BNMEM_DATA"
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """Static facts about a dataset, known without loading it."""
-
-    input_shape: tuple[int, int, int]
-    num_classes: int
-    description: str
-    n_train: int = 0  # sizes of the standard training and test splits (for cost estimates before loading)
-    n_test: int = 0
-
-
-DATASETS: dict[str, DatasetInfo] = {
-    "digits": DatasetInfo((1, 8, 8), 10, "scikit-learn's bundled 8x8 digits (1,797 images)", 898, 899),
-    "mnist": DatasetInfo((1, 28, 28), 10, "MNIST handwritten digits", 60_000, 10_000),
-    "fashion-mnist": DatasetInfo((1, 28, 28), 10, "Fashion-MNIST clothing images", 60_000, 10_000),
-    "cifar10": DatasetInfo((3, 32, 32), 10, "CIFAR-10 natural images", 50_000, 10_000),
-    "cifar100": DatasetInfo((3, 32, 32), 100, "CIFAR-100 natural images (fine labels)", 50_000, 10_000),
-}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from torch import nn
 
 from bnmem import io
 from bnmem.executors import Executor, get_executor
-from bnmem.train.threads import torch_threads
+from bnmem.threads import torch_threads
 
 PID_FILE = "worker.pid"
 PARTIAL_FILE = "partial.tmp"

@@ -4,7 +4,8 @@ One panel per example subset (all examples; the outliers when there are any):
 x = clean test accuracy, y = the declared privacy risk (online LiRA AUC by
 default), one point per variant with its 95% interval over replicates as bars,
 and the Pareto front (computed by the lens) drawn as a
-staircase through its points. DP variants are squares labelled with their ε.
+staircase through its points. DP variants are squares labelled with their ε;
+variants with the γ/σ regularizer are orange, the others in their norm's colour.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from bnmem.figures.save import save_figure  # sets the Agg backend first
+from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
 
 
 def plot_frontier(panels: list[dict[str, Any]], path: str | Path, title: str = "") -> None:
@@ -23,7 +24,8 @@ def plot_frontier(panels: list[dict[str, Any]], path: str | Path, title: str = "
     Args:
         panels: one dict per panel: ``title``, ``risk_label``, ``points`` (objects with ``name``,
             ``accuracy``, ``risk``, ``accuracy_ci``, ``risk_ci``, ``epsilon``), ``front`` (names on the
-            Pareto front, most accurate first) and ``colors`` (name -> matplotlib colour).
+            Pareto front, most accurate first), ``norms`` (name -> norm) and ``regularized`` (the names
+            trained with the γ/σ regularizer).
         path: the figure file.
         title: the figure's title (its conditions).
     """
@@ -33,7 +35,8 @@ def plot_frontier(panels: list[dict[str, Any]], path: str | Path, title: str = "
         for p in pts:
             if p.accuracy != p.accuracy or p.risk != p.risk:  # nan: not measured
                 continue
-            color = panel["colors"].get(p.name, "black")
+            color = ("tab:orange" if p.name in panel["regularized"]
+                     else NORM_COLORS.get(panel["norms"][p.name], "black"))
             xerr = None if p.accuracy_ci is None else [[p.accuracy - p.accuracy_ci[0]], [p.accuracy_ci[1] - p.accuracy]]
             yerr = None if p.risk_ci is None else [[p.risk - p.risk_ci[0]], [p.risk_ci[1] - p.risk]]
             ax.errorbar(p.accuracy, p.risk, xerr=xerr, yerr=yerr, fmt="s" if p.epsilon is not None else "o",

@@ -9,7 +9,7 @@ attack), or several panels share one figure.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -108,3 +108,26 @@ def plot_roc_panels(
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     _save(fig, path)
+
+
+def plot_lira_roc(entries: Mapping[str, Mapping[str, Any]], path: str | Path, attacks: Sequence[str],
+                  title: str = "") -> None:
+    """The lira lens's ROC figure: one log-log panel per attack, every norm's pooled curve on all examples
+    and on the outliers (a subset without both members and non-members has no curve).
+
+    Args:
+        entries: norm -> its lira entry (``attacks`` metrics and ``curves``, as the lens writes them).
+        path: the figure file.
+        attacks: the attacks to draw, one panel each.
+        title: the figure's title (its conditions).
+    """
+    panels = {}
+    for attack in attacks:
+        curves = {}
+        for norm, e in entries.items():
+            for sub in ("all", "outliers"):
+                auc = e["attacks"][attack][sub]["auc"]
+                if e["curves"][attack][sub]["pooled"][0].size:
+                    curves[f"{norm}, {sub} (mean AUC {auc:.3f})"] = e["curves"][attack][sub]["pooled"]
+        panels[attack] = curves
+    plot_roc_panels(panels, path, title=title, ncols=4)

@@ -49,8 +49,11 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.lenses.frontier import FrontPoint, pareto_front, recommendation_text
+from bnmem.figures.frontier import plot_frontier
+from bnmem.formatting import mean_pm
+from bnmem.frontier import front_points, pareto_front, recommendation, risk_name, setting_text
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
@@ -66,13 +69,12 @@ from bnmem.train.dp import (  # imports Opacus only when a DP model trains
     require_opacus,
 )
 
-__all__ = ["DefensesConfig", "Variant", "pareto_front", "plot_frontier", "recommendation", "run_defenses",
-           "summary", "summary_table"]
+__all__ = ["DefensesConfig", "Variant", "frontier_panels", "frontier_title", "pareto_front", "recommendation",
+           "run_defenses", "summary", "summary_table"]
 
 LENS_NAME = "defenses"
 SCHEMA_VERSION = 1
 ATTACKS = ("online", "rmia")
-ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
 METRICS = ("auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
 SUBSETS = ("all", "outliers")
 
@@ -312,52 +314,6 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return agg
 
 
-def front_points(result: dict[str, Any], subset: str = "all") -> list[FrontPoint]:
-    """The variants as frontier points on the result's declared risk axis, for ``subset``."""
-    cond = result["conditions"]
-    pts = []
-    for name in result["variant_names"]:
-        v = result["variants"][name]
-        risk = v["attacks"][cond["risk_attack"]][subset][cond["risk_metric"]]
-        acc = v["test_acc"]
-        pts.append(FrontPoint(
-            name=name, accuracy=math.nan if acc["mean"] is None else acc["mean"],
-            risk=math.nan if risk["mean"] is None else risk["mean"],
-            accuracy_ci=tuple(acc["ci"]) if acc["ci"] else None, risk_ci=tuple(risk["ci"]) if risk["ci"] else None,
-            epsilon=v.get("epsilon", {}).get("mean")))
-    return pts
-
-
-METRIC_LABELS = {"auc": "AUC", "tpr_at_0.1pct_fpr": "TPR at 0.1% FPR", "tpr_at_1pct_fpr": "TPR at 1% FPR"}
-
-
-def risk_name(result: dict[str, Any], subset: str = "all") -> str:
-    """The risk axis in words, e.g. "online LiRA AUC, all examples"."""
-    cond = result["conditions"]
-    attack = "online LiRA" if cond["risk_attack"] == "online" else ATTACK_LABELS[cond["risk_attack"]]
-    return f"{attack} {METRIC_LABELS[cond['risk_metric']]}, {'all examples' if subset == 'all' else 'outliers'}"
-
-
-def _setting(result: dict[str, Any]) -> str:
-    c = result["conditions"]
-    outliers = (f"{c['label_noise']:.0%} label noise" if c["label_noise"] else
-                f"{c['ood']:.0%} OOD ({c['ood_source']})" if c["ood"] else "clean data")
-    return (f"{c['dataset']}, {c['arch']}, {outliers}, {c['shadow_models']} shadow models per variant and replicate, "
-            f"{c['epochs']} epochs, BN queried in {c['bn_mode_at_query']} mode")
-
-
-def recommendation(result: dict[str, Any]) -> str:
-    """Plain-language reading of the frontier (all examples, then the outliers)."""
-    reps = result["conditions"]["replicates"]
-    text = recommendation_text(front_points(result, "all"), risk_name(result, "all"), _setting(result), reps)
-    if result["subset_sizes"].get("outliers"):
-        pts = front_points(result, "outliers")
-        front = pareto_front({p.name: (p.accuracy, p.risk) for p in pts})
-        text += (f"\nOn the outliers alone ({risk_name(result, 'outliers')}), the front is: "
-                 + (", ".join(front) if front else "empty (not measured)") + ".")
-    return text
-
-
 def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                  executor: Executor | None = None) -> dict[str, Any]:
     """Train, query and attack every variant in every replicate; the frontier, table and recommendation.
@@ -402,7 +358,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                               **aggregate(entries[v.name]), "replicates": entries[v.name]} for v in variants},
         "subset_sizes": first["subset_sizes"],
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "variants": {v.name: {"norm": v.norm, "gs_lambda": v.lam, "dp_target_epsilon": v.epsilon}
                          for v in variants},
             "replicates": cfg.replicates,
@@ -436,36 +392,30 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
                           for s in SUBSETS}
     result["recommendation"] = recommendation(result)
     io.write_json(out / "metrics.json", result)
-    plot_frontier(result, out / "frontier.png")
+    plot_frontier(frontier_panels(result), out / "frontier.png", title=frontier_title(result))
     return result
 
 
-def plot_frontier(result: dict[str, Any], path: str | Path) -> None:
-    """The frontier figure: per subset, every variant's risk against test accuracy and the Pareto front."""
-    from bnmem.figures.frontier import plot_frontier as draw
-    from bnmem.figures.save import NORM_COLORS
-
-    colors = {name: "tab:orange" if v.get("gs_lambda") else NORM_COLORS.get(v["norm"], "black")
-              for name, v in result["variants"].items()}
+def frontier_panels(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The frontier figure's data (:func:`bnmem.figures.frontier.plot_frontier`): per subset, every
+    variant as a point (accuracy, risk, intervals) and the Pareto front."""
+    norms = {name: v["norm"] for name, v in result["variants"].items()}
+    regularized = {name for name, v in result["variants"].items() if v.get("gs_lambda")}
     panels = []
     for sub in ["all"] + (["outliers"] if result["subset_sizes"].get("outliers") else []):
         pts = front_points(result, sub)
         panels.append({"title": f"privacy vs utility, {'all examples' if sub == 'all' else 'outliers'}",
-                       "risk_label": risk_name(result, sub), "points": pts, "colors": colors,
-                       "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+                       "risk_label": risk_name(result, sub), "points": pts, "norms": norms,
+                       "regularized": regularized, "front": pareto_front({p.name: (p.accuracy, p.risk) for p in pts})})
+    return panels
+
+
+def frontier_title(result: dict[str, Any]) -> str:
+    """The frontier figure's title: its conditions."""
     c = result["conditions"]
-    draw(panels, path, title=f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
-                             f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
-                             "t-interval); filled: on the front")
-
-
-def _fmt(s: dict[str, Any], digits: int = 3, scale: float = 1.0) -> str:
-    if s is None or s.get("mean") is None:
-        return "-"
-    text = f"{scale * s['mean']:.{digits}f}"
-    if s.get("ci"):
-        text += f" ±{scale * (s['ci'][1] - s['ci'][0]) / 2:.{digits}f}"
-    return text
+    return (f"{c['dataset']} {c['arch']}, label noise {c['label_noise']}, OOD {c['ood']}; "
+            f"{c['shadow_models']} shadow models, {c['replicates']} replicates (bars: 95% "
+            "t-interval); filled: on the front")
 
 
 def summary_table(result: dict[str, Any]) -> str:
@@ -477,20 +427,21 @@ def summary_table(result: dict[str, Any]) -> str:
         att = v["attacks"]
         front = ("all" if name in result["frontier"]["all"] else "") + (
             (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, _fmt(v.get("epsilon"), 2) if "epsilon" in v else "-", _fmt(v["test_acc"]),
-               _fmt(v["memorization"]),
-               _fmt(att["online"]["all"]["auc"]), _fmt(att["rmia"]["all"]["auc"])]
+        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["test_acc"]),
+               mean_pm(v["memorization"]),
+               mean_pm(att["online"]["all"]["auc"]), mean_pm(att["rmia"]["all"]["auc"])]
         if has_out:
-            row += [_fmt(att["online"]["outliers"]["auc"]), _fmt(att["rmia"]["outliers"]["auc"])]
-        row += [_fmt(att["online"]["all"]["tpr_at_1pct_fpr"], 1, 100), _fmt(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, 100),
-                _fmt(v["seconds_per_model"], 1), front.strip() or "-"]
+            row += [mean_pm(att["online"]["outliers"]["auc"]), mean_pm(att["rmia"]["outliers"]["auc"])]
+        row += [mean_pm(att["online"]["all"]["tpr_at_1pct_fpr"], 1, scale=100),
+                mean_pm(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
+                mean_pm(v["seconds_per_model"], 1), front.strip() or "-"]
         rows.append(row)
     header = ["variant", "ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
     if has_out:
         header += ["LiRA AUC outl", "RMIA AUC outl"]
     header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
     c = result["conditions"]
-    title = (f"Defenses frontier: {_setting(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
+    title = (f"Defenses frontier: {setting_text(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
              f"front on {risk_name(result)} vs test accuracy")
     return "\n".join([title, table(rows, header)])
 

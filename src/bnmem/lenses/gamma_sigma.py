@@ -19,11 +19,13 @@ from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.figures.gamma_sigma import plot_gamma_sigma
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.trainer import EpochHook
@@ -139,7 +141,7 @@ def run_gamma_sigma(cfg: GammaSigmaConfig, out: str | Path, *, progress: bool = 
     result = LENS.stamp({
         **summarize(histories),
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "norm": "batch",
             "epochs": cfg.train.epochs,
             "sigma": {

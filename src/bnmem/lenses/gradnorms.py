@@ -20,10 +20,12 @@ from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.figures.gradnorms import plot_gradnorms
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.trainer import EpochHook
@@ -221,7 +223,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = Tru
     result = LENS.stamp({
         **metrics,
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "checkpoints": cfg.at,
             "definitions": cfg.definitions,
             "bn_mode": {d: BN_MODE[d] for d in cfg.definitions},
@@ -249,9 +251,9 @@ def summary_table(result: dict[str, Any]) -> str:
         for d in cond["definitions"]:
             for e in cond["checkpoints"]:
                 m = result[norm][d][f"epoch_{e}"]
-                rows.append([norm, d, str(e), fmt(m["clean"]["median"], 4), fmt(m["noisy"]["median"], 4),
-                             fmt(m["ood"]["median"], 4), fmt(m["noisy_clean_median_ratio"], 2),
-                             fmt(m["ood_clean_median_ratio"], 2)])
+                rows.append([norm, d, str(e), fmt(m["clean"]["median"], ".4f"), fmt(m["noisy"]["median"], ".4f"),
+                             fmt(m["ood"]["median"], ".4f"), fmt(m["noisy_clean_median_ratio"], ".2f"),
+                             fmt(m["ood_clean_median_ratio"], ".2f")])
     return table(rows, ["norm", "definition", "epoch", "clean med", "noisy med", "ood med", "noisy/clean",
                         "ood/clean"])
 

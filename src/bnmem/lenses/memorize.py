@@ -8,11 +8,13 @@ from typing import Any
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.memorization import CURVES, epochs_to_fit
 from bnmem.figures.memorization import plot_memorization
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import train_run, train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.recipe import RecipeOptions, select_recipes, shared_record, train_for
@@ -82,7 +84,7 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
     # One key per norm (as documented), plus the conditions of every number.
     result = LENS.stamp({
         **metrics,
-        "conditions": {**cfg.conditions(), "bn_mode_at_query": "eval", "epochs": cfg.train.epochs,
+        "conditions": {**conditions(cfg), "bn_mode_at_query": "eval", "epochs": cfg.train.epochs,
                        "recipe": cfg.recipe, "recipe_selection": selection, "augment": cfg.train.augment,
                        "n_val": ds.n_val, "train_acc": "accuracy on every training example against its "
                        "training label (train-IN), last epoch; val_acc on the held-out validation split"},

@@ -35,12 +35,15 @@ from bnmem import io
 from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
+from bnmem.figures.privacy_utility import plot_privacy_utility
 from bnmem.config import ExperimentConfig
-from bnmem.texttable import fmt, table
+from bnmem.formatting import fmt
+from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import paired_difference
@@ -389,7 +392,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         "selected_lambda": selection["gs_reg"],
         "selected_tau": selection["gs_tau"] if selection["gs_tau"] is not None else cfg.train.gs_tau,
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "lambdas": cfg.lambdas,
             "gs_tau": cfg.train.gs_tau,
             "taus": cfg.tau_values(),
@@ -410,7 +413,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         "dataset": ds.summary(),
     })
     io.write_json(out / "metrics.json", result)
-    plot_privacy_utility(result, out / "privacy_utility.png",
+    plot_privacy_utility(result, out / "privacy_utility.png", _memorization_key(result), legacy_attack=LIRA_ATTACK,
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
                                f"τ={cfg.train.gs_tau}, seeds {cfg.seeds}")
     return result
@@ -420,74 +423,6 @@ def _memorization_key(result: dict[str, Any]) -> str:
     """noisy_acc when there are flipped labels, else ood_acc."""
     first = result[result["variants"][0]]
     return "noisy_acc" if first["final"]["noisy_acc"]["mean"] is not None else "ood_acc"
-
-
-def plot_privacy_utility(result: dict[str, Any], path: Path, title: str = "") -> None:
-    """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
-    min–max), memorization curves, and LiRA AUC vs test accuracy when measured."""
-    import matplotlib.pyplot as plt
-
-    from bnmem.figures.save import NORM_COLORS, save_figure
-
-    key = _memorization_key(result)
-    names = result["variants"]
-    has_lira = any("lira" in result[n] for n in names)
-    fig, axes = plt.subplots(1, 3 if has_lira else 2, figsize=(16 if has_lira else 11, 4.2))
-    gs_names = [n for n in names if result[n]["gs_reg"] > 0]
-    # Oranges: regularized BN variants stay apart from plain BN's red and no-norm's blue.
-    cmap = plt.get_cmap("Oranges")
-
-    def color(n: str):
-        if n in gs_names:
-            return cmap(0.4 + 0.5 * gs_names.index(n) / max(len(gs_names) - 1, 1))
-        return NORM_COLORS.get(result[n]["norm"], "black")
-
-    ax = axes[0]
-    for n in names:
-        m = result[n]
-        for when, face in (("fixed_epoch", color(n)), ("final", "none")):
-            x, y = m[when]["test_acc"], m[when][key]
-            if x["mean"] is None or y["mean"] is None:
-                continue
-            ax.errorbar(x["mean"], y["mean"], xerr=[[x["mean"] - x["min"]], [x["max"] - x["mean"]]],
-                        yerr=[[y["mean"] - y["min"]], [y["max"] - y["mean"]]], fmt="o", color=color(n),
-                        mfc=face, ms=8, capsize=2, label=n if when == "fixed_epoch" else None)
-        ax.annotate(n, (m["fixed_epoch"]["test_acc"]["mean"], m["fixed_epoch"][key]["mean"] or 0),
-                    textcoords="offset points", xytext=(6, 4), fontsize=8)
-    fe = result["conditions"]["fixed_epoch"]
-    ax.set(xlabel="clean test accuracy", ylabel=f"{key.replace('_acc', '')} subset accuracy (memorization)",
-           title=f"privacy vs utility (filled: epoch {fe}, hollow: last)")
-    ax = axes[1]
-    for n in names:
-        curve = result[n]["mean"][key]
-        ax.plot(range(1, len(curve) + 1), curve, color=color(n), label=n)
-    ax.axvline(fe, color="gray", lw=0.8, ls=":")
-    ax.set(xlabel="epoch", ylabel="memorization (mean over seeds)", ylim=(-0.02, 1.02), title="memorization over training")
-    if has_lira:
-        ax = axes[2]
-        for n in names:
-            if "lira" not in result[n]:
-                continue
-            attacks = result[n]["lira"].get("attacks") or {LIRA_ATTACK: result[n]["lira"]}
-            for attack, marker in (("online", "o"), ("rmia", "s")):
-                if attack in attacks and "all" in attacks[attack]:
-                    ax.scatter(result[n]["final"]["test_acc"]["mean"], attacks[attack]["all"]["auc"], color=color(n),
-                               marker=marker, s=50, label=f"{n} ({attack})")
-        chosen = (result.get("selection") or {}).get("variant")
-        ax.set(xlabel="clean test accuracy (final)", ylabel="membership AUC (all examples)",
-               title=f"LiRA online (o) and RMIA (s), {result['conditions']['lira_models']} shadow models"
-                     + (f"; selected: {chosen}" if chosen else ""))
-    for a in axes:
-        a.grid(alpha=0.3)
-        if a.get_legend_handles_labels()[0]:
-            a.legend(fontsize=7)
-        else:  # clean data: no corrupted subset to memorize
-            a.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
-                   transform=a.transAxes, color="gray")
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save_figure(fig, path)
 
 
 def summary_table(result: dict[str, Any]) -> str:

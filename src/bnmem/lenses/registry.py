@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from bnmem.config import validation_line
 from bnmem.errors import BnmemError
+from bnmem.names import BUILTIN_LENSES
 
 # Every results file a lens writes carries these two keys; the report dispatches on them.
 LENS_KEY = "lens"
@@ -116,22 +117,34 @@ class Lens:
             raise BnmemError(prefix + validation_line(e, where)) from e
 
 
-# Built-in lenses, in the order a study runs them (cheap first; membership inference last).
-BUILTIN = {
-    "memorize": "bnmem.lenses.memorize",
-    "gamma-sigma": "bnmem.lenses.gamma_sigma",
-    "gradnorms": "bnmem.lenses.gradnorms",
-    "mitigate": "bnmem.lenses.mitigate",
-    "lira": "bnmem.lenses.lira",
-    "defenses": "bnmem.lenses.defenses",
-    "theory": "bnmem.lenses.theory",
-}
+# Built-in lenses (bnmem.names, the one table of lens names): name -> the module that registers it,
+# in the order a study runs them (cheap first; membership inference last).
+BUILTIN = BUILTIN_LENSES
 _REGISTRY: dict[str, Lens] = {}
 _plugins_loaded = False
 
 
-def register(lens: Lens) -> Lens:
-    """Add ``lens`` to the registry (re-registering a name replaces it) and return it."""
+def register(lens: Lens, *, replace: bool = False) -> Lens:
+    """Add ``lens`` to the registry and return it.
+
+    Args:
+        lens: the lens.
+        replace: replace a lens already registered under the same name (tests, interactive work).
+
+    Raises:
+        BnmemError: the name is taken (by a registered lens, or by a built-in lens that another
+            module tries to register) and ``replace`` is False.
+    """
+    owner = BUILTIN.get(lens.name)
+    module = getattr(lens.run, "__module__", "") or ""
+    if not replace:
+        if lens.name in _REGISTRY:
+            taken = getattr(_REGISTRY[lens.name].run, "__module__", "?")
+            raise BnmemError(f"a lens named {lens.name!r} is already registered (by {taken}); "
+                             "pass replace=True to replace it")
+        if owner is not None and not module.startswith(owner):
+            raise BnmemError(f"lens name {lens.name!r} belongs to the built-in lens in {owner}; "
+                             "choose another name (or pass replace=True)")
     _REGISTRY[lens.name] = lens
     return lens
 

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from bnmem.errors import BnmemError
+from bnmem.measure.hooks import removed_after, unreached
 from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batchnorm_layers
 from bnmem.models.norms import batch_sigma
@@ -59,15 +60,12 @@ def _batch_sigmas(model: nn.Module, layers: list[tuple[str, nn.Module]], x_batch
         return hook
 
     handles = [m.register_forward_pre_hook(make_hook(n, m.eps)) for n, m in layers]
-    try:
+    with removed_after(handles):
         # A float tensor of the model says where (and in what precision) the batch must go.
         ref = next(t for t in [*model.parameters(), *model.buffers()] if t.is_floating_point())
         with bn_query_mode(model, "batch"):
             model(x_batch.to(device=ref.device, dtype=ref.dtype))
-    finally:
-        for h in handles:
-            h.remove()
-    missing = [n for n, _ in layers if n not in sigmas]
+    missing = unreached(layers, sigmas)
     if missing:
         raise BnmemError(f"BN layers {missing} were not reached by a forward pass of the batch")
     return sigmas

@@ -62,6 +62,7 @@ from bnmem.measure.ghost_layers import (
     patch_convs,
     symmetric_padding,
 )
+from bnmem.measure.hooks import removed_after, unreached
 
 
 class GhostUnsupported(ValueError):
@@ -171,6 +172,23 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
     reason = unsupported_reason(model)
     if reason is not None:
         raise GhostUnsupported(reason)
+    layers = [(n, m) for n, m in model.named_modules() if own_params(m)]
+    names = [n for n, _ in layers]
+    loss, records, patches, taps = _recorded_forward(model, x, y, layers)
+    outputs = _layer_outputs(names, records, taps)
+    grads = list(torch.autograd.grad(loss, outputs, allow_unused=True))
+    return _sq_norms(names, records, grads, patches, x.shape[0])
+
+
+def _recorded_forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, layers: list[tuple[str, nn.Module]]
+                      ) -> tuple[torch.Tensor, dict[str, _Record], dict[nn.Module, torch.Tensor],
+                                 dict[nn.Module, list[Projection]]]:
+    """The summed loss of one forward, with every layer's inputs and output recorded (conv patches and
+    attention projections tapped).
+
+    Raises:
+        GhostUnsupported: a layer is not called through its forward, or attention not run the supported way.
+    """
     records: dict[str, _Record] = {}
 
     def make_hook(name: str):
@@ -185,24 +203,29 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
 
         return hook
 
-    layers = [(n, m) for n, m in model.named_modules() if own_params(m)]
     handles = [m.register_forward_hook(make_hook(n), with_kwargs=True) for n, m in layers]
     patches: dict[nn.Module, torch.Tensor] = {}
     taps: dict[nn.Module, list[Projection]] = {}
     try:
-        with torch.enable_grad(), patch_convs(model, patches), tap_attention(model, taps):
+        with removed_after(handles), torch.enable_grad(), patch_convs(model, patches), tap_attention(model, taps):
             logits = model(x)
             loss = F.cross_entropy(logits, y, reduction="sum")
     except AttentionUnsupported as e:
         raise GhostUnsupported(str(e)) from None
-    finally:
-        for h in handles:
-            h.remove()
-    names = [n for n, _ in layers]
-    missing = [n for n in names if n not in records]
+    missing = unreached(layers, records)
     if missing:
         # An unused layer has zero gradient; a layer reached some other way would be missed.
         raise GhostUnsupported(f"layers not called through their forward: {missing}")
+    return loss, records, patches, taps
+
+
+def _layer_outputs(names: list[str], records: dict[str, _Record], taps: dict[nn.Module, list[Projection]]
+                   ) -> list[torch.Tensor]:
+    """The tensors whose gradients the identities need, in layer order (three projections per attention layer).
+
+    Raises:
+        GhostUnsupported: shared weights, a layer the per-module vmap cannot take, or an input modified in place.
+    """
     outputs: list[torch.Tensor] = []
     for n in names:
         r = records[n]
@@ -222,7 +245,12 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
         if tuple(a._version for a in r.inp) != r.versions:
             raise GhostUnsupported(f"{n}: its input is modified in place")
         outputs.append(r.out)
-    grads = list(torch.autograd.grad(loss, outputs, allow_unused=True))
+    return outputs
+
+
+def _sq_norms(names: list[str], records: dict[str, _Record], grads: list[torch.Tensor | None],
+              patches: dict[nn.Module, torch.Tensor], n_examples: int) -> dict[str, torch.Tensor]:
+    """Each parameter's per-sample squared norms from its layer's recorded inputs and output gradients."""
     result: dict[str, torch.Tensor] = {}
     for n in names:
         r = records[n]
@@ -235,7 +263,7 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
             g = torch.zeros_like(r.out) if g is None else g
             parts = _layer_sq(m, r.inp, g, patches)
         for pname, v in parts.items():
-            if v.shape != (x.shape[0],):
+            if v.shape != (n_examples,):
                 raise GhostUnsupported(f"{n}.{pname}: the batch is not dim 0 of its input ({tuple(v.shape)})")
             result[f"{n}.{pname}" if n else pname] = v.detach()
     return result

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from bnmem.errors import BnmemError
+from bnmem.measure.hooks import removed_after
 
 # Default budget: this fraction of the memory available when the measurement starts.
 DEFAULT_FRACTION = 0.5
@@ -176,14 +177,11 @@ def footprint(model: nn.Module, x1: torch.Tensor) -> Footprint:
             fp.local_params += sum(p.numel() for p in own_params(m).values()) * size
 
     handles = [m.register_forward_hook(hook) for m in model.modules()]
-    try:
+    with removed_after(handles):
         was = model.training
         model.eval()
         model(x1)
         model.train(was)
-    finally:
-        for h in handles:
-            h.remove()
     fp.layer_temp = max(temps)
     return fp
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from torch import nn
 
 from bnmem.errors import BnmemError
+from bnmem.names import ARCH_ALIASES
 from bnmem.models.densenet import DenseNet
 from bnmem.models.lenet import LeNet
 from bnmem.models.mlp import MLP
@@ -29,10 +30,9 @@ from bnmem.models.norms import (
 )
 from bnmem.models.resnet import BasicBlock, ResNet, resnet18, resnet20
 
-# Aliases a user may type; resolved by ``canonical_arch``.
-ARCH_ALIASES = {"resnet": "resnet20"}
 # Canonical architecture name -> constructor(input_shape, num_classes, norm, **extra).
-# Must list the same names as bnmem.config.ARCHS (checked by tests/test_models.py).
+# Lists exactly bnmem.names.ARCHS, in its order (checked by tests/test_models.py); aliases
+# (bnmem.names.ARCH_ALIASES) are resolved by ``canonical_arch``.
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "lenet": LeNet,
     "mlp": MLP,

@@ -16,9 +16,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
 from bnmem.errors import BnmemError
-
-# The normalization choices every architecture accepts (its norm= argument).
-NORMS = ("batch", "none", "group", "layer")
+from bnmem.names import NORMS  # the normalization choices every architecture accepts (its norm= argument)
 
 NormFactory = Callable[[int], nn.Module]
 

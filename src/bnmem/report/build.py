@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem import io
-from bnmem.analysis_plan import LENS_GAMMA_SIGMA
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
 from bnmem.report.claims import Claim, evaluate_claims
 from bnmem.report.html import render_html
 from bnmem.report.rundata import RunData, load_run
@@ -35,12 +35,12 @@ class Report:
 def key_tables(run: RunData) -> dict[str, list[Table]]:
     """Section id -> tables shown under that section's figures."""
     out: dict[str, list[Table]] = {
-        "memorization": [memorization_table(c, lens) for c, lens in run.lenses("memorize")],
-        "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses("gradnorms")],
-        "lira": [t for c, lens in run.lenses("lira") for t in lira_tables(c, lens)],
-        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(LENS_GAMMA_SIGMA)],
+        "memorization": [memorization_table(c, lens) for c, lens in run.lenses(MEMORIZE)],
+        "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses(GRADNORMS)],
+        "lira": [t for c, lens in run.lenses(LIRA) for t in lira_tables(c, lens)],
+        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)],
         "theory": [theory_table(run.theory)] if run.theory is not None else [],
-        "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses("mitigate")],
+        "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses(MITIGATE)],
     }
     # Lenses without a dedicated section: the table their own command prints.
     from bnmem.report.html import sections

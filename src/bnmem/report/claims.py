@@ -34,7 +34,7 @@ from bnmem.report.results import (
     layer_type, lira_jackknife, lira_norms, lira_summary, mitigate_at, mitigate_key, mitigate_seeds,
     mitigate_variants, norms_of, outlier_mix, settings_of, variant_lira,
 )
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.report.rundata import CellOutput as Cell, LensOutput as Lens, RunData
 from bnmem.stats import (
     PairedDiff, difference_stats, jackknife_interval, median_interval, pair_by_key, replicated_difference,
 )

@@ -17,7 +17,7 @@ from bnmem.analysis_plan import (
 )
 from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
 from bnmem.report.claims import Claim, Evaluation
-from bnmem.report.results import finite
+from bnmem.formatting import finite
 
 STATUS_COLORS = {
     REPRODUCED: "#1e8a4c", CHECK_PASSED: "#1e8a4c", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",

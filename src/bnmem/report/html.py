@@ -13,38 +13,39 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from bnmem import __version__
+from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, LENS_GAMMA_SIGMA, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION,
-    STATUSES,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES,
 )
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
-from bnmem.report.rundata import Lens, RunData, lens_figures
+from bnmem.report.results import fmt
+from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-# (section id, heading, lens kind, caption of its figure)
+# (section id of the HTML, heading, lens kind, caption of its figure)
 FIGURE_SECTIONS = (
-    ("memorization", "Memorization curves", "memorize",
+    ("memorization", "Memorization curves", MEMORIZE,
      "Accuracy on the corrupted subset (left; flipped labels solid, OOD dashed) and clean train / test accuracy "
      "(right) per epoch; line = mean over seeds, band = min–max over seeds. Accuracy on the corrupted subset "
      "is pure memorization: nothing generalizable links those inputs to their labels."),
-    ("gradnorms", "Per-sample gradient norms", "gradnorms",
+    ("gradnorms", "Per-sample gradient norms", GRADNORMS,
      "Empirical CDFs of per-sample gradient norms (log axis) at each checkpoint; colour = norm, line style = "
      "subset (clean solid, noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
-    ("lira", "Membership inference (log-log ROC)", "lira",
+    ("lira", "Membership inference (log-log ROC)", LIRA,
      "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
      "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
-    ("gamma_sigma", "γ/σ per BN layer", LENS_GAMMA_SIGMA,
+    ("gamma_sigma", "γ/σ per BN layer", GAMMA_SIGMA,
      "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
      "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
      "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
-    ("theory", "Toy model (theory)", "theory",
+    ("theory", "Toy model (theory)", THEORY,
      "Top left: per-step outlier-margin growth of BN over the matched no-norm model, measured vs predicted "
      "(γ/σ)² (frozen statistics) and (γ/σ)²·ρ (real step). Top right: outlier margins. Bottom left: γ with "
      "and without outliers. Bottom right: first-order prediction error vs probe step size."),
-    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", "mitigate",
+    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", MITIGATE,
      "Memorization (and, where measured, LiRA AUC) against test accuracy for BN, BN + γ/σ regularizer at "
      "each λ, and no normalization."),
 )
@@ -301,20 +302,16 @@ def recipe_rows(run: RunData) -> list[list[str]]:
     """Per cell and norm: the recipe (shared or per-norm) and learning rate, train-IN, validation and test
     accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
     rows = []
-    for cell, lens in run.lenses("memorize"):
+    for cell, lens in run.lenses(MEMORIZE):
         for norm in lens.conditions.get("norms") or []:
             rec = lens.data.get(norm) if isinstance(lens.data.get(norm), dict) else None
             if rec is None:
                 continue
             final, recipe = rec.get("final") or {}, rec.get("recipe") or {}
             lr = recipe.get("lr", (lens.config or {}).get("train", {}).get("lr"))
-
-            def pct(k: str) -> str:
-                v = final.get(k)
-                return "—" if v is None else f"{v:.3f}"
-
             rows.append([cell.id, norm, str(recipe.get("mode", lens.conditions.get("recipe", "shared"))),
-                         "—" if lr is None else f"{lr:g}", pct("train_acc"), pct("val_acc"), pct("test_acc")])
+                         "—" if lr is None else f"{lr:g}", fmt(final.get("train_acc")), fmt(final.get("val_acc")),
+                         fmt(final.get("test_acc"))])
     return rows
 
 
@@ -342,20 +339,20 @@ def _join(v: Any) -> str:
 def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     """The definitions that condition the numbers: BN query mode, shadow models, gradient definition..."""
     out: list[tuple[str, str]] = []
-    mem = run.lenses("memorize")
+    mem = run.lenses(MEMORIZE)
     if mem:
         modes = sorted({str(lens.conditions.get("bn_mode_at_query", "eval")) for _, lens in mem})
         epochs = sorted({str(lens.conditions.get("epochs", "?")) for _, lens in mem})
         out.append(("memorization", f"accuracies measured with BN in {'/'.join(modes)} mode (running statistics) "
                                     f"after every epoch; {'/'.join(epochs)} epochs"))
-    gn = run.lenses("gradnorms")
+    gn = run.lenses(GRADNORMS)
     if gn:
         c = gn[0][1].conditions
         modes = c.get("bn_mode") or {}
         out.append(("gradient norms", "; ".join(f"{d}: {modes.get(d, d)}" for d in c.get("definitions", [])) +
                     f"; {c.get('norm_of', 'L2 norm over all parameters')}; {c.get('loss', '')}; checkpoints "
                     f"{_join(c.get('checkpoints'))}"))
-    li = run.lenses("lira")
+    li = run.lenses(LIRA)
     if li:
         c = li[0][1].conditions
         out.append(("membership inference",
@@ -390,8 +387,8 @@ def lens_title(kind: str) -> str:
 def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
     """A figure section: every cell's figure for this lens, or 'not run'."""
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
-    pairs: list[tuple[str, Lens]] = (
-        [("", run.theory)] if kind == "theory" and run.theory is not None
+    pairs: list[tuple[str, LensOutput]] = (
+        [("", run.theory)] if kind == THEORY and run.theory is not None
         else [("", run.studywide[kind])] if kind in run.studywide
         else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
     )
@@ -412,7 +409,7 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
     return "\n".join(out)
 
 
-def _figures_for(lens: Lens) -> list[tuple[str, str]]:
+def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
     """The lens's main figure first, then PNGs no other lens claims as its own."""
     figures = lens_figures()
     main = figures.get(lens.kind)
@@ -554,10 +551,10 @@ def method_text() -> str:
 def full_conditions(run: RunData) -> str:
     """Each lens's complete conditions block, folded, for the reader who needs every setting."""
     out = ['<details id="all-conditions"><summary>All conditions: every lens\'s complete conditions</summary>']
-    lenses: Iterable[tuple[str, Lens]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
-                                          for kind, lens in cell.lenses.items()]
+    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
+                                                for kind, lens in cell.lenses.items()]
     if run.theory is not None:
-        lenses = [*lenses, ("theory", run.theory)]
+        lenses = [*lenses, (THEORY, run.theory)]
     for label, lens in lenses:
         block = lens.conditions or lens.data.get("config") or lens.config or {}
         out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"

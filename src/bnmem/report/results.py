@@ -11,10 +11,13 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from bnmem import formatting
 from bnmem.analysis_plan import BASELINE, BN
-from bnmem.report.rundata import Cell, Lens, RunData
+from bnmem.formatting import EM_DASH, finite
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 # Conditions that differ between the replicates of one setting (each replicate has its
 # own corruption, keep-matrix and model seeds); every other condition defines the setting.
@@ -23,19 +26,9 @@ REPLICATE_KEYS = frozenset({"replicate", "seed", "seeds", "data_seed", "corrupti
 _REPLICATE_SUFFIX = re.compile(r"-r(\d+)$")
 
 
-def finite(v: Any) -> float | None:
-    """``v`` as a float, or None for None, NaN, ±inf and non-numbers (JSON results hold all of them)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def fmt(v: Any, spec: str = ".3f") -> str:
-    """A number or '—'."""
-    f = finite(v)
-    return "—" if f is None else format(f, spec)
+# The report marks a missing number with an em dash (bnmem.formatting holds the one formatter).
+fmt = partial(formatting.fmt, missing=EM_DASH)
+pct = partial(formatting.pct, missing=EM_DASH)
 
 
 def baselines(norms: list[str]) -> list[tuple[str, bool]]:
@@ -48,7 +41,7 @@ def baselines(norms: list[str]) -> list[tuple[str, bool]]:
 # ----------------------------------------------------------------- settings and replicates
 
 
-def replicate_of(cell: Cell) -> int:
+def replicate_of(cell: CellOutput) -> int:
     """The cell's replicate index: its ``replicate`` condition, else an id suffix ``-r<k>``, else 0."""
     r = cell.conditions.get("replicate")
     if isinstance(r, int) or (isinstance(r, str) and r.isdigit()):
@@ -67,22 +60,22 @@ class Setting:
     """
 
     label: str
-    cells: list[Cell]
+    cells: list[CellOutput]
 
     @property
-    def first(self) -> Cell:
+    def first(self) -> CellOutput:
         return self.cells[0]
 
     @property
     def replicates(self) -> list[int]:
         return [replicate_of(c) for c in self.cells]
 
-    def lenses(self, kind: str) -> list[tuple[Cell, Lens]]:
+    def lenses(self, kind: str) -> list[tuple[CellOutput, LensOutput]]:
         """(cell, lens) of one kind over the replicates that ran it."""
         return [(c, c.lenses[kind]) for c in self.cells if kind in c.lenses]
 
 
-def setting_key(cell: Cell) -> str:
+def setting_key(cell: CellOutput) -> str:
     """The conditions that define a setting, as a canonical string (the training recipe counts too, when
     only a lens's own conditions name it, so shared and per-norm recipes never pool as replicates)."""
     c = {k: v for k, v in cell.conditions.items() if k not in REPLICATE_KEYS}
@@ -95,7 +88,7 @@ def setting_key(cell: Cell) -> str:
 
 def settings_of(run: RunData, kind: str) -> list[Setting]:
     """The settings that ran lens ``kind``: cells grouped by :func:`setting_key`, in first-cell order."""
-    groups: dict[str, list[Cell]] = {}
+    groups: dict[str, list[CellOutput]] = {}
     for cell in run.cells:
         if kind in cell.lenses:
             groups.setdefault(setting_key(cell), []).append(cell)
@@ -105,7 +98,7 @@ def settings_of(run: RunData, kind: str) -> list[Setting]:
 # ----------------------------------------------------------------- lens fields
 
 
-def norms_of(lens: Lens, has_results) -> list[str]:
+def norms_of(lens: LensOutput, has_results) -> list[str]:
     """The norms a lens has results for, in the run's order."""
     listed = lens.conditions.get("norms")
     if isinstance(listed, list):
@@ -113,7 +106,7 @@ def norms_of(lens: Lens, has_results) -> list[str]:
     return [k for k, v in lens.data.items() if has_results(v)]
 
 
-def corrupted_subsets(lens: Lens) -> list[tuple[str, str]]:
+def corrupted_subsets(lens: LensOutput) -> list[tuple[str, str]]:
     """(subset name, human name) of the corrupted subsets the lens's data had."""
     ds = lens.data.get("dataset") if isinstance(lens.data.get("dataset"), dict) else {}
     cond = lens.conditions
@@ -125,7 +118,7 @@ def corrupted_subsets(lens: Lens) -> list[tuple[str, str]]:
     return out
 
 
-def outlier_mix(cell: Cell) -> float | None:
+def outlier_mix(cell: CellOutput) -> float | None:
     """The injected outlier fraction of a cell (label noise or OOD), None on clean data."""
     mix = (finite(cell.conditions.get("label_noise")) or 0) + (finite(cell.conditions.get("ood")) or 0)
     return mix or None

@@ -25,6 +25,7 @@ from typing import Any
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
 from bnmem.lenses.registry import LENS_KEY
+from bnmem.names import THEORY
 
 
 def lens_figures() -> dict[str, str]:
@@ -44,8 +45,8 @@ CELL_KEYS = ("dataset", "arch", "label_noise", "ood", "ood_source")
 
 
 @dataclass
-class Lens:
-    """One lens's output folder.
+class LensOutput:
+    """What one lens wrote in its output folder (not the registered :class:`bnmem.lenses.registry.Lens`).
 
     Attributes:
         kind: the registered lens name (its results file's ``"lens"``).
@@ -76,12 +77,13 @@ class Lens:
 
 
 @dataclass
-class Cell:
-    """One (dataset, architecture, corruption) setting and the lenses run on it."""
+class CellOutput:
+    """One (dataset, architecture, corruption) setting and what the lenses run on it wrote
+    (not the study's job cell, :class:`bnmem.study.run.Cell`)."""
 
     id: str
     conditions: dict[str, Any]
-    lenses: dict[str, Lens] = field(default_factory=dict)
+    lenses: dict[str, LensOutput] = field(default_factory=dict)
 
     @property
     def corrupted(self) -> bool | None:
@@ -111,13 +113,13 @@ class RunData:
     root: Path
     layout: str  # "study", "lens" or "folder"
     study: str | None
-    cells: list[Cell]
-    theory: Lens | None
+    cells: list[CellOutput]
+    theory: LensOutput | None
     environment: dict[str, Any] | None
     problems: list[str] = field(default_factory=list)
-    studywide: dict[str, Lens] = field(default_factory=dict)  # once-per-study lenses other than theory
+    studywide: dict[str, LensOutput] = field(default_factory=dict)  # once-per-study lenses other than theory
 
-    def lenses(self, kind: str) -> list[tuple[Cell, Lens]]:
+    def lenses(self, kind: str) -> list[tuple[CellOutput, LensOutput]]:
         """Every (cell, lens) of one kind, in cell order."""
         return [(c, c.lenses[kind]) for c in self.cells if kind in c.lenses]
 
@@ -141,7 +143,7 @@ def _lens_of(doc: Any) -> str | None:
         return doc[LENS_KEY]  # a lens this installation does not know: shown generically
 
 
-def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> list[Lens]:
+def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> list[LensOutput]:
     """Read every lens's results in one folder (a study may put a gamma-sigma results file next to
     another lens's). Empty (with a problem noted when something was expected) if there are none."""
     if not path.is_dir():
@@ -179,12 +181,12 @@ def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> lis
     config = _read_json(path / "config.json", problems) if (path / "config.json").is_file() else None
     env = _read_json(path / "environment.json", problems) if (path / "environment.json").is_file() else None
     figures = {p.name: p for p in sorted(path.glob("*.png"))}
-    return [Lens(kind=kind, path=path, data=doc, config=config, environment=env, figures=figures)
+    return [LensOutput(kind=kind, path=path, data=doc, config=config, environment=env, figures=figures)
             for kind, doc in found.items()]
 
 
-def _conditions_from(lens: Lens) -> dict[str, Any]:
-    """Cell conditions from a lens's own conditions or config."""
+def _conditions_from(lens: LensOutput) -> dict[str, Any]:
+    """A cell's conditions from a lens's own conditions or config."""
     c = dict(lens.conditions)
     cfg = lens.config or {}
     data_cfg = cfg.get("data", {}) if isinstance(cfg.get("data"), dict) else {}
@@ -197,7 +199,7 @@ def _conditions_from(lens: Lens) -> dict[str, Any]:
     return {k: c.get(k) for k in CONDITION_KEYS if k in c}
 
 
-def _first_env(*lenses: Lens | None) -> dict[str, Any] | None:
+def _first_env(*lenses: LensOutput | None) -> dict[str, Any] | None:
     for lens in lenses:
         if lens is not None and lens.environment:
             return lens.environment
@@ -234,7 +236,7 @@ def _load_study(root: Path, problems: list[str]) -> RunData:
     for i, entry in enumerate(index.get("cells") or []):
         cid = str(entry.get("id", f"cell{i}"))
         cond = {k: entry.get(k) for k in CONDITION_KEYS if k in entry}
-        cell = Cell(cid, cond)
+        cell = CellOutput(cid, cond)
         seen: set[str] = set()
         for name, rel in (entry.get("lenses") or {}).items():
             if rel is None or rel in seen:  # an alias (rmia) points at its lens's folder
@@ -246,14 +248,14 @@ def _load_study(root: Path, problems: list[str]) -> RunData:
             for k, v in _conditions_from(lens).items():
                 cell.conditions.setdefault(k, v)
         cells.append(cell)
-    studywide: dict[str, Lens] = {}
+    studywide: dict[str, LensOutput] = {}
     folders = dict(index.get("lenses") or {})
     if index.get("theory"):
-        folders.setdefault("theory", index["theory"])
+        folders.setdefault(THEORY, index["theory"])  # index.json names the theory folder under its own key too
     for name, rel in folders.items():
         for lens in load_lenses(root / rel, problems, hint=name):
             studywide.setdefault(lens.kind, lens)
-    theory = studywide.pop("theory", None)
+    theory = studywide.pop(THEORY, None)
     return RunData(root, "study", index.get("study"), cells, theory, None, problems, studywide)
 
 
@@ -265,8 +267,8 @@ def _load_loose(root: Path, problems: list[str]) -> RunData:
         for sub in sorted(p for p in root.iterdir() if p.is_dir()):
             folders += load_lenses(sub, problems)
     studywide = {lens.kind: lens for lens in folders if _studywide(lens.kind)}
-    theory = studywide.pop("theory", None)
-    cells: list[Cell] = []
+    theory = studywide.pop(THEORY, None)
+    cells: list[CellOutput] = []
     for lens in folders:
         if _studywide(lens.kind):
             continue
@@ -278,7 +280,7 @@ def _load_loose(root: Path, problems: list[str]) -> RunData:
         cell = next((c for c in cells if same(c) and (lens.kind not in c.lenses or c.lenses[lens.kind] is lens)),
                     None)
         if cell is None:
-            cell = Cell(lens.path.name if lens.path != root else root.name, cond)
+            cell = CellOutput(lens.path.name if lens.path != root else root.name, cond)
             cells.append(cell)
         cell.lenses.setdefault(lens.kind, lens)
     layout = "lens" if own else "folder"

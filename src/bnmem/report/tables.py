@@ -7,18 +7,18 @@ there rather than failing the whole report.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from bnmem.analysis_plan import BN
+from bnmem.formatting import EM_DASH, interval
 from bnmem.report.results import (
-    finite, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
-    mitigate_variants,
+    finite, fmt, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
+    mitigate_variants, pct,
 )
-from bnmem.report.rundata import Cell, Lens
+from bnmem.report.rundata import CellOutput, LensOutput
 from bnmem.stats import difference_stats
 
 LIRA_TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "loss",
@@ -38,17 +38,7 @@ class Table:
     preformatted: str | None = None  # text shown as is (a lens's own summary table), instead of rows
 
 
-def f3(v: Any, spec: str = ".3f") -> str:
-    x = finite(v)
-    return "—" if x is None else format(x, spec)
-
-
-def pct(v: Any) -> str:
-    x = finite(v)
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def memorization_table(cell: Cell, lens: Lens) -> Table:
+def memorization_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Final accuracies and fit epochs per norm (means over seeds)."""
     d = lens.data
     norms = [n for n in (lens.conditions.get("norms") or []) if n in d] or [
@@ -57,8 +47,8 @@ def memorization_table(cell: Cell, lens: Lens) -> Table:
     for n in norms:
         fin = d[n].get("final") or {}
         fit = d[n].get("epochs_to_fit_noisy") or {}
-        rows.append([n, str(len(d[n].get("per_seed") or {})), f3(fin.get("noisy_acc")), f3(fin.get("ood_acc")),
-                     f3(fin.get("clean_acc")), f3(fin.get("test_acc")),
+        rows.append([n, str(len(d[n].get("per_seed") or {})), fmt(fin.get("noisy_acc")), fmt(fin.get("ood_acc")),
+                     fmt(fin.get("clean_acc")), fmt(fin.get("test_acc")),
                      str((fit.get("50pct") or {}).get("mean_curve") or "—"),
                      str((fit.get("90pct") or {}).get("mean_curve") or "—")])
     epochs = lens.conditions.get("epochs")
@@ -72,7 +62,7 @@ def memorization_table(cell: Cell, lens: Lens) -> Table:
     )
 
 
-def gradnorms_table(cell: Cell, lens: Lens) -> Table:
+def gradnorms_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Median gradient norm per subset and the noisy/clean ratio, per norm and checkpoint."""
     d = lens.data
     cond = lens.conditions
@@ -83,10 +73,10 @@ def gradnorms_table(cell: Cell, lens: Lens) -> Table:
             if not isinstance(per_def, dict):
                 continue
             for epoch, m in gradnorm_checkpoints(per_def):
-                rows.append([n, definition, str(epoch), f3((m.get("clean") or {}).get("median"), ".4g"),
-                             f3((m.get("noisy") or {}).get("median"), ".4g"),
-                             f3((m.get("ood") or {}).get("median"), ".4g"),
-                             f3(m.get("noisy_clean_median_ratio"), ".2f"), f3(m.get("ood_clean_median_ratio"), ".2f")])
+                rows.append([n, definition, str(epoch), fmt((m.get("clean") or {}).get("median"), ".4g"),
+                             fmt((m.get("noisy") or {}).get("median"), ".4g"),
+                             fmt((m.get("ood") or {}).get("median"), ".4g"),
+                             fmt(m.get("noisy_clean_median_ratio"), ".2f"), fmt(m.get("ood_clean_median_ratio"), ".2f")])
     return Table(
         f"Gradient norms — {cell.describe()}",
         ["norm", "definition", "epoch", "clean median", "noisy median", "OOD median", "noisy/clean",
@@ -97,7 +87,7 @@ def gradnorms_table(cell: Cell, lens: Lens) -> Table:
     )
 
 
-def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
+def lira_tables(cell: CellOutput, lens: LensOutput) -> list[Table]:
     """Attack metrics per norm with paired BN − other AUC differences, and shadow-model accuracy."""
     d = lens.data
     cond = lens.conditions
@@ -113,16 +103,15 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
             # A subset without members and non-members (no outliers on clean data) has no metrics.
             if all(s is None or finite(s.get("auc")) is None for s in summ.values()):
                 continue
-            row = [attack, sub] + [f3((summ[n] or {}).get("auc")) for n in norms]
+            row = [attack, sub] + [fmt((summ[n] or {}).get("auc")) for n in norms]
             for o in others:
                 pa, pb = (summ[BN] or {}).get("auc_per_target"), (summ[o] or {}).get("auc_per_target")
                 if isinstance(pa, list) and isinstance(pb, list) and len(pa) == len(pb) and pa:
                     pd = difference_stats(np.array(pa, float) - np.array(pb, float), unit="targets")
-                    row.append("—" if not math.isfinite(pd.mean) else
-                               f"{pd.mean:+.3f} [{f3(pd.ci_low, '+.3f')}, {f3(pd.ci_high, '+.3f')}]")
+                    row.append(interval(pd.mean, pd.ci_low, pd.ci_high, "+.3f", missing=EM_DASH))
                 else:
                     row.append("—")
-            row += [f3((summ[n] or {}).get("balanced_acc")) for n in norms]
+            row += [fmt((summ[n] or {}).get("balanced_acc")) for n in norms]
             row += [pct((summ[n] or {}).get("tpr_at_0.1pct_fpr")) for n in norms]
             row += [pct((summ[n] or {}).get("tpr_at_1pct_fpr")) for n in norms]
             rows.append(row)
@@ -144,9 +133,7 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
 
             def span(key: str) -> str:
                 s = a.get(key) or {}
-                if finite(s.get("mean")) is None:
-                    return "—"
-                return f"{s['mean']:.3f} [{f3(s.get('min'))}, {f3(s.get('max'))}]"
+                return interval(s.get("mean"), s.get("min"), s.get("max"), missing=EM_DASH)
 
             acc_rows.append([n, span("train_in"), span("train_out"), span("test"), span("noisy_in")])
         tables.append(Table(f"Shadow-model accuracy — {cell.describe()}",
@@ -155,7 +142,7 @@ def lira_tables(cell: Cell, lens: Lens) -> list[Table]:
     return tables
 
 
-def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
+def gamma_sigma_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Per-layer median |γ|/σ and fraction of channels above 1, running σ and batch σ."""
     running = layer_rows(lens.data, "running")
     batch = {r.get("name"): r for r in layer_rows(lens.data, "batch")} if "final" in lens.data else {}
@@ -163,9 +150,9 @@ def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
     for r in running:
         b = batch.get(r.get("name"), {})
         rows.append([str(r.get("name", "?")), str(layer_type(r) or "—"), str(r.get("n_channels", "—")),
-                     f3(layer_median(r)),
-                     f3(r.get("frac_above_1"), ".2f"), f3(layer_median(b)) if b else "—",
-                     f3(b.get("frac_above_1"), ".2f") if b else "—"])
+                     fmt(layer_median(r)),
+                     fmt(r.get("frac_above_1"), ".2f"), fmt(layer_median(b)) if b else "—",
+                     fmt(b.get("frac_above_1"), ".2f") if b else "—"])
     epochs = lens.data.get("epochs") or []
     return Table(f"γ/σ per BN layer — {cell.describe()}",
                  ["layer", "type", "channels", "median |γ|/σ (running σ)", "fraction > 1 (running σ)",
@@ -174,7 +161,7 @@ def gamma_sigma_table(cell: Cell, lens: Lens) -> Table:
                  "sqrt(running_var + eps) (eval mode), batch σ = std of the layer input over one fixed training batch")
 
 
-def mitigation_table(cell: Cell, lens: Lens) -> Table:
+def mitigation_table(cell: CellOutput, lens: LensOutput) -> Table:
     """Per variant: memorization at the fixed and last epoch, test accuracy, γ/σ, LiRA AUC."""
     variants = mitigate_variants(lens.data)
     key = mitigate_key(variants)
@@ -182,13 +169,13 @@ def mitigation_table(cell: Cell, lens: Lens) -> Table:
     rows = []
     for name, v in variants.items():
         def mean(when: str, k: str) -> str:
-            return f3(((v.get(when) or {}).get(k) or {}).get("mean"))
+            return fmt(((v.get(when) or {}).get(k) or {}).get("mean"))
 
         gs = ((v.get("gamma_sigma") or {}).get("final") or {}).get("running") or {}
         auc = ((v.get("lira") or {}).get("all") or {}).get("auc")
-        rows.append([name, f3(v.get("gs_reg"), "g"), mean("fixed_epoch", key), mean("final", key),
-                     mean("final", "test_acc"), f3(gs.get("median_ratio")), f3(gs.get("frac_above_1"), ".2f"),
-                     f3(auc)])
+        rows.append([name, fmt(v.get("gs_reg"), "g"), mean("fixed_epoch", key), mean("final", key),
+                     mean("final", "test_acc"), fmt(gs.get("median_ratio")), fmt(gs.get("frac_above_1"), ".2f"),
+                     fmt(auc)])
     mem = key.replace("_acc", "")
     return Table(f"Mitigation — {cell.describe()}",
                  ["variant", "λ", f"{mem} acc @ epoch {fe}", f"{mem} acc (last)", "test acc (last)",
@@ -201,20 +188,20 @@ def _step(v: Any) -> str:
     return "never" if v is None else str(v)
 
 
-def theory_table(lens: Lens) -> Table:
+def theory_table(lens: LensOutput) -> Table:
     s = lens.data.get("summary") or {}
     amp, g, m = s.get("amplification") or {}, s.get("gamma") or {}, s.get("margins") or {}
     rows = [
-        ["predicted (γ/σ)², median over steps", f3(amp.get("predicted_median"), ".3f")],
-        ["frozen statistics: median rel. error vs (γ/σ)²", f3(amp.get("frozen_stats_median_rel_error"), ".4f")],
-        ["frozen statistics: max rel. error", f3(amp.get("frozen_stats_max_rel_error"), ".4f")],
-        ["real BN step: median rel. error vs (γ/σ)² alone", f3(amp.get("live_vs_gamma_sigma_sq_median_rel_error"), ".4f")],
-        ["real BN step: median rel. error vs (γ/σ)²·ρ", f3(amp.get("live_vs_gamma_sigma_sq_rho_median_rel_error"), ".4f")],
-        ["ρ (BN's projection factor), median", f3(amp.get("rho_median"), ".4f")],
-        ["all-parameter step ratio BN / no-norm, median", f3(amp.get("full_step_ratio_median"), ".3f")],
-        ["γ growth with / without outliers", f3(g.get("growth_ratio_with_vs_without"), ".3f")],
+        ["predicted (γ/σ)², median over steps", fmt(amp.get("predicted_median"), ".3f")],
+        ["frozen statistics: median rel. error vs (γ/σ)²", fmt(amp.get("frozen_stats_median_rel_error"), ".4f")],
+        ["frozen statistics: max rel. error", fmt(amp.get("frozen_stats_max_rel_error"), ".4f")],
+        ["real BN step: median rel. error vs (γ/σ)² alone", fmt(amp.get("live_vs_gamma_sigma_sq_median_rel_error"), ".4f")],
+        ["real BN step: median rel. error vs (γ/σ)²·ρ", fmt(amp.get("live_vs_gamma_sigma_sq_rho_median_rel_error"), ".4f")],
+        ["ρ (BN's projection factor), median", fmt(amp.get("rho_median"), ".4f")],
+        ["all-parameter step ratio BN / no-norm, median", fmt(amp.get("full_step_ratio_median"), ".3f")],
+        ["γ growth with / without outliers", fmt(g.get("growth_ratio_with_vs_without"), ".3f")],
         ["outlier margin at the end, BN vs no-norm",
-         f"{f3(m.get('bn_final_mean'), '.2f')} vs {f3(m.get('plain_final_mean'), '.2f')}"],
+         f"{fmt(m.get('bn_final_mean'), '.2f')} vs {fmt(m.get('plain_final_mean'), '.2f')}"],
         ["first step with every outlier fitted, BN vs no-norm",
          f"{_step(m.get('bn_first_step_all_outliers_fit'))} vs {_step(m.get('plain_first_step_all_outliers_fit'))}"],
     ]
@@ -224,7 +211,7 @@ def theory_table(lens: Lens) -> Table:
                  f"{cfg.get('n_outliers', '?')} {cfg.get('outlier_kind', '?')} outliers, seed {cfg.get('seed', '?')}")
 
 
-def lens_summary_table(label: str, lens: Lens) -> Table | None:
+def lens_summary_table(label: str, lens: LensOutput) -> Table | None:
     """The table a lens's command prints, for a lens the report has no dedicated section for."""
     from bnmem.errors import BnmemError
     from bnmem.lenses import registry

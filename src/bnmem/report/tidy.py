@@ -17,9 +17,10 @@ import math
 from pathlib import Path
 from typing import Any, Iterator
 
-from bnmem.analysis_plan import LENS_GAMMA_SIGMA, LENS_GRADNORMS, LENS_LIRA, LENS_MEMORIZE, LENS_MITIGATE
-from bnmem.report.results import finite, gradnorm_checkpoints, mitigate_variants, replicate_of, setting_key
-from bnmem.report.rundata import Cell, Lens, RunData, load_run
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
+from bnmem.formatting import finite
+from bnmem.report.results import gradnorm_checkpoints, mitigate_variants, replicate_of, setting_key
+from bnmem.report.rundata import CellOutput as Cell, LensOutput as Lens, RunData, load_run
 
 # Conditions of the cell, as columns (left of the measurement columns).
 CONDITION_COLUMNS = ("dataset", "arch", "label_noise", "ood", "ood_source", "recipe")
@@ -144,8 +145,8 @@ def lira_rows(lens: Lens) -> Iterator[Row]:
                                    "epoch": None, "value": _num(v)}
 
 
-READERS = {LENS_MEMORIZE: memorize_rows, LENS_GRADNORMS: gradnorms_rows, LENS_GAMMA_SIGMA: gamma_sigma_rows,
-           LENS_MITIGATE: mitigate_rows, LENS_LIRA: lira_rows}
+READERS = {MEMORIZE: memorize_rows, GRADNORMS: gradnorms_rows, GAMMA_SIGMA: gamma_sigma_rows,
+           MITIGATE: mitigate_rows, LIRA: lira_rows}
 
 
 def _cell_columns(cell: Cell, lens: Lens, settings: dict[str, str]) -> Row:

@@ -70,7 +70,7 @@ from bnmem.shadow.training import (
     shadow_keep,
 )
 from bnmem.measure.predict import bn_query_mode, to_layout
-from bnmem.train.threads import torch_threads
+from bnmem.threads import torch_threads
 
 QUERY_DIR = "query"
 QUERY_FILE = "query.json"

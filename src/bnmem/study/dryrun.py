@@ -31,7 +31,7 @@ def parameter_count(arch: str, dataset: str, norm: str) -> int:
 
 def n_train(data: dict[str, Any]) -> int:
     """Training-set size a data config gives (validation split held out, the OOD images appended included)."""
-    from bnmem.data.sources import DATASETS
+    from bnmem.names import DATASETS
 
     n = data.get("train_size") or DATASETS[data["dataset"]].n_train
     n -= round(float(data.get("val_fraction") or 0.0) * n)

@@ -1,6 +1,9 @@
 """Checks before a study's first job: every dataset is there (or fetched now with ``download``),
 and the disk has room for what the dry run estimates. A failing check is one line and leaves
 ``--out`` untouched, so a missing file never costs an hour of jobs failing one by one.
+
+``bnmem run`` calls :func:`preflight` before it starts the executor; from Python, call it
+before :func:`bnmem.study.run_study` (``preflight(plan(study)[1], out)``).
 """
 
 from __future__ import annotations

@@ -440,8 +440,7 @@ def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
         return {"failed": f"{type(e).__name__}: {e}"}
 
 
-def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              check_disk: bool = True) -> StudyResult:
+def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -449,23 +448,18 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         out: run directory.
         executor: an :class:`~bnmem.executors.Executor` (default: local).
         progress: progress bars.
-        check_disk: compare the free disk with the dry-run estimate before the first job.
 
     Returns:
         The index and one status per job.
 
     Raises:
-        BnmemError: a dataset is missing or the disk too small (before anything is
-            written), ``out`` holds a different study, the disk filled up (the
+        BnmemError: ``out`` holds a different study, the disk filled up (the
             study stops; rerun to resume), or some job failed (after every other
             job has run; rerunning retries only the failed ones).
     """
     from bnmem.executors import get_executor
-    from bnmem.study.preflight import preflight
-
     out = Path(out).expanduser().resolve()
     cells, jobs = plan(study)
-    preflight(jobs, out, disk=check_disk)
     _prepare(out, study)
     index = index_doc(study, cells, jobs)
     _write_if_changed(out / INDEX, index)  # first, so a report can read a study in progress

@@ -30,7 +30,7 @@ from bnmem.theory.model import (
     plain_forward,
     smooth_margin,
 )
-from bnmem.theory.probes import counterfactual_step, probe_state
+from bnmem.theory.probes import Probe, counterfactual_step, probe_state
 
 # Mean cross-entropy starts near log(C) and a converging run only lowers it; a
 # run past this has blown up (at lr ≳ 2 the BN run's weights grow geometrically).
@@ -82,6 +82,15 @@ def simulate(cfg: TheoryConfig) -> dict[str, Any]:
         return _simulate(cfg)
 
 
+# What _simulate records at every step (one list each; arrays in its output).
+RECORDED = (
+    "gamma", "sigma", "amp_pred", "rho", "ratio_frozen", "ratio_live", "ratio_full",
+    "dm_bn_live", "dm_plain", "margin_bn", "margin_plain", "outlier_acc_bn", "outlier_acc_plain",
+    "clean_acc_bn", "clean_acc_plain", "loss_bn", "loss_plain",
+    "gamma_control", "sigma_control", "loss_control", "match_gap",
+)
+
+
 def _simulate(cfg: TheoryConfig) -> dict[str, Any]:
     data = make_toy_data(cfg)
     x, y, idx, eps, lr = data.x, data.y, data.outlier_idx, cfg.bn_eps, cfg.lr
@@ -93,66 +102,18 @@ def _simulate(cfg: TheoryConfig) -> dict[str, Any]:
     bn = {k: v.clone() for k, v in init.items()}
     control = {k: v.clone() for k, v in init.items()}
 
-    rec: dict[str, list] = {k: [] for k in (
-        "gamma", "sigma", "amp_pred", "rho", "ratio_frozen", "ratio_live", "ratio_full",
-        "dm_bn_live", "dm_plain", "margin_bn", "margin_plain", "outlier_acc_bn", "outlier_acc_plain",
-        "clean_acc_bn", "clean_acc_plain", "loss_bn", "loss_plain",
-        "gamma_control", "sigma_control", "loss_control", "match_gap",
-    )}
-    sweep_steps: list[int] = []
-    sweep_frozen: list[np.ndarray] = []  # (n_lrs, n_outliers) per probed step
-    sweep_live: list[np.ndarray] = []
-    sweep_pred_live: list[np.ndarray] = []
-    sweep_amp: list[float] = []
-
+    rec: dict[str, list] = {k: [] for k in RECORDED}
+    sweep = _Sweep()
     for t in range(cfg.steps + 1):
         # --- BN run: probe at the current state, then take the real training step.
         do_sweep = t % cfg.sweep_every == 0
         lrs = sorted(set(sweep_lrs + [lr])) if do_sweep else [lr]
         probe, g_bn = probe_state(bn, x, y, idx, eps, lrs, lr)
-        logits = probe.logits
-        margins, acc_o, acc_c = _fit_stats(logits, y, idx)
-        rec["gamma"].append(float(bn["gamma"]))
-        rec["sigma"].append(probe.sigma)
-        rec["match_gap"].append(probe.match_gap)
-        rec["amp_pred"].append(probe.amp_pred)
-        rec["rho"].append(probe.rho)
-        rec["ratio_frozen"].append(probe.ratio_frozen[lr])
-        rec["ratio_live"].append(probe.ratio_live[lr])
-        rec["ratio_full"].append(probe.ratio_full)
-        rec["dm_bn_live"].append(probe.dm_bn_live)
-        rec["dm_plain"].append(probe.dm_plain)
-        rec["margin_bn"].append(margins)
-        rec["outlier_acc_bn"].append(acc_o)
-        rec["clean_acc_bn"].append(acc_c)
-        rec["loss_bn"].append(float(F.cross_entropy(logits, y)))
+        _record_bn(rec, bn, probe, y, idx, lr)
         if do_sweep:
-            sweep_steps.append(t)
-            sweep_frozen.append(np.stack([probe.ratio_frozen[s] for s in sweep_lrs]))
-            sweep_live.append(np.stack([probe.ratio_live[s] for s in sweep_lrs]))
-            sweep_pred_live.append(probe.amp_pred * probe.rho)
-            sweep_amp.append(probe.amp_pred)
-
-        # --- Plain run from the functionally matched start.
-        q = leaf(plain)
-        logits_q = plain_forward(q, x)
-        loss_q = F.cross_entropy(logits_q, y)
-        g_q = grads(loss_q, q)
-        margins_q, acc_oq, acc_cq = _fit_stats(logits_q.detach(), y, idx)
-        rec["margin_plain"].append(margins_q)
-        rec["outlier_acc_plain"].append(acc_oq)
-        rec["clean_acc_plain"].append(acc_cq)
-        rec["loss_plain"].append(float(loss_q.detach()))
-
-        # --- BN control: same start, outliers replaced by their clean counterparts.
-        r = leaf(control)
-        logits_r, _, sigma_r = bn_forward(r, data.x_clean, eps)
-        loss_r = F.cross_entropy(logits_r, data.y_clean)
-        g_r = grads(loss_r, r)
-        rec["gamma_control"].append(float(control["gamma"]))
-        rec["sigma_control"].append(float(sigma_r.detach()))
-        rec["loss_control"].append(float(loss_r.detach()))
-
+            sweep.add(t, probe, sweep_lrs)
+        q, g_q = _plain_step(rec, plain, x, y, idx)
+        r, g_r = _control_step(rec, control, data.x_clean, data.y_clean, eps)
         for name, loss_t in (("BN", rec["loss_bn"][-1]), ("no-norm", rec["loss_plain"][-1]),
                              ("BN without outliers", rec["loss_control"][-1])):
             _check_finite(name, loss_t, t, lr)
@@ -166,16 +127,84 @@ def _simulate(cfg: TheoryConfig) -> dict[str, Any]:
     out["steps"] = np.arange(cfg.steps + 1)
     out["lr"] = lr
     out["outlier_idx"] = data.outlier_idx.numpy()
-    out["sweep"] = {
-        "lr_factors": np.array(cfg.sweep_factors),
-        "lrs": np.array(sweep_lrs),
-        "steps": np.array(sweep_steps),
-        "amp_pred": np.array(sweep_amp),
-        "ratio_frozen": np.stack(sweep_frozen),  # (n_probed_steps, n_lrs, n_outliers)
-        "ratio_live": np.stack(sweep_live),
-        "pred_live": np.stack(sweep_pred_live),  # (n_probed_steps, n_outliers)
-    }
+    out["sweep"] = {"lr_factors": np.array(cfg.sweep_factors), "lrs": np.array(sweep_lrs), **sweep.arrays()}
     return out
+
+
+def _record_bn(rec: dict[str, list], bn: dict[str, torch.Tensor], probe: Probe, y: torch.Tensor, idx: torch.Tensor,
+               lr: float) -> None:
+    """Append the BN run's state and the claim-5a probes at ``lr`` (the step actually taken)."""
+    logits = probe.logits
+    margins, acc_o, acc_c = _fit_stats(logits, y, idx)
+    rec["gamma"].append(float(bn["gamma"]))
+    rec["sigma"].append(probe.sigma)
+    rec["match_gap"].append(probe.match_gap)
+    rec["amp_pred"].append(probe.amp_pred)
+    rec["rho"].append(probe.rho)
+    rec["ratio_frozen"].append(probe.ratio_frozen[lr])
+    rec["ratio_live"].append(probe.ratio_live[lr])
+    rec["ratio_full"].append(probe.ratio_full)
+    rec["dm_bn_live"].append(probe.dm_bn_live)
+    rec["dm_plain"].append(probe.dm_plain)
+    rec["margin_bn"].append(margins)
+    rec["outlier_acc_bn"].append(acc_o)
+    rec["clean_acc_bn"].append(acc_c)
+    rec["loss_bn"].append(float(F.cross_entropy(logits, y)))
+
+
+def _plain_step(rec: dict[str, list], plain: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                idx: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The plain run (from the functionally matched start) at its current state: record it; its leaves and gradients."""
+    q = leaf(plain)
+    logits_q = plain_forward(q, x)
+    loss_q = F.cross_entropy(logits_q, y)
+    g_q = grads(loss_q, q)
+    margins_q, acc_oq, acc_cq = _fit_stats(logits_q.detach(), y, idx)
+    rec["margin_plain"].append(margins_q)
+    rec["outlier_acc_plain"].append(acc_oq)
+    rec["clean_acc_plain"].append(acc_cq)
+    rec["loss_plain"].append(float(loss_q.detach()))
+    return q, g_q
+
+
+def _control_step(rec: dict[str, list], control: dict[str, torch.Tensor], x_clean: torch.Tensor,
+                  y_clean: torch.Tensor, eps: float) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The BN control (same start, outliers replaced by their clean counterparts): record it; leaves, gradients."""
+    r = leaf(control)
+    logits_r, _, sigma_r = bn_forward(r, x_clean, eps)
+    loss_r = F.cross_entropy(logits_r, y_clean)
+    g_r = grads(loss_r, r)
+    rec["gamma_control"].append(float(control["gamma"]))
+    rec["sigma_control"].append(float(sigma_r.detach()))
+    rec["loss_control"].append(float(loss_r.detach()))
+    return r, g_r
+
+
+class _Sweep:
+    """The learning-rate sweep's probes at every ``sweep_every``-th step."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.frozen: list[np.ndarray] = []  # (n_lrs, n_outliers) per probed step
+        self.live: list[np.ndarray] = []
+        self.pred_live: list[np.ndarray] = []
+        self.amp: list[float] = []
+
+    def add(self, t: int, probe: Probe, sweep_lrs: list[float]) -> None:
+        self.steps.append(t)
+        self.frozen.append(np.stack([probe.ratio_frozen[s] for s in sweep_lrs]))
+        self.live.append(np.stack([probe.ratio_live[s] for s in sweep_lrs]))
+        self.pred_live.append(probe.amp_pred * probe.rho)
+        self.amp.append(probe.amp_pred)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "steps": np.array(self.steps),
+            "amp_pred": np.array(self.amp),
+            "ratio_frozen": np.stack(self.frozen),  # (n_probed_steps, n_lrs, n_outliers)
+            "ratio_live": np.stack(self.live),
+            "pred_live": np.stack(self.pred_live),  # (n_probed_steps, n_outliers)
+        }
 
 
 COUNTERFACTUAL_FIELDS = ("amp", "ratio", "dm_bn", "dm_plain", "ratio_w_only", "first_order_bn",

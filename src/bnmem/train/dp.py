@@ -43,7 +43,7 @@ from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.models.norms import batchnorm_layers
 from bnmem.train.optim import build_optimizer, lr_at, set_lr
-from bnmem.train.threads import torch_threads
+from bnmem.threads import torch_threads
 
 DP_NORMS = ("group", "layer", "none")
 # Keeps the sampling and noise streams of one model seed apart from each other

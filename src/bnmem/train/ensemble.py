@@ -60,7 +60,7 @@ from bnmem.train.ensemble_grouped import GroupedLeNet, supports_grouped
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
 from bnmem.train.optim import lr_at
-from bnmem.train.threads import torch_threads
+from bnmem.threads import torch_threads
 from bnmem.train.trainer import seeded_model, train_model
 
 METHODS = ("auto", "grouped", "vmap", "sequential")

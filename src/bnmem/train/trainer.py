@@ -28,7 +28,7 @@ from bnmem.measure.memorization import subset_accuracies
 from bnmem.measure.predict import to_layout
 from bnmem.train.batching import epoch_batches
 from bnmem.train.optim import build_optimizer, lr_at, set_lr
-from bnmem.train.threads import torch_threads
+from bnmem.threads import torch_threads
 
 CHECKPOINT = "checkpoint.pt"
 MODEL = "model.pt"
@@ -112,36 +112,15 @@ def train_model(
             from bnmem.train.regularizer import GammaSigmaRegularizer
 
             extra_loss = GammaSigmaRegularizer(model, cfg.gs_reg, cfg.gs_tau)
-        history: list[dict] = []
-        start_epoch, seconds = 0, 0.0
-        if run_dir is not None and (run_dir / CHECKPOINT).exists():
-            ckpt = io.load_torch(run_dir / CHECKPOINT)
-            model.load_state_dict(ckpt["model"])
-            opt.load_state_dict(ckpt["optimizer"])
-            history, start_epoch, seconds = ckpt["history"], ckpt["epoch"], ckpt["seconds"]
+        history, start_epoch, seconds = _resume(run_dir, model, opt)
         desc = progress if isinstance(progress, str) else "train"
         bar = tqdm(range(start_epoch, cfg.epochs), desc=desc, disable=not progress, leave=False,
                    initial=start_epoch, total=cfg.epochs)
         for epoch in bar:
             t0 = time.perf_counter()
-            set_lr(opt, lr_at(cfg, epoch))
-            model.train()
-            loss_sum, n_steps = 0.0, 0
-            batches = epoch_batches(len(idx), cfg.batch_size, seed, epoch)
-            params = augment.epoch_params(aug, len(batches), len(batches[0]), seed, epoch) if aug.active else None
-            for s, b in enumerate(batches):
-                sel = idx[b.to(device)]
-                xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
-                loss = F.cross_entropy(model(xb), y_all[sel])
-                if extra_loss is not None:
-                    loss = loss + extra_loss(model)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                loss_sum += float(loss.detach())
-                n_steps += 1
+            train_loss = _train_epoch(model, opt, x_all, y_all, idx, cfg, aug, seed, epoch, extra_loss)
             seconds += time.perf_counter() - t0
-            record: dict = {"epoch": epoch + 1, "lr": lr_at(cfg, epoch), "train_loss": loss_sum / max(n_steps, 1)}
+            record: dict = {"epoch": epoch + 1, "lr": lr_at(cfg, epoch), "train_loss": train_loss}
             if not np.isfinite(record["train_loss"]):
                 raise FloatingPointError(f"training diverged at epoch {epoch + 1} (loss {record['train_loss']}); lower --lr")
             if measure:
@@ -156,11 +135,50 @@ def train_model(
                                                      "history": history, "epoch": epoch + 1, "seconds": seconds})
         bar.close()
         if run_dir is not None:
-            io.save_torch(run_dir / MODEL, model.state_dict())
-            io.write_json(run_dir / "history.json", history)
-            io.mark_done(run_dir, {"epochs": cfg.epochs, "seconds": seconds})
-            (run_dir / CHECKPOINT).unlink(missing_ok=True)
+            _finish(run_dir, model, history, cfg.epochs, seconds)
     return TrainResult(model=model, history=history, seconds=seconds)
+
+
+def _resume(run_dir: Path | None, model: nn.Module, opt: torch.optim.Optimizer) -> tuple[list[dict], int, float]:
+    """(history, epochs done, seconds so far): from the run's checkpoint, loaded into model and optimizer,
+    or a fresh start."""
+    if run_dir is None or not (run_dir / CHECKPOINT).exists():
+        return [], 0, 0.0
+    ckpt = io.load_torch(run_dir / CHECKPOINT)
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["optimizer"])
+    return ckpt["history"], ckpt["epoch"], ckpt["seconds"]
+
+
+def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, x_all: torch.Tensor, y_all: torch.Tensor,
+                 idx: torch.Tensor, cfg: TrainConfig, aug: augment.AugmentSpec, seed: int, epoch: int,
+                 extra_loss: LossHook | None) -> float:
+    """One epoch of SGD over the examples ``idx`` (order and augmentation fixed by (seed, epoch)); the mean loss."""
+    set_lr(opt, lr_at(cfg, epoch))
+    model.train()
+    loss_sum, n_steps = 0.0, 0
+    batches = epoch_batches(len(idx), cfg.batch_size, seed, epoch)
+    params = augment.epoch_params(aug, len(batches), len(batches[0]), seed, epoch) if aug.active else None
+    for s, b in enumerate(batches):
+        sel = idx[b.to(idx.device)]
+        xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
+        loss = F.cross_entropy(model(xb), y_all[sel])
+        if extra_loss is not None:
+            loss = loss + extra_loss(model)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss_sum += float(loss.detach())
+        n_steps += 1
+    return loss_sum / max(n_steps, 1)
+
+
+def _finish(run_dir: Path, model: nn.Module, history: list[dict], epochs: int, seconds: float) -> None:
+    """Write the final weights and history, mark the run DONE, drop the checkpoint."""
+    io.save_torch(run_dir / MODEL, model.state_dict())
+    io.write_json(run_dir / "history.json", history)
+    io.mark_done(run_dir, {"epochs": epochs, "seconds": seconds})
+    (run_dir / CHECKPOINT).unlink(missing_ok=True)
 
 
 def load_finished(model: nn.Module, run_dir: str | Path) -> TrainResult:

@@ -55,9 +55,13 @@ def run(
         # the study's per-job request becomes the executor's default for them.
         kwargs.update(address=ray_address, num_cpus_per_job=spec.resources.num_cpus,
                       num_gpus_per_job=spec.resources.num_gpus)
+    from bnmem.study.preflight import preflight
+
+    # Data and disk, before the executor starts and before anything is written into --out.
+    preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
     ex = get_executor(executor, **kwargs)
     try:
-        result = run_study(spec, out, executor=ex, progress=not quiet, check_disk=not skip_disk_check)
+        result = run_study(spec, out, executor=ex, progress=not quiet)
     finally:
         ex.close()
     done = sum(j["status"] == "done" for j in result.jobs)

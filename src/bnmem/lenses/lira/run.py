@@ -36,12 +36,13 @@ from bnmem.attacks import ALL
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
-from bnmem.texttable import fmt, table
+from bnmem.figures.roc import plot_lira_roc
+from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.figures.roc import plot_roc_panels
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
 from bnmem.shadow.phases import PHASES, estimate, phase_jobs
@@ -49,6 +50,7 @@ from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import pending_specs, train_shadow_chunk
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, SMALL_N, paired_summary as paired_differences
+from bnmem.texttable import table
 
 __all__ = ["LiraConfig", "paired_differences", "run_lira", "summary_table"]
 
@@ -124,7 +126,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     if jackknife:
         attach_jackknife(result["paired"], out, reference, others)
     io.write_json(out / "metrics.json", result)
-    plot_lira_roc(entries, out / "roc.png", title=_title(cfg))
+    plot_lira_roc(entries, out / "roc.png", ALL, title=_title(cfg))
     shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
     return result
 
@@ -147,7 +149,7 @@ def _metrics(cfg: LiraConfig, cfgs: dict[str, LiraConfig], selection: dict[str, 
         "accuracy": {norm: e["accuracy"] for norm, e in entries.items()},
         "paired": paired_section(metrics, reference, others),
         "conditions": {
-            **cfg.conditions(),
+            **conditions(cfg),
             "shadow_models": cfg.shadow_models,
             "base_seed": cfg.base_seed,
             "model_seeds": cfg.model_seeds(),
@@ -181,31 +183,6 @@ def _title(cfg: LiraConfig) -> str:
             f"{cfg.shadow_models} shadow models, BN queried in {cfg.query_bn_mode} mode")
 
 
-def plot_lira_roc(entries: dict[str, dict[str, Any]], path: str | Path, title: str = "") -> None:
-    """Log-log ROC per attack: every norm's pooled curve on all examples and on outliers."""
-    panels = {}
-    for attack in ALL:
-        curves = {}
-        for norm, e in entries.items():
-            for sub in ("all", "outliers"):
-                auc = e["attacks"][attack][sub]["auc"]
-                if e["curves"][attack][sub]["pooled"][0].size:
-                    curves[f"{norm}, {sub} (mean AUC {auc:.3f})"] = e["curves"][attack][sub]["pooled"]
-        panels[attack] = curves
-    plot_roc_panels(panels, path, title=title, ncols=4)
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None or not np.isfinite(v) else f"{100 * v:.1f}"
-
-
-def _delta(p: dict[str, Any], scale: float = 1.0, digits: int = 3) -> str:
-    if not np.isfinite(p["mean"]):
-        return "-"
-    lo, hi = (scale * v for v in p["ci"])
-    return f"{scale * p['mean']:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
 def summary_table(result: dict[str, Any]) -> str:
     """Printable tables: attack metrics per norm with paired differences, and shadow-model accuracy."""
     cond = result["conditions"]
@@ -219,18 +196,19 @@ def summary_table(result: dict[str, Any]) -> str:
             aucs = [result[n][attack][sub]["auc"] for n in norms]
             if not np.isfinite(aucs).any():
                 continue  # e.g. no outliers on clean data
-            row = [attack, sub] + [fmt(a) if np.isfinite(a) else "-" for a in aucs]
-            row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["auc"]) for o in others]
-            row += [_pct(result[n][attack][sub]["tpr_at_1pct_fpr"]) for n in norms]
-            row += [_delta(result["paired"][f"{ref}-{o}"][attack][sub]["tpr_at_1pct_fpr"], 100, 1) for o in others]
+            paired = [result["paired"][f"{ref}-{o}"][attack][sub] for o in others]
+            row = [attack, sub] + [fmt(a) for a in aucs]
+            row += [interval(p["auc"]["mean"], *p["auc"]["ci"], "+.3f") for p in paired]
+            row += [pct(result[n][attack][sub]["tpr_at_1pct_fpr"], suffix="") for n in norms]
+            row += [interval(p["tpr_at_1pct_fpr"]["mean"], *p["tpr_at_1pct_fpr"]["ci"], "+.1f", scale=100)
+                    for p in paired]
             rows.append(row)
     acc_rows = []
     for n in norms:
         a = result["accuracy"][n]
 
         def span(key: str) -> str:
-            s = a[key]
-            return "-" if s["mean"] is None else f"{s['mean']:.3f} [{s['min']:.3f}, {s['max']:.3f}]"
+            return interval(a[key]["mean"], a[key]["min"], a[key]["max"])
 
         lr = (cond.get("lr_per_norm") or {}).get(n)
         acc_rows.append([n, "-" if lr is None else f"{lr:g}", span("train_in"), span("train_out"), span("test"),

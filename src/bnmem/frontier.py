@@ -1,5 +1,8 @@
 """The privacy–utility Pareto front and what the intervals let us say about it (pure functions).
 
+Below the lenses and the audit: the defenses lens computes its front and reading here, and the
+audit cites a finished defenses result through :func:`recommendation` without importing the lens.
+
 A variant is a point (test accuracy, privacy risk): higher accuracy is better,
 lower risk is better. A point is on the front when no other point is at least
 as good on both axes and strictly better on one. The front uses the means; the
@@ -16,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 Interval = tuple[float, float] | None
 
@@ -176,3 +180,57 @@ def recommendation_text(points: Sequence[FrontPoint], risk_name: str, setting: s
                 f"{', '.join(clear)} clearly dominate(s) it." if clear else
                 "it is dominated by the means only; the intervals do not let us call the difference."))
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------ a defenses result read as a front
+# The defenses lens writes these results (bnmem.lenses.defenses); the audit cites their reading
+# (bnmem.auditing.report), so the reading lives here, below both.
+
+ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
+
+
+def front_points(result: dict[str, Any], subset: str = "all") -> list[FrontPoint]:
+    """The variants as frontier points on the result's declared risk axis, for ``subset``."""
+    cond = result["conditions"]
+    pts = []
+    for name in result["variant_names"]:
+        v = result["variants"][name]
+        risk = v["attacks"][cond["risk_attack"]][subset][cond["risk_metric"]]
+        acc = v["test_acc"]
+        pts.append(FrontPoint(
+            name=name, accuracy=math.nan if acc["mean"] is None else acc["mean"],
+            risk=math.nan if risk["mean"] is None else risk["mean"],
+            accuracy_ci=tuple(acc["ci"]) if acc["ci"] else None, risk_ci=tuple(risk["ci"]) if risk["ci"] else None,
+            epsilon=v.get("epsilon", {}).get("mean")))
+    return pts
+
+
+METRIC_LABELS = {"auc": "AUC", "tpr_at_0.1pct_fpr": "TPR at 0.1% FPR", "tpr_at_1pct_fpr": "TPR at 1% FPR"}
+
+
+def risk_name(result: dict[str, Any], subset: str = "all") -> str:
+    """The risk axis in words, e.g. "online LiRA AUC, all examples"."""
+    cond = result["conditions"]
+    attack = "online LiRA" if cond["risk_attack"] == "online" else ATTACK_LABELS[cond["risk_attack"]]
+    return f"{attack} {METRIC_LABELS[cond['risk_metric']]}, {'all examples' if subset == 'all' else 'outliers'}"
+
+
+def setting_text(result: dict[str, Any]) -> str:
+    """The conditions of a defenses result in words (data, architecture, outliers, shadow models, BN mode)."""
+    c = result["conditions"]
+    outliers = (f"{c['label_noise']:.0%} label noise" if c["label_noise"] else
+                f"{c['ood']:.0%} OOD ({c['ood_source']})" if c["ood"] else "clean data")
+    return (f"{c['dataset']}, {c['arch']}, {outliers}, {c['shadow_models']} shadow models per variant and replicate, "
+            f"{c['epochs']} epochs, BN queried in {c['bn_mode_at_query']} mode")
+
+
+def recommendation(result: dict[str, Any]) -> str:
+    """Plain-language reading of the frontier (all examples, then the outliers)."""
+    reps = result["conditions"]["replicates"]
+    text = recommendation_text(front_points(result, "all"), risk_name(result, "all"), setting_text(result), reps)
+    if result["subset_sizes"].get("outliers"):
+        pts = front_points(result, "outliers")
+        front = pareto_front({p.name: (p.accuracy, p.risk) for p in pts})
+        text += (f"\nOn the outliers alone ({risk_name(result, 'outliers')}), the front is: "
+                 + (", ".join(front) if front else "empty (not measured)") + ".")
+    return text

@@ -1,1 +1,0 @@
-"""Former home of the lenses, kept so documented imports keep working: use :mod:`bnmem.lenses`."""

@@ -1,0 +1,104 @@
+"""The privacy–utility figure of the mitigate lens (``privacy_utility.png``).
+
+Three panels: memorization against clean test accuracy per variant, the
+memorization curves over training, and (when shadow models were trained)
+membership AUC against test accuracy. Regularized BN variants are drawn in
+oranges, apart from the norms' own colours.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import matplotlib.pyplot as plt
+
+from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
+
+
+def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, title: str = "",
+                         legacy_attack: str = "online") -> None:
+    """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
+    min–max), memorization curves, and LiRA AUC vs test accuracy when measured.
+
+    Args:
+        result: the mitigate lens's results.
+        path: the figure file.
+        key: the memorized subset's accuracy (``noisy_acc`` or ``ood_acc``).
+        title: the figure's title (its conditions).
+        legacy_attack: the attack of a variant's LiRA record that has no per-attack ``attacks`` block.
+    """
+    names = result["variants"]
+    has_lira = any("lira" in result[n] for n in names)
+    fig, axes = plt.subplots(1, 3 if has_lira else 2, figsize=(16 if has_lira else 11, 4.2))
+    color = _variant_colors(result)
+    _tradeoff_panel(axes[0], result, key, color)
+    fe = result["conditions"]["fixed_epoch"]
+    ax = axes[1]
+    for n in names:
+        curve = result[n]["mean"][key]
+        ax.plot(range(1, len(curve) + 1), curve, color=color(n), label=n)
+    ax.axvline(fe, color="gray", lw=0.8, ls=":")
+    ax.set(xlabel="epoch", ylabel="memorization (mean over seeds)", ylim=(-0.02, 1.02), title="memorization over training")
+    if has_lira:
+        _membership_panel(axes[2], result, color, legacy_attack)
+    for a in axes:
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+        else:  # clean data: no corrupted subset to memorize
+            a.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
+                   transform=a.transAxes, color="gray")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def _variant_colors(result: dict[str, Any]) -> Callable[[str], Any]:
+    """Each variant's colour: its norm's, or for regularized BN variants a shade of orange per λ (apart from
+    plain BN's red and no-norm's blue)."""
+    names = result["variants"]
+    gs_names = [n for n in names if result[n]["gs_reg"] > 0]
+    cmap = plt.get_cmap("Oranges")
+
+    def color(n: str):
+        if n in gs_names:
+            return cmap(0.4 + 0.5 * gs_names.index(n) / max(len(gs_names) - 1, 1))
+        return NORM_COLORS.get(result[n]["norm"], "black")
+
+    return color
+
+
+def _tradeoff_panel(ax: Any, result: dict[str, Any], key: str, color: Callable[[str], Any]) -> None:
+    """Memorization against test accuracy per variant: filled at the fixed epoch, hollow at the last; bars: seed min–max."""
+    for n in result["variants"]:
+        m = result[n]
+        for when, face in (("fixed_epoch", color(n)), ("final", "none")):
+            x, y = m[when]["test_acc"], m[when][key]
+            if x["mean"] is None or y["mean"] is None:
+                continue
+            ax.errorbar(x["mean"], y["mean"], xerr=[[x["mean"] - x["min"]], [x["max"] - x["mean"]]],
+                        yerr=[[y["mean"] - y["min"]], [y["max"] - y["mean"]]], fmt="o", color=color(n),
+                        mfc=face, ms=8, capsize=2, label=n if when == "fixed_epoch" else None)
+        ax.annotate(n, (m["fixed_epoch"]["test_acc"]["mean"], m["fixed_epoch"][key]["mean"] or 0),
+                    textcoords="offset points", xytext=(6, 4), fontsize=8)
+    fe = result["conditions"]["fixed_epoch"]
+    ax.set(xlabel="clean test accuracy", ylabel=f"{key.replace('_acc', '')} subset accuracy (memorization)",
+           title=f"privacy vs utility (filled: epoch {fe}, hollow: last)")
+
+
+def _membership_panel(ax: Any, result: dict[str, Any], color: Callable[[str], Any], legacy_attack: str) -> None:
+    """Membership AUC (online LiRA o, RMIA s) against final test accuracy, for the variants with shadow models."""
+    for n in result["variants"]:
+        if "lira" not in result[n]:
+            continue
+        attacks = result[n]["lira"].get("attacks") or {legacy_attack: result[n]["lira"]}
+        for attack, marker in (("online", "o"), ("rmia", "s")):
+            if attack in attacks and "all" in attacks[attack]:
+                ax.scatter(result[n]["final"]["test_acc"]["mean"], attacks[attack]["all"]["auc"], color=color(n),
+                           marker=marker, s=50, label=f"{n} ({attack})")
+    chosen = (result.get("selection") or {}).get("variant")
+    ax.set(xlabel="clean test accuracy (final)", ylabel="membership AUC (all examples)",
+           title=f"LiRA online (o) and RMIA (s), {result['conditions']['lira_models']} shadow models"
+                 + (f"; selected: {chosen}" if chosen else ""))

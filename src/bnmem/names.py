@@ -1,0 +1,60 @@
+"""The one table of each kind of name bnmem accepts: datasets, architectures, norms, built-in lenses.
+
+A leaf module (standard library only): the config models validate against these
+tables, and data, models, the lens registry, the report and the CLI read them,
+so a name is added in exactly one place. The objects a name stands for (loaders,
+constructors, norm layers, lens modules) live in their own packages, which check
+that they cover these tables (tests/test_models.py, tests/test_layers.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Static facts about a dataset, known without loading it."""
+
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    description: str
+    n_train: int = 0  # sizes of the standard training and test splits (for cost estimates before loading)
+    n_test: int = 0
+
+
+# Every dataset bnmem can load (loaders: bnmem.data.sources).
+DATASETS: dict[str, DatasetInfo] = {
+    "digits": DatasetInfo((1, 8, 8), 10, "scikit-learn's bundled 8x8 digits (1,797 images)", 898, 899),
+    "mnist": DatasetInfo((1, 28, 28), 10, "MNIST handwritten digits", 60_000, 10_000),
+    "fashion-mnist": DatasetInfo((1, 28, 28), 10, "Fashion-MNIST clothing images", 60_000, 10_000),
+    "cifar10": DatasetInfo((3, 32, 32), 10, "CIFAR-10 natural images", 50_000, 10_000),
+    "cifar100": DatasetInfo((3, 32, 32), 100, "CIFAR-100 natural images (fine labels)", 50_000, 10_000),
+}
+
+# Canonical architecture names (constructors: bnmem.models.MODELS, which lists exactly these).
+ARCHS: tuple[str, ...] = ("lenet", "mlp", "resnet20", "resnet18", "densenet")
+# Aliases a user may type, resolved to a canonical name.
+ARCH_ALIASES: dict[str, str] = {"resnet": "resnet20"}
+
+# Normalization kinds every architecture takes (layers: bnmem.models.norms.norm_factory).
+NORMS: tuple[str, ...] = ("batch", "none", "group", "layer")
+
+# Built-in lenses, in the order a study runs them (cheap first; membership inference last),
+# each with the module that registers it (bnmem.lenses.registry imports it on first use).
+MEMORIZE = "memorize"
+GAMMA_SIGMA = "gamma-sigma"
+GRADNORMS = "gradnorms"
+MITIGATE = "mitigate"
+LIRA = "lira"
+DEFENSES = "defenses"
+THEORY = "theory"
+BUILTIN_LENSES: dict[str, str] = {
+    MEMORIZE: "bnmem.lenses.memorize",
+    GAMMA_SIGMA: "bnmem.lenses.gamma_sigma",
+    GRADNORMS: "bnmem.lenses.gradnorms",
+    MITIGATE: "bnmem.lenses.mitigate",
+    LIRA: "bnmem.lenses.lira",
+    DEFENSES: "bnmem.lenses.defenses",
+    THEORY: "bnmem.lenses.theory",
+}

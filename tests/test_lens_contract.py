@@ -1,0 +1,131 @@
+"""The contract every registered lens keeps, checked on each of them; and a registry that refuses surprises.
+
+For each lens: its config validates its own defaults; a tiny run writes its results file
+stamped with ``"lens"`` and ``"schema_version"``; its summary renders. A new built-in lens
+fails here until it has a tiny configuration in ``TINY``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from pydantic import BaseModel
+
+from bnmem import io
+from bnmem.errors import BnmemError
+from bnmem.lenses import registry
+from bnmem.lenses.registry import LENS_KEY, SCHEMA_KEY, Lens
+from bnmem.names import BUILTIN_LENSES
+
+_DATA = {"dataset": "digits", "label_noise": 0.05, "train_size": 120}
+# The smallest run of each lens that still goes through all its steps (seconds each, one thread).
+TINY = {
+    "memorize": {"data": _DATA, "norms": ["batch", "none"], "seeds": [0], "train": {"epochs": 2}},
+    "gamma-sigma": {"data": _DATA, "seeds": [0], "train": {"epochs": 2}},
+    "gradnorms": {"data": _DATA, "norms": ["batch"], "seeds": [0], "train": {"epochs": 2}, "at": [1, 2]},
+    "mitigate": {"data": _DATA, "norms": ["batch"], "seeds": [0], "train": {"epochs": 2}, "lambdas": [1.0],
+                 "fixed_epoch": 1},
+    "lira": {"data": _DATA, "norms": ["batch"], "shadow_models": 4, "chunk_size": 4, "views": ["identity"],
+             "train": {"epochs": 1}},
+    "defenses": {"data": _DATA, "norms": ["batch", "none"], "gs_lambda": 0, "dp_epsilons": [], "shadow_models": 4,
+                 "chunk_size": 4, "replicates": 1, "train": {"epochs": 1}},
+    "theory": {"steps": 20, "sweep_every": 10, "counterfactual_seeds": 1, "plot": False},
+}
+
+
+def test_registry_lists_the_builtin_lenses_of_the_names_table():
+    assert registry.names()[: len(BUILTIN_LENSES)] == list(BUILTIN_LENSES)
+    assert [lens.name for lens in registry.all_lenses()][: len(BUILTIN_LENSES)] == list(BUILTIN_LENSES)
+    assert set(TINY) == set(BUILTIN_LENSES), "every built-in lens needs a tiny configuration here"
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_LENSES))
+def test_config_validates_its_defaults(name):
+    lens = registry.get(name)
+    defaults = lens.config()
+    assert lens.validate(defaults.model_dump(mode="json")) == defaults
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """name -> (lens, returned results, results file read back): each lens run once, lazily."""
+    done: dict[str, tuple] = {}
+
+    def run(name: str):
+        if name not in done:
+            lens = registry.get(name)
+            out = tmp_path_factory.mktemp(name.replace("-", "_"))
+            result = lens.run(lens.validate(TINY[name]), out, progress=False)
+            done[name] = (lens, result, io.read_json(out / lens.results), out)
+        return done[name]
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(BUILTIN_LENSES))
+def test_tiny_run_writes_stamped_results_and_its_summary_renders(name, tiny_runs):
+    lens, result, doc, out = tiny_runs(name)
+    assert list(doc)[:2] == [LENS_KEY, SCHEMA_KEY]
+    assert doc[LENS_KEY] == name and doc[SCHEMA_KEY] == lens.schema_version
+    assert lens.summary is not None
+    text = lens.summary(doc)
+    assert isinstance(text, str) and text.strip()
+    assert text == lens.summary(result)  # the file read back renders as the run's returned result
+
+
+# ---------------------------------------------------------------- duplicates
+
+
+class _ToyConfig(BaseModel):
+    top: int = 1
+
+
+def _toy(name: str, run=lambda cfg, out, **kw: {}) -> Lens:
+    return Lens(name=name, config=_ToyConfig, run=run)
+
+
+def test_register_refuses_a_duplicate_name_unless_replace():
+    first, second = _toy("contract-toy"), _toy("contract-toy", run=lambda cfg, out, **kw: {"x": 1})
+    registry.register(first)
+    try:
+        with pytest.raises(BnmemError, match="already registered.*replace=True"):
+            registry.register(second)
+        assert registry.get("contract-toy") is first
+        assert registry.register(second, replace=True) is second
+        assert registry.get("contract-toy") is second
+    finally:
+        registry.unregister("contract-toy")
+
+
+def test_register_refuses_a_builtin_name_from_another_module():
+    registry.get("lira")  # loaded: a second "lira" is a duplicate
+    with pytest.raises(BnmemError, match="'lira' is already registered"):
+        registry.register(_toy("lira"))
+    assert registry.get("lira").run.__module__.startswith(BUILTIN_LENSES["lira"])
+    # Not yet loaded: the name still belongs to its built-in module.
+    saved = registry._REGISTRY.pop("theory")
+    try:
+        with pytest.raises(BnmemError, match="belongs to the built-in lens in bnmem.lenses.theory"):
+            registry.register(_toy("theory"))
+        assert "theory" not in registry._REGISTRY
+    finally:
+        registry._REGISTRY["theory"] = saved
+    replaced = dataclasses.replace(saved, title="patched")
+    try:
+        assert registry.register(replaced, replace=True) is replaced
+    finally:
+        registry.register(saved, replace=True)
+    assert registry.get("theory") is saved
+
+
+def test_architecture_doc_lists_every_builtin_lens():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## What bnmem measures"):text.index("## Definitions")]
+    rows = re.findall(r"^\| `([a-z-]+)` \|.*\| `([^`]+)`[^|]*\|$", section, flags=re.M)
+    assert [name for name, _ in rows] == list(BUILTIN_LENSES)
+    assert {name: results for name, results in rows} == {n: registry.get(n).results for n in BUILTIN_LENSES}
