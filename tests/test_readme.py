@@ -138,3 +138,38 @@ def test_demo_study_in_readme_matches_the_file():
     n_cells = len(demo["grid"]["outliers"]) * demo["grid"]["replicates"] * len(demo["grid"]["recipes"])
     assert f"{n_cells} cells" in text
     assert "defenses" not in demo["lenses"] and "(not defenses" in text
+
+
+DOCS = [README, *sorted(p for p in (ROOT / "docs").glob("*.md")
+                        if p.name not in ("architecture.md", "analysis-plan.md"))]  # those two have their own tests
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:]:
+            if not hasattr(obj, p):
+                return False
+            obj = getattr(obj, p)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_named_code_and_files_exist(doc):
+    """Every `bnmem.x.y` the doc names resolves, and every repository path it names exists."""
+    text = doc.read_text(encoding="utf-8")
+    names = set(re.findall(r"`(bnmem(?:\.[A-Za-z_]\w*)+)", text))
+    assert [n for n in sorted(names) if not _resolves(n)] == []
+    paths = set(re.findall(r"(?<![\w/.])((?:src/bnmem|bnmem|tests|benchmarks|docs|studies)/[\w/.-]+\.(?:py|md|yaml))",
+                           text))
+    placeholder = re.compile(r"/[A-Z]+\.\w+$")  # e.g. bnmem/cli/commands/NAME.py
+    missing = [p for p in sorted(paths) if not placeholder.search(p)
+               and not (ROOT / p).exists() and not (ROOT / "src" / p).exists()]
+    assert missing == []
