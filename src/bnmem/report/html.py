@@ -98,6 +98,9 @@ header nav { margin: 2px 0 6px; font-size: 13px; }
 header { margin-bottom: 8px; }
 #headline h2, #forest h2 { display: none; }
 figure.forest { margin: 4px 0 10px; }
+div.figcell { display: inline-block; width: 49.5%; vertical-align: top; }
+div.figcell h3 { font-size: 13.5px; margin: 10px 0 2px; }
+div.figcell figure { margin: 2px 0 8px; }
 figure.forest img { width: 100%; border: none; }
 details { margin: 4px 0; }
 details > summary { font-weight: 600; font-size: 15px; }
@@ -390,12 +393,15 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
     pairs: list[tuple[str, LensOutput]] = (
         [("", run.theory)] if kind == THEORY and run.theory is not None
         else [("", run.studywide[kind])] if kind in run.studywide
-        else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
+        else [(f"{cell.describe()} · {cell.id}", lens) for cell, lens in run.lenses(kind)]
     )
     if not pairs:
         out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
         return "\n".join(out)
+    out.append(f'<p class="caption">{esc(caption)}</p>')
+    grid = len(pairs) > 1  # one figure per cell: two per row, each under its cell's label
     for label, lens in pairs:
+        out.append('<div class="figcell">' if grid else "<div>")
         if label:
             out.append(f"<h3>{esc(label)}</h3>")
         figs = _figures_for(lens)
@@ -404,7 +410,8 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
                        f'{esc(lens.path)}</p>')
         for name, uri in figs:
             out.append(f'<figure><img src="{uri}" alt="{esc(kind)}: {esc(name)}">'
-                       f"<figcaption><b>{esc(name)}.</b> {esc(caption)} Source: {esc(lens.path)}</figcaption></figure>")
+                       f"<figcaption><b>{esc(name)}</b> · {esc(lens.path)}</figcaption></figure>")
+        out.append("</div>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -497,8 +504,9 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     parts += ['<section id="forest"><h2>Forest plot</h2>', forest_block(claims), "</section>"]
     for sid, heading, kind, caption in sections(run):
         parts.append(figure_section(run, sid, heading, kind, caption))
-        for t in tables.get(sid, []):
-            parts.append(render_table(t))
+        if tables.get(sid):  # the key tables of the section, folded under its figures
+            parts.append(_fold(f"tables-{sid}", f"{heading}: tables ({len(tables[sid])})",
+                               "\n".join(render_table(t) for t in tables[sid])))
     checklist_body = (
         '<p class="caption">Each claim of the paper, the number measured here, its 95% confidence interval and '
         f"its status under analysis plan {PLAN_VERSION}, how many alternative analyses agree, and the verdict under "
