@@ -147,10 +147,10 @@ def test_gradnorms_default_checkpoints_fit_the_epochs(tmp_path):
     """The default --at is derived from --epochs, so any run length works without --at."""
     from bnmem.lenses.gradnorms import GradNormsConfig, default_checkpoints
 
-    assert default_checkpoints(30) == [1, 5, 10, 30]
-    assert default_checkpoints(10) == [1, 3, 10]
+    assert default_checkpoints(30) == [1, 2, 3, 5, 10, 30]
+    assert default_checkpoints(10) == [1, 2, 3, 10]
     assert default_checkpoints(1) == [1]
-    assert GradNormsConfig.model_validate({"train": {"epochs": 10}}).at == [1, 3, 10]
+    assert GradNormsConfig.model_validate({"train": {"epochs": 10}}).at == [1, 2, 3, 10]
     assert main(["gradnorms", "--epochs", "2", "--train-size", "60", "--seeds", "1", "--norms", "batch",
                  "--out", str(tmp_path / "g"), "--quiet"]) == 0
     assert json.loads((tmp_path / "g" / "metrics.json").read_text())["conditions"]["checkpoints"] == [1, 2]

@@ -21,11 +21,11 @@ import pytest
 from bnmem.cli import main
 from bnmem.report.build import build_report
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN_VERSION, PREVIOUS_NOT_REPRODUCED,
-    PREVIOUS_REPRODUCED, REPRODUCED, STATUSES,
+    CHECK_FAILED, CHECK_PASSED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN_VERSION,
+    REPRODUCED, STATUSES,
 )
 
-CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6"]
+CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6", "7"]
 ROW_STATUSES = set(STATUSES) | {CHECK_PASSED, CHECK_FAILED}
 GRADED = set(STATUSES) - {NOT_RUN}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -264,7 +264,7 @@ def test_study_report_is_self_contained_and_complete(study_dir):
         if r["status"] != NOT_RUN:
             assert r["value"] and r["conditions"]
     md = rep.markdown.read_text(encoding="utf-8")
-    assert "| # | claim | metric | value | 95% CI | status | robustness | plan 1.1 | rule |" in md
+    assert "| # | claim | metric | value | CI | status | vs paper | robustness | plan 2.0 | rule |" in md
     assert f"Analysis plan version **{PLAN_VERSION}**" in md and "## Robustness panel" in md
     for cid in CLAIM_IDS:
         assert f"\n| {cid} | " in md
@@ -283,12 +283,13 @@ def test_study_claims_follow_their_rules(study_dir):
     # models, so there is no valid interval (no jackknife written): inconclusive, whatever the mean
     assert claims["3b"].decisive.value == pytest.approx(0.0275)
     assert status["3b"] == INCONCLUSIVE and claims["3b"].decisive.ci_low is None
-    # plan 1.1 decided it on the targets as independent pairs: positive but below the 3-point bar
-    assert claims["3b"].previous_status == PREVIOUS_NOT_REPRODUCED
-    # crafted γ/σ: every layer has half its channels above 1 in each of 3 models: median 0.5, and 3 models
-    # are too few for a 95% median interval -> inconclusive; plan 1.1 (2 of 3 layers by median) passed it
-    assert claims["4"].decisive.value == pytest.approx(0.5) and claims["4"].decisive.ci_low is None
-    assert status["4"] == INCONCLUSIVE and claims["4"].previous_status == PREVIOUS_REPRODUCED
+    # plan 2.0 had no interval either
+    assert claims["3b"].previous_status == INCONCLUSIVE
+    # crafted γ/σ: in each of 3 models 2 of its 3 BN layers have their median |γ|/σ above 1 (half the channels
+    # of every layer above 1): plan 3.0 decides on layers (2/3 in every model, above half: reproduced);
+    # plan 2.0 took the median channel fraction 0.5 over 3 models, too few for its median interval
+    assert claims["4"].decisive.value == pytest.approx(2 / 3)
+    assert status["4"] == REPRODUCED and claims["4"].previous_status == INCONCLUSIVE
     # crafted mitigation: noisy acc 0.60 → 0.223 (cut 63%) at a constant 0.5-point test cost, 3 seeds
     assert status["6"] == REPRODUCED
     # real tiny runs: a graded status by the rule, whatever the numbers came out as
@@ -331,7 +332,7 @@ def test_lira_single_replicate_is_inconclusive_however_large(tmp_path):
     above = write_lira(tmp_path / "above", [0.60, 0.62, 0.64, 0.66], [0.56, 0.58, 0.60, 0.62])  # +0.04 each
     c3a = next(c for c in build_report(above).claims if c.id == "3a")
     assert c3a.status == INCONCLUSIVE and c3a.decisive.value == pytest.approx(0.04)
-    assert c3a.previous_status == PREVIOUS_REPRODUCED  # plan 1.1 read the 4 targets as independent
+    assert c3a.previous_status == INCONCLUSIVE  # plan 2.0 had no interval either
     clean = write_lira(tmp_path / "clean", [0.60, 0.62], [0.56, 0.58], label_noise=0.0)
     claims = {c.id: c for c in build_report(clean).claims}
     assert claims["3a"].status == NOT_RUN and claims["3b"].status == INCONCLUSIVE
@@ -374,12 +375,10 @@ def test_real_gamma_sigma_run_reports_claim_4(tmp_path):
     claims = {c.id: c for c in build_report(tmp_path / "gs").claims}
     layers = res["final"]["running"]
     assert [v["layer_type"] for v in layers.values()] == ["conv", "conv", "fc", "fc"]  # LeNet: 2 conv, 2 fc BN
-    conv = [sum(v["per_seed"][s]["frac_above_1"] * v["n_channels"] for v in layers.values()
-                if v["layer_type"] == "conv") / sum(v["n_channels"] for v in layers.values()
-                                                    if v["layer_type"] == "conv") for s in "01"]
-    assert claims["4"].decisive.value == pytest.approx(np.median(conv))
-    assert claims["4"].status == INCONCLUSIVE  # 2 models: too few for a 95% median interval
-    assert [a.name for a in claims["4"].coverdicts()] == ["convolutional BN layers", "fully connected BN layers"]
+    fractions = [np.mean([v["per_seed"][s]["median_ratio"] > 1 for v in layers.values()]) for s in "01"]
+    assert claims["4"].decisive.value == pytest.approx(np.mean(fractions))  # layers, every BN layer
+    assert claims["4"].coverdicts() == []  # channel fractions are descriptions
+    assert "all channels above 1" in claims["4"].decisive.note
     page = parse(tmp_path / "gs" / "report.html")
     assert_self_contained(page)
     assert len(page.imgs) == 1
@@ -429,7 +428,7 @@ def test_report_of_a_real_study_run(tmp_path):
     for cid in ("1", "3a", "5b"):
         assert status[cid] in GRADED, cid
     assert status["5a"] in (CHECK_PASSED, CHECK_FAILED)
-    for cid in ("2", "3b", "4", "6"):
+    for cid in ("2", "3b", "4", "6", "7"):
         assert status[cid] == NOT_RUN, cid
     assert len(page.imgs) == 3  # memorization, roc, theory
     assert "tiny" in (out / "summary.md").read_text(encoding="utf-8").splitlines()[0]
@@ -445,13 +444,13 @@ def test_folder_of_lens_dirs_groups_lenses_by_setting(lens_dirs, tmp_path):
     assert {"memorize", "lira", "gamma-sigma", "mitigate"} <= set(by_noise[0.1].lenses)
     assert set(by_noise[0.0].lenses) == {"lira"}
     status = {c.id: c.status for c in rep.claims}
-    assert status["3b"] == INCONCLUSIVE and status["4"] == INCONCLUSIVE and status["6"] == REPRODUCED
+    assert status["3b"] == INCONCLUSIVE and status["4"] == REPRODUCED and status["6"] == REPRODUCED
     assert_self_contained(parse(rep.html))
 
 
 def test_gradnorm_claim_decides_on_memorization_phase_checkpoints():
     """Claim 2 uses checkpoints after epoch 1 and up to half of training."""
-    from bnmem.report.claims import memorization_phase
+    from bnmem.report.claims.claim2 import memorization_phase
 
     assert memorization_phase([1, 5, 10, 30], 30) == [5, 10]
     assert memorization_phase([1, 5, 20], 20) == [5]

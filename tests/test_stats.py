@@ -51,13 +51,15 @@ def test_t_interval_known_case_and_small_n_method():
     half = 4.302652729911275 / np.sqrt(3)  # t_{0.975, 2} · sd / sqrt(n), sd = 1
     assert (lo, hi) == (pytest.approx(2 - half), pytest.approx(2 + half))
     pd = difference_stats([1.0, 2.0, 3.0])
-    assert "t-interval" in pd.method and "3 paired seeds" in pd.method and "only 3 seeds" in pd.note
+    assert "t-interval" in pd.method and "3 paired seeds" in pd.method
     assert (pd.ci_low, pd.ci_high) == (pytest.approx(lo), pytest.approx(hi))
     assert pd.min == 1.0 and pd.max == 3.0
     # the bootstrap over 3 values cannot leave [min, max]: narrower than the t-interval
     assert 1.0 <= pd.boot_low and pd.boot_high <= 3.0 and pd.boot_low > pd.ci_low
     many = difference_stats(np.arange(SMALL_N, dtype=float), unit="targets")
-    assert "percentile bootstrap" in many.method and many.ci_low == many.boot_low
+    assert "t-interval" in many.method and many.ci_low == many.t_low  # plan 3.0: t at every n
+    old = difference_stats(np.arange(SMALL_N, dtype=float), unit="targets", bootstrap_from=SMALL_N)
+    assert "percentile bootstrap" in old.method and old.ci_low == old.boot_low  # plan 2.0's rule, kept
 
 
 def test_degenerate_samples():
@@ -72,7 +74,7 @@ def test_degenerate_samples():
 
 
 def test_constants_are_the_documented_plan():
-    # The declared analysis plan: 95% intervals, 10,000 seeded resamples, the t-interval below 10 pairs.
+    # The declared analysis plan: 95% intervals, 10,000 seeded resamples (shown); plan 2.0 bootstrapped from 10.
     assert (stats.LEVEL, stats.N_RESAMPLES, stats.SEED, stats.SMALL_N) == (0.95, 10_000, 0, 10)
 
 
@@ -94,11 +96,12 @@ def test_zero_width_bootstrap_for_a_constant_sample_only():
 @pytest.mark.parametrize("n", [SMALL_N - 1, SMALL_N])
 def test_small_n_boundary_chooses_the_interval(n):
     d = np.linspace(-0.2, 0.5, n)
-    pd = difference_stats(d, unit="targets")
+    now = difference_stats(d, unit="targets")
+    assert (now.ci_low, now.ci_high) == (now.t_low, now.t_high)
+    assert now.method == f"95% Student t-interval over {n} paired targets" and now.note == ""
+    pd = difference_stats(d, unit="targets", bootstrap_from=SMALL_N)  # plan 2.0's switch
     if n < SMALL_N:
         assert (pd.ci_low, pd.ci_high) == (pd.t_low, pd.t_high)
-        assert pd.method == f"95% Student t-interval over {n} paired targets (n < {SMALL_N})"
-        assert pd.note.startswith(f"only {n} targets: the interval is coarse; the percentile bootstrap [")
     else:
         assert (pd.ci_low, pd.ci_high) == (pd.boot_low, pd.boot_high)
         assert pd.method == f"95% percentile bootstrap over {n} paired targets (10000 resamples, seed 0)"
@@ -112,7 +115,7 @@ def test_paired_difference_passes_its_settings_through():
     a, b = rng.normal(size=30), rng.normal(size=30)
     pd = paired_difference(a, b, unit="targets", level=0.8, n_resamples=300, seed=5)
     assert pd == difference_stats(a - b, unit="targets", level=0.8, n_resamples=300, seed=5)
-    assert pd.method == "80% percentile bootstrap over 30 paired targets (300 resamples, seed 5)"
+    assert pd.method == "80% Student t-interval over 30 paired targets"
     assert (pd.boot_low, pd.boot_high) == bootstrap_mean_ci(a - b, level=0.8, n_resamples=300, seed=5)
     assert (pd.t_low, pd.t_high) == t_interval(a - b, level=0.8)
     assert paired_difference([2, 3], [1, 1]).unit == "seeds"
@@ -129,7 +132,7 @@ def test_degenerate_samples_text_and_fields():
     assert (none.n, none.ci_low, none.ci_high, none.method, none.unit) == (0, None, None, "no pairs", "targets")
     assert math.isnan(none.mean) and none.note == "2 pair(s) without a finite value on both sides dropped"
     dropped = difference_stats([0.1, np.nan, 0.3, 0.2])
-    assert dropped.note.startswith("1 pair(s) without a finite value on both sides dropped; only 3 seeds")
+    assert dropped.note == "1 pair(s) without a finite value on both sides dropped"
     assert dropped.to_dict()["n"] == 3 and set(dropped.to_dict()) >= {"mean", "ci_low", "method", "note"}
     with pytest.raises(ValueError, match="differ in length: 2 vs 1"):
         paired_difference([1, 2], [1])
@@ -154,14 +157,6 @@ def test_low_precision_and_unsigned_inputs_are_computed_in_float64():
     # Unsigned counts: 1 − 3 is −2, not a wrapped-around 254.
     pd = paired_difference(np.array([1, 5, 2], dtype=np.uint8), np.array([3, 1, 2], dtype=np.uint8))
     assert (pd.min, pd.max, pd.mean) == (-2.0, 4.0, pytest.approx(2 / 3))
-
-
-def test_small_n_note_shows_the_bootstrap_interval():
-    pd = difference_stats([0.1, 0.5, 0.2, 0.4])
-    assert pd.note == (f"only 4 seeds: the interval is coarse; the percentile bootstrap "
-                       f"[{pd.boot_low:+.3g}, {pd.boot_high:+.3g}] cannot leave the range of so few values "
-                       "and undercovers, so the t-interval decides")
-    assert pd.boot_low < pd.boot_high
 
 
 def test_pair_by_key_orders_names_and_leaves_look_alikes_as_names():

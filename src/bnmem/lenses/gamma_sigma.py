@@ -22,6 +22,7 @@ from bnmem.config import ExperimentConfig
 from bnmem.formatting import fmt
 from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
+from bnmem.measure.gamma_push import gamma_pushes, outlier_excess_share
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.figures.gamma_sigma import plot_gamma_sigma
 from bnmem.lenses.registry import Lens, register
@@ -40,10 +41,13 @@ class GammaSigmaConfig(ExperimentConfig):
     Attributes:
         norms: must be ``["batch"]`` (only BatchNorm layers have a running σ).
         every: measure every ``every`` epochs (the last epoch always).
+        gamma_push: also attribute each γ's gradient to the outliers and the rest at every measured epoch
+            (:mod:`bnmem.measure.gamma_push`; claim 7).
     """
 
     norms: list[str] = ["batch"]
     every: int = 1
+    gamma_push: bool = True
 
     @field_validator("norms")
     @classmethod
@@ -72,9 +76,12 @@ def probe_batch(ds: OutlierDataset, batch_size: int, seed: int) -> np.ndarray:
 
 
 def measure_hook(cfg: GammaSigmaConfig, ds: OutlierDataset, job: Path | None = None, seed: int = 0) -> EpochHook:
-    """``on_epoch`` hook: γ/σ statistics (per-channel lists only at the last epoch)."""
+    """``on_epoch`` hook: γ/σ statistics (per-channel lists only at the last epoch) and, with outliers in
+    the data, each γ's per-example pushes summed for the outliers and for all (claim 7; one extra
+    forward-backward pass over the training set per measured epoch)."""
     x_probe = ds.x_train[torch.as_tensor(probe_batch(ds, cfg.train.batch_size, cfg.data.seed))]
     epochs = set(cfg.measured_epochs())
+    outliers = ds.is_outlier
 
     def hook(epoch: int, model) -> dict | None:
         if epoch not in epochs:
@@ -82,9 +89,30 @@ def measure_hook(cfg: GammaSigmaConfig, ds: OutlierDataset, job: Path | None = N
         rec = {mode: gamma_sigma_stats(model, x_probe, mode) for mode in SIGMA_MODES}
         if epoch != cfg.train.epochs:
             rec = {mode: compact(s) for mode, s in rec.items()}
-        return {"gamma_sigma": rec}
+        out: dict[str, Any] = {"gamma_sigma": rec}
+        if cfg.gamma_push and outliers.any():
+            out["gamma_push"] = gamma_pushes(model, ds.x_train, ds.y_train, outliers, cfg.train.batch_size,
+                                             cfg.data.seed)
+        return out
 
     return hook
+
+
+def push_summary(histories: dict[int, list[dict]], ds: OutlierDataset) -> dict[str, Any] | None:
+    """Claim 7's per-model statistic from the pushes the hook recorded (None when none were)."""
+    frac = float(ds.is_outlier.mean()) if ds.n_train else 0.0
+    per_seed = {}
+    for seed, hist in histories.items():
+        pushes = [h["gamma_push"] for h in hist if h.get("gamma_push")]
+        stat = outlier_excess_share(pushes, frac)
+        if stat is not None:
+            per_seed[str(seed)] = {**stat, "epochs": [h["epoch"] for h in hist if h.get("gamma_push")]}
+    if not per_seed:
+        return None
+    return {"outlier_fraction": frac, "per_seed": per_seed,
+            "definition": "per BN channel, Σ over measured epochs of Σ_i −sign(γ)·(∂ℓ_i/∂y_i)·x̂_i over the training "
+                          "set in training mode, for the outliers and for all examples; per model the median over "
+                          "channels pushed up in total of (outliers' share − their share of the data)"}
 
 
 def summarize(histories: dict[int, list[dict]]) -> dict[str, Any]:
@@ -140,6 +168,7 @@ def run_gamma_sigma(cfg: GammaSigmaConfig, out: str | Path, *, progress: bool = 
     histories = train_runs(cfg, ds, out, hook=measure_hook, progress=progress)["batch"]
     result = LENS.stamp({
         **summarize(histories),
+        "push": push_summary(histories, ds),
         "conditions": {
             **conditions(cfg),
             "norm": "batch",

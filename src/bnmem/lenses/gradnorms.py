@@ -102,9 +102,10 @@ class GradNormsConfig(ExperimentConfig):
 
 
 def default_checkpoints(epochs: int) -> list[int]:
-    """Checkpoints that fit any run length: after epoch 1, at 1/6 and 1/3 of training, and at the end
-    (30 epochs: 1, 5, 10, 30 — the paper-style schedule)."""
-    return sorted({1, max(1, epochs // 6), max(1, epochs // 3), epochs})
+    """Checkpoints that fit any run length: dense early ones (epochs 1, 2, 3, before either norm has fitted
+    the corrupted subset: analysis plan 3.0's claim 2 uses only those), 1/6 and 1/3 of training, and the end
+    (30 epochs: 1, 2, 3, 5, 10, 30)."""
+    return sorted({e for e in (1, 2, 3, max(1, epochs // 6), max(1, epochs // 3), epochs) if e <= epochs})
 
 
 def gradnorm_file(job: Path, definition: str, epoch: int) -> Path:

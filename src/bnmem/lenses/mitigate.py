@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
 from bnmem.config import DataConfig
@@ -92,12 +92,14 @@ class MitigateConfig(ExperimentConfig):
         fixed_epoch: the epoch at which memorization is compared (besides the last).
         lira_models: shadow models per LiRA recipe (plain norms and the
             selected variant; 0: off; else even, >= 4).
+        keep_seed: seed of the LiRA keep matrix (a study's replicate k adds k, like every other seed).
     """
 
     lambdas: list[float] = [0.1, 1.0, 10.0]
     taus: list[float] | None = None
     fixed_epoch: int = 10
     lira_models: int = 0
+    keep_seed: int = Field(0, ge=0, lt=2**32)
 
     @model_validator(mode="before")
     @classmethod
@@ -214,7 +216,23 @@ def summarize_variant(v: Variant, histories: dict[int, list[dict]], fixed: int) 
         "fixed_epoch": {"epoch": fixed, **{k: at(k, fixed) for k in point}},
         "final": {"epoch": last, **{k: at(k, last) for k in point}},
         "gamma_sigma": {"fixed_epoch": _gs_at(histories, fixed), "final": _gs_at(histories, last)},
+        "penalty": _penalty_activity(histories) if v.lam else None,
     }
+
+
+def _penalty_activity(histories: dict[int, list[dict]]) -> dict[str, Any] | None:
+    """How active the γ/σ penalty was, mean over epochs and seeds (None when training recorded nothing):
+    its share of the training loss and the fraction of channels above τ it acts on."""
+    def mean_of(key: str) -> float | None:
+        vals = [h[key] for hist in histories.values() for h in hist if h.get(key) is not None]
+        return float(np.mean(vals)) if vals else None
+
+    share, above = mean_of("extra_loss_share"), mean_of("gs_frac_above_tau")
+    if share is None and above is None:
+        return None
+    return {"loss_share_mean": share, "frac_above_tau_mean": above,
+            "definition": "mean over epochs and seeds of the penalty's share of the training loss and of the "
+                          "fraction of BN channels with |γ|/σ (batch σ) above τ at each step"}
 
 
 def _relative(metrics: dict[str, Any]) -> None:
@@ -290,12 +308,13 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
 
     train = cfg.train.model_copy(update={"gs_reg": v.lam, "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
     lcfg = ShadowConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
-                      shadow_models=cfg.lira_models)
+                      shadow_models=cfg.lira_models, keep_seed=cfg.keep_seed)
     entry = run_shadow_norm(lcfg, v.norm, directory, progress=progress)
     attack = entry["attacks"][LIRA_ATTACK]
     return {
         "attack": LIRA_ATTACK,
         "shadow_models": cfg.lira_models,
+        "keep_seed": cfg.keep_seed,
         "bn_mode_at_query": lcfg.query_bn_mode,
         "views": entry["query"].get("views"),
         **{sub: {k: attack[sub][k] for k in LIRA_METRICS} for sub in attack},

@@ -15,10 +15,12 @@ from typing import Any, Iterable
 
 from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES, plan_sha256,
 )
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.claims.core import direction
+from bnmem.report.preregistration import check_plan
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
@@ -90,7 +92,7 @@ table.headline td.note { font-size: 12px; }
 table.headline td.clip { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 table.headline th:nth-child(1) { width: 118px; } table.headline th:nth-child(2) { width: 30px; }
 table.headline th:nth-child(3) { width: 36%; } table.headline th:nth-child(4) { width: 185px; }
-table.headline th:nth-child(6) { width: 205px; }
+table.headline th:nth-child(6) { width: 230px; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
 header h1 { margin: 0 0 2px; font-size: 23px; }
 header .sub { margin: 0 0 2px; font-size: 13px; }
@@ -187,13 +189,14 @@ def checklist(claims: list[Claim]) -> str:
             f"<td><b>{esc(c.id)}</b></td>"
             f'<td>{esc(c.title)}{kind}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
             f'<td class="num">{esc(value)}</td><td class="num">{esc(ci)}</td>'
-            f"<td>{status_badge(c.status)}</td>"
+            f"<td>{status_badge(c.status)}"
+            + (f'<div class="note">vs paper: {esc(c.vs_paper)}</div>' if c.vs_paper else "") + "</td>"
             f'<td class="note">{esc(c.agreement_text())}</td>'
             f"<td>{status_badge(prev)}</td>"
             f'<td class="rule">{esc(c.rule)}</td></tr>'
         )
     return ('<table class="checklist"><thead><tr><th>#</th><th>claim · metric · where</th><th>value</th>'
-            f"<th>95% CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
+            f"<th>CI</th><th>status (plan {esc(PLAN_VERSION)})</th><th>robustness</th>"
             f"<th>under plan {esc(PREVIOUS_VERSION)}</th><th>rule</th></tr></thead><tbody>\n" + "\n".join(rows)
             + "\n</tbody></table>")
 
@@ -206,7 +209,7 @@ def claim_details(claims: list[Claim]) -> str:
         if not c.evaluations:
             out.append(f'<p class="notrun">not run: {esc(c.not_run_reason())}</p>')
             continue
-        out.append("<table><thead><tr><th>where</th><th>value</th><th>95% CI</th><th>status</th>"
+        out.append("<table><thead><tr><th>where</th><th>value</th><th>CI</th><th>status</th>"
                    "<th>interval method · notes</th><th>conditions</th></tr></thead><tbody>")
         for e in c.evaluations:
             tag = "" if e.deciding else " (shown, not deciding)"
@@ -235,13 +238,13 @@ def robustness_panel(claims: list[Claim]) -> str:
         panel = c.robustness()
         if not panel:
             continue
-        k, n = c.agreement()
-        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(k)} of {esc(n)} analyses agree '
-                   f"with {status_badge(c.status)}</h3>")
-        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>95% CI</th>'
-                   "<th>status</th><th>agrees</th><th>method · notes</th></tr></thead><tbody>")
+        out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(c.agreement_text())} '
+                   f"({status_badge(c.status)})</h3>")
+        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>CI</th>'
+                   "<th>status</th><th>same direction</th><th>method · notes</th></tr></thead><tbody>")
         for a in panel:
-            agrees = "—" if a.status == NOT_RUN else ("yes" if a.status == c.status else "no")
+            agrees = ("—" if a.status == NOT_RUN else "not counted" if not a.valid else
+                      "yes" if direction(a.status) == direction(c.status) else "no")
             name = c.label(a)
             out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
                        f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
@@ -253,21 +256,24 @@ def robustness_panel(claims: list[Claim]) -> str:
 
 def plan_block() -> str:
     """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number."""
-    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (bnmem.analysis_plan; '
-           "docs/analysis-plan.md). Statuses are decided on the 95% interval: <i>reproduced</i> = excludes the "
-           "null on the paper's side and overlaps the paper's range; <i>direction only</i> = the paper's side but "
-           "entirely outside its range; <i>inconclusive</i> = includes the null or no valid interval; "
-           "<i>contradicted</i> = excludes the null on the other side.</p>",
+    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(plan_sha256())}</code>; '
+           "bnmem.analysis_plan; docs/analysis-plan.md; <code>bnmem plan</code> prints it). Statuses are decided "
+           "on the interval: <i>reproduced</i> = above the null on the paper's side and, where the paper states a "
+           "minimum, at or above it; <i>direction only</i> = above the null but reaching below the stated minimum "
+           "(or failing another stated condition); <i>inconclusive</i> = includes the null or no valid interval; "
+           "<i>contradicted</i> = below the null. <i>vs paper</i> (below / within / above the paper's range) is a "
+           "description, not a verdict.</p>",
            '<table class="plan"><thead><tr><th>#</th><th>paper</th><th>metric · checkpoints · statistic</th>'
-           "<th>unit · interval</th><th>thresholds · rule</th></tr></thead><tbody>"]
+           "<th>unit · interval</th><th>thresholds · rule · why</th></tr></thead><tbody>"]
     for p in PLAN.values():
         out.append(f"<tr><td><b>{esc(p.id)}</b><div class=\"note\">{esc(p.kind)}</div></td><td>{esc(p.paper)}</td>"
                    f'<td class="note">{esc(p.metric)}<br>{esc(p.checkpoints)}<br>{esc(p.statistic)}</td>'
                    f'<td class="note">{esc(p.unit)}<br>{esc(p.interval)}</td>'
-                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}</td></tr>')
+                   f'<td class="note">{esc(p.thresholds)}<br>{esc(p.rule)}<br><i>why:</i> {esc(p.why)}'
+                   + (f"<br><b>not measured yet:</b> {esc(p.measurable)}" if p.measurable else "") + "</td></tr>")
     out.append("</tbody></table><h3>Changelog</h3><ul class=\"note\">")
     for ch in CHANGELOG:
-        flag = " <b>Adopted after seeing results.</b>" if ch.after_seeing_data else ""
+        flag = f" <b>Adopted after seeing results</b> ({esc(ch.seen)})." if ch.after_seeing_data else ""
         out.append(f"<li><b>{esc(ch.version)}</b> (claims {esc(', '.join(ch.claims))}): {esc(ch.what)} "
                    f"Why: {esc(ch.why)}.{flag}</li>")
     out.append("</ul>")
@@ -431,20 +437,21 @@ def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
     return out
 
 
-def headline_block(claims: list[Claim]) -> str:
-    """One line per claim: status pill, claim, effect [95% CI], the paper's value, when the plan was fixed."""
+def headline_block(claims: list[Claim], plan_state: str = "") -> str:
+    """One line per claim: status pill, claim, effect [CI], the paper's value, whether the plan was fixed before
+    the results (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state)."""
     from bnmem.report.headline import headline_rows
 
     rows = []
-    for h in headline_rows(claims):
+    for h in headline_rows(claims, plan_state):
         rows.append(
             f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
             f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
             f'<td class="clip" title="{esc(h["title"])}"><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
             f'<td class="num">{esc(h["effect"])}</td>'
             f'<td class="note clip" title="{esc(h["paper"])}">{esc(h["paper"])}</td>'
-            f'<td class="note">{esc(h["plan"])}</td></tr>')
-    return ('<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [95% CI]</th>'
+            f'<td class="note clip" title="{esc(h["plan"])}">{esc(h["plan"])}</td></tr>')
+    return ('<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
             "<th>the paper</th><th>analysis plan</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
@@ -457,7 +464,8 @@ def forest_block(claims: list[Claim]) -> str:
     uri = "data:image/png;base64," + _b64.b64encode(forest_png(claims)).decode("ascii")
     return (f'<figure class="forest"><img id="forest-plot" src="{uri}" alt="forest plot: every claim\'s effect '
             'and 95% interval per setting">'
-            "<figcaption>Every claim's effect and 95% interval per setting (claim 3: per attack), one panel per "
+            "<figcaption>Every claim's effect and interval per setting (claim 3: per attack; the plan's level: "
+            "95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
             "claim on its own axis; colour = status, hollow = not deciding (a robustness variant or another "
             "baseline), dashed line = the null (claim 4: half the channels; claim 5: the 10% tolerance), green "
             "band = the paper's range. Replicates are the unit of every interval.</figcaption></figure>")
@@ -482,6 +490,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     counts = {s: sum(c.status == s for c in claims) for s in (*STATUSES, CHECK_PASSED, CHECK_FAILED)}
     counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
+    plan = check_plan(run.root)
     nav = "".join(f'<a href="#{sid}">{esc(h)}</a>' for sid, h in
                   [("headline", "Headline"), ("forest", "Forest plot")] + [(s[0], s[1]) for s in sections(run)]
                   + [("details", "Details")])
@@ -493,10 +502,10 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"<header><h1>{esc(title)}</h1>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
-        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)} · "
-        + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items()) + "</p>",
+        f"bnmem {esc(__version__)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
+        + f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         f"<nav>{nav}</nav></header>",
-        '<section id="headline"><h2>Headline</h2>', headline_block(claims), "</section>",
+        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
     ]
     if run.problems:
         parts.append('<div class="problems"><b>Incomplete or unreadable results:</b><ul>'
@@ -534,7 +543,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
 
 
 def method_text() -> str:
-    from bnmem.stats import LEVEL, N_RESAMPLES, SEED, SMALL_N
+    from bnmem.stats import LEVEL, N_RESAMPLES, SEED
 
     return (
         "<ul>"
@@ -547,9 +556,10 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval below {SMALL_N} units; from {SMALL_N} a "
-        f"percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}). Claim 4 uses the distribution-free "
-        "interval for the median over models (order statistics), which makes its rule monotone.</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (plan 3.0); the percentile bootstrap "
+        f"({N_RESAMPLES} resamples, seed {SEED}) is shown next to it, never deciding. A claim measured in k "
+        "settings uses Bonferroni-adjusted intervals (level 1 − 0.05/k) so its least supportive setting keeps "
+        "a family-wise 5% level.</li>"
         "<li><b>Statuses</b> are tested against the interval, never the mean alone; see the analysis plan "
         "section. A claim measured in several settings shows the least supportive one.</li>"
         "</ul>"

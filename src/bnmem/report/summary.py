@@ -6,13 +6,17 @@ import csv
 import io as _io
 from typing import Any
 
-from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION
+from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.preregistration import check_plan
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
 
+# Existing columns keep their order; plan 3.0's are appended.
 CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
-               "previous_status", "plan_version", "rule", "ci_method", "where", "conditions")
+               "previous_status", "plan_version", "rule", "ci_method", "where", "conditions",
+               "vs_paper", "paper_low", "paper_high", "ci_level", "agreement_magnitude", "previous_plan_version",
+               "plan_sha256")
 
 
 def _md(text: Any) -> str:
@@ -33,8 +37,10 @@ def _num(v: float | None) -> str:
 def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
     """One record per claim, the deciding evaluation's numbers (empty when not run)."""
     out = []
+    sha = plan_sha256()
     for c in claims:
         d = c.decisive
+        row = c.row()
         out.append({
             "id": c.id,
             "claim": c.title,
@@ -44,7 +50,7 @@ def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
             "ci_low": _num(d.ci_low) if d else "",
             "ci_high": _num(d.ci_high) if d else "",
             "status": c.status,
-            "agreement": "{} of {}".format(*c.agreement()) if c.agreement()[1] else "",
+            "agreement": row["agreement_direction"],
             "coverdicts": "; ".join(f"{a.name}: {a.status}" for a in c.coverdicts()),
             "previous_status": c.previous_status,
             "plan_version": PLAN_VERSION,
@@ -52,6 +58,13 @@ def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
             "ci_method": d.method if d else "",
             "where": d.where if d else c.not_run_reason(),
             "conditions": conditions_text(d.conditions) if d else "",
+            "vs_paper": row["vs_paper"],
+            "paper_low": _num(row["paper_low"]),
+            "paper_high": _num(row["paper_high"]),
+            "ci_level": _num(row["level"]),
+            "agreement_magnitude": row["agreement_magnitude"],
+            "previous_plan_version": PREVIOUS_VERSION,
+            "plan_sha256": sha,
         })
     return out
 
@@ -68,6 +81,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
     lines = [f"# bnmem report — {title}", "",
+             check_plan(run.root).headline(), "",
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
              "intervals are 95% with replicates as the unit (see the HTML report's Method section).", ""]
@@ -88,21 +102,20 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         ci = "—" if not d or d.ci_low is None else f"[{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]"
         kind = "" if c.kind == "evidence" else f" ({c.kind})"
         rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**",
-                     c.agreement_text(), c.previous_status, c.rule])
-    lines += [md_table(["#", "claim", "metric", "value", "95% CI", "status", "robustness",
+                     c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
+    lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "vs paper", "robustness",
                         f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
     lines += ["## Robustness panel", ""]
     for c in claims:
         panel = c.robustness()
         if not panel:
             continue
-        k, n = c.agreement()
-        lines += [f"### {c.id}: {k} of {n} analyses agree with {c.status}", ""]
+        lines += [f"### {c.id} ({c.status}): {c.agreement_text()}", ""]
         prow = []
         for a in panel:
             ci = "—" if a.ci_low is None else f"[{c.fmt(a.ci_low)}, {c.fmt(a.ci_high)}]"
             prow.append([c.label(a), c.fmt(a.value), ci, a.status])
-        lines += [md_table(["analysis", "value", "95% CI", "status"], prow), ""]
+        lines += [md_table(["analysis", "value", "CI", "status"], prow), ""]
     lines += ["## Claim details", ""]
     for c in claims:
         lines.append(f"### {c.id}. {c.title} — {c.status}")
@@ -115,7 +128,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
             ci = "—" if e.ci_low is None else f"[{c.fmt(e.ci_low)}, {c.fmt(e.ci_high)}]"
             erows.append([e.where + ("" if e.deciding else " (not deciding)"), c.fmt(e.value), ci, e.status,
                           "; ".join(x for x in (e.method, e.note) if x)])
-        lines += [md_table(["where", "value", "95% CI", "status", "method · notes"], erows), ""]
+        lines += [md_table(["where", "value", "CI", "status", "method · notes"], erows), ""]
         if c.previous:
             lines += [f"Under plan {PREVIOUS_VERSION} ({c.previous_rule}): "
                       + "; ".join(f"{p.where}: {c.fmt(p.value)} {p.status}" for p in c.previous), ""]

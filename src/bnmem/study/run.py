@@ -52,6 +52,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bnmem import io
+from bnmem.analysis_plan import RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
@@ -63,6 +64,8 @@ __all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "l
 INDEX = "index.json"
 
 STUDY = "study.json"
+# The key of study.json that records the analysis plan ({"version", "sha256"}) fixed before the first job.
+PLAN_KEY = RECORD_KEY
 ERROR = "ERROR.txt"
 # The cell is defined by these data keys; a lens may not change them.
 CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
@@ -377,16 +380,21 @@ def _write_if_changed(path: Path, doc: Any) -> None:
 
 
 def _prepare(out: Path, study: Study) -> Path:
+    """Write study.json with the analysis plan's version and hash (:data:`PLAN_KEY`) before any job runs;
+    a rerun of the same study resumes and keeps the plan recorded when the run started."""
+    from bnmem.analysis_plan import plan_record
     from bnmem.rundir import prepare_run_dir
 
     resolved = study.model_dump(mode="json", by_alias=True)
     path = out / STUDY
     try:
-        if io.read_json(path) == json.loads(json.dumps(resolved)):
-            return out  # same study: resume without touching anything
+        existing = io.read_json(path)
+        if isinstance(existing, dict) and {k: v for k, v in existing.items() if k != PLAN_KEY} == json.loads(
+                json.dumps(resolved)):
+            return out  # same study: resume without touching anything (the recorded plan stays)
     except (OSError, ValueError):
         pass
-    return prepare_run_dir(out, resolved, name=STUDY)
+    return prepare_run_dir(out, {**resolved, PLAN_KEY: plan_record()}, name=STUDY)
 
 
 @dataclass

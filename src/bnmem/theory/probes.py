@@ -182,6 +182,8 @@ class Counterfactual:
     bn_terms: np.ndarray  # (3, n_outliers): the w, γ and β parts of first_order_bn
     plain_terms: np.ndarray  # (2, n_outliers): the w̃ and c̃ parts of first_order_plain
     match_gap: float  # max |logit difference| of the two models before the step
+    dm_bn_w: np.ndarray  # margin change after the live BN step on the kernel w alone (claim 5b, plan 3.0)
+    dm_plain_w: np.ndarray  # margin change after the plain model's step on w̃ alone
 
 
 def counterfactual_step(
@@ -242,4 +244,6 @@ def counterfactual_step(
         bn_terms=bn_terms,
         plain_terms=plain_terms,
         match_gap=float((logits_q - logits).detach().abs().max()),
+        dm_bn_w=dm_bn_w.numpy(),
+        dm_plain_w=dm_plain_w.numpy(),
     )

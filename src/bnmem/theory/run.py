@@ -86,7 +86,8 @@ def _headline(cf: dict[str, Any]) -> dict[str, Any]:
 
 def _per_run_arrays(runs: dict[str, dict[int, dict[str, np.ndarray]]]) -> dict[str, Any]:
     return {kind: {str(seed): {"outlier_idx": r["outlier_idx"], "gamma_sigma_sq": r["amp"], "ratio": r["ratio"],
-                               "dm_bn": r["dm_bn"], "dm_plain": r["dm_plain"], "ratio_w_only": r["ratio_w_only"]}
+                               "dm_bn": r["dm_bn"], "dm_plain": r["dm_plain"], "ratio_w_only": r["ratio_w_only"],
+                               "dm_bn_w": r["dm_bn_w"], "dm_plain_w": r["dm_plain_w"]}
                    for seed, r in by_seed.items()}
             for kind, by_seed in runs.items()}
 

@@ -208,7 +208,7 @@ class _Sweep:
 
 
 COUNTERFACTUAL_FIELDS = ("amp", "ratio", "dm_bn", "dm_plain", "ratio_w_only", "first_order_bn",
-                         "first_order_plain", "bn_terms", "plain_terms", "match_gap")
+                         "first_order_plain", "bn_terms", "plain_terms", "match_gap", "dm_bn_w", "dm_plain_w")
 
 
 def counterfactual_run(cfg: TheoryConfig) -> dict[str, np.ndarray]:

@@ -49,6 +49,7 @@ class GammaSigmaRegularizer:
         ]
         self._sigma: dict[str, torch.Tensor] = {}
         self._handles = [m.register_forward_pre_hook(self._make_hook(n)) for n, m in self.modules]
+        self._above: list[float] = []  # per step: fraction of channels with |γ|/σ above τ (the penalty's reach)
 
     def _make_hook(self, name: str):
         def hook(module: _BatchNorm, args: tuple) -> None:
@@ -63,10 +64,20 @@ class GammaSigmaRegularizer:
         missing = [n for n, _ in self.modules if n not in self._sigma]
         if missing:
             raise RuntimeError(f"no training-mode forward pass recorded for BN layers {missing}")
-        penalty = gamma_sigma_penalty([m.weight for _, m in self.modules],
-                                      [self._sigma[n] for n, _ in self.modules], self.lam, self.tau)
+        gammas, sigmas = [m.weight for _, m in self.modules], [self._sigma[n] for n, _ in self.modules]
+        penalty = gamma_sigma_penalty(gammas, sigmas, self.lam, self.tau)
+        with torch.no_grad():
+            ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)])
+            self._above.append(float((ratios > self.tau).float().mean()))
         self._sigma.clear()
         return penalty
+
+    def epoch_activity(self) -> dict[str, float]:
+        """``{"gs_frac_above_tau"}``: the mean over this epoch's steps of the fraction of channels the penalty
+        acts on (|γ|/σ above τ, batch σ); resets for the next epoch. The trainer adds it to the history."""
+        out = {"gs_frac_above_tau": float(sum(self._above) / len(self._above))} if self._above else {}
+        self._above.clear()
+        return out
 
     def remove(self) -> None:
         """Detach the hooks from the model."""

@@ -118,9 +118,13 @@ def train_model(
                    initial=start_epoch, total=cfg.epochs)
         for epoch in bar:
             t0 = time.perf_counter()
-            train_loss = _train_epoch(model, opt, x_all, y_all, idx, cfg, aug, seed, epoch, extra_loss)
+            train_loss, extra_share = _train_epoch(model, opt, x_all, y_all, idx, cfg, aug, seed, epoch,
+                                                   extra_loss)
             seconds += time.perf_counter() - t0
             record: dict = {"epoch": epoch + 1, "lr": lr_at(cfg, epoch), "train_loss": train_loss}
+            if extra_loss is not None:  # how active an extra term (the γ/σ penalty) was: claim 6 reports it
+                record["extra_loss_share"] = extra_share
+                record.update(getattr(extra_loss, "epoch_activity", dict)())
             if not np.isfinite(record["train_loss"]):
                 raise FloatingPointError(f"training diverged at epoch {epoch + 1} (loss {record['train_loss']}); lower --lr")
             if measure:
@@ -152,11 +156,12 @@ def _resume(run_dir: Path | None, model: nn.Module, opt: torch.optim.Optimizer) 
 
 def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, x_all: torch.Tensor, y_all: torch.Tensor,
                  idx: torch.Tensor, cfg: TrainConfig, aug: augment.AugmentSpec, seed: int, epoch: int,
-                 extra_loss: LossHook | None) -> float:
-    """One epoch of SGD over the examples ``idx`` (order and augmentation fixed by (seed, epoch)); the mean loss."""
+                 extra_loss: LossHook | None) -> tuple[float, float | None]:
+    """One epoch of SGD over the examples ``idx`` (order and augmentation fixed by (seed, epoch)); the mean
+    loss and the extra loss term's share of it (None without one)."""
     set_lr(opt, lr_at(cfg, epoch))
     model.train()
-    loss_sum, n_steps = 0.0, 0
+    loss_sum, n_steps, extra_sum = 0.0, 0, 0.0
     batches = epoch_batches(len(idx), cfg.batch_size, seed, epoch)
     params = augment.epoch_params(aug, len(batches), len(batches[0]), seed, epoch) if aug.active else None
     for s, b in enumerate(batches):
@@ -164,13 +169,16 @@ def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, x_all: torch.Tens
         xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
         loss = F.cross_entropy(model(xb), y_all[sel])
         if extra_loss is not None:
-            loss = loss + extra_loss(model)
+            extra = extra_loss(model)
+            extra_sum += float(extra.detach())
+            loss = loss + extra
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         loss_sum += float(loss.detach())
         n_steps += 1
-    return loss_sum / max(n_steps, 1)
+    share = (extra_sum / loss_sum if loss_sum > 0 else None) if extra_loss is not None else None
+    return loss_sum / max(n_steps, 1), share
 
 
 def _finish(run_dir: Path, model: nn.Module, history: list[dict], epochs: int, seconds: float) -> None:

@@ -17,8 +17,10 @@ ReportOut = Annotated[Optional[Path], typer.Option("--out", help="write the repo
 def report(run_dir: RunDir, out: ReportOut = None) -> None:
     """Check the paper's claims against a run's results; write report.html, summary.md and summary.csv."""
     from bnmem.report.build import build_report
+    from bnmem.report.preregistration import check_plan
 
     rep = build_report(run_dir, out)
+    typer.echo(check_plan(run_dir).headline())
     width = max(len(c.id) for c in rep.claims)
     for c in rep.claims:
         d = c.decisive

@@ -1,0 +1,217 @@
+"""Claim 2: corrupted samples' gradient norms shift up under BN, relative to clean ones (the gradnorms lens).
+
+Plan 3.0's primary statistic uses, per pair (seed), the declared checkpoints at
+which neither norm has fitted half of the corrupted subset yet: after the fit,
+the outliers' gradients shrink because they were fitted (claim 1), so later
+checkpoints would let claim 1 decide claim 2 mechanically. Both gradient
+definitions must agree for the row to be reproduced.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from bnmem.analysis_plan import (
+    BN, FIT_LEVEL, GRAD_DEFINITIONS, INCONCLUSIVE, LENS_GRADNORMS, LENS_MEMORIZE, PREVIOUS_VERSION, REPRODUCED,
+)
+from bnmem.report.claims.core import (
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim, not_run,
+    weakest,
+)
+from bnmem.report.claims.shared import bn_comparison, cond, log_of, previous, where
+from bnmem.report.results import Setting, baselines, finite, gradnorm_checkpoints, settings_of
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
+
+IDS = ("2",)
+Reps = list[tuple[CellOutput, LensOutput]]
+CALIPER = 0.15  # matched-fit alternative: both checkpoints within ±0.15 of FIT_LEVEL
+
+
+def memorization_phase(epochs: list[int], total: int | None) -> list[int]:
+    """Plan 1.1's checkpoints: after epoch 1 and up to half of training (all after epoch 1 if none)."""
+    after_first = [e for e in epochs if e > 1]
+    if total:
+        early = [e for e in after_first if e <= total / 2]
+        if early:
+            return early
+    return after_first or epochs
+
+
+def area_under(epochs: Sequence[float], values: np.ndarray) -> np.ndarray:
+    """Trapezoid area of ``values`` [..., n_checkpoints] over ``epochs``, divided by the epoch span
+    (the curve's mean height); one checkpoint: its value. NaN where any checkpoint is NaN."""
+    values = np.asarray(values, dtype=float)
+    e = np.asarray(epochs, dtype=float)
+    if e.size == 1:
+        return values[..., 0]
+    widths = np.diff(e)
+    mids = (values[..., 1:] + values[..., :-1]) / 2
+    return (mids * widths).sum(axis=-1) / (e[-1] - e[0])
+
+
+def _has_checkpoints(v: Any) -> bool:
+    return isinstance(v, dict) and any(isinstance(d, dict) and any(str(k).startswith("epoch_") for k in d)
+                                       for d in v.values())
+
+
+def _series(lens: LensOutput, norm: str, definition: str, epochs: list[int], field_of: Callable[[dict], float]
+            ) -> dict[str, np.ndarray]:
+    """seed -> values over ``epochs`` of one per-seed field."""
+    ck = dict(gradnorm_checkpoints(lens.data[norm].get(definition, {})))
+    out: dict[str, list[float]] = {}
+    for i, e in enumerate(epochs):
+        for s, rec in ((ck.get(e) or {}).get("per_seed") or {}).items():
+            out.setdefault(str(s), [math.nan] * len(epochs))[i] = field_of(rec or {})
+    return {s: np.array(v) for s, v in out.items()}
+
+
+def fit_levels(cell: CellOutput, lens: LensOutput, norm: str, definition: str, sub: str, epochs: list[int]
+               ) -> dict[str, np.ndarray]:
+    """seed -> corrupted-subset training accuracy at each checkpoint: what the gradnorms lens recorded
+    there, else the memorization curve of the same (norm, seed) from the cell's memorize lens (it trains
+    the same models: same data, initial weights and batch order)."""
+    own = _series(lens, norm, definition, epochs, lambda r: finite(r.get(f"{sub}_acc")) or math.nan)
+    mem = cell.lenses.get(LENS_MEMORIZE)
+    curves = ((mem.data.get(norm) or {}).get("per_seed") or {}) if mem is not None else {}
+    out = {}
+    for s in set(own) | set(str(k) for k in curves):
+        fits = own.get(s)
+        if fits is None or not np.isfinite(fits).any():
+            vals = (curves.get(s) or {}).get(f"{sub}_acc")
+            if not isinstance(vals, list):
+                continue
+            curve = [math.nan if finite(v) is None else float(v) for v in vals]
+            fits = np.array([curve[e - 1] if 0 < e <= len(curve) else math.nan for e in epochs])
+        out[s] = fits
+    return out
+
+
+def _groups(reps: Reps, other: str, sub: str, definition: str
+            ) -> tuple[list[int], dict[str, list[np.ndarray]], list[str]]:
+    """Checkpoints and, per statistic, one array of per-seed BN − other values per replicate."""
+    key = f"{sub}_clean_median_ratio"
+    first = reps[0][1]
+    epochs = sorted(set(e for e, _ in gradnorm_checkpoints(first.data[BN].get(definition, {})))
+                    & set(e for e, _ in gradnorm_checkpoints(first.data[other].get(definition, {}))))
+    out: dict[str, list[np.ndarray]] = {"early": [], "area": [], "absolute": [], "matched": [],
+                                        **{f"checkpoint {e}": [] for e in epochs}}
+    shown = []
+    for cell, lens in reps:
+        if other not in lens.data or definition not in lens.data[other]:
+            continue
+        rel = {n: _series(lens, n, definition, epochs, lambda r: log_of(r.get(key))) for n in (BN, other)}
+        ab = {n: _series(lens, n, definition, epochs, lambda r: log_of(r.get(f"median_{sub}"))) for n in (BN, other)}
+        fits = {n: fit_levels(cell, lens, n, definition, sub, epochs) for n in (BN, other)}
+        seeds = sorted(set(rel[BN]) & set(rel[other]))
+        if not seeds:
+            continue
+        d = np.array([rel[BN][s] - rel[other][s] for s in seeds])  # [seeds, checkpoints]
+        da = np.array([ab[BN][s] - ab[other][s] for s in seeds])
+        nan = np.full(len(epochs), math.nan)
+        fb = np.array([fits[BN].get(s, nan) for s in seeds])
+        fo = np.array([fits[other].get(s, nan) for s in seeds])
+        early = (fb < FIT_LEVEL) & (fo < FIT_LEVEL)  # NaN fits compare False: never early
+        out["early"].append(np.array([np.nanmean(np.where(m, row, np.nan)) if m.any() else math.nan
+                                      for m, row in zip(early, d)]))
+        out["absolute"].append(np.array([np.nanmean(np.where(m, row, np.nan)) if m.any() else math.nan
+                                         for m, row in zip(early, da)]))
+        out["area"].append(area_under(epochs, d))
+        out["matched"].append(_matched(np.array([rel[BN][s] for s in seeds]), np.array([rel[other][s] for s in seeds]),
+                                       fb, fo))
+        for i, e in enumerate(epochs):
+            out[f"checkpoint {e}"].append(d[:, i])
+        shown.append(f"{cell.id}: " + ", ".join(
+            f"ep {e}: {np.nanmean(d[:, i]):+.2f} ({int(early[:, i].sum())}/{len(seeds)} early)"
+            for i, e in enumerate(epochs)))
+    return epochs, out, shown
+
+
+def _matched(bn: np.ndarray, ot: np.ndarray, fb: np.ndarray, fo: np.ndarray) -> np.ndarray:
+    """Per seed: BN's log ratio at its checkpoint nearest FIT_LEVEL minus the other's at its own, only
+    when both lie within the caliper (else NaN). Arrays are [seeds, checkpoints]."""
+    out = []
+    for rb, ro, a, b in zip(bn, ot, fb, fo):
+        if not (np.isfinite(a).any() and np.isfinite(b).any()):
+            out.append(math.nan)
+            continue
+        i, j = int(np.nanargmin(np.abs(a - FIT_LEVEL))), int(np.nanargmin(np.abs(b - FIT_LEVEL)))
+        ok = abs(a[i] - FIT_LEVEL) <= CALIPER and abs(b[j] - FIT_LEVEL) <= CALIPER
+        out.append(rb[i] - ro[j] if ok else math.nan)
+    return np.array(out)
+
+
+def evaluate(run: RunData) -> list[Claim]:
+    """Claim 2 in every setting that ran the gradnorms lens."""
+    claim = new_claim("2", "gradnorms", "{:+.2f}")
+    for setting in settings_of(run, LENS_GRADNORMS):
+        reps = setting.lenses(LENS_GRADNORMS)
+        lens0 = reps[0][1]
+        norms, subsets = bn_comparison(claim, setting, lens0, _has_checkpoints)
+        if norms is None:
+            continue
+        available = lens0.conditions.get("definitions") or list(lens0.data[BN])
+        definitions = [d for d in GRAD_DEFINITIONS if d in available]
+        if not definitions:
+            claim.evaluations.append(not_run(where(setting), f"no eval or batch gradient definition in {available}"))
+            continue
+        for other, deciding in baselines(norms):
+            for sub, sub_name in subsets:
+                ev = _evaluation(setting, reps, other, sub, sub_name, definitions, deciding)
+                claim.evaluations.append(ev)
+                if deciding:
+                    _previous(claim, ev.where, reps, other, sub, definitions[0])
+    return [claim]
+
+
+def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: str,
+                definitions: list[str], deciding: bool) -> Evaluation:
+    cov: list[Analysis] = []
+    alts: list[Analysis] = []
+    notes, epochs_all = [], []
+    for d in definitions:
+        epochs, groups, shown = _groups(reps, other, sub, d)
+        epochs_all = epochs_all or epochs
+        est = estimate(groups["early"], "seeds", True) if any(np.isfinite(g).any() for g in groups["early"]) else None
+        cov.append(Analysis.of(f"{d} definition", est, grade(est),
+                               "" if est else f"no checkpoint before {FIT_LEVEL:.0%} fit (or no fit levels)"))
+        notes.append(f"{d} definition, log {sub}/clean median-ratio difference: " + " | ".join(shown))
+        area = estimate(groups["area"], "seeds", True)
+        alts.append(Analysis.of(f"{d}: area over all checkpoints (plan {PREVIOUS_VERSION})", area, grade(area)))
+        for e in epochs:
+            ce = estimate(groups[f"checkpoint {e}"], "seeds", True)
+            alts.append(Analysis.of(f"{d}: checkpoint {e} only", ce, grade(ce)))
+        if est is not None:
+            ab = estimate(groups["absolute"], "seeds", True)
+            alts.append(Analysis.of(f"{d}: absolute log corrupted median (early checkpoints)", ab, grade(ab)))
+        if any(np.isfinite(g).any() for g in groups["matched"]):
+            mf = estimate(groups["matched"], "seeds", True)
+            alts.append(Analysis.of(f"{d}: matched fit level ({FIT_LEVEL:.0%} ± {CALIPER:g})", mf, grade(mf)))
+    c = cond(setting, reps[0][1], gradient_definition=", ".join(definitions), checkpoints=epochs_all)
+    tail = f"{BN} − {other}, {sub_name}"
+    ran = [a for a in cov if a.value is not None]
+    if not ran:
+        return not_run(where(setting, tail), f"no pair has a checkpoint before either norm fitted "
+                                             f"{FIT_LEVEL:.0%} of the {sub_name} (or no fit levels recorded)", c)
+    decider = weakest(ran)  # reproduced only if every definition is
+    status = decider.status
+    if len(ran) < len(cov) and status == REPRODUCED:
+        status = INCONCLUSIVE  # a definition without early checkpoints cannot agree
+    agree = len({a.status for a in cov}) == 1
+    note = ("; ".join(notes) + f"; definitions {'agree' if agree else 'disagree'}: "
+            + ", ".join(f"{a.name} {a.status}" for a in cov))
+    primary = Analysis(PLAN_ANALYSIS, decider.value, decider.ci_low, decider.ci_high, status,
+                       decider.method, note)
+    ev = Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts, decider.name)
+    ev.tests = len(definitions)
+    return ev
+
+
+def _previous(claim: Claim, where_: str, reps: Reps, other: str, sub: str, definition: str
+              ) -> None:
+    """Plan 2.0: the area over all checkpoints, the first definition (eval) deciding."""
+    _, groups, _ = _groups(reps, other, sub, definition)
+    old = estimate_v2(groups["area"], "seeds", True)
+    previous(claim, where_, old.mean if math.isfinite(old.mean) else None, grade_v2(old))

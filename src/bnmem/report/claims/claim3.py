@@ -1,0 +1,151 @@
+"""Claims 3a and 3b: LiRA membership-inference AUC is 3–5 points higher with BN (the lira lens).
+
+Plan 3.0 grades the interval against the paper's stated minimum (at least 3
+points, 4 at a 5% outlier mix) and reports "vs paper" (below / within / above
+the paper's range) separately.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from bnmem.analysis_plan import (
+    BN, LENS_LIRA, LIRA_ATTACKS, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, NOT_RUN, lira_range,
+)
+from bnmem.report.claims.core import (
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, level, new_claim, not_run,
+)
+from bnmem.report.claims.shared import ATTACK_NAMES, cond, nanmean, previous, where
+from bnmem.report.results import (
+    baselines, finite, fmt, lira_jackknife, lira_norms, lira_summary, outlier_mix, settings_of,
+)
+from bnmem.report.rundata import CellOutput, LensOutput, RunData
+from bnmem.stats import PairedDiff, difference_stats, jackknife_interval
+
+IDS = ("3a", "3b")
+# Where a lira metrics.json keeps the attacks re-run on the identity query view alone (same schema).
+IDENTITY_BLOCK = "identity_only"
+
+
+def _target_diffs(lens: LensOutput, other: str, attack: str, subset: str, block: str | None = None
+                  ) -> np.ndarray | None:
+    """Per-target BN − other AUC differences (``block``: a variant of the results, e.g. identity-only views,
+    stored under that key of metrics.json with the same norm -> attack -> subset schema)."""
+    data = lens.data if block is None else lens.data.get(block)
+    if not isinstance(data, dict):
+        return None
+    sa, sb = lira_summary(data, BN, attack, subset), lira_summary(data, other, attack, subset)
+    if sa is None or sb is None:
+        return None
+    pa, pb = sa.get("auc_per_target"), sb.get("auc_per_target")
+    if isinstance(pa, list) and isinstance(pb, list) and len(pa) == len(pb) and pa:
+        return np.array([np.nan if finite(x) is None else x for x in pa], float) - \
+            np.array([np.nan if finite(x) is None else x for x in pb], float)
+    ma, mb = finite(sa.get("auc")), finite(sb.get("auc"))
+    return np.array([math.nan if ma is None or mb is None else ma - mb])
+
+
+def lira_estimate(reps: list[tuple[CellOutput, LensOutput]], other: str, attack: str, subset: str,
+                  block: str | None = None, v2: bool = False) -> tuple[PairedDiff | None, np.ndarray | None]:
+    """Replicates as the unit; one replicate: the lens's delete-one-model jackknife, else no interval."""
+    groups = [g for g in (_target_diffs(lens, other, attack, subset, block) for _, lens in reps) if g is not None]
+    if not groups:
+        return None, None
+    if len(groups) == 1 and block is None:
+        jk = lira_jackknife(reps[0][1].data, other, attack, subset)
+        g = groups[0][np.isfinite(groups[0])]
+        if jk is not None and g.size:
+            lv = 0.95 if v2 else level()
+            return jackknife_interval(float(g.mean()), jk["leave_one_out"], unit="shadow models", level=lv), groups[0]
+    est = estimate_v2(groups, "targets", False) if v2 else estimate(groups, "targets", False)
+    return est, np.concatenate(groups)
+
+
+def _detail(reps: list[tuple[CellOutput, LensOutput]], other: str, attack: str, targets: np.ndarray | None) -> str:
+    sa = [lira_summary(lens.data, BN, attack, LIRA_SUBSET) or {} for _, lens in reps]
+    sb = [lira_summary(lens.data, other, attack, LIRA_SUBSET) or {} for _, lens in reps]
+    out = (f"AUC {BN} {fmt(nanmean([s.get('auc') for s in sa]))} vs {other} {fmt(nanmean([s.get('auc') for s in sb]))}"
+           f"; TPR@0.1%FPR {fmt(nanmean([s.get('tpr_at_0.1pct_fpr') for s in sa]))} vs "
+           f"{fmt(nanmean([s.get('tpr_at_0.1pct_fpr') for s in sb]))}")
+    naive = difference_stats(targets, unit="targets") if targets is not None else None
+    if naive is not None and naive.ci_low is not None:
+        out += (f"; for comparison, an interval over the {naive.n} targets as if independent would be "
+                f"[{naive.ci_low:+.3f}, {naive.ci_high:+.3f}] (not used: the targets share reference models)")
+    return out
+
+
+def _range_note(est: PairedDiff, paper: tuple[float, float]) -> str:
+    if est.ci_low is None or est.ci_high is None:
+        return ""
+    return (f"interval [{est.ci_low * 100:+.1f}, {est.ci_high * 100:+.1f}] pts; the paper's minimum "
+            f"{paper[0] * 100:g} pts, range {paper[0] * 100:g}–{paper[1] * 100:g} pts")
+
+
+def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[float, float], clean: bool) -> None:
+    cov, alts, primary = [], [], None
+    for attack in LIRA_ATTACKS:
+        est, targets = lira_estimate(reps, other, attack, LIRA_SUBSET)
+        if est is None:
+            cov.append(Analysis(ATTACK_NAMES[attack], None, None, None, NOT_RUN, "",
+                                f"no {attack} results on subset {LIRA_SUBSET!r}"))
+            continue
+        a = Analysis.of(ATTACK_NAMES[attack], est, grade(est, minimum=paper[0]), _range_note(est, paper), paper=paper)
+        cov.append(a)
+        if attack == LIRA_PRIMARY_ATTACK:
+            primary = Analysis.of(PLAN_ANALYSIS, est, a.status,
+                                  "; ".join(x for x in (a.note, _detail(reps, other, attack, targets)) if x),
+                                  paper=paper)
+    tail = f"{BN} − {other}"
+    if primary is None:
+        claim.evaluations.append(not_run(where(setting, tail), f"no {LIRA_PRIMARY_ATTACK} LiRA results on "
+                                                              f"{LIRA_SUBSET!r}"))
+        return
+    fv, _ = lira_estimate(reps, other, "online_fixed_variance", LIRA_SUBSET)
+    if fv is not None:
+        alts.append(Analysis.of(ATTACK_NAMES["online_fixed_variance"], fv, grade(fv, minimum=paper[0]), paper=paper))
+    ident, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, IDENTITY_BLOCK)
+    if ident is not None:
+        alts.append(Analysis.of("online LiRA, identity query view only", ident, grade(ident, minimum=paper[0]),
+                                paper=paper))
+    if not clean:
+        out_est, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, "outliers")
+        if out_est is not None:
+            alts.append(Analysis.of("online LiRA, outlier subset (direction only tested)", out_est, grade(out_est)))
+    lens0 = reps[0][1]
+    c = cond(setting, lens0, attack=f"{ATTACK_NAMES[LIRA_PRIMARY_ATTACK]} (+ offline LiRA, RMIA)", subset=LIRA_SUBSET,
+             **{k: (lens0.config or {}).get(k) for k in ("shadow_models", "views")
+                if k not in lens0.conditions and k in (lens0.config or {})})
+    claim.evaluations.append(Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts,
+                                                      ATTACK_NAMES[LIRA_PRIMARY_ATTACK], paper=paper))
+    if deciding:
+        old, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, v2=True)
+        previous(claim, where(setting, tail), old.mean if old and math.isfinite(old.mean) else None,
+                 grade_v2(old, paper=paper))
+
+
+def evaluate_one(run: RunData, clean: bool) -> Claim:
+    """Claim 3a (with injected outliers) or 3b (clean data)."""
+    claim = new_claim("3b" if clean else "3a", LENS_LIRA)
+    for setting in settings_of(run, LENS_LIRA):
+        cell0 = setting.first
+        if cell0.corrupted is None or cell0.corrupted == clean:
+            if cell0.corrupted is None:
+                claim.notes.append(f"{setting.label}: corruption unknown; not assigned to 3a/3b")
+            continue
+        reps = setting.lenses(LENS_LIRA)
+        lens0 = reps[0][1]
+        norms = lira_norms(lens0.data, lens0.conditions)
+        if BN not in norms or len(norms) < 2:
+            claim.evaluations.append(not_run(where(setting), f"norms {norms}: needs batch and another norm"))
+            continue
+        paper = lira_range(outlier_mix(cell0))
+        for other, deciding in baselines(norms):
+            _one(claim, setting, reps, other, deciding, paper, clean)
+    return claim
+
+
+def evaluate(run: RunData) -> list[Claim]:
+    """Claims 3a and 3b."""
+    return [evaluate_one(run, clean=False), evaluate_one(run, clean=True)]

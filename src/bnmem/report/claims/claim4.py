@@ -1,0 +1,122 @@
+"""Claim 4: measured |γ|/σ exceeds 1 in most BN layers (the gamma-sigma lens).
+
+Plan 3.0 decides on the paper's unit, the layer (every BN layer: convolutional
+and fully connected alike), with replicates as the unit of replication; the
+fractions of channels above 1 (all, convolutional, fully connected) are shown
+as descriptions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from bnmem.analysis_plan import GS_MAJORITY, GS_SIGMA, LENS_GAMMA_SIGMA, PREVIOUS_VERSION
+from bnmem.report.claims.core import (
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, grade_v2, new_claim, not_run,
+)
+from bnmem.report.claims.shared import cond, previous, where
+from bnmem.report.results import finite, layer_rows, layer_type, settings_of
+from bnmem.report.rundata import RunData
+from bnmem.stats import PairedDiff, difference_stats, median_interval
+
+IDS = ("4",)
+
+
+def model_fractions(data: dict[str, Any], mode: str, types: set[str | None]) -> dict[str, float]:
+    """Seed -> fraction of channels with |γ|/σ > 1 over the BN layers whose type is in ``types``
+    (layer fractions weighted by their channel counts)."""
+    above: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for row in layer_rows(data, mode):
+        if layer_type(row) not in types:
+            continue
+        n = finite(row.get("n_channels")) or 0
+        for s, v in (row.get("per_seed") or {}).items():
+            f = finite((v or {}).get("frac_above_1"))
+            if f is not None and n > 0:
+                above[str(s)] = above.get(str(s), 0.0) + f * n
+                total[str(s)] = total.get(str(s), 0.0) + n
+    return {s: above[s] / total[s] for s in above if total[s] > 0}
+
+
+def model_layer_fractions(data: dict[str, Any], mode: str) -> dict[str, float]:
+    """Seed -> fraction of its BN layers (every type) whose median channel |γ|/σ is above 1."""
+    seeds: dict[str, list[bool]] = {}
+    rows = layer_rows(data, mode)
+    for r in rows:
+        for s, v in (r.get("per_seed") or {}).items():
+            m = finite((v or {}).get("median_ratio"))
+            if m is not None:
+                seeds.setdefault(str(s), []).append(m > 1.0)
+    return {s: float(np.mean(v)) for s, v in seeds.items() if len(v) == len(rows)}
+
+
+def median_estimate(values: Sequence[float], unit: str = "models") -> PairedDiff:
+    """Median of per-model values with the distribution-free median interval (plan 2.0's claim-4 statistic)."""
+    x = np.array([v for v in values if finite(v) is not None], dtype=float)
+    if x.size == 0:
+        return difference_stats([], unit=unit)
+    ci = median_interval(x)
+    med = float(np.median(x))
+    if ci is None:
+        return PairedDiff(med, None, None, int(x.size), unit, f"no interval: {x.size} {unit}",
+                          min=float(x.min()), max=float(x.max()), note=f"only {x.size} {unit}: too few for a 95% "
+                                                                       "distribution-free interval")
+    return PairedDiff(med, ci[0], ci[1], int(x.size), unit,
+                      f"95% distribution-free interval for the median over {x.size} {unit} (order statistics)",
+                      min=float(x.min()), max=float(x.max()))
+
+
+def _descriptions(reps: list, typed: set[str | None]) -> str:
+    """Channel fractions (all, conv, FC): descriptions, not verdicts."""
+    parts = []
+    groups = [("all channels", {"conv", "fc", None})]
+    if "conv" in typed:
+        groups += [("convolutional channels", {"conv"}), ("fully connected channels", {"fc"})]
+    for name, types in groups:
+        vals = [v for _, lens in reps for v in model_fractions(lens.data, GS_SIGMA, types).values()]
+        if vals:
+            parts.append(f"{name} above 1: {np.mean(vals):.0%} (mean over models)")
+    return "described, not deciding: " + "; ".join(parts) if parts else ""
+
+
+def evaluate(run: RunData) -> list[Claim]:
+    """Claim 4 in every setting that ran the gamma-sigma lens."""
+    claim = new_claim("4", "gamma_sigma", "{:.2f}")  # the HTML section id
+    for setting in settings_of(run, LENS_GAMMA_SIGMA):
+        reps = setting.lenses(LENS_GAMMA_SIGMA)
+        rows0 = layer_rows(reps[0][1].data, GS_SIGMA)
+        if not rows0:
+            claim.evaluations.append(not_run(where(setting), "no per-layer γ/σ in gamma_sigma.json"))
+            continue
+        typed = {layer_type(r) for r in rows0}
+        groups = [np.array(list(model_layer_fractions(lens.data, GS_SIGMA).values())) for _, lens in reps]
+        est = estimate(groups, "seeds", True)  # graded against the null 'half of the layers' 
+        n_layers = len(rows0)
+        per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
+        primary = Analysis.of(PLAN_ANALYSIS, est, grade(est, null=GS_MAJORITY),
+                              f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
+                              + _descriptions(reps, typed))
+        alts = []
+        if layer_rows(reps[0][1].data, "batch"):
+            bgroups = [np.array(list(model_layer_fractions(lens.data, "batch").values())) for _, lens in reps]
+            b = estimate(bgroups, "seeds", True)
+            alts.append(Analysis.of("batch σ", b, grade(b, null=GS_MAJORITY)))
+        old = _v2(reps, typed)
+        alts.append(Analysis.of(f"plan {PREVIOUS_VERSION}: median convolutional-channel fraction over models",
+                                old, grade(old, null=GS_MAJORITY), valid=False))
+        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer")
+        claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
+        previous(claim, where(setting), old.mean if math.isfinite(old.mean) else None,
+                 grade_v2(old, null=GS_MAJORITY))
+    return [claim]
+
+
+def _v2(reps: list, typed: set[str | None]) -> PairedDiff:
+    """Plan 2.0: the median over all models of the convolutional channel fraction (all types if untyped)."""
+    types = {"conv"} if "conv" in typed else {"conv", "fc", None}
+    return median_estimate([v for _, lens in reps for v in model_fractions(lens.data, GS_SIGMA, types).values()])
+

@@ -1,0 +1,155 @@
+"""Claims 5a (a derivation check) and 5b (the live BN step against the (γ/σ)² prediction), from the toy model.
+
+Plan 3.0's 5b: per simulation seed, the least-squares slope through the origin
+of y = the live BN step's margin change on the kernel alone on x = (γ/σ)² × the
+plain model's margin change on its kernel alone (started from the BN model's
+effective weights: the frozen-statistics prediction for the same parameters).
+Flip and OOD runs of one seed share data and initialization: one cluster.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bnmem.analysis_plan import (
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, INCONCLUSIVE, NOT_RUN, PREVIOUS_VERSION, REPRODUCED, THEORY_TOL,
+)
+from bnmem.report.claims.core import (
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, grade_band, new_claim, not_run, stats_of,
+)
+from bnmem.report.claims.shared import previous
+from bnmem.report.results import finite, fmt
+from bnmem.report.rundata import LensOutput, RunData
+from bnmem.stats import SMALL_N, difference_stats
+
+IDS = ("5a", "5b")
+BAND = (1 - THEORY_TOL, 1 + THEORY_TOL)
+WHERE = "toy model simulation"
+
+
+def _theory_cond(t: LensOutput) -> dict[str, Any]:
+    cfg = t.data.get("config") or {}
+    return {"model": "toy: 1 conv channel + linear classifier, full-batch GD, float64",
+            **{k: cfg[k] for k in ("steps", "lr", "n_outliers", "outlier_kind", "seed") if k in cfg}}
+
+
+def _floats(v: Any) -> np.ndarray:
+    arr = np.asarray(v if v is not None else [], dtype=object)
+    return np.array([np.nan if finite(x) is None else x for x in arr.ravel()], float).reshape(arr.shape)
+
+
+def _runs(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The counterfactual runs as ``[{"seed", "outlier_kind", ...arrays}]`` (both layouts theory.json used)."""
+    cf = data.get("counterfactual")
+    if not isinstance(cf, dict):
+        return []
+    per_run = cf.get("per_run")
+    if isinstance(per_run, dict):  # per_run[kind][seed] = {"ratio", "gamma_sigma_sq", ...}
+        return [{"seed": seed, "outlier_kind": kind, **r} for kind, by_seed in per_run.items()
+                if isinstance(by_seed, dict) for seed, r in by_seed.items() if isinstance(r, dict)]
+    runs = cf.get("runs")
+    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def _per_step(pred: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """(γ/σ)², one per step, broadcast over the outliers of each step."""
+    if pred.ndim == 1 and like.ndim == 2 and len(pred) == len(like):
+        return np.broadcast_to(pred[:, None], like.shape)
+    return pred
+
+
+def counterfactual_errors(data: dict[str, Any]) -> dict[str, float] | None:
+    """(seed/outlier kind) -> median relative error |ratio − (γ/σ)²| / (γ/σ)² of the whole-layer ratio
+    (plan 2.0's statistic); None when theory.json has no counterfactual."""
+    out = {}
+    for r in _runs(data):
+        ratio, pred = _floats(r.get("ratio")), _floats(r.get("gamma_sigma_sq"))
+        pred = _per_step(pred, ratio)
+        ratio, pred = ratio.ravel(), np.asarray(pred).ravel()
+        if ratio.size and ratio.size == pred.size:
+            err = np.abs(ratio - pred) / np.abs(pred)
+            if np.isfinite(err).any():
+                out[f"{r.get('seed')}/{r.get('outlier_kind')}"] = float(np.nanmedian(err))
+    return out or None
+
+
+def kernel_slopes(data: dict[str, Any]) -> dict[str, float] | None:
+    """seed -> slope through the origin of the live kernel step on (γ/σ)² × the plain kernel step, pooling
+    the seed's runs (flip and OOD: one cluster); None when theory.json lacks ``dm_bn_w``/``dm_plain_w``."""
+    xs: dict[str, list[np.ndarray]] = {}
+    ys: dict[str, list[np.ndarray]] = {}
+    for r in _runs(data):
+        if r.get("dm_bn_w") is None or r.get("dm_plain_w") is None:
+            continue
+        y, plain = _floats(r["dm_bn_w"]), _floats(r["dm_plain_w"])
+        x = np.asarray(_per_step(_floats(r.get("gamma_sigma_sq")), plain)) * plain
+        if x.shape != y.shape:
+            continue
+        ok = np.isfinite(x) & np.isfinite(y)
+        xs.setdefault(str(r.get("seed")), []).append(x[ok])
+        ys.setdefault(str(r.get("seed")), []).append(y[ok])
+    out = {}
+    for s in xs:
+        x, y = np.concatenate(xs[s]), np.concatenate(ys[s])
+        if x.size and float((x * x).sum()) > 0:
+            out[s] = float((x * y).sum() / (x * x).sum())
+    return out or None
+
+
+def _frozen(claim: Claim, t: LensOutput, amp: dict[str, Any], cond: dict[str, Any]) -> None:
+    fe = finite(amp.get("frozen_stats_median_rel_error"))
+    if fe is None:
+        claim.evaluations.append(not_run(WHERE, "theory.json has no frozen-statistics error"))
+        return
+    status = CHECK_PASSED if fe < THEORY_TOL else CHECK_FAILED
+    claim.evaluations.append(Evaluation(
+        WHERE, fe, None, None, status, "one deterministic simulation (no interval)",
+        "a check of the derivation, not evidence: with frozen batch statistics the BN step on w is the plain step "
+        "at learning rate η(γ/σ)², so the error only measures curvature; predicted (γ/σ)² median "
+        f"{fmt(amp.get('predicted_median'), '.2f')}, max relative error {fmt(amp.get('frozen_stats_max_rel_error'))}",
+        conditions=cond))
+    previous(claim, WHERE, fe, status)
+
+
+def _live(claim: Claim, t: LensOutput, cond: dict[str, Any]) -> None:
+    errs = counterfactual_errors(t.data)
+    old = None
+    if errs:
+        old = difference_stats(list(errs.values()), unit="simulations", bootstrap_from=SMALL_N)
+        st = (NOT_RUN if not math.isfinite(old.mean) else INCONCLUSIVE if old.ci_low is None else
+              REPRODUCED if old.ci_high < THEORY_TOL else CONTRADICTED if old.ci_low > THEORY_TOL
+              else INCONCLUSIVE)
+        previous(claim, WHERE, old.mean, st)
+    slopes = kernel_slopes(t.data)
+    alts = [] if old is None else [Analysis.of(f"plan {PREVIOUS_VERSION}: whole-layer ratio's median relative error",
+                                               old, claim.previous[-1].status, valid=False)]
+    if not slopes:
+        why = ("theory.json has no per-step kernel margin changes (dm_bn_w, dm_plain_w): rerun `bnmem theory` "
+               "with this version")
+        claim.evaluations.append(Evaluation(WHERE, None, None, None, NOT_RUN, "", why, conditions=cond,
+                                            analyses=alts))
+        return
+    est = stats_of(list(slopes.values()), "seeds")
+    note = ("slope of the live kernel step on (γ/σ)² × the plain kernel step, per seed: "
+            + ", ".join(f"seed {k} {v:.2f}" for k, v in slopes.items())
+            + f"; the derivation predicts 1 (band {BAND[0]:g}–{BAND[1]:g})")
+    primary = Analysis.of(PLAN_ANALYSIS, est, grade_band(est, BAND), note, paper=BAND)
+    claim.evaluations.append(Evaluation.from_analysis(WHERE, primary, cond, True, [], alts, paper=BAND))
+
+
+def evaluate(run: RunData) -> list[Claim]:
+    """Claims 5a and 5b from the theory lens."""
+    frozen = new_claim("5a", "theory", "{:.1%}")
+    live = new_claim("5b", "theory", "{:.2f}")
+    t = run.theory
+    if t is None:
+        return [frozen, live]
+    amp = (t.data.get("summary") or {}).get("amplification") or {}
+    cond = _theory_cond(t)
+    _frozen(frozen, t, amp, cond)
+    _live(live, t, cond)
+    return [frozen, live]
+

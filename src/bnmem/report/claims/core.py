@@ -1,0 +1,428 @@
+"""The grading core of the claims: statuses, intervals, the least supportive setting, multiplicity.
+
+Every claim module (:mod:`bnmem.report.claims`) turns lens results into
+:class:`Evaluation` objects (one per setting it can be measured in) and leaves
+the decisions to this module:
+
+* :func:`grade` (plan 3.0) and :func:`grade_v2` (plan 2.0, shown next to it)
+  turn an estimate with its interval into a status;
+* :func:`vs_paper` describes the interval against the paper's range;
+* :func:`estimate` makes the interval at the claim's family level: a claim with
+  k deciding settings is evaluated with every interval at 1 − α/k
+  (Bonferroni, :func:`bnmem.analysis_plan.family_level`), set by :func:`at_level`;
+* :class:`Claim` picks the least supportive deciding evaluation and counts the
+  robustness panel's agreement.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from bnmem.analysis_plan import (
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LEVEL, NOT_RUN, PLAN, PLAN_VERSION,
+    REPRODUCED, VS_ABOVE, VS_BELOW, VS_WITHIN,
+)
+from bnmem.stats import SMALL_N, PairedDiff, difference_stats, replicated_difference
+
+# Least supportive first: a claim's row shows its weakest deciding evaluation.
+RANK = {CONTRADICTED: 0, CHECK_FAILED: 0, INCONCLUSIVE: 1, DIRECTION_ONLY: 2, REPRODUCED: 3, CHECK_PASSED: 3}
+PLAN_ANALYSIS = "plan"
+
+_LEVEL: ContextVar[float] = ContextVar("bnmem_claim_level", default=LEVEL)
+
+
+def level() -> float:
+    """The interval level the claim being evaluated uses (95%, or Bonferroni-adjusted)."""
+    return _LEVEL.get()
+
+
+@contextmanager
+def at_level(value: float) -> Iterator[None]:
+    """Evaluate a claim with every interval at ``value`` (its family level)."""
+    token = _LEVEL.set(value)
+    try:
+        yield
+    finally:
+        _LEVEL.reset(token)
+
+
+def estimate(groups: Sequence[Sequence[float]], within_unit: str, within_independent: bool) -> PairedDiff:
+    """Plan 3.0's estimate: replicates as the unit, t-interval at every n, at the family level."""
+    return replicated_difference(groups, within_unit, within_independent, level=level())
+
+
+def estimate_v2(groups: Sequence[Sequence[float]], within_unit: str, within_independent: bool) -> PairedDiff:
+    """Plan 2.0's estimate (shown as the previous verdict): 95%, the bootstrap from 10 units, no adjustment."""
+    return replicated_difference(groups, within_unit, within_independent, level=LEVEL, bootstrap_from=SMALL_N)
+
+
+def stats_of(values: Sequence[float], unit: str) -> PairedDiff:
+    """The mean of independent units with its t-interval at the family level."""
+    return difference_stats(values, unit=unit, level=level())
+
+
+def _usable(est: PairedDiff | None) -> bool:
+    return est is not None and math.isfinite(est.mean)
+
+
+def grade(est: PairedDiff | None, null: float = 0.0, minimum: float | None = None) -> str:
+    """Plan 3.0's status of an estimate whose expected direction is up.
+
+    Args:
+        est: the estimate with its interval.
+        null: the value of no effect.
+        minimum: the paper's stated minimum magnitude, or None when it states none.
+
+    Returns:
+        reproduced (interval at or above the minimum, else above the null) / direction only (above the null,
+        reaching below the minimum) / inconclusive (includes the null, or no interval) / contradicted (below
+        the null) / not run.
+    """
+    if not _usable(est):
+        return NOT_RUN
+    assert est is not None
+    if est.ci_low is None or est.ci_high is None:
+        return INCONCLUSIVE
+    lo, hi = est.ci_low, est.ci_high
+    if lo > null:
+        return REPRODUCED if minimum is None or lo >= minimum else DIRECTION_ONLY
+    if hi < null:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def grade_band(est: PairedDiff | None, band: tuple[float, float], null: float = 0.0) -> str:
+    """Plan 3.0's status of an estimate predicted to lie in ``band`` (claim 5b's slope near 1):
+    reproduced if the interval lies inside the band, direction only if above the null but not inside it."""
+    status = grade(est, null)
+    if status != REPRODUCED:
+        return status
+    assert est is not None and est.ci_low is not None and est.ci_high is not None
+    return REPRODUCED if band[0] <= est.ci_low and est.ci_high <= band[1] else DIRECTION_ONLY
+
+
+def grade_v2(est: PairedDiff | None, null: float = 0.0, paper: tuple[float, float] | None = None) -> str:
+    """Plan 2.0's status: above the null and overlapping the paper's range (when it states one)."""
+    if not _usable(est):
+        return NOT_RUN
+    assert est is not None
+    if est.ci_low is None or est.ci_high is None:
+        return INCONCLUSIVE
+    lo, hi = est.ci_low, est.ci_high
+    if lo > null:
+        if paper is not None and (hi < paper[0] or lo > paper[1]):
+            return DIRECTION_ONLY
+        return REPRODUCED
+    if hi < null:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def vs_paper(est: PairedDiff | None, paper: tuple[float, float] | None) -> str:
+    """"below" / "within" / "above": the interval against the paper's range ("within" = overlaps it);
+    "" without a range or an interval. A description, not a verdict."""
+    if paper is None or est is None or est.ci_low is None or est.ci_high is None:
+        return ""
+    if est.ci_high < paper[0]:
+        return VS_BELOW
+    if est.ci_low > paper[1]:
+        return VS_ABOVE
+    return VS_WITHIN
+
+
+def direction(status: str) -> str | None:
+    """The side of the null a status says the effect lies on: "+", "−", "0" (undecided), None (not run)."""
+    if status in (REPRODUCED, DIRECTION_ONLY, CHECK_PASSED):
+        return "+"
+    if status in (CONTRADICTED, CHECK_FAILED):
+        return "−"
+    return None if status == NOT_RUN else "0"
+
+
+@dataclass
+class Analysis:
+    """One analysis choice's verdict (a co-verdict, or a row of the robustness panel).
+
+    ``valid`` False: an analysis the plan calls invalid, shown but never counted in the agreement.
+    """
+
+    name: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    status: str
+    method: str = ""
+    note: str = ""
+    valid: bool = True
+    vs_paper: str = ""
+
+    @classmethod
+    def of(cls, name: str, est: PairedDiff | None, status: str, note: str = "", valid: bool = True,
+           paper: tuple[float, float] | None = None) -> "Analysis":
+        if est is None:
+            return cls(name, None, None, None, status, "", note, valid)
+        v = est.mean if math.isfinite(est.mean) else None
+        notes = "; ".join(x for x in (note, est.note) if x)
+        return cls(name, v, est.ci_low, est.ci_high, status, est.method, notes, valid, vs_paper(est, paper))
+
+    def same_numbers(self, other: "Analysis") -> bool:
+        """Whether two analyses are the same analysis under two names (equal value and interval)."""
+        def close(a: float | None, b: float | None) -> bool:
+            return (a is None and b is None) or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-12,
+                                                                                                   abs_tol=1e-15))
+        return close(self.value, other.value) and close(self.ci_low, other.ci_low) and close(self.ci_high,
+                                                                                             other.ci_high)
+
+
+@dataclass
+class PreviousVerdict:
+    """The verdict of one evaluation under the previous plan version's rule."""
+
+    where: str
+    value: float | None
+    status: str
+
+
+@dataclass
+class Evaluation(Analysis):
+    """One measurement of a claim in one setting: the plan's analysis (``name`` is where it was measured,
+    also :attr:`where`) and its alternatives.
+
+    Attributes:
+        conditions: the conditions of the number.
+        deciding: False for comparisons shown for information only (e.g. BN vs group norm).
+        coverdicts: analyses with their own verdict (claim 3's attacks, claim 2's definitions...).
+        analyses: the robustness panel's alternatives.
+        primary: the name of the co-verdict that is the plan's own analysis (not counted twice).
+        variant: set for a robustness variant of the whole experiment (e.g. "recipe per-norm"): it never
+            decides and appears in the robustness panel under this name.
+        paper: the paper's range (low, high) the number is compared with, or None.
+        tests: how many tests this evaluation adds to the claim's Bonferroni family (claim 2: 2 definitions).
+    """
+
+    conditions: dict[str, Any] = field(default_factory=dict)
+    deciding: bool = True
+    coverdicts: list[Analysis] = field(default_factory=list)
+    analyses: list[Analysis] = field(default_factory=list)
+    primary: str = ""
+    variant: str = ""
+    paper: tuple[float, float] | None = None
+    tests: int = 1
+
+    @property
+    def where(self) -> str:
+        """What was compared, e.g. "digits · lenet · label noise 0.05 (3 replicates): batch − none"."""
+        return self.name
+
+    @classmethod
+    def from_analysis(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
+                      coverdicts: list[Analysis] | None = None, analyses: list[Analysis] | None = None,
+                      primary: str = "", paper: tuple[float, float] | None = None) -> "Evaluation":
+        return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid, a.vs_paper,
+                   conditions, deciding, coverdicts or [], analyses or [], primary, "", paper)
+
+    def as_analysis(self, name: str = PLAN_ANALYSIS) -> Analysis:
+        return Analysis(name, self.value, self.ci_low, self.ci_high, self.status, self.method, self.note,
+                        self.valid, self.vs_paper)
+
+
+def weakest(items: Sequence[Any]) -> Any:
+    """The least supportive of evaluations/analyses (status rank, then the smallest lower bound)."""
+
+    def key(e: Any) -> tuple[int, float]:
+        low = e.ci_low if e.ci_low is not None else e.value
+        return RANK.get(e.status, 1), (math.inf if low is None or not math.isfinite(low) else low)
+
+    return min(items, key=key)
+
+
+def not_run(where: str, why: str, cond: dict[str, Any] | None = None) -> Evaluation:
+    """An evaluation that could not be made, with the reason."""
+    return Evaluation(where, None, None, None, NOT_RUN, "", why, conditions=cond or {})
+
+
+def merge_identical(items: list[Analysis]) -> list[Analysis]:
+    """Analyses with the same numbers counted once, under all their names joined by ' = '."""
+    out: list[Analysis] = []
+    for a in items:
+        twin = next((b for b in out if b.status == a.status and b.valid == a.valid and b.same_numbers(a)
+                     and a.value is not None), None)
+        if twin is None:
+            out.append(Analysis(a.name, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid,
+                                a.vs_paper))
+        else:
+            twin.name = f"{twin.name} = {a.name}"
+    return out
+
+
+# The keys of :meth:`Claim.row` (stable; new keys are appended, never renamed).
+ROW_KEYS = ("id", "title", "kind", "status", "effect", "ci_low", "ci_high", "level", "k", "paper_low", "paper_high",
+            "vs_paper", "setting", "attack", "agreement_direction", "agreement_magnitude", "previous_status",
+            "plan_version", "method", "note", "conditions")
+
+
+@dataclass
+class Claim:
+    """A claim of the paper, its plan, its evaluations and the previous rule's verdicts."""
+
+    id: str
+    title: str
+    metric: str
+    rule: str
+    section: str  # anchor of the figure section that shows the evidence
+    value_format: str = "{:+.3f}"
+    evaluations: list[Evaluation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    kind: str = "evidence"
+    previous_rule: str = ""
+    previous: list[PreviousVerdict] = field(default_factory=list)
+    level: float = LEVEL
+
+    def deciding(self) -> list[Evaluation]:
+        """The deciding evaluations that ran."""
+        return [e for e in self.evaluations if e.deciding and e.status != NOT_RUN]
+
+    def family_size(self) -> int:
+        """k of the Bonferroni family: the tests of the deciding evaluations that ran."""
+        return sum(e.tests for e in self.deciding())
+
+    @property
+    def decisive(self) -> Evaluation | None:
+        """The evaluation the claim's row shows: the least supportive deciding one."""
+        ran = self.deciding()
+        return weakest(ran) if ran else None
+
+    @property
+    def status(self) -> str:
+        d = self.decisive
+        return NOT_RUN if d is None else d.status
+
+    @property
+    def previous_status(self) -> str:
+        """The verdict under plan :data:`PREVIOUS_VERSION`: the least supportive of its verdicts."""
+        ran = [p for p in self.previous if p.status != NOT_RUN]
+        return min(ran, key=lambda p: RANK.get(p.status, 1)).status if ran else NOT_RUN
+
+    @property
+    def vs_paper(self) -> str:
+        d = self.decisive
+        return d.vs_paper if d else ""
+
+    def _aggregate(self, pick: Callable[[Evaluation], list[Analysis]]) -> list[Analysis]:
+        """Per analysis name, the least supportive over the deciding evaluations (first-seen order)."""
+        by_name: dict[str, list[Analysis]] = {}
+        for e in self.deciding():
+            for a in pick(e):
+                by_name.setdefault(a.name, []).append(a)
+        out = []
+        for items in by_name.values():
+            ran = [a for a in items if a.status != NOT_RUN]
+            out.append(weakest(ran) if ran else items[0])
+        return out
+
+    def coverdicts(self) -> list[Analysis]:
+        """Each co-verdict (e.g. each attack), aggregated over settings."""
+        return self._aggregate(lambda e: e.coverdicts)
+
+    def robustness(self) -> list[Analysis]:
+        """The robustness panel: the plan's verdict, each other co-verdict and each alternative, aggregated;
+        analyses with the same numbers merged into one row."""
+        plan = self._aggregate(lambda e: [e.as_analysis()])
+        seen = {PLAN_ANALYSIS} | {e.primary for e in self.evaluations if e.primary}
+        rest = []
+        variants: dict[str, list[Analysis]] = {}
+        for e in self.evaluations:
+            if e.variant and e.status != NOT_RUN:
+                variants.setdefault(e.variant, []).append(e.as_analysis(e.variant))
+        for a in self.coverdicts() + self._aggregate(lambda e: e.analyses) + [weakest(v) for v in variants.values()]:
+            if a.name not in seen:
+                seen.add(a.name)
+                rest.append(a)
+        return merge_identical(plan + rest)
+
+    def label(self, a: Analysis) -> str:
+        """An analysis's name for display: the plan's own is 'plan 3.0 (<the co-verdict it is>)'."""
+        if a.name != PLAN_ANALYSIS and not a.name.startswith(PLAN_ANALYSIS + " = "):
+            return a.name + ("" if a.valid else " (invalid: shown, not counted)")
+        primary = next((e.primary for e in self.evaluations if e.primary), "")
+        return f"plan {PLAN_VERSION}" + (f" ({primary})" if primary else "") + a.name[len(PLAN_ANALYSIS):]
+
+    def _counted(self) -> list[Analysis]:
+        return [a for a in self.robustness() if a.status != NOT_RUN and a.valid]
+
+    def agreement(self) -> tuple[int, int]:
+        """(k, n): of the n valid distinct analyses that ran, k agree with the verdict's direction."""
+        ran = self._counted()
+        return sum(direction(a.status) == direction(self.status) for a in ran), len(ran)
+
+    def magnitude_agreement(self) -> tuple[int, int] | None:
+        """(k, n) agreeing on the status itself, for claims whose paper states a magnitude; else None."""
+        if not any(e.paper for e in self.deciding()):
+            return None
+        ran = self._counted()
+        return sum(a.status == self.status for a in ran), len(ran)
+
+    def agreement_text(self) -> str:
+        k, n = self.agreement()
+        if n == 0:
+            return "—"
+        parts = [f"{k} of {n} analyses agree on direction"]
+        mag = self.magnitude_agreement()
+        if mag:
+            parts.append(f"{mag[0]} of {mag[1]} on the status")
+        cov = self.coverdicts()
+        if cov:
+            same = len({a.status for a in cov if a.status != NOT_RUN}) <= 1
+            parts.append(("agree: " if same else "disagree: ") + "; ".join(f"{a.name} {a.status}" for a in cov))
+        return " · ".join(parts)
+
+    def fmt(self, v: float | None) -> str:
+        """A number in this claim's format; '—' for none."""
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return "—"
+        return self.value_format.format(v)
+
+    def not_run_reason(self) -> str:
+        """Why a claim has no deciding evaluation."""
+        reasons = [e.note for e in self.evaluations if e.status == NOT_RUN and e.note]
+        return "; ".join(dict.fromkeys(reasons)) or "the lens that measures it is not in this run"
+
+    def row(self) -> dict[str, Any]:
+        """The claim's row as plain data (the checklist, summary.csv and the forest plot read it).
+
+        Keys (:data:`ROW_KEYS`; stable, new ones appended): ``id``, ``title``, ``kind`` ("evidence" or
+        "derivation check"); ``status`` (plan 3.0); ``effect`` (the decisive evaluation's estimate, None when
+        not run) with ``ci_low``/``ci_high`` (its interval, None without one) at ``level`` (the claim's
+        Bonferroni-adjusted level over ``k`` deciding tests); ``paper_low``/``paper_high`` (the paper's range,
+        None without a stated magnitude) and ``vs_paper`` ("below"/"within"/"above"/""); ``setting`` (where the
+        decisive number was measured, or why not run); ``attack`` (claim 3's deciding attack, else "");
+        ``agreement_direction`` and ``agreement_magnitude`` ("k of n" or ""); ``previous_status`` (the verdict
+        under plan 2.0); ``plan_version``; ``method`` (the interval method); ``note``; ``conditions`` (dict).
+        """
+        d = self.decisive
+        mag = self.magnitude_agreement()
+        k, n = self.agreement()
+        paper = d.paper if d else None
+        return {
+            "id": self.id, "title": self.title, "kind": self.kind, "status": self.status,
+            "effect": d.value if d else None, "ci_low": d.ci_low if d else None, "ci_high": d.ci_high if d else None,
+            "level": self.level, "k": self.family_size(),
+            "paper_low": paper[0] if paper else None, "paper_high": paper[1] if paper else None,
+            "vs_paper": self.vs_paper, "setting": d.where if d else self.not_run_reason(),
+            "attack": d.conditions.get("attack", "") if d else "",
+            "agreement_direction": f"{k} of {n}" if n else "", "agreement_magnitude": f"{mag[0]} of {mag[1]}"
+            if mag and mag[1] else "", "previous_status": self.previous_status, "plan_version": PLAN_VERSION,
+            "method": d.method if d else "", "note": d.note if d else "", "conditions": dict(d.conditions) if d else {},
+        }
+
+
+def new_claim(cid: str, section: str, value_format: str = "{:+.3f}") -> Claim:
+    """An empty claim with the plan's title, metric and rule."""
+    p = PLAN[cid]
+    metric = f"{p.metric}; {p.statistic}"
+    rule = f"{p.rule} [unit: {p.unit.split(':')[0]}; interval: {p.interval.split('.')[0]}]"
+    return Claim(cid, p.title, metric, rule, section, value_format, kind=p.kind, previous_rule=p.previous_rule)
