@@ -502,7 +502,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"<header><h1>{esc(title)}</h1>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
-        f"bnmem {esc(__version__)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
+        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
         + f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         f"<nav>{nav}</nav></header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
