@@ -467,8 +467,8 @@ def forest_block(claims: list[Claim]) -> str:
             "<figcaption>Every claim's effect and interval per setting (claim 3: per attack; the plan's level: "
             "95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
             "claim on its own axis; colour = status, hollow = not deciding (a robustness variant or another "
-            "baseline), dashed line = the null (claim 4: half the channels; claim 5: the 10% tolerance), green "
-            "band = the paper's range. Replicates are the unit of every interval.</figcaption></figure>")
+            "baseline), dashed line = the null (claim 4: half the layers; claim 5a: the 10% tolerance), green "
+            "band = the paper's range (claim 5b: the derivation's slope 1 ± 10%). Replicates are the unit of every interval.</figcaption></figure>")
 
 
 def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
