@@ -470,3 +470,27 @@ def test_conditions_show_each_norms_recipe_and_accuracies(lens_dirs, tmp_path):
         assert r[2] == "shared" and float(r[3]) == metrics["conditions"].get("lr", 0.05)
         assert r[4] == f"{metrics[norm]['final']['train_acc']:.3f}" and r[6] == f"{metrics[norm]['final']['test_acc']:.3f}"
     assert "Recipes and how well each norm trained" in rep.html.read_text(encoding="utf-8")
+
+
+def test_forest_plot_rows_and_order(study_dir):
+    """The forest plot has one panel per claim, one row per evaluation that ran (claim 3: one per attack), the
+    plan's null per claim and the paper's range on claim 3's rows; the page shows it right after the headline."""
+    from bnmem.analysis_plan import NOT_RUN
+    from bnmem.report.forest import AXES, forest_panels
+
+    rep = build_report(study_dir)
+    panels = forest_panels(rep.claims)
+    assert [p.title.split(" · ")[0] for p in panels] == [c.id for c in rep.claims]
+    for c, p in zip(rep.claims, panels):
+        ran = [e for e in c.evaluations if e.status != NOT_RUN]
+        if c.id in ("3a", "3b"):
+            assert len(p.rows) == sum(len([a for a in e.coverdicts if a.status != NOT_RUN]) for e in ran)
+            assert len(p.rows) > len(ran) and all(r.paper is not None for r in p.rows)  # several attacks each
+        else:
+            assert len(p.rows) == len(ran), c.id
+        assert p.null == AXES[c.id][1]
+        assert all(r.status in (*ROW_STATUSES, NOT_RUN) for r in p.rows)
+    html_text = rep.html.read_text(encoding="utf-8")
+    order = [html_text.index(f'id="{sid}"') for sid in ("headline", "forest", "memorization", "details")]
+    assert order == sorted(order)
+    assert html_text.count("<details") >= 6 and "<details open" not in html_text
