@@ -222,6 +222,12 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
     assert 0.35 < auc < 0.65
     assert any(f"LiRA over 4 shadow copies of this recipe: AUC {auc:.3f}" in f for f in d["risk"]["findings"])
     assert d["risk"]["level"] == expected_risk_level(d)
+    eps = mem["attacks"]["online"]["all"]["eps_lb"]
+    assert eps >= 0 and len(mem["attacks"]["online"]["all"]["eps_lb_per_target"]) == 4
+    assert any(f.startswith(f"Empirical ε lower bound {eps:.2f}") for f in d["risk"]["findings"])
+    ms = mem["memorization_scores"]
+    assert ms["by_subset"]["all"]["n"] == ds.n_train and len(ms["top_memorized"]["index"]) == 10
+    assert ms["top_memorized"]["mem"] == sorted(ms["top_memorized"]["mem"], reverse=True)
     assert "## Membership inference (shadow copies)" in result.markdown
     assert model.training is False  # audited in eval mode, left there
 

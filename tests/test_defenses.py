@@ -129,7 +129,10 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path_factory):
     assert "On the privacy–utility front" in recommendation(res) and "dp-group-eps8" in summary_table(res)
     from bnmem.lenses.registry import get
 
-    assert get("defenses").summary(res) == summary_table(res) + "\n\n" + recommendation(res)
+    from bnmem.lenses.defenses import audit_text
+
+    assert get("defenses").summary(res) == summary_table(res) + "\n\n" + recommendation(res) + "\n\n" + audit_text(res)
+    assert dp["dp_audit"]["passed"] and dp["dp_audit"]["eps_lb_max"] <= dp["epsilon"]["mean"]
 
     # Interrupt a DP chunk after its first model: the rerun trains the second one only, to the same bits.
     chunk = tmp_path / "rep0" / "dp-group-eps8" / "shadow" / "models_0000-0001"

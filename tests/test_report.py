@@ -430,7 +430,7 @@ def test_report_of_a_real_study_run(tmp_path):
     assert status["5a"] in (CHECK_PASSED, CHECK_FAILED)
     for cid in ("2", "3b", "4", "6", "7"):
         assert status[cid] == NOT_RUN, cid
-    assert len(page.imgs) == 3  # memorization, roc, theory
+    assert len(page.imgs) == 5  # memorization, roc, mem_gallery, mem_scores, theory
     assert "tiny" in (out / "summary.md").read_text(encoding="utf-8").splitlines()[0]
 
 

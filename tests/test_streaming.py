@@ -28,7 +28,7 @@ def assert_same(oracle: dict, stream: dict, attacks=EVERY, atol: float = 1e-9) -
         np.testing.assert_allclose(stream["scores"][attack], oracle["scores"][attack], rtol=1e-9, atol=1e-12,
                                    err_msg=attack)
         for sub, summary in oracle["metrics"][attack].items():
-            for key in ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr"):
+            for key in ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "eps_lb"):
                 a = np.array(summary[f"{key}_per_target"])
                 b = np.array(stream["metrics"][attack][sub][f"{key}_per_target"])
                 np.testing.assert_allclose(b, a, rtol=0, atol=atol, err_msg=f"{attack} {sub} {key}")

@@ -393,7 +393,10 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatc
     # float32 residual) x (candidates + the 899 test images, RMIA's population), over the two cells: 180 and
     # 189 candidates (200 less the 10% validation split; the OOD cell appends 9 images)
     assert 4 * 2 * 1 * 4 * 2 * ((180 + 899) + (189 + 899)) == 138_688
-    assert "attack inputs 138.7 KB" in text and "estimated disk:" in text
+    # plus per norm and candidate: int16 predictions per model and view (2 x 4 x 1), the two float64
+    # leave-one-model-out score arrays (2 x 8 x 4) and 16 float64 per-example vectors of mem_scores.npz
+    assert 138_688 + 2 * (2 * 4 + 2 * 8 * 4 + 16 * 8) * (180 + 189) == 286_288
+    assert "attack inputs 286.3 KB" in text and "estimated disk:" in text
 
 
 def test_replicates_and_recipes_expand_into_cells():

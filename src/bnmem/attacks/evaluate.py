@@ -223,7 +223,10 @@ def evaluate_attacks(
           ``<metric>_std`` (sample std over targets, nan for < 2 targets) and
           ``<metric>_per_target`` (list in ``targets`` order, so
           ``auc_per_target`` is in model-index order by default), plus
-          ``n_targets`` (targets whose subset had both members and non-members).
+          ``n_targets`` (targets whose subset had both members and non-members), and the
+          empirical ε lower bound: ``eps_lb`` (mean over targets), ``eps_lb_std``,
+          ``eps_lb_max``, ``eps_lb_per_target``, ``eps_lb_counts``, ``eps_lb_settings``
+          (:func:`bnmem.attacks.epsilon.epsilon_summary`; δ = 1/(examples the target trained on)).
         - ``curves``: ``{attack: {subset: {"per_target": [(fpr, tpr), ...],
           "pooled": (fpr, tpr)}}}``; ``pooled`` is the ROC of all targets'
           scores together, as the reference code plots it.

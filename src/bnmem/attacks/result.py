@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bnmem.attacks.epsilon import epsilon_summary
 from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
@@ -184,6 +185,8 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     """
     metrics: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, Any]] = {}
+    # ε_lb's δ: 1/(examples the target trained on), the DP variants' convention, on every subset.
+    deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         for sub, mask in masks.items():
@@ -194,6 +197,7 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
                 if per_target_curves:
                     per_roc.append(c)
             metrics[name][sub] = summarize(per_target)
+            metrics[name][sub].update(epsilon_summary(s[:, mask], members[:, mask], deltas))
             pooled = roc(s[:, mask].ravel(), members[:, mask].ravel())
             if pooled_points is not None:
                 pooled = thin_curve(*pooled, max_points=pooled_points)

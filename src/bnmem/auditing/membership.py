@@ -32,7 +32,20 @@ __all__ = ["AUDIT_ATTACKS", "check_shadow_request", "membership_section"]
 # Attacks reported from the shadow models (online LiRA is the reference one).
 AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
 # What the section keeps of each attack summary.
-SECTION_METRICS = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc")
+SECTION_METRICS = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc",
+                   "eps_lb", "eps_lb_max", "eps_lb_per_target")  # eps_lb: bnmem.attacks.epsilon
+
+
+def _mem_scores(copies: Any, keep: np.ndarray, ds: Any, subsets: dict[str, np.ndarray] | None) -> dict[str, Any]:
+    """Feldman–Zhang top-1 scores of the user's examples over the copies: per subset, and the 10 highest."""
+    from bnmem.attacks.memscore import mem_scores, subset_summary, top1_values, top_k
+
+    mem = mem_scores(top1_values(copies.pred, ds.y_train.numpy()), keep)["mem"]
+    top = top_k(mem, 10)
+    return {"definition": "P[copy predicts the training label | example IN] − P[... | OUT], top-1 over the query "
+                          "views (docs/attacks.md)",
+            "by_subset": subset_summary(mem, {"all": np.ones(mem.shape, bool), **(subsets or {})}),
+            "top_memorized": {"index": top.tolist(), "mem": mem[top].tolist()}}
 
 
 def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
@@ -98,5 +111,6 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         "attacks": metrics,
         "shadow_accuracy": {k: float(np.mean([a[k] for a in copies.accuracy])) for k in ("train_in", "train_out")},
         "subset_sizes": res["subset_sizes"],
+        "memorization_scores": _mem_scores(copies, keep, ds, subsets),
         "cost": {k: v for k, v in cost.items() if k != "text"},
     }

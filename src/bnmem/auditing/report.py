@@ -28,6 +28,15 @@ RECOMMEND = ("consider the γ/σ regularizer (--gs-reg λ, e.g. `bnmem mitigate`
              "or no normalization, and compare memorization and LiRA AUC with `bnmem run`")
 
 
+def eps_lb_sentence(eps_lb: float, eps_max: float | None = None) -> str:
+    """The empirical ε lower bound in one plain sentence, with what it does and does not mean."""
+    worst = f" (largest over the shadow copies {eps_max:.2f})" if eps_max is not None else ""
+    return (f"Empirical ε lower bound {eps_lb:.2f}{worst}: from online LiRA's hits and false alarms, any "
+            "(ε, δ = 1/N) differential-privacy guarantee for this training recipe would need ε at least this "
+            "large (95% confidence per copy); it is a floor set by one attack, not a privacy guarantee.")
+
+
+
 def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
     """Findings (one sentence each), an overall level and recommendations.
 
@@ -94,6 +103,7 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
         if "outliers" in mem["attacks"]["online"]:
             text += f"; on the corrupted samples AUC {mem['attacks']['online']['outliers']['auc']:.3f}"
         findings.append((level, text + "."))
+        findings += [("low", eps_lb_sentence(online["eps_lb"], online.get("eps_lb_max")))] if "eps_lb" in online else []
     overall = max((lvl for lvl, _ in findings), key=LEVELS.index, default="low")
     recs = []
     if bn and bn_level != "low":

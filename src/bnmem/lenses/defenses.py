@@ -49,6 +49,7 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.figures.frontier import plot_frontier
 from bnmem.formatting import mean_pm
 from bnmem.frontier import front_points, pareto_front, recommendation, risk_name, setting_text
@@ -59,6 +60,7 @@ from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
 from bnmem.shadow.phases import estimate as shadow_estimate
+from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs
 from bnmem.stats import t_interval
@@ -272,7 +274,10 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
         "attacks": {a: {s: {m: res["metrics"][a][s][m] for m in METRICS} for s in SUBSETS if s in res["metrics"][a]}
                     for a in ATTACKS},
         "subset_sizes": res["subset_sizes"],
+        # Empirical ε lower bound (mean over targets; δ = 1/N): every variant's leakage in DP units.
+        "eps_lb": {a: {s: res["metrics"][a][s]["eps_lb"] for s in SUBSETS if s in res["metrics"][a]} for a in ATTACKS},
         "seconds_per_model": seconds,
+        "memorization_scores": mem_summary(norm_mem_scores(vdir)),  # Feldman–Zhang (mem_scores.npz)
         "trainer": trainer,
         "model_seeds": lcfg.model_seeds(),
         "keep_seed": lcfg.keep_seed,
@@ -281,6 +286,7 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
     if v.private:
         records = dp_accounting(lcfg, vdir)
         entry["epsilon"] = float(np.mean([a["epsilon"] for a in records]))
+        entry["dp_audit"] = _dp_audit(res, vdir, records, cfg.replicates)
         entry["accounting"] = {
             "epsilon_max": float(max(a["epsilon"] for a in records)),
             **{k: float(np.mean([a[k] for a in records])) for k in
@@ -290,6 +296,17 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
             "secure_mode": records[0]["secure_mode"],
         }
     return entry
+
+
+def _dp_audit(res: dict[str, Any], vdir: Path, records: list[dict[str, Any]], replicates: int) -> dict[str, Any]:
+    """ε_lb ≤ accountant ε for every attack, subset and target of one DP variant's replicate
+    (:func:`bnmem.attacks.epsilon.epsilon_audit`; the family spans the replicates)."""
+    outliers = np.load(vdir / "is_noisy.npy") | np.load(vdir / "is_ood.npy")
+    masks = {"all": np.ones_like(outliers)} | ({"outliers": outliers} if outliers.any() else {})
+    tgt = res["targets"]
+    return epsilon_audit({a: res["scores"][a] for a in ATTACKS}, res["members"], masks,
+                         [records[t]["epsilon"] for t in tgt], [records[t]["delta"] for t in tgt],
+                         family_extra=replicates)
 
 
 def _summary(values: list[float | None]) -> dict[str, Any]:
@@ -308,8 +325,12 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
             for s in SUBSETS}
         for a in ATTACKS
     }
+    agg["eps_lb"] = {a: {s: _summary([e["eps_lb"][a].get(s) for e in entries]) for s in SUBSETS} for a in ATTACKS}
     if "epsilon" in entries[0]:
         agg["epsilon"] = _summary([e["epsilon"] for e in entries])
+        audits = [e["dp_audit"] for e in entries]
+        agg["dp_audit"] = {"passed": all(a["passed"] for a in audits),
+                           "eps_lb_max": max(a["eps_lb_max"] for a in audits), "per_replicate": audits}
     agg["trainer"] = entries[0]["trainer"]
     return agg
 
@@ -418,6 +439,30 @@ def frontier_title(result: dict[str, Any]) -> str:
             "t-interval); filled: on the front")
 
 
+def _audit_cell(v: dict[str, Any]) -> str:
+    audit = v.get("dp_audit")
+    if audit is None:
+        return "-"
+    return ("yes" if audit["passed"] else "NO") + f" (max {audit['eps_lb_max']:.2f})"
+
+
+def audit_text(result: dict[str, Any]) -> str:
+    """One sentence per DP variant: its largest ε lower bound against its accountant ε."""
+    lines = []
+    for name in result["variant_names"]:
+        v = result["variants"][name]
+        audit = v.get("dp_audit")
+        if audit is None:
+            continue
+        eps = v["epsilon"]["mean"]
+        verdict = ("consistent with the accountant" if audit["passed"] else
+                   "MORE leakage than the accountant's ε allows: the DP pipeline is broken somewhere")
+        lines.append(f"{name}: the largest empirical ε lower bound over attacks, subsets, targets and replicates "
+                     f"is {audit['eps_lb_max']:.2f} (95% family-wise) against the accountant's ε = {eps:.2f}: "
+                     f"{verdict}.")
+    return "\n".join(lines)
+
+
 def summary_table(result: dict[str, Any]) -> str:
     """Printable frontier table: one row per variant (means ± half the 95% interval over replicates)."""
     rows = []
@@ -427,7 +472,8 @@ def summary_table(result: dict[str, Any]) -> str:
         att = v["attacks"]
         front = ("all" if name in result["frontier"]["all"] else "") + (
             (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["test_acc"]),
+        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["eps_lb"]["online"]["all"], 2),
+               _audit_cell(v), mean_pm(v["test_acc"]),
                mean_pm(v["memorization"]),
                mean_pm(att["online"]["all"]["auc"]), mean_pm(att["rmia"]["all"]["auc"])]
         if has_out:
@@ -436,7 +482,7 @@ def summary_table(result: dict[str, Any]) -> str:
                 mean_pm(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
                 mean_pm(v["seconds_per_model"], 1), front.strip() or "-"]
         rows.append(row)
-    header = ["variant", "ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
+    header = ["variant", "ε", "ε_lb (LiRA)", "ε_lb ≤ ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
     if has_out:
         header += ["LiRA AUC outl", "RMIA AUC outl"]
     header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
@@ -448,7 +494,8 @@ def summary_table(result: dict[str, Any]) -> str:
 
 def summary(result: dict[str, Any]) -> str:
     """The frontier table followed by the plain-language recommendation (what a command or report prints)."""
-    return summary_table(result) + "\n\n" + recommendation(result)
+    audit = audit_text(result)
+    return summary_table(result) + "\n\n" + recommendation(result) + (f"\n\n{audit}" if audit else "")
 
 
 def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:

@@ -53,7 +53,8 @@ _PROBE_STREAM = 0x6D17
 # LiRA metrics carried into the mitigation table (attack "online": the reference LiRA).
 LIRA_ATTACK = "online"
 LIRA_ATTACKS = ("online", "rmia")
-LIRA_METRICS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr")
+# eps_lb: the empirical ε lower bound (mean over targets; bnmem.attacks.epsilon).
+LIRA_METRICS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "eps_lb")
 # Validation share carved when the data config leaves val_fraction unset.
 DEFAULT_VAL_FRACTION = 0.1
 # How far below plain BN's validation accuracy a regularized variant may fall and still be eligible.
@@ -318,9 +319,10 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
         "bn_mode_at_query": lcfg.query_bn_mode,
         "views": entry["query"].get("views"),
         **{sub: {k: attack[sub][k] for k in LIRA_METRICS} for sub in attack},
-        "attacks": {a: {sub: {k: entry["attacks"][a][sub][k] for k in (*LIRA_METRICS, "auc_per_target")}
+        "attacks": {a: {sub: {k: entry["attacks"][a][sub][k] for k in (*LIRA_METRICS, "auc_per_target", "eps_lb_per_target")}
                         for sub in entry["attacks"][a]} for a in LIRA_ATTACKS if a in entry["attacks"]},
         "shadow_accuracy": {k: entry["accuracy"][k]["mean"] for k in entry["accuracy"]},
+        "memorization_scores": entry["memorization"],  # Feldman–Zhang, per variant (top1/conf) and subset
     }
 
 

@@ -13,6 +13,7 @@ from bnmem import io
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
 from bnmem.report.claims import Claim, evaluate_claims
 from bnmem.report.html import render_html
+from bnmem.report.memeps import epsilon_tables, memorization_score_tables
 from bnmem.report.rundata import RunData, load_run
 from bnmem.report.summary import render_csv, render_markdown
 from bnmem.report.tables import (
@@ -37,7 +38,8 @@ def key_tables(run: RunData) -> dict[str, list[Table]]:
     out: dict[str, list[Table]] = {
         "memorization": [memorization_table(c, lens) for c, lens in run.lenses(MEMORIZE)],
         "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses(GRADNORMS)],
-        "lira": [t for c, lens in run.lenses(LIRA) for t in lira_tables(c, lens)],
+        "lira": [t for c, lens in run.lenses(LIRA) for t in lira_tables(c, lens)]
+        + memorization_score_tables(run) + epsilon_tables(run),
         "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)],
         "theory": [theory_table(run.theory)] if run.theory is not None else [],
         "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses(MITIGATE)],

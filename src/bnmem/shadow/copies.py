@@ -139,6 +139,7 @@ class CopyQueries:
         views: the query view names.
         phi: φ float64 [M, n_train, n_views]; ``population_phi`` the same on the test split.
         accuracy: per copy, :meth:`~bnmem.shadow.query.ModelQuery.accuracy`.
+        pred: predicted class int16 [M, n_train, n_views] (memorization scores); None if not recorded.
         reset: parameter tensors reset by :func:`fresh_copy` and their total (the same for every copy).
     """
 
@@ -147,6 +148,7 @@ class CopyQueries:
     population_phi: np.ndarray
     accuracy: list[dict[str, float | None]] = field(default_factory=list)
     reset: tuple[int, int] = (0, 0)
+    pred: np.ndarray | None = None
 
 
 def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig,
@@ -171,15 +173,16 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
     if executor is not None and out is not None:
         train_copies(model, ds, keep, train, out, executor)
     views = copy_views(train, ds)
-    phi, population_phi, accuracy, reset = [], [], [], (0, 0)
+    phi, population_phi, accuracy, reset, pred = [], [], [], (0, 0), []
     for m in range(keep.shape[0]):
         net, *reset = trained_copy(model, ds, keep, train, m, out, progress)
         q: ModelQuery = query_model(net.to(train.device), ds, views, plan)
         phi.append(q.phi)  # φ only: a copy's full logits are C times larger
         population_phi.append(q.population_phi)
+        pred.append(q.view_pred)
         accuracy.append(q.accuracy(ds, keep[m]))
     return CopyQueries(views=[name for name, _ in views], phi=np.stack(phi), population_phi=np.stack(population_phi),
-                       accuracy=accuracy, reset=(reset[0], reset[1]))
+                       accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred))
 
 
 def copy_cost(model: nn.Module, ds: OutlierDataset, n_models: int, train: TrainConfig,

@@ -19,6 +19,7 @@ from bnmem.data import OutlierDataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.shadow.config import ShadowConfig
+from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.shadow.training import train_shadow_models
 
@@ -74,13 +75,15 @@ def query_and_attack(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executo
     """Query the trained shadow models of ``norm`` (resumable) and run the attacks; one norm's entry.
 
     Returns:
-        ``{"attacks": {attack: {subset: summary}}, "accuracy": ..., "query": settings,
-        "curves": ..., "subset_sizes": ..., "attack_settings": ...}``.
+        ``{"attacks": {attack: {subset: summary}}, "memorization": {variant: {subset: summary}},
+        "accuracy": ..., "query": settings, "curves": ..., "subset_sizes": ..., "attack_settings": ...}``.
     """
     info = query_models(cfg, norm, norm_dir, executor, ds=ds)
     res = attack_norm(norm_dir, attacks=attacks)
+    mem = norm_mem_scores(norm_dir)  # Feldman–Zhang scores from the same models (mem_scores.npz)
     return {
         "attacks": res["metrics"],
+        "memorization": mem_summary(mem),
         "accuracy": accuracy_summary(info["accuracy"]),
         "query": info["settings"],
         "curves": res["curves"],

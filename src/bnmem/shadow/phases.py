@@ -61,13 +61,16 @@ def phase_jobs(cfg: ShadowConfig, out: Path, phase: str) -> tuple[Callable[[dict
 def estimate(cfg: ShadowConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
     """Bytes the lens writes: M float32 shadow models per norm, and per norm the attack statistic φ of every
     candidate and of RMIA's population (the test split), [M, N, V] float32 each, stored with its float32
-    rounding residual (``phi.npy`` + ``phi_lo.npy``); full logits (``save_logits``) add C times that."""
+    rounding residual (``phi.npy`` + ``phi_lo.npy``); full logits (``save_logits``) add C times that. The
+    predicted classes (``pred.npy``, int16 [M, N, V]) and the memorization scores (``mem_scores.npz``: two
+    float64 [M, N] leave-one-model-out arrays and per-example vectors, before compression) count too."""
     from bnmem.data import DATASETS, model_shape
 
     shape, classes = model_shape(cfg.data)
     views = len(cfg.query_views(shape))
     m = cfg.shadow_models
     per_norm = 2 * 4 * m * views * (n_train + DATASETS[cfg.data.dataset].n_test)
+    per_norm += 2 * m * views * n_train + 2 * 8 * m * n_train + 16 * 8 * n_train
     if cfg.save_logits:
         per_norm += 4 * m * views * n_train * classes
     return {"models": sum(4 * m * parameter_count(cfg.arch, cfg.data.dataset, n) for n in cfg.norms),

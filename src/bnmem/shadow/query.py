@@ -75,6 +75,9 @@ from bnmem.threads import torch_threads
 QUERY_DIR = "query"
 QUERY_FILE = "query.json"
 POPULATION_LABELS_FILE = "population_labels.npy"
+# Each model's predicted class per example and view (Feldman–Zhang top-1 memorization scores).
+PRED_FILE = "pred.npy"
+PRED_DTYPE = np.int16
 POPULATION_NAME = "test split"
 # Batch of an eval-mode query: a throughput choice only (no effect on the answer
 # beyond float summation order, which is fixed for a given size).
@@ -169,7 +172,8 @@ def query_settings(cfg: ShadowConfig, ds: OutlierDataset) -> dict[str, Any]:
         "batch_order": "seeded random permutation" if batch else None,
         "batch_seed": cfg.query_seed if batch else None,
         "views": [name for name, _ in cfg.query_views(ds.input_shape)],
-        "stored": ["phi", "phi_lo", "population_phi", "population_phi_lo"] + (["logits"] if cfg.save_logits else []),
+        "stored": ["phi", "phi_lo", "population_phi", "population_phi_lo", "pred"]
+        + (["logits"] if cfg.save_logits else []),
         "population": POPULATION_NAME,
         "threads": cfg.train.threads,
     }
@@ -190,6 +194,7 @@ class ModelQuery:
         population_phi: φ on the test split (RMIA's population), float64 [n_test, n_views].
         pred: predicted class on the identity view, int [n_train].
         test_pred: the same on the test split.
+        view_pred: predicted class under every view, int16 [n_train, n_views] (memorization scores).
     """
 
     logits: np.ndarray
@@ -198,6 +203,7 @@ class ModelQuery:
     population_phi: np.ndarray
     pred: np.ndarray
     test_pred: np.ndarray
+    view_pred: np.ndarray
 
     def accuracy(self, ds: OutlierDataset, keep_row: np.ndarray) -> dict[str, float | None]:
         """Accuracy on the model's IN and OUT examples, its IN noisy / OOD examples (against their
@@ -228,14 +234,16 @@ def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, Vie
     return ModelQuery(logits=logits, test_logits=test_logits,
                       phi=phi_from_logits_block(logits, ds.y_train.numpy()),
                       population_phi=phi_from_logits_block(test_logits, ds.y_test.numpy()),
-                      pred=logits[:, ident].argmax(-1), test_pred=test_logits[:, ident].argmax(-1))
+                      pred=logits[:, ident].argmax(-1), test_pred=test_logits[:, ident].argmax(-1),
+                      view_pred=logits.argmax(-1).astype(PRED_DTYPE))
 
 
 def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     """Executor job: query one chunk of trained shadow models on every training example.
 
     Writes ``query/<chunk>.phi.npy`` (float32 [n_chunk, n_examples, n_views]),
-    ``query/<chunk>.population_phi.npy`` (the same on the test split), with
+    ``query/<chunk>.population_phi.npy`` (the same on the test split),
+    ``query/<chunk>.pred.npy`` (int16 [n_chunk, n_examples, n_views] predicted classes), with
     ``save_logits`` ``query/<chunk>.npy`` (float32 [n_chunk, n_examples,
     n_views, n_classes]), and then ``query/<chunk>.json`` (settings and
     per-model accuracies) as the marker.
@@ -258,13 +266,14 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float64)
     pop_phi = np.empty((len(models), int(ds.y_test.shape[0]), len(views)), dtype=np.float64)
     out = np.empty((len(models), ds.n_train, len(views), ds.num_classes), dtype=np.float32) if cfg.save_logits else None
+    pred = np.empty((len(models), ds.n_train, len(views)), dtype=PRED_DTYPE)
     acc: dict[str, list] = {"train_in": [], "train_out": [], "noisy_in": [], "ood_in": [], "test": []}
     device = torch.device(cfg.train.device)
     with torch_threads(cfg.train.threads):
         for i, m in enumerate(models):
             q = query_model(load_shadow_model(cfg, norm, norm_dir, ds, m).to(device), ds, views, cfg)
             # φ in float64 from the float32 logits, stored as float32 + float32 residual.
-            phi[i], pop_phi[i] = q.phi, q.population_phi
+            phi[i], pop_phi[i], pred[i] = q.phi, q.population_phi, q.view_pred
             if out is not None:
                 out[i] = q.logits
             for key, value in q.accuracy(ds, keep[m]).items():
@@ -274,6 +283,7 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
         hi, lo = split_phi(arr)
         io.write_npy(base.with_name(f"{base.name}.{name}.npy"), hi)
         io.write_npy(base.with_name(f"{base.name}.{name}_lo.npy"), lo)
+    io.write_npy(base.with_name(f"{base.name}.pred.npy"), pred)
     if out is not None:
         io.write_npy(base.with_name(base.name + ".npy"), out)
     info = {"norm": norm, "models": models, "settings": settings, "accuracy": acc}
@@ -285,7 +295,7 @@ def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: E
                  ds: OutlierDataset | None = None) -> dict[str, Any]:
     """Query every trained shadow model of ``norm`` and write the attack inputs into ``norm_dir``.
 
-    Writes ``phi.npy``, ``population_phi.npy``, ``population_labels.npy``,
+    Writes ``phi.npy``, ``population_phi.npy``, ``population_labels.npy``, ``pred.npy``,
     ``logits.npy`` (only with ``save_logits``), ``keep.npy``, ``labels.npy``
     (the labels the models trained on), ``is_noisy.npy``, ``is_ood.npy`` and, last, ``query.json``
     (settings, view names, per-model accuracies). Chunks already queried with the
@@ -318,11 +328,11 @@ def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: E
     return assemble(cfg, norm, norm_dir, ds, settings, summaries)
 
 
-def _stack(path: Path, parts: list[tuple[list[int], Path]], shape: tuple[int, ...]) -> None:
-    """Stack the chunks' arrays along models into one float32 ``.npy``, through a memmap
-    (a CIFAR-scale array need not fit in memory twice)."""
+def _stack(path: Path, parts: list[tuple[list[int], Path]], shape: tuple[int, ...], dtype=np.float32) -> None:
+    """Stack the chunks' arrays along models into one ``.npy`` (float32, or int16 predictions), through a
+    memmap (a CIFAR-scale array need not fit in memory twice)."""
     with io.atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
         for models, part in parts:
             out[models[0] : models[-1] + 1] = np.load(part)
         out.flush()
@@ -353,8 +363,10 @@ def assemble(cfg: ShadowConfig, norm: str, norm_dir: Path, ds: OutlierDataset, s
         stored[lo_path(name).name] = (f".{stem}_lo.npy", shape)
     if cfg.save_logits:
         stored[LOGITS_FILE] = (".npy", (m, ds.n_train, n_views, ds.num_classes))
+    stored[PRED_FILE] = (".pred.npy", (m, ds.n_train, n_views))
     for name, (suffix, shape) in stored.items():
-        _stack(norm_dir / name, [(c, _chunk_file(norm_dir, c, suffix)) for c in chunks], shape)
+        _stack(norm_dir / name, [(c, _chunk_file(norm_dir, c, suffix)) for c in chunks], shape,
+               PRED_DTYPE if name == PRED_FILE else np.float32)
     if not cfg.save_logits and (norm_dir / LOGITS_FILE).exists():
         (norm_dir / LOGITS_FILE).unlink()  # from an earlier query with other settings: stale now
     io.write_npy(norm_dir / "keep.npy", shadow_keep(cfg, ds.n_train))

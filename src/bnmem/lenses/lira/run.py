@@ -11,9 +11,9 @@ a bootstrap confidence interval.
 
 Run directory::
 
-    <out>/config.json  environment.json  metrics.json  roc.png
-    <out>/<norm>/phi.npy population_phi.npy population_labels.npy keep.npy labels.npy
-                 is_noisy.npy is_ood.npy query.json  (logits.npy with save_logits)
+    <out>/config.json  environment.json  metrics.json  roc.png  mem_gallery.png  mem_scores.png
+    <out>/<norm>/phi.npy population_phi.npy population_labels.npy keep.npy labels.npy pred.npy
+                 is_noisy.npy is_ood.npy query.json mem_scores.npz  (logits.npy with save_logits)
     <out>/<norm>/shadow/...  query/...      (resumable work)
 
 Python use (e.g. another recipe's LiRA AUC), through the shadow-model engine::
@@ -40,6 +40,7 @@ from bnmem.figures.roc import plot_lira_roc
 from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
+from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
 from bnmem.lenses.conditions import conditions
@@ -123,6 +124,8 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         # The attacks on the identity view alone: the report's "identity-only" robustness alternative.
         ident = {norm: attack_norm(out / norm, views=[names.index("identity")])["metrics"] for norm in cfg.norms}
         result[IDENTITY_BLOCK] = {**ident, "paired": paired_section(ident, reference, others)}
+    # Feldman–Zhang scores from the same shadow models (mem_scores.npz per norm, gallery, distributions).
+    result["memorization"] = lens_memorization(out, cfg.norms, reference, ds, _title(cfg))
     if jackknife:
         attach_jackknife(result["paired"], out, reference, others)
     io.write_json(out / "metrics.json", result)
@@ -190,6 +193,7 @@ def summary_table(result: dict[str, Any]) -> str:
     others = [n for n in norms if n != ref]
     header = ["attack", "subset"] + [f"AUC {n}" for n in norms] + [f"ΔAUC {ref}−{o} [95% CI]" for o in others]
     header += [f"TPR@1% {n}" for n in norms] + [f"ΔTPR@1% {ref}−{o} (pts)" for o in others]
+    header += [f"ε_lb {n}" for n in norms]  # empirical ε lower bound, mean over targets (docs/attacks.md)
     rows = []
     for attack in TABLE_ATTACKS:
         for sub in ("all", "outliers"):
@@ -202,6 +206,7 @@ def summary_table(result: dict[str, Any]) -> str:
             row += [pct(result[n][attack][sub]["tpr_at_1pct_fpr"], suffix="") for n in norms]
             row += [interval(p["tpr_at_1pct_fpr"]["mean"], *p["tpr_at_1pct_fpr"]["ci"], "+.1f", scale=100)
                     for p in paired]
+            row += [fmt(result[n][attack][sub].get("eps_lb"), ".2f") for n in norms]
             rows.append(row)
     acc_rows = []
     for n in norms:

@@ -1,0 +1,295 @@
+"""Empirical ε lower bounds from a membership-inference attack's ROC.
+
+If training is (ε, δ)-differentially private, every membership test with
+false-positive rate FPR and true-positive rate TPR obeys
+
+    TPR ≤ e^ε · FPR + δ    and    1 − FPR ≤ e^ε · (1 − TPR) + δ,
+
+so an observed test proves ε ≥ log((TPR − δ)/FPR) and
+ε ≥ log((1 − FPR − δ)/(1 − TPR)) (Kairouz et al. 2015; used for auditing by
+Jagielski, Ullman & Oprea 2020 and Nasr et al. 2021). With finitely many trials
+TPR is replaced by a Clopper–Pearson lower bound and FPR by an upper bound.
+
+How the 95% is split (see docs/attacks.md). Per target the thresholds form a
+small family fixed before looking at the scores' values, by rank: "above the
+(k+1)-th largest non-member score" for k in a geometric grid G(n_out) (0, 1,
+2, 3, 4, 5, 6, 8, 10, … and the same distances from n_out), where the FPR is
+what the low-FPR term needs, and "above the j-th smallest member score" for j
+in G(n_in), where the FNR is what the complement term needs. At each of the K
+thresholds two one-sided Clopper–Pearson bounds (TPR from below, FPR from
+above) are taken at α/(2K) each, α = 1 − level: a union bound over 2K
+statements, so with probability ≥ level all hold at once and the maximum over
+thresholds is a lower bound. Both terms use the same two bounds (1 − FPR_high
+bounds the TNR from below, 1 − TPR_low the FNR from above). A grid of about
+2·log(n)/log(1.25) ranks instead of all n + 1 keeps K small: the union bound
+costs less confidence per threshold and the bounds cost O(K) quantiles, not
+O(n) (at CIFAR scale, all n would take minutes per attack).
+
+Assumptions: a target's member (non-member) scores are independent draws from
+one distribution, the examples' membership was drawn independently of them, and
+scores are continuous (at a non-member rank threshold the CP bound on the FPR is
+then exact: the true FPR is an order statistic, Beta(k + 1, n_out − k); at a
+member rank threshold the CP bound on the TPR is conservative the same way). Examples scored by one target model are not independent trials in
+general; see docs/attacks.md for what that means for the bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
+
+from bnmem.errors import BnmemError
+
+LEVEL = 0.95
+GRID_RATIO = 1.25  # spacing of the rank grid (module docstring)
+METHOD = ("Clopper–Pearson, TPR from below and FPR from above at α/(2K) each over K rank thresholds "
+          "(non-member ranks and member ranks on a geometric grid; union bound); ε_lb = max over thresholds of "
+          "log((TPR_low − δ)/FPR_high) and log((1 − FPR_high − δ)/(1 − TPR_low)), 0 when no term is positive")
+
+
+def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> np.ndarray:
+    """One-sided Clopper–Pearson bound on a binomial proportion.
+
+    Args:
+        k: successes (array or int), 0 ≤ k ≤ n.
+        n: trials (≥ 1).
+        alpha: the bound fails with probability at most ``alpha``.
+        upper: True for the upper bound ``Beta⁻¹(1 − α; k + 1, n − k)`` (1 at k = n), False for the
+            lower bound ``Beta⁻¹(α; k, n − k + 1)`` (0 at k = 0).
+
+    Returns:
+        float64 array shaped like ``k``.
+    """
+    if n < 1 or not 0.0 < alpha < 1.0:
+        raise BnmemError(f"Clopper–Pearson needs n ≥ 1 and 0 < alpha < 1, got n={n}, alpha={alpha}")
+    k = np.asarray(k, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        if upper:
+            out = np.where(k >= n, 1.0, betaincinv(k + 1.0, np.maximum(n - k, 1e-300), 1.0 - alpha))
+        else:
+            out = np.where(k <= 0, 0.0, betaincinv(np.maximum(k, 1e-300), n - k + 1.0, alpha))
+    return np.asarray(out, dtype=np.float64)
+
+
+def rank_grid(n: int, ratio: float = GRID_RATIO) -> np.ndarray:
+    """Ranks 0..n on a geometric grid from both ends: 0, 1, 2, …, ⌊ratio^i⌋, … and n minus the same."""
+    steps = [0]
+    x = 1.0
+    while x <= n:
+        steps.append(int(x))
+        x = max(x * ratio, x + 1.0)
+    steps = np.unique(np.array(steps, dtype=np.int64))
+    return np.unique(np.concatenate([steps, n - steps]).clip(0, n))
+
+
+@dataclass(frozen=True)
+class EpsilonBound:
+    """One target's ε lower bound and the counts behind it.
+
+    Attributes:
+        eps_lb: the bound (0 when no threshold gives a positive term).
+        eps_point: the same maximum from the point estimates TPR, FPR (inf when some threshold
+            has FPR = 0 < TPR − δ): what ε_lb would be without confidence bounds.
+        term: ``"tpr/fpr"``, ``"tnr/fnr"`` or ``"none"`` (which inequality gave ε_lb).
+        tp, n_in, fp, n_out: member and non-member counts above the deciding threshold.
+        tpr_low, fpr_high: the Clopper–Pearson bounds there.
+        delta, level: the δ and the confidence used.
+        n_thresholds: K, the number of thresholds the confidence was split over.
+    """
+
+    eps_lb: float
+    eps_point: float
+    term: str
+    tp: int
+    n_in: int
+    fp: int
+    n_out: int
+    tpr_low: float
+    fpr_high: float
+    delta: float
+    level: float
+    n_thresholds: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return asdict(self)
+
+
+def _sorted_classes(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=np.float64)
+    members = np.asarray(members, dtype=bool)
+    if scores.shape != members.shape or scores.ndim != 1:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
+    if np.isnan(scores).any():
+        raise BnmemError("attack scores contain NaN")
+    return np.sort(scores[members]), np.sort(scores[~members])
+
+
+def _rank_counts(s_in: np.ndarray, s_out: np.ndarray, k: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """tp, fp above the thresholds at non-member ranks k and member ranks j (sorted class scores)."""
+    desc = np.concatenate([s_out[::-1], [-np.inf]])
+    asc = np.concatenate([[-np.inf], s_in])
+    thresholds = np.concatenate([desc[k], asc[j]])
+    tp = s_in.size - np.searchsorted(s_in, thresholds, side="right")
+    fp = s_out.size - np.searchsorted(s_out, thresholds, side="right")
+    return tp, fp
+
+
+def threshold_counts(scores: np.ndarray, members: np.ndarray, ratio: float = GRID_RATIO
+                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Members and non-members scoring above each threshold of the rank family (module docstring).
+
+    Non-member rank k: the threshold is the (k+1)-th largest non-member score (−inf for k = n_out);
+    member rank j: the j-th smallest member score (−inf for j = 0). "Above" is strict, so ties with
+    the threshold are rejected.
+
+    Returns:
+        ``(tp, fp, n_in, n_out)``: int arrays [K] and the two class sizes.
+    """
+    s_in, s_out = _sorted_classes(scores, members)
+    tp, fp = _rank_counts(s_in, s_out, rank_grid(s_out.size, ratio), rank_grid(s_in.size, ratio))
+    return tp, fp, int(s_in.size), int(s_out.size)
+
+
+def point_bound(scores: np.ndarray, members: np.ndarray, delta: float) -> float:
+    """The same maximum from the point estimates over every ROC threshold (no confidence bounds)."""
+    return _point_bound(*_sorted_classes(scores, members), delta)
+
+
+def _point_bound(s_in: np.ndarray, s_out: np.ndarray, delta: float) -> float:
+    # Every rank on both sides: the thresholds at every distinct score, i.e. every ROC point.
+    tp, fp = _rank_counts(s_in, s_out, np.arange(s_out.size + 1), np.arange(s_in.size + 1))
+    a, b = _terms(tp / s_in.size, fp / s_out.size, delta)
+    return float(max(np.max(a), np.max(b), 0.0))
+
+
+def _terms(tpr: np.ndarray, fpr: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(tpr - delta > 0, np.log(np.maximum(tpr - delta, 1e-300)) - np.log(fpr), -np.inf)
+        tnr = 1.0 - fpr
+        b = np.where(tnr - delta > 0, np.log(np.maximum(tnr - delta, 1e-300)) - np.log(1.0 - tpr), -np.inf)
+    return a, b
+
+
+def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, level: float = LEVEL) -> EpsilonBound:
+    """ε lower bound of one target's attack scores (module docstring for the method).
+
+    Args:
+        scores: [n] attack scores, higher = member.
+        members: [n] bool ground truth.
+        delta: the δ of the (ε, δ) guarantee tested, 0 ≤ δ ≤ 1.
+        level: joint confidence of all the Clopper–Pearson bounds.
+
+    Returns:
+        An :class:`EpsilonBound`; with no members or no non-members, eps_lb is nan.
+
+    Raises:
+        BnmemError: malformed scores, members, δ or level.
+    """
+    if not 0.0 <= delta <= 1.0 or not 0.0 < level < 1.0:
+        raise BnmemError(f"need 0 ≤ delta ≤ 1 and 0 < level < 1, got delta={delta}, level={level}")
+    s_in, s_out = _sorted_classes(scores, members)
+    n_in, n_out = int(s_in.size), int(s_out.size)
+    if n_in == 0 or n_out == 0:
+        return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
+    tp, fp = _rank_counts(s_in, s_out, rank_grid(n_out), rank_grid(n_in))
+    k = tp.size
+    alpha = (1.0 - level) / (2.0 * k)
+    tpr_low = clopper_pearson(tp, n_in, alpha, upper=False)
+    fpr_high = clopper_pearson(fp, n_out, alpha, upper=True)
+    a, b = _terms(tpr_low, fpr_high, delta)
+    point = _point_bound(s_in, s_out, delta)
+    ia, ib = int(np.argmax(a)), int(np.argmax(b))
+    best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
+    if not best > 0:
+        i, term, best = ia, "none", 0.0  # the counts at the best tpr/fpr threshold, for the record
+    return EpsilonBound(float(best), point, term, int(tp[i]), n_in, int(fp[i]), n_out,
+                        float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), k)
+
+
+def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
+                    level: float = LEVEL) -> dict[str, Any]:
+    """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
+
+    Args:
+        scores: [n_targets, n] attack scores.
+        members: [n_targets, n] bool membership of each target.
+        delta: one δ, one per target, or None: 1/(number of examples the target trained on in
+            ``members``), the δ = 1/N convention of the DP variants.
+        level: joint confidence per target.
+
+    Returns:
+        ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
+        ``eps_lb_per_target``, ``eps_lb_counts`` (per target: tp, n_in, fp, n_out, term, tpr_low,
+        fpr_high, eps_point) and ``eps_lb_settings`` (δ per target, level, method).
+    """
+    scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    if scores.shape != members.shape:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} differ")
+    t = scores.shape[0]
+    if delta is None:
+        deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
+    else:
+        deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
+    bounds = [epsilon_lower_bound(scores[i], members[i], float(deltas[i]), level) for i in range(t)]
+    vals = np.array([b.eps_lb for b in bounds])
+    ok = vals[np.isfinite(vals)]
+    keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")
+    return {
+        "eps_lb": float(ok.mean()) if ok.size else math.nan,
+        "eps_lb_std": float(ok.std(ddof=1)) if ok.size >= 2 else math.nan,
+        "eps_lb_max": float(ok.max()) if ok.size else math.nan,
+        "eps_lb_per_target": vals.tolist(),
+        "eps_lb_counts": {k: [getattr(b, k) for b in bounds] for k in keys},
+        "eps_lb_settings": {"delta": [float(d) for d in deltas], "level": level, "method": METHOD},
+    }
+
+
+def epsilon_audit(scores: Mapping[str, np.ndarray], members: np.ndarray, masks: Mapping[str, np.ndarray],
+                  epsilons: Sequence[float] | np.ndarray, deltas: Sequence[float] | np.ndarray,
+                  family_extra: int = 1, level: float = LEVEL) -> dict[str, Any]:
+    """Does any attack prove more leakage than a DP guarantee allows? (ε_lb ≤ ε for every bound.)
+
+    Every (attack, subset, target) bound is taken at level ``1 − (1 − level) / F`` with
+    F = attacks × subsets × targets × ``family_extra`` (Bonferroni): if the training is
+    (ε, δ)-DP as the accountant says (and the module's assumptions hold), the audit fails
+    wrongly with probability at most ``1 − level``.
+
+    Args:
+        scores: attack -> [T, n] scores.
+        members: [T, n] bool membership of each target.
+        masks: subset -> [n] bool mask (the canaries, all examples, ...).
+        epsilons: [T] each target's accountant ε.
+        deltas: [T] each target's δ.
+        family_extra: further independent families the caller audits at once (e.g. replicates).
+        level: family-wise confidence.
+
+    Returns:
+        ``passed``, ``eps_lb_max`` and where it was reached (``attack``, ``subset``, ``target``,
+        ``epsilon`` there, its counts), ``level_each``, ``family_size`` and ``method``.
+    """
+    members = np.asarray(members, dtype=bool)
+    t = members.shape[0]
+    family = len(scores) * len(masks) * t * max(1, int(family_extra))
+    level_each = 1.0 - (1.0 - level) / family
+    worst: dict[str, Any] = {"eps_lb_max": -math.inf}
+    passed = True
+    for attack, s in scores.items():
+        for sub, mask in masks.items():
+            mask = np.asarray(mask, dtype=bool)
+            for i in range(t):
+                b = epsilon_lower_bound(np.asarray(s)[i, mask], members[i, mask], float(deltas[i]), level_each)
+                if not math.isfinite(b.eps_lb):
+                    continue
+                passed &= b.eps_lb <= float(epsilons[i])
+                if b.eps_lb - float(epsilons[i]) > worst.get("margin", -math.inf):
+                    worst = {"eps_lb_max": b.eps_lb, "margin": b.eps_lb - float(epsilons[i]), "attack": attack,
+                             "subset": sub, "target": i, "epsilon": float(epsilons[i]), "counts": b.to_dict()}
+    return {"passed": bool(passed), **worst, "level_each": level_each, "family_size": family, "level": level,
+            "method": f"every (attack, subset, target) bound at level 1 − {1 - level:g}/{family} (Bonferroni); "
+                      "passed: every bound ≤ that target's accountant ε"}
