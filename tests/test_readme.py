@@ -138,6 +138,8 @@ def test_demo_study_in_readme_matches_the_file():
     n_cells = len(demo["grid"]["outliers"]) * demo["grid"]["replicates"] * len(demo["grid"]["recipes"])
     assert f"{n_cells} cells" in text
     assert "defenses" not in demo["lenses"] and "(not defenses" in text
+    setup = text[text.index("## Set-up"):text.index("## Commands")]
+    assert [lens for lens in demo["lenses"] if lens != "rmia" and lens not in setup] == []
 
 
 DOCS = [README, *sorted(p for p in (ROOT / "docs").glob("*.md")
