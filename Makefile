@@ -30,7 +30,8 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(PIP) install -q -e '.[test]'
 	@touch $@
 
-# The whole study on the embedded digits (studies/demo.yaml: every lens, three outlier settings x 3 replicates)
+# The whole study on the embedded digits (studies/demo.yaml: every lens but defenses; three outlier settings x
+# 3 replicates x shared and per-norm recipes = 18 cells)
 # and its report; a rerun resumes and skips what is finished. Two worker processes
 # with one torch thread each (the results do not depend on the worker count).
 demo: $(VENV)/.installed

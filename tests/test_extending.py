@@ -1,56 +1,36 @@
-"""A newcomer's lens, registered from this file alone: it runs in a study, in the CLI and in the report.
+"""A newcomer's lens, registered from README.md's "Extending bnmem" block alone: it runs in a study, in the
+CLI and in the report.
 
-Nothing under src/bnmem is edited for it; this is the README's "Extending bnmem" walk-through as a test.
+Nothing under src/bnmem is edited for it; the lens is the README's own code, read from the README and
+executed here, so the walk-through cannot drift from what works.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
+import types
 
-import numpy as np
 import pytest
 
 from bnmem import io
-from bnmem.config import ExperimentConfig
 from bnmem.lenses import registry
-from bnmem.lenses.conditions import conditions
-from bnmem.lenses.registry import Lens
 
-
-class LabelCountConfig(ExperimentConfig):
-    """Toy lens config: one option of its own."""
-
-    top: int = 3
-
-
-def run_label_count(cfg: LabelCountConfig, out, *, progress: bool = True, executor: Any = None) -> dict:
-    """Count training labels per class (and how many are flipped): no training at all."""
-    from bnmem.data import load_dataset
-    from bnmem.rundir import prepare_run_dir
-
-    out = prepare_run_dir(out, cfg.model_dump(mode="json"))
-    ds = load_dataset(cfg.data)
-    counts = np.bincount(ds.y_train.numpy(), minlength=ds.num_classes)
-    result = LENS.stamp({"counts": counts.tolist(), "top": np.argsort(-counts)[: cfg.top].tolist(),
-                         "n_noisy": int(ds.is_noisy.sum()), "conditions": conditions(cfg)})
-    io.write_json(out / "label_count.json", result)
-    return result
-
-
-def summary(result: dict) -> str:
-    return f"most frequent classes: {result['top']}; flipped labels: {result['n_noisy']}"
-
-
-LENS = Lens(name="label-count", config=LabelCountConfig, run=run_label_count, results="label_count.json",
-            title="Label counts (toy lens)", summary=summary)
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from readme_blocks import named  # noqa: E402
 
 
 @pytest.fixture
 def toy_lens():
-    registry.register(LENS)
-    yield LENS
-    registry.unregister(LENS.name)
+    """Execute the README block as a module of its own (its ``register`` call registers the lens)."""
+    module = types.ModuleType("readme_label_count")
+    sys.modules[module.__name__] = module  # pydantic resolves the config's annotations through it
+    try:
+        exec(compile(named("extending").text, "README.md (Extending bnmem)", "exec"), module.__dict__)
+        yield module.LENS
+    finally:
+        registry.unregister("label-count")
+        sys.modules.pop(module.__name__, None)
 
 
 def test_toy_lens_runs_in_a_study_and_appears_in_the_report(toy_lens, tmp_path):

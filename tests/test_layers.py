@@ -215,8 +215,7 @@ def test_every_top_level_module_is_in_the_contract():
            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
     declared = {name for layer in _contract_layers() for name in layer}
     assert top - declared == set()
-    # Optional in the contract until its branch lands: the tidy results table (issue 21).
-    assert declared - top <= {"results"}
+    assert declared - top == set()
 
 
 def test_light_modules_run_without_torch():

@@ -123,17 +123,60 @@ def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
     assert sel["seeds"] == [0, 1, 2] and sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]"
 
 
-def test_selection_runs_train_on_the_given_sets(tmp_path):
-    ds = load_dataset(DataConfig(dataset="digits", train_size=300, val_fraction=0.2, seed=0))
-    train = TrainConfig(epochs=1, batch_size=32)
-    half = np.arange(0, ds.n_train, 2)
-    recipe.select_lr(ModelConfig(arch="lenet", norm="batch"), ds, train, [5], tmp_path, [0.05], [half])
-    from bnmem.train import seeded_model, train_model
+@pytest.fixture(scope="module")
+def ds64():
+    import dataclasses
 
-    ref = train_model(seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 5), ds, train, 5, train_idx=half,
-                      progress=False).model
-    saved = torch.load(tmp_path / "lr0.05" / "seed5" / "model.pt")
-    assert all(torch.equal(saved[k], v) for k, v in ref.state_dict().items())
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0))
+    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double(), x_val=ds.x_val.double())
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("norm", ["batch", "none"])
+def test_candidates_trained_together_equal_one_by_one_in_float64(ds64, optimizer, norm):
+    """The oracle: each (lr, seed) candidate of the ensemble engine equals training it alone, to 1e-9 in
+    float64, on its own training set (unequal sizes); a diverging learning rate is None, not an error."""
+    from bnmem.train import seeded_model, train_model
+    from bnmem.train.ensemble import train_candidates
+
+    mc = ModelConfig(arch="lenet", norm=norm)
+    train = TrainConfig(epochs=2, batch_size=32, optimizer=optimizer, lr=0.05 if optimizer == "sgd" else 0.002)
+    rng = np.random.default_rng(1)
+    sets = [np.sort(rng.permutation(ds64.n_train)[:n]) for n in (150, 131)]
+    lrs = [train.lr / 4, train.lr, train.lr * 2]
+    if optimizer == "sgd":
+        lrs.append(1e12)  # diverges (Adam's steps stay lr-sized: no NaN to catch)
+    pairs = [(lr, i) for lr in lrs for i in range(2)]
+    seeds = [7, 9]
+    got = train_candidates(mc, ds64, train, [lr for lr, _ in pairs], [seeds[i] for _, i in pairs],
+                           [sets[i] for _, i in pairs], method="grouped")
+    for (lr, i), model in zip(pairs, got):
+        cfg = train.model_copy(update={"lr": lr})
+        try:
+            ref = train_model(seeded_model(mc, ds64, seeds[i]).double(), ds64, cfg, seeds[i], train_idx=sets[i],
+                              measure=False, progress=False).model
+        except FloatingPointError:
+            assert model is None, lr
+            continue
+        assert model is not None, lr
+        want = ref.state_dict()
+        for name, t in model.state_dict().items():
+            torch.testing.assert_close(t, want[name], rtol=0, atol=1e-9, msg=f"{name} at lr {lr}")
+    assert [m is None for m in got].count(True) == (2 if optimizer == "sgd" else 0)
+
+
+def test_selection_through_the_ensemble_equals_one_by_one(ds64, tmp_path):
+    """select_lr's record is the same whether candidates train together or one by one (float64)."""
+    train = TrainConfig(epochs=1, batch_size=32)
+    half = [np.arange(0, ds64.n_train, 2), np.arange(1, ds64.n_train, 2)]
+    mc = ModelConfig(arch="lenet", norm="batch")
+    together = recipe.select_lr(mc, ds64, train, [5, 6], tmp_path / "a", [0.02, 0.05, 0.2], half)
+    alone = recipe.select_lr(mc, ds64, train, [5, 6], tmp_path / "b", [0.02, 0.05, 0.2], half, method="sequential")
+    assert together == alone
+    assert (tmp_path / "a" / recipe.CANDIDATES_FILE).is_file()
+    # the cache is keyed by what trained: other training sets retrain
+    again = recipe.select_lr(mc, ds64, train, [5, 6], tmp_path / "a", [0.02, 0.05, 0.2], half[::-1])
+    assert again != together
 
 
 def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):

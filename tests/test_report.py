@@ -206,6 +206,7 @@ class _Page(HTMLParser):
         self.claim_rows: dict[str, str] = {}
         self.ids: set[str] = set()
         self.tags: set[str] = set()
+        self.forest: list[str] = []  # the forest plot, apart from the lens figures counted in imgs
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -213,7 +214,7 @@ class _Page(HTMLParser):
         if "id" in a:
             self.ids.add(a["id"])
         if tag == "img":
-            self.imgs.append(a.get("src", ""))
+            (self.forest if a.get("id") == "forest-plot" else self.imgs).append(a.get("src", ""))
         for key in ("src", "href", "srcset", "data", "action", "poster"):
             if key in a:
                 self.refs.append((tag, key, a[key] or ""))
@@ -228,7 +229,8 @@ def parse(path: Path) -> _Page:
 
 
 def assert_self_contained(page: _Page) -> None:
-    for src in page.imgs:
+    assert len(page.forest) == 1  # every report opens with its forest plot
+    for src in page.imgs + page.forest:
         assert src.startswith("data:image/png;base64,"), src[:60]
         assert base64.b64decode(src.split(",", 1)[1], validate=True).startswith(PNG_MAGIC)
     for tag, key, value in page.refs:
@@ -468,3 +470,27 @@ def test_conditions_show_each_norms_recipe_and_accuracies(lens_dirs, tmp_path):
         assert r[2] == "shared" and float(r[3]) == metrics["conditions"].get("lr", 0.05)
         assert r[4] == f"{metrics[norm]['final']['train_acc']:.3f}" and r[6] == f"{metrics[norm]['final']['test_acc']:.3f}"
     assert "Recipes and how well each norm trained" in rep.html.read_text(encoding="utf-8")
+
+
+def test_forest_plot_rows_and_order(study_dir):
+    """The forest plot has one panel per claim, one row per evaluation that ran (claim 3: one per attack), the
+    plan's null per claim and the paper's range on claim 3's rows; the page shows it right after the headline."""
+    from bnmem.analysis_plan import NOT_RUN
+    from bnmem.report.forest import AXES, forest_panels
+
+    rep = build_report(study_dir)
+    panels = forest_panels(rep.claims)
+    assert [p.title.split(" · ")[0] for p in panels] == [c.id for c in rep.claims]
+    for c, p in zip(rep.claims, panels):
+        ran = [e for e in c.evaluations if e.status != NOT_RUN]
+        if c.id in ("3a", "3b"):
+            assert len(p.rows) == sum(len([a for a in e.coverdicts if a.status != NOT_RUN]) for e in ran)
+            assert len(p.rows) > len(ran) and all(r.paper is not None for r in p.rows)  # several attacks each
+        else:
+            assert len(p.rows) == len(ran), c.id
+        assert p.null == AXES[c.id][1]
+        assert all(r.status in (*ROW_STATUSES, NOT_RUN) for r in p.rows)
+    html_text = rep.html.read_text(encoding="utf-8")
+    order = [html_text.index(f'id="{sid}"') for sid in ("headline", "forest", "memorization", "details")]
+    assert order == sorted(order)
+    assert html_text.count("<details") >= 6 and "<details open" not in html_text

@@ -73,3 +73,55 @@ def test_rendered_dom_has_every_claim_row(report, tmp_path):
         assert f'data-claim="{claim.id}" data-status="{claim.status}"' in dom
     assert dom.count('<tr class="claim"') == len(rep.claims)
     assert "data:image/png;base64," in dom
+
+
+LAYOUT_SCRIPT = """<script>
+window.addEventListener('load', () => {
+  const box = id => { const e = document.getElementById(id); if (!e) return null;
+                      const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.width, r.height]; };
+  const order = [...document.querySelectorAll('section[id], details[id]')].map(e => e.id);
+  const open = [...document.querySelectorAll('details')].filter(d => d.open).map(d => d.id);
+  const pre = document.createElement('pre'); pre.id = 'layout-probe';
+  pre.textContent = JSON.stringify({headline: box('headline'), forest: box('forest-plot'), order, open,
+                                    viewport: [innerWidth, innerHeight]});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_first_screen_is_headline_then_forest_and_details_are_folded(report, tmp_path):
+    """At 1400x900 the headline and the whole forest plot are on the first screen; the page goes headline,
+    forest plot, lens figures, then the details (conditions, checklist...) closed."""
+    import json
+    import re
+
+    import matplotlib.image as mpimg
+
+    rep, _ = report
+    # A copy with a layout probe appended (the report itself has no scripts; test_report checks that).
+    probe = tmp_path / "probe.html"
+    probe.write_text(rep.html.read_text(encoding="utf-8").replace("</body>", LAYOUT_SCRIPT + "</body>"),
+                     encoding="utf-8")
+    res = _chromium(["--window-size=1400,900", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
+                    tmp_path / "profile")
+    m = re.search(r'<pre id="layout-probe">(.*?)</pre>', res.stdout, flags=re.S)
+    assert m, res.stderr[-2000:]
+    layout = json.loads(m.group(1).replace("&quot;", '"'))
+    height = layout["viewport"][1]
+    assert layout["headline"][1] <= layout["forest"][0] + 1  # headline above the forest plot
+    assert 0 < layout["forest"][0] and layout["forest"][1] <= height and layout["forest"][3] > 100
+    order = layout["order"]
+    first_lens = order.index("memorization")
+    assert order.index("headline") < order.index("forest") < first_lens < order.index("details")
+    for sid in ("conditions", "checklist", "robustness", "plan", "method"):
+        assert order.index(sid) > order.index("details"), sid
+    assert layout["open"] == []
+    # the forest plot is drawn where the probe says: status colours inside its box on the first screen
+    shot = tmp_path / "first.png"
+    _chromium([f"--screenshot={shot}", "--window-size=1400,900", rep.html.resolve().as_uri()], tmp_path / "p2")
+    img = mpimg.imread(shot)[..., :3]
+    assert img.shape[:2] == (900, 1400)
+    top, bottom = int(layout["forest"][0]), int(layout["forest"][1])
+    region = img[top:bottom]
+    r, g, b = region[..., 0], region[..., 1], region[..., 2]
+    assert ((np.abs(r - g) > 0.15) | (np.abs(g - b) > 0.15)).mean() > 0.002

@@ -7,3 +7,7 @@ line on stderr and a non-zero exit status, never as a traceback.
 
 class BnmemError(Exception):
     """A problem with the user's input or environment (bad flag, missing data, ...)."""
+
+
+class DiskFullError(BnmemError):
+    """The disk (or the user's quota) filled up while a run was writing a file; rerunning resumes."""

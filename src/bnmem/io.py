@@ -8,9 +8,11 @@ written last.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import shutil
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -19,7 +21,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from bnmem.errors import BnmemError
+from bnmem.errors import BnmemError, DiskFullError
 
 DONE = "DONE"
 _UMASK_LOCK = threading.Lock()
@@ -64,32 +66,78 @@ def ensure_dir(path: str | Path) -> Path:
     return path
 
 
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def _free_text(path: Path) -> str:
+    """'1.2 MB free' on the filesystem holding ``path``, or '' when it cannot be read."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        free = shutil.disk_usage(p).free
+    except OSError:
+        return ""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if free >= size:
+            return f"{free / size:.1f} {unit} free"
+    return f"{free} bytes free"
+
+
+def disk_full(path: str | Path) -> DiskFullError:
+    """The one-line error for a full disk while writing ``path``."""
+    path = Path(path)
+    free = _free_text(path.parent)
+    return DiskFullError(f"disk full while writing {path}" + (f" ({free} on its filesystem)" if free else "")
+                         + "; nothing half-written was kept. Free some space and rerun the same command to "
+                         "resume: finished jobs are kept")
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
+
+    Raises:
+        DiskFullError: the disk or quota filled up (the temporary file is removed).
+    """
     path = Path(path)
-    ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path: Path | None = None
     try:
+        ensure_dir(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         # mkstemp creates 0600; results on a shared filesystem must be as readable
         # as any file the user creates, so the umask decides (before the rename, so
         # the file never appears under its name with the wrong mode).
         os.chmod(tmp_path, file_mode())
         os.replace(tmp_path, path)
+    except OSError as e:
+        if e.errno in DISK_FULL_ERRNOS:
+            raise disk_full(path) from None
+        raise
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
 
 
+def _write_file(path: Path, data: bytes) -> None:
+    """Write and flush ``data`` to the disk (one place every results file goes through)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically.
+
+    Raises:
+        DiskFullError: the disk filled up (nothing is left under ``path``).
+    """
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_file(tmp, data)
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -15,7 +15,8 @@ from bnmem.errors import BnmemError
 
 # Modules under bnmem.cli.commands that register a hand-written command each (the built-in
 # lenses' commands spell out their own flags; run, report and audit are not lenses).
-COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "gamma_sigma", "theory", "mitigate", "audit", "plan"]
+COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "export", "compare", "gamma_sigma", "theory", "mitigate",
+            "audit", "plan"]
 
 for _name in COMMANDS:
     importlib.import_module(f"bnmem.cli.commands.{_name}")
@@ -65,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         code = 130
     except PermissionError as e:
         print(f"bnmem: error: permission denied: {e.filename or e}", file=sys.stderr)
+        code = 2
+    except OSError as e:
+        from bnmem.io import DISK_FULL_ERRNOS, disk_full
+
+        if e.errno not in DISK_FULL_ERRNOS:
+            raise
+        print(f"bnmem: error: {disk_full(e.filename or '.')}", file=sys.stderr)  # a write outside bnmem.io
         code = 2
     if argv is None:
         sys.exit(code)

@@ -101,6 +101,35 @@ def load_source(name: str, root: str | Path | None = None, download: bool = Fals
     return _load_cifar(name, root, download)
 
 
+def missing_files(name: str, root: str | Path | None = None) -> list[Path]:
+    """The files of dataset ``name`` that are not under ``root`` (empty when it can be loaded without a
+    download; ``digits`` ships with scikit-learn). Presence only: contents are checked when loaded.
+
+    Raises:
+        BnmemError: unknown name.
+    """
+    _info(name)
+    if name == "digits":
+        return []
+    root = Path(root).expanduser() if root is not None else default_data_root()
+    if name in _IDX_FOLDERS:
+        raw_dir = root / _IDX_FOLDERS[name] / "raw"
+        bases = [raw_dir / f for split in ("train", "test") for f in _IDX_FILES[split]]
+        return [b for b in bases if _idx_path(b) is None]
+    folder, train_files, test_files, _ = _CIFAR[name]
+    return [root / folder / f for f in train_files + test_files if not (root / folder / f).is_file()]
+
+
+def fetch_if_missing(name: str, root: str | Path | None = None) -> None:
+    """Download dataset ``name`` into ``root`` when any of its files is missing.
+
+    Raises:
+        BnmemError: unknown name, or the download failed.
+    """
+    if missing_files(name, root):
+        _download(name, Path(root).expanduser() if root is not None else default_data_root())
+
+
 def _info(name: str) -> DatasetInfo:
     try:
         return DATASETS[name]

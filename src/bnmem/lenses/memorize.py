@@ -67,7 +67,8 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
     selection = (select_recipes(cfg.norms, cfg.arch, ds, cfg.train, cfg.seeds, out / "recipe", cfg.lr_grid)
                  if per_norm else shared_record(cfg.train))
     if per_norm:
-        # The selection already trained each (norm, selected lr, seed) run on the same data: read it back.
+        # Each norm's selected learning rate, trained with per-epoch measurement (the selection trained the
+        # candidates together without it); the runs live under recipe/ next to the selection's record.
         runs = {}
         for norm in cfg.norms:
             train = train_for(cfg.train, selection, norm)

@@ -22,6 +22,11 @@ def _acc(pred: torch.Tensor, target: torch.Tensor, mask: np.ndarray) -> float | 
     return float((pred[m] == target[m]).float().mean())
 
 
+def val_accuracy(model: nn.Module, ds: OutlierDataset) -> float:
+    """Eval-mode accuracy on the validation split (clean labels)."""
+    return float((predict_logits(model, ds.x_val).argmax(1) == ds.y_val.cpu()).float().mean())
+
+
 def subset_accuracies(
     model: nn.Module, ds: OutlierDataset, train_idx: np.ndarray | None = None
 ) -> dict[str, float | None]:
@@ -46,7 +51,7 @@ def subset_accuracies(
     test_pred = predict_logits(model, ds.x_test).argmax(1)
     extra = {}
     if ds.n_val:
-        extra["val_acc"] = float((predict_logits(model, ds.x_val).argmax(1) == ds.y_val.cpu()).float().mean())
+        extra["val_acc"] = val_accuracy(model, ds)
     return {
         "clean_acc": _acc(pred, y, ds.is_clean & sel),
         "noisy_acc": _acc(pred, y, ds.is_noisy & sel),

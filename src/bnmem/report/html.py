@@ -55,7 +55,7 @@ FIGURE_SECTIONS = (
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0; color: #1d232a;
        background: #f6f7f9; line-height: 1.45; font-size: 15px; }
-main { max-width: 1180px; margin: 0 auto; padding: 24px 32px 48px; background: #fff; }
+main { max-width: 1340px; margin: 0 auto; padding: 14px 28px 48px; background: #fff; }
 header { border-bottom: 3px solid #b22b2b; margin-bottom: 18px; }
 h1 { font-size: 26px; margin: 8px 0 4px; }
 h2 { font-size: 20px; margin: 30px 0 8px; border-bottom: 1px solid #dde1e6; padding-bottom: 4px; }
@@ -86,6 +86,36 @@ figcaption { color: #4a525a; font-size: 13px; margin-top: 4px; }
 .cond { font-size: 13px; }
 details summary { cursor: pointer; color: #1f5fa8; margin: 6px 0; }
 pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; white-space: pre-wrap; }
+table.headline { table-layout: fixed; margin-top: 2px; }
+table.headline th, table.headline td { vertical-align: middle; padding: 2px 7px; font-size: 13px; }
+table.headline td.note { font-size: 12px; }
+table.headline td.clip { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+table.headline th:nth-child(1) { width: 118px; } table.headline th:nth-child(2) { width: 30px; }
+table.headline th:nth-child(3) { width: 36%; } table.headline th:nth-child(4) { width: 185px; }
+table.headline th:nth-child(6) { width: 230px; }
+table.headline .status { font-size: 12px; padding: 1px 8px; }
+header h1 { margin: 0 0 2px; font-size: 23px; }
+header .sub { margin: 0 0 2px; font-size: 13px; }
+header nav { margin: 2px 0 6px; font-size: 13px; }
+header { margin-bottom: 8px; }
+#headline h2, #forest h2 { display: none; }
+figure.forest { margin: 4px 0 10px; }
+div.figcell { display: inline-block; width: 49.5%; vertical-align: top; }
+div.figcell h3 { font-size: 13.5px; margin: 10px 0 2px; }
+div.figcell figure { margin: 2px 0 8px; }
+figure.forest img { width: 100%; border: none; }
+details { margin: 4px 0; }
+details > summary { font-weight: 600; font-size: 15px; }
+details details { margin-left: 14px; }
+details details > summary { font-weight: 400; font-size: 13px; }
+@media print {
+  body { background: #fff; font-size: 11pt; }
+  main { max-width: none; padding: 0; }
+  nav { display: none; }
+  figure, tr, .status { break-inside: avoid; }
+  h2, h3 { break-after: avoid; }
+  a { color: inherit; text-decoration: none; }
+}
 footer { color: #59636e; font-size: 12.5px; margin-top: 30px; border-top: 1px solid #dde1e6; padding-top: 8px; }
 """
 
@@ -369,12 +399,15 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
     pairs: list[tuple[str, LensOutput]] = (
         [("", run.theory)] if kind == THEORY and run.theory is not None
         else [("", run.studywide[kind])] if kind in run.studywide
-        else [(cell.describe(), lens) for cell, lens in run.lenses(kind)]
+        else [(f"{cell.describe()} · {cell.id}", lens) for cell, lens in run.lenses(kind)]
     )
     if not pairs:
         out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
         return "\n".join(out)
+    out.append(f'<p class="caption">{esc(caption)}</p>')
+    grid = len(pairs) > 1  # one figure per cell: two per row, each under its cell's label
     for label, lens in pairs:
+        out.append('<div class="figcell">' if grid else "<div>")
         if label:
             out.append(f"<h3>{esc(label)}</h3>")
         figs = _figures_for(lens)
@@ -383,7 +416,8 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
                        f'{esc(lens.path)}</p>')
         for name, uri in figs:
             out.append(f'<figure><img src="{uri}" alt="{esc(kind)}: {esc(name)}">'
-                       f"<figcaption><b>{esc(name)}.</b> {esc(caption)} Source: {esc(lens.path)}</figcaption></figure>")
+                       f"<figcaption><b>{esc(name)}</b> · {esc(lens.path)}</figcaption></figure>")
+        out.append("</div>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -403,8 +437,47 @@ def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
     return out
 
 
+def headline_block(claims: list[Claim], plan_state: str = "") -> str:
+    """One line per claim: status pill, claim, effect [CI], the paper's value, whether the plan was fixed before
+    the results (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state)."""
+    from bnmem.report.headline import headline_rows
+
+    rows = []
+    for h in headline_rows(claims, plan_state):
+        rows.append(
+            f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
+            f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
+            f'<td class="clip" title="{esc(h["title"])}"><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
+            f'<td class="num">{esc(h["effect"])}</td>'
+            f'<td class="note clip" title="{esc(h["paper"])}">{esc(h["paper"])}</td>'
+            f'<td class="note clip" title="{esc(h["plan"])}">{esc(h["plan"])}</td></tr>')
+    return ('<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
+            "<th>the paper</th><th>analysis plan</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def forest_block(claims: list[Claim]) -> str:
+    """The forest plot, embedded."""
+    import base64 as _b64
+
+    from bnmem.report.headline import forest_png
+
+    uri = "data:image/png;base64," + _b64.b64encode(forest_png(claims)).decode("ascii")
+    return (f'<figure class="forest"><img id="forest-plot" src="{uri}" alt="forest plot: every claim\'s effect '
+            'and 95% interval per setting">'
+            "<figcaption>Every claim's effect and interval per setting (claim 3: per attack; the plan's level: "
+            "95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
+            "claim on its own axis; colour = status, hollow = not deciding (a robustness variant or another "
+            "baseline), dashed line = the null (claim 4: half the layers; claim 5a: the 10% tolerance), green "
+            "band = the paper's range (claim 5b: the derivation's slope 1 ± 10%). Replicates are the unit of every interval.</figcaption></figure>")
+
+
+def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
+    return (f'<details id="{esc(sid)}"{" open" if open_ else ""}><summary>{esc(summary)}</summary>'
+            f"{body}</details>")
+
+
 def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
-    """The whole report page.
+    """The whole report page: run line, headline, forest plot, lens figures, then the details folded.
 
     Args:
         run: the loaded run directory.
@@ -417,10 +490,10 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     counts = {s: sum(c.status == s for c in claims) for s in (*STATUSES, CHECK_PASSED, CHECK_FAILED)}
     counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
+    plan = check_plan(run.root)
     nav = "".join(f'<a href="#{sid}">{esc(h)}</a>' for sid, h in
-                  [("conditions", "Conditions"), ("checklist", "Claims"), ("robustness", "Robustness"),
-                   ("details", "Claim details"), ("plan", "Analysis plan")]
-                  + [(s[0], s[1]) for s in sections(run)] + [("method", "Method")])
+                  [("headline", "Headline"), ("forest", "Forest plot")] + [(s[0], s[1]) for s in sections(run)]
+                  + [("details", "Details")])
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -428,39 +501,44 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
         f"<header><h1>{esc(title)}</h1>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
-        f"(Doan, Gu, Alouani). Run directory <code>{esc(run.root)}</code> ({esc(run.layout)} layout); "
-        f"report by bnmem {esc(__version__)}; analysis plan version {esc(PLAN_VERSION)}. "
-        f'</p><p class="sub" id="plan-line">{esc(check_plan(run.root).headline())}'
-        "</p><p class=\"sub\">" + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items()) + "</p>",
+        f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
+        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
+        + f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         f"<nav>{nav}</nav></header>",
-        '<section id="conditions"><h2>Conditions</h2>', conditions_block(run), "</section>",
+        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
     ]
     if run.problems:
         parts.append('<div class="problems"><b>Incomplete or unreadable results:</b><ul>'
                      + "".join(f"<li>{esc(p)}</li>" for p in run.problems) + "</ul></div>")
-    parts += [
-        '<section id="checklist"><h2>Claims checklist</h2>',
+    parts += ['<section id="forest"><h2>Forest plot</h2>', forest_block(claims), "</section>"]
+    for sid, heading, kind, caption in sections(run):
+        parts.append(figure_section(run, sid, heading, kind, caption))
+        if tables.get(sid):  # the key tables of the section, folded under its figures
+            parts.append(_fold(f"tables-{sid}", f"{heading}: tables ({len(tables[sid])})",
+                               "\n".join(render_table(t) for t in tables[sid])))
+    checklist_body = (
         '<p class="caption">Each claim of the paper, the number measured here, its 95% confidence interval and '
         f"its status under analysis plan {PLAN_VERSION}, how many alternative analyses agree, and the verdict under "
         f"the previous plan ({PREVIOUS_VERSION}). With several settings, a claim's row shows the least supportive "
         "one (details below). Replicate cells of one setting are grouped; intervals are over replicates. "
-        "Differences are BN − no normalization, paired (same data, corruption, keep matrix and seeds).</p>",
-        checklist(claims), "</section>",
-        '<section id="robustness"><h2>Robustness panel</h2><p class="caption">The verdict of each claim under '
-        "every alternative analysis choice the plan lists (attack, gradient definition, checkpoints, σ, layer "
-        "type, interval method, λ); the plan's own verdict first.</p>", robustness_panel(claims), "</section>",
-        '<section id="details"><h2>Claim details</h2>', claim_details(claims), "</section>",
-        '<section id="plan"><h2>Analysis plan</h2>', plan_block(), "</section>",
-    ]
-    for sid, heading, kind, caption in sections(run):
-        parts.append(figure_section(run, sid, heading, kind, caption))
-        for t in tables.get(sid, []):
-            parts.append(render_table(t))
-    parts += ['<section id="method"><h2>Method</h2>', method_text(), "</section>",
-              full_conditions(run),
-              f"<footer>Generated by <code>bnmem report</code> {esc(__version__)} from {esc(run.root)}. "
-              "Self-contained: figures are embedded; no external resources.</footer>",
-              "</main></body></html>"]
+        "Differences are BN − no normalization, paired (same data, corruption, keep matrix and seeds).</p>"
+        + checklist(claims))
+    robustness_body = ('<p class="caption">The verdict of each claim under every alternative analysis choice the '
+                       "plan lists (attack, gradient definition, checkpoints, σ, layer type, interval method, λ); "
+                       "the plan's own verdict first.</p>" + robustness_panel(claims))
+    parts += [
+        '<section id="details"><h2>Details</h2>',
+        _fold("conditions", "Conditions: cells, recipes, measurement definitions, versions", conditions_block(run)),
+        _fold("checklist", "Claims checklist (rules, intervals, previous plan)", checklist_body),
+        _fold("robustness", "Robustness panel", robustness_body),
+        _fold("claim-details", "Claim details: every evaluation", claim_details(claims)),
+        _fold("plan", "Analysis plan", plan_block()),
+        _fold("method", "Method", method_text()),
+        full_conditions(run),
+        "</section>",
+        f"<footer>Generated by <code>bnmem report</code> {esc(__version__)} from {esc(run.root)}. "
+        "Self-contained: figures are embedded; no external resources.</footer>",
+        "</main></body></html>"]
     return "\n".join(parts) + "\n"
 
 
@@ -490,7 +568,7 @@ def method_text() -> str:
 
 def full_conditions(run: RunData) -> str:
     """Each lens's complete conditions block, folded, for the reader who needs every setting."""
-    out = ['<section id="all-conditions"><h2>All conditions</h2>']
+    out = ['<details id="all-conditions"><summary>All conditions: every lens\'s complete conditions</summary>']
     lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
                                                 for kind, lens in cell.lenses.items()]
     if run.theory is not None:
@@ -499,5 +577,5 @@ def full_conditions(run: RunData) -> str:
         block = lens.conditions or lens.data.get("config") or lens.config or {}
         out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"
                    f"<pre>{esc(json.dumps(block, indent=1, default=str)[:20000])}</pre></details>")
-    out.append("</section>")
+    out.append("</details>")
     return "\n".join(out)

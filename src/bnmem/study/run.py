@@ -54,7 +54,7 @@ from pydantic import ValidationError
 from bnmem import io
 from bnmem.analysis_plan import RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
-from bnmem.errors import BnmemError
+from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
@@ -344,8 +344,11 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
             io.write_text(out / ERROR, traceback.format_exc())
         except (OSError, BnmemError):
             pass
-        return {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error,
-                "traceback": str(out / ERROR)}
+        failed = {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error,
+                  "traceback": str(out / ERROR)}
+        if isinstance(e, DiskFullError):
+            failed["disk_full"] = True  # the study stops after this stage: the next jobs would fail too
+        return failed
     seconds = time.perf_counter() - t0
     if spec["lens"] == SHARED:
         _remove_empty(out, levels=3)  # the scratch run is gone; its empty parents too
@@ -458,11 +461,11 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         The index and one status per job.
 
     Raises:
-        BnmemError: ``out`` holds a different study, or some job failed (after
-            every other job has run; rerunning retries only the failed ones).
+        BnmemError: ``out`` holds a different study, the disk filled up (the
+            study stops; rerun to resume), or some job failed (after every other
+            job has run; rerunning retries only the failed ones).
     """
     from bnmem.executors import get_executor
-
     out = Path(out).expanduser().resolve()
     cells, jobs = plan(study)
     _prepare(out, study)
@@ -495,6 +498,9 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
                 if shipped:
                     result.jobs += executor.map(run_job, shipped, desc=f"{study.name} jobs", resources=resources)
                 result.jobs += [run_job(s, executor) for s in inline]
+            full = [j for j in result.jobs if j.get("disk_full")]
+            if full:
+                raise DiskFullError(full[0]["error"])
     finally:
         if own:
             executor.close()

@@ -223,11 +223,19 @@ def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoc
 
 def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: list[int], cfg: TrainConfig,
          device: torch.device, on_epoch: Callable[[], None],
-         aug: augment.AugmentSpec = augment.NO_AUGMENT) -> None:
-    """Train one chunk of models for ``cfg.epochs`` epochs (with augmentation ``aug``)."""
+         aug: augment.AugmentSpec = augment.NO_AUGMENT, lrs: list[float] | None = None,
+         diverged: list[bool] | None = None) -> None:
+    """Train one chunk of models for ``cfg.epochs`` epochs (with augmentation ``aug``).
+
+    ``lrs``: each model's base learning rate (None: ``cfg.lr`` for all), scheduled as ``cfg`` says.
+    ``diverged``: when given, a model whose loss turns non-finite is marked there (its training goes on,
+    harmlessly: no model's computation reads another's) instead of raising.
+    """
     k = len(seeds)
+    cfgs = None if lrs is None else [cfg.model_copy(update={"lr": float(r)}) for r in lrs]
     for epoch in range(cfg.epochs):
-        lr = lr_at(cfg, epoch)
+        lr = lr_at(cfg, epoch) if cfgs is None else torch.tensor([lr_at(c, epoch) for c in cfgs],
+                                                                 dtype=torch.float64)
         sel, active, counts, params = _epoch_plan(idx, seeds, cfg.batch_size, epoch, aug)
         sel = sel.to(device)
         loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
@@ -248,8 +256,10 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
                 losses = torch.where(act_dev, losses, torch.zeros_like(losses))
             loss_sum += losses
         mean_loss = (loss_sum.cpu() / torch.tensor(counts, dtype=torch.float64)).tolist()
-        for seed, loss in zip(seeds, mean_loss):
-            if not np.isfinite(loss):
+        for i, (seed, loss) in enumerate(zip(seeds, mean_loss)):
+            if not np.isfinite(loss) and diverged is not None:
+                diverged[i] = True
+            elif not np.isfinite(loss):
                 raise FloatingPointError(
                     f"training diverged at epoch {epoch + 1} (loss {loss}) for the model with seed {seed}; lower --lr")
         on_epoch()
@@ -306,17 +316,66 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
             unknown ``method``, or ``grouped`` for an architecture it cannot train.
         FloatingPointError: a model's training loss became non-finite.
     """
+    models, _ = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, init_states)
+    return models
+
+
+def train_candidates(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, lrs: list[float],
+                     seeds: list[int], train_idx: list[np.ndarray], method: str = "auto",
+                     progress: bool | str = False) -> list[nn.Module | None]:
+    """Train K models that differ in learning rate (and seed) at once: learning-rate candidates.
+
+    Result-equivalent to training model k alone with ``cfg`` at learning rate ``lrs[k]``
+    (``train_model(seeded_model(model_cfg, ds, seeds[k]), ds, cfg_k, seeds[k], train_idx=train_idx[k])``),
+    except that a model whose training loss diverges is returned as None instead of raising.
+
+    Args:
+        model_cfg, ds, cfg, seeds, train_idx, method, progress: as for :func:`train_models`.
+        lrs: model k's base learning rate (``cfg``'s schedule applies to each).
+
+    Returns:
+        K trained models, None for the diverged ones.
+    """
+    if len(lrs) != len(seeds):
+        raise ValueError(f"got {len(seeds)} seeds but {len(lrs)} learning rates")
+    models, diverged = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, None,
+                                  [float(r) for r in lrs])
+    return [None if d else m for m, d in zip(models, diverged)]
+
+
+def _train_sequential_each(models: list[nn.Module], ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
+                           idx: list[np.ndarray], lrs: list[float], diverged: list[bool]) -> list[nn.Module]:
+    """The plain loop with a learning rate per model; a diverged model is marked, not raised."""
+    out = []
+    for k, (model, seed) in enumerate(zip(models, seeds)):
+        try:
+            out.append(train_model(model, ds, cfg.model_copy(update={"lr": lrs[k]}), seed, train_idx=idx[k],
+                                   measure=False, progress=False).model)
+        except FloatingPointError:
+            diverged[k] = True
+            out.append(model)
+    return out
+
+
+def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
+               train_idx: list[np.ndarray], method: str, progress: bool | str, init_states: list[dict] | None,
+               lrs: list[float] | None = None) -> tuple[list[nn.Module], list[bool]]:
+    """:func:`train_models`, with optional per-model learning rates (then divergence is marked, not raised)."""
     seeds = [int(s) for s in seeds]
     idx = _check_inputs(ds, seeds, list(train_idx), init_states)
     device = torch.device(cfg.device)
     dtype = ds.x_train.dtype
     aug = augment.spec_of(cfg, ds.input_shape, ds.name)
+    diverged = [False] * len(seeds)
+    tolerate = None if lrs is None else diverged
     with torch_threads(cfg.threads):
         models = [_initial_model(model_cfg, ds, s, None if init_states is None else init_states[k], device, dtype)
                   for k, s in enumerate(seeds)]
         method = resolve_method(method, models[0], device)
         if method == "sequential":
-            return _train_sequential(models, ds, cfg, seeds, idx, progress)
+            if lrs is not None:
+                return _train_sequential_each(models, ds, cfg, seeds, idx, lrs, diverged), diverged
+            return _train_sequential(models, ds, cfg, seeds, idx, progress), diverged
         x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
         idx_t = [torch.as_tensor(a) for a in idx]
         multiple = GROUPED_MULTIPLE if method == "grouped" else 1
@@ -335,13 +394,16 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
             engine_cls = GroupedLeNet if method == "grouped" else VmapEnsemble
             engine = engine_cls(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
             opt = StackedOptimizer(engine.params, wd, cfg)
+            marks = None if tolerate is None else [False] * len(chunk)
             _fit(engine, opt, [idx_t[k] for k in chunk], [seeds[k] for k in chunk], cfg, device,
-                 lambda: bar.update(1), aug)
+                 lambda: bar.update(1), aug, None if lrs is None else [lrs[k] for k in chunk], marks)
+            for k, d in zip(chunk, marks or []):
+                diverged[k] = diverged[k] or d
             _write_back(engine, members[: len(members) - len(twins)])
         bar.close()
     if ds.x_train.ndim == 4:
         models = [m.to(memory_format=torch.channels_last) for m in models]
-    return models
+    return models, diverged
 
 
 # Worker pools by size, started on first use and kept for the process's life:

@@ -87,12 +87,14 @@ class StackedOptimizer:
         return [self.params, self.exp_avg, self.exp_avg_sq]
 
     @torch.no_grad()
-    def step(self, grads: dict[str, torch.Tensor], lr: float, active: torch.Tensor | None = None) -> None:
+    def step(self, grads: dict[str, torch.Tensor], lr: float | torch.Tensor,
+             active: torch.Tensor | None = None) -> None:
         """One update of every model (or only of the ``active`` ones).
 
         Args:
             grads: stacked gradients, same names and shapes as the parameters.
-            lr: learning rate of this epoch.
+            lr: learning rate of this epoch: one for every model, or one per model (a float64 tensor [K]
+                on the CPU; e.g. learning-rate candidates trained together).
             active: bool [K] on the CPU, False for models that skip this step;
                 None when all models step.
         """
@@ -103,6 +105,8 @@ class StackedOptimizer:
             # Only the skipping models' rows are saved and put back (exactly).
             rows = (~active).nonzero().view(-1).to(next(iter(self.params.values())).device)
             snapshot = [{n: t.index_select(0, rows) for n, t in d.items()} for d in self._state()]
+        if isinstance(lr, torch.Tensor) and bool((lr == lr[0]).all()):
+            lr = float(lr[0])
         if self.kind == "sgd":
             self._sgd(grads, lr)
         else:
@@ -112,7 +116,7 @@ class StackedOptimizer:
                 for n, t in cur.items():
                     t.index_copy_(0, rows, old[n])
 
-    def _sgd(self, grads: dict[str, torch.Tensor], lr: float) -> None:
+    def _sgd(self, grads: dict[str, torch.Tensor], lr: float | torch.Tensor) -> None:
         # Per tensor the op sequence of torch.optim.sgd._single_tensor_sgd
         # (dampening 0, no nesterov); the foreach ops only save dispatch overhead.
         for wd, names in self._by_decay.items():
@@ -125,9 +129,13 @@ class StackedOptimizer:
                 torch._foreach_mul_(bufs, self.momentum)
                 torch._foreach_add_(bufs, gs, alpha=1)
                 gs = bufs
-            torch._foreach_add_(ps, gs, alpha=-lr)
+            if isinstance(lr, torch.Tensor):  # per-model learning rates: p − lr_k · g
+                for p, g in zip(ps, gs):
+                    p.sub_(g * _rows(lr.to(device=g.device, dtype=g.dtype), g))
+            else:
+                torch._foreach_add_(ps, gs, alpha=-lr)
 
-    def _adam(self, grads: dict[str, torch.Tensor], lr: float, active: torch.Tensor | None) -> None:
+    def _adam(self, grads: dict[str, torch.Tensor], lr: float | torch.Tensor, active: torch.Tensor | None) -> None:
         # Same op sequence as torch.optim.adam._single_tensor_adam (no amsgrad).
         beta1, beta2 = ADAM_BETAS
         if active is None:
@@ -137,18 +145,19 @@ class StackedOptimizer:
         # A skipped model may not have stepped yet (count 0): its update is
         # discarded anyway, max(., 1) only keeps the arithmetic finite.
         steps = np.maximum(self.steps, 1)
-        uniform = bool((steps == steps[0]).all())
+        lrs = lr.tolist() if isinstance(lr, torch.Tensor) else [lr] * len(steps)
+        uniform = bool((steps == steps[0]).all()) and not isinstance(lr, torch.Tensor)
         if uniform:
             bc1, bc2 = 1 - beta1 ** float(steps[0]), 1 - beta2 ** float(steps[0])
             step_size, bc2_sqrt = lr / bc1, bc2**0.5
         else:
-            # Models at different step counts (different batches per epoch):
+            # Models at different step counts (different batches per epoch) or learning rates:
             # per-model scalars, rounded to the parameter dtype exactly as the
             # scalar arguments of the torch kernels are.
             first = next(iter(self.params.values()))
             bc1s = [1 - beta1 ** float(s) for s in steps]
             bc2s = [1 - beta2 ** float(s) for s in steps]
-            neg_step = torch.tensor([-(lr / b) for b in bc1s], dtype=first.dtype, device=first.device)
+            neg_step = torch.tensor([-(r / b) for r, b in zip(lrs, bc1s)], dtype=first.dtype, device=first.device)
             bc2_sqrts = torch.tensor([b**0.5 for b in bc2s], dtype=first.dtype, device=first.device)
         for n, p in self.params.items():
             g = grads[n]

@@ -15,7 +15,9 @@ norm's learning rate without the test set and without any LiRA candidate:
   norm, or an explicit ``lr_grid``. Everything else in the recipe is shared.
 - **Runs**: each candidate trains from the selection seeds on as much data
   as the models it chooses for: the whole pool for memorize-style runs, the
-  shadow models' IN halves for LiRA.
+  shadow models' IN halves for LiRA. All candidates of a norm train together
+  through the ensemble engine (per-model learning rates), each as it would
+  alone (equal to one-by-one training in float64, ``tests/test_recipe.py``).
 - **Criterion**: mean validation accuracy at the last epoch over the selection
   seeds (eval-mode BN); a diverged run counts as accuracy 0. Ties (equal to
   1e-9) go to the candidate closest to the shared learning rate in log scale,
@@ -46,6 +48,7 @@ LR_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 CRITERION = ("mean validation accuracy at the last epoch over the selection seeds (eval-mode BN; a diverged run "
              "counts as 0); ties go to the learning rate closest to the shared one in log scale, then the smaller")
 RECIPE_FILE = "recipe.json"
+CANDIDATES_FILE = "candidates.json"
 
 
 class RecipeOptions(StrictModel):
@@ -100,28 +103,49 @@ def pick(candidates: dict[float, float], shared_lr: float) -> float:
     return min(tied, key=lambda lr: (abs(math.log(lr / shared_lr)), lr))
 
 
-def _val_accuracy(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, seed: int,
-                  run_dir: Path, train_idx: np.ndarray | None = None) -> float | None:
-    """Validation accuracy at the last epoch of one candidate run (None: diverged). Resumable."""
-    from bnmem.train.trainer import load_finished, seeded_model, train_model
+def _candidate_key(model_cfg: ModelConfig, train: TrainConfig, lrs: list[float], seeds: Sequence[int],
+                   train_sets: Sequence[np.ndarray] | None) -> dict[str, Any]:
+    """What a cached candidate record must match to be reused (the training sets by a digest)."""
+    import hashlib
 
-    model = seeded_model(model_cfg, ds, seed)
-    if (run_dir / "diverged.json").exists():
-        return None
-    if io.is_done(run_dir):
-        history = load_finished(model, run_dir).history
-    else:
-        try:
-            history = train_model(model, ds, train, seed, run_dir=run_dir, train_idx=train_idx, progress=False).history
-        except FloatingPointError as e:
-            io.write_json(run_dir / "diverged.json", {"error": str(e)})
-            return None
-    return history[-1].get("val_acc")
+    digest = None
+    if train_sets is not None:
+        h = hashlib.sha256()
+        for a in train_sets:
+            h.update(np.asarray(a, dtype=np.int64).tobytes() + b"|")
+        digest = h.hexdigest()
+    return {"arch": model_cfg.arch, "norm": model_cfg.norm, "lrs": lrs, "seeds": [int(s) for s in seeds],
+            "train": train.model_dump(mode="json"), "train_sets": digest}
+
+
+def candidate_accuracies(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, lrs: list[float],
+                         seeds: Sequence[int], train_sets: Sequence[np.ndarray] | None = None,
+                         method: str = "auto") -> list[list[float | None]]:
+    """Validation accuracy at the last epoch of every (learning rate, seed) candidate; None: diverged.
+
+    All ``len(lrs) × len(seeds)`` candidates train together through the ensemble engine
+    (:func:`bnmem.train.ensemble.train_candidates`, per-model learning rates), each as it would train
+    alone: from ``seeded_model(model_cfg, ds, seed)``, on ``train_sets[i]`` (None: the whole pool) in
+    the seed's batch order.
+
+    Returns:
+        ``[lr index][seed index]`` accuracies.
+    """
+    from bnmem.measure.memorization import val_accuracy
+    from bnmem.train.ensemble import train_candidates
+
+    pairs = [(lr, i) for lr in lrs for i in range(len(seeds))]
+    everything = np.arange(ds.n_train)
+    idx = [everything if train_sets is None else np.asarray(train_sets[i]) for _, i in pairs]
+    models = train_candidates(model_cfg, ds, train, [lr for lr, _ in pairs], [int(seeds[i]) for _, i in pairs],
+                              idx, method)
+    accs = [None if m is None else val_accuracy(m, ds) for m in models]
+    return [accs[j * len(seeds):(j + 1) * len(seeds)] for j in range(len(lrs))]
 
 
 def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, seeds: Sequence[int],
               out: str | Path, grid: Sequence[float] | None = None,
-              train_sets: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
+              train_sets: Sequence[np.ndarray] | None = None, method: str = "auto") -> dict[str, Any]:
     """Select one norm's learning rate on the validation split (see the module docstring).
 
     Args:
@@ -129,11 +153,12 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
         ds: the dataset; must have a validation split.
         train: the shared recipe (only ``lr`` varies).
         seeds: selection seeds (initial weights and data order, as in the lenses).
-        out: folder for the candidate runs (resumable; ``<out>/lr<lr>/seed<k>``).
+        out: folder for the candidates' record (``candidates.json``; a rerun reuses it).
         grid: candidate learning rates (None: :func:`lr_grid`).
         train_sets: the training examples of each seed's run (None: the whole
             pool); LiRA passes its shadow models' IN sets, so candidates train
             on as much data as the models they choose for.
+        method: the ensemble method (``auto``; ``sequential`` is the one-by-one oracle).
 
     Returns:
         ``{"lr", "shared_lr", "candidates": [{"lr", "val_acc", "val_acc_per_seed", "diverged"}]}``.
@@ -144,12 +169,17 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
     if not ds.n_val:
         raise BnmemError("learning-rate selection needs a validation split: set data.val_fraction (e.g. 0.1)")
     out = Path(out)
+    lrs = lr_grid(train, grid)
+    key = _candidate_key(model_cfg, train, lrs, seeds, train_sets)
+    cached = out / CANDIDATES_FILE
+    saved = io.read_json(cached) if cached.exists() else None
+    if isinstance(saved, dict) and saved.get("key") == key:
+        per_lr = saved["val_acc"]
+    else:
+        per_lr = candidate_accuracies(model_cfg, ds, train, lrs, seeds, train_sets, method)
+        io.write_json(cached, {"key": key, "val_acc": per_lr})
     rows, scores = [], {}
-    for lr in lr_grid(train, grid):
-        cand = train.model_copy(update={"lr": lr})
-        accs = [_val_accuracy(model_cfg, ds, cand, s, out / f"lr{lr:g}" / f"seed{s}",
-                              None if train_sets is None else np.asarray(train_sets[i]))
-                for i, s in enumerate(seeds)]
+    for lr, accs in zip(lrs, per_lr):
         scores[lr] = float(np.mean([0.0 if a is None else a for a in accs]))
         rows.append({"lr": lr, "val_acc": scores[lr], "val_acc_per_seed": accs,
                      "diverged": sum(a is None for a in accs)})

@@ -26,13 +26,17 @@ def run(
     quiet: Quiet = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the planned jobs and the estimated disk; "
                                                             "write nothing")] = False,
+    download: Annotated[bool, typer.Option("--download", help="fetch missing datasets before the first job "
+                                                              "(same as --set data.download=true)")] = False,
+    skip_disk_check: Annotated[bool, typer.Option("--skip-disk-check", help="start even if the free disk is "
+                                                  "below the dry-run estimate plus its margin")] = False,
 ) -> None:
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
     from bnmem.study import load_study, plan, run_study
 
-    spec = load_study(study, set)
+    spec = load_study(study, [*(set or []), *(["data.download=true"] if download else [])])
     if dry_run:
         from bnmem.study.dryrun import dry_run_text
 
@@ -51,6 +55,10 @@ def run(
         # the study's per-job request becomes the executor's default for them.
         kwargs.update(address=ray_address, num_cpus_per_job=spec.resources.num_cpus,
                       num_gpus_per_job=spec.resources.num_gpus)
+    from bnmem.study.preflight import preflight
+
+    # Data and disk, before the executor starts and before anything is written into --out.
+    preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
     ex = get_executor(executor, **kwargs)
     try:
         result = run_study(spec, out, executor=ex, progress=not quiet)

@@ -1,0 +1,111 @@
+"""Two runs' claims checklists side by side: status and effect per claim, and what changed.
+
+A run's checklist is its ``summary.csv`` (what its report said, under the plan
+version that wrote it) or, when it has none or ``recompute`` is asked, the
+claims evaluated now under the installed plan. Comparing two summaries of one
+run written under two plan versions shows what the plan change did; comparing
+two runs (digits vs a user's dataset) shows what the data did.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from bnmem.errors import BnmemError
+from bnmem.report.summary import md_table
+from bnmem.texttable import table
+
+Row = dict[str, str]
+
+
+@dataclass
+class Checklist:
+    """One run's claim rows (``summary.csv`` records) and where they came from."""
+
+    name: str
+    source: str
+    rows: dict[str, Row]
+
+
+def load_checklist(path: str | Path, recompute: bool = False) -> Checklist:
+    """A run directory's (or a summary.csv file's) claim rows, by claim id.
+
+    Raises:
+        BnmemError: ``path`` is neither a run directory nor a summary.csv.
+    """
+    path = Path(path)
+    csv_path = path if path.is_file() else path / "summary.csv"
+    if path.is_file() or (csv_path.is_file() and not recompute):
+        try:
+            with open(csv_path, encoding="utf-8", newline="") as f:
+                rows = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise BnmemError(f"{csv_path}: not a readable summary.csv ({e})") from e
+        if not rows or "id" not in rows[0] or "status" not in rows[0]:
+            raise BnmemError(f"{csv_path}: not a bnmem summary.csv (no id/status columns)")
+        name = path.parent.name if path.is_file() else path.name
+        return Checklist(name, str(csv_path), {r["id"]: r for r in rows})
+    from bnmem.report.claims import evaluate_claims
+    from bnmem.report.rundata import load_run
+    from bnmem.report.summary import claim_rows
+
+    rows = claim_rows(evaluate_claims(load_run(path)))
+    return Checklist(path.name, f"{path} (claims evaluated now)", {r["id"]: r for r in rows})
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        v = float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) else None
+
+
+def effect(row: Row | None) -> str:
+    """'+0.123 [+0.05, +0.2]' or '—'."""
+    if row is None or _float(row.get("value")) is None:
+        return "—"
+    v, lo, hi = (_float(row.get(k)) for k in ("value", "ci_low", "ci_high"))
+    return f"{v:+.3g}" + ("" if lo is None or hi is None else f" [{lo:+.3g}, {hi:+.3g}]")
+
+
+def change(a: Row | None, b: Row | None) -> str:
+    """What changed from A to B for one claim, in words."""
+    if a is None or b is None:
+        return "only in " + ("B" if a is None else "A")
+    parts = []
+    if a.get("status") != b.get("status"):
+        parts.append(f"status {a.get('status')} → {b.get('status')}")
+    va, vb = _float(a.get("value")), _float(b.get("value"))
+    if va is not None and vb is not None and va != vb:
+        parts.append(f"effect {vb - va:+.3g}")
+    for key, what in (("plan_version", "plan"), ("rule", "rule"), ("where", "deciding setting")):
+        if a.get(key) and b.get(key) and a.get(key) != b.get(key):
+            parts.append(f"{what} changed" if key != "plan_version" else f"plan {a[key]} → {b[key]}")
+    return "; ".join(parts) or "same"
+
+
+def compare_rows(a: Checklist, b: Checklist) -> list[list[str]]:
+    """One row per claim (A's order, then claims only B has)."""
+    ids = list(dict.fromkeys([*a.rows, *b.rows]))
+    out = []
+    for cid in ids:
+        ra, rb = a.rows.get(cid), b.rows.get(cid)
+        title = (ra or rb or {}).get("claim", "")
+        out.append([cid, title[:48], (ra or {}).get("status", "—"), effect(ra), (rb or {}).get("status", "—"),
+                    effect(rb), change(ra, rb)])
+    return out
+
+
+def render(a: Checklist, b: Checklist, markdown: bool = False) -> str:
+    """The side-by-side table, as fixed-width text or markdown, with the two sources named."""
+    header = ["#", "claim", f"A: {a.name}", "effect A [95% CI]", f"B: {b.name}", "effect B [95% CI]", "what changed"]
+    rows = compare_rows(a, b)
+    n_changed = sum(r[-1] != "same" for r in rows)
+    foot = [f"A: {a.source}", f"B: {b.source}", f"{n_changed} of {len(rows)} claims differ"]
+    if markdown:
+        return md_table(header, rows) + "\n\n" + "\n".join(f"- {x}" for x in foot) + "\n"
+    return table(rows, header) + "\n" + "\n".join(foot) + "\n"

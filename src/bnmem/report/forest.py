@@ -1,0 +1,108 @@
+"""The report's forest plot: every claim's evaluations as :class:`~bnmem.figures.forest.ForestPanel` rows.
+
+Per claim one panel; per setting (and BN-vs-baseline pair and subset) one row,
+per attack for claim 3. The null line is the plan's null (claim 4: a majority
+of channels; claim 5: the tolerance), the shading is the paper's range where
+the plan has one (claim 3 per outlier mix, claim 6's cut).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bnmem.analysis_plan import (
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, GS_MAJORITY, INCONCLUSIVE, MITIGATE_CUT, NOT_RUN,
+    REPRODUCED, THEORY_TOL, lira_range,
+)
+from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
+from bnmem.report.claims import Claim, Evaluation
+from bnmem.formatting import finite
+
+STATUS_COLORS = {
+    REPRODUCED: "#1e8a4c", CHECK_PASSED: "#1e8a4c", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
+    CONTRADICTED: "#c0392b", CHECK_FAILED: "#c0392b", NOT_RUN: "#9aa0a6",
+}
+# Per claim (analysis plan 3.0): the x-axis label, the null (or threshold) and its name.
+AXES = {
+    "1": ("BN − none: corrupted-subset accuracy (mean over epochs)", 0.0, "no effect"),
+    "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
+    "3a": ("BN − none: membership-inference AUC", 0.0, "no effect"),
+    "3b": ("BN − none: membership-inference AUC", 0.0, "no effect"),
+    "4": ("fraction of BN layers with median |γ|/σ > 1 (mean over models)", GS_MAJORITY, "half"),
+    "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
+    "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 0.0, "no relation"),
+    "6": ("cut in corrupted-subset accuracy by the γ/σ regularizer (fraction of BN's)", 0.0, "no effect"),
+    "7": ("outliers' excess share of the push on γ", 0.0, "their share of the data"),
+}
+_REPLICATES = re.compile(r" \((\d+) replicates?\)")
+
+
+def _short(where: str) -> str:
+    """A row label from an evaluation's ``where``."""
+    s = _REPLICATES.sub(r" (\1 rep.)", where)
+    # BN − none is every axis's comparison (said in its label); other baselines stay named.
+    s = re.sub(r": batch − none(, |$)", lambda m: ", " if m.group(1) else "", s)
+    return (s.replace("batch − ", "BN − ").replace("flipped-label subset", "flipped labels")
+            .replace("OOD subset", "OOD inputs"))
+
+
+def _strip_common(labels: list[str]) -> list[str]:
+    """Drop the leading ' · '-separated parts every multi-part label shares (e.g. 'digits · lenet')."""
+    parts = [lab.split(" · ") for lab in labels]
+    multi = [p for p in parts if len(p) > 1]
+    k = 0
+    while multi and all(len(p) > k + 1 for p in multi) and len({p[k] for p in multi}) == 1:
+        k += 1
+    return [" · ".join(p[k:]) if len(p) > 1 else p[0] for p in parts]
+
+
+def _clip(text: str, n: int) -> str:
+    """``text`` cut at a word boundary to at most ``n`` characters (with an ellipsis)."""
+    return text if len(text) <= n else text[: text.rfind(" ", 0, n - 1)] + " …"
+
+
+def _paper(claim: Claim, e: Evaluation) -> tuple[float, float] | None:
+    if claim.id in ("3a", "3b"):
+        mix = (finite(e.conditions.get("label_noise")) or 0) + (finite(e.conditions.get("ood")) or 0)
+        return lira_range(mix or None)
+    if claim.id == "6":
+        return (MITIGATE_CUT, 1.0)
+    if claim.id == "5b":
+        return (1 - THEORY_TOL, 1 + THEORY_TOL)  # the derivation's value, 1 ± the tolerance
+    return None
+
+
+def claim_rows(claim: Claim) -> list[ForestRow]:
+    """The rows of one claim: its evaluations that ran (claim 3: one row per attack)."""
+    rows = []
+    for e in claim.evaluations:
+        if e.status == NOT_RUN:
+            continue
+        label = _short(e.where) + (f" [{e.variant}]" if e.variant else "")
+        deciding = e.deciding and not e.variant
+        items = [(f"{label} · {a.name}", a) for a in e.coverdicts if a.status != NOT_RUN] \
+            if claim.id in ("3a", "3b") and e.coverdicts else [(label, e)]
+        for lab, a in items:
+            rows.append(ForestRow(lab, a.value, a.ci_low, a.ci_high, a.status, deciding, _paper(claim, e)))
+    return rows
+
+
+def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
+    """One panel per claim, with labels shortened by what every row of the figure shares."""
+    panels = []
+    for c in claims:
+        xlabel, null, null_label = AXES.get(c.id, (c.metric[:70], 0.0, "no effect"))
+        panels.append(ForestPanel(f"{c.id} · {_clip(c.title, 64)}", xlabel, null, null_label, claim_rows(c)))
+    labels = _strip_common([r.label for p in panels for r in p.rows]) if any(p.rows for p in panels) else []
+    it = iter(labels)
+    for p in panels:
+        for r in p.rows:
+            r.label = next(it)
+    return panels
+
+
+def write_forest(claims: list[Claim], path: str | Path) -> Path:
+    """Draw the forest plot of ``claims`` into ``path``."""
+    plot_forest(forest_panels(claims), path, STATUS_COLORS)
+    return Path(path)

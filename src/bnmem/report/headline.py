@@ -1,0 +1,58 @@
+"""The top of the report: one line per claim (status, effect and interval, the paper's value, whether the
+plan was fixed before the results) and the forest plot of every claim's evaluations."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
+from bnmem.report.claims import Claim
+from bnmem.report.summary import claim_rows
+
+
+# Run-level state (bnmem.report.preregistration) -> the headline's short words.
+_STATE_WORDS = {"fixed before the results": "fixed before this run", "changed after the run started":
+                "changed after the run started", "not recorded": "not recorded by this run"}
+
+
+def plan_fixed(cid: str, state: str = "") -> str:
+    """Whether the plan deciding claim ``cid`` was fixed before the results: the run's record of the plan
+    (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
+    adopted after earlier results had been seen (the plan's changelog)."""
+    parts = [f"plan {PLAN_VERSION} " + _STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
+    if any(ch.version == PLAN_VERSION and cid in ch.claims and ch.after_seeing_data for ch in CHANGELOG):
+        parts.append("its rule was written after earlier results had been seen")
+    return "; ".join(parts)
+
+
+def _level(row: dict[str, str]) -> str:
+    """' (99%)' when the interval is not at 95% (plan 3.0's Bonferroni level), else ''."""
+    try:
+        level = float(row.get("ci_level") or "")
+    except ValueError:
+        return ""
+    return "" if abs(level - 0.95) < 1e-9 else f" ({level:.1%})".replace(".0%", "%")
+
+
+def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
+    """Per claim the headline's fields, drawn from the summary.csv row and the plan."""
+    out = []
+    for c, row in zip(claims, claim_rows(claims)):
+        d = c.decisive
+        effect = "—" if d is None else c.fmt(d.value) + (
+            "" if d.ci_low is None else f" [{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]{_level(row)}")
+        p = PLAN.get(c.id)
+        vs = row.get("vs_paper") or ""
+        out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
+                    "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
+                    "plan": plan_fixed(c.id, state), "where": row["where"]})
+    return out
+
+
+def forest_png(claims: list[Claim]) -> bytes:
+    """The forest plot as PNG bytes (drawn in a scratch folder, embedded in the page)."""
+    from bnmem.report.forest import write_forest
+
+    with tempfile.TemporaryDirectory(prefix="bnmem-forest-") as tmp:
+        return write_forest(claims, Path(tmp) / "forest.png").read_bytes()

@@ -1,0 +1,144 @@
+"""The tidy results table (bnmem.results.load, bnmem export) and bnmem compare.
+
+The table is checked against the report: claim 1's per-replicate means and claim 3a's
+paired per-target differences are recomputed from the DataFrame alone (pandas group-bys
+and a Student t-interval written here) and must equal summary.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats as sps
+
+from bnmem.cli import main
+from bnmem.report.tidy import COLUMNS
+from bnmem.results import load
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+
+STUDY = {
+    "name": "tidy",
+    "data": {"dataset": "digits", "train_size": 200, "val_fraction": 0.1},
+    "train": {"epochs": 2, "batch_size": 32},
+    "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
+             "outliers": [{"label_noise": 0.1}, {}]},
+    "lenses": {"memorize": {}, "lira": {"shadow_models": 4}},
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("tidy")
+    (base / "tidy.yaml").write_text(yaml.safe_dump(STUDY))
+    out = base / "run"
+    assert main(["run", str(base / "tidy.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["report", str(out)]) == 0
+    return out
+
+
+def summary(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "summary.csv", encoding="utf-8", newline="") as f:
+        return {r["id"]: r for r in csv.DictReader(f)}
+
+
+def t_interval(x: np.ndarray) -> tuple[float, float]:
+    half = sps.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return x.mean() - half, x.mean() + half
+
+
+def check(row: dict[str, str], replicate_means: pd.Series) -> None:
+    x = replicate_means.to_numpy(float)
+    lo, hi = t_interval(x)
+    assert float(row["value"]) == pytest.approx(x.mean(), rel=1e-5, abs=1e-9)
+    assert float(row["ci_low"]) == pytest.approx(lo, rel=1e-5, abs=1e-9)
+    assert float(row["ci_high"]) == pytest.approx(hi, rel=1e-5, abs=1e-9)
+
+
+def test_columns_and_conditions(run):
+    df = load(run)
+    assert list(df.columns) == list(COLUMNS)
+    assert set(df["lens"]) == {"memorize", "lira"}
+    assert set(df["replicate"]) == {0, 1}
+    assert set(df["label_noise"]) == {0.1, 0.0}
+    mem = df[df.lens == "memorize"]
+    # 2 settings x 2 replicates x 2 norms x 2 seeds x 2 epochs x (clean, test; + noisy, noisy-original)
+    assert len(mem) == 2 * 2 * 2 * 2 * 2 * 2 + 2 * 2 * 2 * 2 * 2
+    lira = df[(df.lens == "lira") & (df.metric == "auc") & (df.subset == "all") & (df.method == "online")]
+    assert set(lira["unit"]) == {"target"} and sorted(set(lira["unit_id"])) == [0, 1, 2, 3]
+    assert df["value"].notna().all()
+
+
+def test_claim1_recomputed_from_the_table_matches_summary(run):
+    df = load(run)
+    m = df[(df.lens == "memorize") & (df.subset == "noisy") & (df.metric == "accuracy")]
+    area = m.groupby(["replicate", "norm", "unit_id"])["value"].mean().unstack("norm")
+    diff = (area["batch"] - area["none"]).groupby("replicate").mean()
+    assert diff.size == 2
+    check(summary(run)["1"], diff)
+
+
+def test_claim3a_paired_differences_from_the_table_match_summary(run):
+    df = load(run)
+    t = df[(df.lens == "lira") & (df.method == "online") & (df.subset == "all") & (df.metric == "auc")
+           & (df.label_noise > 0)]
+    wide = t.pivot_table(index=["replicate", "unit_id"], columns="norm", values="value")
+    diff = (wide["batch"] - wide["none"]).groupby("replicate").mean()
+    check(summary(run)["3a"], diff)
+
+
+def test_export_csv_and_parquet_equal_load(run, tmp_path):
+    df = load(run)
+    assert main(["export", str(run), "--out", str(tmp_path / "r.csv")]) == 0
+    back = pd.read_csv(tmp_path / "r.csv")
+    assert list(back.columns) == list(COLUMNS) and len(back) == len(df)
+    np.testing.assert_allclose(back["value"].to_numpy(), df["value"].to_numpy(), rtol=1e-12)
+    assert (back["cell"] == df["cell"]).all()
+    pytest.importorskip("pyarrow")
+    assert main(["export", str(run), "--format", "parquet", "--out", str(tmp_path / "r.parquet")]) == 0
+    pq = pd.read_parquet(tmp_path / "r.parquet")
+    pd.testing.assert_frame_equal(pq, df, check_dtype=False)
+
+
+def test_export_bad_format_one_line(run, tmp_path, capsys):
+    assert main(["export", str(run), "--format", "xlsx", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "csv or parquet" in err[0] and not (tmp_path / "x").exists()
+
+
+def test_every_column_is_documented():
+    text = DOCS.read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.M))
+    assert documented == set(COLUMNS)
+
+
+def test_compare_two_runs(run, tmp_path, capsys):
+    """The same run under a doctored summary: the changed claim says what changed, the others 'same'."""
+    other = tmp_path / "other"
+    other.mkdir()
+    rows = list(csv.DictReader(open(run / "summary.csv", encoding="utf-8", newline="")))
+    for r in rows:
+        if r["id"] == "1":
+            r["status"], r["value"] = "contradicted", str(float(r["value"]) - 0.5)
+    with open(other / "summary.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    capsys.readouterr()
+    assert main(["compare", str(run), str(other)]) == 0
+    out = capsys.readouterr().out
+    line1 = next(ln for ln in out.splitlines() if ln.strip().startswith("1 "))
+    assert "contradicted" in line1 and "effect -0.5" in line1 and "status " in line1
+    assert "1 of" in out and "claims differ" in out
+    assert main(["compare", str(run), str(other), "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("| # | claim |") and md.count("| same |") == len(rows) - 1
+    assert main(["compare", str(run), str(run), "--recompute"]) == 0
+    assert "0 of" in capsys.readouterr().out
