@@ -73,22 +73,33 @@ def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float
         return float((model(x).argmax(1) == y).float().mean())
 
 
-def test_recipe_selection_scores_validation_accuracy_of_the_saved_models(val_ds, tmp_path):
-    """Recompute each candidate's validation accuracy from the model it saved; the selection must match
-    those numbers (and they must differ from test accuracy, or the test could not tell)."""
+def test_recipe_selection_scores_validation_accuracy_of_the_trained_models(val_ds, tmp_path, monkeypatch):
+    """Recompute each candidate's validation accuracy from the model the selection trained (captured from
+    the ensemble engine); the selection must match those numbers (and they must differ from test
+    accuracy somewhere, or the test could not tell the two apart)."""
+    import bnmem.train.ensemble as ensemble
     from bnmem.train.recipe import pick, select_lr
-    from bnmem.train.trainer import load_finished, seeded_model
 
+    trained: list = []
+    original = ensemble.train_candidates
+
+    def observed(model_cfg, ds, train, lrs, seeds, idx, method="auto"):
+        models = original(model_cfg, ds, train, lrs, seeds, idx, method)
+        trained.extend(zip(lrs, models))
+        return models
+
+    monkeypatch.setattr(ensemble, "train_candidates", observed)
     model_cfg = ModelConfig(arch="lenet", norm="batch")
     train = TrainConfig(epochs=2, lr=0.05, batch_size=32)
     res = select_lr(model_cfg, val_ds, train, [0], tmp_path, grid=[0.005, 0.05, 0.5])
+    assert sorted(lr for lr, _ in trained) == [0.005, 0.05, 0.5]
     val, test = {}, {}
-    for row in res["candidates"]:
-        lr = row["lr"]
-        model = load_finished(seeded_model(model_cfg, val_ds, 0), tmp_path / f"lr{lr:g}" / "seed0").model
+    for lr, model in trained:
+        assert model is not None
         val[lr] = _accuracy(model, val_ds.x_val, val_ds.y_val)
         test[lr] = _accuracy(model, val_ds.x_test, val_ds.y_test)
-        assert row["val_acc"] == pytest.approx(val[lr], abs=1e-6), lr
+    for row in res["candidates"]:
+        assert row["val_acc"] == pytest.approx(val[row["lr"]], abs=1e-6), row["lr"]
     assert any(abs(val[lr] - test[lr]) > 1e-3 for lr in val)  # validation and test disagree somewhere
     assert res["lr"] == pick(val, train.lr)
 
