@@ -62,16 +62,13 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
-def expected_risk_level(res: dict) -> str:
-    """The overall risk level recomputed from the numbers in audit.json by the documented rules.
+def expected_indicator_level(res: dict) -> str:
+    """The explaining signals' highest level recomputed from the numbers in audit.json by the documented rules.
 
     Each finding's level comes from its own threshold (γ/σ fraction, top-k enrichment, train-test gap,
-    fitted flipped/OOD labels, membership AUC); the overall level is the highest.
+    fitted flipped/OOD labels); the indicator level is the highest.
     """
-    try:
-        from bnmem.auditing import report as rules  # where the audit modules are moving
-    except ImportError:
-        from bnmem import audit_report as rules
+    from bnmem.auditing import findings as rules
 
     def band(v, moderate, elevated, strict_moderate=False):
         if v >= elevated:
@@ -90,10 +87,20 @@ def expected_risk_level(res: dict) -> str:
     if acc.get("gap") is not None:
         levels.append(band(acc["gap"], rules.GAP_MODERATE, rules.GAP_ELEVATED))
     levels += [band(acc[k], 0.2, 0.5) for k in ("noisy_acc", "ood_acc") if acc.get(k) is not None]
-    if res.get("membership"):
-        levels.append(band(res["membership"]["attacks"]["online"]["all"]["auc"], rules.AUC_MODERATE,
-                           rules.AUC_ELEVATED))
     return ("low", "moderate", "elevated")[max(levels)]
+
+
+def expected_risk_level(res: dict) -> str:
+    """The audit's level recomputed from audit.json: from the membership attacks (the highest lower AUC bound of
+    the headline attacks per group, banded at 0.55 / 0.60), or "not measured" without shadow models."""
+    assert res["risk"]["indicator_level"] == expected_indicator_level(res)
+    if not res.get("membership"):
+        return "not measured"
+    leak = res["membership"]["leakage"]
+    groups = {g for subs in leak.values() for g in subs} & {"all", "outliers", "most_exposed"}
+    lows = [max(leak[a][g]["ci"]["auc"][0] for a in leak if g in leak[a]) for g in groups]
+    worst = max(lows)
+    return "elevated" if worst >= 0.60 else "moderate" if worst >= 0.55 else "low"
 
 
 def test_pickled_bn_model(files, tmp_path, capsys, ds):
@@ -125,7 +132,7 @@ def test_pickled_bn_model(files, tmp_path, capsys, ds):
     acc = res["accuracy"]
     assert 0.5 < acc["train_acc"] <= 1 and acc["noisy_acc"] is not None and acc["gap"] == pytest.approx(
         acc["train_acc"] - acc["test_acc"])
-    assert res["membership"] is None and res["risk"]["level"] == expected_risk_level(res)
+    assert res["membership"] is None and res["risk"]["level"] == expected_risk_level(res) == "not measured"
 
 
 def test_torchscript_model_matches_pickled(files, tmp_path, capsys):
@@ -215,16 +222,17 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
     mem = d["membership"]
     assert mem["shadow_models"] == 4 and mem["reinitialized_parameters"].startswith("6 of 6")
     assert set(mem["attacks"]) == {"online", "offline", "rmia", "loss"}
-    assert set(mem["attacks"]["online"]) == {"all", "outliers", "inliers"}
+    assert set(mem["attacks"]["online"]) == {"all", "outliers", "inliers", "most_exposed"}
     auc = mem["attacks"]["online"]["all"]["auc"]
     # Shadow copies trained 2 epochs barely separate members: measured AUC 0.501 (std 0.078 over the
     # 4 targets) on this run; the band only rules out gross errors (a sign flip would stay near 0.5).
     assert 0.35 < auc < 0.65
-    assert any(f"LiRA over 4 shadow copies of this recipe: AUC {auc:.3f}" in f for f in d["risk"]["findings"])
+    assert mem["leakage"]["online"]["all"]["n_examples"] == ds.n_train
+    assert d["risk"]["finding_kinds"][:3] == ["measured"] * 3
     assert d["risk"]["level"] == expected_risk_level(d)
     eps = mem["attacks"]["online"]["all"]["eps_lb"]
     assert eps >= 0 and len(mem["attacks"]["online"]["all"]["eps_lb_per_target"]) == 4
-    assert any(f.startswith(f"Empirical ε lower bound {eps:.2f}") for f in d["risk"]["findings"])
+    assert f"Empirical ε lower bound {eps:.2f}" in d["risk"]["headline"]  # the headline's ε sentence
     ms = mem["memorization_scores"]
     assert ms["by_subset"]["all"]["n"] == ds.n_train and len(ms["top_memorized"]["index"]) == 10
     assert ms["top_memorized"]["mem"] == sorted(ms["top_memorized"]["mem"], reverse=True)
@@ -235,9 +243,9 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
 def test_python_api_outlier_dataset_writes_files(files, ds, tmp_path):
     result = audit(files["lenet_model"], ds, out=tmp_path / "api", top_k=3)
     assert (tmp_path / "api" / "audit.json").is_file() and (tmp_path / "api" / "audit.md").is_file()
-    assert result.risk["level"] == expected_risk_level(result.data)
+    assert result.risk["level"] == expected_risk_level(result.data) == "not measured"
     # A BN LeNet fitting flipped labels (measured: elevated on this run) is at least moderate.
-    assert result.risk["level"] in ("moderate", "elevated")
+    assert result.risk["indicator_level"] in ("moderate", "elevated")
     assert len(result.data["gradient_norms"]["top_k"]) == 3
 
 

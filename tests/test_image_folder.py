@@ -55,7 +55,7 @@ def tree(tmp_path_factory):
 
 
 def test_reads_layout_labels_normalization_and_mislabeled(tree):
-    ds = load_image_folder(ImageFolderConfig(path=tree, mislabeled=tree / "mislabeled.csv"))
+    ds = load_image_folder(ImageFolderConfig(path=tree, channels=1, mislabeled=tree / "mislabeled.csv"))
     assert ds.info["classes"] == list(CLASSES) and ds.num_classes == 3
     assert ds.x_train.shape == (30, 1, 10, 10) and ds.x_test.shape == (12, 1, 10, 10)
     assert ds.y_train.tolist() == [0] * 10 + [1] * 10 + [2] * 10
@@ -111,7 +111,7 @@ def test_unknown_mislabeled_names_are_refused(tree, tmp_path):
 
 
 def test_cli_audits_a_model_on_the_folder(tree, tmp_path, capsys):
-    ds = load_image_folder(ImageFolderConfig(path=tree))
+    ds = load_image_folder(ImageFolderConfig(path=tree, channels=1))
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(inplace=True),
                           nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(24, 3))
@@ -124,6 +124,7 @@ def test_cli_audits_a_model_on_the_folder(tree, tmp_path, capsys):
     torch.save(model, tmp_path / "model.pt")
     out = tmp_path / "audit"
     code = main(["audit", "--quiet", "--model", str(tmp_path / "model.pt"), "--data-folder", str(tree),
+                 "--channels", "1",
                  "--mislabeled", str(tree / "mislabeled.csv"), "--top-k", "5", "--max-memory", "1GB",
                  "--out", str(out)])
     err = capsys.readouterr().err
@@ -139,7 +140,7 @@ def test_cli_audits_a_model_on_the_folder(tree, tmp_path, capsys):
 
 
 def test_cli_budget_too_small_is_one_error_line(tree, tmp_path, capsys):
-    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(100, 3)), tmp_path / "m.pt")
+    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(300, 3)), tmp_path / "m.pt")
     code = main(["audit", "--quiet", "--model", str(tmp_path / "m.pt"), "--data-folder", str(tree),
                  "--max-memory", "2KB", "--out", str(tmp_path / "o")])
     lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]

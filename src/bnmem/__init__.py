@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bnmem.errors import BnmemError
@@ -9,14 +10,50 @@ from bnmem.version import __version__
 
 if TYPE_CHECKING:
     from bnmem.auditing.run import AuditResult
+    from bnmem.train.regularizer import GammaSigmaPenalty
 
-__all__ = ["BnmemError", "__version__", "audit"]
+__all__ = ["BnmemError", "GammaSigmaPenalty", "__version__", "audit"]
 
 
-def audit(model: Any, train_data: Any, test_data: Any = None, **kwargs: Any) -> AuditResult:
-    """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for the arguments.
+def __getattr__(name: str) -> Any:
+    """``bnmem.GammaSigmaPenalty`` (the γ/σ regularizer for your own loop), imported on first use with torch."""
+    if name == "GammaSigmaPenalty":
+        from bnmem.train.regularizer import GammaSigmaPenalty
 
-    Imports torch only when called, so ``import bnmem`` stays light.
+        return GammaSigmaPenalty
+    raise AttributeError(f"module 'bnmem' has no attribute {name!r}")
+
+
+def audit(
+    model: Any,
+    train_data: Any,
+    test_data: Any = None,
+    *,
+    noisy_mask: Any = None,
+    ood_mask: Any = None,
+    top_k: int = 20,
+    max_examples: int | None = 10_000,
+    shadow_models: int = 0,
+    train: Any = None,
+    out: str | Path | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    source: dict[str, Any] | None = None,
+    max_memory: int | str | None = None,
+    defenses: str | Path | None = None,
+    executor: Any = None,
+    workers: int = 1,
+    gs_reg: float | None = None,
+    compare_gs_reg: float | None = None,
+    match_accuracy: bool = False,
+    max_epochs: int | None = None,
+) -> AuditResult:
+    """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for every argument.
+
+    The same signature as that function (a test keeps them equal); it imports torch only when
+    called, so ``import bnmem`` stays light. ``workers=N`` trains the shadow copies in N local
+    worker processes (a script doing so needs an ``if __name__ == "__main__":`` guard);
+    ``compare_gs_reg=λ`` sets the shadow copies with and without the γ/σ regularizer side by side.
 
     Returns:
         An :class:`~bnmem.auditing.run.AuditResult` (``.markdown``, ``.data``, ``.out``).
@@ -24,6 +61,7 @@ def audit(model: Any, train_data: Any, test_data: Any = None, **kwargs: Any) -> 
     Raises:
         BnmemError: the model does not accept the data, or malformed data or options.
     """
+    args = dict(locals())  # first: exactly the parameters
     from bnmem.auditing.run import audit as run_audit
 
-    return run_audit(model, train_data, test_data, **kwargs)
+    return run_audit(**args)

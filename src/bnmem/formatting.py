@@ -59,3 +59,13 @@ def mean_pm(s: dict[str, Any] | None, digits: int = 3, *, scale: float = 1.0, mi
     if s.get("ci"):
         text += f" ±{scale * (s['ci'][1] - s['ci'][0]) / 2:.{digits}f}"
     return text
+
+
+def count_text(n: int) -> str:
+    """A count in sensible units: 950, 24k, 6.4k, 11.2M, 1.3G."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            v = n / div
+            text = f"{v:.1f}" if v < 100 else f"{v:.0f}"
+            return text.removesuffix(".0") + unit
+    return str(n)

@@ -162,3 +162,9 @@ def check_inputs(model: nn.Module, x: torch.Tensor, num_classes: int, what: str)
     if out.shape[1] < num_classes:
         raise BnmemError(f"the model outputs {out.shape[1]} scores per example but {what} has {num_classes} classes")
     return int(out.shape[1])
+
+
+def first_layer_channels(model: nn.Module) -> int | None:
+    """Input channels of the model's first convolution (None when its first layer is not one)."""
+    first = _first_layer(model)
+    return None if first is None else getattr(first[1], "in_channels", None)

@@ -14,6 +14,7 @@ turns the attacks' numbers into the audit's section.
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,14 @@ import numpy as np
 from torch import nn
 
 from bnmem.auditing.data import masks_known
+from bnmem.auditing.leakage import leakage_section
 from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.shadow.copies import copies_done, copy_cost, query_copies
 
-__all__ = ["AUDIT_ATTACKS", "check_shadow_request", "membership_section"]
+__all__ = ["AUDIT_ATTACKS", "check_shadow_request", "membership_section", "shadow_membership"]
 
 # Attacks reported from the shadow models (online LiRA is the reference one).
 AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
@@ -48,13 +50,22 @@ def _mem_scores(copies: Any, keep: np.ndarray, ds: Any, subsets: dict[str, np.nd
             "top_memorized": {"index": top.tolist(), "mem": mem[top].tolist()}}
 
 
-def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
+def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: float | None = None,
+                         match_accuracy: bool = False) -> None:
     """Raise BnmemError unless shadow copies of ``model`` can be trained.
 
     Raises:
         BnmemError: a TorchScript model (its architecture cannot be re-instantiated),
-            or ``shadow_models`` odd or below 4.
+            ``shadow_models`` odd or below 4, or a regularizer comparison / accuracy matching
+            without shadow models or with a λ that is not positive.
     """
+    if match_accuracy and not shadow_models:
+        raise BnmemError("--match-accuracy calibrates shadow copies: give --shadow-models too (e.g. 8)")
+    if compare_gs_reg is not None:
+        if not shadow_models:
+            raise BnmemError("--compare-gs-reg compares shadow copies: give --shadow-models too (e.g. 8)")
+        if not compare_gs_reg > 0:
+            raise BnmemError(f"--compare-gs-reg must be a positive λ, got {compare_gs_reg}")
     if is_scripted(model):
         raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
                          "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
@@ -64,7 +75,7 @@ def check_shadow_request(model: nn.Module, shadow_models: int) -> None:
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                        out: Path | None, keep_seed: int = 0, progress: bool = False,
-                       executor: Any = None) -> dict[str, Any]:
+                       executor: Any = None, exposed: np.ndarray | None = None) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
 
     Args:
@@ -77,12 +88,13 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         progress: progress bars.
         executor: train the copies through it (local worker processes, Ray; needs ``out``);
             None trains them here, one after another. The copies are the same either way.
+        exposed: indices of the most-exposed training examples (the largest gradient norms on the
+            user's model), a group of the leakage section.
 
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
     """
     from bnmem.attacks import keep_matrix
-    from bnmem.attacks.streaming import evaluate_stream
 
     check_shadow_request(model, shadow_models)
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
@@ -90,12 +102,6 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     if progress:
         print(cost["text"], file=sys.stderr, flush=True)
     copies = query_copies(model, ds, keep, train, out, executor=executor, progress=progress)
-    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else None
-    population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
-    res = evaluate_stream(copies.phi, keep, subsets=subsets, attacks=AUDIT_ATTACKS,
-                          population_phi=copies.population_phi, population_name=population)
-    metrics = {a: {s: {k: v[k] for k in SECTION_METRICS} for s, v in subs.items()}
-               for a, subs in res["metrics"].items()}
     return {
         "shadow_models": shadow_models,
         "protocol": "fresh copies of the architecture (reset_parameters, seeded) train with the given recipe on "
@@ -105,12 +111,48 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
                                     "(others keep the given model's values)",
         "views": copies.views,
         "bn_mode_at_query": "eval",
-        "rmia_population": population,
         "train": train.model_dump(mode="json"),
         "keep_seed": keep_seed,
-        "attacks": metrics,
-        "shadow_accuracy": {k: float(np.mean([a[k] for a in copies.accuracy])) for k in ("train_in", "train_out")},
-        "subset_sizes": res["subset_sizes"],
-        "memorization_scores": _mem_scores(copies, keep, ds, subsets),
-        "cost": {k: v for k, v in cost.items() if k != "text"},
+        **attack_section(ds, keep, copies.phi, copies.population_phi, exposed, keep_seed),
+        "shadow_accuracy": {k: float(np.mean([a[k] for a in copies.accuracy])) for k in ("train_in", "train_out",
+                                                                                          "test")},
+        "memorization_scores": _mem_scores(copies, keep, ds, {"outliers": ds.is_outlier, "inliers": ds.is_clean}
+                                           if masks_known(ds) else None),
+        # measured: the copies' training-loop seconds (copies trained by earlier runs included).
+        "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": copies.seconds},
     }
+
+
+def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_phi: np.ndarray,
+                   exposed: np.ndarray | None, seed: int) -> dict[str, Any]:
+    """Every attack leave-one-out over the copies' φ: per-target metrics per subset, the pooled leakage of
+    each group with intervals (:mod:`bnmem.auditing.leakage`) and online LiRA's pooled ROC per subset."""
+    from bnmem.attacks.streaming import evaluate_stream
+
+    subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}
+    if exposed is not None and len(exposed):
+        subsets["most_exposed"] = np.isin(np.arange(ds.n_train), exposed)
+    population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
+    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=AUDIT_ATTACKS, population_phi=pop_phi,
+                          population_name=population)
+    return {
+        "rmia_population": population,
+        "attacks": {a: {s: {k: v[k] for k in SECTION_METRICS if k in v} for s, v in subs.items()}
+                    for a, subs in res["metrics"].items()},
+        "subset_sizes": res["subset_sizes"],
+        "leakage": leakage_section(res["scores"], res["members"], {"all": np.ones(ds.n_train, bool), **subsets},
+                                   seed=seed),
+        "roc": {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()}
+                for s, c in res["curves"]["online"].items()},
+    }
+
+
+def shadow_membership(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
+                      out: Path | None, progress: bool, executor: Any, exposed: np.ndarray) -> dict[str, Any]:
+    """The membership section; copies go under ``out`` (a temporary folder when an executor needs one)."""
+    if executor is None or out is not None:
+        return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor,
+                                  exposed=exposed)
+    with tempfile.TemporaryDirectory(prefix="bnmem-audit-") as tmp:  # worker processes pass copies by file
+        return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor,
+                                  exposed=exposed)

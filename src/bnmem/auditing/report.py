@@ -1,11 +1,15 @@
-"""The plain-language part of ``bnmem audit``: risk findings and the markdown report.
+"""The audit's answer: a risk level from the measured attacks, one plain paragraph, findings, recommendations.
 
-The rules of thumb follow the study: BN multiplies an outlier's
-per-step margin growth by (γ/σ)², so channels with |γ|/σ > 1 amplify the
-memorization of rare samples; large per-sample gradient norms concentrate on
-samples the model has to memorize; a train-test gap and a high LiRA AUC are the
-direct signs of leakage. The thresholds below are heuristics for a first look,
-not calibrated guarantees, and the report says so.
+The level rests on the membership attacks over the shadow copies (:mod:`bnmem.auditing.leakage`):
+for each group — the whole training set, the known outliers, the most-exposed examples — the
+strongest headline attack's pooled AUC and its 95% interval; a group's level is read from the
+*lower* end of that interval (:data:`AUC_MODERATE`, :data:`AUC_ELEVATED`), and the audit's level is
+the highest group's. The BN-specific signals (|γ|/σ, where the largest gradient norms sit) and
+the accuracy findings (:mod:`bnmem.auditing.findings`) explain the level; they no longer set it.
+Without shadow models nothing is measured, and the level says so.
+
+Every recommendation names a command or API that exists (``tests/test_audit_headline.py`` checks
+each backticked one against the CLI and the importable names).
 """
 
 from __future__ import annotations
@@ -13,19 +17,84 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bnmem.formatting import fmt, pct
+from bnmem.auditing.calibration import calibration
+from bnmem.auditing.findings import LEVELS, band, bn_summary, explaining_findings, pct
+from bnmem.auditing.leakage import strongest
 
-LEVELS = ("low", "moderate", "elevated")
-# Fraction of BN channels with |γ|/σ > 1 (running σ) at which amplification is moderate / elevated.
-GS_MODERATE, GS_ELEVATED = 0.2, 0.5
-# Train-test accuracy gap (fraction) that is worth a mention / a concern.
-GAP_MODERATE, GAP_ELEVATED = 0.03, 0.10
-# Online-LiRA AUC over the shadow copies (0.5 = chance).
+# Lower end of the 95% interval of a group's pooled AUC at which its leakage is moderate / elevated.
 AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
-# The top-k gradient norms hold this many times more known outliers than the data does.
-ENRICH_ELEVATED = 3.0
-RECOMMEND = ("consider the γ/σ regularizer (--gs-reg λ, e.g. `bnmem mitigate` to pick λ), GroupNorm/LayerNorm "
-             "or no normalization, and compare memorization and LiRA AUC with `bnmem run`")
+# ... and at which the group is called identifiable in the headline.
+AUC_IDENTIFIABLE = 0.80
+NOT_MEASURED = "not measured"
+ATTACK_NAMES = {"online": "online LiRA", "rmia": "RMIA"}
+GROUPS = ("outliers", "most_exposed", "all")
+# The λ the recommendations suggest trying first (a starting point; the comparison measures it).
+SUGGESTED_LAMBDA = 0.1
+
+
+def group_name(result: dict[str, Any], group: str, n: int) -> str:
+    """'the 24 files listed as mislabeled', 'the 20 most-exposed examples', 'the whole training set (360)'."""
+    d = result["data"]
+    if group == "all":
+        return f"the whole training set ({n} examples)"
+    if group == "most_exposed":
+        return f"the {n} most-exposed examples (largest gradient norms on your model)"
+    if "mislabeled_in_test" in d:  # an image folder audited with --mislabeled
+        return f"the {n} files listed as mislabeled"
+    kinds = [k for k, key in (("mislabeled", "n_noisy"), ("out-of-distribution", "n_ood")) if d.get(key)]
+    return f"the {n} known outliers ({' and '.join(kinds) or 'flagged'})"
+
+
+def group_findings(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per group: the strongest headline attack, its level (from the lower AUC bound) and a sentence."""
+    mem = result.get("membership")
+    if not mem or "leakage" not in mem:
+        return []
+    found = []
+    for group in GROUPS:
+        best = strongest(mem["leakage"], group)
+        if best is None:
+            continue
+        attack, g = best
+        lo, hi = g["ci"]["auc"]
+        level = band(lo, AUC_MODERATE, AUC_ELEVATED)
+        words = ("identifiable" if lo >= AUC_IDENTIFIABLE else "partly identifiable" if lo >= AUC_ELEVATED
+                 else "slightly detectable" if lo >= AUC_MODERATE else "barely distinguishable from non-members")
+        name = group_name(result, group, g["n_examples"])
+        text = (f"{name[0].upper()}{name[1:]}: {words}. {ATTACK_NAMES[attack]} over {mem['shadow_models']} shadow "
+                f"copies: AUC {g['auc']:.2f} [{lo:.2f}, {hi:.2f}], {pct(g['tpr_at_1pct_fpr'])} "
+                f"[{pct(g['ci']['tpr_at_1pct_fpr'][0])}, {pct(g['ci']['tpr_at_1pct_fpr'][1])}] of members found at "
+                "1% false positives.")
+        found.append({"group": group, "attack": attack, "level": level, "words": words, "name": name,
+                      "auc": g["auc"], "auc_ci": [lo, hi], "text": text, "cautions": g["cautions"]})
+    return found
+
+
+def bn_share(result: dict[str, Any]) -> str:
+    """How much of the leakage BN explains: measured with the regularizer comparison, else what the signals say."""
+    cmp = result.get("gs_reg_comparison")
+    if cmp:
+        without, with_ = cmp["without"]["auc"], cmp["with"]["auc"]
+        parts = [f"{g.replace('_', '-')} AUC goes {without['online'][g]['auc']:.2f} → {with_['online'][g]['auc']:.2f}"
+                 for g in ("outliers", "all") if g in with_.get("online", {}) and g in without.get("online", {})]
+        acc = f"{pct(cmp['without']['shadow_accuracy']['test'])} → {pct(cmp['with']['shadow_accuracy']['test'])}"
+        return (f"How much BN explains, measured on your data and architecture: with the γ/σ regularizer "
+                f"(λ = {cmp['lambda']:g}), online LiRA's {', '.join(parts)}, and the shadow copies' test accuracy "
+                f"{acc}.")
+    summary = bn_summary(result)
+    if summary is None:
+        return "The model has no BatchNorm statistics to blame: BN explains none of this."
+    masks = result["gradient_norms"].get("masks") or {}
+    by = masks.get("by_subset") or {}
+    ratio = ""
+    if "clean" in by and any(k in by for k in ("noisy", "ood")):
+        out = by.get("noisy") or by.get("ood")
+        if by["clean"].get("median"):
+            times = out["median"] / by["clean"]["median"]
+            ratio = f"; the known outliers' gradient norms are {times:.0f}× the others'"
+    return (f"BN plausibly amplifies it: {pct(summary['frac_above_1'])} of BN channels have |γ|/σ > 1, and BN scales "
+            f"an outlier's margin growth by (γ/σ)²{ratio}. Its share is not measured here; "
+            f"--compare-gs-reg {SUGGESTED_LAMBDA:g} measures it.")
 
 
 def eps_lb_sentence(eps_lb: float, eps_max: float | None = None) -> str:
@@ -36,156 +105,103 @@ def eps_lb_sentence(eps_lb: float, eps_max: float | None = None) -> str:
             "large (95% confidence per copy); it is a floor set by one attack, not a privacy guarantee.")
 
 
+def epsilon_sentence(result: dict[str, Any]) -> str:
+    """The headline's ε sentence, when online LiRA's results on the whole set carry an empirical ε lower bound."""
+    online = ((result.get("membership") or {}).get("attacks") or {}).get("online", {}).get("all", {})
+    return f" {eps_lb_sentence(online['eps_lb'], online.get('eps_lb_max'))}" if online.get("eps_lb") is not None else ""
+
+
+def _numbers(g: dict[str, Any]) -> str:
+    return f"AUC {g['auc']:.2f} [{g['auc_ci'][0]:.2f}, {g['auc_ci'][1]:.2f}]"
+
+
+def headline(result: dict[str, Any], groups: list[dict[str, Any]]) -> str:
+    """One plain paragraph: who is identifiable, how confidently, how much BN explains."""
+    if not groups:
+        return ("Membership leakage was not measured (no shadow models): the findings below are indirect signs. "
+                "Rerun with --shadow-models 16 to measure who in the training set an attacker can identify.")
+    mem = result["membership"]
+    exposed = [g for g in groups if g["group"] != "all" and g["level"] != "low"]
+    whole = next((g for g in groups if g["group"] == "all"), None)
+    text = []
+    if exposed:
+        who = "; and ".join(f"{g['name']}, {g['words']} ({_numbers(g)}, {ATTACK_NAMES[g['attack']]})"
+                            for g in exposed)
+        lead = "Who is identifiable" if any(g["level"] == "elevated" for g in exposed) else "Who stands out"
+        text.append(f"{lead}: {who}.")
+    else:
+        text.append("No group tested here stands out: known outliers and most-exposed examples leak no more "
+                    "than the rest." if len(groups) > 1 else "No group was tested beyond the whole set.")
+    if whole:
+        typical = "Typical training examples" if exposed else "The training set as a whole"
+        text.append(f"{typical} {'are' if exposed else 'is'} {whole['words']}: {_numbers(whole)} over "
+                    f"{whole['name']}.")
+    text.append(f"(Attacks over {mem['shadow_models']} shadow copies of your recipe; 95% intervals.)")
+    cautious = any(g["cautions"] for g in groups)
+    return " ".join([*text, bn_share(result)]) + epsilon_sentence(result) + (
+        " Some of these numbers rest on few scores (see Cautions)." if cautious else "")
+
+
+def recommendations(result: dict[str, Any], level: str) -> list[str]:
+    """Advice that can be followed: each names a command, a flag of ``bnmem audit`` or an importable API."""
+    recs = []
+    bn = bn_summary(result) is not None
+    if level in ("moderate", "elevated") or (level == NOT_MEASURED and bn):
+        if bn:
+            recs.append("Add the γ/σ regularizer to your own training loop: `from bnmem import GammaSigmaPenalty` "
+                        "(README, 'The γ/σ regularizer in your own loop'); measure its privacy gain and accuracy "
+                        f"cost on your data first with `bnmem audit --compare-gs-reg {SUGGESTED_LAMBDA:g} "
+                        "--shadow-models 8` (plus this audit's flags).")
+            recs.append("Or replace BatchNorm with `torch.nn.GroupNorm` or `torch.nn.LayerNorm`, retrain, and "
+                        "audit again with `bnmem audit`.")
+        if result["data"].get("outliers_known") or result["gradient_norms"]["top_k"]:
+            recs.append("Review the identifiable examples before release: the known outliers and the largest "
+                        "gradient norms (audit.json, gradient_norms → top_k, with file names) are the ones an "
+                        "attacker singles out; relabel or remove them and retrain.")
+    if not result.get("membership"):
+        recs.append("Measure the membership leakage directly: rerun with `bnmem audit --shadow-models 16` "
+                    "(plus this audit's flags).")
+    elif result["membership"]["shadow_models"] < 16:
+        recs.append("Narrow the intervals: `bnmem audit --shadow-models 16` (more shadow copies, more reference "
+                    "scores per example).")
+    return recs
+
 
 def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
-    """Findings (one sentence each), an overall level and recommendations.
+    """The audit's answer from its measured sections.
 
     Args:
-        result: the audit result so far (norm_layers, gamma_sigma, gradient_norms,
-            accuracy, membership).
+        result: the audit result so far (norm_layers, gamma_sigma, gradient_norms, accuracy,
+            membership, optionally gs_reg_comparison).
 
     Returns:
-        ``{"level": low|moderate|elevated, "findings": [...], "recommendations": [...], "note": ...}``.
+        ``{"level", "basis", "headline", "groups", "findings", "finding_levels", "finding_kinds",
+        "indicator_level", "cautions", "recommendations", "note"}``: ``level`` is low|moderate|elevated
+        from the attacks, or "not measured" without shadow models.
     """
-    findings: list[tuple[str, str]] = []  # (level, sentence)
-    layers = result["norm_layers"]
-    bn = [r for r in layers if r["batchnorm"]]
-    other = sorted({r["type"] for r in layers if not r["batchnorm"]})
-    if not layers:
-        findings.append(("low", "No normalization layers: BN's (γ/σ)² amplification of outliers does not apply; "
-                                "the gradient-norm and accuracy findings below still do."))
-    elif not bn:
-        findings.append(("low", f"Normalization without batch statistics ({', '.join(other)}): no BN "
-                                "(γ/σ)² amplification measured here."))
-    bn_level = "low"
-    gs = result.get("gamma_sigma") or {}
-    running = (gs.get("running") or {}).get("summary") or (gs.get("batch") or {}).get("summary")
-    if bn and running and running.get("frac_above_1") is not None:
-        frac = running["frac_above_1"]
-        level = "elevated" if frac >= GS_ELEVATED else "moderate" if frac >= GS_MODERATE else "low"
-        words = {"elevated": "elevated memorization of rare samples",
-                 "moderate": "some amplification of rare samples' influence",
-                 "low": "little amplification"}[level]
-        bn_level = level
-        findings.append((level, f"BN present ({len(bn)} layer{'s' if len(bn) != 1 else ''}); {pct(frac, 0)} of "
-                                f"channels have |γ|/σ > 1 "
-                                f"(median {running['median_ratio']:.2f}) → {words}."))
-    gn = result["gradient_norms"]
-    masks = gn.get("masks")
-    if masks and masks.get("top_k_fraction_flagged") is not None:
-        enrich = masks.get("enrichment") or 0.0
-        level = "elevated" if enrich >= ENRICH_ELEVATED else "moderate" if enrich > 1.5 else "low"
-        findings.append((level, f"{masks['top_k_flagged']} of the top-{len(gn['top_k'])} gradient norms are known "
-                                f"corrupted samples ({pct(masks['top_k_fraction_flagged'], 0)} vs "
-                                f"{pct(masks['fraction_flagged_overall'], 0)} of the data): the model's largest "
-                                "per-sample influence sits on samples it can only memorize."))
-    elif gn["top_k"] and gn.get("top_k_mean_over_median"):
-        findings.append(("low", f"The top-{len(gn['top_k'])} gradient norms are "
-                                f"{gn['top_k_mean_over_median']:.1f}x the median: inspect those examples "
-                                "(audit.json lists them) for mislabeled or atypical samples."))
-    acc = result["accuracy"]
-    if acc.get("gap") is not None:
-        gap = acc["gap"]
-        level = "elevated" if gap >= GAP_ELEVATED else "moderate" if gap >= GAP_MODERATE else "low"
-        findings.append((level, f"Train accuracy {pct(acc['train_acc'], 0)} vs test {pct(acc['test_acc'], 0)} "
-                                f"(gap {100 * gap:+.1f} points)" + (": the model fits its training set beyond what "
-                                "generalizes, a membership signal." if level != "low" else ".")))
-    for key, what in (("noisy_acc", "flipped labels"), ("ood_acc", "OOD samples' random labels")):
-        if acc.get(key) is not None:
-            level = "elevated" if acc[key] >= 0.5 else "moderate" if acc[key] >= 0.2 else "low"
-            findings.append((level, f"It fits {pct(acc[key], 0)} of the {what} (pure memorization)."))
-    mem = result.get("membership")
-    if mem:
-        online = mem["attacks"]["online"]["all"]
-        level = "elevated" if online["auc"] >= AUC_ELEVATED else "moderate" if online["auc"] >= AUC_MODERATE else "low"
-        text = (f"LiRA over {mem['shadow_models']} shadow copies of this recipe: AUC {online['auc']:.3f}, "
-                f"TPR {pct(online['tpr_at_1pct_fpr'], 0)} at 1% FPR")
-        if "outliers" in mem["attacks"]["online"]:
-            text += f"; on the corrupted samples AUC {mem['attacks']['online']['outliers']['auc']:.3f}"
-        findings.append((level, text + "."))
-        findings += [("low", eps_lb_sentence(online["eps_lb"], online.get("eps_lb_max")))] if "eps_lb" in online else []
-    overall = max((lvl for lvl, _ in findings), key=LEVELS.index, default="low")
-    recs = []
-    if bn and bn_level != "low":
-        recs.append(f"BN amplifies what this model memorizes: {RECOMMEND}.")
-    elif overall != "low":
-        recs.append("The model memorizes parts of its training set: consider regularization, more data or "
-                    "removing mislabeled samples (the top gradient norms point at candidates).")
-    if not mem:
-        recs.append("For a direct membership-inference estimate, rerun with --shadow-models 16 (or more).")
+    groups = group_findings(result)
+    explain = explaining_findings(result)
+    level = max((g["level"] for g in groups), key=LEVELS.index) if groups else NOT_MEASURED
+    indicators = max((lvl for lvl, _ in explain), key=LEVELS.index, default="low")
+    cautions = list(dict.fromkeys(f"{g['name']}: {c}" for g in groups for c in g["cautions"]))
     return {
-        "level": overall,
-        "findings": [f for _, f in findings],
-        "finding_levels": [lvl for lvl, _ in findings],
-        "recommendations": recs,
-        "note": "rules of thumb from the study (BN scales outliers' margin growth by (γ/σ)²), not calibrated "
-                "guarantees; thresholds in bnmem.auditing.report",
+        "level": level,
+        "basis": (f"membership attacks over {result['membership']['shadow_models']} shadow copies (each group's "
+                  "level from the lower end of its AUC interval)" if groups
+                  else f"nothing measured: no shadow models (the indirect signs alone rate {indicators})"),
+        "headline": headline(result, groups),
+        "groups": groups,
+        "findings": [g["text"] for g in groups] + [f for _, f in explain],
+        "finding_levels": [g["level"] for g in groups] + [lvl for lvl, _ in explain],
+        "finding_kinds": ["measured"] * len(groups) + ["explains"] * len(explain),
+        "indicator_level": indicators,
+        "cautions": cautions,
+        "calibration": calibration(result),
+        "recommendations": recommendations(result, level),
+        "note": "levels: attacks from the lower end of the 95% interval of the pooled AUC (thresholds "
+                f"{AUC_MODERATE}, {AUC_ELEVATED}); explaining signals are rules of thumb from the study (BN scales "
+                "outliers' margin growth by (γ/σ)²), not calibrated guarantees; thresholds in bnmem.auditing",
     }
-
-
-def to_markdown(result: dict[str, Any]) -> str:
-    """The audit as a short markdown report (also printed by ``bnmem audit``)."""
-    m, d, risk = result["model"], result["data"], result["risk"]
-    lines = [f"# bnmem audit: {m['class']} ({m['format']}, {m['parameters']:,} parameters)", ""]
-    if m.get("file"):
-        lines += [f"Model file: `{m['file']}` (sha256 {m['sha256'][:12]}…)", ""]
-    lines += [f"Data: {d['dataset']}, {d['n_train']} training / {d['n_test']} test examples"
-              + (f", {d['n_noisy']} flipped labels, {d['n_ood']} OOD" if d.get("outliers_known") else ""), ""]
-    lines += [f"## Risk: {risk['level']}", ""] + [f"- {f}" for f in risk["findings"]] + [""]
-    lines += [f"**Recommendation:** {r}" for r in risk["recommendations"]] + ["", f"_{risk['note']}_", ""]
-    lines += ["## Normalization layers", ""]
-    if not result["norm_layers"]:
-        lines += ["None: this model has no normalization layers.", ""]
-    else:
-        lines += ["| layer | type | size |", "|---|---|---|"]
-        lines += [f"| {r['name']} | {r['type']} | {r['size']} |" for r in result["norm_layers"]] + [""]
-    gs = result.get("gamma_sigma")
-    if gs:
-        lines += ["## BN |γ|/σ per layer", ""]
-        modes = [mode for mode in ("running", "batch") if mode in gs]
-        header = "| layer | channels |" + "".join(f" median ({mode} σ) | frac > 1 ({mode} σ) |" for mode in modes)
-        lines += [header, "|---|---|" + "---|---|" * len(modes)]
-        for layer in gs[modes[0]]["layers"]:
-            row = f"| {layer} | {gs[modes[0]]['layers'][layer]['n_channels']} |"
-            for mode in modes:
-                v = gs[mode]["layers"].get(layer, {})
-                row += f" {fmt(v.get('median_ratio'))} | {fmt(v.get('frac_above_1'), '.2f')} |"
-            lines.append(row)
-        lines += ["", "σ running = sqrt(running_var + eps); σ batch = std of the layer input over one training "
-                      "batch (BN in training mode)."] + [f"Note: {n}" for n in gs.get("notes", [])] + [""]
-    gn = result["gradient_norms"]
-    lines += ["## Per-sample gradient norms", "",
-              f"L2 norm over all parameters of each example's loss gradient ({gn['definition']} definition, "
-              f"{gn['method']}, float64; {gn['subset']}); median {fmt(gn['median'], '.4f')}.", ""]
-    if gn.get("masks"):
-        mk = gn["masks"]
-        lines += [f"Top-{len(gn['top_k'])}: {mk['top_k_flagged']} known corrupted "
-                  f"({pct(mk['top_k_fraction_flagged'], 0)}; {pct(mk['fraction_flagged_overall'], 0)} of the data)."]
-        lines += ["", "| subset | n | median | mean |", "|---|---|---|---|"]
-        lines += [f"| {s} | {v['n']} | {fmt(v['median'], '.4f')} | {fmt(v['mean'], '.4f')} |"
-                  for s, v in mk["by_subset"].items()] + [""]
-    lines += ["| rank | index | grad norm | label | predicted | flagged |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {r['index']}" + (f" (`{r['file']}`)" if r.get("file") else "")
-              + f" | {r['grad_norm']:.4f} | {r['label']} | {r['predicted']} | {r['flagged'] or '-'} |"
-              for i, r in enumerate(gn["top_k"][:10])]
-    if len(gn["top_k"]) > 10:
-        lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
-    acc = result["accuracy"]
-    lines += ["", "## Accuracy (eval mode)", "", "| train | test | gap | clean train | flipped labels fit | OOD fit |",
-              "|---|---|---|---|---|---|",
-              f"| {fmt(acc['train_acc'])} | {fmt(acc['test_acc'])} | {fmt(acc['gap'])} | "
-              f"{fmt(acc.get('clean_train_acc'))} | {fmt(acc.get('noisy_acc'))} | {fmt(acc.get('ood_acc'))} |", ""]
-    mem = result.get("membership")
-    if mem:
-        lines += ["## Membership inference (shadow copies)", "", mem["protocol"] + ".", "",
-                  "| attack | subset | AUC | TPR@1% FPR | TPR@0.1% FPR |", "|---|---|---|---|---|"]
-        for attack, subs in mem["attacks"].items():
-            for sub, v in subs.items():
-                lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {pct(v['tpr_at_1pct_fpr'], 0)} | "
-                             f"{pct(v['tpr_at_0.1pct_fpr'], 0)} |")
-        lines += ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
-                      f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
-    return "\n".join(lines)
 
 
 def frontier_citation(path: str | Path) -> dict[str, Any]:

@@ -19,20 +19,27 @@ What it measures, on the model as given (eval mode, BN with its running statisti
   float64; :mod:`bnmem.measure.gradnorms`), its top-k examples and, when the
   corrupted samples are known, how many of those are corrupted;
 * train/test accuracy (and the fit of flipped/OOD labels when known);
-* optionally (``shadow_models`` M > 0), membership-inference risk of the
-  *training recipe*: M fresh copies of the architecture train on seeded halves
-  of the data (every example IN for exactly half), and LiRA/RMIA run
-  leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens does;
-* a short plain-language risk summary (:mod:`bnmem.auditing.report`): rules of
-  thumb from the study, not guarantees.
+* optionally (``shadow_models`` M > 0), membership leakage of the *training recipe*: M fresh
+  copies of the architecture train on seeded halves of the data (every example IN for exactly
+  half), and LiRA/RMIA run leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens
+  does; pooled per group (whole set, known outliers, most-exposed) with intervals
+  (:mod:`bnmem.auditing.leakage`), the copies' accuracy beside the model's
+  (:mod:`bnmem.auditing.calibration`), optionally with and without the γ/σ regularizer
+  (:mod:`bnmem.auditing.compare`);
+* the answer (:mod:`bnmem.auditing.report`): a level from the measured attacks, one plain
+  paragraph, findings with levels (the BN signals explain, they do not set the level) and
+  recommendations that name existing commands and APIs.
+
+Every input is checked before anything is written into ``out``.
 """
 
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -41,7 +48,9 @@ from torch import nn
 from bnmem import io
 from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
-from bnmem.auditing.membership import check_shadow_request, membership_section
+from bnmem.auditing.calibration import match_epochs
+from bnmem.auditing.compare import gs_reg_comparison
+from bnmem.auditing.membership import check_shadow_request, shadow_membership
 from bnmem.auditing.sections import (
     accuracy_section,
     gamma_sigma_section,
@@ -52,6 +61,8 @@ from bnmem.auditing.sections import (
 from bnmem.config import DataConfig, StrictModel, TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
+from bnmem.measure.memory import parse_size
+from bnmem.errors import BnmemError
 
 
 class AuditConfig(StrictModel):
@@ -102,33 +113,37 @@ def audit(
     max_memory: int | str | None = None,
     defenses: str | Path | None = None,
     executor: Any = None,
+    workers: int = 1,
+    gs_reg: float | None = None,
+    compare_gs_reg: float | None = None,
+    match_accuracy: bool = False,
+    max_epochs: int | None = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
     Args:
         model: any classifier ``nn.Module`` returning logits (or a TorchScript module).
-        train_data: its training data, an :class:`OutlierDataset` or ``(x, y)``
-            tensors in the model's input format.
-        test_data: held-out ``(x, y)`` (for an OutlierDataset its own test split is used).
+        train_data: its training data, an :class:`OutlierDataset` or ``(x, y)`` tensors in the model's
+            input format; ``test_data``: held-out ``(x, y)`` (an OutlierDataset has its own).
         noisy_mask, ood_mask: known mislabeled / OOD training examples (bool), for ``(x, y)`` data.
-        top_k: largest gradient norms to list.
-        max_examples: measure gradient norms on at most this many training
-            examples (a seeded random subset; None: all).
-        shadow_models: M > 0 also estimates membership risk with M shadow copies
-            (even, >= 4; needs a regular nn.Module and a ``train`` recipe).
-        train: the training recipe of the shadow copies (TrainConfig or dict;
-            default: TrainConfig()).
+        top_k: largest gradient norms to list (also the "most exposed" group of the attacks).
+        max_examples: gradient norms on at most this many training examples (seeded subset; None: all).
+        shadow_models: M > 0 measures membership leakage with M shadow copies (even, >= 4; an nn.Module).
+        train: the shadow copies' recipe (TrainConfig or dict; default TrainConfig()).
         out: write ``audit.json`` and ``audit.md`` here (None: don't write).
         seed: seed of the probe batch and the gradient-norm subset.
-        progress: progress bars for shadow training.
+        progress: progress output (on stderr).
         source: where the model and data came from (written into the result).
-        max_memory: memory budget of the gradient-norm measurement, bytes or
-            text such as ``"8GB"`` (None: half the free RAM or GPU memory).
-        defenses: a finished defenses run (``bnmem run studies/defenses.yaml``, or a
-            defenses lens folder): its privacy–utility frontier is cited in the
-            recommendations.
-        executor: train the shadow copies through it (e.g. ``get_executor("local", workers=2)``; needs
-            ``out``); None trains them in this process. The copies are the same either way.
+        max_memory: gradient-norm memory budget, bytes or text such as ``"8GB"`` (None: half the free memory).
+        defenses: a finished defenses run whose privacy–utility frontier the recommendations cite.
+        executor: train the shadow copies through it (the copies are the same either way);
+            ``workers``: N > 1 local worker processes instead (a script needs an
+            ``if __name__ == "__main__":`` guard).
+        gs_reg: λ of the γ/σ regularizer the shadow copies train with (what
+            :class:`bnmem.GammaSigmaPenalty` adds to your loop); ``compare_gs_reg``: also train them
+            with this λ and show privacy gain and accuracy cost side by side.
+        match_accuracy: double the copies' epochs (up to ``max_epochs``, default 4x) until a probe copy
+            reaches the model's training accuracy; the report prints the recipe used.
 
     Returns:
         An :class:`AuditResult`.
@@ -136,24 +151,82 @@ def audit(
     Raises:
         BnmemError: the model does not accept the data, malformed data,
             shadow models asked for a TorchScript model, or a memory budget
-            that cannot hold one example.
+            that cannot hold one example. Nothing is written into ``out`` before
+            the inputs have been checked.
     """
-    from bnmem.auditing.report import frontier_citation, risk_summary, to_markdown
+    from bnmem.auditing.report import frontier_citation
 
     frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
     ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
-    train_cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
-    if shadow_models:
-        check_shadow_request(model, shadow_models)  # before any slow work
-    out = io.ensure_dir(out) if out is not None else None
+    train_cfg = recipe(train, gs_reg)
+    if shadow_models or compare_gs_reg is not None or match_accuracy:
+        check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)  # before any slow work
+    if max_memory is not None:
+        parse_size(max_memory)
     model.eval()
     n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
+    out = io.ensure_dir(out) if out is not None else None  # only now: every input has been checked
+    with shadow_executor(executor, workers, progress) as ex:
+        result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
+                                max_memory=max_memory, source=source)
+        result["membership"] = None
+        if shadow_models:
+            shadow_sections(result, model, ds, train_cfg, shadow_models, out, progress, ex,
+                            compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs)
+    return finish(result, norms, out, frontier)
+
+
+def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
+                    shadow_models: int, out: Path | None, progress: bool, executor: Any, *,
+                    compare_gs_reg: float | None, match_accuracy: bool, max_epochs: int | None) -> None:
+    """Membership over the shadow copies (recipe matched first when asked), and the regularizer comparison."""
+    exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
+    matched = None
+    if match_accuracy:
+        train, matched = match_epochs(model, ds, train, result["accuracy"]["train_acc"], shadow_models, max_epochs)
+    result["membership"] = shadow_membership(model, ds, shadow_models, train, out, progress, executor, exposed)
+    if matched is not None:
+        result["membership"]["matched"] = matched
+    if compare_gs_reg is not None:
+        result["gs_reg_comparison"] = gs_reg_comparison(result["membership"], model, ds, train, compare_gs_reg,
+                                                        out, progress, executor, exposed)
+
+
+def recipe(train: TrainConfig | dict | None, gs_reg: float | None) -> TrainConfig:
+    """The shadow copies' recipe: ``train`` (default TrainConfig()), with ``gs_reg`` as its λ when given."""
+    cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
+    return cfg if gs_reg is None else cfg.model_copy(update={"gs_reg": TrainConfig(gs_reg=gs_reg).gs_reg})
+
+
+@contextmanager
+def shadow_executor(executor: Any, workers: int, progress: bool) -> Iterator[Any]:
+    """``executor`` as given, or a local pool of ``workers`` processes (closed on exit), or None."""
+    if executor is not None or workers <= 1:
+        yield executor
+        return
+    from bnmem.executors import get_executor
+
+    ex = get_executor("local", progress=progress, workers=workers)
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int, max_examples: int | None,
+            seed: int, max_memory: int | str | None,
+            source: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
+    """The sections measured on the model itself: layers, γ/σ, gradient norms, accuracy."""
+    from bnmem.formatting import count_text
+
     layers = norm_layer_table(model)
+    n_params = int(sum(p.numel() for p in model.parameters()))
     result: dict[str, Any] = {
         "model": {
             "class": getattr(model, "original_name", type(model).__name__),
             "format": TORCHSCRIPT if is_scripted(model) else "nn.Module",
-            "parameters": int(sum(p.numel() for p in model.parameters())),
+            "parameters": n_params,
+            "parameters_text": count_text(n_params),
             "outputs": n_outputs,
             **(source or {}),
         },
@@ -163,9 +236,15 @@ def audit(
     }
     result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory)
     result["accuracy"] = accuracy_section(model, ds)
-    result["membership"] = (membership_section(model, ds, shadow_models, train_cfg, out, progress=progress,
-                                               executor=executor)
-                            if shadow_models else None)
+    return result, norms
+
+
+def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None,
+           frontier: dict[str, Any] | None) -> AuditResult:
+    """The risk summary and the report, written into ``out`` (the audit's last step)."""
+    from bnmem.auditing.markdown import to_markdown
+    from bnmem.auditing.report import risk_summary
+
     result["risk"] = risk_summary(result)
     if frontier is not None:
         result["risk"]["frontier"] = frontier
@@ -186,45 +265,94 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+CONFIG_FILE = "audit_config.json"
+
+
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
                progress: bool = False, max_memory: int | str | None = None,
-               defenses: str | Path | None = None, executor: Any = None) -> AuditResult:
-    """``bnmem audit``: load a model file and a bnmem dataset, audit, write into ``out``.
+               defenses: str | Path | None = None, executor: Any = None,
+               compare_gs_reg: float | None = None, match_accuracy: bool = False,
+               max_epochs: int | None = None) -> AuditResult:
+    """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
         model_path: a pickled nn.Module or a TorchScript file (trusted files only).
         config: ``data``: the data (and injected outliers) the model was trained
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
-        out: output folder (a rerun with other settings is refused).
-        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor: see :func:`audit`.
+        out: output folder (a rerun with other settings is refused once it holds finished work).
+        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg,
+        match_accuracy, max_epochs: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
 
     Raises:
-        BnmemError: any problem with the file, the data, or their fit.
+        BnmemError: any problem with the file, the data, or their fit, before anything is written.
+    """
+    model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses, compare_gs_reg,
+                                          match_accuracy)
+    resolved = {"model": str(model_path), "model_sha256": digest,
+                **config.model_dump(mode="json", exclude={"folder"} if config.folder is None else {"data"}),
+                "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models,
+                **({"compare_gs_reg": compare_gs_reg} if compare_gs_reg is not None else {}),
+                **({"match_accuracy": True, "max_epochs": max_epochs} if match_accuracy else {})}
+    out = prepare_audit_dir(out, resolved)
+    return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models,
+                 train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
+                 max_memory=max_memory, defenses=defenses, executor=executor, compare_gs_reg=compare_gs_reg,
+                 match_accuracy=match_accuracy, max_epochs=max_epochs,
+                 source={"file": str(model_path), "file_format": fmt, "sha256": digest})
+
+
+def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int, max_memory: int | str | None,
+                 defenses: str | Path | None, compare_gs_reg: float | None = None,
+                 match_accuracy: bool = False) -> tuple[nn.Module, str, OutlierDataset, str]:
+    """The model (on the recipe's device) and the data, every option checked; nothing written.
+
+    Returns:
+        ``(model, file format, data, sha256 of the file)``.
     """
     from bnmem.auditing.load import load_model_file
     from bnmem.data import load_dataset
     from bnmem.data.image_folder import load_image_folder
-    from bnmem.measure.memory import parse_size
-    from bnmem.rundir import prepare_run_dir
 
-    data_cfg, train_cfg = config.data, config.train
     model, fmt = load_model_file(model_path)
-    if shadow_models:
-        check_shadow_request(model, shadow_models)
-    digest = file_sha256(model_path)
-    resolved = {"model": str(model_path), "model_sha256": digest, **config.model_dump(mode="json"),
-                "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models}
+    if shadow_models or compare_gs_reg is not None or match_accuracy:
+        check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)
     if max_memory is not None:
-        parse_size(max_memory)  # a bad value fails before any file is written
+        parse_size(max_memory)
     if defenses is not None:
         from bnmem.auditing.report import frontier_citation
 
-        frontier_citation(defenses)  # likewise
-    ds = load_image_folder(config.folder) if config.folder is not None else load_dataset(data_cfg)
-    out = prepare_run_dir(out, resolved, name="audit_config.json")
-    model = model.to(train_cfg.device)
-    return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models, train=train_cfg,
-                 out=out, seed=data_cfg.seed, progress=progress, max_memory=max_memory, defenses=defenses,
-                 executor=executor, source={"file": str(model_path), "file_format": fmt, "sha256": digest})
+        frontier_citation(defenses)
+    if config.folder is not None:
+        check_channels(model, config.folder)  # before reading the images (their --mean/--std need it too)
+    ds = load_image_folder(config.folder) if config.folder is not None else load_dataset(config.data)
+    model = model.to(config.train.device).eval()
+    check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
+    return model, fmt, ds, file_sha256(model_path)
+
+
+def check_channels(model: nn.Module, folder: ImageFolderConfig) -> None:
+    """``--channels`` that the model's first convolution does not take: one line that names the fix.
+
+    A ``--transform`` decides the channels itself; the forward check covers it.
+    """
+    from bnmem.auditing.load import first_layer_channels
+
+    want, have = first_layer_channels(model), folder.channels
+    if folder.transform is None and want in (1, 3) and want != have:
+        raise BnmemError(f"the model's first layer expects {want} input channels but the images were read with "
+                         f"{have} (--channels {have}); rerun with --channels {want}")
+
+
+def prepare_audit_dir(out: str | Path, resolved: dict[str, Any]) -> Path:
+    """``prepare_run_dir`` for an audit; a config left by an audit that failed before finishing anything is
+    replaced, so the corrected rerun into the same ``out`` is not refused."""
+    from bnmem.rundir import prepare_run_dir
+
+    out = Path(out)
+    shadow = out / "shadow"
+    holds_work = (out / "audit.json").exists() or (shadow.is_dir() and any(shadow.rglob("*.pt")))
+    if (out / CONFIG_FILE).exists() and not holds_work:
+        (out / CONFIG_FILE).unlink()
+    return prepare_run_dir(out, resolved, name=CONFIG_FILE)

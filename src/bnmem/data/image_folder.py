@@ -5,8 +5,9 @@ Two layouts::
     PATH/train/<class>/*.png   PATH/test/<class>/*.png     (given split)
     PATH/<class>/*.png                                     (seeded, per-class split)
 
-Images are decoded with Pillow, converted to 1 or 3 channels, resized to a
-square ``image_size`` when given, scaled to [0, 1], then normalized per
+Images are decoded with Pillow, converted to 3 channels (RGB, as torchvision's
+``ImageFolder`` does) or 1, resized to a square ``image_size`` when given,
+scaled to [0, 1], then normalized per
 channel with a given mean/std or the statistics of the training split. A
 ``transform`` (any Python callable ``PIL.Image -> (C, H, W) float tensor``)
 replaces the decoding for anything else; normalization still follows unless
@@ -42,7 +43,9 @@ class ImageFolderConfig(BaseModel):
 
     path: Path
     image_size: int | None = Field(None, ge=1, description="resize to this square size (None: keep; sizes must agree)")
-    channels: int | None = Field(None, description="1 (grayscale) or 3 (RGB); None: from the first image")
+    # 3 like torchvision's ImageFolder, whose default loader converts every image to RGB: a model trained
+    # through it expects 3 channels even when the files are grayscale.
+    channels: int = Field(3, description="1 (grayscale) or 3 (RGB, torchvision ImageFolder's default)")
     mean: list[float] | None = Field(None, description="per-channel mean (None: from the training split)")
     std: list[float] | None = Field(None, description="per-channel std (None: from the training split)")
     normalize: bool = Field(True, description="normalize per channel (given or computed mean/std)")
@@ -132,15 +135,10 @@ def _decode(path: Path, mode: str, size: int | None) -> np.ndarray:
     return arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
 
 
-def _mode(cfg: ImageFolderConfig, first: Path) -> str:
-    from PIL import Image
-
-    if cfg.channels is not None:
-        if cfg.channels not in (1, 3):
-            raise BnmemError(f"--channels must be 1 or 3, got {cfg.channels}")
-        return "L" if cfg.channels == 1 else "RGB"
-    with Image.open(first) as im:
-        return "L" if im.mode in ("1", "L", "I", "I;16", "F") else "RGB"
+def _mode(cfg: ImageFolderConfig) -> str:
+    if cfg.channels not in (1, 3):
+        raise BnmemError(f"--channels must be 1 or 3, got {cfg.channels}")
+    return "L" if cfg.channels == 1 else "RGB"
 
 
 def _stack(files: list[tuple[Path, int]], read: Callable[[Path], Any], root: Path) -> torch.Tensor:
@@ -229,7 +227,7 @@ def load_image_folder(cfg: ImageFolderConfig, transform: Transform | None = None
             with Image.open(p) as im:
                 return transform(im)
     else:
-        mode = _mode(cfg, train[0][0])
+        mode = _mode(cfg)
 
         def read(p: Path) -> Any:
             return _decode(p, mode, cfg.image_size)

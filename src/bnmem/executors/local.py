@@ -8,7 +8,9 @@ so a job's result does not depend on ``workers``.
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Sequence
 
@@ -45,6 +47,7 @@ class LocalExecutor(Executor):
         specs = [{**s, "progress": False} if isinstance(s, dict) and "progress" in s else s for s in specs]
         # spawn, not fork: a forked child inherits torch's thread pools and locks.
         ctx = multiprocessing.get_context("spawn")
+        check_main_guard()
         with ProcessPoolExecutor(max_workers=min(self.workers, len(specs)), mp_context=ctx) as pool:
             futures = {pool.submit(fn, spec): i for i, spec in enumerate(specs)}
             try:
@@ -55,3 +58,40 @@ class LocalExecutor(Executor):
                     f.cancel()
                 raise
         return results  # type: ignore[return-value]
+
+
+def _has_main_guard(source: str) -> bool:
+    """True when the module has a top-level ``if __name__ == "__main__":`` (either operand order)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            names = [node.test.left, *node.test.comparators]
+            if (any(isinstance(n, ast.Name) and n.id == "__name__" for n in names)
+                    and any(isinstance(n, ast.Constant) and n.value == "__main__" for n in names)):
+                return True
+    return False
+
+
+def check_main_guard() -> None:
+    """Refuse, before any worker starts, a script that spawned workers would run again.
+
+    A spawned worker imports the parent's main script; without an ``if __name__ == "__main__":``
+    guard that import runs the script's top level again, which starts workers of its own and the
+    pool dies (``BrokenProcessPool``) long after the start. Interactive sessions, ``python -c`` and
+    scripts with the guard pass.
+
+    Raises:
+        BnmemError: the main module is a script file without the guard.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            guarded = _has_main_guard(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return  # not a readable script: let multiprocessing decide
+    if not guarded:
+        raise BnmemError(f"worker processes re-import your script {path}, which has no "
+                         '`if __name__ == "__main__":` guard; put the code that runs bnmem with workers under '
+                         "that guard (see the README, Python API)")

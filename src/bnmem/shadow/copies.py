@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from bnmem.config import TrainConfig
 from bnmem.data import OutlierDataset, augment
 from bnmem.data.views import View, make_views
 from bnmem.shadow.query import ModelQuery, QueryPlan, query_model
+from bnmem.formatting import count_text
 
 SHADOW_INPUTS = "inputs.pt"
 
@@ -114,21 +114,23 @@ def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
 
 
 def trained_copy(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig, m: int,
-                 out: Path | None, progress: bool = False) -> tuple[nn.Module, int, int]:
+                 out: Path | None, progress: bool = False) -> tuple[nn.Module, int, int, float]:
     """Copy ``m``, trained on its keep-matrix half: loaded when its folder says ``DONE``, else trained here.
 
     Returns:
-        The trained copy and :func:`fresh_copy`'s counts of reset / all parameter tensors.
+        The trained copy, :func:`fresh_copy`'s counts of reset / all parameter tensors, and the
+        seconds its training loop took (recorded in ``DONE`` for a loaded copy).
     """
     from bnmem.train import load_finished, train_model
 
     net, n_reset, n_params = fresh_copy(model, seed=m)
     run_dir = None if out is None else copy_dir(out, m)
     if run_dir is not None and io.is_done(run_dir):
-        return load_finished(net, run_dir).model, n_reset, n_params
-    net = train_model(net, ds, train, seed=m, run_dir=run_dir, train_idx=np.flatnonzero(keep[m]),
-                      measure=False, progress=f"shadow {m}" if progress else False).model
-    return net, n_reset, n_params
+        run = load_finished(net, run_dir)
+    else:
+        run = train_model(net, ds, train, seed=m, run_dir=run_dir, train_idx=np.flatnonzero(keep[m]),
+                          measure=False, progress=f"shadow {m}" if progress else False)
+    return run.model, n_reset, n_params, run.seconds
 
 
 @dataclass
@@ -141,6 +143,7 @@ class CopyQueries:
         accuracy: per copy, :meth:`~bnmem.shadow.query.ModelQuery.accuracy`.
         pred: predicted class int16 [M, n_train, n_views] (memorization scores); None if not recorded.
         reset: parameter tensors reset by :func:`fresh_copy` and their total (the same for every copy).
+        seconds: the copies' training-loop seconds, summed (what :func:`copy_cost` estimates).
     """
 
     views: list[str]
@@ -149,6 +152,7 @@ class CopyQueries:
     accuracy: list[dict[str, float | None]] = field(default_factory=list)
     reset: tuple[int, int] = (0, 0)
     pred: np.ndarray | None = None
+    seconds: float = 0.0
 
 
 def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig,
@@ -173,53 +177,64 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
     if executor is not None and out is not None:
         train_copies(model, ds, keep, train, out, executor)
     views = copy_views(train, ds)
-    phi, population_phi, accuracy, reset, pred = [], [], [], (0, 0), []
+    phi, population_phi, accuracy, reset, pred, seconds = [], [], [], (0, 0), [], 0.0
     for m in range(keep.shape[0]):
-        net, *reset = trained_copy(model, ds, keep, train, m, out, progress)
+        net, *reset, took = trained_copy(model, ds, keep, train, m, out, progress)
+        seconds += took
         q: ModelQuery = query_model(net.to(train.device), ds, views, plan)
         phi.append(q.phi)  # φ only: a copy's full logits are C times larger
         population_phi.append(q.population_phi)
         pred.append(q.view_pred)
         accuracy.append(q.accuracy(ds, keep[m]))
     return CopyQueries(views=[name for name, _ in views], phi=np.stack(phi), population_phi=np.stack(population_phi),
-                       accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred))
+                       accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred), seconds=seconds)
+
+
+# Optimizer steps timed for the cost estimate (after one untimed warm-up run of the same length).
+COST_PROBE_STEPS = 6
+COST_TIMED_RUNS = 3
 
 
 def copy_cost(model: nn.Module, ds: OutlierDataset, n_models: int, train: TrainConfig,
               done: int = 0) -> dict[str, Any]:
-    """What training the shadow copies will take: steps, and a time estimate from one timed step.
+    """What training the shadow copies will take: steps, and a time estimate from a few timed training steps.
 
-    One forward/backward of a fresh copy on a training batch (after one untimed
-    warm-up) on ``train.device``, times the number of optimizer steps left.
+    A fresh copy trains one short epoch of :data:`COST_PROBE_STEPS` batches through the very
+    trainer the copies use (recipe, regularizer, threads and device included), once to warm up
+    and :data:`COST_TIMED_RUNS` times timed; the median training-loop seconds per step times the
+    optimizer steps left is the
+    estimate (checked against :attr:`CopyQueries.seconds` in ``tests/test_audit_validation.py``).
 
     Returns:
         ``{"models", "finished", "epochs", "examples_per_model", "steps", "seconds_per_step",
         "estimated_seconds", "parameters", "text"}``.
     """
-    from bnmem.measure.predict import to_layout
+    from bnmem.train import train_model
 
-    net, _, _ = fresh_copy(model, seed=0)
-    device = torch.device(train.device)
-    net = net.to(device).train()
     per_model = ds.n_train // 2
-    batch = to_layout(ds.x_train[: min(train.batch_size, ds.n_train)].to(device))
-    labels = ds.y_train[: batch.shape[0]].to(device)
-    if batch.ndim == 4:
-        net = net.to(memory_format=torch.channels_last)
-    timings = []
-    for _ in range(2):  # the first call pays for allocations and kernel selection
-        start = time.perf_counter()
-        torch.nn.functional.cross_entropy(net(batch), labels).backward()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        timings.append(time.perf_counter() - start)
-    steps = (n_models - done) * train.epochs * math.ceil(per_model / train.batch_size)
-    seconds = steps * timings[-1]
-    n_params = sum(p.numel() for p in net.parameters())
+    steps_per_epoch = math.ceil(per_model / train.batch_size)
+    idx = np.arange(min(COST_PROBE_STEPS * train.batch_size, per_model))
+    probe = train.model_copy(update={"epochs": 1})
+    timed = []
+    for _ in range(1 + COST_TIMED_RUNS):  # the first run pays for allocations and kernel selection
+        net, _, _ = fresh_copy(model, seed=0)
+        run = train_model(net, ds, probe, seed=0, train_idx=idx, measure=False, progress=False)
+        timed.append(run.seconds / math.ceil(idx.size / train.batch_size))
+    seconds_per_step = float(np.median(timed[1:]))  # the median: one run slowed by other work does not count
+    steps = (n_models - done) * train.epochs * steps_per_epoch
+    seconds = steps * seconds_per_step
+    n_params = sum(p.numel() for p in model.parameters())
     text = (f"membership: training {n_models - done} of {n_models} shadow copies "
-            f"({type(model).__name__}, {n_params / 1e6:.1f} M parameters) for {train.epochs} epochs on "
-            f"{per_model} examples each: {steps} steps of batch {train.batch_size} on {device}, "
-            f"~{timings[-1]:.3f} s per step, about {seconds / 60:.1f} min")
+            f"({type(model).__name__}, {count_text(n_params)} parameters) for {train.epochs} epochs on "
+            f"{per_model} examples each: {steps} steps of batch {train.batch_size} on {train.device}, "
+            f"~{seconds_per_step:.3f} s per step, about {duration_text(seconds)}")
     return {"models": n_models, "finished": done, "epochs": train.epochs, "examples_per_model": per_model,
-            "steps": steps, "seconds_per_step": timings[-1], "estimated_seconds": seconds,
+            "steps": steps, "seconds_per_step": seconds_per_step, "estimated_seconds": seconds,
             "parameters": n_params, "text": text}
+
+
+def duration_text(seconds: float) -> str:
+    """'40 s', '6.8 min', '2.1 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -83,3 +83,54 @@ class GammaSigmaRegularizer:
         """Detach the hooks from the model."""
         for h in self._handles:
             h.remove()
+
+
+class GammaSigmaPenalty(nn.Module):
+    """The γ/σ regularizer for your own training loop: ``loss = loss + penalty()``.
+
+    Call it after each training-mode forward pass of ``model``; it returns
+    ``lam · mean over BN channels of relu(|γ|/σ − tau)²`` with σ the standard deviation of
+    that batch's input to each BN layer (differentiable through γ and σ), the
+    penalty :class:`bnmem.train.train_model` adds with ``gs_reg``. A model without
+    affine BatchNorm layers gets 0.
+
+    Example::
+
+        penalty = GammaSigmaPenalty(model, lam=0.1)
+        loss = F.cross_entropy(model(x), y) + penalty()
+
+    Args:
+        model: the network being trained (its BN layers are hooked, not copied).
+        lam: λ, the weight of the penalty (0 turns it off).
+        tau: τ, the ratio |γ|/σ above which a channel is penalized.
+        layers: names of the BN layers to regularize (default: all).
+    """
+
+    def __init__(self, model: nn.Module, lam: float = 0.1, tau: float = 1.0, layers: list[str] | None = None) -> None:
+        super().__init__()
+        if lam < 0 or tau <= 0:
+            raise ValueError(f"GammaSigmaPenalty needs lam >= 0 and tau > 0, got lam={lam}, tau={tau}")
+        self.lam, self.tau = float(lam), float(tau)
+        # A plain object, not a submodule: the penalty owns no parameters and no state_dict of the model.
+        self._regularizer = GammaSigmaRegularizer(model, self.lam, self.tau, layers)
+
+    @property
+    def layers(self) -> list[str]:
+        """Names of the BN layers the penalty watches."""
+        return [n for n, _ in self._regularizer.modules]
+
+    def forward(self) -> torch.Tensor:
+        """The penalty of the last training-mode forward pass (a scalar tensor)."""
+        reg = self._regularizer
+        if reg.modules and reg.lam and any(n not in reg._sigma for n, _ in reg.modules):
+            raise RuntimeError("GammaSigmaPenalty(): call it once after each forward pass of the model in "
+                               "training mode (model.train()); no batch statistics were recorded since the last call")
+        return reg(None)
+
+    def remove(self) -> None:
+        """Detach the hooks from the model (the penalty is 0 afterwards)."""
+        self._regularizer.remove()
+        self._regularizer.modules = []
+
+    def extra_repr(self) -> str:
+        return f"lam={self.lam}, tau={self.tau}, layers={len(self.layers)}"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -32,6 +33,10 @@ from bnmem.cli.app import (
     apply_overrides,
     parse_flag_list,
 )
+from bnmem.errors import BnmemError
+
+if TYPE_CHECKING:
+    from bnmem.auditing.run import AuditConfig
 
 ModelFile = Annotated[Path, typer.Option("--model", help="a pickled nn.Module (torch.save(model)) or a TorchScript "
                                                           "file; unpickling runs code: trusted files only",
@@ -49,8 +54,8 @@ DataFolder = Annotated[Optional[Path], typer.Option(help="your own images instea
                                                          "train/ and test/, or under one folder (seeded split)",
                                                     show_default=False)]
 ImageSize = Annotated[Optional[int], typer.Option(help="--data-folder: resize images to this square size")]
-Channels = Annotated[Optional[int], typer.Option(help="--data-folder: 1 (grayscale) or 3 (RGB); default: as the "
-                                                      "first image")]
+Channels = Annotated[Optional[int], typer.Option(help="--data-folder: 1 (grayscale) or 3 (RGB); default 3, as "
+                                                      "torchvision's ImageFolder loads images", show_default=False)]
 Mean = Annotated[Optional[str], typer.Option(help="--data-folder: per-channel mean, e.g. 0.485,0.456,0.406 "
                                                   "(default: computed on the training split)")]
 Std = Annotated[Optional[str], typer.Option(help="--data-folder: per-channel std (with --mean)")]
@@ -61,6 +66,17 @@ TestFraction = Annotated[float, typer.Option(help="--data-folder without train/ 
 TransformHook = Annotated[Optional[str], typer.Option("--transform", help="--data-folder: 'module:function' or "
                                                       "'file.py:function' mapping a PIL image to a (C, H, W) tensor",
                                                       show_default=False)]
+GsReg = Annotated[float, typer.Option(help="train the shadow copies with the γ/σ regularizer of this λ (what "
+                                            "bnmem.GammaSigmaPenalty adds to your own loop; 0: off)")]
+CompareGsReg = Annotated[Optional[float], typer.Option(
+    help="with --shadow-models: also train the shadow copies with the γ/σ regularizer of this λ and show the "
+         "privacy gain (AUCs) and accuracy cost side by side", show_default=False)]
+MatchAccuracy = Annotated[bool, typer.Option(
+    "--match-accuracy", help="with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) "
+                             "until a probe copy reaches your model's training accuracy")]
+MaxEpochs = Annotated[Optional[int], typer.Option(help="--match-accuracy: the most epochs to try "
+                                                       "(default: 4x --epochs)",
+                                                  show_default=False)]
 Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
                                                          "mislabeled (marks the corrupted samples)",
                                                     show_default=False)]
@@ -90,6 +106,10 @@ def audit(
     top_k: TopK = 20,
     max_examples: MaxExamples = 10_000,
     shadow_models: ShadowModels = 0,
+    gs_reg: GsReg = 0.0,
+    compare_gs_reg: CompareGsReg = None,
+    match_accuracy: MatchAccuracy = False,
+    max_epochs: MaxEpochs = None,
     max_memory: MaxMemory = None,
     workers: Workers = 1,
     defenses: Annotated[Optional[Path], typer.Option(
@@ -115,41 +135,51 @@ def audit(
     recipe flags (--epochs, --lr, ...) train the shadow copies. With --data-folder the data are your own
     images (ImageFolder layout); --mislabeled names the files you know are mislabeled.
     """
-    from bnmem.auditing.run import AuditConfig, audit_file
-    from bnmem.errors import BnmemError
+    from bnmem.auditing.run import audit_file
 
-    if data_folder is not None and (label_noise or ood or train_size is not None):
-        raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
-                         "name the known mislabeled files with --mislabeled instead")
-    folder_only = {"--image-size": image_size, "--channels": channels, "--mean": mean, "--std": std,
-                   "--transform": transform, "--mislabeled": mislabeled}
-    stray = [flag for flag, value in folder_only.items() if value is not None]
-    if data_folder is None and stray:
-        raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
-
-    config = AuditConfig.model_validate(apply_overrides({
-        "data": {"dataset": dataset, "data_root": str(data_root) if data_root else None, "download": download,
-                 "label_noise": label_noise, "ood": ood, "ood_source": ood_source, "train_size": train_size,
-                 "seed": data_seed},
-        "folder": None if data_folder is None else {
-            "path": str(data_folder), "image_size": image_size, "channels": channels,
-            "mean": parse_flag_list(mean, float, "--mean", "numbers") if mean else None,
-            "std": parse_flag_list(std, float, "--std", "numbers") if std else None,
-            "normalize": normalize, "test_fraction": test_fraction, "seed": data_seed, "transform": transform,
-            "mislabeled": str(mislabeled) if mislabeled else None},
-        "train": {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": optimizer,
-                  "momentum": momentum, "weight_decay": weight_decay, "schedule": schedule, "threads": threads,
-                  "device": device},
-    }, set))
+    config = audit_config(locals())
     from bnmem.executors import get_executor
 
     ex = get_executor("local", progress=not quiet, workers=workers) if workers > 1 else None
     try:
         result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
                             shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
-                            defenses=defenses, executor=ex)
+                            defenses=defenses, executor=ex, compare_gs_reg=compare_gs_reg,
+                            match_accuracy=match_accuracy, max_epochs=max_epochs)
     finally:
         if ex is not None:
             ex.close()
+    sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
+
+
+def audit_config(a: dict[str, Any]) -> AuditConfig:
+    """The audit's config from the command's arguments (``locals()`` of :func:`audit`), flag combinations checked.
+
+    Raises:
+        BnmemError: data-folder flags without --data-folder, or bnmem-dataset flags with it.
+    """
+    from bnmem.auditing.run import AuditConfig
+
+    if a["data_folder"] is not None and (a["label_noise"] or a["ood"] or a["train_size"] is not None):
+        raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
+                         "name the known mislabeled files with --mislabeled instead")
+    folder_only = {"--image-size": "image_size", "--channels": "channels", "--mean": "mean", "--std": "std",
+                   "--transform": "transform", "--mislabeled": "mislabeled"}
+    stray = [flag for flag, key in folder_only.items() if a[key] is not None]
+    if a["data_folder"] is None and stray:
+        raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
+    folder = None if a["data_folder"] is None else {
+        "path": str(a["data_folder"]), "image_size": a["image_size"],
+        **({"channels": a["channels"]} if a["channels"] is not None else {}),
+        "mean": parse_flag_list(a["mean"], float, "--mean", "numbers") if a["mean"] else None,
+        "std": parse_flag_list(a["std"], float, "--std", "numbers") if a["std"] else None,
+        "normalize": a["normalize"], "test_fraction": a["test_fraction"], "seed": a["data_seed"],
+        "transform": a["transform"], "mislabeled": str(a["mislabeled"]) if a["mislabeled"] else None}
+    data = {"dataset": a["dataset"], "data_root": str(a["data_root"]) if a["data_root"] else None,
+            "download": a["download"], "label_noise": a["label_noise"], "ood": a["ood"],
+            "ood_source": a["ood_source"], "train_size": a["train_size"], "seed": a["data_seed"]}
+    recipe = {k: a[k] for k in ("epochs", "lr", "batch_size", "optimizer", "momentum", "weight_decay", "schedule",
+                                 "threads", "device", "gs_reg")}
+    return AuditConfig.model_validate(apply_overrides({"data": data, "folder": folder, "train": recipe}, a["set"]))

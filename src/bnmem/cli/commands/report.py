@@ -9,15 +9,24 @@ import typer
 
 from bnmem.cli.app import app
 
-RunDir = Annotated[Path, typer.Argument(help="a study run directory (with index.json) or one lens's run directory")]
+RunDir = Annotated[Path, typer.Argument(help="a study run directory (with index.json), one lens's run directory, "
+                                              "or a bnmem audit folder (writes audit.html)")]
 ReportOut = Annotated[Optional[Path], typer.Option("--out", help="write the report here (default: RUN_DIR)")]
 
 
 @app.command()
 def report(run_dir: RunDir, out: ReportOut = None) -> None:
-    """Check the paper's claims against a run's results; write report.html, summary.md and summary.csv."""
+    """Check the paper's claims against a run's results; write report.html, summary.md and summary.csv.
+
+    For a ``bnmem audit`` folder, write its audit as one HTML page (audit.html).
+    """
+    from bnmem.auditing.html import is_audit_dir, write_audit_report
     from bnmem.report.build import build_report
     from bnmem.report.preregistration import check_plan
+
+    if is_audit_dir(run_dir):
+        typer.echo(f"audit report: {write_audit_report(run_dir, out)}")
+        return
 
     rep = build_report(run_dir, out)
     typer.echo(check_plan(run_dir).headline())

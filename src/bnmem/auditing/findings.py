@@ -1,0 +1,102 @@
+"""What explains the measured leakage: the BN-specific and indirect signals of an audit, one finding each.
+
+The rules of thumb follow the study: BN multiplies an outlier's per-step margin growth by
+(γ/σ)², so channels with |γ|/σ > 1 amplify the memorization of rare samples; large per-sample
+gradient norms concentrate on samples the model has to memorize; a train-test gap and fitted
+flipped labels show memorization. Each finding carries a level from its own threshold below
+(heuristics for a first look, not calibrated guarantees). These findings *explain* the risk;
+the level of the audit comes from the measured attacks (:mod:`bnmem.auditing.report`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bnmem.formatting import pct as fmt_pct
+
+LEVELS = ("low", "moderate", "elevated")
+# Fraction of BN channels with |γ|/σ > 1 (running σ) at which amplification is moderate / elevated.
+GS_MODERATE, GS_ELEVATED = 0.2, 0.5
+# Train-test accuracy gap (fraction) that is worth a mention / a concern.
+GAP_MODERATE, GAP_ELEVATED = 0.03, 0.10
+# The top-k gradient norms hold more than this / at least this many times more known outliers than the data.
+ENRICH_MODERATE, ENRICH_ELEVATED = 1.5, 3.0
+# Fraction of flipped / OOD labels the model fits (pure memorization).
+FIT_MODERATE, FIT_ELEVATED = 0.2, 0.5
+
+
+def band(value: float, moderate: float, elevated: float, strict_moderate: bool = False) -> str:
+    """The level of ``value`` against two thresholds (``>=``; ``>`` for moderate when ``strict_moderate``)."""
+    if value >= elevated:
+        return "elevated"
+    return "moderate" if (value > moderate if strict_moderate else value >= moderate) else "low"
+
+
+def pct(v: float | None) -> str:
+    """A fraction as a whole percentage, '-' when missing (:func:`bnmem.formatting.pct`, no decimals)."""
+    return fmt_pct(v, 0)
+
+
+def bn_summary(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The γ/σ summary the findings read (running σ, else batch σ), or None without BN statistics."""
+    gs = result.get("gamma_sigma") or {}
+    summary = (gs.get("running") or {}).get("summary") or (gs.get("batch") or {}).get("summary")
+    if not any(r["batchnorm"] for r in result["norm_layers"]) or not summary:
+        return None
+    return summary if summary.get("frac_above_1") is not None else None
+
+
+def norm_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The normalization layers and, for BN, the fraction of channels with |γ|/σ > 1."""
+    layers = result["norm_layers"]
+    bn = [r for r in layers if r["batchnorm"]]
+    if not layers:
+        return [("low", "No normalization layers: BN's (γ/σ)² amplification of outliers does not apply.")]
+    if not bn:
+        other = ", ".join(sorted({r["type"] for r in layers}))
+        return [("low", f"Normalization without batch statistics ({other}): no BN (γ/σ)² amplification.")]
+    summary = bn_summary(result)
+    if summary is None:
+        return []
+    frac = summary["frac_above_1"]
+    level = band(frac, GS_MODERATE, GS_ELEVATED)
+    words = {"elevated": "amplifies the memorization of rare samples",
+             "moderate": "somewhat amplifies rare samples' influence", "low": "little amplification"}[level]
+    return [(level, f"BN present ({len(bn)} layer{'s' if len(bn) != 1 else ''}); {pct(frac)} of channels have "
+                    f"|γ|/σ > 1 (median {summary['median_ratio']:.2f}) → {words}.")]
+
+
+def gradient_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where the largest per-sample gradient norms sit (known outliers, when known)."""
+    gn = result["gradient_norms"]
+    masks = gn.get("masks")
+    if masks and masks.get("top_k_fraction_flagged") is not None:
+        level = band(masks.get("enrichment") or 0.0, ENRICH_MODERATE, ENRICH_ELEVATED, strict_moderate=True)
+        return [(level, f"{masks['top_k_flagged']} of the top-{len(gn['top_k'])} gradient norms are known "
+                        f"corrupted samples ({pct(masks['top_k_fraction_flagged'])} vs "
+                        f"{pct(masks['fraction_flagged_overall'])} of the data): the model's largest per-sample "
+                        "influence sits on samples it can only memorize.")]
+    if gn["top_k"] and gn.get("top_k_mean_over_median"):
+        return [("low", f"The top-{len(gn['top_k'])} gradient norms are {gn['top_k_mean_over_median']:.1f}x the "
+                        "median: inspect those examples (audit.json lists them) for mislabeled or atypical samples.")]
+    return []
+
+
+def accuracy_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The train-test gap and the fit of flipped / OOD labels."""
+    acc, found = result["accuracy"], []
+    if acc.get("gap") is not None:
+        level = band(acc["gap"], GAP_MODERATE, GAP_ELEVATED)
+        found.append((level, f"Train accuracy {pct(acc['train_acc'])} vs test {pct(acc['test_acc'])} "
+                             f"(gap {100 * acc['gap']:+.1f} points)" + (": the model fits its training set beyond "
+                             "what generalizes, a membership signal." if level != "low" else ".")))
+    for key, what in (("noisy_acc", "flipped labels"), ("ood_acc", "OOD samples' random labels")):
+        if acc.get(key) is not None:
+            found.append((band(acc[key], FIT_MODERATE, FIT_ELEVATED),
+                          f"It fits {pct(acc[key])} of the {what} (pure memorization)."))
+    return found
+
+
+def explaining_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every explaining finding, as ``(level, sentence)``."""
+    return norm_findings(result) + gradient_findings(result) + accuracy_findings(result)

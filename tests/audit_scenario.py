@@ -1,0 +1,102 @@
+"""The practitioner's scenario of issue 22, at test size: a PNG folder, some files mislabeled, a small CNN with
+three BatchNorm2d layers trained in plain PyTorch through torchvision's ImageFolder (RGB), saved with torch.save.
+
+``write_scenario(root)`` writes ``root/pictures/{train,test}/<digit>/*.png``, ``root/mislabeled.csv`` and
+``root/model.pt`` and returns their paths with the command-line flags that describe the data and the recipe.
+Run as a script (``python tests/audit_scenario.py DIR``) it also audits the model and prints the headline.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+N_TRAIN, N_TEST, N_MISLABELED, SIZE = 360, 120, 24, 16
+EPOCHS, LR, BATCH = 40, 0.05, 32
+# What the user's loop does (torchvision ImageFolder, ToTensor, Normalize(0.5, 0.5)), as audit flags.
+DATA_FLAGS = ["--mean", "0.5,0.5,0.5", "--std", "0.5,0.5,0.5"]
+RECIPE_FLAGS = ["--epochs", str(EPOCHS), "--lr", str(LR), "--batch-size", str(BATCH), "--weight-decay", "5e-4"]
+
+
+def small_cnn() -> nn.Module:
+    """Three conv blocks with BatchNorm2d, a linear head: about 7k parameters."""
+    def block(c_in: int, c_out: int, pool: bool) -> list[nn.Module]:
+        return [nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU()] + (
+            [nn.MaxPool2d(2)] if pool else [])
+
+    return nn.Sequential(*block(3, 8, True), *block(8, 16, True), *block(16, 16, False), nn.Flatten(),
+                         nn.Linear(16 * (SIZE // 4) ** 2, 10))
+
+
+def write_pictures(root: Path, seed: int = 0) -> tuple[Path, Path]:
+    """Digits upscaled to SIZE×SIZE grayscale PNGs; N_MISLABELED training files put in a wrong class folder."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(digits.target))[: N_TRAIN + N_TEST]
+    wrong = set(order[rng.choice(N_TRAIN, N_MISLABELED, replace=False)].tolist())
+    pictures, bad = root / "pictures", []
+    for rank, i in enumerate(order):
+        split = "train" if rank < N_TRAIN else "test"
+        label = int(digits.target[i])
+        if i in wrong:
+            label = int((label + rng.integers(1, 10)) % 10)
+        folder = pictures / split / str(label)
+        folder.mkdir(parents=True, exist_ok=True)
+        img = Image.fromarray((digits.images[i] * (255 / 16)).astype(np.uint8), mode="L")
+        img.resize((SIZE, SIZE), Image.Resampling.BILINEAR).save(folder / f"{i:04d}.png")
+        if i in wrong:
+            bad.append(f"train/{label}/{i:04d}.png")
+    with open(root / "mislabeled.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["file"], *[[b] for b in sorted(bad)]])
+    return pictures, root / "mislabeled.csv"
+
+
+def train_user_model(pictures: Path, seed: int = 0) -> nn.Module:
+    """The user's own loop: ImageFolder (RGB), ToTensor, Normalize(0.5, 0.5), SGD with momentum."""
+    from torchvision import datasets, transforms
+
+    tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5,) * 3, (0.5,) * 3)])
+    data = datasets.ImageFolder(str(pictures / "train"), transform=tf)
+    torch.manual_seed(seed)
+    loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True)
+    model = small_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9, weight_decay=5e-4)
+    for _ in range(EPOCHS):
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    return model.eval()
+
+
+def write_scenario(root: Path, seed: int = 0) -> dict:
+    """The folder, the CSV and the saved model; their paths and the flags an audit of them takes."""
+    root = Path(root)
+    pictures, mislabeled = write_pictures(root, seed)
+    model = train_user_model(pictures, seed)
+    torch.save(model, root / "model.pt")
+    return {"pictures": pictures, "mislabeled": mislabeled, "model": root / "model.pt",
+            "flags": ["--model", str(root / "model.pt"), "--data-folder", str(pictures),
+                      "--mislabeled", str(mislabeled), *DATA_FLAGS, *RECIPE_FLAGS]}
+
+
+if __name__ == "__main__":
+    import json
+
+    from bnmem.cli import main
+
+    where = Path(sys.argv[1])
+    s = write_scenario(where)
+    code = main(["audit", "--quiet", *s["flags"], "--channels", "3", "--shadow-models", "4", *sys.argv[2:],
+                 "--out", str(where / "audit")])
+    res = json.loads((where / "audit" / "audit.json").read_text())
+    print(json.dumps({"risk": res["risk"], "accuracy": res["accuracy"],
+                      "membership": {k: res["membership"][k] for k in ("attacks", "shadow_accuracy")}}, indent=1))

@@ -1,0 +1,64 @@
+"""`bnmem report AUDIT_DIR`: the audit as one self-contained HTML page (headline, findings, ROC, advice)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from audit_scenario import write_scenario
+
+from bnmem.cli import main
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def audit_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hospital")
+    s = write_scenario(root)
+    out = root / "audit"
+    assert main(["audit", "--quiet", *s["flags"], "--epochs", "6", "--shadow-models", "4", "--out", str(out)]) == 0
+    return out
+
+
+def test_report_writes_a_self_contained_audit_page(audit_dir, capsys):
+    assert main(["report", str(audit_dir)]) == 0
+    page = (audit_dir / "audit.html").read_text()
+    res = json.loads((audit_dir / "audit.json").read_text())
+    assert f"audit report: {audit_dir / 'audit.html'}" in capsys.readouterr().out
+    assert res["risk"]["level"] in page and "Who is identifiable: the 24 files listed as mislabeled" in page
+    assert page.count('class="badge"') >= len(res["risk"]["findings"]) + 1  # the level and one per finding
+    assert '<img src="data:image/png;base64,' in page and (audit_dir / "audit_roc.png").stat().st_size > 5000
+    assert "GammaSigmaPenalty</code>" in page and 'id="recommendations"' in page
+    # self-contained: no scripts, no links or sources outside the page
+    assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
+
+
+def test_report_refuses_a_folder_without_a_finished_audit(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "audit.json").write_text(json.dumps({"model": {}}))
+    assert main(["report", str(tmp_path / "a")]) == 2
+    assert "older bnmem" in capsys.readouterr().err
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_audit_page_renders_in_headless_chromium(audit_dir, tmp_path):
+    import matplotlib.image as mpimg
+
+    assert main(["report", str(audit_dir)]) == 0
+    uri = (audit_dir / "audit.html").resolve().as_uri()
+    run = [str(CHROMIUM), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*run, "--dump-dom", uri], capture_output=True, text=True, timeout=120).stdout
+    for element in ('id="risk"', 'id="headline"', 'class="findings"', 'class="leakage"', 'id="recommendations"'):
+        assert element in dom, element
+    shot = tmp_path / "shot.png"
+    subprocess.run([*run, f"--screenshot={shot}", "--window-size=1280,1600", uri], capture_output=True,
+                   timeout=120)
+    img = mpimg.imread(shot)
+    assert img.shape[:2] == (1600, 1280) and img[..., :3].mean(axis=2).std() > 0.05  # drawn, not blank
