@@ -221,3 +221,18 @@ def test_an_empirical_epsilon_appears_in_the_headline_when_the_attacks_report_on
     without = copy.deepcopy(res)
     del without["membership"]["attacks"]["online"]["all"]["eps_lb"]
     assert "ε" not in risk_summary(without)["headline"]
+
+
+def test_the_level_is_read_off_the_lower_bound_and_the_earlier_rule_is_kept_beside_it(audited):
+    """A group whose point AUC is past the elevated threshold but whose interval reaches below it is
+    'elevated' under the earlier rule (point AUC) and lower under the current one; both are recorded."""
+    res, _ = audited
+    wide = copy.deepcopy(res)
+    for attack in wide["membership"]["leakage"].values():
+        for g in attack.values():
+            if isinstance(g, dict) and "auc" in g:
+                g["auc"], g["ci"]["auc"] = 0.65, [0.52, 0.78]
+    risk = risk_summary(wide)
+    assert risk["level"] == "low" and risk["level_point_auc"] == "elevated"
+    assert all(g["level"] == "low" and g["level_point_auc"] == "elevated" for g in risk["groups"])
+    assert "the earlier rule: elevated" in risk["basis"]

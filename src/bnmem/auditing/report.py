@@ -65,7 +65,8 @@ def group_findings(result: dict[str, Any]) -> list[dict[str, Any]]:
                 f"copies: AUC {g['auc']:.2f} [{lo:.2f}, {hi:.2f}], {pct(g['tpr_at_1pct_fpr'])} "
                 f"[{pct(g['ci']['tpr_at_1pct_fpr'][0])}, {pct(g['ci']['tpr_at_1pct_fpr'][1])}] of members found at "
                 "1% false positives.")
-        found.append({"group": group, "attack": attack, "level": level, "words": words, "name": name,
+        found.append({"group": group, "attack": attack, "level": level, "level_point_auc": band(
+                          g["auc"], AUC_MODERATE, AUC_ELEVATED), "words": words, "name": name,
                       "auc": g["auc"], "auc_ci": [lo, hi], "text": text, "cautions": g["cautions"]})
     return found
 
@@ -182,12 +183,17 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
     groups = group_findings(result)
     explain = explaining_findings(result)
     level = max((g["level"] for g in groups), key=LEVELS.index) if groups else NOT_MEASURED
+    # The earlier rule read the thresholds off the point AUC; it is kept beside the current one (see
+    # the README's "Audit rules and their history") so a reader sees what the change did.
+    level_point = max((g["level_point_auc"] for g in groups), key=LEVELS.index) if groups else NOT_MEASURED
     indicators = max((lvl for lvl, _ in explain), key=LEVELS.index, default="low")
     cautions = list(dict.fromkeys(f"{g['name']}: {c}" for g in groups for c in g["cautions"]))
     return {
         "level": level,
+        "level_point_auc": level_point,
         "basis": (f"membership attacks over {result['membership']['shadow_models']} shadow copies (each group's "
-                  "level from the lower end of its AUC interval)" if groups
+                  f"level from the lower end of its AUC interval; from the point AUC, the earlier rule: "
+                  f"{level_point})" if groups
                   else f"nothing measured: no shadow models (the indirect signs alone rate {indicators})"),
         "headline": headline(result, groups),
         "groups": groups,
