@@ -76,6 +76,14 @@ def _variant(block: dict[str, Any]) -> str:
     return "top1" if "top1" in (block.get("variants") or []) else "conf"
 
 
+def _label(setting: Setting) -> str:
+    """The setting's label, naming its training recipe when it is not the paper's shared one (a study runs
+    both, and the two tables would otherwise carry the same title)."""
+    recipes = {str(lens.conditions.get("recipe", "shared")) for _, lens in setting.lenses("lira")}
+    other = sorted(recipes - {"shared"})
+    return f"{setting.label} · recipe {', '.join(other)}" if other else setting.label
+
+
 def memorization_score_tables(run: RunData) -> list[Table]:
     """One descriptive table per setting with lira results that carry memorization scores."""
     tables = []
@@ -101,7 +109,7 @@ def memorization_score_tables(run: RunData) -> list[Table]:
         notes = [f"top-{k} overlap {pair} ({variant}): {pct(v)}" for pair, per in overlap.items()
                  for k, v in (per.get(variant) or {}).items()]
         tables.append(Table(
-            title=f"Per-example memorization scores (descriptive) — {setting.label}",
+            title=f"Per-example memorization scores (descriptive) — {_label(setting)}",
             header=["norm", "subset", "examples", "mean mem", "mem > 0.5", f"{ref} − norm, per example [95% CI]"],
             rows=rows,
             caption=("Feldman–Zhang memorization score mem(i) = P[correct | i IN] − P[correct | i OUT] over the "
@@ -132,7 +140,7 @@ def epsilon_tables(run: RunData) -> list[Table]:
                                  fmt(max((m for m in maxes if m is not None), default=None), ".2f")])
         if rows:
             tables.append(Table(
-                title=f"Empirical ε lower bounds (descriptive) — {setting.label}",
+                title=f"Empirical ε lower bounds (descriptive) — {_label(setting)}",
                 header=["norm", "attack", "subset", "ε_lb (mean over targets and replicates)", "largest per target"],
                 rows=rows,
                 caption=("Per target: max over ROC thresholds of log((TPR_low − δ)/FPR_high) and its complement, "
