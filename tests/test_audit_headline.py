@@ -236,3 +236,18 @@ def test_the_level_is_read_off_the_lower_bound_and_the_earlier_rule_is_kept_besi
     assert risk["level"] == "low" and risk["level_point_auc"] == "elevated"
     assert all(g["level"] == "low" and g["level_point_auc"] == "elevated" for g in risk["groups"])
     assert "the earlier rule: elevated" in risk["basis"]
+
+
+def test_the_markdown_lists_the_most_memorized_files_and_they_are_the_mislabeled_ones(audited, scenario):
+    """The memorization scores over the shadow copies reach the markdown, by file name; in this scenario the
+    most-memorized examples are mostly the files listed as mislabeled (a descriptive section, not the level)."""
+    res, md = audited
+    scores = res["membership"]["memorization_scores"]
+    top = scores["top_memorized"]
+    assert len(top["file"]) == len(top["index"]) == 10
+    assert "## Per-example memorization scores (shadow copies)" in md
+    assert all(f"(`{f}`)" in md for f in top["file"])
+    listed = {row.split(",")[0].strip() for row in scenario["mislabeled"].read_text().splitlines()[1:]}
+    hits = sum(any(f.endswith(name) or name.endswith(f) for name in listed) for f in top["file"])
+    assert hits >= 7, (top["file"], sorted(listed)[:5])
+    assert scores["by_subset"]["outliers"]["mean"] > scores["by_subset"]["inliers"]["mean"] + 0.3

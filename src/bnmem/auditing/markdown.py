@@ -63,8 +63,26 @@ def shadow_lines(result: dict[str, Any]) -> list[str]:
         for sub, v in subs.items():
             lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {pct(v['tpr_at_1pct_fpr'])} | "
                          f"{pct(v['tpr_at_0.1pct_fpr'])} |")
-    return lines + ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
-                        f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
+    lines += ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
+                  f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
+    return lines + memorization_lines(mem.get("memorization_scores"))
+
+
+def memorization_lines(scores: dict[str, Any] | None) -> list[str]:
+    """Feldman–Zhang scores of the user's examples over the shadow copies: per subset and the most memorized."""
+    if not scores:
+        return []
+    lines = ["## Per-example memorization scores (shadow copies)", "", f"mem(i) = {scores['definition']}.", "",
+             "| subset | examples | mean mem | mem > 0.5 |", "|---|---|---|---|"]
+    lines += [f"| {name} | {v['n']} | {fmt(v['mean'])} | {pct(v['frac_above_half'])} |"
+              for name, v in scores["by_subset"].items() if v["n"]]
+    top = scores["top_memorized"]
+    files = top.get("file") or [None] * len(top["index"])
+    lines += ["", "| rank | index | mem |", "|---|---|---|"]
+    lines += [f"| {r + 1} | {i}" + (f" (`{f}`)" if f else "") + f" | {fmt(m)} |"
+              for r, (i, m, f) in enumerate(zip(top["index"], top["mem"], files))]
+    return lines + ["", "Descriptive: a score near 1 means the copies answer this example's label only when they "
+                        "trained on it; the level above rests on the attacks.", ""]
 
 
 def comparison_lines(result: dict[str, Any]) -> list[str]:

@@ -47,7 +47,8 @@ def _mem_scores(copies: Any, keep: np.ndarray, ds: Any, subsets: dict[str, np.nd
     return {"definition": "P[copy predicts the training label | example IN] − P[... | OUT], top-1 over the query "
                           "views (docs/attacks.md)",
             "by_subset": subset_summary(mem, {"all": np.ones(mem.shape, bool), **(subsets or {})}),
-            "top_memorized": {"index": top.tolist(), "mem": mem[top].tolist()}}
+            "top_memorized": {"index": top.tolist(), "mem": mem[top].tolist(),
+                              **({"file": [ds.info["files"][i] for i in top]} if "files" in ds.info else {})}}
 
 
 def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: float | None = None,
