@@ -139,27 +139,6 @@ def _rank_counts(s_in: np.ndarray, s_out: np.ndarray, k: np.ndarray, j: np.ndarr
     return tp, fp
 
 
-def threshold_counts(scores: np.ndarray, members: np.ndarray, ratio: float = GRID_RATIO
-                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Members and non-members scoring above each threshold of the rank family (module docstring).
-
-    Non-member rank k: the threshold is the (k+1)-th largest non-member score (−inf for k = n_out);
-    member rank j: the j-th smallest member score (−inf for j = 0). "Above" is strict, so ties with
-    the threshold are rejected.
-
-    Returns:
-        ``(tp, fp, n_in, n_out)``: int arrays [K] and the two class sizes.
-    """
-    s_in, s_out = _sorted_classes(scores, members)
-    tp, fp = _rank_counts(s_in, s_out, rank_grid(s_out.size, ratio), rank_grid(s_in.size, ratio))
-    return tp, fp, int(s_in.size), int(s_out.size)
-
-
-def point_bound(scores: np.ndarray, members: np.ndarray, delta: float) -> float:
-    """The same maximum from the point estimates over every ROC threshold (no confidence bounds)."""
-    return _point_bound(*_sorted_classes(scores, members), delta)
-
-
 def _point_bound(s_in: np.ndarray, s_out: np.ndarray, delta: float) -> float:
     # Every rank on both sides: the thresholds at every distinct score, i.e. every ROC point.
     tp, fp = _rank_counts(s_in, s_out, np.arange(s_out.size + 1), np.arange(s_in.size + 1))

@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bnmem.measure.predict import bn_query_mode
-from bnmem.models.norms import batchnorm_layers
+from bnmem.measure.hooks import removed_after
+from bnmem.models.norms import batch_sigma, batchnorm_layers
 
 # Keeps the pass's batch order apart from the data seed's other streams.
 _PUSH_STREAM = 0x7A11
@@ -53,9 +54,10 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
     if not layers:
         return {}
     ref = next(t for t in model.parameters() if t.is_floating_point())
-    mask = torch.as_tensor(np.asarray(outlier, dtype=bool))
-    sums = {n: {"outlier": torch.zeros(m.num_features, dtype=torch.float64),
-                "all": torch.zeros(m.num_features, dtype=torch.float64)} for n, m in layers}
+    mask = torch.as_tensor(np.asarray(outlier, dtype=bool), device=ref.device)
+    # Summed on the model's device in float64; one transfer at the end, not one per layer and batch.
+    sums = {n: {"outlier": torch.zeros(m.num_features, dtype=torch.float64, device=ref.device),
+                "all": torch.zeros(m.num_features, dtype=torch.float64, device=ref.device)} for n, m in layers}
     seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def make_hook(name: str, eps: float):
@@ -63,13 +65,13 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
             inp = args[0].detach()
             dims = [d for d in range(inp.ndim) if d != 1]
             shape = [1, -1] + [1] * (inp.ndim - 2)
-            x_hat = (inp - inp.mean(dim=dims).view(shape)) / torch.sqrt(inp.var(dim=dims, unbiased=False) + eps).view(shape)
+            x_hat = (inp - inp.mean(dim=dims).view(shape)) / batch_sigma(inp, eps).view(shape)
             seen[name] = (out, x_hat)
 
         return hook
 
     handles = [m.register_forward_hook(make_hook(n, m.eps)) for n, m in layers]
-    try:
+    with removed_after(handles):
         with bn_query_mode(model, "batch"), torch.enable_grad():
             for b in _batch_order(x.shape[0], batch_size, seed):
                 idx = torch.as_tensor(b)
@@ -82,13 +84,10 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
                     x_hat = seen[n][1]
                     terms = (g.detach() * x_hat).sum(dim=[d for d in range(g.ndim) if d > 1]) if g.ndim > 2 \
                         else g.detach() * x_hat  # [batch, channels]
-                    push = (-terms * torch.sign(m.weight.detach())).double().cpu()
+                    push = (-terms * torch.sign(m.weight.detach())).double()
                     sums[n]["all"] += push.sum(0)
                     sums[n]["outlier"] += push[mask[idx]].sum(0)
-    finally:
-        for h in handles:
-            h.remove()
-    return {n: {k: v.tolist() for k, v in s.items()} for n, s in sums.items()}
+    return {n: {k: v.cpu().tolist() for k, v in s.items()} for n, s in sums.items()}
 
 
 def outlier_excess_share(pushes: list[dict[str, dict[str, list[float]]]], outlier_fraction: float

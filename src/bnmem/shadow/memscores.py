@@ -29,17 +29,15 @@ from bnmem.attacks.memscore import (
     subset_summary,
     top1_values,
 )
-from bnmem.attacks.phi import open_phi
-from bnmem.shadow.query import PRED_FILE
+from bnmem.attacks.phi import PhiSource
+from bnmem.shadow.query import PRED_FILE, load_attack_inputs
 
 MEM_FILE = "mem_scores.npz"
 VARIANTS = ("top1", "conf")
 
 
-def _phi_values(norm_dir: Path, labels: np.ndarray, n_models: int) -> np.ndarray:
-    """Per-model view-averaged p_y [M, N], read one model at a time (φ is never loaded whole)."""
-    source = open_phi(norm_dir, labels)
-    n = labels.shape[0]
+def _phi_values(source: PhiSource, n: int, n_models: int) -> np.ndarray:
+    """Per-model view-averaged p_y [M, N], read in blocks of examples (φ is never loaded whole)."""
     out = np.empty((n_models, n))
     block = max(1, 2_000_000 // max(1, n_models * source.shape[2]))
     for a in range(0, n, block):
@@ -50,13 +48,12 @@ def _phi_values(norm_dir: Path, labels: np.ndarray, n_models: int) -> np.ndarray
 def norm_mem_scores(norm_dir: str | Path) -> dict[str, np.ndarray]:
     """Compute, save (``mem_scores.npz``, atomically) and return one norm's memorization scores."""
     norm_dir = Path(norm_dir)
-    keep = np.load(norm_dir / "keep.npy")
-    labels = np.load(norm_dir / "labels.npy")
+    inputs = load_attack_inputs(norm_dir)
+    keep, labels = inputs["keep"], inputs["labels"]
     n = labels.shape[0]
     arrays: dict[str, np.ndarray] = {"index": np.arange(n), "labels": labels,
-                                     "is_noisy": np.load(norm_dir / "is_noisy.npy"),
-                                     "is_ood": np.load(norm_dir / "is_ood.npy")}
-    conf = _phi_values(norm_dir, labels, keep.shape[0])
+                                     "is_noisy": inputs["is_noisy"], "is_ood": inputs["is_ood"]}
+    conf = _phi_values(inputs["phi"], n, keep.shape[0])
     values = {"conf": conf}
     if (norm_dir / PRED_FILE).exists():
         values["top1"] = top1_values(np.load(norm_dir / PRED_FILE), labels)

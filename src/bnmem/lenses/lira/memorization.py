@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.attacks.memscore import subset_summary, top_k_overlap
+from bnmem.attacks.memscore import subset_summary, top_k, top_k_overlap
 from bnmem.shadow.memscores import MEM_FILE, VARIANTS, load_mem_scores, subsets_of
 from bnmem.stats import jackknife_interval
 
@@ -87,8 +87,7 @@ def gallery_rows(per_norm: dict[str, dict[str, np.ndarray]], ds, norms: Sequence
         a = per_norm[norm]
         name = preferred_variant(a)
         mem = a[f"mem_{name}"]
-        idx = np.flatnonzero(np.isfinite(mem))
-        top = idx[np.lexsort((idx, -mem[idx]))][:k]
+        top = top_k(mem, k)
         images = to_display(ds.x_train[top].numpy(), ds.mean, ds.std)
         rows[f"{norm} ({name})"] = [
             (img, f"#{i} mem {mem[i]:.2f}\ngiven {int(a['labels'][i])}, orig "
