@@ -288,7 +288,7 @@ def test_predictions_match_the_query_accuracy_and_old_queries_are_redone_with_ph
 def test_report_interval_uses_replicates_as_the_unit_when_there_are_several(tiny_lira, tmp_path):
     import shutil
 
-    from bnmem.report.memeps import _paired_cell
+    from bnmem.report.memeps import _paired_cell, _per_example_diffs
     from bnmem.stats import replicated_difference
 
     out, res = tiny_lira
@@ -301,7 +301,8 @@ def test_report_interval_uses_replicates_as_the_unit_when_there_are_several(tiny
     arrays["mem_top1"] = arrays["mem_top1"] + 0.1
     np.savez(second / "batch" / "mem_scores.npz", **arrays)
     blocks = [(out, res["memorization"]), (second, res["memorization"])]
-    text = _paired_cell(None, blocks, "batch", "none", "top1", "all")
+    diffs = [_per_example_diffs(path, "batch", "none", "top1") for path, _ in blocks]
+    text = _paired_cell(diffs, blocks, "batch", "none", "top1", "all")
     d0 = np.load(out / "batch" / "mem_scores.npz")["mem_top1"] - np.load(out / "none" / "mem_scores.npz")["mem_top1"]
     pd = replicated_difference([d0, d0 + 0.1], within_unit="examples", within_independent=False)
     assert pd.n == 2 and pd.mean == pytest.approx(d0.mean() + 0.05)

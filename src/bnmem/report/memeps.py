@@ -57,14 +57,12 @@ def _interval_text(pd: Any) -> str:
     return f"{pd['mean']:+.3f} [{pd['ci_low']:+.3f}, {pd['ci_high']:+.3f}]"
 
 
-def _paired_cell(setting: Setting, blocks: list[tuple[Path, dict]], ref: str, other: str, variant: str,
-                 sub: str) -> str:
+def _paired_cell(diffs: list[dict[str, np.ndarray] | None], blocks: list[tuple[Path, dict]], ref: str, other: str,
+                 variant: str, sub: str) -> str:
+    """BN − other for one subset: over replicates when several have per-example differences (``diffs``, one
+    per block), else the lens's delete-one-model jackknife."""
     if len(blocks) >= 2:
-        groups = []
-        for path, _ in blocks:
-            d = _per_example_diffs(path, ref, other, variant)
-            if d is not None and d[sub].size:
-                groups.append(d[sub])
+        groups = [d[sub] for d in diffs if d is not None and d[sub].size]
         if len(groups) >= 2:
             pd = replicated_difference(groups, within_unit="examples", within_independent=False).to_dict()
             return _interval_text(pd) + f" ({pd['n']} replicates)"
@@ -97,13 +95,16 @@ def memorization_score_tables(run: RunData) -> list[Table]:
         subs = [s for s in SUBSETS if (first["by_norm"][ref][variant].get(s) or {}).get("n")]
         rows = []
         for norm in norms:
+            # Each replicate's per-example differences, read once per norm (not once per subset).
+            diffs = ([_per_example_diffs(path, ref, norm, variant) for path, _ in blocks]
+                     if norm != ref and len(blocks) >= 2 else [])
             for sub in subs:
                 means = [finite(b["by_norm"][norm][variant][sub]["mean"]) for _, b in blocks]
                 fracs = [finite(b["by_norm"][norm][variant][sub]["frac_above_half"]) for _, b in blocks]
                 row = [norm, sub, str(first["by_norm"][norm][variant][sub]["n"]),
                        fmt(np.mean([m for m in means if m is not None]) if any(m is not None for m in means) else None),
                        pct(np.mean([f for f in fracs if f is not None]) if any(f is not None for f in fracs) else None)]
-                row.append(_paired_cell(setting, blocks, ref, norm, variant, sub) if norm != ref else "")
+                row.append(_paired_cell(diffs, blocks, ref, norm, variant, sub) if norm != ref else "")
                 rows.append(row)
         overlap = {k: v for k, v in ((first.get("top_k_overlap") or {}).items())}
         notes = [f"top-{k} overlap {pair} ({variant}): {pct(v)}" for pair, per in overlap.items()

@@ -107,19 +107,8 @@ def grade_band(est: PairedDiff | None, band: tuple[float, float], null: float = 
 
 def grade_v2(est: PairedDiff | None, null: float = 0.0, paper: tuple[float, float] | None = None) -> str:
     """Plan 2.0's status: above the null and overlapping the paper's range (when it states one)."""
-    if not _usable(est):
-        return NOT_RUN
-    assert est is not None
-    if est.ci_low is None or est.ci_high is None:
-        return INCONCLUSIVE
-    lo, hi = est.ci_low, est.ci_high
-    if lo > null:
-        if paper is not None and (hi < paper[0] or lo > paper[1]):
-            return DIRECTION_ONLY
-        return REPRODUCED
-    if hi < null:
-        return CONTRADICTED
-    return INCONCLUSIVE
+    status = grade(est, null)
+    return DIRECTION_ONLY if status == REPRODUCED and vs_paper(est, paper) in (VS_BELOW, VS_ABOVE) else status
 
 
 def vs_paper(est: PairedDiff | None, paper: tuple[float, float] | None) -> str:
