@@ -41,8 +41,11 @@ class GammaSigmaRegularizer:
         layers: names of the BN layers to regularize (default: all).
     """
 
-    def __init__(self, model: nn.Module, lam: float, tau: float = 1.0, layers: list[str] | None = None) -> None:
+    def __init__(self, model: nn.Module, lam: float, tau: float = 1.0, layers: list[str] | None = None,
+                 track_activity: bool = False) -> None:
         self.lam, self.tau = lam, tau
+        # The per-epoch diagnostic the trainer records; off for a user's own loop, which never reads it.
+        self.track_activity = track_activity
         self.modules: list[tuple[str, _BatchNorm]] = [
             (n, m) for n, m in model.named_modules()
             if isinstance(m, _BatchNorm) and m.affine and (layers is None or n in layers)
@@ -63,12 +66,14 @@ class GammaSigmaRegularizer:
             return torch.zeros(())
         missing = [n for n, _ in self.modules if n not in self._sigma]
         if missing:
-            raise RuntimeError(f"no training-mode forward pass recorded for BN layers {missing}")
+            raise RuntimeError(f"no training-mode forward pass recorded for BN layers {missing}: call the penalty "
+                               "once after each forward pass of the model in training mode (model.train())")
         gammas, sigmas = [m.weight for _, m in self.modules], [self._sigma[n] for n, _ in self.modules]
         penalty = gamma_sigma_penalty(gammas, sigmas, self.lam, self.tau)
-        with torch.no_grad():
-            ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)])
-            self._above.append(float((ratios > self.tau).float().mean()))
+        if self.track_activity:
+            with torch.no_grad():
+                ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)])
+                self._above.append(float((ratios > self.tau).float().mean()))
         self._sigma.clear()
         return penalty
 
@@ -80,9 +85,10 @@ class GammaSigmaRegularizer:
         return out
 
     def remove(self) -> None:
-        """Detach the hooks from the model."""
+        """Detach the hooks from the model (the penalty is 0 afterwards)."""
         for h in self._handles:
             h.remove()
+        self.modules = []
 
 
 class GammaSigmaPenalty(nn.Module):
@@ -121,16 +127,11 @@ class GammaSigmaPenalty(nn.Module):
 
     def forward(self) -> torch.Tensor:
         """The penalty of the last training-mode forward pass (a scalar tensor)."""
-        reg = self._regularizer
-        if reg.modules and reg.lam and any(n not in reg._sigma for n, _ in reg.modules):
-            raise RuntimeError("GammaSigmaPenalty(): call it once after each forward pass of the model in "
-                               "training mode (model.train()); no batch statistics were recorded since the last call")
-        return reg(None)
+        return self._regularizer(None)
 
     def remove(self) -> None:
         """Detach the hooks from the model (the penalty is 0 afterwards)."""
         self._regularizer.remove()
-        self._regularizer.modules = []
 
     def extra_repr(self) -> str:
         return f"lam={self.lam}, tau={self.tau}, layers={len(self.layers)}"

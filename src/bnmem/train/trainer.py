@@ -111,7 +111,7 @@ def train_model(
         if extra_loss is None and cfg.gs_reg > 0:
             from bnmem.train.regularizer import GammaSigmaRegularizer
 
-            extra_loss = GammaSigmaRegularizer(model, cfg.gs_reg, cfg.gs_tau)
+            extra_loss = GammaSigmaRegularizer(model, cfg.gs_reg, cfg.gs_tau, track_activity=True)
         history, start_epoch, seconds = _resume(run_dir, model, opt)
         desc = progress if isinstance(progress, str) else "train"
         bar = tqdm(range(start_epoch, cfg.epochs), desc=desc, disable=not progress, leave=False,
