@@ -37,6 +37,11 @@ def pct(v: float | None) -> str:
     return fmt_pct(v, 0)
 
 
+def ci_text(v: float, ci: list[float], percent: bool = False) -> str:
+    """A value with its interval, as the audit's tables print it: ``0.997 [0.984, 1.000]`` or ``98% [94%, 100%]``."""
+    return f"{pct(v)} [{pct(ci[0])}, {pct(ci[1])}]" if percent else f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
 def bn_summary(result: dict[str, Any]) -> dict[str, Any] | None:
     """The γ/σ summary the findings read (running σ, else batch σ), or None without BN statistics."""
     gs = result.get("gamma_sigma") or {}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bnmem import io
-from bnmem.auditing.findings import pct
+from bnmem.auditing.findings import ci_text as _ci, pct
 from bnmem.auditing.report import ATTACK_NAMES
 from bnmem.formatting import count_text
 from bnmem.errors import BnmemError
@@ -91,10 +91,6 @@ def answer_html(result: dict[str, Any]) -> str:
     parts += ['<h2>Recommendations</h2><ul id="recommendations">']
     parts += [f"<li>{with_code(r)}</li>" for r in risk["recommendations"]] + ["</ul>"]
     return "\n".join(parts + [f'<p class="note">{esc(risk["note"])}</p>'])
-
-
-def _ci(v: float, ci: list[float], percent: bool = False) -> str:
-    return f"{pct(v)} [{pct(ci[0])}, {pct(ci[1])}]" if percent else f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def measured_html(result: dict[str, Any], roc_uri: str | None) -> str:

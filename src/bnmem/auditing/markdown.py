@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bnmem.auditing.findings import pct
+from bnmem.auditing.findings import ci_text as _ci, pct
 from bnmem.formatting import fmt
 from bnmem.auditing.report import ATTACK_NAMES
 from bnmem.formatting import count_text
-
-
-def _ci(v: float, ci: list[float], percent: bool = False) -> str:
-    if percent:
-        return f"{pct(v)} [{pct(ci[0])}, {pct(ci[1])}]"
-    return f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def answer_lines(result: dict[str, Any]) -> list[str]:

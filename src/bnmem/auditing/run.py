@@ -273,7 +273,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                progress: bool = False, max_memory: int | str | None = None,
                defenses: str | Path | None = None, executor: Any = None,
                compare_gs_reg: float | None = None, match_accuracy: bool = False,
-               max_epochs: int | None = None) -> AuditResult:
+               max_epochs: int | None = None, workers: int = 1) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -283,7 +283,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused once it holds finished work).
         top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg,
-        match_accuracy, max_epochs: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
+        match_accuracy, max_epochs, workers: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
@@ -298,8 +298,8 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
     out = prepare_audit_dir(out, resolved)
     return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models,
                  train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
-                 max_memory=max_memory, defenses=defenses, executor=executor, compare_gs_reg=compare_gs_reg,
-                 match_accuracy=match_accuracy, max_epochs=max_epochs,
+                 max_memory=max_memory, defenses=defenses, executor=executor, workers=workers,
+                 compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})
 
 

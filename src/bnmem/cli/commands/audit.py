@@ -138,17 +138,11 @@ def audit(
     from bnmem.auditing.run import audit_file
 
     config = audit_config(locals())
-    from bnmem.executors import get_executor
-
-    ex = get_executor("local", progress=not quiet, workers=workers) if workers > 1 else None
-    try:
-        result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
-                            shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
-                            defenses=defenses, executor=ex, compare_gs_reg=compare_gs_reg,
-                            match_accuracy=match_accuracy, max_epochs=max_epochs)
-    finally:
-        if ex is not None:
-            ex.close()
+    # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
+    result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
+                        shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
+                        defenses=defenses, workers=workers, compare_gs_reg=compare_gs_reg,
+                        match_accuracy=match_accuracy, max_epochs=max_epochs)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
