@@ -69,13 +69,18 @@ def ensure_dir(path: str | Path) -> Path:
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
 
-def _free_text(path: Path) -> str:
-    """'1.2 MB free' on the filesystem holding ``path``, or '' when it cannot be read."""
-    p = path
+def free_bytes(path: str | Path) -> int:
+    """Free bytes on the filesystem that holds ``path`` (its nearest existing ancestor)."""
+    p = Path(path).expanduser().resolve()
     while not p.exists() and p != p.parent:
         p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def _free_text(path: Path) -> str:
+    """'1.2 MB free' on the filesystem holding ``path``, or '' when it cannot be read."""
     try:
-        free = shutil.disk_usage(p).free
+        free = free_bytes(path)
     except OSError:
         return ""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):

@@ -8,11 +8,11 @@ before :func:`bnmem.study.run_study` (``preflight(plan(study)[1], out)``).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 from bnmem.errors import BnmemError
+from bnmem.io import free_bytes  # looked up here, so a test can patch preflight.free_bytes
 
 # The dry run counts model weights and attack arrays only (not logs, JSON or figures): require
 # this much more, plus a fixed allowance, before starting.
@@ -63,14 +63,6 @@ def check_data(jobs: list[Any]) -> None:
             f"preflight: dataset {name} not found in {where} (missing {missing[0]}{more}), needed by {cells} "
             f"cell{'s' if cells != 1 else ''}; nothing was run. Pass --download to fetch it, or "
             f"--set data.data_root=DIR to point at it")
-
-
-def free_bytes(path: str | Path) -> int:
-    """Free bytes on the filesystem that holds ``path`` (its nearest existing ancestor)."""
-    p = Path(path).expanduser().resolve()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return shutil.disk_usage(p).free
 
 
 def pending_bytes(jobs: list[Any], out: Path) -> int:

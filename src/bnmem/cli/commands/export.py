@@ -14,23 +14,33 @@ Format = Annotated[str, typer.Option("--format", help="csv, or parquet (needs py
 ExportOut = Annotated[Optional[Path], typer.Option("--out", help="file to write (default: RUN_DIR/results.<format>)")]
 
 
+FORMATS = ("csv", "parquet")
+
+
+def check_format(fmt: str) -> None:
+    """Raise BnmemError unless ``fmt`` is one of :data:`FORMATS`."""
+    if fmt not in FORMATS:
+        from bnmem.errors import BnmemError
+
+        raise BnmemError(f"--format {fmt!r}: expected csv or parquet")
+
+
 def table_bytes(df, fmt: str) -> bytes:
     """The DataFrame as CSV (UTF-8, no index) or parquet bytes."""
     from bnmem.errors import BnmemError
 
+    check_format(fmt)
     if fmt == "csv":
         return df.to_csv(index=False, lineterminator="\n").encode("utf-8")
-    if fmt == "parquet":
-        import io as _io
+    import io as _io  # parquet, the only other format
 
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError as e:
-            raise BnmemError("--format parquet needs pyarrow: pip install 'bnmem[parquet]'") from e
-        buf = _io.BytesIO()
-        df.to_parquet(buf, index=False)
-        return buf.getvalue()
-    raise BnmemError(f"--format {fmt!r}: expected csv or parquet")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as e:
+        raise BnmemError("--format parquet needs pyarrow: pip install 'bnmem[parquet]'") from e
+    buf = _io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
 
 
 @app.command()
@@ -39,10 +49,7 @@ def export(run_dir: RunDir, format: Format = "csv", out: ExportOut = None) -> No
     from bnmem import io
     from bnmem.results import load
 
-    if format not in ("csv", "parquet"):
-        from bnmem.errors import BnmemError
-
-        raise BnmemError(f"--format {format!r}: expected csv or parquet")
+    check_format(format)  # before the slow load
     df = load(run_dir)
     path = out or Path(run_dir) / f"results.{format}"
     io.write_bytes(path, table_bytes(df, format))
