@@ -36,7 +36,7 @@ from bnmem import io
 from bnmem.config import TrainConfig
 from bnmem.data import OutlierDataset, augment
 from bnmem.data.views import View, make_views
-from bnmem.shadow.query import ModelQuery, QueryPlan, query_model
+from bnmem.shadow.query import ModelQuery, QueryPlan, device_inputs, query_model
 from bnmem.formatting import count_text
 
 SHADOW_INPUTS = "inputs.pt"
@@ -178,10 +178,11 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
         train_copies(model, ds, keep, train, out, executor)
     views = copy_views(train, ds)
     phi, population_phi, accuracy, reset, pred, seconds = [], [], [], (0, 0), [], 0.0
+    inputs = device_inputs(ds, train.device)  # once, not once per copy
     for m in range(keep.shape[0]):
         net, *reset, took = trained_copy(model, ds, keep, train, m, out, progress)
         seconds += took
-        q: ModelQuery = query_model(net.to(train.device), ds, views, plan)
+        q: ModelQuery = query_model(net.to(train.device), ds, views, plan, inputs)
         phi.append(q.phi)  # φ only: a copy's full logits are C times larger
         population_phi.append(q.population_phi)
         pred.append(q.view_pred)

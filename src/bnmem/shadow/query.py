@@ -215,8 +215,13 @@ class ModelQuery:
                 "test": float((self.test_pred == ds.y_test.numpy()).mean())}
 
 
+def device_inputs(ds: OutlierDataset, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training and test inputs on ``device`` (no copy when they are there already)."""
+    return ds.x_train.to(device), ds.x_test.to(device)
+
+
 def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, View]],
-                settings: QuerySettings) -> ModelQuery:
+                settings: QuerySettings, inputs: tuple[torch.Tensor, torch.Tensor] | None = None) -> ModelQuery:
     """Query one trained model on every training example and on the test split (:func:`query_logits`).
 
     φ is computed in float64 from the float32 logits; predictions come from the identity view.
@@ -226,11 +231,14 @@ def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, Vie
         ds: the dataset (training examples with the labels the models trained on, test split).
         views: ``[(name, fn)]``, one of them ``identity``.
         settings: BN mode and batches (a :class:`~bnmem.shadow.config.ShadowConfig` or :class:`QueryPlan`).
+        inputs: ``(x_train, x_test)`` already on the model's device, from :func:`device_inputs` (a caller
+            querying many models moves the data once); None: moved here.
     """
     device = next(model.parameters()).device
+    x_train, x_test = inputs if inputs is not None else device_inputs(ds, device)
     ident = [name for name, _ in views].index("identity")
-    logits = query_logits(model, ds.x_train.to(device), views, settings)
-    test_logits = query_logits(model, ds.x_test.to(device), views, settings)
+    logits = query_logits(model, x_train, views, settings)
+    test_logits = query_logits(model, x_test, views, settings)
     return ModelQuery(logits=logits, test_logits=test_logits,
                       phi=phi_from_logits_block(logits, ds.y_train.numpy()),
                       population_phi=phi_from_logits_block(test_logits, ds.y_test.numpy()),
@@ -269,9 +277,10 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     pred = np.empty((len(models), ds.n_train, len(views)), dtype=PRED_DTYPE)
     acc: dict[str, list] = {"train_in": [], "train_out": [], "noisy_in": [], "ood_in": [], "test": []}
     device = torch.device(cfg.train.device)
+    inputs = device_inputs(ds, device)  # once per chunk, not once per model
     with torch_threads(cfg.train.threads):
         for i, m in enumerate(models):
-            q = query_model(load_shadow_model(cfg, norm, norm_dir, ds, m).to(device), ds, views, cfg)
+            q = query_model(load_shadow_model(cfg, norm, norm_dir, ds, m).to(device), ds, views, cfg, inputs)
             # φ in float64 from the float32 logits, stored as float32 + float32 residual.
             phi[i], pop_phi[i], pred[i] = q.phi, q.population_phi, q.view_pred
             if out is not None:
