@@ -83,7 +83,6 @@ FIT_LEVEL = 0.5
 GRAD_DEFINITIONS = ("eval", "batch")  # both decide claim 2's row (they must agree)
 # Claim 4: "most" = more than half of the BN layers.
 GS_MAJORITY = 0.5
-GS_MIN_MODELS = 6  # plan 2.0's median interval needed this many models
 GS_SIGMA = "running"
 # Claims 5a/5b: tolerance around the derivation's factor (relative error 5a; slope 1 ± tol 5b).
 THEORY_TOL = 0.10

@@ -112,9 +112,3 @@ def conditions_text(c: dict[str, Any]) -> str:
 def previous(claim: Claim, where_: str, value: float | None, status: str) -> None:
     """Record one evaluation's verdict under plan 2.0."""
     claim.previous.append(PreviousVerdict(where_, value, status))
-
-
-def informative(e: Evaluation) -> Evaluation:
-    """Mark an evaluation as shown, not deciding."""
-    e.deciding = False
-    return e
