@@ -1,7 +1,7 @@
 """The forest plot (forest.png): every claim's effect and 95% interval, one row per setting.
 
 One small panel per claim (each on its own axis: the claims measure different
-things), stacked in two columns. A row is a point and its interval, coloured by
+things), stacked in three columns (each panel sized by its rows). A row is a point and its interval, coloured by
 its status; the null (or the plan's threshold) is a dashed line; where the paper
 states a range, that range is shaded behind the row. Rows that do not decide
 (a robustness variant, another baseline) are drawn hollow.
@@ -73,28 +73,75 @@ def _draw_panel(ax, panel: ForestPanel, colors: dict[str, str]) -> None:
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_yticks(ys)
-    ax.set_yticklabels([r.label for r in panel.rows], fontsize=8)
-    ax.tick_params(axis="x", labelsize=7.5)
-    ax.set_xlabel(panel.xlabel, fontsize=7.5, labelpad=1)
-    ax.set_title(panel.title, fontsize=9.5, loc="left", fontweight="bold", pad=3)
+    ax.set_yticklabels([r.label for r in panel.rows], fontsize=LABEL_PT)
+    ax.tick_params(axis="x", labelsize=7, pad=1.5)
+    ax.tick_params(axis="y", length=2, pad=2)
+    ax.set_xlabel(panel.xlabel, fontsize=7, labelpad=1)
     ax.grid(axis="x", color="#e5e5e5", lw=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
 
-def _columns(panels: list[ForestPanel]) -> list[list[ForestPanel]]:
-    """Split the panels, in order, into two columns of about equal height."""
-    weights = [len(p.rows) + 2.2 for p in panels]
-    total, acc = sum(weights), 0.0
-    for i, w in enumerate(weights):
-        if acc + w / 2 > total / 2:
-            return [panels[:i] or panels[:1], panels[i:] if i else panels[1:]]
-        acc += w
-    return [panels, []]
+# Layout in inches: every panel gets room for its wrapped title, its rows and its x axis, so labels never
+# overlap however many rows a claim has.
+ROW_H = 0.17  # per row (labels at 7.5 pt)
+TITLE_LINE_H = 0.17  # per line of the panel title (9 pt bold)
+AXIS_H = 0.33  # tick labels and the x label
+GAP_H = 0.07
+LEGEND_H = 0.32
+LABEL_PT, TITLE_PT = 7.5, 9.0
 
 
-def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, str], width: float = 14.0) -> None:
+def _text_width(text: str, size: float, bold: bool = False) -> float:
+    """Width in inches of ``text`` drawn at ``size`` points (matplotlib's own font metrics)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    prop = FontProperties(size=size, weight="bold" if bold else "normal")
+    return TextToPath().get_text_width_height_descent(text, prop, ismath=False)[0] / 72.0
+
+
+def _title_lines(title: str, width_in: float) -> list[str]:
+    """``title`` wrapped at word boundaries into lines no wider than ``width_in``."""
+    lines: list[str] = []
+    for word in title.split():
+        if lines and _text_width(f"{lines[-1]} {word}", TITLE_PT, bold=True) <= width_in:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _panel_height(panel: ForestPanel, width_in: float) -> float:
+    return len(_title_lines(panel.title, width_in)) * TITLE_LINE_H + len(panel.rows) * ROW_H + AXIS_H + GAP_H
+
+
+def _columns(panels: list[ForestPanel], ncols: int, width_in: float) -> list[list[ForestPanel]]:
+    """Split the panels, in order, into at most ``ncols`` contiguous columns with the lowest tallest column."""
+    heights = [_panel_height(p, width_in) for p in panels]
+
+    def best(i: int, k: int) -> tuple[float, list[int]]:
+        # (tallest column, column sizes) for panels[i:] in k columns
+        if k == 1 or len(panels) - i <= 1:
+            return sum(heights[i:]), [len(panels) - i]
+        out: tuple[float, list[int]] = (float("inf"), [])
+        for j in range(i + 1, len(panels)):
+            rest, sizes = best(j, k - 1)
+            cand = max(sum(heights[i:j]), rest)
+            if cand < out[0]:
+                out = (cand, [j - i, *sizes])
+        return out
+
+    cols, i = [], 0
+    for n in best(0, max(1, min(ncols, len(panels))))[1]:
+        cols.append(panels[i:i + n])
+        i += n
+    return cols
+
+
+def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, str], width: float = 14.0,
+                ncols: int = 3) -> None:
     """Draw the forest plot of ``panels`` into ``path`` (PNG).
 
     Args:
@@ -102,22 +149,35 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
         path: output file.
         colors: status -> colour of its points and intervals (the legend lists those present).
         width: figure width in inches.
+        ncols: columns of panels (fewer when there are fewer panels).
     """
     panels = [p if p.rows else ForestPanel(p.title, p.xlabel, p.null, p.null_label,
                                            [ForestRow("not run", None, None, None, "not run")]) for p in panels]
-    cols = [c for c in _columns(panels) if c]
-    height = max(sum(len(p.rows) + 2.2 for p in c) for c in cols) * 0.165 + 0.6
-    fig = Figure(figsize=(width, height), layout="constrained")
-    subs = fig.subfigures(1, len(cols), wspace=0.04) if len(cols) > 1 else [fig]
-    for sub, col in zip(subs, cols):
-        axes = sub.subplots(len(col), 1, gridspec_kw={"height_ratios": [len(p.rows) + 0.6 for p in col]},
-                            squeeze=False)[:, 0]
-        for ax, panel in zip(axes, col):
+    label_w = max(_text_width(r.label, LABEL_PT) for p in panels for r in p.rows) + 0.12
+    ncols = max(1, min(ncols, len(panels)))
+    while ncols > 1 and label_w > 0.5 * width / ncols:  # long row labels: fewer, wider columns
+        ncols -= 1
+    col_w = width / ncols
+    cols = _columns(panels, ncols, col_w - 0.1)
+    height = max(sum(_panel_height(p, col_w) for p in c) for c in cols) + LEGEND_H
+    fig = Figure(figsize=(width, height))
+    for k, col in enumerate(cols):
+        x0, w = k * col_w + label_w, col_w - label_w - 0.3
+        top = height
+        for panel in col:
+            lines = _title_lines(panel.title, col_w - 0.1)
+            h = len(panel.rows) * ROW_H
+            top -= len(lines) * TITLE_LINE_H
+            fig.text((k * col_w + 0.05) / width, top / height, "\n".join(lines), fontsize=TITLE_PT, fontweight="bold",
+                     va="bottom", ha="left", linespacing=1.05)
+            ax = fig.add_axes([x0 / width, (top - h) / height, w / width, h / height])
             _draw_panel(ax, panel, colors)
+            top -= h + AXIS_H + GAP_H
     present = list(dict.fromkeys(r.status for p in panels for r in p.rows if _finite(r.value)))
     handles = [Line2D([], [], color=colors.get(s, "#555555"), marker="o", lw=2.2, label=s) for s in present]
     handles += [Line2D([], [], color="#555555", marker="o", mfc="white", lw=0, label="not deciding"),
                 Line2D([], [], color="#222222", ls="--", lw=1, label="null / threshold"),
                 Patch(color=PAPER_SHADE, alpha=0.45, label="paper's range")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=len(handles), fontsize=8,
+               frameon=False)
     save_figure(fig, path, dpi=100)

@@ -40,8 +40,8 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
     out = []
     for c, row in zip(claims, claim_rows(claims)):
         d = c.decisive
-        effect = "—" if d is None else c.fmt(d.value) + (
-            "" if d.ci_low is None else f" [{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]{_level(row)}")
+        effect = "—" if d is None else c.effect_text(d.value, d.ci_low, d.ci_high) + (
+            "" if d.ci_low is None else _level(row))
         p = PLAN.get(c.id)
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,

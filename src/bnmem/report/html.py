@@ -15,7 +15,8 @@ from typing import Any, Iterable
 
 from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, STATUSES, plan_sha256,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN, PLAN_VERSION,
+    PREVIOUS_VERSION, REPRODUCED, STATUSES, plan_sha256,
 )
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
@@ -27,29 +28,56 @@ from bnmem.report.tables import Table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
+
+# The panel grid (rows, columns) of the figures with a fixed layout, as their captions describe it
+# (tests/test_report_figures.py draws each figure and compares).
+FIGURE_LAYOUTS = {MEMORIZE: (1, 2), GAMMA_SIGMA: (1, 3), THEORY: (2, 3), MITIGATE: (1, 3)}
+_NUMBERS = {1: "One", 2: "Two", 3: "Three", 4: "Four", 6: "Six", 9: "Nine"}
+
+
+def layout_words(rows: int, cols: int) -> str:
+    """'Six panels (2 rows × 3 columns)' / 'Three panels in a row'."""
+    n = rows * cols
+    count = f"{_NUMBERS.get(n, n)} panel{'s' if n > 1 else ''}"
+    return f"{count} in a row" if rows == 1 else f"{count} ({rows} rows × {cols} columns)"
+
+
 # (section id of the HTML, heading, lens kind, caption of its figure)
 FIGURE_SECTIONS = (
     ("memorization", "Memorization curves", MEMORIZE,
-     "Accuracy on the corrupted subset (left; flipped labels solid, OOD dashed) and clean train / test accuracy "
-     "(right) per epoch; line = mean over seeds, band = min–max over seeds. Accuracy on the corrupted subset "
-     "is pure memorization: nothing generalizable links those inputs to their labels."),
+     f"{layout_words(*FIGURE_LAYOUTS[MEMORIZE])}, per epoch; line = mean over seeds, band = min–max over seeds. "
+     "Left: accuracy on the corrupted subset (flipped labels solid, OOD dashed), which is pure memorization: "
+     "nothing generalizable links those inputs to their labels. Right: clean train (dotted) and test (solid) "
+     "accuracy. On clean data (no corrupted subset) only the right panel is drawn."),
     ("gradnorms", "Per-sample gradient norms", GRADNORMS,
-     "Empirical CDFs of per-sample gradient norms (log axis) at each checkpoint; colour = norm, line style = "
-     "subset (clean solid, noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
+     "One panel per (gradient definition, checkpoint): a row per definition (eval: running statistics; batch: "
+     "the example's own loss term in a training-mode batch), a column per checkpoint epoch. Each panel: "
+     "empirical CDFs of per-sample gradient norms (log axis); colour = norm, line style = subset (clean solid, "
+     "noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
     ("lira", "Membership inference (log-log ROC)", LIRA,
-     "ROC curves of each attack on log-log axes (low false-positive rates are what matter), pooled over "
-     "target models, for all examples and for the outlier subset; dashed diagonal = random guessing."),
+     "One panel per attack, four per row: ROC curves on log-log axes (low false-positive rates are what "
+     "matter), pooled over target models, per norm for all examples and for the outlier subset (on clean data: "
+     "all examples only); dashed diagonal = random guessing. Further panels, where present: the memorization "
+     "scores' distributions and the examples each norm memorizes most."),
     ("gamma_sigma", "γ/σ per BN layer", GAMMA_SIGMA,
-     "Per BN layer over training: median |γ|/σ over channels (running σ solid, batch σ dashed) and the "
-     "fraction of channels above 1; right: every channel's ratio at the final epoch. A ratio above 1 "
-     "amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
+     f"{layout_words(*FIGURE_LAYOUTS[GAMMA_SIGMA])}, one colour per BN layer. Left: the median |γ|/σ over "
+     "channels per epoch (running σ solid, batch σ dashed; grey line = 1). Middle: the fraction of channels "
+     "above 1 per epoch. Right: every channel's ratio at the final epoch (running σ, all seeds). A ratio above "
+     "1 amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
     ("theory", "Toy model (theory)", THEORY,
-     "Top left: per-step outlier-margin growth of BN over the matched no-norm model, measured vs predicted "
-     "(γ/σ)² (frozen statistics) and (γ/σ)²·ρ (real step). Top right: outlier margins. Bottom left: γ with "
-     "and without outliers. Bottom right: first-order prediction error vs probe step size."),
+     f"{layout_words(*FIGURE_LAYOUTS[THEORY])}. Top row: (left) per-step outlier-margin growth of BN over the "
+     "matched no-norm model when only w steps, measured vs predicted (γ/σ)² (frozen statistics: claim 5a's "
+     "derivation check) and (γ/σ)²·ρ (real step); (middle) outlier margins over training, BN red, no norm "
+     "blue; (right) claim 5b: the ratio of BN's (w, γ, β) step to the matched no-norm model's step at every "
+     "step, median and IQR over seeds × outliers per outlier kind (flip, OOD), dashed = the median (γ/σ)². "
+     "Bottom row: (left) γ and γ/σ with outliers and with the outliers replaced by clean samples; (middle) "
+     "first-order prediction error vs probe step size; (right) claim 5b: every (step, outlier, seed) ratio "
+     "against its (γ/σ)², black line = ratio equal to (γ/σ)², grey band = within a factor of 2."),
     ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", MITIGATE,
-     "Memorization (and, where measured, LiRA AUC) against test accuracy for BN, BN + γ/σ regularizer at "
-     "each λ, and no normalization."),
+     f"{layout_words(*FIGURE_LAYOUTS[MITIGATE])} (two without LiRA) for BN, BN + γ/σ regularizer at each λ, "
+     "and no normalization. Left: memorization (corrupted-subset accuracy) against test accuracy, filled at "
+     "the fixed epoch, hollow at the last, bars = seed min–max. Middle: memorization over training. Right, "
+     "where measured: LiRA (o) and RMIA (s) AUC against test accuracy."),
 )
 
 CSS = """
@@ -72,8 +100,9 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .s-reproduced { background: #d3efd9; color: #14532d; border: 1px solid #7cc48f; }
 .s-direction-only { background: #fdf0c9; color: #6b4a00; border: 1px solid #e2bd55; }
 .s-inconclusive { background: #e3ecf7; color: #23456e; border: 1px solid #94b1d6; }
-.s-contradicted, .s-not-reproduced, .s-check-failed { background: #fbd9d9; color: #7a1010; border: 1px solid #e48a8a; }
-.s-check-passed { background: #e9f3ea; color: #2e5233; border: 1px dashed #7cc48f; }
+.s-contradicted, .s-not-reproduced { background: #fbd9d9; color: #7a1010; border: 1px solid #e48a8a; }
+.s-check-passed { background: #d6eef3; color: #0b4a57; border: 1px dashed #4fa3b5; }
+.s-check-failed { background: #f3dcee; color: #6a1652; border: 1px dashed #c77bb0; }
 .s-not-run { background: #e6e8eb; color: #4a525a; border: 1px solid #b9bfc6; }
 tr.claim td.rule { color: #4a525a; font-size: 12.5px; }
 .caption { color: #4a525a; font-size: 13px; margin: 4px 0 10px; }
@@ -89,7 +118,9 @@ pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; whit
 table.headline { table-layout: fixed; margin-top: 2px; }
 table.headline th, table.headline td { vertical-align: middle; padding: 2px 7px; font-size: 13px; }
 table.headline td.note { font-size: 12px; }
-table.headline td.clip { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+p.legend { font-size: 12px; color: #4a525a; margin: 2px 0 4px; line-height: 1.9; }
+p.legend .legend-item { margin-right: 12px; white-space: nowrap; }
+p.legend .status { font-size: 11.5px; padding: 0 7px; }
 table.headline th:nth-child(1) { width: 118px; } table.headline th:nth-child(2) { width: 30px; }
 table.headline th:nth-child(3) { width: 36%; } table.headline th:nth-child(4) { width: 185px; }
 table.headline th:nth-child(6) { width: 230px; }
@@ -101,6 +132,8 @@ header { margin-bottom: 8px; }
 #headline h2, #forest h2 { display: none; }
 figure.forest { margin: 4px 0 10px; }
 div.figcell { display: inline-block; width: 49.5%; vertical-align: top; }
+div.figcell.wide { display: block; width: 100%; }
+figure img { height: auto; }
 div.figcell h3 { font-size: 13.5px; margin: 10px 0 2px; }
 div.figcell figure { margin: 2px 0 8px; }
 figure.forest img { width: 100%; border: none; }
@@ -130,14 +163,50 @@ def status_badge(status: str) -> str:
     return f'<span class="status {esc(cls)}">{esc(status)}</span>'
 
 
-def png_data_uri(path: Path) -> str | None:
-    """``data:image/png;base64,...`` of a PNG file; None when it is missing or not a PNG."""
+# What each status means, for the legend on the first screen (the plan block in Details has the full rules).
+STATUS_MEANINGS = (
+    (REPRODUCED, "interval on the paper's side of the null and, where the paper states a minimum, at or above it"),
+    (DIRECTION_ONLY, "on the paper's side, but reaching below the paper's minimum"),
+    (INCONCLUSIVE, "interval includes the null, or no valid interval"),
+    (CONTRADICTED, "interval on the other side of the null"),
+    (CHECK_PASSED, "a derivation check (not evidence for the claim) within its tolerance"),
+    (CHECK_FAILED, "a derivation check outside its tolerance"),
+    (NOT_RUN, "no results for the claim in this run"),
+)
+
+
+def status_legend() -> str:
+    """Every status's pill and what it means, in one wrapped line."""
+    items = "".join(f'<span class="legend-item">{status_badge(s)} {esc(text)}</span>' for s, text in STATUS_MEANINGS)
+    return f'<p class="legend" id="legend"><b>Status:</b> {items}</p>'
+
+
+def png_bytes(path: Path) -> bytes | None:
+    """The PNG at ``path`` as a compact palette PNG (:func:`bnmem.figures.save.compact_png`); None when it is
+    missing or not a PNG."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
     if not data.startswith(PNG_MAGIC):
         return None
+    from bnmem.figures.save import compact_png  # matplotlib's import only when a figure is embedded
+
+    return compact_png(data)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from a PNG's header."""
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def png_data_uri(path: Path) -> str | None:
+    """``data:image/png;base64,...`` of a PNG file (compacted); None when it is missing or not a PNG."""
+    data = png_bytes(path)
+    return None if data is None else data_uri(data)
+
+
+def data_uri(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
@@ -167,9 +236,7 @@ def _cell(text: str) -> str:
 
 
 def _ci(claim: Claim, low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return "—"
-    return f"[{claim.fmt(low)}, {claim.fmt(high)}]"
+    return claim.ci_text(low, high)
 
 
 def checklist(claims: list[Claim]) -> str:
@@ -393,8 +460,40 @@ def lens_title(kind: str) -> str:
         return kind
 
 
-def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:
-    """A figure section: every cell's figure for this lens, or 'not run'."""
+# A figure wider than this (pixels, as written at the figures' dpi) spans the page instead of half of it:
+# the multi-panel figures (gradient norms, ROC panels, the toy model).
+WIDE_FIGURE_PX = 1400
+
+
+class Embedder:
+    """Embeds each distinct figure once: a figure whose bytes were already embedded is a link to the first."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, str] = {}
+
+    def figure(self, path: Path, anchor: str, alt: str, name: str) -> tuple[str, bool] | None:
+        """(the ``<figure>`` HTML, whether it is wide); None when ``path`` is not a readable PNG."""
+        import hashlib
+
+        data = png_bytes(path)
+        if data is None:
+            return None
+        digest = hashlib.sha256(data).digest()
+        if digest in self.seen:
+            return (f'<p class="note"><b>{esc(name)}</b> · {esc(path.parent)}: the same figure as '
+                    f'<a href="#{esc(self.seen[digest])}">above</a></p>', False)
+        self.seen[digest] = anchor
+        w, h = png_size(data)
+        return (f'<figure id="{esc(anchor)}"><img src="{data_uri(data)}" width="{w}" height="{h}" '
+                f'loading="lazy" decoding="async" alt="{esc(alt)}"><figcaption><b>{esc(name)}</b> · {esc(path.parent)}</figcaption></figure>',
+                w > WIDE_FIGURE_PX)
+
+
+def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str,
+                   embed: Embedder | None = None) -> str:
+    """A figure section: every cell's figure for this lens, or 'not run'. Figures of one cell sit two per
+    row; wide multi-panel figures span the row."""
+    embed = embed or Embedder()
     out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
     pairs: list[tuple[str, LensOutput]] = (
         [("", run.theory)] if kind == THEORY and run.theory is not None
@@ -405,36 +504,29 @@ def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str
         out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
         return "\n".join(out)
     out.append(f'<p class="caption">{esc(caption)}</p>')
-    grid = len(pairs) > 1  # one figure per cell: two per row, each under its cell's label
-    for label, lens in pairs:
-        out.append('<div class="figcell">' if grid else "<div>")
+    for i, (label, lens) in enumerate(pairs):
+        figs = [f for k, n in enumerate(_figures_for(lens)) if (f := embed.figure(
+            lens.figures[n], f"fig-{sid}-{i}-{k}", f"{kind}: {n}", n)) is not None]
+        wide = len(pairs) == 1 or any(w for _, w in figs)
+        out.append(f'<div class="figcell{" wide" if wide else ""}">')
         if label:
             out.append(f"<h3>{esc(label)}</h3>")
-        figs = _figures_for(lens)
         if not figs:
             out.append(f'<p class="notrun">not run: {esc(lens_figures().get(kind, "its figure"))} is missing from '
                        f'{esc(lens.path)}</p>')
-        for name, uri in figs:
-            out.append(f'<figure><img src="{uri}" alt="{esc(kind)}: {esc(name)}">'
-                       f"<figcaption><b>{esc(name)}</b> · {esc(lens.path)}</figcaption></figure>")
+        out += [html_ for html_, _ in figs]
         out.append("</div>")
     out.append("</section>")
     return "\n".join(out)
 
 
-def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
-    """The lens's main figure first, then PNGs no other lens claims as its own."""
+def _figures_for(lens: LensOutput) -> list[str]:
+    """The names of the lens's figures: its main figure first, then PNGs no other lens claims as its own."""
     figures = lens_figures()
     main = figures.get(lens.kind)
     others_main = set(figures.values()) - {main}
     names = [main] if main in lens.figures else []
-    names += [n for n in lens.figures if n != main and n not in others_main]
-    out = []
-    for n in names:
-        uri = png_data_uri(lens.figures[n])
-        if uri:
-            out.append((n, uri))
-    return out
+    return names + [n for n in lens.figures if n != main and n not in others_main]
 
 
 def headline_block(claims: list[Claim], plan_state: str = "") -> str:
@@ -447,10 +539,10 @@ def headline_block(claims: list[Claim], plan_state: str = "") -> str:
         rows.append(
             f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
             f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
-            f'<td class="clip" title="{esc(h["title"])}"><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
+            f'<td><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
             f'<td class="num">{esc(h["effect"])}</td>'
-            f'<td class="note clip" title="{esc(h["paper"])}">{esc(h["paper"])}</td>'
-            f'<td class="note clip" title="{esc(h["plan"])}">{esc(h["plan"])}</td></tr>')
+            f'<td class="note">{esc(h["paper"])}</td>'
+            f'<td class="note">{esc(h["plan"])}</td></tr>')
     return ('<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
             "<th>the paper</th><th>analysis plan</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
@@ -504,6 +596,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
         + f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
+        status_legend(),
         f"<nav>{nav}</nav></header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
     ]
@@ -511,8 +604,9 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         parts.append('<div class="problems"><b>Incomplete or unreadable results:</b><ul>'
                      + "".join(f"<li>{esc(p)}</li>" for p in run.problems) + "</ul></div>")
     parts += ['<section id="forest"><h2>Forest plot</h2>', forest_block(claims), "</section>"]
+    embed = Embedder()
     for sid, heading, kind, caption in sections(run):
-        parts.append(figure_section(run, sid, heading, kind, caption))
+        parts.append(figure_section(run, sid, heading, kind, caption, embed))
         if tables.get(sid):  # the key tables of the section, folded under its figures
             parts.append(_fold(f"tables-{sid}", f"{heading}: tables ({len(tables[sid])})",
                                "\n".join(render_table(t) for t in tables[sid])))

@@ -99,7 +99,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     rows = []
     for c in claims:
         d = c.decisive
-        ci = "—" if not d or d.ci_low is None else f"[{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]"
+        ci = c.ci_text(d.ci_low, d.ci_high) if d else "—"
         kind = "" if c.kind == "evidence" else f" ({c.kind})"
         rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**",
                      c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
@@ -113,7 +113,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         lines += [f"### {c.id} ({c.status}): {c.agreement_text()}", ""]
         prow = []
         for a in panel:
-            ci = "—" if a.ci_low is None else f"[{c.fmt(a.ci_low)}, {c.fmt(a.ci_high)}]"
+            ci = c.ci_text(a.ci_low, a.ci_high)
             prow.append([c.label(a), c.fmt(a.value), ci, a.status])
         lines += [md_table(["analysis", "value", "CI", "status"], prow), ""]
     lines += ["## Claim details", ""]
@@ -125,7 +125,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
             continue
         erows = []
         for e in c.evaluations:
-            ci = "—" if e.ci_low is None else f"[{c.fmt(e.ci_low)}, {c.fmt(e.ci_high)}]"
+            ci = c.ci_text(e.ci_low, e.ci_high)
             erows.append([e.where + ("" if e.deciding else " (not deciding)"), c.fmt(e.value), ci, e.status,
                           "; ".join(x for x in (e.method, e.note) if x)])
         lines += [md_table(["where", "value", "CI", "status", "method · notes"], erows), ""]

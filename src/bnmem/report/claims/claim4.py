@@ -85,7 +85,7 @@ def _descriptions(reps: list, typed: set[str | None]) -> str:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 4 in every setting that ran the gamma-sigma lens."""
-    claim = new_claim("4", "gamma_sigma", "{:.2f}")  # the HTML section id
+    claim = new_claim("4", "gamma_sigma", "{:.2f}", bounds=(0.0, 1.0))  # the HTML section id
     for setting in settings_of(run, LENS_GAMMA_SIGMA):
         reps = setting.lenses(LENS_GAMMA_SIGMA)
         rows0 = layer_rows(reps[0][1].data, GS_SIGMA)

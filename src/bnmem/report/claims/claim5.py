@@ -142,7 +142,7 @@ def _live(claim: Claim, t: LensOutput, cond: dict[str, Any]) -> None:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claims 5a and 5b from the theory lens."""
-    frozen = new_claim("5a", "theory", "{:.1%}")
+    frozen = new_claim("5a", "theory", "{:.1%}", bounds=(0.0, math.inf))
     live = new_claim("5b", "theory", "{:.2f}")
     t = run.theory
     if t is None:

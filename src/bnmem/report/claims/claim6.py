@@ -213,7 +213,7 @@ def _privacy(reps: Reps, reg_name: str, attack: str) -> Analysis | None:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 6 in every setting that ran the mitigate lens."""
-    claim = new_claim("6", LENS_MITIGATE, "{:.0%}")
+    claim = new_claim("6", LENS_MITIGATE, "{:.0%}", bounds=(-math.inf, 1.0))  # a cut is at most all
     for setting in settings_of(run, LENS_MITIGATE):
         _evaluate_setting(claim, setting, setting.lenses(LENS_MITIGATE))
     return [claim]

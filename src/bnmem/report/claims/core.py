@@ -263,13 +263,19 @@ class Claim:
     metric: str
     rule: str
     section: str  # anchor of the figure section that shows the evidence
-    value_format: str = "{:+.3f}"
+    value_format: str = "{:+.3f}"  # of the displayed number (after ``scale``)
     evaluations: list[Evaluation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     kind: str = "evidence"
     previous_rule: str = ""
     previous: list[PreviousVerdict] = field(default_factory=list)
     level: float = LEVEL
+    # Display only (values, intervals and summary.csv keep the plan's unit): a factor and a unit word (claim 3:
+    # AUC differences shown in points, as the paper states them), and the range the quantity can take (a
+    # fraction's interval is shown inside [0, 1]).
+    scale: float = 1.0
+    suffix: str = ""
+    bounds: tuple[float, float] = (-math.inf, math.inf)
 
     def deciding(self) -> list[Evaluation]:
         """The deciding evaluations that ran."""
@@ -369,11 +375,30 @@ class Claim:
             parts.append(("agree: " if same else "disagree: ") + "; ".join(f"{a.name} {a.status}" for a in cov))
         return " · ".join(parts)
 
-    def fmt(self, v: float | None) -> str:
-        """A number in this claim's format; '—' for none."""
+    def _number(self, v: float | None) -> str:
         if v is None or (isinstance(v, float) and not math.isfinite(v)):
             return "—"
-        return self.value_format.format(v)
+        return self.value_format.format(v * self.scale)
+
+    def fmt(self, v: float | None) -> str:
+        """A number in this claim's display format and unit; '—' for none."""
+        text = self._number(v)
+        return text if text == "—" or not self.suffix else f"{text} {self.suffix}"
+
+    def ci_text(self, low: float | None, high: float | None) -> str:
+        """An interval in the display format, clipped to the range the quantity can take; '—' for none."""
+        if low is None or high is None:
+            return "—"
+        lo, hi = max(low, self.bounds[0]), min(high, self.bounds[1])
+        return f"[{self._number(lo)}, {self._number(hi)}]" + (f" {self.suffix}" if self.suffix else "")
+
+    def effect_text(self, v: float | None, low: float | None, high: float | None) -> str:
+        """'value [low, high] unit' (the unit said once); '—' for no value."""
+        if self._number(v) == "—":
+            return "—"
+        if low is None or high is None:
+            return self.fmt(v)
+        return f"{self._number(v)} {self.ci_text(low, high)}"
 
     def not_run_reason(self) -> str:
         """Why a claim has no deciding evaluation."""
@@ -409,9 +434,10 @@ class Claim:
         }
 
 
-def new_claim(cid: str, section: str, value_format: str = "{:+.3f}") -> Claim:
-    """An empty claim with the plan's title, metric and rule."""
+def new_claim(cid: str, section: str, value_format: str = "{:+.3f}", **display: Any) -> Claim:
+    """An empty claim with the plan's title, metric and rule (``display``: ``scale``, ``suffix``, ``bounds``)."""
     p = PLAN[cid]
     metric = f"{p.metric}; {p.statistic}"
     rule = f"{p.rule} [unit: {p.unit.split(':')[0]}; interval: {p.interval.split('.')[0]}]"
-    return Claim(cid, p.title, metric, rule, section, value_format, kind=p.kind, previous_rule=p.previous_rule)
+    return Claim(cid, p.title, metric, rule, section, value_format, kind=p.kind, previous_rule=p.previous_rule,
+                 **display)
