@@ -7,17 +7,12 @@ stateless, so the test also shows the report needs nothing from a network.
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from bnmem.report.build import build_report
 
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from chromium_probe import CHROMIUM, chromium, probe, screenshot
 
 pytestmark = [
     pytest.mark.chromium,
@@ -40,17 +35,12 @@ def report(tmp_path_factory):
     return build_report(root), root
 
 
-def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
-
-
 def test_screenshot_is_not_blank(report, tmp_path):
     import matplotlib.image as mpimg
 
     rep, _ = report
     shot = tmp_path / "shot.png"
-    res = _chromium([f"--screenshot={shot}", "--window-size=1280,2000", rep.html.resolve().as_uri()],
+    res = chromium([f"--screenshot={shot}", "--window-size=1280,2000", rep.html.resolve().as_uri()],
                     tmp_path / "profile")
     assert shot.exists(), res.stderr[-2000:]
     assert shot.stat().st_size > 20_000
@@ -66,7 +56,7 @@ def test_screenshot_is_not_blank(report, tmp_path):
 
 def test_rendered_dom_has_every_claim_row(report, tmp_path):
     rep, _ = report
-    res = _chromium(["--dump-dom", rep.html.resolve().as_uri()], tmp_path / "profile")
+    res = chromium(["--dump-dom", rep.html.resolve().as_uri()], tmp_path / "profile")
     dom = res.stdout
     assert "<table" in dom, res.stderr[-2000:]
     for claim in rep.claims:
@@ -75,53 +65,33 @@ def test_rendered_dom_has_every_claim_row(report, tmp_path):
     assert "data:image/png;base64," in dom
 
 
-LAYOUT_SCRIPT = """<script>
-window.addEventListener('load', () => {
-  const box = id => { const e = document.getElementById(id); if (!e) return null;
-                      const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.width, r.height]; };
-  const order = [...document.querySelectorAll('section[id], details[id]')].map(e => e.id);
-  const open = [...document.querySelectorAll('details')].filter(d => d.open).map(d => d.id);
-  const pre = document.createElement('pre'); pre.id = 'layout-probe';
-  pre.textContent = JSON.stringify({headline: box('headline'), forest: box('forest-plot'), order, open,
-                                    viewport: [innerWidth, innerHeight]});
-  document.body.appendChild(pre);
-});
-</script>"""
-
-
-def test_first_screen_is_headline_then_forest_and_details_are_folded(report, tmp_path):
-    """At 1400x900 the headline and the whole forest plot are on the first screen; the page goes headline,
+def test_first_screen_is_legend_headline_then_forest_and_details_are_folded(report, tmp_path):
+    """At 1400x900 the status legend, every headline cell in full (no cell's text overflows its box or ends in
+    an ellipsis) and the whole forest plot with its caption are on the first screen; the page goes headline,
     forest plot, lens figures, then the details (conditions, checklist...) closed."""
-    import json
-    import re
-
     import matplotlib.image as mpimg
 
     rep, _ = report
-    # A copy with a layout probe appended (the report itself has no scripts; test_report checks that).
-    probe = tmp_path / "probe.html"
-    probe.write_text(rep.html.read_text(encoding="utf-8").replace("</body>", LAYOUT_SCRIPT + "</body>"),
-                     encoding="utf-8")
-    res = _chromium(["--window-size=1400,900", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()],
-                    tmp_path / "profile")
-    m = re.search(r'<pre id="layout-probe">(.*?)</pre>', res.stdout, flags=re.S)
-    assert m, res.stderr[-2000:]
-    layout = json.loads(m.group(1).replace("&quot;", '"'))
+    layout = probe(rep.html, tmp_path)
     height = layout["viewport"][1]
+    assert layout["legend"] and layout["legend"][1] <= layout["headline"][0] + 1  # legend above the headline
+    assert layout["overflowing"] == []
     assert layout["headline"][1] <= layout["forest"][0] + 1  # headline above the forest plot
-    assert 0 < layout["forest"][0] and layout["forest"][1] <= height and layout["forest"][3] > 100
+    assert 0 < layout["forest"][0] and layout["forest"][1] - layout["forest"][0] > 100
+    assert layout["forest_figure"][1] <= height  # the plot and its caption end on the first screen
     order = layout["order"]
     first_lens = order.index("memorization")
     assert order.index("headline") < order.index("forest") < first_lens < order.index("details")
     for sid in ("conditions", "checklist", "robustness", "plan", "method"):
         assert order.index(sid) > order.index("details"), sid
     assert layout["open"] == []
-    # the forest plot is drawn where the probe says: status colours inside its box on the first screen
+    # the legend and the forest plot are drawn where the probe says: status colours inside their boxes
     shot = tmp_path / "first.png"
-    _chromium([f"--screenshot={shot}", "--window-size=1400,900", rep.html.resolve().as_uri()], tmp_path / "p2")
+    screenshot(rep.html, shot, tmp_path)
     img = mpimg.imread(shot)[..., :3]
     assert img.shape[:2] == (900, 1400)
-    top, bottom = int(layout["forest"][0]), int(layout["forest"][1])
-    region = img[top:bottom]
-    r, g, b = region[..., 0], region[..., 1], region[..., 2]
-    assert ((np.abs(r - g) > 0.15) | (np.abs(g - b) > 0.15)).mean() > 0.002
+    for key in ("legend", "forest"):
+        top, bottom = int(layout[key][0]), int(layout[key][1])
+        region = img[top:bottom]
+        r, g, b = region[..., 0], region[..., 1], region[..., 2]
+        assert ((np.abs(r - g) > 0.15) | (np.abs(g - b) > 0.15)).mean() > 0.002, key

@@ -22,8 +22,8 @@ def _band(ax, curves: list[list], color: str, label: str, style: str = "-") -> N
         ax.fill_between(epochs, np.nanmin(arr, axis=0), np.nanmax(arr, axis=0), color=color, alpha=0.15)
 
 
-def _has_values(curves) -> bool:
-    return any(v is not None and np.isfinite(v) for c in curves for v in c)
+def _has_values(curve) -> bool:
+    return any(v is not None and np.isfinite(v) for v in curve)
 
 
 def plot_memorization(metrics: dict, path: str | Path, title: str = "") -> None:

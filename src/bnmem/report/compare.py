@@ -65,11 +65,14 @@ def _float(text: str | None) -> float | None:
 
 
 def effect(row: Row | None) -> str:
-    """'+0.123 [+0.05, +0.2]' or '—'."""
+    """'+0.123 [+0.05, +0.2]' or '—'; an interval at another level than 95% (a claim decided in several
+    settings: Bonferroni-adjusted) says its level, e.g. ' (98.3%)'."""
+    from bnmem.report.headline import level_suffix
+
     if row is None or _float(row.get("value")) is None:
         return "—"
     v, lo, hi = (_float(row.get(k)) for k in ("value", "ci_low", "ci_high"))
-    return f"{v:+.3g}" + ("" if lo is None or hi is None else f" [{lo:+.3g}, {hi:+.3g}]")
+    return f"{v:+.3g}" + ("" if lo is None or hi is None else f" [{lo:+.3g}, {hi:+.3g}]{level_suffix(row)}")
 
 
 def change(a: Row | None, b: Row | None) -> str:
@@ -102,10 +105,11 @@ def compare_rows(a: Checklist, b: Checklist) -> list[list[str]]:
 
 def render(a: Checklist, b: Checklist, markdown: bool = False) -> str:
     """The side-by-side table, as fixed-width text or markdown, with the two sources named."""
-    header = ["#", "claim", f"A: {a.name}", "effect A [95% CI]", f"B: {b.name}", "effect B [95% CI]", "what changed"]
+    header = ["#", "claim", f"A: {a.name}", "effect A [CI]", f"B: {b.name}", "effect B [CI]", "what changed"]
     rows = compare_rows(a, b)
     n_changed = sum(r[-1] != "same" for r in rows)
-    foot = [f"A: {a.source}", f"B: {b.source}", f"{n_changed} of {len(rows)} claims differ"]
+    foot = [f"A: {a.source}", f"B: {b.source}", f"{n_changed} of {len(rows)} claims differ",
+            "intervals at 95% unless a level is given (a claim decided in several settings: Bonferroni-adjusted)"]
     if markdown:
         return md_table(header, rows) + "\n\n" + "\n".join(f"- {x}" for x in foot) + "\n"
     return table(rows, header) + "\n" + "\n".join(foot) + "\n"

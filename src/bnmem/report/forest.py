@@ -20,15 +20,15 @@ from bnmem.report.claims import Claim, Evaluation
 from bnmem.formatting import finite
 
 STATUS_COLORS = {
-    REPRODUCED: "#1e8a4c", CHECK_PASSED: "#1e8a4c", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
-    CONTRADICTED: "#c0392b", CHECK_FAILED: "#c0392b", NOT_RUN: "#9aa0a6",
+    REPRODUCED: "#1e8a4c", CHECK_PASSED: "#2a93a8", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
+    CONTRADICTED: "#c0392b", CHECK_FAILED: "#a3397f", NOT_RUN: "#9aa0a6",
 }
 # Per claim (analysis plan 3.0): the x-axis label, the null (or threshold) and its name.
 AXES = {
     "1": ("BN − none: corrupted-subset accuracy (mean over epochs)", 0.0, "no effect"),
     "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
-    "3a": ("BN − none: membership-inference AUC", 0.0, "no effect"),
-    "3b": ("BN − none: membership-inference AUC", 0.0, "no effect"),
+    "3a": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
+    "3b": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
     "4": ("fraction of BN layers with median |γ|/σ > 1 (mean over models)", GS_MAJORITY, "half"),
     "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
     "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 0.0, "no relation"),
@@ -57,11 +57,6 @@ def _strip_common(labels: list[str]) -> list[str]:
     return [" · ".join(p[k:]) if len(p) > 1 else p[0] for p in parts]
 
 
-def _clip(text: str, n: int) -> str:
-    """``text`` cut at a word boundary to at most ``n`` characters (with an ellipsis)."""
-    return text if len(text) <= n else text[: text.rfind(" ", 0, n - 1)] + " …"
-
-
 def _paper(claim: Claim, e: Evaluation) -> tuple[float, float] | None:
     if claim.id in ("3a", "3b"):
         mix = (finite(e.conditions.get("label_noise")) or 0) + (finite(e.conditions.get("ood")) or 0)
@@ -83,9 +78,16 @@ def claim_rows(claim: Claim) -> list[ForestRow]:
         deciding = e.deciding and not e.variant
         items = [(f"{label} · {a.name}", a) for a in e.coverdicts if a.status != NOT_RUN] \
             if claim.id in ("3a", "3b") and e.coverdicts else [(label, e)]
+        paper = _paper(claim, e)
+        k = claim.scale  # the claim's display unit (claim 3: AUC points)
         for lab, a in items:
-            rows.append(ForestRow(lab, a.value, a.ci_low, a.ci_high, a.status, deciding, _paper(claim, e)))
+            rows.append(ForestRow(lab, _times(a.value, k), _times(a.ci_low, k), _times(a.ci_high, k), a.status,
+                                  deciding, None if paper is None else (paper[0] * k, paper[1] * k)))
     return rows
+
+
+def _times(v: float | None, k: float) -> float | None:
+    return None if v is None else v * k
 
 
 def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
@@ -93,7 +95,7 @@ def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
     panels = []
     for c in claims:
         xlabel, null, null_label = AXES.get(c.id, (c.metric[:70], 0.0, "no effect"))
-        panels.append(ForestPanel(f"{c.id} · {_clip(c.title, 64)}", xlabel, null, null_label, claim_rows(c)))
+        panels.append(ForestPanel(f"{c.id} · {c.title}", xlabel, null * c.scale, null_label, claim_rows(c)))
     labels = _strip_common([r.label for p in panels for r in p.rows]) if any(p.rows for p in panels) else []
     it = iter(labels)
     for p in panels:

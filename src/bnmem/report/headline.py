@@ -26,7 +26,7 @@ def plan_fixed(cid: str, state: str = "") -> str:
     return "; ".join(parts)
 
 
-def _level(row: dict[str, str]) -> str:
+def level_suffix(row: dict[str, str]) -> str:
     """' (99%)' when the interval is not at 95% (plan 3.0's Bonferroni level), else ''."""
     try:
         level = float(row.get("ci_level") or "")
@@ -41,7 +41,7 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
     for c, row in zip(claims, claim_rows(claims)):
         d = c.decisive
         effect = "—" if d is None else c.effect_text(d.value, d.ci_low, d.ci_high) + (
-            "" if d.ci_low is None else _level(row))
+            "" if d.ci_low is None else level_suffix(row))
         p = PLAN.get(c.id)
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,

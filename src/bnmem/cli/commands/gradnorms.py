@@ -15,8 +15,8 @@ from bnmem.config import parse_list
 def gradnorms(
     exp: dict[str, Any],
     at: Annotated[Optional[str], typer.Option(
-        help="comma-separated epochs after which the norms are measured (default: 1, epochs/6, epochs/3 and "
-             "the last epoch; 1,5,10,30 for 30 epochs)")] = None,
+        help="comma-separated epochs after which the norms are measured (default: 1, 2, 3, epochs/6, epochs/3 "
+             "and the last epoch; 1,2,3,5,10,30 for 30 epochs)")] = None,
     definition: Annotated[str, typer.Option(
         help="per-sample gradient of a BN model: eval (running statistics), batch (own loss term in a "
              "training-mode batch), or eval,batch")] = "eval",
