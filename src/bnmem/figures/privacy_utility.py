@@ -2,7 +2,8 @@
 
 Three panels: memorization against clean test accuracy per variant, the
 memorization curves over training, and (when shadow models were trained)
-membership AUC against test accuracy. Regularized BN variants are drawn in
+membership AUC against test accuracy. On clean data (no corrupted subset) the
+two memorization panels are left out. Regularized BN variants are drawn in
 oranges, apart from the norms' own colours.
 """
 
@@ -30,29 +31,38 @@ def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, tit
     """
     names = result["variants"]
     has_lira = any("lira" in result[n] for n in names)
-    fig, axes = plt.subplots(1, 3 if has_lira else 2, figsize=(16 if has_lira else 11, 4.2))
+    # Clean data has no corrupted subset: its memorization panels would be empty, so they are left out.
+    corrupted = any(v is not None and v == v for n in names for v in (result[n]["mean"].get(key) or []))
+    n_panels = 2 * corrupted + has_lira or 1
+    fig, axes = plt.subplots(1, n_panels, figsize=(5.4 * n_panels, 4.2), squeeze=False)
+    axes = list(axes[0])
     color = _variant_colors(result)
-    _tradeoff_panel(axes[0], result, key, color)
-    fe = result["conditions"]["fixed_epoch"]
-    ax = axes[1]
-    for n in names:
-        curve = result[n]["mean"][key]
-        ax.plot(range(1, len(curve) + 1), curve, color=color(n), label=n)
-    ax.axvline(fe, color="gray", lw=0.8, ls=":")
-    ax.set(xlabel="epoch", ylabel="memorization (mean over seeds)", ylim=(-0.02, 1.02), title="memorization over training")
+    if corrupted:
+        _tradeoff_panel(axes[0], result, key, color)
+        _curves_panel(axes[1], result, key, color)
     if has_lira:
-        _membership_panel(axes[2], result, color, legacy_attack)
+        _membership_panel(axes[-1], result, color, legacy_attack)
     for a in axes:
         a.grid(alpha=0.3)
         if a.get_legend_handles_labels()[0]:
             a.legend(fontsize=7)
-        else:  # clean data: no corrupted subset to memorize
-            a.text(0.5, 0.5, "no corrupted subset\n(clean data)", ha="center", va="center",
+        else:  # clean data without shadow models: nothing to draw
+            a.text(0.5, 0.5, "no corrupted subset (clean data)\nand no shadow models", ha="center", va="center",
                    transform=a.transAxes, color="gray")
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def _curves_panel(ax: Any, result: dict[str, Any], key: str, color: Callable[[str], Any]) -> None:
+    """Memorization (mean over seeds) per epoch and variant; dotted line at the fixed epoch."""
+    for n in result["variants"]:
+        curve = result[n]["mean"][key]
+        ax.plot(range(1, len(curve) + 1), curve, color=color(n), label=n)
+    ax.axvline(result["conditions"]["fixed_epoch"], color="gray", lw=0.8, ls=":")
+    ax.set(xlabel="epoch", ylabel="memorization (mean over seeds)", ylim=(-0.02, 1.02),
+           title="memorization over training")
 
 
 def _variant_colors(result: dict[str, Any]) -> Callable[[str], Any]:

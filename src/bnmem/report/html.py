@@ -77,7 +77,8 @@ FIGURE_SECTIONS = (
      f"{layout_words(*FIGURE_LAYOUTS[MITIGATE])} (two without LiRA) for BN, BN + γ/σ regularizer at each λ, "
      "and no normalization. Left: memorization (corrupted-subset accuracy) against test accuracy, filled at "
      "the fixed epoch, hollow at the last, bars = seed min–max. Middle: memorization over training. Right, "
-     "where measured: LiRA (o) and RMIA (s) AUC against test accuracy."),
+     "where measured: LiRA (o) and RMIA (s) AUC against test accuracy. On clean data (no corrupted subset) "
+     "the two memorization panels are left out."),
 )
 
 CSS = """

@@ -1,0 +1,115 @@
+"""The report's figure captions describe the figures the lenses draw: each fixed-layout figure is drawn
+here on small inputs, its panel grid read from the figure itself, and the caption must name that grid.
+Clean data (no corrupted subset) draws no empty memorization panel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bnmem.names import GAMMA_SIGMA, MEMORIZE, MITIGATE, THEORY
+from bnmem.report.html import FIGURE_LAYOUTS, FIGURE_SECTIONS, layout_words
+
+
+def grid(fig) -> tuple[int, int]:
+    """(rows, columns) of the figure's panels; twin axes share their host's cell."""
+    cells = {(s.rowspan.start, s.colspan.start) for ax in fig.axes if (s := ax.get_subplotspec()) is not None}
+    geometry = {ax.get_subplotspec().get_gridspec().get_geometry() for ax in fig.axes}
+    assert len(geometry) == 1
+    rows, cols = geometry.pop()
+    assert len(cells) == rows * cols  # no empty cell in the grid
+    return rows, cols
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures the plotting functions save, captured instead of written."""
+    figs = []
+    import bnmem.figures.memorization as mem
+    import bnmem.figures.privacy_utility as pu
+    import bnmem.figures.save as save
+    import bnmem.figures.theory as th
+
+    for module in (mem, pu, th, save):
+        monkeypatch.setattr(module, "save_figure", lambda fig, path, dpi=110: figs.append(fig))
+    return figs
+
+
+def caption(kind: str) -> str:
+    return next(c for _, _, k, c in FIGURE_SECTIONS if k == kind)
+
+
+def memorize_metrics(corrupted: bool) -> dict:
+    curve = [0.1, 0.5, 0.9]
+    seed = {"noisy_acc": curve if corrupted else [None] * 3, "ood_acc": [None] * 3, "test_acc": curve,
+            "clean_acc": curve}
+    return {norm: {"per_seed": {"0": seed, "1": seed}} for norm in ("batch", "none")}
+
+
+def test_memorization_caption_and_panels(drawn, tmp_path):
+    from bnmem.figures.memorization import plot_memorization
+
+    plot_memorization(memorize_metrics(True), tmp_path / "m.png")
+    plot_memorization(memorize_metrics(False), tmp_path / "c.png")
+    corrupted, clean = drawn
+    assert grid(corrupted) == FIGURE_LAYOUTS[MEMORIZE]
+    assert caption(MEMORIZE).startswith(layout_words(*grid(corrupted)))
+    assert grid(clean) == (1, 1)  # clean data: the accuracy panel only
+    assert [ax.get_title() for ax in clean.axes] == ["clean train / test accuracy (clean data: no corrupted subset)"]
+    assert "only the right panel" in caption(MEMORIZE)
+
+
+def test_gamma_sigma_caption_and_panels(monkeypatch, drawn, tmp_path):
+    from bnmem.figures.gamma_sigma import plot_gamma_sigma
+
+    layers, epochs = ["norm1", "norm2"], [1, 2]
+    curve = {"median_ratio": [1.1, 1.3], "frac_above_1": [0.6, 0.7]}
+    result = {"layers": layers, "epochs": epochs,
+              "curves": {m: {lay: curve for lay in layers} for m in ("running", "batch")},
+              "per_seed": {"0": {"final": {"running": {"layers": {lay: {"ratio": [0.9, 1.2, 1.4]} for lay in layers}}}}}}
+    plot_gamma_sigma(result, tmp_path / "g.png")
+    assert grid(drawn[0]) == FIGURE_LAYOUTS[GAMMA_SIGMA]
+    assert caption(GAMMA_SIGMA).startswith(layout_words(*FIGURE_LAYOUTS[GAMMA_SIGMA]))
+
+
+def mitigate_result(corrupted: bool, lira: bool) -> dict:
+    def stat(v):
+        return {"mean": v, "min": v, "max": v}
+
+    out = {"variants": ["batch", "batch+gs1", "none"], "conditions": {"fixed_epoch": 2, "lira_models": 4},
+           "selection": {"variant": "batch+gs1"}}
+    for n, norm, lam in (("batch", "batch", 0.0), ("batch+gs1", "batch", 1.0), ("none", "none", 0.0)):
+        mem = 0.5 if corrupted else None
+        v = {"norm": norm, "gs_reg": lam, "mean": {"noisy_acc": [mem, mem, mem]},
+             "fixed_epoch": {"test_acc": stat(0.9), "noisy_acc": stat(mem)},
+             "final": {"test_acc": stat(0.9), "noisy_acc": stat(mem)}}
+        if lira:
+            v["lira"] = {"attacks": {"online": {"all": {"auc": 0.6}}, "rmia": {"all": {"auc": 0.58}}}}
+        out[n] = v
+    return out
+
+
+def test_mitigate_caption_and_panels(drawn, tmp_path):
+    from bnmem.figures.privacy_utility import plot_privacy_utility
+
+    for corrupted, lira in ((True, True), (True, False), (False, True)):
+        plot_privacy_utility(mitigate_result(corrupted, lira), tmp_path / "p.png", "noisy_acc")
+    full, no_lira, clean = (grid(f) for f in drawn)
+    assert full == FIGURE_LAYOUTS[MITIGATE] and caption(MITIGATE).startswith(layout_words(*full))
+    assert no_lira == (1, 2) and "(two without LiRA)" in caption(MITIGATE)
+    assert clean == (1, 1) and "the two memorization panels are left out" in caption(MITIGATE)
+
+
+def test_theory_caption_and_panels(drawn, tmp_path):
+    from bnmem.theory import TheoryConfig, run_theory
+
+    run_theory(TheoryConfig(steps=12, counterfactual_seeds=2), tmp_path)
+    fig = drawn[-1]
+    assert grid(fig) == FIGURE_LAYOUTS[THEORY]
+    text = caption(THEORY)
+    assert text.startswith(layout_words(*grid(fig)))
+    # every panel's subject is described: the two claim-5b panels by name
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert len(titles) == np.prod(FIGURE_LAYOUTS[THEORY])
+    assert text.count("claim 5b") == sum("claim 5b" in t for t in titles) == 2
+    assert "Top row" in text and "Bottom row" in text
