@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the shared Chromium probe
 
-from chromium_probe import CHROMIUM, probe, screenshot  # noqa: E402
+from chromium_probe import CHROMIUM, FIRST_SCREEN, probe, screenshot  # noqa: E402
 
 from bnmem.report.build import build_report  # noqa: E402
 
@@ -59,10 +59,10 @@ def main() -> None:
             out.update({
                 "first_contentful_paint_ms": p["first_contentful_paint_ms"], "load_ms": p["load_ms"],
                 "screenshot_wall_s": round(screenshot(rep.html, shot.resolve(), scratch), 2),
-                "legend_on_first_screen": bool(p["legend"]) and p["legend"][1] <= p["viewport"][1],
+                "legend_on_first_screen": bool(p["legend"]) and p["legend"][1] <= FIRST_SCREEN[1],
                 "headline_cells_overflowing": p["overflowing"],
                 "forest_with_caption_on_first_screen": bool(p["forest_figure"])
-                and p["forest_figure"][1] <= p["viewport"][1],
+                and p["forest_figure"][1] <= FIRST_SCREEN[1],
                 "forest_figure_bottom_px": p["forest_figure"] and round(p["forest_figure"][1]),
             })
         else:

@@ -102,13 +102,19 @@ def report_numbers(path: Path) -> dict[str, str]:
 
 
 def lira_disk_numbers(run: Path) -> dict[str, str]:
-    """MB per norm of a lira run directory, shadow-model weights (``*.pt``) not counted."""
-    sizes = {}
+    """MB per norm of a lira run directory, shadow-model weights (``*.pt``) not counted; and, for its first
+    norm, the φ arrays' and the predictions' share."""
+    out = {}
     for norm_dir in sorted(p for p in run.iterdir() if p.is_dir()):
         files = [f for f in norm_dir.rglob("*") if f.is_file() and f.suffix != ".pt"]
-        if files:
-            sizes[norm_dir.name] = sum(f.stat().st_size for f in files) / 1e6
-    return {f"lira.disk_mb.{norm}": f"{mb:.2f}" for norm, mb in sizes.items()}
+        if not files:
+            continue
+        out[f"lira.disk_mb.{norm_dir.name}"] = f"{sum(f.stat().st_size for f in files) / 1e6:.2f}"
+        if "lira.phi_mb" not in out:
+            phi = sum(f.stat().st_size for f in files if "phi" in f.name)
+            out["lira.phi_mb"] = f"{phi / 1e6:.2f}"
+            out["lira.pred_mb"] = f"{(norm_dir / 'pred.npy').stat().st_size / 1e6:.2f}"
+    return out
 
 
 def demo_numbers(path: Path) -> dict[str, str]:
@@ -122,7 +128,7 @@ def demo_numbers(path: Path) -> dict[str, str]:
 SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "theory": (theory_numbers, "bnmem theory --out runs/theory (the defaults)"),
     "report_bench": (report_numbers, "python benchmarks/bench_report.py runs/demo --json FILE"),
-    "lira": (lira_disk_numbers, "bnmem lira ... (the run directory)"),
+    "lira": (lira_disk_numbers, "bnmem lira --dataset digits --shadow-models 16 --views identity,shift --epochs 1"),
     "demo_bench": (demo_numbers, "python benchmarks/bench_demo.py --json FILE (a fresh clone, make demo)"),
 }
 

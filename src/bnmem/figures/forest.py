@@ -10,7 +10,7 @@ states a range, that range is shaded behind the row. Rows that do not decide
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bnmem.figures.save import save_figure  # sets the Agg backend first
@@ -50,13 +50,19 @@ def _finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
 
 
-def _draw_panel(ax, panel: ForestPanel, colors: dict[str, str]) -> None:
-    n = len(panel.rows)
-    ys = list(range(n))[::-1]
+def _draw_panel(ax, panel: ForestPanel, colors: dict[str, str], labels: list[str]) -> None:
+    """One claim's rows; ``labels`` are the row labels, wrapped (a label of k lines takes k row heights)."""
+    units = [label.count("\n") + 1 for label in labels]
+    total = sum(units)
+    ys, top = [], float(total)
+    for u in units:  # row centres, top to bottom
+        ys.append(top - u / 2)
+        top -= u
     xs: list[float] = [panel.null]
-    for y, r in zip(ys, panel.rows):
+    for y, u, r in zip(ys, units, panel.rows):
         if r.paper is not None:
-            ax.fill_betweenx([y - 0.42, y + 0.42], r.paper[0], r.paper[1], color=PAPER_SHADE, alpha=0.45, lw=0)
+            half = u / 2 - 0.08
+            ax.fill_betweenx([y - half, y + half], r.paper[0], r.paper[1], color=PAPER_SHADE, alpha=0.45, lw=0)
             xs += list(r.paper)
         if not _finite(r.value):
             ax.text(panel.null, y, "  not run", va="center", fontsize=7, color="#777777")
@@ -71,12 +77,12 @@ def _draw_panel(ax, panel: ForestPanel, colors: dict[str, str]) -> None:
     lo, hi = min(xs), max(xs)
     pad = 0.08 * (hi - lo) if hi > lo else 0.05 * (abs(lo) or 1.0)
     ax.set_xlim(lo - pad, hi + pad)
-    ax.set_ylim(-0.6, n - 0.4)
+    ax.set_ylim(-0.1, total + 0.1)
     ax.set_yticks(ys)
-    ax.set_yticklabels([r.label for r in panel.rows], fontsize=LABEL_PT)
+    ax.set_yticklabels(labels, fontsize=LABEL_PT, linespacing=1.0)
     ax.tick_params(axis="x", labelsize=7, pad=1.5)
     ax.tick_params(axis="y", length=2, pad=2)
-    ax.set_xlabel(panel.xlabel, fontsize=7, labelpad=1)
+    ax.set_xlabel(panel.xlabel, fontsize=AXIS_PT, labelpad=1, linespacing=1.0)
     ax.grid(axis="x", color="#e5e5e5", lw=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -90,7 +96,8 @@ TITLE_LINE_H = 0.17  # per line of the panel title (9 pt bold)
 AXIS_H = 0.33  # tick labels and the x label
 GAP_H = 0.07
 LEGEND_H = 0.32
-LABEL_PT, TITLE_PT = 7.5, 9.0
+LABEL_PT, TITLE_PT, AXIS_PT = 7.5, 9.0, 7.0
+XLABEL_LINE_H = 0.11  # per extra line of a wrapped x label
 
 
 def _text_width(text: str, size: float, bold: bool = False) -> float:
@@ -102,24 +109,38 @@ def _text_width(text: str, size: float, bold: bool = False) -> float:
     return TextToPath().get_text_width_height_descent(text, prop, ismath=False)[0] / 72.0
 
 
-def _title_lines(title: str, width_in: float) -> list[str]:
-    """``title`` wrapped at word boundaries into lines no wider than ``width_in``."""
+def _wrap(text: str, width_in: float, size: float = TITLE_PT, bold: bool = True) -> list[str]:
+    """``text`` wrapped at word boundaries into lines no wider than ``width_in`` (a longer word stays whole)."""
     lines: list[str] = []
-    for word in title.split():
-        if lines and _text_width(f"{lines[-1]} {word}", TITLE_PT, bold=True) <= width_in:
+    for word in text.split():
+        if lines and _text_width(f"{lines[-1]} {word}", size, bold=bold) <= width_in:
             lines[-1] += f" {word}"
         else:
             lines.append(word)
     return lines or [""]
 
 
-def _panel_height(panel: ForestPanel, width_in: float) -> float:
-    return len(_title_lines(panel.title, width_in)) * TITLE_LINE_H + len(panel.rows) * ROW_H + AXIS_H + GAP_H
+def _row_labels(panel: ForestPanel, width_in: float) -> list[str]:
+    return ["\n".join(_wrap(r.label, width_in, LABEL_PT, bold=False)) for r in panel.rows]
 
 
-def _columns(panels: list[ForestPanel], ncols: int, width_in: float) -> list[list[ForestPanel]]:
+def _ran(panel: ForestPanel) -> bool:
+    return any(_finite(r.value) for r in panel.rows)
+
+
+def _panel_height(panel: ForestPanel, width_in: float, label_in: float, axis_in: float) -> float:
+    """Inches: the wrapped title, the rows and the x axis (its label wrapped to ``axis_in``); a claim that did
+    not run: its title and one line."""
+    title = len(_wrap(panel.title, width_in)) * TITLE_LINE_H
+    if not _ran(panel):
+        return title + ROW_H + GAP_H
+    rows = sum(label.count("\n") + 1 for label in _row_labels(panel, label_in))
+    xlabel = len(_wrap(panel.xlabel, axis_in, AXIS_PT, bold=False)) - 1
+    return title + rows * ROW_H + AXIS_H + xlabel * XLABEL_LINE_H + GAP_H
+
+
+def _columns(panels: list[ForestPanel], ncols: int, heights: list[float]) -> list[list[ForestPanel]]:
     """Split the panels, in order, into at most ``ncols`` contiguous columns with the lowest tallest column."""
-    heights = [_panel_height(p, width_in) for p in panels]
 
     def best(i: int, k: int) -> tuple[float, list[int]]:
         # (tallest column, column sizes) for panels[i:] in k columns
@@ -153,26 +174,36 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
     """
     panels = [p if p.rows else ForestPanel(p.title, p.xlabel, p.null, p.null_label,
                                            [ForestRow("not run", None, None, None, "not run")]) for p in panels]
-    label_w = max(_text_width(r.label, LABEL_PT) for p in panels for r in p.rows) + 0.12
     ncols = max(1, min(ncols, len(panels)))
-    while ncols > 1 and label_w > 0.5 * width / ncols:  # long row labels: fewer, wider columns
-        ncols -= 1
     col_w = width / ncols
-    cols = _columns(panels, ncols, col_w - 0.1)
-    height = max(sum(_panel_height(p, col_w) for p in c) for c in cols) + LEGEND_H
+    # Row labels take at most half a column; a longer one wraps onto more lines (and rows).
+    label_in = min(0.5 * col_w, max(_text_width(r.label, LABEL_PT) for p in panels for r in p.rows))
+    label_w = max(_text_width(line, LABEL_PT) for p in panels for lab in _row_labels(p, label_in)
+                  for line in lab.split("\n")) + 0.12
+    w = col_w - label_w - 0.3  # the axes' width
+    heights = {id(p): _panel_height(p, col_w - 0.1, label_in, w) for p in panels}
+    cols = _columns(panels, ncols, [heights[id(p)] for p in panels])
+    height = max(sum(heights[id(p)] for p in c) for c in cols) + LEGEND_H
     fig = Figure(figsize=(width, height))
     for k, col in enumerate(cols):
-        x0, w = k * col_w + label_w, col_w - label_w - 0.3
+        x0 = k * col_w + label_w
         top = height
         for panel in col:
-            lines = _title_lines(panel.title, col_w - 0.1)
-            h = len(panel.rows) * ROW_H
+            lines = _wrap(panel.title, col_w - 0.1)
+            labels = _row_labels(panel, label_in)
+            h = sum(lab.count("\n") + 1 for lab in labels) * ROW_H
             top -= len(lines) * TITLE_LINE_H
             fig.text((k * col_w + 0.05) / width, top / height, "\n".join(lines), fontsize=TITLE_PT, fontweight="bold",
                      va="bottom", ha="left", linespacing=1.05)
+            if not _ran(panel):  # no axis to draw: say so under the title
+                fig.text((k * col_w + 0.2) / width, (top - ROW_H / 2) / height, "not run", fontsize=LABEL_PT,
+                         color="#777777", va="center")
+                top -= ROW_H + GAP_H
+                continue
             ax = fig.add_axes([x0 / width, (top - h) / height, w / width, h / height])
-            _draw_panel(ax, panel, colors)
-            top -= h + AXIS_H + GAP_H
+            xlabel = _wrap(panel.xlabel, w, AXIS_PT, bold=False)
+            _draw_panel(ax, replace(panel, xlabel="\n".join(xlabel)), colors, labels)
+            top -= h + AXIS_H + (len(xlabel) - 1) * XLABEL_LINE_H + GAP_H
     present = list(dict.fromkeys(r.status for p in panels for r in p.rows if _finite(r.value)))
     handles = [Line2D([], [], color=colors.get(s, "#555555"), marker="o", lw=2.2, label=s) for s in present]
     handles += [Line2D([], [], color="#555555", marker="o", mfc="white", lw=0, label="not deciding"),

@@ -84,7 +84,7 @@ FIGURE_SECTIONS = (
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0; color: #1d232a;
        background: #f6f7f9; line-height: 1.45; font-size: 15px; }
-main { max-width: 1340px; margin: 0 auto; padding: 14px 28px 48px; background: #fff; }
+main { max-width: 1400px; margin: 0 auto; padding: 10px 20px 48px; background: #fff; }
 header { border-bottom: 3px solid #b22b2b; margin-bottom: 18px; }
 h1 { font-size: 26px; margin: 8px 0 4px; }
 h2 { font-size: 20px; margin: 30px 0 8px; border-bottom: 1px solid #dde1e6; padding-bottom: 4px; }
@@ -117,14 +117,16 @@ figcaption { color: #4a525a; font-size: 13px; margin-top: 4px; }
 details summary { cursor: pointer; color: #1f5fa8; margin: 6px 0; }
 pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; white-space: pre-wrap; }
 table.headline { table-layout: fixed; margin-top: 2px; }
-table.headline th, table.headline td { vertical-align: middle; padding: 2px 7px; font-size: 13px; }
-table.headline td.note { font-size: 12px; }
-p.legend { font-size: 12px; color: #4a525a; margin: 2px 0 4px; line-height: 1.9; }
-p.legend .legend-item { margin-right: 12px; white-space: nowrap; }
+table.headline th, table.headline td { vertical-align: middle; padding: 1px 6px; font-size: 12.5px; line-height: 1.3;
+                                       overflow-wrap: anywhere; }
+table.headline td.note { font-size: 11.5px; }
+table.headline td.num { white-space: normal; }
+p.legend { font-size: 11.5px; color: #4a525a; margin: 2px 0 2px; line-height: 1.8; }
+p.legend .legend-item { margin-right: 10px; white-space: nowrap; }
 p.legend .status { font-size: 11.5px; padding: 0 7px; }
-table.headline th:nth-child(1) { width: 118px; } table.headline th:nth-child(2) { width: 30px; }
-table.headline th:nth-child(3) { width: 36%; } table.headline th:nth-child(4) { width: 185px; }
-table.headline th:nth-child(6) { width: 230px; }
+table.headline th:nth-child(1) { width: 104px; } table.headline th:nth-child(2) { width: 30px; }
+table.headline th:nth-child(3) { width: 26%; } table.headline th:nth-child(4) { width: 118px; }
+table.headline th:nth-child(5) { width: 27%; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
 header h1 { margin: 0 0 2px; font-size: 23px; }
 header .sub { margin: 0 0 2px; font-size: 13px; }
@@ -137,7 +139,8 @@ div.figcell.wide { display: block; width: 100%; }
 figure img { height: auto; }
 div.figcell h3 { font-size: 13.5px; margin: 10px 0 2px; }
 div.figcell figure { margin: 2px 0 8px; }
-figure.forest img { width: 100%; border: none; }
+figure.forest img { width: 100%; height: auto; border: none; }
+figure.forest figcaption { font-size: 12px; margin-top: 0; line-height: 1.35; }
 details { margin: 4px 0; }
 details > summary { font-weight: 600; font-size: 15px; }
 details details { margin-left: 14px; }
@@ -166,13 +169,13 @@ def status_badge(status: str) -> str:
 
 # What each status means, for the legend on the first screen (the plan block in Details has the full rules).
 STATUS_MEANINGS = (
-    (REPRODUCED, "interval on the paper's side of the null and, where the paper states a minimum, at or above it"),
-    (DIRECTION_ONLY, "on the paper's side, but reaching below the paper's minimum"),
-    (INCONCLUSIVE, "interval includes the null, or no valid interval"),
-    (CONTRADICTED, "interval on the other side of the null"),
-    (CHECK_PASSED, "a derivation check (not evidence for the claim) within its tolerance"),
-    (CHECK_FAILED, "a derivation check outside its tolerance"),
-    (NOT_RUN, "no results for the claim in this run"),
+    (REPRODUCED, "interval on the paper's side of the null, at or above the paper's minimum"),
+    (DIRECTION_ONLY, "on the paper's side, reaching below its minimum"),
+    (INCONCLUSIVE, "interval includes the null, or none"),
+    (CONTRADICTED, "interval on the other side"),
+    (CHECK_PASSED, "derivation check (not evidence) within tolerance"),
+    (CHECK_FAILED, "derivation check outside tolerance"),
+    (NOT_RUN, "no results in this run"),
 )
 
 
@@ -550,18 +553,18 @@ def headline_block(claims: list[Claim], plan_state: str = "") -> str:
 
 def forest_block(claims: list[Claim]) -> str:
     """The forest plot, embedded."""
-    import base64 as _b64
-
     from bnmem.report.headline import forest_png
 
-    uri = "data:image/png;base64," + _b64.b64encode(forest_png(claims)).decode("ascii")
-    return (f'<figure class="forest"><img id="forest-plot" src="{uri}" alt="forest plot: every claim\'s effect '
-            'and 95% interval per setting">'
-            "<figcaption>Every claim's effect and interval per setting (claim 3: per attack; the plan's level: "
-            "95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
+    data = forest_png(claims)
+    w, h = png_size(data)
+    return (f'<figure class="forest"><img id="forest-plot" src="{data_uri(data)}" width="{w}" height="{h}" '
+            'alt="forest plot: every claim\'s effect and interval per setting">'
+            "<figcaption>Every claim's effect and interval per setting (claim 3: per attack, in AUC points; the "
+            "plan's level: 95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
             "claim on its own axis; colour = status, hollow = not deciding (a robustness variant or another "
             "baseline), dashed line = the null (claim 4: half the layers; claim 5a: the 10% tolerance), green "
-            "band = the paper's range (claim 5b: the derivation's slope 1 ± 10%). Replicates are the unit of every interval.</figcaption></figure>")
+            "band = the paper's range (claim 5b: the derivation's slope 1 ± 10%). Replicates are the unit of every "
+            "interval.</figcaption></figure>")
 
 
 def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
