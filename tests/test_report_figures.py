@@ -113,3 +113,25 @@ def test_theory_caption_and_panels(drawn, tmp_path):
     assert len(titles) == np.prod(FIGURE_LAYOUTS[THEORY])
     assert text.count("claim 5b") == sum("claim 5b" in t for t in titles) == 2
     assert "Top row" in text and "Bottom row" in text
+
+
+def test_claim_display_units_and_ranges():
+    """Claim 3 reads in AUC points as the paper states it; a fraction's interval stays inside [0, 1] on the page
+    and in the forest plot; the numbers behind them (summary.csv) keep the plan's unit."""
+    from bnmem.analysis_plan import INCONCLUSIVE, REPRODUCED
+    from bnmem.report.claims.core import Evaluation, new_claim
+    from bnmem.report.forest import claim_rows
+
+    c3 = new_claim("3a", "lira", "{:+.1f}", scale=100, suffix="points")
+    c3.evaluations.append(Evaluation("digits (3 replicates): batch − none", 0.125, 0.081, 0.169, REPRODUCED))
+    assert c3.fmt(0.125) == "+12.5 points"
+    assert c3.effect_text(0.125, 0.081, 0.169) == "+12.5 [+8.1, +16.9] points"
+    assert c3.row()["effect"] == 0.125  # summary.csv: AUC units
+    row = claim_rows(c3)[0]
+    assert (row.value, row.low, row.high) == pytest.approx((12.5, 8.1, 16.9))
+    c4 = new_claim("4", "gamma_sigma", "{:.2f}", bounds=(0.0, 1.0))
+    c4.evaluations.append(Evaluation("digits (3 replicates)", 0.75, -0.21, 1.71, INCONCLUSIVE))
+    assert c4.ci_text(-0.21, 1.71) == "[0.00, 1.00]"
+    assert c4.row()["ci_low"] == -0.21  # the computed interval is kept; only its display is clipped
+    row = claim_rows(c4)[0]
+    assert (row.low, row.high) == (0.0, 1.0)

@@ -91,10 +91,10 @@ def _draw_panel(ax, panel: ForestPanel, colors: dict[str, str], labels: list[str
 
 # Layout in inches: every panel gets room for its wrapped title, its rows and its x axis, so labels never
 # overlap however many rows a claim has.
-ROW_H = 0.17  # per row (labels at 7.5 pt)
-TITLE_LINE_H = 0.17  # per line of the panel title (9 pt bold)
-AXIS_H = 0.33  # tick labels and the x label
-GAP_H = 0.07
+ROW_H = 0.15  # per row (labels at 7.5 pt)
+TITLE_LINE_H = 0.16  # per line of the panel title (9 pt bold)
+AXIS_H = 0.31  # tick labels and the x label
+GAP_H = 0.05
 LEGEND_H = 0.32
 LABEL_PT, TITLE_PT, AXIS_PT = 7.5, 9.0, 7.0
 XLABEL_LINE_H = 0.11  # per extra line of a wrapped x label

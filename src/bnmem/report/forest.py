@@ -1,7 +1,7 @@
 """The report's forest plot: every claim's evaluations as :class:`~bnmem.figures.forest.ForestPanel` rows.
 
 Per claim one panel; per setting (and BN-vs-baseline pair and subset) one row,
-per attack for claim 3. The null line is the plan's null (claim 4: a majority
+per attack for claim 3's deciding settings (its robustness variants: the plan's attack). The null line is the plan's null (claim 4: a majority
 of channels; claim 5: the tolerance), the shading is the paper's range where
 the plan has one (claim 3 per outlier mix, claim 6's cut).
 """
@@ -76,18 +76,22 @@ def claim_rows(claim: Claim) -> list[ForestRow]:
             continue
         label = _short(e.where) + (f" [{e.variant}]" if e.variant else "")
         deciding = e.deciding and not e.variant
+        # Claim 3's deciding settings: one row per attack; its robustness variants: the plan's attack only (the
+        # robustness panel has every attack of every variant).
         items = [(f"{label} · {a.name}", a) for a in e.coverdicts if a.status != NOT_RUN] \
-            if claim.id in ("3a", "3b") and e.coverdicts else [(label, e)]
+            if claim.id in ("3a", "3b") and e.coverdicts and deciding \
+            else [(f"{label} · {e.primary}" if e.primary and claim.id in ("3a", "3b") else label, e)]
         paper = _paper(claim, e)
         k = claim.scale  # the claim's display unit (claim 3: AUC points)
         for lab, a in items:
-            rows.append(ForestRow(lab, _times(a.value, k), _times(a.ci_low, k), _times(a.ci_high, k), a.status,
-                                  deciding, None if paper is None else (paper[0] * k, paper[1] * k)))
+            rows.append(ForestRow(lab, _shown(claim, a.value), _shown(claim, a.ci_low), _shown(claim, a.ci_high),
+                                  a.status, deciding, None if paper is None else (paper[0] * k, paper[1] * k)))
     return rows
 
 
-def _times(v: float | None, k: float) -> float | None:
-    return None if v is None else v * k
+def _shown(claim: Claim, v: float | None) -> float | None:
+    """``v`` as the claim displays it: inside the range the quantity can take, in its display unit."""
+    return None if v is None else min(max(v, claim.bounds[0]), claim.bounds[1]) * claim.scale
 
 
 def forest_panels(claims: list[Claim]) -> list[ForestPanel]:

@@ -112,12 +112,13 @@ figure { margin: 10px 0 18px; }
 figure img { max-width: 100%; border: 1px solid #e1e4e8; }
 figcaption { color: #4a525a; font-size: 13px; margin-top: 4px; }
 .notrun { background: #f1f2f4; border-left: 4px solid #b9bfc6; padding: 8px 12px; color: #4a525a; }
-.problems { background: #fff6e0; border-left: 4px solid #e0a800; padding: 8px 12px; font-size: 13px; }
+.problems { background: #fff6e0; border-left: 4px solid #e0a800; padding: 2px 12px; font-size: 13px; }
+details.problems > summary { color: #6b4a00; font-size: 13px; }
 .cond { font-size: 13px; }
 details summary { cursor: pointer; color: #1f5fa8; margin: 6px 0; }
 pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; white-space: pre-wrap; }
 table.headline { table-layout: fixed; margin-top: 2px; }
-table.headline th, table.headline td { vertical-align: middle; padding: 1px 6px; font-size: 12.5px; line-height: 1.3;
+table.headline th, table.headline td { vertical-align: middle; padding: 1px 6px; font-size: 12.5px; line-height: 1.22;
                                        overflow-wrap: anywhere; }
 table.headline td.note { font-size: 11.5px; }
 table.headline td.num { white-space: normal; }
@@ -179,9 +180,11 @@ STATUS_MEANINGS = (
 )
 
 
-def status_legend() -> str:
-    """Every status's pill and what it means, in one wrapped line."""
-    items = "".join(f'<span class="legend-item">{status_badge(s)} {esc(text)}</span>' for s, text in STATUS_MEANINGS)
+def status_legend(counts: dict[str, int] | None = None) -> str:
+    """Every status's pill, how many claims have it (``counts``) and what it means, in one wrapped line."""
+    counts = counts or {}
+    items = "".join(f'<span class="legend-item">{status_badge(s)}{f" <b>×{counts[s]}</b>" if counts.get(s) else ""} '
+                    f"{esc(text)}</span>" for s, text in STATUS_MEANINGS)
     return f'<p class="legend" id="legend"><b>Status:</b> {items}</p>'
 
 
@@ -559,12 +562,11 @@ def forest_block(claims: list[Claim]) -> str:
     w, h = png_size(data)
     return (f'<figure class="forest"><img id="forest-plot" src="{data_uri(data)}" width="{w}" height="{h}" '
             'alt="forest plot: every claim\'s effect and interval per setting">'
-            "<figcaption>Every claim's effect and interval per setting (claim 3: per attack, in AUC points; the "
-            "plan's level: 95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
-            "claim on its own axis; colour = status, hollow = not deciding (a robustness variant or another "
-            "baseline), dashed line = the null (claim 4: half the layers; claim 5a: the 10% tolerance), green "
-            "band = the paper's range (claim 5b: the derivation's slope 1 ± 10%). Replicates are the unit of every "
-            "interval.</figcaption></figure>")
+            "<figcaption>One panel per claim, on its own axis: each setting's effect and interval (claim 3: per "
+            "attack, its robustness variants with the plan's attack, in AUC points; 95%, Bonferroni-adjusted over a claim's settings; replicates are the unit). "
+            "Hollow = not deciding (a robustness variant or another baseline); dashed line = the null (claim 4: "
+            "half the layers; 5a: the 10% tolerance); green band = the paper's range (5b: the derivation's slope "
+            "1 ± 10%).</figcaption></figure>")
 
 
 def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
@@ -598,15 +600,16 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"<header><h1>{esc(title)}</h1>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
-        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
-        + f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
-        status_legend(),
+        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}"
+        f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
+        status_legend(counts),
         f"<nav>{nav}</nav></header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
     ]
-    if run.problems:
-        parts.append('<div class="problems"><b>Incomplete or unreadable results:</b><ul>'
-                     + "".join(f"<li>{esc(p)}</li>" for p in run.problems) + "</ul></div>")
+    if run.problems:  # folded to one line: the first screen stays the headline and the forest plot
+        parts.append(f'<details class="problems" id="problems"><summary>Incomplete or unreadable results: '
+                     f'{len(run.problems)}</summary><ul>' + "".join(f"<li>{esc(p)}</li>" for p in run.problems)
+                     + "</ul></details>")
     parts += ['<section id="forest"><h2>Forest plot</h2>', forest_block(claims), "</section>"]
     embed = Embedder()
     for sid, heading, kind, caption in sections(run):
