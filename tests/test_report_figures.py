@@ -135,3 +135,58 @@ def test_claim_display_units_and_ranges():
     assert c4.row()["ci_low"] == -0.21  # the computed interval is kept; only its display is clipped
     row = claim_rows(c4)[0]
     assert (row.low, row.high) == (0.0, 1.0)
+
+
+def _rgba_plot_png(tmp_path) -> bytes:
+    """A 32-bit PNG of a line plot, as an older bnmem wrote them (matplotlib's own savefig at 110 dpi)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    x = np.linspace(0, 10, 400)
+    for k, c in enumerate(("tab:red", "tab:blue", "tab:green")):
+        ax.plot(x, np.sin(x + k), color=c, label=str(k))
+        ax.fill_between(x, np.sin(x + k) - 0.2, np.sin(x + k) + 0.2, color=c, alpha=0.15)
+    ax.legend()
+    fig.savefig(tmp_path / "old.png", dpi=110)
+    plt.close(fig)
+    return (tmp_path / "old.png").read_bytes()
+
+
+def test_compact_png_keeps_the_picture_in_fewer_bytes(tmp_path):
+    """The palette PNG decodes to nearly the same pixels (oracle: the original, pixel by pixel), is smaller,
+    deterministic, and left alone when it already is a palette PNG; a scale shrinks it by that factor."""
+    import io
+
+    from PIL import Image
+
+    from bnmem.figures.save import PALETTE_COLORS, compact_png
+
+    old = _rgba_plot_png(tmp_path)
+    new = compact_png(old)
+    assert new == compact_png(old) and len(new) < len(old) / 2
+    a = np.asarray(Image.open(io.BytesIO(old)).convert("RGB"), dtype=float)
+    im = Image.open(io.BytesIO(new))
+    assert im.mode == "P" and len(im.getcolors()) <= PALETTE_COLORS
+    b = np.asarray(im.convert("RGB"), dtype=float)
+    assert a.shape == b.shape and np.abs(a - b).mean() < 2.0 and np.abs(a - b).max() < 80
+    assert compact_png(new) == new
+    small = Image.open(io.BytesIO(compact_png(old, scale=0.8)))
+    assert small.size == (round(a.shape[1] * 0.8), round(a.shape[0] * 0.8))
+
+
+def test_report_embeds_each_distinct_figure_once(tmp_path):
+    """Two lens folders holding the same figure: the page embeds it once and links the second to it."""
+    from bnmem.report.html import Embedder
+
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "fig.png").write_bytes(_rgba_plot_png(tmp_path))
+    embed = Embedder()
+    first, _ = embed.figure(tmp_path / "a" / "fig.png", "fig-a", "a", "fig.png")
+    second, _ = embed.figure(tmp_path / "b" / "fig.png", "fig-b", "b", "fig.png")
+    assert first.count("data:image/png;base64,") == 1 and 'id="fig-a"' in first
+    assert "data:image" not in second and 'href="#fig-a"' in second
+    assert embed.figure(tmp_path / "missing.png", "x", "x", "x") is None

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from bnmem.errors import BnmemError
-from bnmem.figures.save import save_figure
+from bnmem.figures.save import FIGURE_DPI, save_figure
 
 Curve = tuple[Sequence[float], Sequence[float]]
 AXIS_MIN = 1e-5
@@ -63,8 +63,8 @@ def _draw_panel(ax, curves: Mapping[str, Curve], title: str) -> None:
         ax.legend(fontsize=7, loc="lower right")
 
 
-def _save(fig: Figure, path: str | Path) -> None:
-    save_figure(fig, path, dpi=130)
+def _save(fig: Figure, path: str | Path, dpi: int = 130) -> None:
+    save_figure(fig, path, dpi=dpi)
 
 
 def plot_roc(curves: Mapping[str, Curve], path: str | Path, title: str = "") -> None:
@@ -107,7 +107,7 @@ def plot_roc_panels(
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, dpi=FIGURE_DPI)  # many panels: the figures' common resolution
 
 
 def plot_lira_roc(entries: Mapping[str, Mapping[str, Any]], path: str | Path, attacks: Sequence[str],

@@ -197,9 +197,9 @@ def png_bytes(path: Path) -> bytes | None:
         return None
     if not data.startswith(PNG_MAGIC):
         return None
-    from bnmem.figures.save import compact_png  # matplotlib's import only when a figure is embedded
+    from bnmem.figures.save import FIGURE_DPI, OLD_DPI, compact_png  # matplotlib's import only when embedding
 
-    return compact_png(data)
+    return compact_png(data, scale=FIGURE_DPI / OLD_DPI)  # a 32-bit PNG is an older bnmem's 110-dpi figure
 
 
 def png_size(data: bytes) -> tuple[int, int]:
