@@ -91,7 +91,7 @@ def _draw_panel(ax, panel: ForestPanel, colors: dict[str, str], labels: list[str
 
 # Layout in inches: every panel gets room for its wrapped title, its rows and its x axis, so labels never
 # overlap however many rows a claim has.
-ROW_H = 0.15  # per row (labels at 7.5 pt)
+ROW_H = 0.13  # per row (labels at 7.5 pt)
 TITLE_LINE_H = 0.16  # per line of the panel title (9 pt bold)
 AXIS_H = 0.31  # tick labels and the x label
 GAP_H = 0.05
@@ -161,7 +161,7 @@ def _columns(panels: list[ForestPanel], ncols: int, heights: list[float]) -> lis
     return cols
 
 
-def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, str], width: float = 14.0,
+def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, str], width: float = 17.0,
                 ncols: int = 3) -> None:
     """Draw the forest plot of ``panels`` into ``path`` (PNG).
 
@@ -181,7 +181,7 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
     label_w = max(_text_width(line, LABEL_PT) for p in panels for lab in _row_labels(p, label_in)
                   for line in lab.split("\n")) + 0.12
     w = col_w - label_w - 0.3  # the axes' width
-    heights = {id(p): _panel_height(p, col_w - 0.1, label_in, w) for p in panels}
+    heights = {id(p): _panel_height(p, col_w - 0.4, label_in, w) for p in panels}
     cols = _columns(panels, ncols, [heights[id(p)] for p in panels])
     height = max(sum(heights[id(p)] for p in c) for c in cols) + LEGEND_H
     fig = Figure(figsize=(width, height))
@@ -189,7 +189,7 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
         x0 = k * col_w + label_w
         top = height
         for panel in col:
-            lines = _wrap(panel.title, col_w - 0.1)
+            lines = _wrap(panel.title, col_w - 0.4)
             labels = _row_labels(panel, label_in)
             h = sum(lab.count("\n") + 1 for lab in labels) * ROW_H
             top -= len(lines) * TITLE_LINE_H

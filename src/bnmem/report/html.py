@@ -42,6 +42,10 @@ def layout_words(rows: int, cols: int) -> str:
     return f"{count} in a row" if rows == 1 else f"{count} ({rows} rows × {cols} columns)"
 
 
+# Short link words for the navigation line next to the title (the sections keep their full headings).
+NAV_WORDS = {"memorization": "Memorization", "gradnorms": "Gradient norms", "lira": "Membership inference",
+             "gamma_sigma": "γ/σ", "theory": "Toy model", "mitigate": "Regularizer"}
+
 # (section id of the HTML, heading, lens kind, caption of its figure)
 FIGURE_SECTIONS = (
     ("memorization", "Memorization curves", MEMORIZE,
@@ -91,7 +95,7 @@ h2 { font-size: 20px; margin: 30px 0 8px; border-bottom: 1px solid #dde1e6; padd
 h3 { font-size: 16px; margin: 18px 0 6px; }
 .sub { color: #59636e; margin: 0 0 10px; }
 nav { font-size: 14px; margin: 6px 0 12px; }
-nav a { margin-right: 14px; color: #1f5fa8; text-decoration: none; }
+nav a { margin-right: 12px; color: #1f5fa8; text-decoration: none; }
 table { border-collapse: collapse; margin: 8px 0 6px; font-size: 13.5px; width: 100%; }
 th, td { border: 1px solid #d5d9de; padding: 5px 8px; vertical-align: top; text-align: left; }
 th { background: #eef1f4; font-weight: 600; }
@@ -129,7 +133,8 @@ table.headline th:nth-child(1) { width: 104px; } table.headline th:nth-child(2) 
 table.headline th:nth-child(3) { width: 26%; } table.headline th:nth-child(4) { width: 118px; }
 table.headline th:nth-child(5) { width: 27%; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
-header h1 { margin: 0 0 2px; font-size: 23px; }
+header h1 { margin: 0 0 2px; font-size: 21px; display: inline-block; margin-right: 18px; }
+header nav { display: inline-block; }
 header .sub { margin: 0 0 2px; font-size: 13px; }
 header nav { margin: 2px 0 6px; font-size: 13px; }
 header { margin-bottom: 8px; }
@@ -141,7 +146,7 @@ figure img { height: auto; }
 div.figcell h3 { font-size: 13.5px; margin: 10px 0 2px; }
 div.figcell figure { margin: 2px 0 8px; }
 figure.forest img { width: 100%; height: auto; border: none; }
-figure.forest figcaption { font-size: 12px; margin-top: 0; line-height: 1.35; }
+figure.forest figcaption { font-size: 11.5px; margin-top: 0; line-height: 1.3; }
 details { margin: 4px 0; }
 details > summary { font-weight: 600; font-size: 15px; }
 details details { margin-left: 14px; }
@@ -560,11 +565,10 @@ def forest_block(claims: list[Claim]) -> str:
     w, h = png_size(data)
     return (f'<figure class="forest"><img id="forest-plot" src="{data_uri(data)}" width="{w}" height="{h}" '
             'alt="forest plot: every claim\'s effect and interval per setting">'
-            "<figcaption>One panel per claim, on its own axis: each setting's effect and interval (claim 3: per "
-            "attack, its robustness variants with the plan's attack, in AUC points; 95%, Bonferroni-adjusted over a claim's settings; replicates are the unit). "
-            "Hollow = not deciding (a robustness variant or another baseline); dashed line = the null (claim 4: "
-            "half the layers; 5a: the 10% tolerance); green band = the paper's range (5b: the derivation's slope "
-            "1 ± 10%).</figcaption></figure>")
+            "<figcaption>One panel per claim on its own axis; a row per setting (claim 3: per attack, in AUC "
+            "points; hollow = not deciding), intervals at 95% Bonferroni-adjusted over a claim's settings, over "
+            "replicates; dashed = the null (4: half the layers, 5a: the 10% tolerance); green = the paper's range "
+            "(5b: slope 1 ± 10%).</figcaption></figure>")
 
 
 def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
@@ -587,21 +591,20 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
     plan = check_plan(run.root)
-    nav = "".join(f'<a href="#{sid}">{esc(h)}</a>' for sid, h in
-                  [("headline", "Headline"), ("forest", "Forest plot")] + [(s[0], s[1]) for s in sections(run)]
-                  + [("details", "Details")])
+    nav = "".join(f'<a href="#{sid}">{esc(NAV_WORDS.get(sid, h))}</a>' for sid, h in
+                  [("forest", "Forest plot")] + [(s[0], s[1]) for s in sections(run)] + [("details", "Details")])
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
-        f"<header><h1>{esc(title)}</h1>",
+        f"<header><h1>{esc(title)}</h1><nav>{nav}</nav>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}"
         f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         status_legend(counts),
-        f"<nav>{nav}</nav></header>",
+        "</header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
     ]
     if run.problems:  # folded to one line: the first screen stays the headline and the forest plot
