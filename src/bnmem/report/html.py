@@ -122,7 +122,7 @@ details.problems > summary { color: #6b4a00; font-size: 13px; }
 details summary { cursor: pointer; color: #1f5fa8; margin: 6px 0; }
 pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; white-space: pre-wrap; }
 table.headline { table-layout: fixed; margin-top: 2px; }
-table.headline th, table.headline td { vertical-align: middle; padding: 1px 6px; font-size: 12.5px; line-height: 1.22;
+table.headline th, table.headline td { vertical-align: middle; padding: 0 6px; font-size: 12.5px; line-height: 1.22;
                                        overflow-wrap: anywhere; }
 table.headline td.note { font-size: 11.5px; }
 table.headline td.num { white-space: normal; }
@@ -137,7 +137,7 @@ header h1 { margin: 0 0 2px; font-size: 21px; display: inline-block; margin-righ
 header nav { display: inline-block; }
 header .sub { margin: 0 0 2px; font-size: 13px; }
 header nav { margin: 2px 0 6px; font-size: 13px; }
-header { margin-bottom: 8px; }
+header { margin-bottom: 4px; }
 #headline h2, #forest h2 { display: none; }
 figure.forest { margin: 4px 0 10px; }
 div.figcell { display: inline-block; width: 49.5%; vertical-align: top; }
