@@ -133,6 +133,28 @@ def test_least_supportive_and_family_level():
     assert family_level(1) == 0.95 and family_level(4) == pytest.approx(1 - FAMILY_ALPHA / 4)
 
 
+def test_combine_tests_contradicted_at_the_family_level_only():
+    """combine(): the 95% verdict stands unless either pass reads contradicted; then the family-level one
+    (1 − α/k), with its interval and level, decides: below 0 at 95% but not at 1 − α/k is inconclusive."""
+    from bnmem.report.claims.core import Analysis, Claim, Evaluation, combine
+
+    def claim(*ivs):
+        c = Claim("1", "t", "m", "r", "s")
+        c.evaluations = [Evaluation(f"s{i}", (lo + hi) / 2, lo, hi, grade(iv(lo, hi)),
+                                    analyses=[Analysis("alt", (lo + hi) / 2, lo, hi, grade(iv(lo, hi)))])
+                         for i, (lo, hi) in enumerate(ivs)]
+        return c
+
+    at_95 = claim((0.1, 0.5), (-0.5, -0.05), (-0.5, -0.2))
+    at_fam = claim((-0.05, 0.65), (-0.6, 0.05), (-0.6, -0.1))
+    out = combine(at_95, at_fam, family_level(3))
+    assert [e.status for e in out.evaluations] == [REPRODUCED, INCONCLUSIVE, CONTRADICTED]
+    assert [e.level for e in out.evaluations] == [0.95, family_level(3), family_level(3)]
+    assert [e.ci_low for e in out.evaluations] == [0.1, -0.6, -0.6]
+    assert [e.analyses[0].status for e in out.evaluations] == [REPRODUCED, INCONCLUSIVE, CONTRADICTED]
+    assert out.status == CONTRADICTED and out.level == family_level(3)
+
+
 # ---------------------------------------------------------------- coverage by simulation
 
 
