@@ -113,3 +113,52 @@ def test_a_registered_lens_brings_its_spec_and_takes_it_away():
     finally:
         registry.unregister("spec-toy")
     assert specs.find("spec-toy") is None
+
+
+def _string_constants(path: Path) -> set[str]:
+    """Every string literal of a module that is a whole expression's value (docstrings excluded)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs}
+
+
+def test_file_and_lens_names_are_written_once():
+    """A run directory's file names are spelled only in bnmem.names; the lens specs and the analysis plan take
+    the built-in lens names from there too."""
+    from bnmem import names
+
+    once = {names.STUDY_FILE, names.INDEX_FILE, names.CONFIG_FILE, names.ENVIRONMENT_FILE, names.METRICS_FILE,
+            names.ERROR_FILE, names.REPORT_HTML, names.SUMMARY_MD, names.SUMMARY_CSV}
+    lens_names = set(BUILTIN_LENSES)
+    for path in sorted((SRC / "bnmem").rglob("*.py")):
+        if path.name == "names.py":
+            continue
+        found = _string_constants(path)
+        assert not found & once, f"{path.relative_to(SRC)} spells {sorted(found & once)}"
+        if path.name in ("spec.py", "analysis_plan.py"):
+            assert not found & lens_names, (path.name, sorted(found & lens_names))
+
+
+def test_tidy_keeps_a_per_target_list_with_some_nan_entries():
+    """A target whose small subset holds only members has no AUC there (NaN): its row stays, with the NaN,
+    beside the other targets'. A list that is NaN for every target (an empty subset) gives no rows."""
+    import math
+
+    from bnmem.report.rundata import LensOutput
+    from bnmem.report.tidy import lira_rows
+
+    nan = float("nan")
+    data = {"batch": {"online": {"all": {"auc": 0.6, "auc_per_target": [0.61, 0.59, 0.6]},
+                                 "outliers": {"auc": 0.7, "auc_per_target": [0.8, nan, 0.6]},
+                                 "ood": {"auc": nan, "auc_per_target": [nan, nan, nan]}}},
+            "conditions": {"norms": ["batch"]}}
+    rows = list(lira_rows(LensOutput("lira", Path("/x"), data)))
+    by_subset = {s: [r for r in rows if r["subset"] == s] for s in ("all", "outliers", "ood")}
+    assert [r["unit_id"] for r in by_subset["outliers"]] == [0, 1, 2]
+    assert by_subset["outliers"][0]["value"] == 0.8 and math.isnan(by_subset["outliers"][1]["value"])
+    assert len(by_subset["all"]) == 3 and by_subset["ood"] == []

@@ -412,7 +412,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     result["frontier"] = {s: pareto_front({p.name: (p.accuracy, p.risk) for p in front_points(result, s)})
                           for s in SUBSETS}
     result["recommendation"] = recommendation(result)
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / SPEC.results, result)
     plot_frontier(frontier_panels(result), out / "frontier.png", title=frontier_title(result))
     return result
 

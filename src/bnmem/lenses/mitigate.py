@@ -435,7 +435,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         },
         "dataset": ds.summary(),
     })
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / LENS.results, result)
     plot_privacy_utility(result, out / "privacy_utility.png", _memorization_key(result), legacy_attack=LIRA_ATTACK,
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
                                f"τ={cfg.train.gs_tau}, seeds {cfg.seeds}")

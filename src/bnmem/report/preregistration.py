@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem.analysis_plan import PLAN_VERSION, RECORD_KEY as PLAN_KEY, plan_sha256
+from bnmem.names import STUDY_FILE
 
-STUDY_FILE = "study.json"
 FIXED, CHANGED, UNRECORDED = "fixed before the results", "changed after the run started", "not recorded"
 
 
