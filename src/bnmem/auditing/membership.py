@@ -28,6 +28,7 @@ from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
+from bnmem.shadow.config import check_shadow_models
 from bnmem.shadow.copies import copies_done, copy_cost, query_copies
 
 __all__ = ["check_shadow_request", "membership_section", "shadow_membership"]
@@ -70,8 +71,7 @@ def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: f
     if is_scripted(model):
         raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
                          "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
-    if shadow_models < 4 or shadow_models % 2:
-        raise BnmemError(f"--shadow-models must be even and at least 4, got {shadow_models}")
+    check_shadow_models(shadow_models, "--shadow-models")
 
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
