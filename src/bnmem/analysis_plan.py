@@ -38,6 +38,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from bnmem.names import BATCH_NORM, GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, NO_NORM, THEORY
+
 PLAN_VERSION = "4.0"
 PREVIOUS_VERSION = "3.0"
 # The key of a study's study.json that records {"version", "sha256"} of the plan before its first job.
@@ -65,21 +67,21 @@ PREVIOUS_NOT_REPRODUCED = "not reproduced"
 # The descriptive comparison with the paper's stated range ("vs paper").
 VS_BELOW, VS_WITHIN, VS_ABOVE = "below", "within", "above"
 
-# Lens kinds as the report's run reader names them: one place, so a rename is one edit.
-LENS_MEMORIZE = "memorize"
-LENS_GRADNORMS = "gradnorms"
-LENS_LIRA = "lira"
-LENS_GAMMA_SIGMA = "gamma-sigma"
-LENS_MITIGATE = "mitigate"
-LENS_THEORY = "theory"
+# Lens kinds as the report's run reader names them: the one table of names (bnmem.names).
+LENS_MEMORIZE = MEMORIZE
+LENS_GRADNORMS = GRADNORMS
+LENS_LIRA = LIRA
+LENS_GAMMA_SIGMA = GAMMA_SIGMA
+LENS_MITIGATE = MITIGATE
+LENS_THEORY = THEORY
 
 LEVEL = 0.95
 # Family-wise error of one claim row over its k deciding settings. 'Reproduced' needs every deciding setting
 # (an intersection-union test: each at 95%, no adjustment); 'contradicted' needs one (a union: each at 1 − α/k).
 FAMILY_ALPHA = 0.05
 MULTIPLICITY = "intersection-union for reproduced; Bonferroni for contradicted"
-BN = "batch"
-BASELINE = "none"
+BN = BATCH_NORM
+BASELINE = NO_NORM
 
 # Claim 3: "LiRA AUC rises by 3–5 points with BN (at least 3 and 4 points for 1% and 5% outlier mixtures)".
 LIRA_RANGE = (0.03, 0.05)

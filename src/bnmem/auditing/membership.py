@@ -21,18 +21,19 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.data import masks_known
 from bnmem.auditing.leakage import leakage_section
 from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
+from bnmem.shadow.config import check_shadow_models
 from bnmem.shadow.copies import copies_done, copy_cost, query_copies
 
-__all__ = ["AUDIT_ATTACKS", "check_shadow_request", "membership_section", "shadow_membership"]
+__all__ = ["check_shadow_request", "membership_section", "shadow_membership"]
 
 # Attacks reported from the shadow models (online LiRA is the reference one).
-AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
 # What the section keeps of each attack summary.
 SECTION_METRICS = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc",
                    "eps_lb", "eps_lb_max", "eps_lb_per_target")  # eps_lb: bnmem.attacks.epsilon
@@ -70,8 +71,7 @@ def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: f
     if is_scripted(model):
         raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
                          "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
-    if shadow_models < 4 or shadow_models % 2:
-        raise BnmemError(f"--shadow-models must be even and at least 4, got {shadow_models}")
+    check_shadow_models(shadow_models, "--shadow-models")
 
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
@@ -134,7 +134,9 @@ def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_ph
     if exposed is not None and len(exposed):
         subsets["most_exposed"] = np.isin(np.arange(ds.n_train), exposed)
     population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
-    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=AUDIT_ATTACKS, population_phi=pop_phi,
+    # The attacks whose spec is shown in the audit (bnmem.attacks.spec).
+    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=attack_spec.shown_in(attack_spec.AUDIT),
+                          population_phi=pop_phi,
                           population_name=population)
     return {
         "rmia_population": population,

@@ -17,16 +17,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.calibration import calibration
 from bnmem.auditing.findings import LEVELS, band, bn_summary, explaining_findings, pct
 from bnmem.auditing.leakage import strongest
+from bnmem.names import METRICS_FILE
 
 # Lower end of the 95% interval of a group's pooled AUC at which its leakage is moderate / elevated.
 AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
 # ... and at which the group is called identifiable in the headline.
 AUC_IDENTIFIABLE = 0.80
 NOT_MEASURED = "not measured"
-ATTACK_NAMES = {"online": "online LiRA", "rmia": "RMIA"}
+# Each attack's label, as its spec declares it (bnmem.attacks.spec).
+ATTACK_NAMES = attack_spec.LABELS
 GROUPS = ("outliers", "most_exposed", "all")
 # The λ the recommendations suggest trying first (a starting point; the comparison measures it).
 SUGGESTED_LAMBDA = 0.1
@@ -228,8 +231,8 @@ def frontier_citation(path: str | Path) -> dict[str, Any]:
     from bnmem.frontier import recommendation
 
     root = Path(path)
-    candidates = [root / "metrics.json"] if (root / "metrics.json").is_file() else []
-    candidates += sorted(root.rglob("metrics.json")) if root.is_dir() else []
+    candidates = [root / METRICS_FILE] if (root / METRICS_FILE).is_file() else []
+    candidates += sorted(root.rglob(METRICS_FILE)) if root.is_dir() else []
     for f in candidates:
         try:
             doc = json.loads(f.read_text(encoding="utf-8"))

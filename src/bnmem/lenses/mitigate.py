@@ -48,6 +48,7 @@ from bnmem.names import MITIGATE
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
+from bnmem.shadow.config import check_shadow_models
 from bnmem.stats import paired_difference
 from bnmem.train.trainer import EpochHook
 
@@ -137,9 +138,7 @@ class MitigateConfig(ExperimentConfig):
     @field_validator("lira_models")
     @classmethod
     def _lira(cls, v: int) -> int:
-        if v != 0 and (v < 4 or v % 2):
-            raise ValueError(f"lira_models must be 0 (off) or even and at least 4, got {v}")
-        return v
+        return check_shadow_models(v, "lira_models", off=True)
 
     @model_validator(mode="after")
     def _consistent(self) -> "MitigateConfig":
@@ -435,7 +434,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         },
         "dataset": ds.summary(),
     })
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / LENS.results, result)
     plot_privacy_utility(result, out / "privacy_utility.png", _memorization_key(result), legacy_attack=LIRA_ATTACK,
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
                                f"τ={cfg.train.gs_tau}, seeds {cfg.seeds}")

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bnmem.errors import BnmemError
-from bnmem.names import BUILTIN_LENSES, DEFENSES, GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
+from bnmem.names import (
+    BUILTIN_LENSES, DEFENSES, GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, METRICS_FILE, MITIGATE, THEORY,
+)
 
 # Every results file a lens writes starts with these two keys; the report dispatches on them.
 LENS_KEY = "lens"
 SCHEMA_KEY = "schema_version"
-# The results file a lens writes unless its spec names another.
-METRICS_FILE = "metrics.json"
 
 
 @dataclass(frozen=True)

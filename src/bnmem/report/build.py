@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem import io
-from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
 from bnmem.report.claims import Claim, evaluate_claims
 from bnmem.report.html import render_html
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
@@ -73,7 +73,7 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Repo
     claims = evaluate_claims(run)
     tables = key_tables(run)
     out = io.ensure_dir(out_dir or run_dir)
-    paths = out / "report.html", out / "summary.md", out / "summary.csv"
+    paths = out / REPORT_HTML, out / SUMMARY_MD, out / SUMMARY_CSV
     io.write_text(paths[0], render_html(run, claims, tables))
     io.write_text(paths[1], render_markdown(run, claims, tables))
     io.write_text(paths[2], render_csv(claims, run_label(run.root, run.study)))

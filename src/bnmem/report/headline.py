@@ -8,12 +8,13 @@ from pathlib import Path
 
 from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
+from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
 from bnmem.report.summary import claim_rows
 
 
-# Run-level state (bnmem.report.preregistration) -> the headline's short words.
-_STATE_WORDS = {"recorded before the first job": "recorded before this run", "changed after the run started":
-                "changed after the run started", "not recorded": "not recorded by this run"}
+# Run-level state (bnmem.report.preregistration's constants) -> the headline's short words.
+_STATE_WORDS = {FIXED: "recorded before this run", CHANGED: "changed after the run started",
+                UNRECORDED: "not recorded by this run"}
 
 
 def plan_fixed(cid: str, state: str = "") -> str:

@@ -24,8 +24,8 @@ from pathlib import Path
 from bnmem.analysis_plan import (
     CONFIRMATORY_KEY, EXPLORATORY_SEEN, PLAN_VERSION, RECORD_KEY as PLAN_KEY, SEEN_STUDIES, plan_sha256,
 )
+from bnmem.names import STUDY_FILE
 
-STUDY_FILE = "study.json"
 FIXED, CHANGED, UNRECORDED = "recorded before the first job", "changed after the run started", "not recorded"
 
 

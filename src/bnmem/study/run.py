@@ -56,17 +56,18 @@ from bnmem.analysis_plan import RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
+from bnmem.names import ERROR_FILE, INDEX_FILE, STUDY_FILE
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
 __all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "load_study", "plan", "run_study"]
 
-INDEX = "index.json"
+INDEX = INDEX_FILE
 
-STUDY = "study.json"
+STUDY = STUDY_FILE
 # The key of study.json that records the analysis plan ({"version", "sha256"}) fixed before the first job.
 PLAN_KEY = RECORD_KEY
-ERROR = "ERROR.txt"
+ERROR = ERROR_FILE
 # The cell is defined by these data keys; a lens may not change them.
 CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
 
