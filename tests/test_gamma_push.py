@@ -243,3 +243,10 @@ def test_gamma_sigma_lens_records_the_pushes(tmp_path):
     assert set(e["layers"]) == {"norm1", "norm2", "norm3", "norm4"} and 0 <= e["outlier_acc"] <= 1
     assert 0 < e["grad_norm_outlier"] < e["grad_norm_all"]
     assert abs(e["layers"]["norm1"]["radial_cos"]) < 1e-3 < abs(e["layers"]["norm4"]["radial_cos"])
+    from bnmem.report.build import build_report
+
+    rep = build_report(tmp_path / "gs")
+    html = rep.html.read_text(encoding="utf-8")
+    assert "Claim 7 per BN layer" in html and "max |radial cos|" in html
+    c7 = next(c for c in rep.claims if c.id == "7")
+    assert "deciding layers norm4" in c7.evaluations[0].note
