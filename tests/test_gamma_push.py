@@ -206,6 +206,9 @@ def test_claim_7_flip_and_ood_disagree_the_split_is_visible():
     # plan 3.0's statistic (here: flip below 0, OOD above) is the previous verdict, shown, never deciding
     assert [p.status for p in claim.previous] == [CONTRADICTED, REPRODUCED]
     assert claim.previous[0].value == pytest.approx(np.mean([-0.195, -0.205, -0.215]))
+    from bnmem.report.summary import render_markdown
+
+    assert f"- Claim 7: {split}" in render_markdown(make_run(cells), [claim], {})
     table = claim7.push_tables(make_run(cells))
     assert len(table) == 2 and [r[1] for r in table[0].rows] == ["yes", "no"]
 
