@@ -48,8 +48,9 @@ _PUSH_STREAM = 0x7A11
 _NORM_STREAM = 0x7A12
 # The record's format: 2 = own-loss pushes (plan 4.0); records without it are plan 3.0's row attribution.
 PUSH_VERSION = 2
-# Jacobian rows per batched backward (bounds the memory of rows × parameters).
+# Jacobian rows per batched backward: at most 32, and at most ~256 MB of rows × parameters.
 _ROW_CHUNK = 32
+_ROW_BYTES = 256 * 2**20
 
 
 def _batch_order(n: int, batch_size: int, seed: int) -> list[np.ndarray]:
@@ -93,11 +94,13 @@ def _jacobian_rows(losses: torch.Tensor, params: list[torch.Tensor], positions: 
     """Per parameter, the gradients of the losses at ``positions`` (one row each), in chunks."""
     out: list[list[torch.Tensor]] = [[] for _ in params]
     eye = torch.eye(losses.shape[0], dtype=losses.dtype, device=losses.device)
-    for s in range(0, len(positions), _ROW_CHUNK):
-        rows = _rows(losses, params, eye[positions[s:s + _ROW_CHUNK]])
+    size = sum(p.numel() * p.element_size() for p in params)
+    chunk = max(1, min(_ROW_CHUNK, _ROW_BYTES // max(1, size)))
+    for s in range(0, len(positions), chunk):
+        part = positions[s:s + chunk]
+        rows = _rows(losses, params, eye[part])
         for k, (r, p) in enumerate(zip(rows, params)):
-            out[k].append(r if r is not None else torch.zeros((len(positions[s:s + _ROW_CHUNK]), *p.shape),
-                                                              dtype=p.dtype, device=p.device))
+            out[k].append(r if r is not None else torch.zeros((len(part), *p.shape), dtype=p.dtype, device=p.device))
     return [torch.cat(c) if c else p.new_zeros((0, *p.shape)) for c, p in zip(out, params)]
 
 
