@@ -12,6 +12,7 @@ from pathlib import Path
 from bnmem import io
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
 from bnmem.report.claims import Claim, evaluate_claims
+from bnmem.report.claims.claim7 import push_tables
 from bnmem.report.html import render_html
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
 from bnmem.report.rundata import RunData, load_run
@@ -41,7 +42,7 @@ def key_tables(run: RunData) -> dict[str, list[Table]]:
         "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses(GRADNORMS)],
         "lira": [t for c, lens in run.lenses(LIRA) for t in lira_tables(c, lens)]
         + memorization_score_tables(run) + epsilon_tables(run),
-        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)],
+        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)] + push_tables(run),
         "theory": [theory_table(run.theory)] if run.theory is not None else [],
         "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses(MITIGATE)],
     }

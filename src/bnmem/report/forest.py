@@ -33,18 +33,29 @@ AXES = {
     "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
     "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 1.0, "the prediction"),
     "6": ("cut in corrupted-subset accuracy by the γ/σ regularizer (fraction of BN's)", 0.0, "no effect"),
-    "7": ("outliers' excess share of the push on γ", 0.0, "their share of the data"),
+    "7": ("outliers' push on |γ| per unit gradient norm over everyone's − 1 (before the fit)", 0.0,
+          "in proportion to their gradients"),
 }
 _REPLICATES = re.compile(r" \((\d+) replicates?\)")
 
 
-def _short(where: str) -> str:
+def short_where(where: str) -> str:
     """A row label from an evaluation's ``where``."""
     s = _REPLICATES.sub(r" (\1 rep.)", where)
     # BN − none is every axis's comparison (said in its label); other baselines stay named.
     s = re.sub(r": batch − none(, |$)", lambda m: ", " if m.group(1) else "", s)
     return (s.replace("batch − ", "BN − ").replace("flipped-label subset", "flipped labels")
             .replace("OOD subset", "OOD inputs"))
+
+
+def split_verdicts(claim: Claim) -> str:
+    """When a claim's deciding settings disagree (e.g. flipped labels contradicted, OOD inputs reproduced),
+    each setting's status and effect; '' when they agree. The row still shows the least supportive."""
+    ran = claim.deciding()
+    if len({e.status for e in ran}) < 2:
+        return ""
+    return "split: " + "; ".join(f"{short_where(e.where)}: {e.status} {claim.fmt(e.value)}" + (
+        "" if e.ci_low is None else f" [{claim.fmt(e.ci_low)}, {claim.fmt(e.ci_high)}]") for e in ran)
 
 
 def _strip_common(labels: list[str]) -> list[str]:
@@ -79,7 +90,7 @@ def claim_rows(claim: Claim) -> list[ForestRow]:
     for e in claim.evaluations:
         if e.status == NOT_RUN:
             continue
-        label = _short(e.where) + (f" [{e.variant}]" if e.variant else "")
+        label = short_where(e.where) + (f" [{e.variant}]" if e.variant else "")
         deciding = e.deciding and not e.variant
         items = [(f"{label} · {a.name}", a) for a in e.coverdicts if a.status != NOT_RUN] \
             if claim.id in ("3a", "3b") and e.coverdicts else [(label, e)]

@@ -9,6 +9,7 @@ from pathlib import Path
 from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
 from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
+from bnmem.report.forest import split_verdicts
 from bnmem.report.summary import claim_rows
 
 
@@ -47,7 +48,7 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "where": row["where"]})
+                    "plan": plan_fixed(c.id, state), "where": row["where"], "split": split_verdicts(c)})
     return out
 
 

@@ -448,7 +448,8 @@ def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -
             f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
             f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
             f'<td class="clip" title="{esc(h["title"])}"><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
-            f'<td class="num">{esc(h["effect"])}</td>'
+            f'<td class="num">{esc(h["effect"])}'
+            + (f'<br><span class="note split">{esc(h["split"])}</span>' if h.get("split") else "") + "</td>"
             f'<td class="note clip" title="{esc(h["paper"])}">{esc(h["paper"])}</td>'
             f'<td class="note clip" title="{esc(h["plan"])}">{esc(h["plan"])}</td></tr>')
     banner = f'<p class="run-label" id="run-label"><b>{esc(label)}</b></p>' if label else ""

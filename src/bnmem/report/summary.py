@@ -8,6 +8,7 @@ from typing import Any
 
 from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
+from bnmem.report.forest import split_verdicts
 from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
@@ -110,6 +111,8 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
                      c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
     lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "vs paper", "robustness",
                         f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
+    splits = [f"- Claim {c.id}: {s}" for c in claims if (s := split_verdicts(c))]
+    lines += (["Settings that disagree (the row shows the least supportive):", "", *splits, ""] if splits else [])
     lines += ["## Robustness panel", ""]
     for c in claims:
         panel = c.robustness()
