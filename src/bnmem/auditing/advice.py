@@ -53,8 +53,8 @@ def example_advice(result: dict[str, Any], risk: dict[str, Any]) -> list[str]:
         recs.append("Review the files listed as mislabeled before release: they are the ones an attacker singles out "
                     "(audit.json, gradient_norms → top_k, with file names); relabel or remove them and retrain.")
     if "rare" in standing:
-        recs.append("The examples listed as rare are correctly labelled but stand out to an attacker: do not relabel "
-                    "them; collect more examples like them so they stop being rare, or limit what the model "
+        recs.append("The examples listed as rare stand out to an attacker although their labels are right (keep them "
+                    "as they are): collect more examples like them so they stop being rare, or limit what the model "
                     "memorizes (the γ/σ regularizer above, or differential privacy: see `bnmem audit --defenses`).")
     if "most_exposed" in standing and not recs:
         recs.append("Inspect the most-exposed examples (audit.json, gradient_norms → top_k): rare, atypical or "

@@ -174,13 +174,17 @@ def gradient_lines(result: dict[str, Any]) -> list[str]:
               for i, r in enumerate(gn["top_k"][:10])]
     if len(gn["top_k"]) > 10:
         lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
-    acc = result["accuracy"]
-    return lines + ["", "## Accuracy (eval mode)", "",
-                    "| train | test | gap | clean train | flipped labels fit | OOD fit | rare correct |",
-                    "|---|---|---|---|---|---|---|",
-                    f"| {fmt(acc['train_acc'])} | {fmt(acc['test_acc'])} | {fmt(acc['gap'])} | "
-                    f"{fmt(acc.get('clean_train_acc'))} | {fmt(acc.get('noisy_acc'))} | {fmt(acc.get('ood_acc'))} | "
-                    f"{fmt(acc.get('rare_acc'))} |", ""]
+    return lines + [""] + accuracy_lines(result["accuracy"])
+
+
+def accuracy_lines(acc: dict[str, Any]) -> list[str]:
+    """Train/test accuracy, and the fit of each kind of listed example that the data have."""
+    cols = [("train", "train_acc"), ("test", "test_acc"), ("gap", "gap"), ("clean train", "clean_train_acc"),
+            ("mislabeled fit (their given labels)", "noisy_acc"), ("OOD fit", "ood_acc"),
+            ("rare classified correctly", "rare_acc")]
+    cols = [(name, key) for name, key in cols if key in ("train_acc", "test_acc", "gap") or acc.get(key) is not None]
+    return ["## Accuracy (eval mode)", "", "| " + " | ".join(n for n, _ in cols) + " |", "|" + "---|" * len(cols),
+            "| " + " | ".join(fmt(acc.get(k)) for _, k in cols) + " |", ""]
 
 
 def to_markdown(result: dict[str, Any]) -> str:

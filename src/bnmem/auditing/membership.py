@@ -89,7 +89,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         train: the training recipe of the copies.
         out: folder for the copies (resumable); None keeps them in memory.
         keep_seed: seed of the keep matrix.
-        progress: progress bars.
+        progress: progress bars (the cost estimate is printed on stderr either way).
         executor: train the copies through it (local worker processes, Ray; needs ``out``);
             None trains them here, one after another. The copies are the same either way.
         groups: attack groups besides the data's outlier masks (bool masks over the training set: the
@@ -103,8 +103,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     check_shadow_request(model, shadow_models)
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
     cost = copy_cost(model, ds, shadow_models, train, copies_done(out, shadow_models))
-    if progress:
-        print(cost["text"], file=sys.stderr, flush=True)
+    print(cost["text"], file=sys.stderr, flush=True)  # always (also under --quiet): the README promises it
     copies = query_copies(model, ds, keep, train, out, executor=executor, progress=progress)
     return {
         "shadow_models": shadow_models,

@@ -173,12 +173,7 @@ def audit(
         check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)  # before any slow work
     if max_memory is not None:
         parse_size(max_memory)
-    model.eval()
-    n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
-    acc = accuracy_section(model, ds, rare)
-    warnings = model_checks(acc, ds, n_outputs)
-    for w in warnings:  # one line each, before any copy trains
-        print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
+    n_outputs, acc, warnings = checked_model(model, ds, rare)
     out = io.ensure_dir(out) if out is not None else None  # only now: every input has been checked
     with shadow_executor(executor, workers, progress) as ex:
         result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
@@ -189,6 +184,19 @@ def audit(
                             compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
                             match_steps=match_steps)
     return finish(result, norms, out, frontier)
+
+
+def checked_model(model: nn.Module, ds: OutlierDataset,
+                  rare: np.ndarray | None) -> tuple[int, dict[str, Any], list[dict[str, str]]]:
+    """The model in eval mode against the data: its output count (checked), its accuracy, and its flags, each
+    printed as one line before any copy trains."""
+    model.eval()
+    n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
+    acc = accuracy_section(model, ds, rare)
+    warnings = model_checks(acc, ds, n_outputs)
+    for w in warnings:
+        print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
+    return n_outputs, acc, warnings
 
 
 def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
