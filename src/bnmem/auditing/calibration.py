@@ -121,8 +121,8 @@ def model_checks(acc: dict[str, Any], ds: OutlierDataset, n_outputs: int) -> lis
     chance = float(np.bincount(ds.y_train.numpy(), minlength=ds.num_classes).max() / max(ds.n_train, 1))
     if acc.get("train_acc") is not None and acc["train_acc"] <= chance + CHANCE_MARGIN:
         found.append({"kind": "chance", "text": (
-            f"the model's training accuracy is {100 * acc['train_acc']:.0f}%, within {100 * CHANCE_MARGIN:.0f} points "
-            f"of chance ({100 * chance:.0f}%, always the largest class): it looks untrained, or the data are not read "
+            f"the model's training accuracy is {100 * acc['train_acc']:.0f}%, no more than {100 * CHANCE_MARGIN:.0f} "
+            f"points above chance ({100 * chance:.0f}%, always the largest class): it looks untrained, or the data are not read "
             "as in its training (--mean/--std, --channels, --image-size); no risk level is given for it")})
     return found
 

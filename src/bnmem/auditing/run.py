@@ -179,6 +179,8 @@ def audit(
         result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
                                 max_memory=max_memory, source=source, rare=rare)
         result["accuracy"], result["warnings"], result["membership"] = acc, warnings, None
+        for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
+            print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if shadow_models:
             shadow_sections(result, model, ds, train_cfg, shadow_models, out, progress, ex, rare=rare,
                             compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
@@ -188,15 +190,11 @@ def audit(
 
 def checked_model(model: nn.Module, ds: OutlierDataset,
                   rare: np.ndarray | None) -> tuple[int, dict[str, Any], list[dict[str, str]]]:
-    """The model in eval mode against the data: its output count (checked), its accuracy, and its flags, each
-    printed as one line before any copy trains."""
+    """The model in eval mode against the data: its output count (checked), its accuracy, and its flags."""
     model.eval()
     n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
     acc = accuracy_section(model, ds, rare)
-    warnings = model_checks(acc, ds, n_outputs)
-    for w in warnings:
-        print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
-    return n_outputs, acc, warnings
+    return n_outputs, acc, model_checks(acc, ds, n_outputs)
 
 
 def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
