@@ -13,7 +13,6 @@ from typing import Any
 
 from bnmem.auditing.findings import GS_MODERATE, bn_summary
 
-SUGGESTED_LAMBDA = 0.1
 README_LOOP = "README.md#audit-your-own-model-in-five-minutes"
 
 
@@ -25,7 +24,7 @@ def bn_amplifies(result: dict[str, Any]) -> bool:
 
 def regularizer_advice(result: dict[str, Any], risk: dict[str, Any]) -> list[str]:
     """The γ/σ regularizer and the BN alternatives: quoted from the comparison when it ran."""
-    from bnmem.auditing.report import comparison_sentence
+    from bnmem.auditing.report import SUGGESTED_LAMBDA, comparison_sentence
 
     cmp = result.get("gs_reg_comparison")
     loop = (f"`from bnmem import GammaSigmaPenalty` in your own training loop (the snippet in {README_LOOP})")

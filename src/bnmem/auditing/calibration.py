@@ -122,8 +122,8 @@ def model_checks(acc: dict[str, Any], ds: OutlierDataset, n_outputs: int) -> lis
     if acc.get("train_acc") is not None and acc["train_acc"] <= chance + CHANCE_MARGIN:
         found.append({"kind": "chance", "text": (
             f"the model's training accuracy is {100 * acc['train_acc']:.0f}%, no more than {100 * CHANCE_MARGIN:.0f} "
-            f"points above chance ({100 * chance:.0f}%, always the largest class): it looks untrained, or the data are not read "
-            "as in its training (--mean/--std, --channels, --image-size); no risk level is given for it")})
+            f"points above chance ({100 * chance:.0f}%, always the largest class): it looks untrained, or the data are "
+            "not read as in its training (--mean/--std, --channels, --image-size); no risk level is given for it")})
     return found
 
 

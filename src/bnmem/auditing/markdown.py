@@ -122,8 +122,8 @@ def comparison_lines(result: dict[str, Any]) -> list[str]:
                         "order, and both sets are attacked with the same keep matrix. Regularized recipe: "
                         f"{recipe_text(cmp['train'])}." + (f" {cmp['matched']['text']}" if cmp.get("matched") else "")
                     + (f" The regularized copies are {100 * gap:+.0f} points from your model's training accuracy"
-                       f"{' (outside the margin: the gain is confounded with under-fitting)' if cmp['confounded'] else ''}."
-                       if gap is not None else ""), ""]
+                       + (" (outside the margin: the gain is confounded with under-fitting)" if cmp["confounded"]
+                          else "") + "." if gap is not None else ""), ""]
 
 
 def model_lines(result: dict[str, Any]) -> list[str]:

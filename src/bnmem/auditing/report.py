@@ -20,7 +20,6 @@ from bnmem.auditing.level import (
     AUC_ELEVATED,
     AUC_MODERATE,
     GROUPS,
-    NOT_MEASURED,
     RULE,
     audit_level,
     group_level,
@@ -79,8 +78,9 @@ def comparison_sentence(cmp: dict[str, Any], groups: list[dict[str, Any]]) -> st
     ci = f" [{cost['ci'][0]:.1f}, {cost['ci'][1]:.1f}]" if cost["ci"] else ""
     confound = ""
     if cmp.get("confounded"):
-        confound = (f" The regularized copies under-fit (training accuracy {pct(cmp['shadow_accuracy']['with']['train_in'])}"
-                    f", {100 * abs(cmp['calibration_gap']):.0f} points below your model), so part of this gain is "
+        reached = pct(cmp["shadow_accuracy"]["with"]["train_in"])
+        confound = (f" The regularized copies under-fit (training accuracy {reached}, "
+                    f"{100 * abs(cmp['calibration_gap']):.0f} points below your model), so part of this gain is "
                     "under-fitting.")
     return (f"At λ = {cmp['lambda']:g} (paired copies, 95% intervals): {'; '.join(parts)}, for {cost['points']:.1f}"
             f"{ci} points of test accuracy.{confound}")
@@ -96,13 +96,14 @@ def bn_share(result: dict[str, Any], groups: list[dict[str, Any]]) -> str:
         return "The model has no BatchNorm statistics to blame: BN explains none of this."
     frac = summary["frac_above_1"]
     if frac < GS_MODERATE:
-        return (f"BN is present but only {pct(frac)} of its channels have |γ|/σ > 1, so its (γ/σ)² amplification of "
-                "outliers is unlikely to explain much here.")
+        return (f"BN is present but only {pct(frac)} of its channels have |γ|/σ > 1, so its (γ/σ)² amplification "
+                "of outliers is unlikely to explain much here.")
     gn = result["gradient_norms"]
     masks = gn.get("masks") or gn.get("rare") or {}
-    spread = spread_text(masks, "the listed files'" if "mislabeled_in_test" in result["data"] else "the listed examples'")
-    return (f"BN plausibly amplifies it: {pct(frac)} of BN channels have |γ|/σ > 1, and BN scales an outlier's margin "
-            f"growth by (γ/σ)²" + (f"; {spread}" if spread else "") + ". Its share is not measured here"
+    listed = "the listed files'" if "mislabeled_in_test" in result["data"] else "the listed examples'"
+    spread = spread_text(masks, listed)
+    return (f"BN plausibly amplifies it: {pct(frac)} of BN channels have |γ|/σ > 1, and BN scales an outlier's "
+            f"margin growth by (γ/σ)²" + (f"; {spread}" if spread else "") + ". Its share is not measured here"
             + (f"; --compare-gs-reg {SUGGESTED_LAMBDA:g} measures what the γ/σ regularizer changes." if any(
                 g["level_upper"] != "low" for g in groups) else "."))
 
@@ -217,8 +218,8 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
             "finding_levels": [NOT_ASSESSED if blocker else g["level"] for g in groups] + [lvl for lvl, _ in explain],
             "finding_kinds": ["measured"] * len(groups) + ["explains"] * len(explain),
             "indicator_level": indicators, "cautions": cautions, "calibration": cal, "blocker": blocker,
-            "note": f"levels: attacks, from both ends of the 95% interval of the pooled AUC (thresholds {AUC_MODERATE}, "
-                    f"{AUC_ELEVATED}); explaining signals are rules of thumb from the study (BN scales outliers' "
+            "note": f"levels: attacks, from both ends of the 95% interval of the pooled AUC (thresholds "
+                    f"{AUC_MODERATE}, {AUC_ELEVATED}); explaining signals are rules of thumb from the study (BN scales outliers' "
                     "margin growth by (γ/σ)²), not calibrated guarantees; thresholds in bnmem.auditing"}
     risk["recommendations"] = recommendations(result, risk)
     return risk
