@@ -187,7 +187,8 @@ def test_compare_gs_reg_paired_on_the_levels_attack_and_quoted_in_the_advice(sce
     per0 = [c["test"] for c in res["membership"]["shadow_accuracy_per_copy"]]
     per1 = [c["test"] for c in cmp["membership"]["shadow_accuracy_per_copy"]]
     assert cmp["cost_test"]["points"] == pytest.approx(100 * (np.mean(per0) - np.mean(per1)))
-    assert "At λ = 1 (paired copies, 95% intervals)" in risk["headline"]
+    assert "changes on your data: at λ = 1 (paired copies, 95% intervals)" in risk["headline"]
+    assert any(r.startswith("At λ = 1 (paired copies") for r in risk["recommendations"])
     assert not any("--compare-gs-reg 0.1" in r for r in risk["recommendations"])
     md = (tmp_path / "cmp" / "audit.md").read_text()
     assert "## What the γ/σ regularizer changes" in md and "(the level's attack)" in md

@@ -90,7 +90,8 @@ def bn_share(result: dict[str, Any], groups: list[dict[str, Any]]) -> str:
     """What BN has to do with it: measured with the regularizer comparison, else what the signals say."""
     cmp = result.get("gs_reg_comparison")
     if cmp:
-        return "What the γ/σ regularizer changes on your data: " + comparison_sentence(cmp, groups)
+        measured = comparison_sentence(cmp, groups)
+        return f"What the γ/σ regularizer changes on your data: {measured[0].lower()}{measured[1:]}"
     summary = bn_summary(result)
     if summary is None:
         return "The model has no BatchNorm statistics to blame: BN explains none of this."
