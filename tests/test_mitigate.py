@@ -247,3 +247,69 @@ def test_lira_runs_for_plain_norms_and_the_selected_variant(tmp_path):
     np.testing.assert_allclose(p["per_target"], per)
     assert res["selection"]["test_acc_change"]["n"] == 2 and res["selection"]["test_acc_change"]["ci_low"] is not None
     assert "RMIA AUC" in summary_table(res) and "on selection seeds [2]" in summary_table(res)
+
+
+# ------------------------------------------------ claim 6 (plan 4.0): nested selection, contradicted on cost
+
+
+def _iv(lo, hi):
+    from bnmem.stats import PairedDiff
+
+    return PairedDiff((lo + hi) / 2, lo, hi, 3, "replicates", "")
+
+
+def test_claim_6_is_contradicted_when_the_cost_is_shown_above_the_margin():
+    from bnmem.analysis_plan import CONTRADICTED, DIRECTION_ONLY, MITIGATE_TEST_DROP, NOT_RUN, REPRODUCED
+    from bnmem.report.claims.claim6 import status_of, status_v3
+
+    cut = _iv(0.6, 0.9)
+    assert status_of(cut, _iv(MITIGATE_TEST_DROP + 1e-4, 0.05)) == CONTRADICTED
+    assert status_v3(cut, _iv(MITIGATE_TEST_DROP + 1e-4, 0.05)) == DIRECTION_ONLY  # plan 3.0 had no such outcome
+    assert status_of(cut, _iv(MITIGATE_TEST_DROP, 0.05)) == DIRECTION_ONLY  # at the margin: not shown above it
+    assert status_of(_iv(-0.2, 0.9), _iv(0.02, 0.05)) == CONTRADICTED  # whatever the cut
+    assert status_of(cut, _iv(-0.01, 0.01)) == REPRODUCED
+    assert status_of(None, _iv(0.02, 0.05)) == NOT_RUN
+
+
+def _nested_doc(r: int, chosen: float, fallback: bool) -> dict:
+    from synthetic_runs import NORMS, dataset_info
+
+    def stat(values):
+        return {"mean": float(np.mean(values)), "per_seed": list(values)}
+
+    def variant(lam, noisy, test):
+        return {"norm": "batch", "gs_reg": lam, "final": {"noisy_acc": stat(noisy), "test_acc": stat(test)}}
+
+    doc = {"batch": variant(0.0, [0.6, 0.62], [0.95, 0.95]),
+           "batch+gs1": variant(1.0, [0.2 + 0.01 * r, 0.22], [0.95, 0.948]),
+           "batch+gs10": variant(10.0, [0.05, 0.04 + 0.01 * r], [0.94, 0.945]),
+           "variants": ["batch", "batch+gs1", "batch+gs10"],
+           "conditions": {"norms": NORMS, "label_noise": 0.05}, "dataset": dataset_info(0.05)}
+    doc["selection"] = {"nested": True, "variant": f"batch+gs{chosen:g}", "fallback": fallback, "seeds": [2],
+                        "gate": {"batch+gs1": {"bound": 0.05}, "batch+gs10": {"bound": 0.06}}}
+    return doc
+
+
+def test_claim_6_evaluates_every_replicate_at_its_own_selection():
+    """Each replicate contributes the cut of the variant its lens selected on its selection seeds; the note
+    says which replicate's choice came from the fallback."""
+    from bnmem.analysis_plan import LENS_MITIGATE
+    from bnmem.report.claims import claim6
+    from synthetic_runs import make_cell, make_run
+
+    picks = [(10.0, False), (1.0, True), (10.0, False)]
+    cells = [make_cell("m", r, {LENS_MITIGATE: _nested_doc(r, lam, fb)}, seeds=[0, 1]) for r, (lam, fb) in
+             enumerate(picks)]
+    claim = claim6.evaluate(make_run(cells))[0]
+    d = claim.decisive
+    assert d.conditions["evaluation_replicates"] == [0, 1, 2] and "selection_replicate" not in d.conditions
+    assert "over 3 paired replicates" in d.method
+    assert "λ selected per replicate (10, 1, 10)" in d.where
+    assert "r1: batch+gs1 (λ=1) by the FALLBACK" in d.note and "r0: batch+gs10 (λ=10) by the criterion" in d.note
+    # The cut by hand: per replicate the mean over seeds of (BN − reg) / mean BN at that replicate's own choice.
+    bn = np.array([0.6, 0.62])
+    regs = [np.array([0.05, 0.04]), np.array([0.21, 0.22]), np.array([0.05, 0.06])]
+    assert d.value == pytest.approx(np.mean([np.mean((bn - reg) / bn.mean()) for reg in regs]))
+    names = [a.name for a in d.analyses]
+    assert "λ=1 (batch+gs1), every replicate" in names and "λ=10 (batch+gs10), every replicate" in names
+    assert any(n.startswith("plan ") and "selection" in n for n in names)  # the previous plan's design, shown

@@ -40,6 +40,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
+from bnmem.analysis_plan import MITIGATE_GATE_Z, MITIGATE_TEST_DROP
 from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
@@ -65,11 +66,11 @@ LIRA_ATTACKS = ("online", "rmia")
 LIRA_METRICS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "eps_lb")
 # Validation share carved when the data config leaves val_fraction unset.
 DEFAULT_VAL_FRACTION = 0.1
-# The cost margin of the validation gate (1 point of accuracy, the claim's margin)...
-VAL_TOLERANCE = 0.01
-# ... widened by this many standard errors of the validation drop (one-sided 95%): a variant is excluded only
-# when the validation split shows that its drop exceeds the margin.
-GATE_Z = 1.645
+# The validation gate (claim 6, plan 4.0): the cost margin (1 point, the claim's), widened by GATE_Z standard
+# errors of the validation drop (one-sided 95%): a variant is excluded only when the validation split shows
+# that its drop exceeds the margin.
+VAL_TOLERANCE = MITIGATE_TEST_DROP
+GATE_Z = MITIGATE_GATE_Z
 SELECTION_RULE = (
     f"on the selection seeds (never evaluated), among the regularized variants whose validation drop against plain "
     f"BN (per validation image the mean over selection seeds of BN correct − variant correct; its mean) does not "
