@@ -398,16 +398,47 @@ def _lira_pairs(metrics: dict[str, Any], selected: str, others: list[str]) -> di
     return out
 
 
+def _recipe(cfg: MitigateConfig, v: Variant):
+    """The training recipe of variant ``v``: the lens's, with its λ and τ."""
+    return cfg.train.model_copy(update={"gs_reg": v.lam, "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
+
+
+def _train_together(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool,
+                    runs: list[tuple[Variant, int]]) -> None:
+    """Train the fresh runs among ``runs`` (BN variants) as one grouped network (:mod:`bnmem.train.ensemble_runs`);
+    runs that are finished or have a checkpoint are left to :func:`train_run` (read back, or resumed)."""
+    from bnmem.train.ensemble_runs import can_train_together, train_runs_together
+    from bnmem.train.trainer import CHECKPOINT
+
+    fresh = [(v, s) for v, s in runs if not io.is_done(run_folder(out, v.folder, s))
+             and not (run_folder(out, v.folder, s) / CHECKPOINT).exists()]
+    model_cfg = cfg.model("batch")
+    if len(fresh) < 2 or not can_train_together(model_cfg, ds):
+        return
+    epochs = {cfg.fixed_epoch, cfg.train.epochs}
+    train_runs_together(model_cfg, ds, [_recipe(cfg, v) for v, _ in fresh], [s for _, s in fresh],
+                        [run_folder(out, v.folder, s) for v, s in fresh],
+                        [gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed) for _ in fresh],
+                        progress=f"{len(fresh)} BN runs together" if progress else False)
+
+
+def grouped_runs(cfg: MitigateConfig) -> list[tuple[Variant, int]]:
+    """The runs trained together: the regularized BN variants on every seed and plain BN on the selection seeds.
+    The unregularized runs on the evaluation seeds train one by one, because a study may hand them in from the
+    runs it shares between lenses (:mod:`bnmem.study.share`), which train one by one."""
+    bn = [v for v in cfg.variants() if v.norm == "batch"]
+    return ([(v, s) for v in bn if v.lam > 0 for s in cfg.seeds]
+            + [(v, s) for v in bn for s in cfg.selection_seed_list()])
+
+
 def _train_variants(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool, variants: list[Variant],
                     seeds: list[int]) -> dict[str, Any]:
-    """Train every (variant, seed) (resumable) and summarize each variant over its seeds."""
+    """Train every (variant, seed) not trained yet one by one (resumable); summarize each variant over its seeds."""
     epochs = {cfg.fixed_epoch, cfg.train.epochs}
     metrics: dict[str, Any] = {}
     for v in variants:
-        train = cfg.train.model_copy(update={"gs_reg": v.lam,
-                                             "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
         histories = {
-            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
+            seed: train_run(cfg.model(v.norm), ds, _recipe(cfg, v), seed, run_folder(out, v.folder, seed),
                             lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
                             progress=f"{v.name} seed {seed}" if progress else False)
             for seed in seeds
@@ -465,6 +496,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     ds = load_dataset(cfg.data)
     variants = cfg.variants()
+    _train_together(cfg, ds, out, progress, grouped_runs(cfg))
     metrics = _train_variants(cfg, ds, out, progress, variants, list(cfg.seeds))
     selection = _select(cfg, ds, out, metrics, progress)
     if cfg.lira_models:
