@@ -40,6 +40,8 @@ PLAN_VERSION = "3.0"
 PREVIOUS_VERSION = "2.0"
 # The key of a study's study.json that records {"version", "sha256"} of the plan before its first job.
 RECORD_KEY = "analysis_plan"
+# The key of a confirmatory run's study.json: the plan whose hash every seed was derived from, and the seeds.
+CONFIRMATORY_KEY = "confirmatory"
 
 REPRODUCED = "reproduced"
 DIRECTION_ONLY = "direction only"
