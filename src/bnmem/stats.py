@@ -57,6 +57,8 @@ class PairedDiff:
         t_low, t_high: Student t-interval.
         min, max: smallest and largest paired difference.
         note: a caveat for the reader (few pairs, dropped pairs), or "".
+        sd: the sample standard deviation of the units (n − 1 denominator; None with fewer than 2): the
+            spread the power of a design is computed from (:mod:`bnmem.power`).
     """
 
     mean: float
@@ -72,6 +74,7 @@ class PairedDiff:
     min: float | None = None
     max: float | None = None
     note: str = ""
+    sd: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -231,6 +234,7 @@ def difference_stats(
         min=float(d.min()),
         max=float(d.max()),
         note="; ".join(notes),
+        sd=float(d.std(ddof=1)) if d.size >= 2 else None,
     )
 
 

@@ -1,5 +1,5 @@
 """The top of the report: one line per claim (status, effect and interval, the paper's value, whether the
-plan was fixed before the results) and the forest plot of every claim's evaluations."""
+plan was fixed before the results, the design's power) and the forest plot of every claim's evaluations."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
+from bnmem.report.power import power_of
 from bnmem.report.summary import claim_rows
 
 
@@ -46,7 +47,8 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "where": row["where"]})
+                    "plan": plan_fixed(c.id, state), "where": row["where"], "verdict": row["verdict"],
+                    "power": power_of(c).text()})
     return out
 
 

@@ -83,6 +83,13 @@ def _descriptions(reps: list, typed: set[str | None]) -> str:
     return "described, not deciding: " + "; ".join(parts) if parts else ""
 
 
+def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, str]:
+    """The plan's decision on per-replicate arrays of per-model layer fractions (its estimate and status):
+    what the report and the power simulation (:mod:`bnmem.report.power`) both call."""
+    est = estimate(groups, "seeds", True)
+    return est, grade(est, null=GS_MAJORITY)
+
+
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 4 in every setting that ran the gamma-sigma lens."""
     claim = new_claim("4", "gamma_sigma", "{:.2f}")  # the HTML section id
@@ -94,10 +101,10 @@ def evaluate(run: RunData) -> list[Claim]:
             continue
         typed = {layer_type(r) for r in rows0}
         groups = [np.array(list(model_layer_fractions(lens.data, GS_SIGMA).values())) for _, lens in reps]
-        est = estimate(groups, "seeds", True)  # graded against the null 'half of the layers' 
+        est, status = layer_fraction_estimate(groups)  # graded against the null 'half of the layers'
         n_layers = len(rows0)
         per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
-        primary = Analysis.of(PLAN_ANALYSIS, est, grade(est, null=GS_MAJORITY),
+        primary = Analysis.of(PLAN_ANALYSIS, est, status,
                               f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
                               + _descriptions(reps, typed))
         alts = []
@@ -108,7 +115,8 @@ def evaluate(run: RunData) -> list[Claim]:
         old = _v2(reps, typed)
         alts.append(Analysis.of(f"plan {PREVIOUS_VERSION}: median convolutional-channel fraction over models",
                                 old, grade(old, null=GS_MAJORITY), valid=False))
-        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer")
+        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
+                 n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
         previous(claim, where(setting), old.mean if math.isfinite(old.mean) else None,
                  grade_v2(old, null=GS_MAJORITY))

@@ -173,9 +173,11 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
                                 status_of(old_cut, old_drop), valid=False))
     c = cond(setting, lens0, regularizer_lambda=lam, lambda_selection=how, gs_tau=variants[name].get("gs_tau"),
              selection_replicate=replicate_of(sel_cell), evaluation_replicates=[replicate_of(x) for x, _ in evaluated])
-    claim.evaluations.append(Evaluation.from_analysis(
+    ev = Evaluation.from_analysis(
         where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary, c, True, cov if len(cov) > 1 else [],
-        alts, "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0)))
+        alts, "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0))
+    ev.spreads["drop"] = (drop.n, drop.sd)  # the cost test's endpoint: its power needs its own spread
+    claim.evaluations.append(ev)
     if old_cut is not None:
         previous(claim, where(setting), old_cut.mean if math.isfinite(old_cut.mean) else None,
                  status_v2(old_cut, old_drop))
