@@ -45,7 +45,12 @@ def run(
 
         from bnmem.analysis_plan import plan_sha256
 
-        typer.echo(dry_run_text(spec.name, *plan(spec, plan_sha256() if confirmatory else None)))
+        from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
+
+        cells, jobs = plan(spec, plan_sha256() if confirmatory else None)
+        cal = Calibration()
+        seconds = estimate_seconds(jobs, cal)
+        typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))
         return
     out = out or Path("runs") / spec.name
     if executor != "ray" and ray_address:
