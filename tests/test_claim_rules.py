@@ -20,7 +20,7 @@ from bnmem.analysis_plan import (
 )
 from bnmem.report.claims import RULES, rule_ids
 from bnmem.report.claims.claim6 import status_of as claim6_status, status_v2 as claim6_status_v2
-from bnmem.report.claims.core import RANK, grade, grade_band, grade_v2, vs_paper
+from bnmem.report.claims.core import RANK, grade, grade_band, grade_band_v3, grade_v2, vs_paper
 from bnmem.stats import PairedDiff, difference_stats, jackknife_interval, median_interval, t_intervals
 
 BAND = (1 - THEORY_TOL, 1 + THEORY_TOL)
@@ -89,12 +89,22 @@ def test_claim_6_non_inferiority_reads_the_upper_bound():
 
 
 def test_claim_5b_band_boundaries():
+    """Plan 4.0: an equivalence test. Inside the (closed) band reproduced; wholly outside it, on either side,
+    contradicted, whether or not the interval includes 0; straddling an edge inconclusive. Plan 3.0's rule is
+    kept (grade_band_v3) for the previous verdict."""
     assert grade_band(iv(0.92, 1.08), BAND) == REPRODUCED
     assert grade_band(iv(BAND[0], BAND[1]), BAND) == REPRODUCED  # the band is closed
-    assert grade_band(iv(0.85, 1.05), BAND) == DIRECTION_ONLY  # amplifies, not by the predicted factor alone
-    assert grade_band(iv(1.0, 1.2), BAND) == DIRECTION_ONLY
-    assert grade_band(iv(-0.1, 0.5), BAND) == INCONCLUSIVE
+    assert grade_band(iv(0.85, 1.05), BAND) == INCONCLUSIVE  # straddles the lower edge
+    assert grade_band(iv(1.0, 1.2), BAND) == INCONCLUSIVE  # straddles the upper edge
+    assert grade_band(iv(0.5, 1.5), BAND) == INCONCLUSIVE  # wider than the band
+    assert grade_band(iv(0.5, BAND[0] - 1e-9), BAND) == CONTRADICTED
+    assert grade_band(iv(0.5, BAND[0]), BAND) == INCONCLUSIVE  # touching the edge is not outside
+    assert grade_band(iv(-0.023, 0.054), BAND) == CONTRADICTED  # the demo's slope: 3.0 said inconclusive
+    assert grade_band_v3(iv(-0.023, 0.054), BAND) == INCONCLUSIVE
+    assert grade_band(iv(1.2, 1.5), BAND) == CONTRADICTED and grade_band_v3(iv(1.2, 1.5), BAND) == DIRECTION_ONLY
     assert grade_band(iv(-0.5, -0.1), BAND) == CONTRADICTED
+    assert grade_band(PairedDiff(1.0, None, None, 1, "seeds", ""), BAND) == INCONCLUSIVE
+    assert grade_band(None, BAND) == NOT_RUN
 
 
 def test_claim_5a_check_boundary():

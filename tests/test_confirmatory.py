@@ -11,7 +11,7 @@ import yaml
 from bnmem import io
 from bnmem.analysis_plan import CONFIRMATORY_KEY, PLAN_VERSION, plan_sha256
 from bnmem.cli import main
-from bnmem.report.preregistration import CONFIRMATORY, EXPLORATORY, check_plan
+from bnmem.report.preregistration import run_label
 from bnmem.study import load_study, plan
 from bnmem.study.confirmatory import MODEL_SEED_BOUND, derive, replicate_seeds
 
@@ -100,8 +100,8 @@ def test_run_records_the_derived_seeds_and_refuses_a_rerun_under_another_plan(tm
     assert rec["replicates"] == {"r0": seeds.record()}
     config = io.read_json(out / "digits-lenet-flip0.05" / "memorize" / "config.json")
     assert config["seeds"] == list(seeds.models) and config["data"]["seed"] == seeds.data
-    assert check_plan(out).label == CONFIRMATORY
-    assert f"confirmatory under plan {PLAN_VERSION} (seeds derived from its hash" in check_plan(out).headline()
+    assert run_label(out).startswith(f"confirmatory: every seed of this run was derived from the hash of plan "
+                                     f"{PLAN_VERSION}")
     # resuming under the same plan is fine; without the flag, or under another plan, it is refused
     assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory"]) == 0
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 2
@@ -109,8 +109,7 @@ def test_run_records_the_derived_seeds_and_refuses_a_rerun_under_another_plan(tm
     monkeypatch.setattr(ap, "render_markdown", lambda: text + " ")
     assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory"]) == 2
     # read under the changed plan, the run is relabelled exploratory, naming the plan its seeds came from
-    check = check_plan(out)
-    assert check.label == EXPLORATORY and "its seeds were derived from plan" in check.headline()
+    assert run_label(out).startswith(f"exploratory: this run's seeds were derived from the hash of plan {PLAN_VERSION}")
 
 
 def test_a_run_without_the_flag_is_exploratory_and_cannot_become_confirmatory(tmp_path):
@@ -119,14 +118,19 @@ def test_a_run_without_the_flag_is_exploratory_and_cannot_become_confirmatory(tm
     path, out = _study(tmp_path, doc), tmp_path / "run"
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
     assert CONFIRMATORY_KEY not in io.read_json(out / "study.json")
-    check = check_plan(out)
-    assert check.label == EXPLORATORY and "exploratory" in check.headline()
+    assert run_label(out).startswith("exploratory: this run's seeds were not derived from the hash")
     assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory"]) == 2
 
 
 @pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "studies" / "demo.yaml").exists(), reason="no demo")
-def test_the_demo_study_without_the_flag_plans_the_usual_seeds(tmp_path):
+def test_the_demo_study_without_the_flag_plans_the_usual_seeds_and_is_exploratory(tmp_path):
+    from bnmem.analysis_plan import EXPLORATORY_SEEN
+    from bnmem.study.run import _prepare
+
     demo = load_study(Path(__file__).resolve().parents[1] / "studies" / "demo.yaml")
     cells, _ = plan(demo)
     assert all(c.derived is None for c in cells)
     assert {c.conditions()["seeds"] == [0, 1] for c in cells} == {True}
+    _prepare(tmp_path, demo)  # study.json as `bnmem run studies/demo.yaml` writes it before its first job
+    assert CONFIRMATORY_KEY not in io.read_json(tmp_path / "study.json")
+    assert run_label(tmp_path) == EXPLORATORY_SEEN

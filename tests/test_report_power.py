@@ -88,14 +88,14 @@ def test_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_
 
     monkeypatch.setattr(rp, "SIM_RUNS", 300)
     ep = PLANNING["4"][0]
-    s = SettingDesign(6, {"": 0.05}, layers=4, seeds=2)
-    at_null = endpoint_power(dataclasses.replace(ep, effect=0.5), 6, 0.05, s)
+    s = SettingDesign(10, {"": 0.05}, layers=4, seeds=2)
+    at_null = endpoint_power(dataclasses.replace(ep, effect=0.5), 10, 0.05, s)
     assert at_null <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / 300)
-    strong = endpoint_power(dataclasses.replace(ep, effect=0.9), 10, 0.05, dataclasses.replace(s, layers=20))
+    strong = endpoint_power(dataclasses.replace(ep, effect=0.9), 16, 0.05, dataclasses.replace(s, layers=19))
     assert strong > 0.8
     # more layers per model make the same planning effect easier to see (binomial noise shrinks)
-    few = design_power("4", [dataclasses.replace(s, n=3)], 3)
-    many = design_power("4", [dataclasses.replace(s, n=3, layers=20)], 3)
+    few = endpoint_power(dataclasses.replace(ep, effect=0.9), 10, 0.05, s)
+    many = endpoint_power(dataclasses.replace(ep, effect=0.9), 10, 0.05, dataclasses.replace(s, layers=19))
     assert many > few + 0.1
 
 

@@ -15,6 +15,7 @@ from bnmem.report.claims import Claim, evaluate_claims
 from bnmem.report.html import render_html
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
 from bnmem.report.rundata import RunData, load_run
+from bnmem.report.preregistration import run_label
 from bnmem.report.summary import render_csv, render_markdown
 from bnmem.report.tables import (
     Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
@@ -75,5 +76,5 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Repo
     paths = out / "report.html", out / "summary.md", out / "summary.csv"
     io.write_text(paths[0], render_html(run, claims, tables))
     io.write_text(paths[1], render_markdown(run, claims, tables))
-    io.write_text(paths[2], render_csv(claims))
+    io.write_text(paths[2], render_csv(claims, run_label(run.root, run.study)))
     return Report(run, claims, *paths)

@@ -1,5 +1,6 @@
-"""The top of the report: one line per claim (status, effect and interval, the paper's value, whether the
-plan was fixed before the results, the design's power) and the forest plot of every claim's evaluations."""
+"""The top of the report: the run's confirmatory / exploratory label in full, one line per claim (status,
+effect and interval, the paper's value, the plan's state, the design's power) and the forest plot of every
+claim's evaluations."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from bnmem.report.summary import claim_rows
 
 
 # Run-level state (bnmem.report.preregistration) -> the headline's short words.
-_STATE_WORDS = {"fixed before the results": "fixed before this run", "changed after the run started":
+_STATE_WORDS = {"recorded before the first job": "recorded before this run", "changed after the run started":
                 "changed after the run started", "not recorded": "not recorded by this run"}
 
 
 def plan_fixed(cid: str, state: str = "") -> str:
-    """Whether the plan deciding claim ``cid`` was fixed before the results: the run's record of the plan
+    """The state of the plan deciding claim ``cid``: the run's record of the plan
     (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
     adopted after earlier results had been seen (the plan's changelog)."""
     parts = [f"plan {PLAN_VERSION} " + _STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
@@ -28,7 +29,7 @@ def plan_fixed(cid: str, state: str = "") -> str:
 
 
 def _level(row: dict[str, str]) -> str:
-    """' (99%)' when the interval is not at 95% (plan 3.0's Bonferroni level), else ''."""
+    """' (99%)' when the interval is not at 95% (a setting tested for 'contradicted' at 1 − 0.05/k), else ''."""
     try:
         level = float(row.get("ci_level") or "")
     except ValueError:

@@ -10,14 +10,15 @@ from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.power import power_of
 from bnmem.report.preregistration import check_plan
+from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
 
-# Existing columns keep their order; plan 3.0's are appended.
+# Existing columns keep their order; later plans' are appended (4.0: run_label, the same sentence on every row).
 CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
                "previous_status", "plan_version", "rule", "ci_method", "where", "conditions",
                "vs_paper", "paper_low", "paper_high", "ci_level", "agreement_magnitude", "previous_plan_version",
-               "plan_sha256", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict")
+               "plan_sha256", "run_label", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict")
 
 
 def _md(text: Any) -> str:
@@ -35,8 +36,9 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
-def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
-    """One record per claim, the deciding evaluation's numbers (empty when not run)."""
+def claim_rows(claims: list[Claim], label: str = "") -> list[dict[str, str]]:
+    """One record per claim, the deciding evaluation's numbers (empty when not run); ``label``: the run's
+    confirmatory / exploratory sentence (:func:`bnmem.report.preregistration.run_label`), on every row."""
     out = []
     sha = plan_sha256()
     for c in claims:
@@ -67,6 +69,7 @@ def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
             "previous_plan_version": PREVIOUS_VERSION,
             "plan_sha256": sha,
             **_power_fields(c),
+            "run_label": label,
         })
     return out
 
@@ -83,11 +86,12 @@ def _power_fields(c: Claim) -> dict[str, str]:
             "verdict": p.verdict(c.status)}
 
 
-def render_csv(claims: list[Claim]) -> str:
+def render_csv(claims: list[Claim], label: str = "") -> str:
+    """summary.csv: one row per claim (:data:`CSV_COLUMNS`), ``label`` in full in its run_label column."""
     buf = _io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(claim_rows(claims))
+    w.writerows(claim_rows(claims, label))
     return buf.getvalue()
 
 
@@ -95,10 +99,12 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
     lines = [f"# bnmem report — {title}", "",
+             f"**{run_label(run.root, run.study)}**", "",
              check_plan(run.root).headline(), "",
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
-             "intervals are 95% with replicates as the unit (see the HTML report's Method section).", ""]
+             "intervals are 95% with replicates as the unit, at 1 − 0.05/k where a claim's k settings were tested "
+             "for 'contradicted' (see the HTML report's Method section).", ""]
     if run.cells:
         lines.append(md_table(
             ["cell", "dataset", "arch", "norms", "seeds", "label noise", "OOD", "lenses"],

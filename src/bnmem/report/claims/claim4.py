@@ -1,9 +1,13 @@
 """Claim 4: measured |γ|/σ exceeds 1 in most BN layers (the gamma-sigma lens).
 
-Plan 3.0 decides on the paper's unit, the layer (every BN layer: convolutional
+The plan decides on the paper's unit, the layer (every BN layer: convolutional
 and fully connected alike), with replicates as the unit of replication; the
 fractions of channels above 1 (all, convolutional, fully connected) are shown
-as descriptions.
+as descriptions. A model's fraction of layers above 1 takes a few discrete
+values (LeNet: 0, ¼, ½, ¾, 1), so plan 4.0's interval is distribution-free for a
+mean in [0, 1] (:func:`bnmem.stats.replicated_bounded_mean`); plan 3.0's
+t-interval, whose error rate fails on such values (zero spread reads as
+certainty), is kept as the previous verdict.
 """
 
 from __future__ import annotations
@@ -13,14 +17,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import GS_MAJORITY, GS_SIGMA, LENS_GAMMA_SIGMA, PREVIOUS_VERSION
+from bnmem.analysis_plan import GS_MAJORITY, GS_SIGMA, LENS_GAMMA_SIGMA
 from bnmem.report.claims.core import (
-    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, grade_v2, new_claim, not_run,
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
 from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
-from bnmem.stats import PairedDiff, difference_stats, median_interval
+from bnmem.stats import PairedDiff, difference_stats, median_interval, replicated_bounded_mean
 
 IDS = ("4",)
 
@@ -84,10 +88,14 @@ def _descriptions(reps: list, typed: set[str | None]) -> str:
 
 
 def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, str]:
-    """The plan's decision on per-replicate arrays of per-model layer fractions (its estimate and status):
-    what the report and the power simulation (:mod:`bnmem.report.power`) both call."""
-    est = estimate(groups, "seeds", True)
+    """Plan 4.0's decision on per-replicate arrays of per-model layer fractions: the distribution-free
+    interval for a mean in [0, 1] over replicates, at the current level, graded against 'more than half'."""
+    est = replicated_bounded_mean(groups, "seeds", level())
     return est, grade(est, null=GS_MAJORITY)
+
+
+def _layer_groups(reps: list, mode: str) -> list[np.ndarray]:
+    return [np.array(list(model_layer_fractions(lens.data, mode).values())) for _, lens in reps]
 
 
 def evaluate(run: RunData) -> list[Claim]:
@@ -100,8 +108,8 @@ def evaluate(run: RunData) -> list[Claim]:
             claim.evaluations.append(not_run(where(setting), "no per-layer γ/σ in gamma_sigma.json"))
             continue
         typed = {layer_type(r) for r in rows0}
-        groups = [np.array(list(model_layer_fractions(lens.data, GS_SIGMA).values())) for _, lens in reps]
-        est, status = layer_fraction_estimate(groups)  # graded against the null 'half of the layers'
+        groups = _layer_groups(reps, GS_SIGMA)
+        est, status = layer_fraction_estimate(groups)
         n_layers = len(rows0)
         per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
         primary = Analysis.of(PLAN_ANALYSIS, est, status,
@@ -109,17 +117,19 @@ def evaluate(run: RunData) -> list[Claim]:
                               + _descriptions(reps, typed))
         alts = []
         if layer_rows(reps[0][1].data, "batch"):
-            bgroups = [np.array(list(model_layer_fractions(lens.data, "batch").values())) for _, lens in reps]
-            b = estimate(bgroups, "seeds", True)
-            alts.append(Analysis.of("batch σ", b, grade(b, null=GS_MAJORITY)))
+            b, b_status = layer_fraction_estimate(_layer_groups(reps, "batch"))
+            alts.append(Analysis.of("batch σ", b, b_status))
+        v3 = estimate(groups, "seeds", True)  # plan 3.0: t over replicates, invalid on a few discrete values
+        v3_status = grade(v3, null=GS_MAJORITY)
+        alts.append(Analysis.of("plan 3.0: t-interval over replicates (invalid on a fraction of a few layers)",
+                                v3, v3_status, valid=False))
         old = _v2(reps, typed)
-        alts.append(Analysis.of(f"plan {PREVIOUS_VERSION}: median convolutional-channel fraction over models",
+        alts.append(Analysis.of("plan 2.0: median convolutional-channel fraction over models",
                                 old, grade(old, null=GS_MAJORITY), valid=False))
         c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
                  n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
-        previous(claim, where(setting), old.mean if math.isfinite(old.mean) else None,
-                 grade_v2(old, null=GS_MAJORITY))
+        previous(claim, where(setting), v3.mean if math.isfinite(v3.mean) else None, v3_status)
     return [claim]
 
 

@@ -20,7 +20,7 @@ from bnmem.analysis_plan import (
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim, not_run,
 )
-from bnmem.report.claims.shared import ATTACK_NAMES, cond, previous, where
+from bnmem.report.claims.shared import ATTACK_NAMES, cond, where
 from bnmem.report.results import (
     finite, mitigate_at, mitigate_key, mitigate_seeds, mitigate_variants, replicate_of, settings_of, variant_lira,
 )
@@ -178,9 +178,7 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
         alts, "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0))
     ev.spreads["drop"] = (drop.n, drop.sd)  # the cost test's endpoint: its power needs its own spread
     claim.evaluations.append(ev)
-    if old_cut is not None:
-        previous(claim, where(setting), old_cut.mean if math.isfinite(old_cut.mean) else None,
-                 status_v2(old_cut, old_drop))
+    # The previous plan's (3.0) verdict is this rule at 1 − α/k: the claims driver records it (no previous()).
 
 
 def _v2(reps: Reps, lens0: LensOutput, key: str) -> tuple[PairedDiff | None, PairedDiff | None, str]:
