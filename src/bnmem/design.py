@@ -21,7 +21,7 @@ from typing import Any
 from bnmem import analysis_plan as ap
 from bnmem.errors import BnmemError
 from bnmem.report.power import SettingDesign, design_power, units_for
-from bnmem.study.run import Cell, expand_grid
+from bnmem.study.run import Cell, expand_grid, runs_in
 
 # Which settings decide a claim besides its lens: "corrupted" (default), "clean", "all", "study" (once).
 _WHICH = {"3b": "clean", "4": "all", "5b": "study"}
@@ -105,7 +105,7 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
     plan = ap.PLAN[cid]
     if not eps:
         return ClaimDesign(cid, [], why_not="a derivation check: no power")
-    lens = "gamma-sigma" if plan.lens == ap.LENS_GAMMA_SIGMA else plan.lens
+    lens = plan.lens
     if lens not in study.lenses.enabled():
         return ClaimDesign(cid, [], why_not=f"the study does not run the {lens} lens")
     names = [e.name for e in eps]
@@ -121,6 +121,9 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
         tests = len((study.lenses.options("gradnorms") or {}).get("definitions") or ["eval", "batch"]) \
             if cid == "2" else 1
         for _, cells in _settings(study, cid):
+            cells = [c for c in cells if runs_in(study, lens, c)]  # the lens's allotment
+            if not cells:
+                continue
             c = cells[0]
             sds, basis = _sds_for(c, observed, names)
             bases.add(basis)

@@ -432,7 +432,7 @@ def bounded_mean(values: Sequence[float] | np.ndarray, unit: str, level: float =
     return PairedDiff(float(x.mean()), float(lo[0]), float(hi[0]), int(x.size), unit,
                       f"{level * 100:g}% distribution-free interval for a mean in [0, 1] over {x.size} {unit} "
                       "(Anderson's bound: one-sided Kolmogorov–Smirnov band)", min=float(x.min()),
-                      max=float(x.max()))
+                      max=float(x.max()), sd=float(x.std(ddof=1)) if x.size >= 2 else None)
 
 
 def replicated_bounded_mean(groups: Sequence[Sequence[float] | np.ndarray], within_unit: str,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -112,9 +113,16 @@ def _beta_draw(rng: np.random.Generator, mean: float, sd: float, size: int) -> n
 
 
 def _exact_power(ep: Endpoint, n: int, sd: float, s: SettingDesign) -> float:
-    """Claim 4: the rule's own decision (:func:`claim4.layer_fraction_estimate`) on simulated layer counts."""
+    """Claim 4: the rule's own decision (:func:`claim4.layer_fraction_estimate`) on simulated layer counts
+    (settings alike in n, spread, layers and seeds are simulated once)."""
+    return _exact_power_cached(ep, n, round(float(sd), 12), s.layers, max(1, s.seeds), sim_runs())
+
+
+@lru_cache(maxsize=4096)
+def _exact_power_cached(ep: Endpoint, n: int, sd: float, layers: int, seeds: int, runs: int) -> float:
     from bnmem.report.claims.claim4 import layer_fraction_estimate
 
+    s = SettingDesign(n, {}, layers=layers, seeds=seeds)
     mean = float(ep.effect if ep.effect is not None else 0.75)
     # The observed SD of replicate means includes the binomial noise of L layers × seeds: keep only the rest.
     between = math.sqrt(max(0.0, sd * sd - mean * (1 - mean) / (s.layers * max(1, s.seeds))))
@@ -132,7 +140,7 @@ def _exact_power(ep: Endpoint, n: int, sd: float, s: SettingDesign) -> float:
     saved = stats.N_RESAMPLES
     stats.N_RESAMPLES = 20
     try:
-        return power_simulated(decide, draw, n, runs=sim_runs(), seed=SIM_SEED)
+        return power_simulated(decide, draw, n, runs=runs, seed=SIM_SEED)
     finally:
         stats.N_RESAMPLES = saved
 
@@ -174,9 +182,9 @@ def units_for(cid: str, settings: list[SettingDesign], target: float = POWER_TAR
 
 
 def _unit(e: Any) -> str:
+    """What the interval's units are: replicates, or (one replicate; the toy model) seeds."""
     reps = e.conditions.get("replicates")
-    return "replicates" if isinstance(reps, list) and len(reps) == e.n and e.n >= 2 else (
-        "seeds" if e.n else "replicates")
+    return "replicates" if isinstance(reps, list) and len(reps) >= 2 else "seeds"
 
 
 def settings_of_claim(claim: Claim) -> list[SettingDesign]:

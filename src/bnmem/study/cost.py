@@ -148,7 +148,7 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     """
     root = Path(run_dir)
     folders = shared_folders(jobs)
-    cal = Calibration(source=f"calibrated on {root} (its DONE markers; step times measured now)")
+    cal = Calibration()
     sums: dict[str, list[float]] = {}
     fixed: dict[str, list[float]] = {}
     for j in jobs:
@@ -172,6 +172,10 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
             cal.fixed[lens] = 0.0
     for lens, values in fixed.items():
         cal.fixed[lens] = sum(values) / len(values)
+    measured = sorted(set(sums) | set(fixed))
+    declared = sorted(set(DEFAULT_FACTORS) | set(DEFAULT_FIXED) - set(measured))
+    cal.source = (f"calibrated on {root} for {', '.join(measured) or 'no lens'} (its DONE markers), declared "
+                  f"factors for {', '.join(declared) or 'none'}; step times measured now")
     return cal
 
 

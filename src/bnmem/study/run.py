@@ -252,6 +252,15 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
     return lens.validate(cfg, where).model_dump(mode="json")
 
 
+def runs_in(study: Study, name: str, cell: Cell) -> bool:
+    """Whether per-cell lens ``name`` runs in ``cell`` (its ``replicates`` / ``archs`` options allot it)."""
+    try:
+        opts = LensOptions.model_validate(study.lenses.options(name) or {})
+    except ValidationError as e:
+        raise BnmemError(f"invalid study: {validation_line(e, f'lenses.{name}')}") from e
+    return opts.allots(cell.arch, cell.replicate)
+
+
 def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
 
@@ -279,8 +288,10 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
                             stage=lens.stage))
     for cell in cells:
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
+        # A lens allotted to part of the grid (its `replicates` / `archs` options) skips the other cells.
         configs = {lens.name: lens_config(study, cell, lens.name) for lens in enabled if lens.per_cell
-                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)}
+                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)
+                   and runs_in(study, lens.name, cell)}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
                  for r in shared_runs(cell.id, configs)]
         jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,
