@@ -21,7 +21,7 @@ import pytest
 from bnmem.cli import main
 from bnmem.report.build import build_report
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN_VERSION,
+    CHECK_FAILED, CHECK_PASSED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN_VERSION, PREVIOUS_VERSION,
     REPRODUCED, STATUSES,
 )
 
@@ -264,7 +264,7 @@ def test_study_report_is_self_contained_and_complete(study_dir):
         if r["status"] != NOT_RUN:
             assert r["value"] and r["conditions"]
     md = rep.markdown.read_text(encoding="utf-8")
-    assert "| # | claim | metric | value | CI | status | vs paper | robustness | plan 2.0 | rule |" in md
+    assert f"| # | claim | metric | value | CI | status | vs paper | robustness | plan {PREVIOUS_VERSION} | rule |" in md
     assert f"Analysis plan version **{PLAN_VERSION}**" in md and "## Robustness panel" in md
     for cid in CLAIM_IDS:
         assert f"\n| {cid} | " in md

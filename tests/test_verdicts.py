@@ -321,6 +321,11 @@ def test_claim_4_issue_example_layers_not_conv_channels():
     assert claim.previous_status == INCONCLUSIVE  # plan 3.0: [0.50, 0.50], touching the null
     v3 = next(a for a in claim.robustness() if a.name.startswith("plan 3.0"))
     assert (v3.ci_low, v3.ci_high) == (pytest.approx(0.5), pytest.approx(0.5)) and not v3.valid
+    # layer by layer (a robustness row): both conv layers clearly below 1, both FC layers above: exactly half
+    # the layers above 1 is not 'most', and half shown below refutes it
+    lbl = next(a for a in claim.robustness() if a.name == claim4.LAYER_BY_LAYER)
+    assert lbl.status == CONTRADICTED and lbl.value == pytest.approx(0.5) and lbl.valid
+    assert "2 of 4 layers shown above 1, 2 below" in lbl.note and "at 0.9875 (Bonferroni over 4 layers)" in lbl.method
 
 
 # ---------------------------------------------------------------- claim 2
@@ -366,11 +371,18 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     assert cov["eval definition"].status == REPRODUCED
     assert cov["batch definition"].status == CONTRADICTED  # epoch 5: 1 − 2 = −1; mean −0.5
     assert claim.status == CONTRADICTED and "disagree" in claim.agreement_text()
-    assert claim.previous_status == CONTRADICTED  # plan 2.0: area over 1, 5, 20 (eval)
+    assert claim.previous_status == CONTRADICTED  # plan 3.0: the same rule at 1 − 0.05/2
     expected = area_under([1, 5, 20], np.array([0.0, 1.0, -2.0]))
     assert expected == pytest.approx((0.5 * 4 - 0.5 * 15) / 19)
     panel = {a.name: a for a in claim.robustness()}
     assert panel["eval: area over all checkpoints (plan 2.0)"].value == pytest.approx(expected, abs=0.05)
+    # plan 4.0: analyses using a checkpoint after the fit (BN passes 50% at epoch 8) are shown, not counted
+    assert not panel["eval: area over all checkpoints (plan 2.0)"].valid
+    assert not panel["eval: checkpoint 20 only (after the fit)"].valid
+    assert panel["eval: checkpoint 5 only"].valid
+    assert next(a for n, a in panel.items() if n.startswith("eval: checkpoint 1 only")).valid  # merged with batch's
+    counted = [a for a in claim.robustness() if a.valid and a.status != NOT_RUN]
+    assert claim.agreement()[1] == len(counted) and not any("20" in a.name for a in counted)
     eval_only = [make_cell("g", r, {LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0},
                                                                     rng.normal(0, 0.05, 3), ("eval",)),
                                     LENS_MEMORIZE: memorize_data(*_fits().values())}) for r in range(3)]

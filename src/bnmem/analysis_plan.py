@@ -312,6 +312,9 @@ PLAN: dict[str, ClaimPlan] = {
         "must stay wide at small n (three fair coins all land 1 with probability 1/8), so with few replicates "
         "the honest verdict is inconclusive",
         alternatives=("batch σ (the training-mode statistics)",
+                      "layer by layer: per BN layer the t-interval over replicates of log(median channel |γ|/σ) "
+                      "(seeds averaged per replicate), each at 1 − α/L (Bonferroni over the L layers); 'most' "
+                      "shown when more than half the layers lie above 1, refuted when at least half lie below 1",
                       "plan 3.0's t-interval over replicates (shown, not counted: invalid on a few discrete values)",
                       "plan 2.0's statistic: median over models of the convolutional channel fraction (order-"
                       "statistic interval; models as units; shown, not counted)"),

@@ -29,6 +29,7 @@ rule (the bootstrap from ``SMALL_N`` units) stays available through
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
@@ -136,6 +137,18 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tu
     return float(low[0]), float(high[0])
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantile(q: float, df: int) -> float:
+    """Student t quantile (cached: the report and its simulations ask for the same few levels and df)."""
+    return float(_sps.t.ppf(q, df=df))
+
+
+@functools.lru_cache(maxsize=256)
+def _ks_quantile(q: float, n: int) -> float:
+    """One-sided Kolmogorov–Smirnov quantile of n values (cached like :func:`_t_quantile`)."""
+    return float(_sps.ksone.ppf(q, n))
+
+
 def t_intervals(samples: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """Student t-intervals of the mean of each row of ``samples`` [runs, n] (n ≥ 2, all finite).
 
@@ -146,7 +159,7 @@ def t_intervals(samples: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, 
     n = x.shape[-1]
     mean = x.mean(axis=-1)
     sd = x.std(axis=-1, ddof=1)
-    half = float(_sps.t.ppf(0.5 + level / 2.0, df=n - 1)) * sd / math.sqrt(n)
+    half = _t_quantile(0.5 + level / 2.0, n - 1) * sd / math.sqrt(n)
     return mean - half, mean + half
 
 
@@ -413,7 +426,7 @@ def bounded_mean_intervals(samples: np.ndarray, level: float = LEVEL) -> tuple[n
     """
     x = np.sort(np.clip(np.asarray(samples, dtype=np.float64), 0.0, 1.0), axis=-1)
     n = x.shape[-1]
-    eps = float(_sps.ksone.ppf(0.5 + level / 2.0, n))
+    eps = _ks_quantile(0.5 + level / 2.0, n)
     weights = np.maximum(0.0, 1.0 - np.arange(n) / n - eps)  # 1 − F_n − ε on [x_(i), x_(i+1))
 
     def lower(v: np.ndarray) -> np.ndarray:

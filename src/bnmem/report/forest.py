@@ -24,7 +24,7 @@ STATUS_COLORS = {
     REPRODUCED: "#1e8a4c", CHECK_PASSED: "#1e8a4c", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
     CONTRADICTED: "#c0392b", CHECK_FAILED: "#c0392b", NOT_RUN: "#9aa0a6",
 }
-# Per claim (analysis plan 3.0): the x-axis label, the null (or threshold) and its name.
+# Per claim: the x-axis label, the null (or threshold, or for 5b the prediction) and its name.
 AXES = {
     "1": ("BN − none: corrupted-subset accuracy (mean over epochs)", 0.0, "no effect"),
     "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
@@ -32,7 +32,7 @@ AXES = {
     "3b": ("BN − none: membership-inference AUC", 0.0, "no effect"),
     "4": ("fraction of BN layers with median |γ|/σ > 1 (mean over models)", GS_MAJORITY, "half"),
     "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
-    "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 0.0, "no relation"),
+    "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 1.0, "the prediction"),
     "6": ("cut in corrupted-subset accuracy by the γ/σ regularizer (fraction of BN's)", 0.0, "no effect"),
     "7": ("outliers' excess share of the push on γ", 0.0, "their share of the data"),
 }

@@ -17,16 +17,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import GS_MAJORITY, GS_SIGMA, LENS_GAMMA_SIGMA
+from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, LENS_GAMMA_SIGMA, REPRODUCED
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
 from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
-from bnmem.stats import PairedDiff, difference_stats, median_interval, replicated_bounded_mean
+from bnmem.stats import (
+    PairedDiff, difference_stats, median_interval, replicated_bounded_mean, replicated_difference,
+)
 
 IDS = ("4",)
+LAYER_BY_LAYER = "layer by layer: the fraction of layers shown above 1 (each layer's log |γ|/σ, t over replicates)"
 
 
 def model_fractions(data: dict[str, Any], mode: str, types: set[str | None]) -> dict[str, float]:
@@ -94,6 +97,36 @@ def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, s
     return est, grade(est, null=GS_MAJORITY)
 
 
+def per_layer(reps: list, mode: str) -> Analysis | None:
+    """The layer-by-layer analysis (a robustness row): per BN layer, the t-interval over replicates of the mean
+    over seeds of log(median channel |γ|/σ), each at 1 − α/L (Bonferroni over the L layers, so every layer's
+    verdict holds at once); 'most' is shown when more than half the layers lie above 1, refuted when at least
+    half lie below 1. Its value is the fraction of layers shown above 1 (no interval)."""
+    names = [r["name"] for r in layer_rows(reps[0][1].data, mode)]
+    if not names:
+        return None
+    lv = 1.0 - (1.0 - level()) / len(names)
+    above, below, parts = 0, 0, []
+    for name in names:
+        groups = []
+        for _, lens in reps:
+            row = next((r for r in layer_rows(lens.data, mode) if r["name"] == name), {})
+            vals = [finite((v or {}).get("median_ratio")) for v in (row.get("per_seed") or {}).values()]
+            groups.append(np.log([v for v in vals if v is not None and v > 0]))
+        est = replicated_difference(groups, "seeds", True, level=lv)
+        if est.ci_low is None:
+            parts.append(f"{name}: no interval")
+            continue
+        above += est.ci_low > 0
+        below += est.ci_high < 0
+        parts.append(f"{name} |γ|/σ {math.exp(est.mean):.2f} [{math.exp(est.ci_low):.2f}, {math.exp(est.ci_high):.2f}]")
+    n = len(names)
+    status = (REPRODUCED if above > n / 2 else CONTRADICTED if below >= n / 2 else INCONCLUSIVE)
+    return Analysis(LAYER_BY_LAYER, above / n, None, None, status,
+                    f"per layer a t-interval over replicates at {lv:.4g} (Bonferroni over {n} layers)",
+                    f"{above} of {n} layers shown above 1, {below} below: " + "; ".join(parts))
+
+
 def _layer_groups(reps: list, mode: str) -> list[np.ndarray]:
     return [np.array(list(model_layer_fractions(lens.data, mode).values())) for _, lens in reps]
 
@@ -115,7 +148,7 @@ def evaluate(run: RunData) -> list[Claim]:
         primary = Analysis.of(PLAN_ANALYSIS, est, status,
                               f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
                               + _descriptions(reps, typed))
-        alts = []
+        alts = [a for a in (per_layer(reps, GS_SIGMA),) if a is not None]
         if layer_rows(reps[0][1].data, "batch"):
             b, b_status = layer_fraction_estimate(_layer_groups(reps, "batch"))
             alts.append(Analysis.of("batch σ", b, b_status))

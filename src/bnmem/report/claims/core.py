@@ -298,9 +298,11 @@ def combine(at_95: "Claim", at_family: "Claim", family: float) -> "Claim":
     'contradicted'. So 'reproduced' (every deciding setting must pass: an intersection–union test) is decided
     at 95%, and 'contradicted' (one setting suffices: a union of k tests) at 1 − α/k."""
     out = []
-    for a, f in zip(at_95.evaluations, at_family.evaluations):
-        e = f if f.where == a.where and _pick(a, f) else a
-        if e is f:
+    fams = at_family.evaluations
+    for i, a in enumerate(at_95.evaluations):
+        f = fams[i] if i < len(fams) and fams[i].where == a.where else a  # the same code: the same evaluations
+        e = f if _pick(a, f) else a
+        if e is not a:
             e.level = family
         e.coverdicts = _combine_list(a.coverdicts, f.coverdicts)
         e.analyses = _combine_list(a.analyses, f.analyses)
