@@ -167,11 +167,13 @@ def design_table(rows: list[ClaimDesign]) -> list[list[str]]:
 
 
 def proposal(study_doc: dict[str, Any], rows: list[ClaimDesign]) -> tuple[dict[str, Any], list[str]]:
-    """The smallest change of the study's replicates (and the toy model's seeds) that gives every claim 80%
-    power, as a study document, with what could not be reached."""
+    """The smallest design that gives every claim 80% power, as a study document, with the claims that no
+    number of units reaches: per lens the replicates its claims need (``lenses.NAME.replicates``), the grid's
+    replicates the largest of them, the toy model's seeds what claim 5b needs."""
     doc = copy.deepcopy(study_doc)
     unreachable = []
-    reps, seeds = 2, None
+    by_lens: dict[str, int] = {}
+    seeds = None
     for r in rows:
         if r.power is None:
             continue
@@ -181,11 +183,21 @@ def proposal(study_doc: dict[str, Any], rows: list[ClaimDesign]) -> tuple[dict[s
         if r.unit.startswith("seeds"):
             seeds = max(seeds or 0, r.needed)
             continue
-        held_out = _evaluated_units(r.cid, 2) < 2  # claim 6 under plan 3.0: one replicate selects λ
-        reps = max(reps, r.needed + (1 if held_out else 0))
+        held_out = 1 if _evaluated_units(r.cid, 2) < 2 else 0  # plan 3.0's claim 6: one replicate selects λ
+        lens = ap.PLAN[r.cid].lens
+        by_lens[lens] = max(by_lens.get(lens, 2), r.needed + held_out)
+    reps = max(by_lens.values(), default=int((doc.get("grid") or {}).get("replicates", 1)))
     doc.setdefault("grid", {})["replicates"] = reps
+    lenses = doc.setdefault("lenses", {})
+    if isinstance(lenses, list):  # a list of names: each with its defaults
+        lenses = doc["lenses"] = {name: {} for name in lenses}
+    for key in list(lenses):
+        opts = lenses[key] if isinstance(lenses[key], dict) else {}
+        name = "gamma-sigma" if key == "gamma_sigma" else key
+        if name in by_lens:
+            lenses[key] = {**opts, "replicates": by_lens[name]} if by_lens[name] < reps else \
+                {k: v for k, v in opts.items() if k != "replicates"}
     if seeds is not None:
-        lenses = doc.setdefault("lenses", {})
         theory = lenses.get("theory") or {}
         lenses["theory"] = {**theory, "counterfactual_seeds": max(2, seeds)}
     doc["name"] = f"{doc.get('name', 'study')}-proposed"
