@@ -563,40 +563,45 @@ class Endpoint:
             side = "lower end above" if self.test in (TEST_ABOVE, TEST_EXACT) else "upper end below"
             thr = PAPER_MINIMUM if self.threshold is None else f"{self.threshold:g}"
             against = f"{side} {thr}"
-        return (f"{self.name or 'the claim'}: {self.test} test ({against}); planning effect {eff} ({self.source}); "
-                f"planning SD of a unit {self.sd:g}. {self.why}")
+        what = {TEST_ABOVE: "one-sided t-test", TEST_BELOW: "one-sided t-test (non-inferiority)",
+                TEST_BAND: "equivalence (the interval inside the band)",
+                TEST_EXACT: "the rule's own decision on simulated discrete outcomes"}.get(self.test, self.test)
+        return (f"{self.name or 'its number'}: {what} ({against}); planning effect {eff} ({self.source}); "
+                f"planning SD of a unit {self.sd:g}. {self.why[:1].upper() + self.why[1:]}.")
 
 
 # Claim id -> the endpoints its "reproduced" needs, in every deciding setting (intersection–union). A claim
 # without an entry (5a, a derivation check) has no power. The planning effects are the paper's magnitudes where
-# it states one, else a declared smallest effect of interest; the planning SDs are the spreads of the demo
-# (3 replicates, plan 3.0) as a statistical referee read them (issue 26), declared after seeing them.
+# it states one, else a declared smallest effect of interest (declared before any power was computed, and not
+# moved since). The planning SDs (used only without a pilot run) are the largest SD of replicate means the demo
+# showed per claim (its 3 replicates; plan 4.0's code on the demo's stage-1 results, LiRA unfinished): seen data,
+# which is why a pilot's own spreads replace them.
 PLANNING: dict[str, tuple[Endpoint, ...]] = {
-    "1": (Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.02, "smallest effect of interest",
+    "1": (Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.023, "smallest effect of interest",
                    "the paper states no magnitude; 5 points of corrupted-subset training accuracy averaged over "
                    "training is the smallest gap a reader would call 'faster and further'"),),
-    "2": (Endpoint("", TEST_ABOVE, 0.1, 0.0, 0.05, "smallest effect of interest",
+    "2": (Endpoint("", TEST_ABOVE, 0.1, 0.0, 0.14, "smallest effect of interest",
                    "the paper states no magnitude; a 10% larger corrupted/clean gradient-norm ratio (0.1 in log) "
                    "is the smallest shift worth explaining memorization by"),),
     "3a": (Endpoint("", TEST_ABOVE, None, None, 0.01, "paper",
                     "the paper's range is 3–5 points; a true gain at its minimum could never be shown to clear "
-                    "that minimum (power α), so the design is sized for the range's upper end"),),
+                    "that minimum (power α), so the design is sized for the range's upper end; the SD, one AUC "
+                    "point between replicates, is a declared guess (the demo's LiRA had not finished)"),),
     "3b": (Endpoint("", TEST_ABOVE, None, None, 0.01, "paper", "as 3a"),),
-    "4": (Endpoint("", TEST_EXACT, 0.75, GS_MAJORITY, 0.15, "smallest effect of interest",
+    "4": (Endpoint("", TEST_EXACT, 0.75, GS_MAJORITY, 0.22, "smallest effect of interest",
                    "'most layers' stated without a number; three quarters of the layers above 1 is the smallest "
                    "majority worth reporting. Simulated: each replicate's probability of a layer above 1 drawn "
                    "around the effect with the declared SD, each seed's layers binomial, the rule's own "
                    "decision applied"),),
     "5b": (Endpoint("", TEST_BAND, 1.0, None, 0.031, "paper",
-                    "the derivation predicts a slope of 1; the SD is the demo's spread over its 5 seeds",
+                    "the derivation predicts a slope of 1",
                     band=(1 - THEORY_TOL, 1 + THEORY_TOL)),),
-    "6": (Endpoint("", TEST_ABOVE, 0.75, MITIGATE_CUT, 0.15, "smallest effect of interest",
+    "6": (Endpoint("", TEST_ABOVE, 0.75, MITIGATE_CUT, 0.06, "smallest effect of interest",
                    "the paper says the regularizer cuts memorization; a cut of three quarters is the smallest one "
                    "that clears the stated half with room"),
-          Endpoint("drop", TEST_BELOW, 0.0, MITIGATE_TEST_DROP, 0.007, "paper",
-                   "no cost at all (a drop of 0) must pass the 1-point margin; 0.7 points is a per-replicate "
-                   "spread a 10%-validation design reaches (the demo's per-seed spread was 4.2 points)"),),
-    "7": (Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.05, "smallest effect of interest",
+          Endpoint("drop", TEST_BELOW, 0.0, MITIGATE_TEST_DROP, 0.03, "paper",
+                   "no cost at all (a drop of 0) must pass the 1-point margin"),),
+    "7": (Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.056, "smallest effect of interest",
                    "the paper states no magnitude; outliers' share of the push 5 points above their share of "
                    "the data is the smallest 'disproportionate' drive worth reporting"),),
 }
@@ -618,7 +623,10 @@ def _planning_section() -> list[str]:
         f"{reproduced_level():.0%}. A claim measured in several settings needs every one to pass, so its power is "
         f"the product of theirs (exact for independent settings, a lower bound otherwise). The report also gives "
         f"the units {POWER_TARGET:.0%} power would need. An *inconclusive* row whose power is below "
-        f"{UNDERPOWERED_BELOW:.0%} says so (*underpowered*): it says nothing about the paper.",
+        f"{UNDERPOWERED_BELOW:.0%} says so (*underpowered*): it says nothing about the paper. Declared with plan "
+        f"{PLAN_VERSION} (issue 26) after the demo's results had been seen: the planning effects are the paper's "
+        "magnitudes or smallest effects of interest, never the demo's estimates; the planning SDs are the demo's "
+        "spreads (only a design without a pilot run uses them).",
         "",
     ]
     for cid, eps in PLANNING.items():
