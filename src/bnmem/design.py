@@ -20,7 +20,7 @@ from typing import Any
 
 from bnmem import analysis_plan as ap
 from bnmem.errors import BnmemError
-from bnmem.report.power import SettingDesign, design_power, units_for
+from bnmem.report.power import SettingDesign, design_power, unit_of, units_for
 from bnmem.study.run import Cell, expand_grid, runs_in
 
 # Which settings decide a claim besides its lens: "corrupted" (default), "clean", "all", "study" (once).
@@ -67,10 +67,17 @@ def _settings(study: Any, cid: str) -> list[tuple[str, list[Cell]]]:
     return list(groups.items())
 
 
+def _nested_selection() -> bool:
+    """Whether the mitigate lens selects λ inside every replicate (nested selection: its config names
+    ``selection_seeds``), so every replicate is evaluated; otherwise one replicate selects and is held out."""
+    from bnmem.lenses import registry
+
+    return "selection_seeds" in registry.get("mitigate").config.model_fields
+
+
 def _evaluated_units(cid: str, replicates: int) -> int:
-    """Replicates that enter a claim's interval (plan 3.0's claim 6 holds one out for selecting λ)."""
-    held_out = getattr(ap, "MITIGATE_SELECTION_REPLICATE", None)
-    return replicates - 1 if cid == "6" and held_out is not None and replicates > 1 else replicates
+    """Replicates that enter a claim's interval (claim 6 without nested selection holds one out for λ)."""
+    return replicates - 1 if cid == "6" and replicates > 1 and not _nested_selection() else replicates
 
 
 def _pilot_sds(pilot: list[Any] | None, cid: str) -> dict[tuple[str, float, float], dict[str, float | None]]:
@@ -80,6 +87,8 @@ def _pilot_sds(pilot: list[Any] | None, cid: str) -> dict[tuple[str, float, floa
         if c.id != cid:
             continue
         for e in c.deciding():
+            if cid != "5b" and unit_of(e) != "replicates":
+                continue  # an interval over one replicate's seeds: not the spread of replicate means
             key = (str(e.conditions.get("arch")), float(e.conditions.get("label_noise") or 0),
                    float(e.conditions.get("ood") or 0))
             out[key] = {"": e.sd, **{k: v[1] for k, v in e.spreads.items()}}

@@ -181,7 +181,7 @@ def units_for(cid: str, settings: list[SettingDesign], target: float = POWER_TAR
     return units_needed(lambda k: design_power(cid, settings, k) or 0.0, target, limit=MAX_UNITS)
 
 
-def _unit(e: Any) -> str:
+def unit_of(e: Any) -> str:
     """What the interval's units are: replicates, or (one replicate; the toy model) seeds."""
     reps = e.conditions.get("replicates")
     return "replicates" if isinstance(reps, list) and len(reps) >= 2 else "seeds"
@@ -209,7 +209,7 @@ def claim_power(claim: Claim) -> ClaimPower:
     basis = "observed spread" if not declared else ("declared planning SD for " + ", ".join(dict.fromkeys(declared)))
     ds = claim.deciding()
     return ClaimPower(claim.id, p, min(s.n for s in settings), units_for(claim.id, settings),
-                      _unit(ds[0]) if ds else "replicates", basis, len(settings))
+                      unit_of(ds[0]) if ds else "replicates", basis, len(settings))
 
 
 def power_of(claim: Claim) -> ClaimPower:

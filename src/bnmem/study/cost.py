@@ -173,7 +173,7 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     for lens, values in fixed.items():
         cal.fixed[lens] = sum(values) / len(values)
     measured = sorted(set(sums) | set(fixed))
-    declared = sorted(set(DEFAULT_FACTORS) | set(DEFAULT_FIXED) - set(measured))
+    declared = sorted((set(DEFAULT_FACTORS) | set(DEFAULT_FIXED)) - set(measured))
     cal.source = (f"calibrated on {root} for {', '.join(measured) or 'no lens'} (its DONE markers), declared "
                   f"factors for {', '.join(declared) or 'none'}; step times measured now")
     return cal
