@@ -228,6 +228,8 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
     for key in CELL_DATA_KEYS:
         if key in (extra.get("data") or {}):
             raise BnmemError(f"invalid study: {where}.data.{key}: the grid sets it for every cell")
+    if opts.replicates is not None and "replicates" in lens.config.model_fields:
+        extra["replicates"] = opts.replicates  # the lens's own replicates (defenses), not an allotment
     if opts.epochs is not None:
         if "epochs" in lens.config.model_fields:
             extra["epochs"] = opts.epochs
@@ -258,6 +260,8 @@ def runs_in(study: Study, name: str, cell: Cell) -> bool:
         opts = LensOptions.model_validate(study.lenses.options(name) or {})
     except ValidationError as e:
         raise BnmemError(f"invalid study: {validation_line(e, f'lenses.{name}')}") from e
+    if "replicates" in registry.get(name).config.model_fields:
+        opts.replicates = None  # a lens with replicates of its own (defenses) takes the option itself
     return opts.allots(cell.arch, cell.replicate)
 
 

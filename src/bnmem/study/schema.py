@@ -109,7 +109,8 @@ class LensOptions(StrictModel):
 
     epochs: int | None = Field(None, ge=1, description="short for train.epochs (or the lens's own epochs field)")
     replicates: int | None = Field(None, ge=1, description="run the lens on the first N replicates only "
-                                                           "(default: all)")
+                                                           "(default: all); a lens with a replicates field of "
+                                                           "its own (defenses) takes it as that")
     archs: list[str] | None = Field(None, description="run the lens only in these architectures' cells (default: "
                                                       "every architecture of the grid)")
 
