@@ -264,7 +264,8 @@ def test_study_report_is_self_contained_and_complete(study_dir):
         if r["status"] != NOT_RUN:
             assert r["value"] and r["conditions"]
     md = rep.markdown.read_text(encoding="utf-8")
-    assert f"| # | claim | metric | value | CI | status | vs paper | robustness | plan {PREVIOUS_VERSION} | rule |" in md
+    assert (f"| # | claim | metric | value | CI | status | power (80%: units needed) | vs paper | robustness | "
+            f"plan {PREVIOUS_VERSION} | rule |") in md
     assert f"Analysis plan version **{PLAN_VERSION}**" in md and "## Robustness panel" in md
     for cid in CLAIM_IDS:
         assert f"\n| {cid} | " in md

@@ -580,6 +580,120 @@ REVIEW_POINTS_3: tuple[tuple[str, str], ...] = (
 )
 
 
+# --- design: the test each claim's rule is, and the effect its design must detect -------------------------
+# Tests (bnmem.power computes each one's power; bnmem.report.power reads the declarations below).
+TEST_ABOVE = "above"  # one-sided t: the interval's lower end above a threshold (the null, or the paper's minimum)
+TEST_BELOW = "below"  # one-sided t: the interval's upper end below a margin (non-inferiority)
+TEST_BAND = "band"  # equivalence: the whole interval inside a band
+TEST_EXACT = "exact"  # the rule's own decision on discrete outcomes, simulated from a planning model
+POWER_TARGET = 0.8
+UNDERPOWERED_BELOW = 0.5
+PAPER_MINIMUM = "the paper's stated minimum"
+PAPER_UPPER = "the upper end of the paper's range"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One number a claim's "reproduced" requires, the test on it, and the effect the design is sized for.
+
+    Attributes:
+        name: "" for the claim's decisive number; else the :attr:`Evaluation.spreads` key (claim 6's "drop").
+        test: :data:`TEST_ABOVE`, :data:`TEST_BELOW`, :data:`TEST_BAND` or :data:`TEST_EXACT`.
+        effect: the planning effect (the true value the design must detect), or None for :data:`PAPER_UPPER`.
+        threshold: what the interval must clear (the null, a margin), or None for :data:`PAPER_MINIMUM`.
+        sd: the declared standard deviation of one unit's value (a replicate's mean), used without a pilot.
+        source: "paper" (the paper's stated magnitude) or "smallest effect of interest" (declared).
+        why: the reason for the planning effect and SD.
+        band: the band of a :data:`TEST_BAND` endpoint.
+    """
+
+    name: str
+    test: str
+    effect: float | None
+    threshold: float | None
+    sd: float
+    source: str
+    why: str
+    band: tuple[float, float] | None = None
+
+    def text(self) -> str:
+        """One line of docs/analysis-plan.md."""
+        eff = PAPER_UPPER if self.effect is None else f"{self.effect:g}"
+        if self.test == TEST_BAND:
+            against = f"interval inside [{self.band[0]:g}, {self.band[1]:g}]" if self.band else "band"
+        else:
+            side = "lower end above" if self.test in (TEST_ABOVE, TEST_EXACT) else "upper end below"
+            thr = PAPER_MINIMUM if self.threshold is None else f"{self.threshold:g}"
+            against = f"{side} {thr}"
+        what = {TEST_ABOVE: "one-sided t-test", TEST_BELOW: "one-sided t-test (non-inferiority)",
+                TEST_BAND: "equivalence (the interval inside the band)",
+                TEST_EXACT: "the rule's own decision on simulated discrete outcomes"}.get(self.test, self.test)
+        return (f"{self.name or 'its number'}: {what} ({against}); planning effect {eff} ({self.source}); "
+                f"planning SD of a unit {self.sd:g}. {self.why[:1].upper() + self.why[1:]}.")
+
+
+# Claim id -> the endpoints its "reproduced" needs, in every deciding setting (intersection–union). A claim
+# without an entry (5a, a derivation check) has no power. The planning effects are the paper's magnitudes where
+# it states one, else a declared smallest effect of interest (declared before any power was computed, and not
+# moved since). The planning SDs (used only without a pilot run) are the largest SD of replicate means the demo
+# showed per claim (its 3 replicates; plan 4.0's code on the demo's stage-1 results, LiRA unfinished): seen data,
+# which is why a pilot's own spreads replace them.
+PLANNING: dict[str, tuple[Endpoint, ...]] = {
+    "1": (Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.023, "smallest effect of interest",
+                   "the paper states no magnitude; 5 points of corrupted-subset training accuracy averaged over "
+                   "training is the smallest gap a reader would call 'faster and further'"),),
+    "2": (Endpoint("", TEST_ABOVE, 0.1, 0.0, 0.14, "smallest effect of interest",
+                   "the paper states no magnitude; a 10% larger corrupted/clean gradient-norm ratio (0.1 in log) "
+                   "is the smallest shift worth explaining memorization by"),),
+    "3a": (Endpoint("", TEST_ABOVE, None, None, 0.01, "paper",
+                    "the paper's range is 3–5 points; a true gain at its minimum could never be shown to clear "
+                    "that minimum (power α), so the design is sized for the range's upper end; the SD, one AUC "
+                    "point between replicates, is a declared guess (the demo's LiRA had not finished)"),),
+    "3b": (Endpoint("", TEST_ABOVE, None, None, 0.01, "paper", "as 3a"),),
+    "4": (Endpoint("", TEST_EXACT, 0.75, GS_MAJORITY, 0.22, "smallest effect of interest",
+                   "'most layers' stated without a number; three quarters of the layers above 1 is the smallest "
+                   "majority worth reporting. Simulated: each replicate's probability of a layer above 1 drawn "
+                   "around the effect with the declared SD, each seed's layers binomial, the rule's own "
+                   "decision applied"),),
+    "5b": (Endpoint("", TEST_BAND, 1.0, None, 0.031, "paper",
+                    "the derivation predicts a slope of 1",
+                    band=(1 - THEORY_TOL, 1 + THEORY_TOL)),),
+    "6": (Endpoint("", TEST_ABOVE, 0.75, MITIGATE_CUT, 0.06, "smallest effect of interest",
+                   "the paper says the regularizer cuts memorization; a cut of three quarters is the smallest one "
+                   "that clears the stated half with room"),
+          Endpoint("drop", TEST_BELOW, 0.0, MITIGATE_TEST_DROP, 0.03, "paper",
+                   "no cost at all (a drop of 0) must pass the 1-point margin"),),
+    "7": (Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.056, "smallest effect of interest",
+                   "the paper states no magnitude; outliers' share of the push 5 points above their share of "
+                   "the data is the smallest 'disproportionate' drive worth reporting"),),
+}
+
+
+def reproduced_level() -> float:
+    """The level of the interval that decides "reproduced" (plan 4.0: 95%, no adjustment: an
+    intersection–union test over the settings is valid at α)."""
+    return LEVEL
+
+
+def _planning_section() -> list[str]:
+    lines = [
+        "## Power and planning effects",
+        "",
+        f"For every claim the report gives the design's power: the chance that the rule reads *reproduced* when "
+        f"the truth is the planning effect below, at the run's number of units (replicates) and the spread it "
+        f"observed (`bnmem design` without a pilot run: the declared SD), with the interval at "
+        f"{reproduced_level():.0%}. A claim measured in several settings needs every one to pass, so its power is "
+        f"the product of theirs (exact for independent settings, a lower bound otherwise). The report also gives "
+        f"the units {POWER_TARGET:.0%} power would need. An *inconclusive* row whose power is below "
+        f"{UNDERPOWERED_BELOW:.0%} says so (*underpowered*): it says nothing about the paper. Declared with plan "
+        f"{PLAN_VERSION} (issue 26) after the demo's results had been seen: the planning effects are the paper's "
+        "magnitudes or smallest effects of interest, never the demo's estimates; the planning SDs are the demo's "
+        "spreads (only a design without a pilot run uses them).",
+        "",
+    ]
+    for cid, eps in PLANNING.items():
+        lines += [f"- **{cid}**: " + " ".join(e.text() for e in eps)]
+    return lines + [""]
 # How each point of the review that led to 4.0 (issue 25) was addressed.
 REVIEW_POINTS: tuple[tuple[str, str], ...] = (
     ("1", "claim 5b is an equivalence test on the band 1 ± 10%: contradicted when its interval lies wholly outside "
@@ -693,6 +807,7 @@ def render_markdown() -> str:
         "",
         *_statuses_section(),
         *_general_sections(),
+        *_planning_section(),
         "## Claims",
         "",
     ]

@@ -58,6 +58,8 @@ class PairedDiff:
         t_low, t_high: Student t-interval.
         min, max: smallest and largest paired difference.
         note: a caveat for the reader (few pairs, dropped pairs), or "".
+        sd: the sample standard deviation of the units (n − 1 denominator; None with fewer than 2): the
+            spread the power of a design is computed from (:mod:`bnmem.power`).
     """
 
     mean: float
@@ -73,6 +75,7 @@ class PairedDiff:
     min: float | None = None
     max: float | None = None
     note: str = ""
+    sd: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -244,6 +247,7 @@ def difference_stats(
         min=float(d.min()),
         max=float(d.max()),
         note="; ".join(notes),
+        sd=float(d.std(ddof=1)) if d.size >= 2 else None,
     )
 
 
@@ -441,7 +445,7 @@ def bounded_mean(values: Sequence[float] | np.ndarray, unit: str, level: float =
     return PairedDiff(float(x.mean()), float(lo[0]), float(hi[0]), int(x.size), unit,
                       f"{level * 100:g}% distribution-free interval for a mean in [0, 1] over {x.size} {unit} "
                       "(Anderson's bound: one-sided Kolmogorov–Smirnov band)", min=float(x.min()),
-                      max=float(x.max()))
+                      max=float(x.max()), sd=float(x.std(ddof=1)) if x.size >= 2 else None)
 
 
 def replicated_bounded_mean(groups: Sequence[Sequence[float] | np.ndarray], within_unit: str,

@@ -17,6 +17,7 @@ from bnmem.analysis_plan import (
 )
 from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
 from bnmem.report.claims import Claim, Evaluation
+from bnmem.report.power import power_of
 from bnmem.formatting import finite
 
 STATUS_COLORS = {
@@ -104,7 +105,16 @@ def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
     panels = []
     for c in claims:
         xlabel, null, null_label = AXES.get(c.id, (c.metric[:70], 0.0, "no effect"))
-        panels.append(ForestPanel(f"{c.id} · {_clip(c.title, 64)}", xlabel, null, null_label, claim_rows(c)))
+        rows = claim_rows(c)
+        title = f"{c.id} · {_clip(c.title, 64)}"
+        p = power_of(c)
+        if c.status == INCONCLUSIVE and p.underpowered:
+            # An inconclusive verdict at low power says nothing about the paper: the panel and its rows say so.
+            title = f"{c.id} · UNDERPOWERED (power {p.power:.2f}; {p.needed_text()}) · {_clip(c.title, 40)}"
+            for r in rows:
+                if r.deciding:
+                    r.label += " [underpowered]"
+        panels.append(ForestPanel(title, xlabel, null, null_label, rows))
     labels = _strip_common([r.label for p in panels for r in p.rows]) if any(p.rows for p in panels) else []
     it = iter(labels)
     for p in panels:

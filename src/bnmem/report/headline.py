@@ -1,5 +1,6 @@
 """The top of the report: the run's confirmatory / exploratory label in full, one line per claim (status,
-effect and interval, the paper's value, the plan's state) and the forest plot of every claim's evaluations."""
+effect and interval, the paper's value, the plan's state, the design's power) and the forest plot of every
+claim's evaluations."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
-from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
 from bnmem.report.forest import split_verdicts
+from bnmem.report.power import power_of
+from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
 from bnmem.report.summary import claim_rows
 
 
@@ -48,7 +50,8 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "where": row["where"], "split": split_verdicts(c)})
+                    "plan": plan_fixed(c.id, state), "where": row["where"], "split": split_verdicts(c),
+                    "verdict": row["verdict"], "power": power_of(c).text()})
     return out
 
 

@@ -450,11 +450,14 @@ def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -
             f'<td class="clip" title="{esc(h["title"])}"><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
             f'<td class="num">{esc(h["effect"])}'
             + (f'<br><span class="note split">{esc(h["split"])}</span>' if h.get("split") else "") + "</td>"
+            f'<td class="note">{esc(h["power"])}'
+            + (f'<br><b>{esc(h["verdict"])}</b>' if h["verdict"] != h["status"] else "") + "</td>"
             f'<td class="note clip" title="{esc(h["paper"])}">{esc(h["paper"])}</td>'
             f'<td class="note clip" title="{esc(h["plan"])}">{esc(h["plan"])}</td></tr>')
     banner = f'<p class="run-label" id="run-label"><b>{esc(label)}</b></p>' if label else ""
     return (banner + '<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
-            "<th>the paper</th><th>analysis plan</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+            "<th>power (units for 80%)</th><th>the paper</th><th>analysis plan</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
 
 
 def forest_block(claims: list[Claim]) -> str:

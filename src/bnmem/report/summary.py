@@ -9,6 +9,7 @@ from typing import Any
 from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.forest import split_verdicts
+from bnmem.report.power import power_of
 from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
@@ -17,7 +18,7 @@ from bnmem.report.tables import Table
 CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
                "previous_status", "plan_version", "rule", "ci_method", "where", "conditions",
                "vs_paper", "paper_low", "paper_high", "ci_level", "agreement_magnitude", "previous_plan_version",
-               "plan_sha256", "run_label")
+               "plan_sha256", "run_label", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict")
 
 
 def _md(text: Any) -> str:
@@ -67,9 +68,22 @@ def claim_rows(claims: list[Claim], label: str = "") -> list[dict[str, str]]:
             "agreement_magnitude": row["agreement_magnitude"],
             "previous_plan_version": PREVIOUS_VERSION,
             "plan_sha256": sha,
+            **_power_fields(c),
             "run_label": label,
         })
     return out
+
+
+def _power_fields(c: Claim) -> dict[str, str]:
+    """The power columns: power of "reproduced" at the run's design, its n and unit, the units 80% power needs,
+    what the spread came from, and the status as read (an underpowered inconclusive row says so)."""
+    p = power_of(c)
+    if p.power is None:
+        return {"power": "", "power_n": "", "power_unit": "", "n_for_80": "", "power_basis": "",
+                "verdict": c.status}
+    return {"power": f"{p.power:.3f}", "power_n": str(p.n), "power_unit": p.unit,
+            "n_for_80": "" if p.needed is None else str(p.needed), "power_basis": p.basis,
+            "verdict": p.verdict(c.status)}
 
 
 def render_csv(claims: list[Claim], label: str = "") -> str:
@@ -107,10 +121,11 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         d = c.decisive
         ci = "—" if not d or d.ci_low is None else f"[{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]"
         kind = "" if c.kind == "evidence" else f" ({c.kind})"
-        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**",
-                     c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
-    lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "vs paper", "robustness",
-                        f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
+        p = power_of(c)
+        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{p.verdict(c.status)}**",
+                     p.text(), c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
+    lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "power (80%: units needed)", "vs paper",
+                        "robustness", f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
     splits = [f"- Claim {c.id}: {s}" for c in claims if (s := split_verdicts(c))]
     lines += (["Settings that disagree (the row shows the least supportive):", "", *splits, ""] if splits else [])
     lines += ["## Robustness panel", ""]

@@ -211,7 +211,7 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
     note = ("; ".join(notes) + f"; definitions {'agree' if agree else 'disagree'}: "
             + ", ".join(f"{a.name} {a.status}" for a in cov))
     primary = Analysis(PLAN_ANALYSIS, decider.value, decider.ci_low, decider.ci_high, status,
-                       decider.method, note)
+                       decider.method, note, n=decider.n, sd=decider.sd)
     ev = Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts, decider.name)
     ev.tests = len(definitions)
     return ev

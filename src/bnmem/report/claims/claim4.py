@@ -159,7 +159,8 @@ def evaluate(run: RunData) -> list[Claim]:
         old = _v2(reps, typed)
         alts.append(Analysis.of("plan 2.0: median convolutional-channel fraction over models",
                                 old, grade(old, null=GS_MAJORITY), valid=False))
-        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer")
+        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
+                 n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
         previous(claim, where(setting), v3.mean if math.isfinite(v3.mean) else None, v3_status)
     return [claim]

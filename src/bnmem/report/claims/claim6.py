@@ -251,10 +251,11 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
              gs_tau=variants[names[0]].get("gs_tau") if names[0] in variants else None,
              selection_replicate=sel_reps[0] if sel_reps else None,
              evaluation_replicates=[replicate_of(x) for x, _ in evaluated])
-    claim.evaluations.append(Evaluation.from_analysis(
+    ev = Evaluation.from_analysis(
         where(setting, f"BN vs BN + γ/σ regularizer {lam_text}"), primary, c, True, cov if len(cov) > 1 else [],
-        alts,
-        "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0)))
+        alts, "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0))
+    ev.spreads["drop"] = (drop.n, drop.sd)  # the cost test's endpoint: its power needs its own spread
+    claim.evaluations.append(ev)
     if old is not None:
         previous(claim, where(setting), old[0], old[1])
 

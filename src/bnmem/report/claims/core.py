@@ -160,6 +160,8 @@ class Analysis:
     """One analysis choice's verdict (a co-verdict, or a row of the robustness panel).
 
     ``valid`` False: an analysis the plan calls invalid, shown but never counted in the agreement.
+    ``n`` and ``sd``: the number of units the interval is over and their standard deviation (the spread
+    :mod:`bnmem.report.power` computes a design's power from; 0 / None when unknown).
     """
 
     name: str
@@ -171,6 +173,8 @@ class Analysis:
     note: str = ""
     valid: bool = True
     vs_paper: str = ""
+    n: int = 0
+    sd: float | None = None
 
     @classmethod
     def of(cls, name: str, est: PairedDiff | None, status: str, note: str = "", valid: bool = True,
@@ -179,7 +183,8 @@ class Analysis:
             return cls(name, None, None, None, status, "", note, valid)
         v = est.mean if math.isfinite(est.mean) else None
         notes = "; ".join(x for x in (note, est.note) if x)
-        return cls(name, v, est.ci_low, est.ci_high, status, est.method, notes, valid, vs_paper(est, paper))
+        return cls(name, v, est.ci_low, est.ci_high, status, est.method, notes, valid, vs_paper(est, paper),
+                   est.n, est.sd)
 
     def same_numbers(self, other: "Analysis") -> bool:
         """Whether two analyses are the same analysis under two names (equal value and interval)."""
@@ -215,6 +220,8 @@ class Evaluation(Analysis):
         paper: the paper's range (low, high) the number is compared with, or None.
         tests: how many tests this evaluation adds to the claim's family k (claim 2: 2 definitions).
         level: the level of the interval shown (95%, or 1 − α/k where 'contradicted' was tested).
+        spreads: (units, their SD) of a second endpoint the status also tests, by the endpoint's name in
+            :data:`bnmem.analysis_plan.PLANNING` (claim 6's test-accuracy "drop"); the primary's are n and sd.
     """
 
     conditions: dict[str, Any] = field(default_factory=dict)
@@ -226,6 +233,7 @@ class Evaluation(Analysis):
     paper: tuple[float, float] | None = None
     tests: int = 1
     level: float = LEVEL
+    spreads: dict[str, tuple[int, float | None]] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -236,12 +244,13 @@ class Evaluation(Analysis):
     def from_analysis(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
                       coverdicts: list[Analysis] | None = None, analyses: list[Analysis] | None = None,
                       primary: str = "", paper: tuple[float, float] | None = None) -> "Evaluation":
-        return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid, a.vs_paper,
-                   conditions, deciding, coverdicts or [], analyses or [], primary, "", paper)
+        return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid, a.vs_paper, a.n, a.sd,
+                   conditions=conditions, deciding=deciding, coverdicts=coverdicts or [], analyses=analyses or [],
+                   primary=primary, paper=paper)
 
     def as_analysis(self, name: str = PLAN_ANALYSIS) -> Analysis:
         return Analysis(name, self.value, self.ci_low, self.ci_high, self.status, self.method, self.note,
-                        self.valid, self.vs_paper)
+                        self.valid, self.vs_paper, self.n, self.sd)
 
 
 def weakest(items: Sequence[Any]) -> Any:
@@ -267,7 +276,7 @@ def merge_identical(items: list[Analysis]) -> list[Analysis]:
                      and a.value is not None), None)
         if twin is None:
             out.append(Analysis(a.name, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid,
-                                a.vs_paper))
+                                a.vs_paper, a.n, a.sd))
         else:
             twin.name = f"{twin.name} = {a.name}"
     return out

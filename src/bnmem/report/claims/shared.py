@@ -20,7 +20,7 @@ DISPLAY_KEYS = (
     "bn_mode_at_query", "shadow_models", "views", "keep_seed", "attack", "subset", "gradient_definition",
     "bn_mode", "checkpoints", "regularizer_lambda", "lambda_selection", "gs_tau", "sigma", "layers", "gs_reg",
     "model", "steps", "lr", "n_outliers", "outlier_kind", "seed", "recipe", "selection_replicate",
-    "evaluation_replicates",
+    "evaluation_replicates", "n_layers", "n_seeds",
 )
 # A setting run with a recipe other than the paper's shared one (e.g. per-norm selected learning rates)
 # is a robustness variant: shown in the panel, never deciding.
