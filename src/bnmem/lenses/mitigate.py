@@ -156,7 +156,7 @@ class MitigateConfig(ExperimentConfig):
     @field_validator("lira_models")
     @classmethod
     def _lira(cls, v: int) -> int:
-        return check_shadow_models(v, "lira_models", off=True)
+        return check_shadow_models(v, "lira_models", off=True, error=ValueError)
 
     @model_validator(mode="after")
     def _consistent(self) -> "MitigateConfig":

@@ -8,11 +8,11 @@ row can be filtered and grouped without reading any results file. The columns
 are documented in docs/results.md; :data:`COLUMNS` is their order.
 
 Only per-unit numbers are exported (the lenses' own means and intervals are
-recomputable from them). A lens that is not built in (a plugin; known by its
-spec, :mod:`bnmem.lenses.spec`) is read generically: every number of its results
+recomputable from them). A lens without a reader here (a plugin, a new
+built-in; known by its spec, :mod:`bnmem.lenses.spec`) is read generically: every number of its results
 file is a row (:func:`generic_rows`), NaN included, so none is dropped. The
-built-in theory and defenses lenses (once per study; per variant and replicate)
-contribute no rows.
+lenses whose spec says ``tidy=False`` (the built-in theory and defenses: once
+per study; per variant and replicate) contribute no rows.
 """
 
 from __future__ import annotations
@@ -177,10 +177,11 @@ def generic_rows(lens: Lens) -> Iterator[Row]:
 
 
 def reader_of(kind: str):
-    """The tidy reader of a lens: its own, the generic one for a lens that is not built in, else None."""
+    """The tidy reader of a lens: its own, else the generic one; None when its spec keeps it out."""
     if kind in READERS:
         return READERS[kind]
-    return None if kind in specs.SPECS else generic_rows
+    spec = specs.find(kind)
+    return None if spec is not None and not spec.tidy else generic_rows
 
 
 def _cell_columns(cell: Cell, lens: Lens, settings: dict[str, str]) -> Row:
