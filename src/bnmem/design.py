@@ -20,6 +20,7 @@ from typing import Any
 
 from bnmem import analysis_plan as ap
 from bnmem.errors import BnmemError
+from bnmem.names import STUDY_FILE
 from bnmem.report.power import SettingDesign, design_power, unit_of, units_for
 from bnmem.study.run import Cell, expand_grid, runs_in
 
@@ -155,7 +156,7 @@ def evaluate_design(study: Any, pilot_dir: str | Path | None = None) -> list[Cla
         from bnmem.report.claims import evaluate_claims
         from bnmem.report.rundata import load_run
 
-        if not (Path(pilot_dir) / "study.json").exists() and not Path(pilot_dir).is_dir():
+        if not (Path(pilot_dir) / STUDY_FILE).exists() and not Path(pilot_dir).is_dir():
             raise BnmemError(f"pilot run {pilot_dir} does not exist")
         pilot = evaluate_claims(load_run(pilot_dir))
     return [claim_design(study, cid, pilot) for cid in ap.PLAN]
@@ -223,8 +224,8 @@ def pilot_study(run_dir: str | Path) -> Any:
     from bnmem.study.schema import Study
 
     try:
-        doc = io.read_json(Path(run_dir) / "study.json")
+        doc = io.read_json(Path(run_dir) / STUDY_FILE)
     except (OSError, ValueError):
-        raise BnmemError(f"{run_dir} has no readable study.json: give a run directory of `bnmem run`") from None
+        raise BnmemError(f"{run_dir} has no readable {STUDY_FILE}: give a run directory of `bnmem run`") from None
     doc = {k: v for k, v in doc.items() if k not in (ap.RECORD_KEY, ap.CONFIRMATORY_KEY)}
     return Study.model_validate(doc)
