@@ -448,7 +448,11 @@ def test_folder_of_lens_dirs_groups_lenses_by_setting(lens_dirs, tmp_path):
     assert {"memorize", "lira", "gamma-sigma", "mitigate"} <= set(by_noise[0.1].lenses)
     assert set(by_noise[0.0].lenses) == {"lira"}
     status = {c.id: c.status for c in rep.claims}
-    assert status["3b"] == INCONCLUSIVE and status["4"] == REPRODUCED and status["6"] == REPRODUCED
+    assert status["3b"] == INCONCLUSIVE and status["6"] == REPRODUCED
+    # claim 4 on a few models of one replicate: the distribution-free interval cannot exclude one half (plan 3.0's
+    # t-interval on the same models read reproduced)
+    c4 = next(c for c in rep.claims if c.id == "4")
+    assert status["4"] == INCONCLUSIVE and c4.previous_status == REPRODUCED
     assert_self_contained(parse(rep.html))
 
 

@@ -378,7 +378,7 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     assert panel["eval: area over all checkpoints (plan 2.0)"].value == pytest.approx(expected, abs=0.05)
     # plan 4.0: analyses using a checkpoint after the fit (BN passes 50% at epoch 8) are shown, not counted
     assert not panel["eval: area over all checkpoints (plan 2.0)"].valid
-    assert not panel["eval: checkpoint 20 only (after the fit)"].valid
+    assert not panel["eval: checkpoint 20 only"].valid
     assert panel["eval: checkpoint 5 only"].valid
     assert next(a for n, a in panel.items() if n.startswith("eval: checkpoint 1 only")).valid  # merged with batch's
     counted = [a for a in claim.robustness() if a.valid and a.status != NOT_RUN]
@@ -387,6 +387,27 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
                                                                     rng.normal(0, 0.05, 3), ("eval",)),
                                     LENS_MEMORIZE: memorize_data(*_fits().values())}) for r in range(3)]
     assert claim_gradnorms(make_run(eval_only)).status == REPRODUCED
+
+
+def test_claim_2_panel_calls_a_checkpoint_invalid_when_any_setting_has_fitted_by_then():
+    """Two settings: BN fits half the corrupted subset by epoch 8 in one, by epoch 3 in the other. The panel's
+    'checkpoint 5 only' row aggregates both settings, so it uses a post-fit checkpoint: shown, not counted;
+    'checkpoint 1 only' is before the fit in both: counted."""
+    rng = np.random.default_rng(6)
+    early_fit = {"batch": np.tile(np.r_[0.1, 0.3, np.full(18, 0.9)], (3, 1)), "none": _fits()["none"]}
+    cells = []
+    for r in range(3):
+        for noise, fits in ((0.05, _fits()), (0.1, early_fit)):
+            g = gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3))
+            cells.append(make_cell("g", r, {LENS_GRADNORMS: g, LENS_MEMORIZE: memorize_data(fits["batch"],
+                                                                                            fits["none"])},
+                                   label_noise=noise))
+    claim = claim_gradnorms(make_run(cells))
+    panel = {a.name: a for a in claim.robustness()}
+    assert not panel["eval: checkpoint 5 only"].valid
+    assert next(a for n, a in panel.items() if n.startswith("eval: checkpoint 1 only")).valid
+    single = claim_gradnorms(make_run([c for c in cells if c.conditions["label_noise"] == 0.05]))
+    assert {a.name: a for a in single.robustness()}["eval: checkpoint 5 only"].valid
 
 
 def test_claim_2_without_fit_levels_or_early_checkpoints_is_not_run():

@@ -189,8 +189,8 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
                                 valid=not late))
         for e in epochs:
             ce = estimate(groups[f"checkpoint {e}"], "seeds", True)
-            alts.append(Analysis.of(f"{d}: checkpoint {e} only" + (" (after the fit)" if e in late else ""), ce,
-                                    grade(ce), valid=e not in late))
+            alts.append(Analysis.of(f"{d}: checkpoint {e} only", ce, grade(ce),
+                                    "after the fit in this setting" if e in late else "", valid=e not in late))
         if est is not None:
             ab = estimate(groups["absolute"], "seeds", True)
             alts.append(Analysis.of(f"{d}: absolute log corrupted median (early checkpoints)", ab, grade(ab)))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from bnmem.analysis_plan import (
@@ -366,7 +366,8 @@ class Claim:
         return d.vs_paper if d else ""
 
     def _aggregate(self, pick: Callable[[Evaluation], list[Analysis]]) -> list[Analysis]:
-        """Per analysis name, the least supportive over the deciding evaluations (first-seen order)."""
+        """Per analysis name, the least supportive over the deciding evaluations (first-seen order); valid only
+        if it is valid in every setting (e.g. claim 2's checkpoint after the fit in one setting)."""
         by_name: dict[str, list[Analysis]] = {}
         for e in self.deciding():
             for a in pick(e):
@@ -374,7 +375,9 @@ class Claim:
         out = []
         for items in by_name.values():
             ran = [a for a in items if a.status != NOT_RUN]
-            out.append(weakest(ran) if ran else items[0])
+            pick_ = weakest(ran) if ran else items[0]
+            valid = all(a.valid for a in items)
+            out.append(pick_ if valid == pick_.valid else replace(pick_, valid=valid))
         return out
 
     def coverdicts(self) -> list[Analysis]:
