@@ -10,6 +10,7 @@ from typing import Any
 
 from bnmem import io
 from bnmem.errors import BnmemError
+from bnmem.names import CONFIG_FILE, ENVIRONMENT_FILE
 from bnmem.version import __version__
 
 
@@ -28,7 +29,7 @@ def environment() -> dict[str, Any]:
     }
 
 
-def prepare_run_dir(out: str | Path, config: dict[str, Any], name: str = "config.json") -> Path:
+def prepare_run_dir(out: str | Path, config: dict[str, Any], name: str = CONFIG_FILE) -> Path:
     """Create ``out`` and write the resolved config, or check it matches on a rerun.
 
     A rerun into the same directory resumes (finished jobs are skipped), which is
@@ -51,5 +52,5 @@ def prepare_run_dir(out: str | Path, config: dict[str, Any], name: str = "config
                 "use a new --out directory or delete the old one"
             )
     io.write_json(path, canonical)
-    io.write_json(out / "environment.json", environment())
+    io.write_json(out / ENVIRONMENT_FILE, environment())
     return out

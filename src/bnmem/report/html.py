@@ -21,7 +21,7 @@ from bnmem.analysis_plan import (
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.preregistration import check_plan
+from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
@@ -130,9 +130,10 @@ p.legend { font-size: 11.5px; color: #4a525a; margin: 2px 0 2px; line-height: 1.
 p.legend .legend-item { margin-right: 10px; white-space: nowrap; }
 p.legend .status { font-size: 11.5px; padding: 0 7px; }
 table.headline th:nth-child(1) { width: 104px; } table.headline th:nth-child(2) { width: 30px; }
-table.headline th:nth-child(3) { width: 26%; } table.headline th:nth-child(4) { width: 118px; }
-table.headline th:nth-child(5) { width: 27%; }
+table.headline th:nth-child(3) { width: 23%; } table.headline th:nth-child(4) { width: 118px; }
+table.headline th:nth-child(5) { width: 120px; } table.headline th:nth-child(6) { width: 24%; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
+p.run-label { margin: 2px 0; font-size: 13px; }
 header h1 { margin: 0 0 2px; font-size: 21px; display: inline-block; margin-right: 18px; }
 header nav { display: inline-block; }
 header .sub { margin: 0 0 2px; font-size: 13px; }
@@ -539,9 +540,10 @@ def _figures_for(lens: LensOutput) -> list[str]:
     return names + [n for n in lens.figures if n != main and n not in others_main]
 
 
-def headline_block(claims: list[Claim], plan_state: str = "") -> str:
-    """One line per claim: status pill, claim, effect [CI], the paper's value, whether the plan was fixed before
-    the results (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state)."""
+def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -> str:
+    """The run's label (:func:`bnmem.report.preregistration.run_label`) in full, then one line per claim:
+    status pill, claim, effect [CI], the paper's value, the plan's state (``plan_state``:
+    :func:`bnmem.report.preregistration.check_plan`'s state)."""
     from bnmem.report.headline import headline_rows
 
     rows = []
@@ -550,11 +552,16 @@ def headline_block(claims: list[Claim], plan_state: str = "") -> str:
             f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
             f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
             f'<td><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
-            f'<td class="num">{esc(h["effect"])}</td>'
+            f'<td class="num">{esc(h["effect"])}'
+            + (f'<br><span class="note split">{esc(h["split"])}</span>' if h.get("split") else "") + "</td>"
+            f'<td class="note">{esc(h["power"])}'
+            + (f'<br><b>{esc(h["verdict"])}</b>' if h["verdict"] != h["status"] else "") + "</td>"
             f'<td class="note">{esc(h["paper"])}</td>'
             f'<td class="note">{esc(h["plan"])}</td></tr>')
-    return ('<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
-            "<th>the paper</th><th>analysis plan</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    banner = f'<p class="run-label" id="run-label"><b>{esc(label)}</b></p>' if label else ""
+    return (banner + '<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
+            "<th>power (units for 80%)</th><th>the paper</th><th>analysis plan</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
 
 
 def forest_block(claims: list[Claim]) -> str:
@@ -566,9 +573,9 @@ def forest_block(claims: list[Claim]) -> str:
     return (f'<figure class="forest"><img id="forest-plot" src="{data_uri(data)}" width="{w}" height="{h}" '
             'alt="forest plot: every claim\'s effect and interval per setting">'
             "<figcaption>One panel per claim on its own axis; a row per setting (claim 3: per attack, in AUC "
-            "points; hollow = not deciding), intervals at 95% Bonferroni-adjusted over a claim's settings, over "
-            "replicates; dashed = the null (4: half the layers, 5a: the 10% tolerance); green = the paper's range "
-            "(5b: slope 1 ± 10%).</figcaption></figure>")
+            "points; hollow = not deciding), intervals at 95% (1 − 0.05/k where a setting was tested for "
+            "'contradicted'), over replicates; dashed = the null (4: half the layers, 5a: the 10% tolerance); "
+            "green = the paper's range (5b: slope 1 ± 10%).</figcaption></figure>")
 
 
 def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
@@ -605,7 +612,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         status_legend(counts),
         "</header>",
-        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
+        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, run_label(run.root, run.study)),
+        "</section>",
     ]
     if run.problems:  # folded to one line: the first screen stays the headline and the forest plot
         parts.append(f'<details class="problems" id="problems"><summary>Incomplete or unreadable results: '
@@ -658,10 +666,11 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (plan 3.0); the percentile bootstrap "
-        f"({N_RESAMPLES} resamples, seed {SEED}) is shown next to it, never deciding. A claim measured in k "
-        "settings uses Bonferroni-adjusted intervals (level 1 − 0.05/k) so its least supportive setting keeps "
-        "a family-wise 5% level.</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (claim 4: a distribution-free interval "
+        f"for a mean in [0, 1]); the percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}) is shown next to "
+        "it, never deciding. A claim measured in k settings reads reproduced only if every setting does (an "
+        "intersection–union test: 95% each, no adjustment) and contradicted if any one does, tested at "
+        "1 − 0.05/k (Bonferroni) so a false 'contradicted' keeps a family-wise 2.5% level.</li>"
         "<li><b>Statuses</b> are tested against the interval, never the mean alone; see the analysis plan "
         "section. A claim measured in several settings shows the least supportive one.</li>"
         "</ul>"
