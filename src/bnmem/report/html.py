@@ -129,9 +129,10 @@ table.headline td.num { white-space: normal; }
 p.legend { font-size: 11.5px; color: #4a525a; margin: 2px 0 2px; line-height: 1.8; }
 p.legend .legend-item { margin-right: 10px; white-space: nowrap; }
 p.legend .status { font-size: 11.5px; padding: 0 7px; }
-table.headline th:nth-child(1) { width: 104px; } table.headline th:nth-child(2) { width: 30px; }
-table.headline th:nth-child(3) { width: 23%; } table.headline th:nth-child(4) { width: 118px; }
-table.headline th:nth-child(5) { width: 120px; } table.headline th:nth-child(6) { width: 24%; }
+table.headline th:nth-child(1) { width: 100px; } table.headline th:nth-child(2) { width: 28px; }
+table.headline th:nth-child(3) { width: 19%; } table.headline th:nth-child(4) { width: 17%; }
+table.headline th:nth-child(5) { width: 13%; } table.headline th:nth-child(6) { width: 20%; }
+table.headline span.split { font-size: 11px; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
 p.run-label { margin: 2px 0; font-size: 13px; }
 header h1 { margin: 0 0 2px; font-size: 21px; display: inline-block; margin-right: 18px; }

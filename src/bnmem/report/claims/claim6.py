@@ -25,7 +25,7 @@ from bnmem.analysis_plan import (
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim, not_run,
 )
-from bnmem.report.claims.shared import ATTACK_NAMES, cond, where
+from bnmem.report.claims.shared import ATTACK_NAMES, cond, previous, where
 from bnmem.report.results import (
     finite, mitigate_at, mitigate_key, mitigate_seeds, mitigate_variants, replicate_of, settings_of, variant_lira,
 )
