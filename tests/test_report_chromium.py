@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import HANG_GUARD_S
 
 from bnmem.report.build import build_report
 
@@ -42,7 +43,7 @@ def report(tmp_path_factory):
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def test_screenshot_is_not_blank(report, tmp_path):

@@ -17,7 +17,7 @@ def mitigate(
     fixed_epoch: Annotated[int, typer.Option(help="epoch at which memorization is compared (besides the last)")] = 10,
     lira_models: Annotated[int, typer.Option(
         help="shadow models per variant for LiRA AUC (0: off; even, >= 4)")] = 0,
-    out: Out = "runs/mitigate",
+    out: Out = None,
     quiet: Quiet = False,
 ) -> None:
     """Compare plain BN, BN with the γ/σ regularizer (each λ) and no-norm: memorization vs test accuracy."""
