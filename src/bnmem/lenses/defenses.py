@@ -51,10 +51,12 @@ from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.figures.frontier import plot_frontier
-from bnmem.formatting import mean_pm
-from bnmem.frontier import front_points, pareto_front, recommendation, risk_name, setting_text
+from bnmem.frontier import front_points, pareto_front, recommendation, risk_name
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import DEFENSES
 from bnmem.lenses.conditions import conditions
+from bnmem.lenses.defenses_text import audit_text, summary, summary_table
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
@@ -64,7 +66,6 @@ from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs
 from bnmem.stats import t_interval
-from bnmem.texttable import table
 from bnmem.train.dp import (  # imports Opacus only when a DP model trains
     DP_NORMS,
     DPConfig,
@@ -74,8 +75,7 @@ from bnmem.train.dp import (  # imports Opacus only when a DP model trains
 __all__ = ["DefensesConfig", "Variant", "frontier_panels", "frontier_title", "pareto_front", "recommendation",
            "run_defenses", "summary", "summary_table"]
 
-LENS_NAME = "defenses"
-SCHEMA_VERSION = 1
+SPEC = SPECS[DEFENSES]
 ATTACKS = ("online", "rmia")
 METRICS = ("auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
 SUBSETS = ("all", "outliers")
@@ -372,8 +372,8 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     ds = load_dataset(cfg.data)
     first = entries[variants[0].name][0]
     result: dict[str, Any] = {
-        "lens": LENS_NAME,
-        "schema_version": SCHEMA_VERSION,
+        "lens": SPEC.name,
+        "schema_version": SPEC.schema_version,
         "variant_names": [v.name for v in variants],
         "variants": {v.name: {"norm": v.norm, "gs_lambda": v.lam, "target_epsilon": v.epsilon,
                               **aggregate(entries[v.name]), "replicates": entries[v.name]} for v in variants},
@@ -439,65 +439,6 @@ def frontier_title(result: dict[str, Any]) -> str:
             "t-interval); filled: on the front")
 
 
-def _audit_cell(v: dict[str, Any]) -> str:
-    audit = v.get("dp_audit")
-    if audit is None:
-        return "-"
-    return ("yes" if audit["passed"] else "NO") + f" (max {audit['eps_lb_max']:.2f})"
-
-
-def audit_text(result: dict[str, Any]) -> str:
-    """One sentence per DP variant: its largest ε lower bound against its accountant ε."""
-    lines = []
-    for name in result["variant_names"]:
-        v = result["variants"][name]
-        audit = v.get("dp_audit")
-        if audit is None:
-            continue
-        eps = v["epsilon"]["mean"]
-        verdict = ("consistent with the accountant" if audit["passed"] else
-                   "MORE leakage than the accountant's ε allows: the DP pipeline is broken somewhere")
-        lines.append(f"{name}: the largest empirical ε lower bound over attacks, subsets, targets and replicates "
-                     f"is {audit['eps_lb_max']:.2f} (95% family-wise) against the accountant's ε = {eps:.2f}: "
-                     f"{verdict}.")
-    return "\n".join(lines)
-
-
-def summary_table(result: dict[str, Any]) -> str:
-    """Printable frontier table: one row per variant (means ± half the 95% interval over replicates)."""
-    rows = []
-    has_out = bool(result["subset_sizes"].get("outliers"))
-    for name in result["variant_names"]:
-        v = result["variants"][name]
-        att = v["attacks"]
-        front = ("all" if name in result["frontier"]["all"] else "") + (
-            (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["eps_lb"]["online"]["all"], 2),
-               _audit_cell(v), mean_pm(v["test_acc"]),
-               mean_pm(v["memorization"]),
-               mean_pm(att["online"]["all"]["auc"]), mean_pm(att["rmia"]["all"]["auc"])]
-        if has_out:
-            row += [mean_pm(att["online"]["outliers"]["auc"]), mean_pm(att["rmia"]["outliers"]["auc"])]
-        row += [mean_pm(att["online"]["all"]["tpr_at_1pct_fpr"], 1, scale=100),
-                mean_pm(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
-                mean_pm(v["seconds_per_model"], 1), front.strip() or "-"]
-        rows.append(row)
-    header = ["variant", "ε", "ε_lb (LiRA)", "ε_lb ≤ ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
-    if has_out:
-        header += ["LiRA AUC outl", "RMIA AUC outl"]
-    header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
-    c = result["conditions"]
-    title = (f"Defenses frontier: {setting_text(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
-             f"front on {risk_name(result)} vs test accuracy")
-    return "\n".join([title, table(rows, header)])
-
-
-def summary(result: dict[str, Any]) -> str:
-    """The frontier table followed by the plain-language recommendation (what a command or report prints)."""
-    audit = audit_text(result)
-    return summary_table(result) + "\n\n" + recommendation(result) + (f"\n\n{audit}" if audit else "")
-
-
 def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
     """Bytes the lens writes (``bnmem run --dry-run``): the shadow-model estimate per variant and replicate."""
     total: dict[str, int] = {}
@@ -508,8 +449,5 @@ def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, in
     return total
 
 
-LENS = register(Lens(
-    name=LENS_NAME, config=DefensesConfig, run=run_defenses, figure="frontier.png",
-    title="What to use instead of BN: the privacy–utility frontier", summary=summary,
-    schema_version=SCHEMA_VERSION, one_seed=True, stage=3, uses_executor=True, estimate=estimate,
-))
+LENS = register(Lens.of(SPEC, config=DefensesConfig, run=run_defenses, summary=summary,
+                        estimate=estimate))

@@ -26,6 +26,8 @@ from bnmem.measure.gamma_push import gamma_pushes, outlier_excess_share
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.figures.gamma_sigma import plot_gamma_sigma
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import GAMMA_SIGMA
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import train_runs
 from bnmem.rundir import prepare_run_dir
@@ -202,8 +204,5 @@ def summary_table(result: dict[str, Any]) -> str:
     return table(rows, ["layer", "channels", "median |γ|/σ", "frac > 1", "median (batch σ)", "frac > 1 (batch σ)"])
 
 
-LENS = register(Lens(
-    name="gamma-sigma", config=GammaSigmaConfig, run=run_gamma_sigma, results="gamma_sigma.json",
-    figure="gamma_sigma.png", title="BN |γ|/σ per layer", summary=summary_table, hook=measure_hook,
-    trains_runs=True, bn_only=True, aliases=("gamma_sigma",),
-))
+LENS = register(Lens.of(SPECS[GAMMA_SIGMA], config=GammaSigmaConfig, run=run_gamma_sigma, summary=summary_table,
+                        hook=measure_hook))

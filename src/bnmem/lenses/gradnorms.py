@@ -25,6 +25,8 @@ from bnmem.texttable import table
 from bnmem.measure.gradnorms import BATCH_METHODS, DEFINITIONS, EVAL_METHODS, per_sample_grad_norms, subset_summary
 from bnmem.figures.gradnorms import plot_gradnorms
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import GRADNORMS
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_runs
 from bnmem.rundir import prepare_run_dir
@@ -259,7 +261,5 @@ def summary_table(result: dict[str, Any]) -> str:
                         "ood/clean"])
 
 
-LENS = register(Lens(
-    name="gradnorms", config=GradNormsConfig, run=run_gradnorms, figure="gradnorms.png",
-    title="Per-sample gradient norms", summary=summary_table, hook=measure_hook, trains_runs=True,
-))
+LENS = register(Lens.of(SPECS[GRADNORMS], config=GradNormsConfig, run=run_gradnorms, summary=summary_table,
+                        hook=measure_hook))

@@ -14,6 +14,8 @@ from bnmem.measure.memorization import mean_curve
 from bnmem.measure.memorization import CURVES, epochs_to_fit
 from bnmem.figures.memorization import plot_memorization
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import MEMORIZE
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import train_run, train_runs
 from bnmem.rundir import prepare_run_dir
@@ -111,7 +113,4 @@ def summary_table(result: dict[str, Any]) -> str:
                         "fit50%@ep", "fit90%@ep"])
 
 
-LENS = register(Lens(
-    name="memorize", config=MemorizeConfig, run=run_memorize, figure="memorization.png",
-    title="Forced memorization", summary=summary_table, trains_runs=True, stage=1,
-))
+LENS = register(Lens.of(SPECS[MEMORIZE], config=MemorizeConfig, run=run_memorize, summary=summary_table))

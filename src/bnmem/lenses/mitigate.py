@@ -43,6 +43,8 @@ from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import MITIGATE
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
@@ -486,7 +488,4 @@ def hook(cfg: MitigateConfig, ds: OutlierDataset, job: Path, seed: int) -> Epoch
     return gamma_sigma_hook(ds, {cfg.fixed_epoch, cfg.train.epochs}, cfg.train.batch_size, cfg.data.seed)
 
 
-LENS = register(Lens(
-    name="mitigate", config=MitigateConfig, run=run_mitigate, figure="privacy_utility.png",
-    title="Mitigation: the γ/σ regularizer", summary=summary_table, hook=hook, trains_runs=True,
-))
+LENS = register(Lens.of(SPECS[MITIGATE], config=MitigateConfig, run=run_mitigate, summary=summary_table, hook=hook))

@@ -1,20 +1,24 @@
-"""The lens registry: the one list of lenses that the CLI, the study runner and the report read.
+"""The lens registry: the runtime part of each lens (config model, runner, hooks), loaded lazily.
 
-A lens is one experiment (forced memorization, gradient norms, LiRA, ...). Its
-module defines a config (pydantic), a runner and, optionally, a per-epoch
-measurement hook and a summary table, and registers them here with
+A lens is one experiment (forced memorization, gradient norms, LiRA, ...). What
+can be known about it without running it (names, results file, figure, title,
+per cell or per study, stage) is its static :class:`~bnmem.lenses.spec.LensSpec`
+(:mod:`bnmem.lenses.spec`, torch-free; the report and the CLI listing read only
+that). Its module defines a config (pydantic), a runner and, optionally, a
+per-epoch measurement hook and a summary table, and registers them here with
 :func:`register`. Nothing else needs editing to add a lens: ``bnmem run``
 accepts its name under ``lenses:``, ``bnmem report`` shows its results (a
-generic section when the report has no dedicated one), and ``bnmem <name>``
-runs it on its own (generic flags when no hand-written command exists).
+generic section when its spec names no view), and ``bnmem <name>`` runs it on
+its own (generic flags when no hand-written command exists).
 
 Built-in lenses are imported lazily (by module path, on first lookup), so
-``import bnmem`` and ``bnmem --help`` stay light and a study that does not use
-a lens never imports it.
+``import bnmem``, ``bnmem --help`` and ``bnmem report`` stay light and a study
+that does not use a lens never imports it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +28,12 @@ from pydantic import BaseModel, ValidationError
 
 from bnmem.config import validation_line
 from bnmem.errors import BnmemError
+from bnmem.lenses import spec as specs
+from bnmem.lenses.spec import LENS_KEY, METRICS_FILE, SCHEMA_KEY, LensSpec
 from bnmem.names import BUILTIN_LENSES
 
-# Every results file a lens writes carries these two keys; the report dispatches on them.
-LENS_KEY = "lens"
-SCHEMA_KEY = "schema_version"
+__all__ = ["LENS_KEY", "SCHEMA_KEY", "Lens", "LensSpec", "register", "unregister", "get", "canonical",
+           "all_lenses", "plugin_lenses", "names", "loaded"]
 
 
 class Runner(Protocol):
@@ -44,7 +49,7 @@ HookFactory = Callable[[Any, Any, Path, int], Callable | None]
 
 @dataclass(frozen=True)
 class Lens:
-    """A registered lens.
+    """A registered lens: its spec's static fields (see :class:`LensSpec`) and its runtime part.
 
     Attributes:
         name: the one spelling of the lens: study key, CLI command, folder inside a
@@ -82,7 +87,7 @@ class Lens:
     name: str
     config: type[BaseModel]
     run: Runner
-    results: str = "metrics.json"
+    results: str = METRICS_FILE
     schema_version: int = 1
     figure: str | None = None
     title: str = ""
@@ -98,6 +103,19 @@ class Lens:
     phase_jobs: Callable[[Any, Path, str], tuple[Callable, list[dict[str, Any]]]] | None = None
     estimate: Callable[[Any, int, Callable[[str, str, str], int]], dict[str, int]] | None = None
     aliases: tuple[str, ...] = ()
+    view: str | None = None
+    summary_ref: str | None = None
+
+    @classmethod
+    def of(cls, spec: LensSpec, **runtime: Any) -> "Lens":
+        """The lens declared by ``spec`` with its runtime part (``config``, ``run``, ``summary``, ``hook``...)."""
+        static = {f.name: getattr(spec, f.name) for f in dataclasses.fields(LensSpec)}
+        return cls(**static, **runtime)
+
+    @property
+    def spec(self) -> LensSpec:
+        """This lens's static declaration (what the report and the CLI listing read)."""
+        return LensSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(LensSpec)})
 
     def stamp(self, results: dict[str, Any]) -> dict[str, Any]:
         """``results`` with this lens's name and schema version first (what every results file carries)."""
@@ -118,7 +136,7 @@ class Lens:
 
 
 # Built-in lenses (bnmem.names, the one table of lens names): name -> the module that registers it,
-# in the order a study runs them (cheap first; membership inference last).
+# in the order a study runs them (cheap first; membership inference last); their specs: spec.SPECS.
 BUILTIN = BUILTIN_LENSES
 _REGISTRY: dict[str, Lens] = {}
 _plugins_loaded = False
@@ -146,12 +164,19 @@ def register(lens: Lens, *, replace: bool = False) -> Lens:
             raise BnmemError(f"lens name {lens.name!r} belongs to the built-in lens in {owner}; "
                              "choose another name (or pass replace=True)")
     _REGISTRY[lens.name] = lens
+    specs.add(lens.spec)
     return lens
 
 
 def unregister(name: str) -> None:
     """Remove a lens (tests register toy lenses and clean up after themselves)."""
     _REGISTRY.pop(name, None)
+    specs.remove(name)
+
+
+def loaded(name: str) -> Lens | None:
+    """The lens registered under ``name`` if its module is already loaded, else None (imports nothing)."""
+    return _REGISTRY.get(name)
 
 
 def _load_builtin(name: str) -> None:
@@ -167,17 +192,13 @@ def _load_builtin(name: str) -> None:
 
 
 def canonical(name: str) -> str:
-    """The registered spelling of a lens name or alias (``gamma_sigma`` → ``gamma-sigma``, ``rmia`` → ``lira``).
+    """The registered spelling of a lens name or alias (``gamma_sigma`` → ``gamma-sigma``, ``rmia`` → ``lira``),
+    read from the specs (no lens module is imported).
 
     Raises:
         BnmemError: no lens by that name.
     """
-    if name in _REGISTRY or name in BUILTIN:
-        return name
-    for lens in all_lenses():
-        if name in lens.aliases:
-            return lens.name
-    raise BnmemError(f"unknown lens {name!r}; choose one of {', '.join(names())}")
+    return specs.canonical(name)
 
 
 def get(name: str) -> Lens:
@@ -229,4 +250,4 @@ def _load_plugins() -> None:
 
 def names() -> list[str]:
     """Registered lens names, built-ins first, without importing any lens module."""
-    return [*BUILTIN, *(n for n in _REGISTRY if n not in BUILTIN)]
+    return specs.names()

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import THEORY
 from bnmem.theory.config import TheoryConfig
 
 
@@ -36,7 +38,4 @@ def summary(result: dict[str, Any]) -> str:
     return "\n".join(lines(result.get("summary", result)))
 
 
-LENS = register(Lens(
-    name="theory", config=TheoryConfig, run=run, results="theory.json", figure="theory.png",
-    title="Toy model: the (γ/σ)² amplification", summary=summary, per_cell=False, stage=0,
-))
+LENS = register(Lens.of(SPECS[THEORY], config=TheoryConfig, run=run, summary=summary))

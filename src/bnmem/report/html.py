@@ -384,13 +384,11 @@ def sections(run: RunData) -> list[tuple[str, str, str, str]]:
 
 
 def lens_title(kind: str) -> str:
-    from bnmem.errors import BnmemError
-    from bnmem.lenses import registry
+    """A lens's report title (its spec's), or its name when this installation does not know it."""
+    from bnmem.lenses import spec as specs
 
-    try:
-        return registry.get(kind).title or kind
-    except BnmemError:
-        return kind
+    spec = specs.find(kind)
+    return (spec.title if spec else "") or kind
 
 
 def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str) -> str:

@@ -9,10 +9,12 @@ Three layouts are accepted:
 * a plain folder whose immediate subfolders are lens run directories.
 
 A lens folder is recognised by its results file: every lens writes one (the
-registry's ``Lens.results``, e.g. ``metrics.json``) that starts with
+spec's ``LensSpec.results``, e.g. ``metrics.json``) that starts with
 ``"lens": NAME`` and ``"schema_version": N``; the report dispatches on that
 name, never on folder names or on the shape of the numbers. Results written
 before those keys existed are read when a study index names their lens.
+Lenses are known by their static specs (:mod:`bnmem.lenses.spec`): reading a
+run imports no lens module, hence no torch.
 """
 
 from __future__ import annotations
@@ -23,20 +25,20 @@ from pathlib import Path
 from typing import Any
 
 from bnmem.errors import BnmemError
-from bnmem.lenses import registry
-from bnmem.lenses.registry import LENS_KEY
+from bnmem.lenses import spec as specs
+from bnmem.lenses.spec import LENS_KEY, METRICS_FILE
 from bnmem.names import THEORY
 
 
 def lens_figures() -> dict[str, str]:
     """Lens name -> the figure its runner writes (the report embeds it or says "not run")."""
-    return {lens.name: lens.figure for lens in registry.all_lenses() if lens.figure}
+    return {s.name: s.figure for s in specs.all_specs() if s.figure}
 
 
 def results_files() -> list[str]:
     """Every results-file name a registered lens writes, most specific first."""
-    names = dict.fromkeys(lens.results for lens in registry.all_lenses() if lens.results != "metrics.json")
-    return [*names, "metrics.json"]
+    names = dict.fromkeys(s.results for s in specs.all_specs() if s.results != METRICS_FILE)
+    return [*names, METRICS_FILE]
 
 # Keys of a cell's conditions, in display order.
 CONDITION_KEYS = ("dataset", "arch", "norms", "seeds", "label_noise", "ood", "ood_source", "replicate", "recipe")
@@ -46,7 +48,7 @@ CELL_KEYS = ("dataset", "arch", "label_noise", "ood", "ood_source")
 
 @dataclass
 class LensOutput:
-    """What one lens wrote in its output folder (not the registered :class:`bnmem.lenses.registry.Lens`).
+    """What one lens wrote in its output folder (not its :class:`bnmem.lenses.spec.LensSpec`).
 
     Attributes:
         kind: the registered lens name (its results file's ``"lens"``).
@@ -138,7 +140,7 @@ def _lens_of(doc: Any) -> str | None:
     if not isinstance(doc, dict) or not isinstance(doc.get(LENS_KEY), str):
         return None
     try:
-        return registry.canonical(doc[LENS_KEY])
+        return specs.canonical(doc[LENS_KEY])
     except BnmemError:
         return doc[LENS_KEY]  # a lens this installation does not know: shown generically
 
@@ -155,8 +157,8 @@ def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> lis
     found: dict[str, dict[str, Any]] = {}
     legacy: dict[str, Any] | None = None
     owners: dict[str, list[str]] = {}
-    for lens in registry.all_lenses():
-        owners.setdefault(lens.results, []).append(lens.name)
+    for spec in specs.all_specs():
+        owners.setdefault(spec.results, []).append(spec.name)
     for name in results_files():
         if not (path / name).is_file():
             continue
@@ -289,7 +291,5 @@ def _load_loose(root: Path, problems: list[str]) -> RunData:
 
 def _studywide(kind: str) -> bool:
     """A lens that runs once per study (theory), not per cell."""
-    try:
-        return not registry.get(kind).per_cell
-    except BnmemError:
-        return False
+    spec = specs.find(kind)
+    return spec is not None and not spec.per_cell

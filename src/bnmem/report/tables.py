@@ -213,17 +213,18 @@ def theory_table(lens: LensOutput) -> Table:
 
 def lens_summary_table(label: str, lens: LensOutput) -> Table | None:
     """The table a lens's command prints, for a lens the report has no dedicated section for."""
-    from bnmem.errors import BnmemError
-    from bnmem.lenses import registry
+    from bnmem.lenses import registry, spec as specs
 
-    try:
-        spec = registry.get(lens.kind)
-    except BnmemError:
+    # Read through the spec: a torch-free summary it names, else the summary of a lens whose module is
+    # already loaded (a plugin or a test registered it); the report never imports a lens module.
+    spec = specs.find(lens.kind)
+    loaded = registry.loaded(lens.kind)
+    summary = (specs.resolve(spec.summary_ref) if spec is not None and spec.summary_ref
+               else loaded.summary if loaded is not None else None)
+    if spec is None or summary is None:
         return None
-    if spec.summary is None:
-        return None
     try:
-        text = spec.summary(lens.data)
+        text = summary(lens.data)
     except Exception as e:  # noqa: BLE001 - a summary that cannot read these results must not sink the report
         text = f"(its summary could not be built from {lens.path}: {type(e).__name__}: {e})"
     return Table(title=f"{spec.title or spec.name} — {label}" if label else (spec.title or spec.name),

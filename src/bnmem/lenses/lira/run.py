@@ -43,6 +43,8 @@ from bnmem.lenses.lira.jackknife import attach_jackknife
 from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.spec import SPECS
+from bnmem.names import LIRA
 from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
@@ -230,10 +232,6 @@ def summary_table(result: dict[str, Any]) -> str:
     ])
 
 
-LENS = register(Lens(
-    name="lira", config=LiraConfig, run=run_lira, figure="roc.png", title="Membership inference (LiRA, RMIA)",
-    summary=summary_table, schema_version=2, one_seed=True, stage=2, uses_executor=True,
-    phases=PHASES, phase_jobs=phase_jobs, estimate=estimate,
-    # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
-    aliases=("rmia",),
-))
+LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table,
+                        phase_jobs=phase_jobs, estimate=estimate))
+assert LENS.phases == PHASES, "the lira spec names the shadow engine's phases"

@@ -1,0 +1,115 @@
+"""Lens specs: the static declarations the report, the tidy export and the CLI listing read.
+
+The check that matters runs in a fresh interpreter: reading a real run (``bnmem report RUN``
+and ``bnmem.results.load(RUN)``) must never import torch, which a lens module would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bnmem.cli import main
+from bnmem.lenses import registry, spec as specs
+from bnmem.names import BUILTIN_LENSES
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# The smallest study that writes each kind of results file the report dispatches on
+# (metrics.json of memorize and lira, gamma_sigma.json, theory.json).
+TINY = {
+    "name": "specs",
+    "data": {"dataset": "digits", "train_size": 80, "val_fraction": 0.1},
+    "train": {"epochs": 1, "batch_size": 32},
+    "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.1}]},
+    "lenses": {"memorize": {}, "gamma-sigma": {}, "lira": {"shadow_models": 4}, "theory": {"steps": 5, "plot": False}},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("specs")
+    (base / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    out = base / "run"
+    assert main(["run", str(base / "tiny.yaml"), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+HEAVY = "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torchvision', 'opacus'))"
+
+
+@pytest.mark.slow
+def test_report_and_results_load_never_import_torch(tiny_run):
+    code = (f"import sys\nfrom bnmem.cli import main\n"
+            f"assert main(['report', {str(tiny_run)!r}]) == 0\n"
+            f"assert not {HEAVY}, ('report', {HEAVY})\n"
+            f"import bnmem.results\ndf = bnmem.results.load({str(tiny_run)!r})\n"
+            f"assert not {HEAVY}, ('results.load', {HEAVY})\n"
+            f"assert set(df['lens']) >= {{'memorize', 'gamma-sigma', 'lira'}}, set(df['lens'])\n"
+            f"lenses = sorted(m for m in sys.modules if m.startswith('bnmem.lenses.'))\n"
+            f"assert lenses == ['bnmem.lenses.spec'], lenses\n")
+    proc = _fresh(code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tiny_run / "report.html").is_file()
+
+
+def test_the_planted_import_is_seen():
+    """The check can fail: importing a lens module (as the report once did) loads torch."""
+    proc = _fresh(f"import sys\nimport bnmem.lenses.memorize\nprint({HEAVY})")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "'torch'" in proc.stdout
+
+
+def test_cli_listing_reads_specs_only():
+    proc = _fresh(f"import sys\nfrom bnmem.cli import main\nmain(['--help'])\n")
+    assert proc.returncode == 0 and "memorize" in proc.stdout and "gamma-sigma" in proc.stdout
+    proc = _fresh(f"import sys\nimport bnmem.cli\nprint({HEAVY}, sorted(m for m in sys.modules "
+                  f"if m.startswith('bnmem.lenses.')))")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("[] ") and "bnmem.lenses.memorize" not in proc.stdout
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_LENSES))
+def test_each_builtin_lens_is_its_spec_with_a_runtime(name):
+    """The registered lens carries exactly its static spec (nothing restated in the lens module)."""
+    lens = registry.get(name)
+    assert lens.spec == specs.SPECS[name]
+    assert lens.run.__module__.startswith(BUILTIN_LENSES[name])
+    if lens.spec.summary_ref:
+        assert specs.resolve(lens.spec.summary_ref) is lens.summary
+
+
+def test_aliases_and_names_come_from_specs():
+    assert specs.canonical("rmia") == registry.canonical("rmia") == "lira"
+    assert specs.canonical("gamma_sigma") == "gamma-sigma"
+    assert registry.names() == list(BUILTIN_LENSES)
+    with pytest.raises(Exception, match="unknown lens 'nope'"):
+        specs.canonical("nope")
+
+
+def test_a_registered_lens_brings_its_spec_and_takes_it_away():
+    from pydantic import BaseModel
+
+    class Cfg(BaseModel):
+        k: int = 1
+
+    toy = registry.Lens.of(specs.LensSpec("spec-toy", aliases=("spectoy",), results="toy.json", title="Toy"),
+                           config=Cfg, run=lambda cfg, out, **kw: {})
+    registry.register(toy)
+    try:
+        assert specs.get("spectoy") == toy.spec == dataclasses.replace(toy.spec)
+        assert specs.all_specs()[-1].name == "spec-toy" and "spec-toy" in registry.names()
+    finally:
+        registry.unregister("spec-toy")
+    assert specs.find("spec-toy") is None
