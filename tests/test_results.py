@@ -115,6 +115,18 @@ def test_export_csv_and_parquet_equal_load(run, tmp_path):
     pd.testing.assert_frame_equal(pq, df, check_dtype=False)
 
 
+def test_export_load_and_recompute_show_progress(run, tmp_path, capsys):
+    """export, compare --recompute and results.load show a bar over the cells on stderr (not with --quiet)."""
+    assert main(["export", str(run), "--out", str(tmp_path / "r.csv")]) == 0
+    assert "reading cells" in capsys.readouterr().err
+    assert main(["export", str(run), "--out", str(tmp_path / "q.csv"), "--quiet"]) == 0
+    assert "reading cells" not in capsys.readouterr().err
+    load(run)
+    assert "reading cells" in capsys.readouterr().err
+    assert main(["compare", str(run), str(run), "--recompute"]) == 0
+    assert "reading cells" in capsys.readouterr().err
+
+
 def test_export_bad_format_one_line(run, tmp_path, capsys):
     assert main(["export", str(run), "--format", "xlsx", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

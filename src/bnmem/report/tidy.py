@@ -184,7 +184,7 @@ def tidy_rows(run: RunData) -> list[Row]:
     return rows
 
 
-def load(run_dir: str | Path):
+def load(run_dir: str | Path, progress: bool = False):
     """The tidy table of a run directory as a pandas DataFrame (columns: :data:`COLUMNS`).
 
     Raises:
@@ -192,7 +192,7 @@ def load(run_dir: str | Path):
     """
     import pandas as pd
 
-    df = pd.DataFrame(tidy_rows(load_run(run_dir)), columns=list(COLUMNS))
+    df = pd.DataFrame(tidy_rows(load_run(run_dir, progress)), columns=list(COLUMNS))
     # Text columns hold text in every row ("-": not applicable), so a CSV of the table reads back with one
     # dtype per column (pd.read_csv warns about mixed types where long runs of a column are empty).
     for col in NOT_APPLICABLE_TEXT:
