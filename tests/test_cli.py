@@ -346,3 +346,23 @@ def test_public_names_of_the_package():
     assert functions.split()[1].startswith("audit(") and "__getattr__" not in functions
     data = text[text.index("\nDATA\n"):]
     assert "TYPE_CHECKING" not in data and "Any =" not in data and "Path =" not in data
+
+
+def test_run_workers_default_to_the_available_cores(tmp_path, capsys, monkeypatch):
+    """`bnmem run` without --workers runs as many local workers as this process may use cores."""
+    import bnmem.executors
+    import bnmem.study.preflight
+    from bnmem.errors import BnmemError
+
+    asked = []
+
+    def record(name, **kwargs):
+        asked.append(kwargs.get("workers"))
+        raise BnmemError("recorded")
+
+    monkeypatch.setattr(bnmem.executors, "get_executor", record)
+    monkeypatch.setattr(bnmem.study.preflight, "preflight", lambda *a, **k: None)
+    study = os.path.join(os.path.dirname(__file__), "..", "studies", "demo.yaml")
+    for extra, expected in (([], len(os.sched_getaffinity(0))), (["--workers", "3"], 3)):
+        assert main(["run", study, "--out", str(tmp_path / "o"), "--quiet", *extra]) == 2
+        assert asked[-1] == expected

@@ -39,8 +39,21 @@ def ray_cluster():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():  # another module's session: start from a known state
         ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level="warning", _node_ip_address="127.0.0.1")
+
+    def started() -> bool:
+        # Ray gives its raylet a fixed 30 s to register (ray._private.node); on a loaded machine that
+        # can pass. Not ours to change: start again until it comes up (the hang guard bounds the retries).
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     logging_level="warning", _node_ip_address="127.0.0.1")
+            return True
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+            if "timed out during startup" not in str(e):
+                raise
+            ray.shutdown()
+            return False
+
+    wait_until(started, "a local Ray instance started", poll_s=1.0)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
