@@ -415,7 +415,7 @@ def one_error_line(err: str) -> str:
         (["--shadow-models", "2"], "--shadow-models must be even and at least 4, got 2"),
         (["--views", "identity,flip"], "flip view applies only to"),
         (["--query-bn-mode", "train"], "query_bn_mode"),
-        (["--seeds", "3"], "one base seed"),
+        (["--seeds", "0,1,2"], "one base seed"),
         (["--norms", "batch,weird"], "unknown norm 'weird'"),
     ],
 )
