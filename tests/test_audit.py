@@ -91,16 +91,25 @@ def expected_indicator_level(res: dict) -> str:
 
 
 def expected_risk_level(res: dict) -> str:
-    """The audit's level recomputed from audit.json: from the membership attacks (the highest lower AUC bound of
-    the headline attacks per group, banded at 0.55 / 0.60), or "not measured" without shadow models."""
+    """The audit's level recomputed from audit.json: "not measured" without shadow models, "not assessed" when the
+    copies miss the model's training accuracy by more than 10 points, else from the membership attacks: per group
+    the headline attack with the highest lower AUC bound, both ends of its interval banded at 0.55 / 0.60, the
+    highest of each end over the groups, said as a range when they differ."""
     assert res["risk"]["indicator_level"] == expected_indicator_level(res)
     if not res.get("membership"):
         return "not measured"
+    if abs(res["membership"]["shadow_accuracy"]["train_in"] - res["accuracy"]["train_acc"]) > 0.10:
+        return "not assessed"
     leak = res["membership"]["leakage"]
-    groups = {g for subs in leak.values() for g in subs} & {"all", "outliers", "most_exposed"}
-    lows = [max(leak[a][g]["ci"]["auc"][0] for a in leak if g in leak[a]) for g in groups]
-    worst = max(lows)
-    return "elevated" if worst >= 0.60 else "moderate" if worst >= 0.55 else "low"
+    groups = {g for subs in leak.values() for g in subs} & {"all", "outliers", "rare", "most_exposed"}
+    names = ("low", "moderate", "elevated")
+
+    def band(v):
+        return 2 if v >= 0.60 else 1 if v >= 0.55 else 0
+
+    ends = [max((leak[a][g]["ci"]["auc"] for a in leak if g in leak[a]), key=lambda ci: ci[0]) for g in groups]
+    lower, upper = max(band(lo) for lo, _ in ends), max(band(hi) for _, hi in ends)
+    return names[lower] if lower == upper else f"{names[lower]} to {names[upper]}"
 
 
 def test_pickled_bn_model(files, tmp_path, capsys, ds):
@@ -171,9 +180,11 @@ def test_torchscript_cannot_train_shadow_models(files, tmp_path, capsys):
     [
         ("state_dict", ["holds a state_dict (30 parameter tensors", "torch.save(model, path)", "torch.jit.save"]),
         ("checkpoint", ["a checkpoint or state_dict", "torch.save(model, path)"]),
-        ("random", ["is not a PyTorch model file", "torch.save(model, path)"]),
+        ("random", ["is not a PyTorch model file (neither torch.save nor torch.jit.save wrote it)",
+                    "torch.save(model, path)"]),
         ("rgb", ["does not accept digits inputs", "shape (2, 1, 8, 8)", "expects 3 input channels"]),
-        ("five", ["outputs 5 scores per example but digits has 10 classes"]),
+        ("five", ["outputs 5 scores per example but digits has 10 classes", "audit it on the data it was trained on",
+                  "give the model that predicts these 10 classes"]),
     ],
 )
 def test_bad_model_files_one_line(files, tmp_path, capsys, name, fragments):
@@ -230,9 +241,11 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
     assert mem["leakage"]["online"]["all"]["n_examples"] == ds.n_train
     assert d["risk"]["finding_kinds"][:3] == ["measured"] * 3
     assert d["risk"]["level"] == expected_risk_level(d)
-    eps = mem["attacks"]["online"]["all"]["eps_lb"]
-    assert eps >= 0 and len(mem["attacks"]["online"]["all"]["eps_lb_per_target"]) == 4
-    assert f"Empirical ε lower bound {eps:.2f}" in d["risk"]["headline"]  # the headline's ε sentence
+    assert len(mem["attacks"]["online"]["all"]["eps_lb_per_target"]) == 4
+    eps = d["risk"]["epsilon"]  # from the attack and group that set the level, in the headline only when > 0
+    if eps is not None:
+        assert eps["eps_lb"] == mem["attacks"][eps["attack"]][eps["group"]]["eps_lb"] >= 0
+        assert (f"below ε = {eps['eps_lb']:.2f}" in d["risk"]["headline"]) == (eps["eps_lb"] > 0)
     ms = mem["memorization_scores"]
     assert ms["by_subset"]["all"]["n"] == ds.n_train and len(ms["top_memorized"]["index"]) == 10
     assert ms["top_memorized"]["mem"] == sorted(ms["top_memorized"]["mem"], reverse=True)

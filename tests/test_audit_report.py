@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -23,7 +24,7 @@ def audit_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("hospital")
     s = write_scenario(root)
     out = root / "audit"
-    assert main(["audit", "--quiet", *s["flags"], "--epochs", "6", "--shadow-models", "4", "--out", str(out)]) == 0
+    assert main(["audit", "--quiet", *s["flags"], "--shadow-models", "4", "--out", str(out)]) == 0
     return out
 
 
@@ -32,10 +33,20 @@ def test_report_writes_a_self_contained_audit_page(audit_dir, capsys):
     page = (audit_dir / "audit.html").read_text()
     res = json.loads((audit_dir / "audit.json").read_text())
     assert f"audit report: {audit_dir / 'audit.html'}" in capsys.readouterr().out
-    assert res["risk"]["level"] in page and "Who is identifiable: the 24 files listed as mislabeled" in page
+    assert f"Risk: {res['risk']['level']}" in re.sub(r"<[^>]+>", "", page)
+    assert html.escape(res["risk"]["headline"].split(" (")[0]) in page and "the 30 files listed as mislabeled" in page
     assert page.count('class="badge"') >= len(res["risk"]["findings"]) + 1  # the level and one per finding
+    assert page.count("signal: ") == res["risk"]["finding_kinds"].count("explains")  # signals are not risk levels
     assert '<img src="data:image/png;base64,' in page and (audit_dir / "audit_roc.png").stat().st_size > 5000
     assert "GammaSigmaPenalty</code>" in page and 'id="recommendations"' in page
+    # everything audit.md has after its answer is on the page: every section, every memorized file
+    md = (audit_dir / "audit.md").read_text()
+    for heading in re.findall(r"^## (.+)$", md, flags=re.M)[1:]:
+        assert f"<h2>{html.escape(heading)}</h2>" in page, heading
+    for f in res["membership"]["memorization_scores"]["top_memorized"]["file"]:
+        assert f"<code>{f}</code>" in page, f
+    recipe = res["membership"]["train"]
+    assert f"momentum {recipe['momentum']}" in page and f"weight_decay {recipe['weight_decay']}" in page
     # self-contained: no scripts, no links or sources outside the page
     assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
 

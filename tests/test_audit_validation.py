@@ -173,3 +173,75 @@ def test_shadow_options_without_shadow_models_fail_before_writing(scenario, tmp_
     code = main(["audit", "--quiet", *scenario["flags"], *args, "--out", str(tmp_path / "x")])
     assert code == 2 and match in one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "x").exists()
+
+
+# ---- flags before any copy trains, and error lines that name their fix (issue 27, items 8 and 9) ----
+
+def test_twelve_outputs_for_ten_classes_are_flagged(scenario, tmp_path, capsys):
+    from audit_scenario import small_cnn
+
+    trained = torch.load(scenario["model"], weights_only=False)
+    wide = small_cnn()
+    wide[-1] = torch.nn.Linear(wide[-1].in_features, 12)
+    state = {k: v for k, v in trained.state_dict().items() if not k.startswith(f"{len(wide) - 1}.")}
+    wide.load_state_dict(state, strict=False)
+    with torch.no_grad():  # the ten trained outputs, two more that never win
+        wide[-1].weight[:10], wide[-1].bias[:10] = trained[-1].weight, trained[-1].bias
+        wide[-1].weight[10:], wide[-1].bias[10:] = 0.0, -10.0
+    torch.save(wide.eval(), tmp_path / "wide.pt")
+    flags = [f if f != str(scenario["model"]) else str(tmp_path / "wide.pt") for f in scenario["flags"]]
+    code = main(["audit", "--quiet", *flags, "--top-k", "3", "--out", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("bnmem: warning:")]
+    assert len(lines) == 1 and "outputs 12 scores per example but the data have 10 classes" in lines[0]
+    assert "**Warning:** The model outputs 12 scores" in (tmp_path / "w" / "audit.md").read_text()
+
+
+def test_an_untrained_model_is_flagged_before_the_copies_and_gets_no_level(scenario, tmp_path, capsys):
+    from audit_scenario import small_cnn
+
+    torch.manual_seed(1)
+    torch.save(small_cnn().eval(), tmp_path / "untrained.pt")
+    flags = [f if f != str(scenario["model"]) else str(tmp_path / "untrained.pt") for f in scenario["flags"]]
+    code = main(["audit", *flags, "--shadow-models", "4", "--epochs", "1", "--top-k", "3",
+                 "--out", str(tmp_path / "u")])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    flag = cap.err.index("bnmem: warning: the model's training accuracy is")
+    assert flag < cap.err.index("membership: training") and "no more than 5 points above chance" in cap.err
+    res = json.loads((tmp_path / "u" / "audit.json").read_text())
+    assert res["risk"]["level"] == "not assessed" and res["risk"]["title"].endswith("the model is at chance level")
+    assert "## Risk: not assessed — the model is at chance level" in cap.out
+
+
+def test_an_unreadable_image_names_the_file_and_the_fix(scenario, tmp_path, capsys):
+    import shutil
+
+    pictures = tmp_path / "pictures"
+    shutil.copytree(scenario["pictures"], pictures)
+    victim = sorted((pictures / "train" / "3").glob("*.png"))[0]
+    victim.write_bytes(victim.read_bytes()[:60])  # truncated mid-file, as a failed copy leaves it
+    flags = [f if f != str(scenario["pictures"]) else str(pictures) for f in scenario["flags"]]
+    code = main(["audit", "--quiet", *flags, "--out", str(tmp_path / "o")])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and f"cannot read image train/3/{victim.name}" in line
+    assert "replace that file with a readable copy or move it out of" in line and not (tmp_path / "o").exists()
+
+
+def test_a_file_torch_cannot_read_says_what_to_save_without_torchs_internals(scenario, tmp_path, capsys):
+    import io
+    import pickle
+
+    class WithIds(pickle.Pickler):
+        def persistent_id(self, obj):
+            return "tensor" if obj == "weights" else None
+
+    buf = io.BytesIO()
+    WithIds(buf).dump({"model": "weights"})  # torch.load: "A load persistent id instruction was encountered"
+    (tmp_path / "odd.pt").write_bytes(buf.getvalue())
+    flags = [f if f != str(scenario["model"]) else str(tmp_path / "odd.pt") for f in scenario["flags"]]
+    code = main(["audit", "--quiet", *flags, "--out", str(tmp_path / "o")])
+    line = one_error_line(capsys.readouterr().err)
+    assert code == 2 and "is not a PyTorch model file" in line and "torch.save(model, path)" in line
+    assert "persistent" not in line

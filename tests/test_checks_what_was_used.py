@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from bnmem.analysis_plan import DIRECTION_ONLY, LENS_MITIGATE, REPRODUCED
+from bnmem.analysis_plan import DIRECTION_ONLY, LENS_MITIGATE
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset
-from bnmem.report.claims import claim6
+from bnmem.report.claims import claim6, evaluate_rule
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 
@@ -52,14 +52,14 @@ def test_claim_6_reads_the_upper_end_of_a_real_drop_interval():
     interval of the drop is about [−1.7, +5.7] points. A non-inferiority test at 1 point must not pass it."""
     drops = {0: [0.0] * 3, 1: [0.0171 - 0.001, 0.0171, 0.0171 + 0.001], 2: [0.0229 - 0.001, 0.0229, 0.0229 + 0.001]}
     run = RunData(Path("/synthetic"), "study", "s", [_mitigate_cell(r, d) for r, d in drops.items()], None, None)
-    claim = claim6.evaluate(run)[0]
+    claim = evaluate_rule(claim6, run)[0]
     d = claim.decisive
     assert d.ci_low >= 0.5  # the cut itself is far above half
     assert "evaluated on replicates [1, 2]" in d.note
     lo, hi = [float(x) for x in d.note.split("test-accuracy drop ")[1].split("[")[1].split("]")[0].split(",")]
     assert lo == pytest.approx(-1.7, abs=0.05) and hi == pytest.approx(5.7, abs=0.05)  # points
     assert claim.status == DIRECTION_ONLY  # the drop's upper end is above 1 point
-    assert claim.previous_status == REPRODUCED  # plan 2.0 read the lower end: the wider, the easier
+    assert claim.previous_status == DIRECTION_ONLY  # plan 3.0: the same non-inferiority rule
 
 
 @pytest.fixture(scope="module")

@@ -80,3 +80,36 @@ def test_unknown_lens_in_a_study_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown lens 'no-such-lens'" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_toy_lens_numbers_reach_the_tidy_export(toy_lens, tmp_path):
+    """A plugin lens has no tidy reader of its own: the generic one exports every number, NaN included."""
+    import math
+
+    from bnmem.report.rundata import LensOutput
+    from bnmem.report.tidy import generic_rows, reader_of
+
+    assert reader_of("label-count") is generic_rows and reader_of("theory") is None
+    data = {"lens": "label-count", "schema_version": 1, "counts": [3, 4, float("nan")], "top": [1, 0],
+            "n_noisy": 12, "conditions": {"norms": ["batch"]}, "nested": {"a": [[1.5, 2.5]], "ok": True}}
+    rows = list(generic_rows(LensOutput("label-count", tmp_path, data)))
+    got = {(r["metric"], r["unit_id"]): r["value"] for r in rows}
+    assert [k for k in got if k[0] == "counts"] == [("counts", 0), ("counts", 1), ("counts", 2)]
+    assert math.isnan(got[("counts", 2)]) and got[("n_noisy", None)] == 12
+    assert got[("nested.a[0]", 1)] == 2.5 and len(rows) == 3 + 2 + 1 + 2  # booleans and conditions are not numbers
+
+
+@pytest.mark.slow
+def test_toy_lens_in_a_study_reaches_bnmem_results_load(toy_lens, tmp_path):
+    from bnmem.results import load
+    from bnmem.study import load_study, run_study
+
+    study_file = tmp_path / "toy.yaml"
+    study_file.write_text("name: toy\ndata: {dataset: digits, train_size: 120}\n"
+                          "grid: {outliers: [{label_noise: 0.1}], seeds: [0]}\n"
+                          "lenses: {label-count: {top: 2}}\n", encoding="utf-8")
+    run_study(load_study(study_file), tmp_path / "run", progress=False)
+    df = load(tmp_path / "run")
+    lc = df[df["lens"] == "label-count"]
+    assert lc[lc["metric"] == "n_noisy"]["value"].tolist() == [12.0]
+    assert len(lc[lc["metric"] == "counts"]) == 10 and set(lc["dataset"]) == {"digits"}

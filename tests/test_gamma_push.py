@@ -1,4 +1,5 @@
-"""Per-example pushes on BN's γ (claim 7) against autograd in float64, and the lens's record of them."""
+"""Claim 7's per-example pushes on BN's γ against autograd on one example's own loss (float64), the
+scale-invariance flag, the statistic, and the claim's evaluation on hand-made records."""
 
 from __future__ import annotations
 
@@ -9,94 +10,225 @@ import torch.nn.functional as F
 
 from bnmem.config import DataConfig, ModelConfig
 from bnmem.data import load_dataset
-from bnmem.measure.gamma_push import gamma_pushes, outlier_excess_share
+from bnmem.measure.gamma_push import _batch_order, affine_bn_layers, gamma_pushes, per_example_grads
 from bnmem.measure.predict import bn_query_mode
-from bnmem.models.norms import batchnorm_layers
 
 
 @pytest.fixture(scope="module")
 def setup():
     from bnmem.train.trainer import seeded_model
 
-    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.1, train_size=64, seed=0))
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.1, train_size=48, seed=0))
     model = seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0).double()
-    with torch.no_grad():  # γ of both signs, so the sign convention is exercised
-        for _, m in batchnorm_layers(model):
+    with torch.no_grad():  # γ of both signs (the sign convention is exercised) and β away from 0
+        for _, m in affine_bn_layers(model):
             m.weight.copy_(torch.linspace(-1.5, 1.5, m.num_features, dtype=torch.float64))
+            m.bias.copy_(torch.linspace(0.3, -0.2, m.num_features, dtype=torch.float64))
     return ds, model
 
 
-def _grad(model, x, y, weight_idx=None):
-    """∂(Σ_i ℓ_i)/∂γ per BN layer, batch statistics, over one batch (optionally only some examples' losses)."""
+def _own_loss_oracle(model, xb, yb, i):
+    """The slow oracle: one backward of example i's own loss alone (batch statistics of the whole batch);
+    per BN layer −sign(γ)·∂ℓ_i/∂γ, and ‖∇θ ℓ_i‖ over every parameter."""
+    layers = affine_bn_layers(model)
+    params = [p for p in model.parameters() if p.requires_grad]
     with bn_query_mode(model, "batch"):
-        logits = model(x)
-        losses = F.cross_entropy(logits, y, reduction="none")
-        loss = losses.sum() if weight_idx is None else losses[weight_idx].sum()
-        layers = batchnorm_layers(model)
-        grads = torch.autograd.grad(loss, [m.weight for _, m in layers])
-    return {n: g for (n, _), g in zip(layers, grads)}
+        loss_i = F.cross_entropy(model(xb), yb, reduction="none")[i]
+        grads = torch.autograd.grad(loss_i, params)
+    by_id = {id(p): g for p, g in zip(params, grads)}
+    push = {n: (-torch.sign(m.weight.detach()) * by_id[id(m.weight)]).numpy() for n, m in layers}
+    return push, float(torch.sqrt(sum(g.pow(2).sum() for g in grads)))
 
 
-def test_all_examples_sum_to_the_gamma_gradient(setup):
-    """Σ over examples of the per-example terms is the gradient of the summed loss (one batch = all)."""
+def _batches(ds, batch_size):
+    return [torch.as_tensor(b) for b in _batch_order(ds.n_train, batch_size, 0)]
+
+
+def test_one_examples_push_behind_a_bn_is_the_gradient_of_its_own_loss(setup):
+    """norm1 is followed by three more BN layers: the lens's push of one outlier (the outlier group reduced to
+    that example) and the per-row path both equal autograd on that example's loss alone, in every layer; the
+    batch is one of two normalization batches."""
+    ds, model = setup
+    x, y = ds.x_train.double(), ds.y_train
+    b = _batches(ds, 24)[1]
+    pos = int(np.flatnonzero(ds.is_outlier[b.numpy()])[0])
+    oracle, norm = _own_loss_oracle(model, x[b], y[b], pos)
+    mask = np.zeros(ds.n_train, dtype=bool)
+    mask[int(b[pos])] = True
+    rec = gamma_pushes(model, x, y, mask, batch_size=24, norm_sample=None)
+    rows = per_example_grads(model, x[b], y[b], [pos])
+    for n, _ in affine_bn_layers(model):
+        assert np.abs(oracle[n]).max() > 1e-3  # a test that can fail: the push is not zero
+        np.testing.assert_allclose(rec["layers"][n]["outlier"], oracle[n], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(rows["push"][n][0], oracle[n], rtol=1e-9, atol=1e-12)
+    assert rec["grad_norm"]["outlier"] == pytest.approx(norm, rel=1e-9)
+    assert rows["grad_norm"][0] == pytest.approx(norm, rel=1e-9)
+
+
+def test_plan_3_row_attribution_differs_from_the_oracle_where_a_bn_follows(setup):
+    """The planted bug: row i of ∂(Σ_j ℓ_j)/∂y credited to example i. Behind a BN (norm1..3) it is far from
+    example i's own gradient; in the last BN layer (nothing couples the examples after it) it is the same."""
+    ds, model = setup
+    x, y = ds.x_train.double(), ds.y_train
+    b = _batches(ds, ds.n_train)[0]
+    pos = int(np.flatnonzero(ds.is_outlier[b.numpy()])[0])
+    oracle, _ = _own_loss_oracle(model, x[b], y[b], pos)
+    mask = np.zeros(ds.n_train, dtype=bool)
+    mask[int(b[pos])] = True
+    rec = gamma_pushes(model, x, y, mask, batch_size=ds.n_train)
+    names = [n for n, _ in affine_bn_layers(model)]
+    for n in names[:-1]:
+        gap = np.abs(np.array(rec["layers"][n]["outlier_rows"]) - oracle[n]).max()
+        assert gap > 0.1 * np.abs(oracle[n]).max(), n
+    np.testing.assert_allclose(rec["layers"][names[-1]]["outlier_rows"], oracle[names[-1]], rtol=1e-9, atol=1e-12)
+
+
+def test_group_sums_gradient_norms_and_untouched_model(setup):
+    """Everyone's push is −sign(γ)·∂(Σ_i ℓ_i)/∂γ summed over the batches; the gradient-norm sums are the sums of
+    the per-example norms; the model's weights and buffers are unchanged."""
     ds, model = setup
     x, y = ds.x_train.double(), ds.y_train
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    pushes = gamma_pushes(model, x, y, ds.is_outlier, batch_size=len(x))
-    for k, v in model.state_dict().items():  # weights and running statistics untouched
+    rec = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, norm_sample=None)
+    for k, v in model.state_dict().items():
         assert torch.equal(v, state[k]), k
-    grad = _grad(model, x[torch.as_tensor(np.random.default_rng([0, 0x7A11]).permutation(len(x)))],
-                 y[torch.as_tensor(np.random.default_rng([0, 0x7A11]).permutation(len(x)))])
-    for (n, m) in batchnorm_layers(model):
-        expect = (-torch.sign(m.weight.detach()) * grad[n]).numpy()
-        np.testing.assert_allclose(pushes[n]["all"], expect, rtol=1e-9, atol=1e-12)
+    layers = affine_bn_layers(model)
+    expect = {n: 0.0 for n, _ in layers}
+    norms = np.zeros(ds.n_train)
+    for b in _batches(ds, 24):
+        with bn_query_mode(model, "batch"):
+            loss = F.cross_entropy(model(x[b]), y[b], reduction="sum")
+            grads = torch.autograd.grad(loss, [m.weight for _, m in layers])
+        for (n, m), g in zip(layers, grads):
+            expect[n] = expect[n] + (-torch.sign(m.weight.detach()) * g).numpy()
+        norms[b.numpy()] = per_example_grads(model, x[b], y[b])["grad_norm"]
+    for n, _ in layers:
+        np.testing.assert_allclose(rec["layers"][n]["all"], expect[n], rtol=1e-9, atol=1e-12)
+    assert rec["grad_norm"]["outlier"] == pytest.approx(norms[ds.is_outlier].sum(), rel=1e-9)
+    assert rec["grad_norm"]["clean_sampled"] == pytest.approx(norms[~ds.is_outlier].sum(), rel=1e-9)
+    sampled = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, norm_sample=5)["grad_norm"]
+    assert sampled["n_clean_sampled"] == 5 and 0 < sampled["clean_sampled"] < rec["grad_norm"]["clean_sampled"]
 
 
-def test_last_layer_outlier_terms_are_their_own_gradient(setup):
-    """After the last BN layer nothing couples examples, so the outliers' terms there are the gradient of the
-    outliers' own losses (batch statistics fixed by the whole batch)."""
+def test_a_real_sgd_step_moves_abs_gamma_with_the_push_sign(setup):
+    """The sign convention: a small SGD step on the summed loss changes |γ_c| with the sign of the total push."""
     ds, model = setup
-    perm = torch.as_tensor(np.random.default_rng([0, 0x7A11]).permutation(ds.n_train))
-    x, y = ds.x_train.double()[perm], ds.y_train[perm]
-    outl = torch.as_tensor(ds.is_outlier)[perm]
-    pushes = gamma_pushes(model, ds.x_train.double(), ds.y_train, ds.is_outlier, batch_size=ds.n_train)
-    last, m = batchnorm_layers(model)[-1]
-    grad = _grad(model, x, y, weight_idx=torch.nonzero(outl).ravel())
-    np.testing.assert_allclose(pushes[last]["outlier"], (-torch.sign(m.weight.detach()) * grad[last]).numpy(),
-                               rtol=1e-9, atol=1e-12)
-    assert ds.is_outlier.sum() > 0
+    import copy
+
+    x, y = ds.x_train.double(), ds.y_train
+    rec = gamma_pushes(model, x, y, ds.is_outlier, batch_size=ds.n_train)
+    stepped = copy.deepcopy(model)
+    b = _batches(ds, ds.n_train)[0]
+    with bn_query_mode(stepped, "batch"):
+        loss = F.cross_entropy(stepped(x[b]), y[b], reduction="sum")
+        stepped.zero_grad()
+        loss.backward()
+    with torch.no_grad():
+        for (n, m), (_, s) in zip(affine_bn_layers(model), affine_bn_layers(stepped)):
+            s.weight -= 1e-6 * s.weight.grad
+            change = (s.weight.abs() - m.weight.abs()).numpy()
+            push = np.array(rec["layers"][n]["all"])
+            big = np.abs(push) > 1e-6
+            assert big.any() and np.all(np.sign(change[big]) == np.sign(push[big])), n
 
 
-def test_excess_share_statistic():
-    pushes = [{"a": {"outlier": [1.0, 2.0, -1.0], "all": [4.0, 4.0, 2.0]}},
-              {"a": {"outlier": [1.0, 0.0, 0.0], "all": [4.0, 4.0, -5.0]}}]
-    stat = outlier_excess_share(pushes, 0.1)
-    # summed: outlier [2, 2, -1], all [8, 8, -3]; pushed up: first two, shares 0.25 and 0.25
-    assert stat == {"excess_share": pytest.approx(0.15), "channels": 3, "channels_pushed_up": 2}
-    assert outlier_excess_share([], 0.1) is None and outlier_excess_share(pushes, 0.0) is None
+def test_scale_invariance_flag_fires_on_inner_layers_not_on_the_last(setup):
+    """Layers another BN follows (norm1..3) have a radial cosine ≈ 0 (BN's eps leaves ~1e-5); the last
+    (norm4) does not; the report's flag follows the plan's bound."""
+    from bnmem.report.claims.claim7 import scale_invariant
+
+    ds, model = setup
+    rec = gamma_pushes(model, ds.x_train.double(), ds.y_train, ds.is_outlier, batch_size=24)
+    cos = {n: abs(r["radial"]) / (r["param_norm"] * r["grad_norm"]) for n, r in rec["layers"].items()}
+    assert scale_invariant(cos) == ["norm1", "norm2", "norm3"]
+    assert cos["norm4"] > 1e-2 and max(cos[n] for n in ("norm1", "norm2", "norm3")) < 1e-4
 
 
-def test_claim_7_decides_on_the_recorded_pushes_with_replicates_as_the_unit():
+def test_push_excess_arithmetic():
+    from bnmem.report.claims.claim7 import push_excess, window
+
+    def ep(acc, p_o, p, g_o=10.0, g=100.0):
+        return {"outlier_acc": acc, "layers": {"a": {"outlier": p_o, "all": p}, "b": {"outlier": 99.0, "all": 1.0}},
+                "grad_norm_outlier": g_o, "grad_norm_all": g}
+
+    eps = [ep(0.1, 1.3, 10.0), ep(0.2, 1.3, 10.0), ep(0.9, 0.5, 10.0)]
+    before = push_excess(window(eps, False), ["a"])
+    # P_O = 2.6, P = 20, G_O = 20, G = 200: share 0.13 over share 0.1, minus 1
+    assert before["excess"] == pytest.approx(0.3) and before["push_share"] == pytest.approx(0.13)
+    assert push_excess(window(eps, True), ["a"])["excess"] == pytest.approx(-0.5)
+    # total push down, outliers push up: the excess stays positive (their push per gradient exceeds everyone's)
+    assert push_excess([ep(0.1, 1.0, -10.0)], ["a"])["excess"] == pytest.approx((0.1 + 0.1) / 0.1)
+    assert push_excess([], ["a"]) is None and push_excess([ep(0.1, 1.0, 0.0)], ["a"]) is None
+
+
+def _push_data(excess: list[float], label_noise: float, ood: float, after: float = 0.0, v3: float = 0.05) -> dict:
+    """gamma_sigma.json with own-loss push records: norm4 (not invariant) with the given before-fit excess per
+    seed and ``after`` after the fit; norm1 scale-invariant with a huge outlier push that must not decide."""
+    def epoch(acc, exc):
+        return {"epoch": 1, "outlier_acc": acc, "grad_norm_outlier": 10.0, "grad_norm_all": 100.0,
+                "layers": {"norm1": {"outlier": 42.0, "all": 1e-4, "outlier_rows": 42.0, "radial_cos": 1e-6},
+                           "norm4": {"outlier": 1.0 + exc, "all": 10.0, "outlier_rows": 1.0, "radial_cos": 0.2}}}
+
+    per_seed = {str(s): {"epochs": [epoch(0.1, e), epoch(0.9, after)], "v3_excess_share": v3 + 0.01 * s}
+                for s, e in enumerate(excess)}
+    final = {"norm1": {"n_channels": 6, "layer_type": "conv", "median_ratio": 1.2,
+                       "per_seed": {str(s): {"median_ratio": 1.2, "frac_above_1": 1.0} for s in range(len(excess))}}}
+    return {"final": {"running": final}, "conditions": {"norms": ["batch"], "label_noise": label_noise, "ood": ood},
+            "push": {"version": 2, "outlier_fraction": 0.05, "per_seed": per_seed}}
+
+
+def test_claim_7_flip_and_ood_disagree_the_split_is_visible():
+    """Flip pushes γ up beyond its gradient share, OOD below it: the row is the least supportive (OOD,
+    contradicted), the headline names both, the scale-invariant layer never decides, and plan 3.0's verdict is
+    recorded as the previous one."""
     from synthetic_runs import make_cell, make_run
 
-    from bnmem.analysis_plan import LENS_GAMMA_SIGMA, REPRODUCED
+    from bnmem.analysis_plan import CONTRADICTED, LENS_GAMMA_SIGMA, REPRODUCED
+    from bnmem.report.claims import claim7
+    from bnmem.report.forest import split_verdicts
+
+    cells = [make_cell("flip", r, {LENS_GAMMA_SIGMA: _push_data([0.30 + 0.01 * r, 0.32], 0.05, 0.0, v3=-0.2 - 0.01 * r)})
+             for r in range(3)]
+    for r in range(3):
+        c = make_cell("ood", r, {LENS_GAMMA_SIGMA: _push_data([-0.30 - 0.01 * r, -0.28], 0.0, 0.05, v3=0.2 + 0.01 * r)},
+                      label_noise=0.0)
+        c.conditions["ood"] = 0.05
+        cells.append(c)
+    claim = claim7.evaluate(make_run(cells))[0]
+    flip, ood = claim.deciding()
+    assert flip.value == pytest.approx(np.mean([0.31, 0.315, 0.32])) and flip.status == REPRODUCED
+    assert ood.status == CONTRADICTED and claim.status == CONTRADICTED
+    assert "deciding layers norm4" in flip.note and "scale-invariant (described, not deciding): norm1" in flip.note
+    layer1 = next(a for a in flip.analyses if a.name.startswith("layer norm1"))
+    assert not layer1.valid and "scale-invariant" in layer1.note
+    split = split_verdicts(claim)
+    assert "label noise 0.05" in split and "ood 0.05" in split.lower() and REPRODUCED in split
+    # plan 3.0's statistic (here: flip below 0, OOD above) is the previous verdict, shown, never deciding
+    assert [p.status for p in claim.previous] == [CONTRADICTED, REPRODUCED]
+    assert claim.previous[0].value == pytest.approx(np.mean([-0.195, -0.205, -0.215]))
+    from bnmem.report.summary import render_markdown
+
+    assert f"- Claim 7: {split}" in render_markdown(make_run(cells), [claim], {})
+    table = claim7.push_tables(make_run(cells))
+    assert len(table) == 2 and [r[1] for r in table[0].rows] == ["yes", "no"]
+
+
+def test_claim_7_not_run_when_only_invariant_layers_or_old_records():
+    from synthetic_runs import make_cell, make_run
+
+    from bnmem.analysis_plan import LENS_GAMMA_SIGMA, NOT_RUN
     from bnmem.report.claims import claim7
 
-    def data(shares, label_noise):
-        final = {"norm1": {"n_channels": 2, "layer_type": "conv", "median_ratio": 1.2,
-                           "per_seed": {str(s): {"median_ratio": 1.2 + 0.1 * label_noise, "frac_above_1": 1.0}
-                                        for s in range(len(shares))}}}
-        return {"final": {"running": final}, "conditions": {"norms": ["batch"], "label_noise": label_noise},
-                "push": {"outlier_fraction": 0.05, "per_seed": {str(s): {"excess_share": v}
-                                                                 for s, v in enumerate(shares)}}}
-
-    cells = [make_cell("noisy", r, {LENS_GAMMA_SIGMA: data([0.10 + 0.01 * r, 0.12], 0.05)}) for r in range(3)]
-    cells += [make_cell("clean", r, {LENS_GAMMA_SIGMA: data([], 0.0)}, label_noise=0.0) for r in range(3)]
-    claim = claim7.evaluate(make_run(cells))[0]
-    d = claim.decisive
-    assert d.value == pytest.approx(np.mean([0.11, 0.115, 0.12])) and "over 3 paired replicates" in d.method
-    assert claim.status == REPRODUCED and [a.name for a in d.coverdicts] == ["|γ|/σ corrupted − clean, paired by "
-                                                                             "replicate"]
+    data = _push_data([0.1, 0.2], 0.05, 0.0)
+    for rec in data["push"]["per_seed"].values():
+        for e in rec["epochs"]:
+            del e["layers"]["norm4"]
+    claim = claim7.evaluate(make_run([make_cell("flip", r, {LENS_GAMMA_SIGMA: data}) for r in range(2)]))[0]
+    assert claim.status == NOT_RUN and "scale-invariant" in claim.not_run_reason()
+    old = _push_data([0.1, 0.2], 0.05, 0.0)
+    old["push"].pop("version")
+    claim = claim7.evaluate(make_run([make_cell("flip", r, {LENS_GAMMA_SIGMA: old}) for r in range(2)]))[0]
+    assert claim.status == NOT_RUN and "own loss" in claim.not_run_reason()
 
 
 def test_gamma_sigma_lens_records_the_pushes(tmp_path):
@@ -104,9 +236,20 @@ def test_gamma_sigma_lens_records_the_pushes(tmp_path):
     from bnmem.lenses.gamma_sigma import GammaSigmaConfig, run_gamma_sigma
 
     cfg = GammaSigmaConfig(data=DataConfig(dataset="digits", label_noise=0.1, train_size=120), seeds=[0],
-                           train=TrainConfig(epochs=2, lr=0.05))
+                           train=TrainConfig(epochs=2, lr=0.05), push_norm_sample=16)
     res = run_gamma_sigma(cfg, tmp_path / "gs", progress=False)
     push = res["push"]
-    assert push["outlier_fraction"] == pytest.approx(0.1, abs=0.02)
+    assert push["outlier_fraction"] == pytest.approx(0.1, abs=0.02) and push["version"] == 2
     rec = push["per_seed"]["0"]
-    assert rec["epochs"] == [1, 2] and rec["channels"] == 226 and rec["excess_share"] is not None
+    assert [e["epoch"] for e in rec["epochs"]] == [1, 2] and rec["v3_excess_share"] is not None
+    e = rec["epochs"][0]
+    assert set(e["layers"]) == {"norm1", "norm2", "norm3", "norm4"} and 0 <= e["outlier_acc"] <= 1
+    assert 0 < e["grad_norm_outlier"] < e["grad_norm_all"]
+    assert abs(e["layers"]["norm1"]["radial_cos"]) < 1e-3 < abs(e["layers"]["norm4"]["radial_cos"])
+    from bnmem.report.build import build_report
+
+    rep = build_report(tmp_path / "gs")
+    html = rep.html.read_text(encoding="utf-8")
+    assert "Claim 7 per BN layer" in html and "max |radial cos|" in html
+    c7 = next(c for c in rep.claims if c.id == "7")
+    assert "deciding layers norm4" in c7.evaluations[0].note

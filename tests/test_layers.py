@@ -228,3 +228,30 @@ def test_light_modules_run_without_torch():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _top_level_imports() -> dict[str, set[str]]:
+    """Top-level package or module -> the other top-level ones its modules import (measured, ast)."""
+    out: dict[str, set[str]] = {}
+    for module, deps in import_graph(SRC, "bnmem").items():
+        parts = module.split(".")
+        if len(parts) < 2 or parts[1] == "__main__":
+            continue  # the root bnmem/__init__.py and `python -m bnmem` (__main__.py) sit above everything
+        out.setdefault(parts[1], set()).update(d.split(".")[1] for d in deps
+                                               if len(d.split(".")) > 1 and d.split(".")[1] != parts[1])
+    return out
+
+
+def test_architecture_imports_column_is_the_measured_import_graph():
+    """docs/architecture.md's table says, per package or module, exactly which others it imports
+    (parenthesised notes aside); an import added or removed in src/ must be written there too."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## Layers and data flow"):text.index("## The lens registry")]
+    rows = re.findall(r"^\| `([a-z_]+)(?:\.py|/)` \|.*\| ([^|]*) \|$", section, flags=re.M)
+    measured = _top_level_imports()
+    assert {name for name, _ in rows} == set(measured)
+    for name, column in rows:
+        column = re.sub(r"\([^)]*\)", "", column).strip()
+        written = set() if column == "—" else {w.strip() for w in column.split(",") if w.strip()}
+        assert written == measured[name], (f"{name}: the doc names {sorted(written - measured[name])} it does "
+                                           f"not import and misses {sorted(measured[name] - written)}")

@@ -70,10 +70,70 @@ def test_outputs_and_conditions(claim_run):
 def test_rerun_skips(claim_run):
     out, cfg, res = claim_run
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/model.pt")}
-    assert len(stamps) == 3
+    assert len(stamps) == 5  # 3 variants on seed 0, plain BN and BN+gs1 on the selection seed 1
     again = run_mitigate(MitigateConfig.model_validate(cfg.model_dump()), out, progress=False)
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/model.pt")} == stamps
     assert again["batch+gs1"]["final"] == res["batch+gs1"]["final"]
+
+
+def test_nested_selection_uses_only_the_selection_seed(claim_run):
+    """λ is selected on seed 1 (after the evaluation seed 0), from what those runs recorded; the gate's
+    per-image correctness reproduces each run's own validation accuracy."""
+    from bnmem.lenses.mitigate import VAL_TOLERANCE, GATE_Z, validation_gate
+
+    out, cfg, res = claim_run
+    sel = res["selection"]
+    assert sel["nested"] is True and sel["seeds"] == [1] and res["conditions"]["selection_seeds"] == [1]
+    assert sel["val_acc"]["batch"] == json.loads((out / "batch/seed1/history.json").read_text())[-1]["val_acc"]
+    assert res["batch"]["per_seed"].keys() == {"0"}  # the evaluation records hold the evaluation seed only
+    gate = sel["gate"]["batch+gs1"]
+    bn_val = sel["val_acc"]["batch"]
+    assert gate["drop"] == pytest.approx(bn_val - sel["val_acc"]["batch+gs1"], abs=1e-6)
+    assert gate["bound"] == pytest.approx(VAL_TOLERANCE + GATE_Z * gate["se"])
+    assert gate["n_val"] == res["conditions"]["n_val"] > 0
+    assert sel["fallback"] == (not gate["passes"]) and sel["variant"] == "batch+gs1"
+    assert sel["test_acc_change"]["n"] == 1
+    # Trained together (one grouped network): the regularized run and both selection runs, not the plain BN
+    # evaluation run a study may share with other lenses.
+    from bnmem.lenses.mitigate import grouped_runs
+
+    assert [(v.name, s) for v, s in grouped_runs(cfg)] == [("batch+gs1", 0), ("batch", 1), ("batch+gs1", 1)]
+
+
+def test_validation_gate_by_hand():
+    from bnmem.lenses.mitigate import GATE_Z, VAL_TOLERANCE, validation_gate
+
+    rng = np.random.default_rng(0)
+    bn = rng.random((2, 200)) < 0.95
+    reg = rng.random((2, 200)) < 0.90
+    g = validation_gate(bn, reg)
+    d = [(int(bn[0, i]) + int(bn[1, i]) - int(reg[0, i]) - int(reg[1, i])) / 2 for i in range(200)]
+    m = sum(d) / 200
+    se = (sum((x - m) ** 2 for x in d) / 199) ** 0.5 / 200 ** 0.5
+    assert g["drop"] == pytest.approx(m) and g["se"] == pytest.approx(se)
+    assert g["passes"] == (m <= VAL_TOLERANCE + GATE_Z * se)
+    # A 10-point drop on 2000 images is outside the gate; the same models on 20 images are not resolved.
+    big_bn, big_reg = np.ones((1, 2000)), np.r_[np.ones(1800), np.zeros(200)][None]
+    assert not validation_gate(big_bn, big_reg)["passes"]
+    assert validation_gate(np.ones((1, 20)), np.r_[np.ones(19), np.zeros(1)][None])["passes"]
+
+
+def _record(val: float, mem: float) -> dict:
+    return {"final": {"val_acc": {"mean": val}, "noisy_acc": {"mean": mem}, "train_acc": {"mean": 1.0}}}
+
+
+def test_select_variant_criterion_and_fallback():
+    from bnmem.lenses.mitigate import Variant, select_variant
+
+    variants = [Variant("batch", "batch", 0.0), Variant("batch+gs1", "batch", 1.0), Variant("batch+gs10", "batch", 10.0)]
+    metrics = {"batch": _record(0.95, 0.6), "batch+gs1": _record(0.95, 0.3), "batch+gs10": _record(0.90, 0.1)}
+    gate = lambda drop, ok: {"drop": drop, "passes": ok}  # noqa: E731
+    both = select_variant(metrics, variants, "noisy_acc", {"batch+gs1": gate(0.0, True), "batch+gs10": gate(0.05, True)})
+    assert both["variant"] == "batch+gs10" and not both["fallback"] and both["eligible"] == ["batch+gs1", "batch+gs10"]
+    one = select_variant(metrics, variants, "noisy_acc", {"batch+gs1": gate(0.0, True), "batch+gs10": gate(0.05, False)})
+    assert one["variant"] == "batch+gs1" and not one["fallback"]
+    none = select_variant(metrics, variants, "noisy_acc", {"batch+gs1": gate(0.03, False), "batch+gs10": gate(0.02, False)})
+    assert none["variant"] == "batch+gs10" and none["fallback"] and none["eligible"] == []
 
 
 @pytest.mark.parametrize("kw, fragment", [
@@ -81,6 +141,7 @@ def test_rerun_skips(claim_run):
     ({"lambdas": [0.0]}, "positive"),
     ({"fixed_epoch": 11}, "fixed_epoch 11"),
     ({"lira_models": 3}, "lira_models"),
+    ({"selection_seeds": -1}, "selection_seeds"),
     ({"train": TrainConfig(epochs=10, gs_reg=1.0)}, "use lambdas"),
 ])
 def test_config_errors(kw, fragment):
@@ -145,21 +206,19 @@ def test_selection_rule_uses_validation_and_memorization_only():
                 Variant("batch+gs100", "batch", 100.0)]
     metrics = {"batch": _rec(0.95, 0.6, 0.94), "batch+gs1": _rec(0.95, 0.3, 0.90, 1.0),
                "batch+gs10": _rec(0.945, 0.1, 0.80, 10.0), "batch+gs100": _rec(0.90, 0.0, 0.96, 100.0)}
-    sel = select_variant(metrics, variants, "noisy_acc")
-    # gs100 memorizes least and has the best test accuracy, but loses 5 points on validation: not eligible.
+    gates = {"batch+gs1": {"drop": 0.0, "passes": True}, "batch+gs10": {"drop": 0.005, "passes": True},
+             "batch+gs100": {"drop": 0.05, "passes": False}}
+    sel = select_variant(metrics, variants, "noisy_acc", gates)
+    # gs100 memorizes least and has the best test accuracy, but fails the validation gate: not eligible.
     assert sel["variant"] == "batch+gs10" and sel["eligible"] == ["batch+gs1", "batch+gs10"]
     # The test accuracies play no part.
     for rec in metrics.values():
         rec["final"]["test_acc"]["mean"] = 0.5
-    assert select_variant(metrics, variants, "noisy_acc")["variant"] == "batch+gs10"
-    # Nothing eligible: the best validation accuracy.
-    for name in ("batch+gs1", "batch+gs10"):
-        metrics[name]["final"]["val_acc"]["mean"] = 0.5
-    assert select_variant(metrics, variants, "noisy_acc")["variant"] == "batch+gs100"
+    assert select_variant(metrics, variants, "noisy_acc", gates)["variant"] == "batch+gs10"
     # Clean data: the smallest train − validation gap among the eligible.
     metrics = {"batch": _rec(0.95, None, 0.9), "batch+gs1": _rec(0.95, None, 0.9, 1.0),
                "batch+gs10": _rec(0.96, None, 0.9, 10.0), "batch+gs100": _rec(0.5, None, 0.9, 100.0)}
-    sel = select_variant(metrics, variants, None)
+    sel = select_variant(metrics, variants, None, gates)
     assert sel["variant"] == "batch+gs10" and sel["criterion"] == "train_acc - val_acc"
 
 
@@ -192,4 +251,70 @@ def test_lira_runs_for_plain_norms_and_the_selected_variant(tmp_path):
            - np.array(res["none"]["lira"]["attacks"]["rmia"]["all"]["auc_per_target"]))
     np.testing.assert_allclose(p["per_target"], per)
     assert res["selection"]["test_acc_change"]["n"] == 2 and res["selection"]["test_acc_change"]["ci_low"] is not None
-    assert "RMIA AUC" in summary_table(res) and "selected on the validation split" in summary_table(res)
+    assert "RMIA AUC" in summary_table(res) and "on selection seeds [2]" in summary_table(res)
+
+
+# ------------------------------------------------ claim 6 (plan 4.0): nested selection, contradicted on cost
+
+
+def _iv(lo, hi):
+    from bnmem.stats import PairedDiff
+
+    return PairedDiff((lo + hi) / 2, lo, hi, 3, "replicates", "")
+
+
+def test_claim_6_is_contradicted_when_the_cost_is_shown_above_the_margin():
+    from bnmem.analysis_plan import CONTRADICTED, DIRECTION_ONLY, MITIGATE_TEST_DROP, NOT_RUN, REPRODUCED
+    from bnmem.report.claims.claim6 import status_of, status_v3
+
+    cut = _iv(0.6, 0.9)
+    assert status_of(cut, _iv(MITIGATE_TEST_DROP + 1e-4, 0.05)) == CONTRADICTED
+    assert status_v3(cut, _iv(MITIGATE_TEST_DROP + 1e-4, 0.05)) == DIRECTION_ONLY  # plan 3.0 had no such outcome
+    assert status_of(cut, _iv(MITIGATE_TEST_DROP, 0.05)) == DIRECTION_ONLY  # at the margin: not shown above it
+    assert status_of(_iv(-0.2, 0.9), _iv(0.02, 0.05)) == CONTRADICTED  # whatever the cut
+    assert status_of(cut, _iv(-0.01, 0.01)) == REPRODUCED
+    assert status_of(None, _iv(0.02, 0.05)) == NOT_RUN
+
+
+def _nested_doc(r: int, chosen: float, fallback: bool) -> dict:
+    from synthetic_runs import NORMS, dataset_info
+
+    def stat(values):
+        return {"mean": float(np.mean(values)), "per_seed": list(values)}
+
+    def variant(lam, noisy, test):
+        return {"norm": "batch", "gs_reg": lam, "final": {"noisy_acc": stat(noisy), "test_acc": stat(test)}}
+
+    doc = {"batch": variant(0.0, [0.6, 0.62], [0.95, 0.95]),
+           "batch+gs1": variant(1.0, [0.2 + 0.01 * r, 0.22], [0.95, 0.948]),
+           "batch+gs10": variant(10.0, [0.05, 0.04 + 0.01 * r], [0.94, 0.945]),
+           "variants": ["batch", "batch+gs1", "batch+gs10"],
+           "conditions": {"norms": NORMS, "label_noise": 0.05}, "dataset": dataset_info(0.05)}
+    doc["selection"] = {"nested": True, "variant": f"batch+gs{chosen:g}", "fallback": fallback, "seeds": [2],
+                        "gate": {"batch+gs1": {"bound": 0.05}, "batch+gs10": {"bound": 0.06}}}
+    return doc
+
+
+def test_claim_6_evaluates_every_replicate_at_its_own_selection():
+    """Each replicate contributes the cut of the variant its lens selected on its selection seeds; the note
+    says which replicate's choice came from the fallback."""
+    from bnmem.analysis_plan import LENS_MITIGATE
+    from bnmem.report.claims import claim6
+    from synthetic_runs import make_cell, make_run
+
+    picks = [(10.0, False), (1.0, True), (10.0, False)]
+    cells = [make_cell("m", r, {LENS_MITIGATE: _nested_doc(r, lam, fb)}, seeds=[0, 1]) for r, (lam, fb) in
+             enumerate(picks)]
+    claim = claim6.evaluate(make_run(cells))[0]
+    d = claim.decisive
+    assert d.conditions["evaluation_replicates"] == [0, 1, 2] and "selection_replicate" not in d.conditions
+    assert "over 3 paired replicates" in d.method
+    assert "λ selected per replicate (10, 1, 10)" in d.where
+    assert "r1: batch+gs1 (λ=1) by the FALLBACK" in d.note and "r0: batch+gs10 (λ=10) by the criterion" in d.note
+    # The cut by hand: per replicate the mean over seeds of (BN − reg) / mean BN at that replicate's own choice.
+    bn = np.array([0.6, 0.62])
+    regs = [np.array([0.05, 0.04]), np.array([0.21, 0.22]), np.array([0.05, 0.06])]
+    assert d.value == pytest.approx(np.mean([np.mean((bn - reg) / bn.mean()) for reg in regs]))
+    names = [a.name for a in d.analyses]
+    assert "λ=1 (batch+gs1), every replicate" in names and "λ=10 (batch+gs10), every replicate" in names
+    assert any(n.startswith("plan ") and "selection" in n for n in names)  # the previous plan's design, shown

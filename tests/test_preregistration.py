@@ -12,7 +12,8 @@ import yaml
 from bnmem import io
 from bnmem.analysis_plan import PLAN_VERSION, plan_record, plan_sha256, render_markdown
 from bnmem.cli import main
-from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED, check_plan
+from bnmem.analysis_plan import CONFIRMATORY_KEY, EXPLORATORY_SEEN
+from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED, check_plan, run_label
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = {"name": "prereg", "data": {"dataset": "digits", "train_size": 120},
@@ -80,7 +81,7 @@ def test_headline_says_fixed_changed_or_unrecorded(tmp_path):
     fixed = check_plan(tmp_path)
     assert fixed.state == FIXED
     assert fixed.headline().startswith(f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()}), "
-                                       "fixed before the results")
+                                       "the plan study.json recorded before the first job")
     (tmp_path / "study.json").write_text(json.dumps({"analysis_plan": {"version": "2.0", "sha256": "ab" * 32}}))
     changed = check_plan(tmp_path)
     assert changed.state == CHANGED and changed.recorded_version == "2.0"
@@ -102,15 +103,39 @@ def test_report_headline_and_csv_carry_the_plan(tmp_path):
         "conditions": {"dataset": "digits", "norms": ["batch", "none"], "seeds": [0, 1], "label_noise": 0.05},
         "dataset": {"dataset": "digits", "n_noisy": 10, "n_ood": 0}})
     io.mark_done(run)
-    (run / "study.json").write_text(json.dumps({"analysis_plan": plan_record()}))
+    (run / "study.json").write_text(json.dumps({"name": "demo", "analysis_plan": plan_record()}))
     rep = build_report(run)
     html = rep.html.read_text(encoding="utf-8")
-    assert "fixed before the results" in html and plan_sha256() in html
-    assert "fixed before the results" in rep.markdown.read_text(encoding="utf-8")
+    md = rep.markdown.read_text(encoding="utf-8")
+    assert check_plan(run).state == FIXED and "recorded before the first job" in html
+    assert plan_sha256() in html and "recorded before the first job" in md
     import csv
 
     rows = list(csv.DictReader(rep.csv.open(encoding="utf-8")))
     assert {r["plan_sha256"] for r in rows} == {plan_sha256()} and "vs_paper" in rows[0]
+    # a study whose results were seen while the plan was written: exploratory, in full, the same words everywhere
+    label = f"exploratory: plan {PLAN_VERSION} was written after seeing this study's results"
+    assert EXPLORATORY_SEEN == label and run_label(run) == label
+    assert f'id="run-label"><b>{label}</b>' in html.replace("&#x27;", "'")
+    assert f"**{label}**" in md
+    assert {r["run_label"] for r in rows} == {label}
+
+
+def test_run_label_is_confirmatory_only_with_seeds_from_this_plan(tmp_path):
+    """Confirmatory needs study.json's confirmatory record to name the hash of the plan that decides; a seen
+    study is exploratory in the plan's words; any other run is exploratory with its reason."""
+    def label(doc):
+        (tmp_path / "study.json").write_text(json.dumps(doc))
+        return run_label(tmp_path)
+
+    assert label({"name": "mine"}).startswith("exploratory: this run's seeds were not derived")
+    assert label({"name": "demo"}) == EXPLORATORY_SEEN
+    mine = {CONFIRMATORY_KEY: {"plan_version": PLAN_VERSION, "plan_sha256": plan_sha256()}}
+    assert label({"name": "demo", **mine}).startswith("confirmatory: ")  # fresh seeds, even for the demo
+    old = {CONFIRMATORY_KEY: {"plan_version": "3.0", "plan_sha256": "ab" * 32}}
+    assert label({"name": "mine", **old}).startswith("exploratory: this run's seeds were derived from the hash "
+                                                     "of plan 3.0")
+    assert label({"name": "demo", **old}) == EXPLORATORY_SEEN
 
 
 def test_mitigate_lira_keep_seed_moves_with_the_replicate(tmp_path):

@@ -17,7 +17,9 @@ from bnmem.analysis_plan import (
     CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LENS_GAMMA_SIGMA, LENS_GRADNORMS, LENS_LIRA, LENS_MEMORIZE,
     NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, render_markdown,
 )
-from bnmem.report.claims import claim1, claim2, claim3, claim4, claim5, claim6, grade, grade_v2, vs_paper
+from bnmem.report.claims import (
+    claim1, claim2, claim3, claim4, claim5, claim6, evaluate_rule, grade, grade_v2, vs_paper,
+)
 from bnmem.report.claims.claim2 import area_under
 from bnmem.report.results import settings_of
 from bnmem.report.rundata import LensOutput, RunData
@@ -28,28 +30,29 @@ from synthetic_runs import NORMS, dataset_info, lira_data, lira_run, make_cell, 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# Every claim through the report's own driver (multiplicity and the previous plan's verdicts included).
 def claim_lira(run, clean):
-    return claim3.evaluate_one(run, clean)
+    return evaluate_rule(claim3, run)[1 if clean else 0]
 
 
 def claim_memorization(run):
-    return claim1.evaluate(run)[0]
+    return evaluate_rule(claim1, run)[0]
 
 
 def claim_gradnorms(run):
-    return claim2.evaluate(run)[0]
+    return evaluate_rule(claim2, run)[0]
 
 
 def claim_gamma_sigma(run):
-    return claim4.evaluate(run)[0]
+    return evaluate_rule(claim4, run)[0]
 
 
 def claim_theory(run):
-    return claim5.evaluate(run)
+    return evaluate_rule(claim5, run)
 
 
 def claim_mitigation(run):
-    return claim6.evaluate(run)[0]
+    return evaluate_rule(claim6, run)[0]
 
 
 # ---------------------------------------------------------------- synthetic runs (tests/synthetic_runs.py)
@@ -167,7 +170,8 @@ def test_claim_3_gives_each_attack_a_verdict_and_states_agreement():
     assert "disagree" in claim.agreement_text()
     assert claim.agreement() == (2, 3)  # direction: the plan (= online LiRA), offline LiRA agree; RMIA not
     assert claim.magnitude_agreement() == (2, 3)
-    assert [claim.label(a) for a in claim.robustness()] == ["plan 3.0 (online LiRA)", "offline LiRA", "RMIA"]
+    assert [claim.label(a) for a in claim.robustness()] == [f"plan {PLAN_VERSION} (online LiRA)", "offline LiRA",
+                                                             "RMIA"]
 
 
 def test_single_replicate_lira_uses_the_lens_jackknife():
@@ -262,28 +266,43 @@ def test_null_simulation_rarely_reproduces(monkeypatch):
 
 
 def test_claim_4_decides_on_layers_with_replicates_as_the_unit():
-    """Every BN layer counts (conv and FC); per replicate the mean over its models; t over replicates."""
+    """Every BN layer counts (conv and FC); per replicate the mean over its models; plan 4.0's distribution-free
+    interval for a mean in [0, 1] over replicates (checked against a brute-force integral of Anderson's bound);
+    plan 3.0's t-interval is the previous verdict and an uncounted panel row."""
     from scipy import stats as sps
 
     # (conv1, conv2) channels above 1: a layer's median is above 1 when more than half its channels are
     models = [(5, 12), (5, 12), (5, 4), (5, 12), (1, 12), (5, 12)]  # layer fractions 1, 1, 2/3, 1, 2/3, 1
     claim = claim_gamma_sigma(gs_run(models, replicates=3))
     reps = np.array([1.0, 5 / 6, 5 / 6])  # per replicate, mean over its 2 models
-    half = sps.t.ppf(0.975, 2) * reps.std(ddof=1) / np.sqrt(3)
     d = claim.decisive
-    assert d.value == pytest.approx(reps.mean()) and "over 3 paired replicates" in d.method
-    assert (d.ci_low, d.ci_high) == (pytest.approx(reps.mean() - half), pytest.approx(reps.mean() + half))
-    assert claim.status == (REPRODUCED if reps.mean() - half > 0.5 else INCONCLUSIVE)
+    assert d.value == pytest.approx(reps.mean()) and "over 3 replicates" in d.method
+    eps = sps.ksone.ppf(0.975, 3)
+    grid = (np.arange(200_000) + 0.5) / 200_000
+    below = np.searchsorted(np.sort(reps), grid, side="right") / 3  # F_n on a fine grid
+    low = np.maximum(0, 1 - below - eps).mean()  # ∫ max(0, 1 − F_n − ε)
+    high = 1 - np.maximum(0, 1 - np.searchsorted(np.sort(1 - reps), grid, side="right") / 3 - eps).mean()
+    assert (d.ci_low, d.ci_high) == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
+    assert 0 <= d.ci_low and d.ci_high <= 1
+    assert claim.status == INCONCLUSIVE  # three replicates cannot show 'most' without assuming a distribution
+    half = sps.t.ppf(0.975, 2) * reps.std(ddof=1) / np.sqrt(3)
+    v3 = reps.mean() - half > 0.5
+    assert claim.previous_status == (REPRODUCED if v3 else INCONCLUSIVE)  # plan 3.0: t over replicates
+    panel = {a.name: a for a in claim.robustness()}
+    t_row = next(a for n, a in panel.items() if n.startswith("plan 3.0"))
+    assert not t_row.valid and t_row.ci_low == pytest.approx(reps.mean() - half)
     assert claim.coverdicts() == []  # channel fractions are descriptions, not verdicts
     assert "described, not deciding" in d.note and "convolutional channels above 1" in d.note
-    low = claim_gamma_sigma(gs_run([(1, 2), (1, 3), (2, 2), (1, 2), (0, 2), (1, 1)], replicates=3))
-    assert low.status == CONTRADICTED  # every model: 1 of 3 layers
-    assert low.decisive.value == pytest.approx(1 / 3)  # only the FC layer is above 1 in every model
+    # every model with 1 of 3 layers above 1: 8 replicates cannot rule out ½ ([0.18, 0.64]), 30 can
+    assert claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 8, replicates=8)).status == INCONCLUSIVE
+    low_run = claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 30, replicates=30))
+    assert low_run.status == CONTRADICTED and low_run.decisive.value == pytest.approx(1 / 3)
+    assert low_run.decisive.ci_high < 0.5
 
 
 def test_claim_4_issue_example_layers_not_conv_channels():
-    """The demo's shape: conv channels 9% above 1, all channels 91%, layers 2 of 4. Plan 2.0 decided on the
-    conv channels (contradicted); plan 3.0 on layers: exactly half, so not 'most' (inconclusive)."""
+    """The demo's shape: conv channels 9% above 1, all channels 91%, layers 2 of 4 in every model. Plan 3.0's
+    t-interval degenerated to [0.50, 0.50]; plan 4.0's interval is a real one inside [0, 1]: inconclusive."""
     def data(seed_shift):
         final = {}
         for name, n, frac, med, typ in (("norm1", 6, 0.0, 0.9, "conv"), ("norm2", 16, 0.125, 0.8, "conv"),
@@ -294,10 +313,19 @@ def test_claim_4_issue_example_layers_not_conv_channels():
 
     run = make_run([make_cell("gs", r, {LENS_GAMMA_SIGMA: data(r)}) for r in range(3)])
     claim = claim_gamma_sigma(run)
-    assert claim.decisive.value == pytest.approx(0.5) and claim.status == INCONCLUSIVE
-    assert "convolutional channels above 1: 9%" in claim.decisive.note
-    assert "all channels above 1: 91%" in claim.decisive.note
-    assert claim.previous_status == CONTRADICTED  # plan 2.0: median conv-channel fraction 0.09
+    d = claim.decisive
+    assert d.value == pytest.approx(0.5) and claim.status == INCONCLUSIVE
+    assert 0 <= d.ci_low < 0.5 < d.ci_high <= 1 and d.ci_high - d.ci_low > 0.5
+    assert "convolutional channels above 1: 9%" in d.note
+    assert "all channels above 1: 91%" in d.note
+    assert claim.previous_status == INCONCLUSIVE  # plan 3.0: [0.50, 0.50], touching the null
+    v3 = next(a for a in claim.robustness() if a.name.startswith("plan 3.0"))
+    assert (v3.ci_low, v3.ci_high) == (pytest.approx(0.5), pytest.approx(0.5)) and not v3.valid
+    # layer by layer (a robustness row): both conv layers clearly below 1, both FC layers above: exactly half
+    # the layers above 1 is not 'most', and half shown below refutes it
+    lbl = next(a for a in claim.robustness() if a.name == claim4.LAYER_BY_LAYER)
+    assert lbl.status == CONTRADICTED and lbl.value == pytest.approx(0.5) and lbl.valid
+    assert "2 of 4 layers shown above 1, 2 below" in lbl.note and "at 0.9875 (Bonferroni over 4 layers)" in lbl.method
 
 
 # ---------------------------------------------------------------- claim 2
@@ -343,15 +371,43 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     assert cov["eval definition"].status == REPRODUCED
     assert cov["batch definition"].status == CONTRADICTED  # epoch 5: 1 − 2 = −1; mean −0.5
     assert claim.status == CONTRADICTED and "disagree" in claim.agreement_text()
-    assert claim.previous_status == CONTRADICTED  # plan 2.0: area over 1, 5, 20 (eval)
+    assert claim.previous_status == CONTRADICTED  # plan 3.0: the same rule at 1 − 0.05/2
     expected = area_under([1, 5, 20], np.array([0.0, 1.0, -2.0]))
     assert expected == pytest.approx((0.5 * 4 - 0.5 * 15) / 19)
     panel = {a.name: a for a in claim.robustness()}
     assert panel["eval: area over all checkpoints (plan 2.0)"].value == pytest.approx(expected, abs=0.05)
+    # plan 4.0: analyses using a checkpoint after the fit (BN passes 50% at epoch 8) are shown, not counted
+    assert not panel["eval: area over all checkpoints (plan 2.0)"].valid
+    assert not panel["eval: checkpoint 20 only"].valid
+    assert panel["eval: checkpoint 5 only"].valid
+    assert next(a for n, a in panel.items() if n.startswith("eval: checkpoint 1 only")).valid  # merged with batch's
+    counted = [a for a in claim.robustness() if a.valid and a.status != NOT_RUN]
+    assert claim.agreement()[1] == len(counted) and not any("20" in a.name for a in counted)
     eval_only = [make_cell("g", r, {LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0},
                                                                     rng.normal(0, 0.05, 3), ("eval",)),
                                     LENS_MEMORIZE: memorize_data(*_fits().values())}) for r in range(3)]
     assert claim_gradnorms(make_run(eval_only)).status == REPRODUCED
+
+
+def test_claim_2_panel_calls_a_checkpoint_invalid_when_any_setting_has_fitted_by_then():
+    """Two settings: BN fits half the corrupted subset by epoch 8 in one, by epoch 3 in the other. The panel's
+    'checkpoint 5 only' row aggregates both settings, so it uses a post-fit checkpoint: shown, not counted;
+    'checkpoint 1 only' is before the fit in both: counted."""
+    rng = np.random.default_rng(6)
+    early_fit = {"batch": np.tile(np.r_[0.1, 0.3, np.full(18, 0.9)], (3, 1)), "none": _fits()["none"]}
+    cells = []
+    for r in range(3):
+        for noise, fits in ((0.05, _fits()), (0.1, early_fit)):
+            g = gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3))
+            cells.append(make_cell("g", r, {LENS_GRADNORMS: g, LENS_MEMORIZE: memorize_data(fits["batch"],
+                                                                                            fits["none"])},
+                                   label_noise=noise))
+    claim = claim_gradnorms(make_run(cells))
+    panel = {a.name: a for a in claim.robustness()}
+    assert not panel["eval: checkpoint 5 only"].valid
+    assert next(a for n, a in panel.items() if n.startswith("eval: checkpoint 1 only")).valid
+    single = claim_gradnorms(make_run([c for c in cells if c.conditions["label_noise"] == 0.05]))
+    assert {a.name: a for a in single.robustness()}["eval: checkpoint 5 only"].valid
 
 
 def test_claim_2_without_fit_levels_or_early_checkpoints_is_not_run():
@@ -386,7 +442,8 @@ def test_claim_2_matched_fit_uses_a_caliper():
 
 
 def test_report_prints_plan_version_agreement_and_previous_verdicts():
-    """The checklist rows carry the plan version, the agreement counts and the plan 2.0 verdict; the HTML has
+    """The checklist rows carry the plan version, the agreement counts and the plan 3.0 verdict (here equal: one
+    deciding test per claim, and 3.0 differed from 4.0 only in multiplicity for claims 2 and 3); the HTML has
     the robustness panel and the plan; summary.csv keeps its columns in order and appends vs_paper & co."""
     from bnmem.report.claims import evaluate_claims
     from bnmem.report.html import render_html
@@ -405,8 +462,8 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     claims = evaluate_claims(run)
     html = render_html(run, claims, {})
     assert f"analysis plan version {PLAN_VERSION}" in html and 'id="plan-line"' in html
-    assert 'data-claim="2" data-status="reproduced" data-previous="contradicted"' in html
-    assert 'data-claim="3a" data-status="reproduced" data-previous="direction only"' in html
+    assert 'data-claim="2" data-status="reproduced" data-previous="reproduced"' in html
+    assert 'data-claim="3a" data-status="reproduced" data-previous="reproduced"' in html
     assert 'id="robustness"' in html and 'id="plan"' in html and "Adopted after seeing results" in html
     c3 = next(c for c in claims if c.id == "3a")
     assert "analyses agree on direction" in c3.agreement_text()
@@ -416,11 +473,11 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
                                 "agreement", "coverdicts", "previous_status", "plan_version", "rule", "ci_method",
                                 "where", "conditions")
     rows = {r["id"]: r for r in __import__("csv").DictReader(render_csv(claims).splitlines())}
-    assert rows["3a"]["status"] == REPRODUCED and rows["3a"]["previous_status"] == DIRECTION_ONLY
+    assert rows["3a"]["status"] == REPRODUCED and rows["3a"]["previous_status"] == REPRODUCED
     assert rows["3a"]["vs_paper"] == "above" and float(rows["3a"]["paper_low"]) == 0.04
     assert rows["3a"]["agreement"] == "{} of {}".format(*c3.agreement())
     assert "online LiRA: reproduced" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
-    assert rows["2"]["previous_status"] == CONTRADICTED and rows["2"]["vs_paper"] == ""
+    assert rows["2"]["previous_status"] == REPRODUCED and rows["2"]["vs_paper"] == ""
     assert rows["5a"]["kind"] == "derivation check" and {r["plan_version"] for r in rows.values()} == {PLAN_VERSION}
     assert rows["7"]["status"] == NOT_RUN
 
@@ -493,9 +550,23 @@ def test_claim_5a_is_a_derivation_check_and_5b_is_the_kernel_slope():
     c = claim_theory(theory_run(amp, {"runs": near}))[1]
     assert c.status == REPRODUCED and c.decisive.value == pytest.approx(1.0, abs=0.01)
     assert "5 paired seeds" in c.decisive.method  # one unit per seed: flip and OOD pooled
+    median_row = next(x for x in c.robustness() if x.name.startswith("per-run median"))
+    assert median_row.value == pytest.approx(1.0, abs=0.01) and median_row.status == REPRODUCED
+    # plan 4.0's band rule: wholly outside the band is contradicted, on either side; 3.0 said direction only
     half = _kernel_runs({s: 0.5 + 0.01 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": half}))[1]
-    assert c.status == DIRECTION_ONLY and c.vs_paper == "below"  # BN amplifies, by half the predicted factor
+    assert c.status == CONTRADICTED and c.vs_paper == "below" and c.previous_status == DIRECTION_ONLY
+    high = _kernel_runs({s: 1.5 + 0.01 * (s - 2) for s in range(5)}, rng)
+    assert claim_theory(theory_run(amp, {"runs": high}))[1].status == CONTRADICTED
+    # the demo's case: a slope near 0 whose interval includes 0 but lies wholly below 0.9 (3.0: inconclusive)
+    zero = _kernel_runs({s: 0.015 + 0.03 * (s - 2) for s in range(5)}, rng)
+    c = claim_theory(theory_run(amp, {"runs": zero}))[1]
+    assert c.decisive.ci_low < 0 < c.decisive.ci_high < 0.9
+    assert c.status == CONTRADICTED and c.previous_status == INCONCLUSIVE
+    # straddling an edge of the band: inconclusive
+    edge = _kernel_runs({s: 0.9 + 0.05 * (s - 2) for s in range(5)}, rng)
+    c = claim_theory(theory_run(amp, {"runs": edge}))[1]
+    assert c.decisive.ci_low < 0.9 < c.decisive.ci_high and c.status == INCONCLUSIVE
     neg = _kernel_runs({s: -0.3 + 0.01 * s for s in range(5)}, rng)
     assert claim_theory(theory_run(amp, {"runs": neg}))[1].status == CONTRADICTED
 

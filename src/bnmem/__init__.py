@@ -64,6 +64,8 @@ def audit(
     compare_gs_reg: float | None = None,
     match_accuracy: bool = False,
     max_epochs: int | None = None,
+    match_steps: bool = True,
+    rare_mask: Any = None,
 ) -> AuditResult:
     """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for every argument.
 

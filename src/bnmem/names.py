@@ -38,7 +38,9 @@ ARCHS: tuple[str, ...] = ("lenet", "mlp", "resnet20", "resnet18", "densenet")
 ARCH_ALIASES: dict[str, str] = {"resnet": "resnet20"}
 
 # Normalization kinds every architecture takes (layers: bnmem.models.norms.norm_factory).
-NORMS: tuple[str, ...] = ("batch", "none", "group", "layer")
+BATCH_NORM = "batch"  # what the study measures
+NO_NORM = "none"  # its baseline
+NORMS: tuple[str, ...] = (BATCH_NORM, NO_NORM, "group", "layer")
 
 # Built-in lenses, in the order a study runs them (cheap first; membership inference last),
 # each with the module that registers it (bnmem.lenses.registry imports it on first use).
@@ -58,3 +60,12 @@ BUILTIN_LENSES: dict[str, str] = {
     DEFENSES: "bnmem.lenses.defenses",
     THEORY: "bnmem.lenses.theory",
 }
+
+# Files of a run directory, each named once (writers and readers import these).
+STUDY_FILE = "study.json"  # a study's definition and the analysis plan it recorded before its first job
+INDEX_FILE = "index.json"  # a study's cells, conditions and each lens's folder (written first)
+CONFIG_FILE = "config.json"  # a run's resolved config
+ENVIRONMENT_FILE = "environment.json"  # versions and machine
+METRICS_FILE = "metrics.json"  # a lens's results file unless its spec names another
+ERROR_FILE = "ERROR.txt"  # a failed job's one-line error
+REPORT_HTML, SUMMARY_MD, SUMMARY_CSV = "report.html", "summary.md", "summary.csv"  # what bnmem report writes

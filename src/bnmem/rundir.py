@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from bnmem import io
 from bnmem.errors import BnmemError
+from bnmem.names import CONFIG_FILE, ENVIRONMENT_FILE
 from bnmem.version import __version__
 
 
@@ -32,7 +33,7 @@ def environment() -> dict[str, Any]:
 
 
 # What prepare_run_dir writes before any job runs (a folder holding only these has no results).
-START_FILES = frozenset({"config.json", "environment.json"})
+START_FILES = frozenset({CONFIG_FILE, ENVIRONMENT_FILE})
 
 
 def _canonical(config: dict[str, Any]) -> Any:
@@ -69,7 +70,7 @@ def removed_if_unstarted(out: str | Path) -> Iterator[None]:
         raise
 
 
-def prepare_run_dir(out: str | Path, config: dict[str, Any], name: str = "config.json") -> Path:
+def prepare_run_dir(out: str | Path, config: dict[str, Any], name: str = CONFIG_FILE) -> Path:
     """Create ``out`` and write the resolved config, or check it matches on a rerun.
 
     A rerun into the same directory resumes (finished jobs are skipped), which is
@@ -92,5 +93,5 @@ def prepare_run_dir(out: str | Path, config: dict[str, Any], name: str = "config
                 "use a new --out directory or delete the old one"
             )
     io.write_json(path, canonical)
-    io.write_json(out / "environment.json", environment())
+    io.write_json(out / ENVIRONMENT_FILE, environment())
     return out

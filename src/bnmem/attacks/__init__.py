@@ -8,6 +8,7 @@ evaluates with :func:`evaluate_stream`; :func:`evaluate_attacks` is the simple
 in-memory oracle it is tested against.
 """
 
+from bnmem.attacks.spec import AttackSpec, register as register_attack, unregister as unregister_attack
 from bnmem.attacks.evaluate import AttackInputs, evaluate_attacks, evaluate_inputs, target_scores
 from bnmem.attacks.keep import first_k_references, keep_matrix, split_references
 from bnmem.attacks.lira import fit_gaussian, global_threshold, lira_offline, lira_online, loss_attack
@@ -29,6 +30,9 @@ from bnmem.attacks.streaming import evaluate_stream
 from bnmem.attacks.scores import cross_entropy, lira_statistic, true_class_log_prob, true_class_prob
 
 __all__ = [
+    "AttackSpec",
+    "register_attack",
+    "unregister_attack",
     "A_GRID",
     "ArrayPhi",
     "LogitsPhi",

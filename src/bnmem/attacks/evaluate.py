@@ -21,14 +21,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks.keep import split_references
-from bnmem.attacks.lira import global_threshold, lira_offline, lira_online, loss_attack
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.result import (
-    ALL, AVAILABLE, check_keep, check_mask, check_references, check_request, check_targets, evaluation_result, settings,
+    check_keep, check_mask, check_references, check_request, check_targets, evaluation_result, settings,
 )
 from bnmem.attacks.rmia import (
     RMIAParams, population_log_ratio, rmia_log_ratio, rmia_scores, rmia_scores_against, select_offline_a, view_log_mean,
 )
 from bnmem.attacks.scores import check_logits, lira_statistic, loss_from_phi
+from bnmem.attacks.spec import TargetRefs
 from bnmem.errors import BnmemError
 
 
@@ -87,7 +88,7 @@ class AttackInputs:
 def target_scores(
     inputs: AttackInputs,
     target: int,
-    attacks: Sequence[str] = ALL,
+    attacks: Sequence[str] | None = None,
     rmia_params: RMIAParams = RMIAParams(),
     population: np.ndarray | None = None,
     chosen_a: dict[str, float] | None = None,
@@ -97,7 +98,7 @@ def target_scores(
     Args:
         inputs: :class:`AttackInputs`.
         target: index of the target model.
-        attacks: names from :data:`AVAILABLE`.
+        attacks: registered attack names (:mod:`bnmem.attacks.spec`; None: the default ones).
         rmia_params: settings of the ``rmia`` attack (``rmia_offline`` uses the
             same γ and a with ``online=False``).
         population: legacy population only (when ``inputs`` has no
@@ -113,41 +114,25 @@ def target_scores(
         BnmemError: unknown attack, or too few reference models on a side.
     """
     n_models, n_examples = inputs.keep.shape
+    attacks = attack_spec.default_attacks() if attacks is None else attacks
     refs = np.array([m for m in range(n_models) if m != target], dtype=np.intp)
     idx_in, idx_out = split_references(inputs.keep[refs])
     check_references(attacks, idx_in.shape[0], idx_out.shape[0], len(refs), target)
-    phi_refs = inputs.phi[refs]
+    view = TargetRefs(inputs.phi[target], inputs.loss[target], inputs.phi[refs], idx_in, idx_out)
     out: dict[str, np.ndarray] = {}
     for name in attacks:
-        if name in ("rmia", "rmia_offline"):
+        spec = attack_spec.get(name)
+        if spec.family == "rmia":
             out[name] = _rmia_target_scores(inputs, name, target, refs, idx_in, idx_out, rmia_params, population,
                                             chosen_a)
         else:
-            out[name] = _lira_target_scores(name, inputs.phi[target], phi_refs, idx_in, idx_out, inputs.loss[target])
+            out[name] = spec.oracle(view)
     return out
 
 
 def _gather(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Each example's chosen reference rows: arr [refs, n_examples, ...] at idx [k, n_examples] -> [k, n_examples, ...]."""
     return arr[idx, np.arange(arr.shape[1])]
-
-
-def _lira_target_scores(name: str, phi_t: np.ndarray, phi_refs: np.ndarray, idx_in: np.ndarray,
-                        idx_out: np.ndarray, loss_t: np.ndarray) -> np.ndarray:
-    """One LiRA-family or baseline attack's scores [n_examples] against one target."""
-    if name == "online":
-        return lira_online(phi_t, _gather(phi_refs, idx_in), _gather(phi_refs, idx_out))
-    if name == "online_fixed_variance":
-        return lira_online(phi_t, _gather(phi_refs, idx_in), _gather(phi_refs, idx_out), fix_variance=True)
-    if name == "offline":
-        return lira_offline(phi_t, _gather(phi_refs, idx_out))
-    if name == "offline_fixed_variance":
-        return lira_offline(phi_t, _gather(phi_refs, idx_out), fix_variance=True)
-    if name == "global_threshold":
-        return global_threshold(phi_t)
-    if name == "loss":
-        return loss_attack(loss_t)
-    raise BnmemError(f"unknown attack {name!r}; available: {', '.join(AVAILABLE)}")
 
 
 def _rmia_target_scores(inputs: AttackInputs, name: str, target: int, refs: np.ndarray, idx_in: np.ndarray,
@@ -183,7 +168,7 @@ def evaluate_attacks(
     keep: np.ndarray,
     labels: np.ndarray,
     subsets: Mapping[str, np.ndarray] | None = None,
-    attacks: Sequence[str] = ALL,
+    attacks: Sequence[str] | None = None,
     rmia_params: RMIAParams | Mapping[str, Any] | None = None,
     targets: Sequence[int] | None = None,
     population: np.ndarray | None = None,
@@ -203,7 +188,7 @@ def evaluate_attacks(
         labels: int [n_examples] true labels.
         subsets: name -> bool mask [n_examples] (e.g. ``outliers``, ``inliers``).
             An ``all`` subset is added when missing.
-        attacks: names from :data:`AVAILABLE` (default :data:`ALL`).
+        attacks: registered attack names (:mod:`bnmem.attacks.spec`; None: every default one).
         rmia_params: :class:`RMIAParams` or a dict with ``gamma``, ``a``,
             ``online`` (defaults γ=1, a selected on reference models, online).
         targets: model indices to attack (default: every model).
@@ -251,7 +236,7 @@ def evaluate_attacks(
 def evaluate_inputs(
     inputs: AttackInputs,
     subsets: Mapping[str, np.ndarray] | None = None,
-    attacks: Sequence[str] = ALL,
+    attacks: Sequence[str] | None = None,
     rmia_params: RMIAParams | Mapping[str, Any] | None = None,
     targets: Sequence[int] | None = None,
     population: np.ndarray | None = None,

@@ -42,6 +42,13 @@ from bnmem.errors import BnmemError
 # Added to every standard deviation, as the reference does, so that a zero
 # spread (one reference model per side, or identical logits) stays finite.
 STD_EPS = 1e-30
+_LOG_SQRT_2PI = np.log(np.sqrt(2 * np.pi))
+
+
+def gaussian_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Gaussian log density, with scipy.stats.norm.logpdf's order of operations (the streaming scorers')."""
+    y = (x - loc) / scale
+    return (-(y**2) / 2.0 - _LOG_SQRT_2PI) - np.log(scale)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ The in-memory oracle (:func:`bnmem.attacks.evaluate.evaluate_attacks`) and the
 streaming evaluator (:func:`bnmem.attacks.streaming.evaluate_stream`) differ
 only in how they compute scores. Everything around the scores lives here once:
 
-- the attack names and which reference models (IN / OUT) each one needs;
+- the request checks against the attack registry (:mod:`bnmem.attacks.spec`: names and the
+  reference models (IN / OUT) each one needs);
 - checking a request: attack names, RMIA parameters, subset masks, the keep
   matrix, target indices, enough references on each side;
 - the result dict: per attack and subset the metrics summarized over targets
@@ -19,29 +20,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import epsilon_summary
 from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
-ALL: tuple[str, ...] = (
-    "online",
-    "online_fixed_variance",
-    "offline",
-    "offline_fixed_variance",
-    "global_threshold",
-    "loss",
-    "rmia",
-)
-# Opt-in extras: RMIA with the offline setting, next to "rmia" (which uses rmia_params).
-EXTRA: tuple[str, ...] = ("rmia_offline",)
-AVAILABLE: tuple[str, ...] = ALL + EXTRA
-
-# Attacks that fit a distribution to (or average over) the reference models that trained on an
-# example (IN) / did not (OUT): each needs at least one such model per example.
-NEEDS_IN = frozenset({"online", "online_fixed_variance", "rmia"})
-NEEDS_OUT = frozenset({"online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia",
-                       "rmia_offline"})
+# The built-in attacks as declared in bnmem.attacks.spec (a snapshot at import, for readers of these
+# names; the evaluators and checks ask the registry, so an attack registered later is seen too).
+ALL: tuple[str, ...] = attack_spec.default_attacks()
+AVAILABLE: tuple[str, ...] = attack_spec.available()
+EXTRA: tuple[str, ...] = tuple(a for a in AVAILABLE if a not in ALL)
+NEEDS_IN = attack_spec.needing("in")
+NEEDS_OUT = attack_spec.needing("out")
 
 # Pooled ROC curves (all targets' scores together) are only drawn; the streaming evaluator thins them.
 POOLED_POINTS = 4000
@@ -82,7 +73,7 @@ def _as_rmia_params(rmia_params: RMIAParams | Mapping[str, Any] | None) -> RMIAP
     return RMIAParams(**rmia_params)
 
 
-def check_request(rmia_params: RMIAParams | Mapping[str, Any] | None, attacks: Sequence[str],
+def check_request(rmia_params: RMIAParams | Mapping[str, Any] | None, attacks: Sequence[str] | None,
                   subsets: Mapping[str, np.ndarray] | None, n_examples: int
                   ) -> tuple[RMIAParams, list[str], dict[str, np.ndarray]]:
     """The validated RMIA parameters, attack names and subset masks (``all`` first) of one evaluation.
@@ -91,10 +82,11 @@ def check_request(rmia_params: RMIAParams | Mapping[str, Any] | None, attacks: S
         BnmemError: an unknown attack or a malformed subset mask.
     """
     params = _as_rmia_params(rmia_params)
-    attacks = list(attacks)
-    unknown = [a for a in attacks if a not in AVAILABLE]
+    attacks = list(attack_spec.default_attacks() if attacks is None else attacks)
+    available = attack_spec.available()
+    unknown = [a for a in attacks if a not in available]
     if unknown:
-        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(AVAILABLE)}")
+        raise BnmemError(f"unknown attack(s) {unknown}; available: {', '.join(available)}")
     masks = {"all": np.ones(n_examples, dtype=bool)}
     for name, mask in (subsets or {}).items():
         masks[name] = check_mask(mask, n_examples, f"subset {name!r}")
@@ -125,7 +117,8 @@ def check_references(attacks: Sequence[str], k_in: int | np.ndarray, k_out: int 
         target: the one target counted (None: every target).
     """
     wanted = set(attacks)
-    if (wanted & NEEDS_IN and np.any(np.asarray(k_in) < 1)) or (wanted & NEEDS_OUT and np.any(np.asarray(k_out) < 1)):
+    if ((wanted & attack_spec.needing("in") and np.any(np.asarray(k_in) < 1))
+            or (wanted & attack_spec.needing("out") and np.any(np.asarray(k_out) < 1))):
         where = f"among the other {n_refs} models" + (" of a target" if target is None else "")
         raise BnmemError(
             ("" if target is None else f"target {target}: ") + f"some example is never IN (or never OUT) {where}, "

@@ -27,16 +27,12 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from bnmem.attacks.keep import first_k_references
-from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
 from bnmem.attacks.phi import ArrayPhi, PhiSource
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.result import (
-    ALL,
-    NEEDS_IN,
-    NEEDS_OUT,
     POOLED_POINTS,
     check_keep,
     check_references,
@@ -52,20 +48,20 @@ from bnmem.attacks.rmia import (
     select_offline_a,
     view_log_mean,
 )
+from bnmem.attacks.spec import Block
 from bnmem.errors import BnmemError
 
 # Elements of one [targets, block, views] float64 work array (~16 MB).
 WORK_ELEMENTS = 1 << 21
-_LOG_SQRT_2PI = np.log(np.sqrt(2 * np.pi))
-_FIXED = {"online_fixed_variance", "offline_fixed_variance"}
-_LIRA = {"online", "online_fixed_variance", "offline", "offline_fixed_variance"}
-_RMIA = {"rmia", "rmia_offline"}
 
 
-def _logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Gaussian log density, with scipy.stats.norm.logpdf's order of operations."""
-    y = (x - loc) / scale
-    return (-(y**2) / 2.0 - _LOG_SQRT_2PI) - np.log(scale)
+def _kinds(wanted: set[str]) -> tuple[set[str], set[str], set[str], set[str]]:
+    """Of the requested attacks (their specs): those that fit references on a side (LiRA family), read the
+    per-example spread, read the targets' global spread (fixed variance), and go the RMIA path."""
+    specs = [attack_spec.get(a) for a in wanted]
+    fitted = {s.name for s in specs if s.family == "lira" and (s.needs_in or s.needs_out)}
+    return (fitted, {s.name for s in specs if s.spread == "per_example"},
+            {s.name for s in specs if s.spread == "global"}, {s.name for s in specs if s.family == "rmia"})
 
 
 class _Moments:
@@ -130,7 +126,7 @@ def evaluate_stream(
     phi: PhiSource | np.ndarray,
     keep: np.ndarray,
     subsets: Mapping[str, np.ndarray] | None = None,
-    attacks: Sequence[str] = ALL,
+    attacks: Sequence[str] | None = None,
     rmia_params: RMIAParams | Mapping[str, Any] | None = None,
     targets: Sequence[int] | None = None,
     population_phi: PhiSource | np.ndarray | None = None,
@@ -144,7 +140,7 @@ def evaluate_stream(
         phi: φ [M, N, V] as a source (:mod:`bnmem.attacks.phi`) or an array.
         keep: bool [M, N] membership.
         subsets: name -> bool mask [N]; ``all`` is added.
-        attacks: names from :data:`~bnmem.attacks.evaluate.AVAILABLE`.
+        attacks: registered attack names (:mod:`bnmem.attacks.spec`; None: the default ones).
         rmia_params: :class:`RMIAParams` or dict (γ, a, online); a = None
             selects offline a per target on reference models.
         targets: model indices to attack (default: all).
@@ -183,7 +179,7 @@ def evaluate_stream(
     if rmia_refs is not None:
         pop_lp = None if pop_source is None else _population_log_p(pop_source)
         for name in attacks:
-            if name not in _RMIA:
+            if attack_spec.get(name).family != "rmia":
                 continue
             online = params.online if name == "rmia" else False
             scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
@@ -225,14 +221,15 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     """
     m, n, _ = source.shape
     wanted = set(attacks)
+    _, _, fixed, rmia = _kinds(wanted)
     starts = list(range(0, n, block))
     sd_in = sd_out = None
-    if wanted & _FIXED and n:
+    if fixed and n:
         sd_in, sd_out = _global_spreads(source, plan, starts, block, n)
     t_count = len(plan.targets)
-    scores = {a: np.empty((t_count, n)) for a in attacks if a not in _RMIA}
+    scores = {a: np.empty((t_count, n)) for a in attacks if a not in rmia}
     rmia_refs = None
-    if wanted & _RMIA:
+    if rmia:
         rmia_refs = np.empty((m, n)), np.empty((t_count, n)), np.empty((t_count, n))
     for a in starts:
         b = min(n, a + block)
@@ -243,33 +240,15 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             fits = _fast_fits(phi_blk, keep_blk, plan, wanted)
         else:
             fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
+        view = Block(x, fits, sd_in, sd_out)
         for name in scores:
-            scores[name][:, a:b] = _lira_block_scores(name, x, fits, sd_in, sd_out).mean(axis=2)
+            scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
         if rmia_refs is not None:
             lp_all, lmean_in, lmean_out = rmia_refs
             lp_blk = view_log_mean(-np.logaddexp(0.0, -phi_blk))
             lp_all[:, a:b] = lp_blk
             lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
     return scores, rmia_refs
-
-
-def _lira_block_scores(name: str, x: np.ndarray, fits: dict[str, np.ndarray], sd_in: np.ndarray | None,
-                       sd_out: np.ndarray | None) -> np.ndarray:
-    """One LiRA-family or baseline attack's scores [T, B, V] on a block: x = the targets' φ [T, B, V]."""
-    if name == "online":
-        return _logpdf(x, fits["med_in"], fits["sd_in"] + STD_EPS) - _logpdf(x, fits["med_out"], fits["sd_out"] + STD_EPS)
-    if name == "online_fixed_variance":
-        return (_logpdf(x, fits["med_in"], sd_in[:, None, None] + STD_EPS)
-                - _logpdf(x, fits["med_out"], sd_out[:, None, None] + STD_EPS))
-    if name == "offline":
-        return -log_ndtr(-(x - fits["med_out"]) / (fits["sd_out"] + STD_EPS))
-    if name == "offline_fixed_variance":
-        return -log_ndtr(-(x - fits["med_out"]) / (sd_out[:, None, None] + STD_EPS))
-    if name == "global_threshold":
-        return x
-    if name == "loss":
-        return -np.logaddexp(0.0, -x)
-    raise BnmemError(f"not a LiRA-family or baseline attack: {name!r}")
 
 
 def _population_log_p(pop_source: PhiSource) -> np.ndarray:
@@ -286,14 +265,15 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
     """Leave-one-out medians and spreads [T, B, V] per side by index arithmetic."""
     out: dict[str, np.ndarray] = {}
     cols = np.arange(phi_blk.shape[1])[None, :]
+    fitted, per_example, _, _ = _kinds(wanted)
     for member, tag in ((True, "in"), (False, "out")):
-        needs = NEEDS_IN if member else NEEDS_OUT
-        if not wanted & needs & _LIRA:
+        needs = attack_spec.needing(tag)
+        if not wanted & needs & fitted:
             continue
         order, pos = plan.positions(keep_blk, member)
         stats = side_stats(phi_blk[order, cols])
         out[f"med_{tag}"] = loo_median(stats, pos, plan.k_in if member else plan.k_out)
-        if wanted & needs & {"online", "offline"}:  # fixed-variance attacks use the global spread
+        if wanted & needs & per_example:  # fixed-variance attacks use the global spread
             cnt, m2 = loo_m2(stats, pos)
             out[f"sd_{tag}"] = np.sqrt(m2 / cnt)
     return out

@@ -8,11 +8,14 @@ Modules:
 * :mod:`~bnmem.auditing.data`: ``(x, y)`` tensors and known-corrupted masks as a dataset;
 * :mod:`~bnmem.auditing.sections`: the measured sections (norm layers, γ/σ, gradient norms, accuracy);
 * :mod:`~bnmem.auditing.membership`: LiRA over shadow copies of the architecture;
-* :mod:`~bnmem.auditing.leakage`: pooled attack metrics per group (whole set, outliers, most exposed)
-  with bootstrap intervals and cautions;
-* :mod:`~bnmem.auditing.calibration`: shadow accuracy beside the model's, ``--match-accuracy``;
-* :mod:`~bnmem.auditing.compare`: ``--compare-gs-reg``, the copies with and without the γ/σ regularizer;
+* :mod:`~bnmem.auditing.leakage`: pooled attack metrics per group (whole set, outliers, rare, most exposed)
+  with intervals (bootstrap for the AUC, Clopper–Pearson for the TPR where estimable) and cautions;
+* :mod:`~bnmem.auditing.calibration`: the copies' length (the model's optimizer steps), their accuracy
+  beside the model's ("not assessed" outside the margin), ``--match-accuracy``, the model's own flags;
+* :mod:`~bnmem.auditing.level`: the level from both ends of each group's AUC interval;
+* :mod:`~bnmem.auditing.compare`: ``--compare-gs-reg``, paired copies with and without the γ/σ regularizer;
 * :mod:`~bnmem.auditing.findings`: the BN and accuracy signals that explain the leakage;
-* :mod:`~bnmem.auditing.report`: the risk level, headline paragraph and recommendations;
+* :mod:`~bnmem.auditing.report`: the headline paragraph, ε in its place, the risk summary;
+* :mod:`~bnmem.auditing.advice`: recommendations conditioned on the findings;
 * :mod:`~bnmem.auditing.markdown` / :mod:`~bnmem.auditing.html`: ``audit.md`` and ``audit.html``.
 """

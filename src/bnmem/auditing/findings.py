@@ -37,9 +37,36 @@ def pct(v: float | None) -> str:
     return fmt_pct(v, 0)
 
 
-def ci_text(v: float, ci: list[float], percent: bool = False) -> str:
-    """A value with its interval, as the audit's tables print it: ``0.997 [0.984, 1.000]`` or ``98% [94%, 100%]``."""
-    return f"{pct(v)} [{pct(ci[0])}, {pct(ci[1])}]" if percent else f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+def ci_text(v: float | None, ci: list[float] | None, percent: bool = False, missing: str = "-") -> str:
+    """A value with its interval, as the audit's tables print it: ``0.997 [0.984, 1.000]`` or ``98% [94%, 100%]``
+    (``missing`` where there is no value, e.g. a TPR not estimable from the non-members there are)."""
+    if v is None or ci is None:
+        return missing
+    return f"{fine_pct(v)} [{fine_pct(ci[0])}, {fine_pct(ci[1])}]" if percent else f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def fine_pct(v: float) -> str:
+    """A percentage that keeps two significant digits below 1% (an interval's end of 0.19% is not '0%')."""
+    return f"{100 * v:.2g}%" if 0 < v < 0.01 else pct(v)
+
+
+def tpr_text(g: dict[str, Any], key: str = "tpr_at_1pct_fpr") -> str:
+    """A group's TPR at an FPR with its exact interval, or why it is not estimable."""
+    return ci_text(g.get(key), g["ci"].get(key), True, missing=(g.get("tpr_notes") or {}).get(key, "-"))
+
+
+def spread_text(masks: dict[str, Any], what: str) -> str:
+    """Where a flagged group sits among the gradient norms, robustly: medians side by side and the share of the
+    group above the others' 95th percentile (5% would be no difference)."""
+    by = masks.get("by_subset") or {}
+    group = by.get("rare") or by.get("noisy") or by.get("ood") or by.get("outlier") or {}
+    rest = by.get("others") or by.get("clean") or {}
+    if masks.get("above_rest_percentile") is None or group.get("median") is None or rest.get("median") is None:
+        return ""
+    return (f"{what} median gradient norm is {group['median']:.3g} against {rest['median']:.3g} for the others, "
+            f"and {pct(masks['above_rest_percentile'])} of them lie above the others' {masks['rest_percentile']}th "
+            f"percentile ({masks['rest_percentile_value']:.3g}; {100 - masks['rest_percentile']}% would be no "
+            "difference)")
 
 
 def bn_summary(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -72,15 +99,22 @@ def norm_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def gradient_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """Where the largest per-sample gradient norms sit (known outliers, when known)."""
-    gn = result["gradient_norms"]
-    masks = gn.get("masks")
-    if masks and masks.get("top_k_fraction_flagged") is not None:
+    """Where the largest per-sample gradient norms sit (known outliers and rare examples, each in its words)."""
+    gn, found = result["gradient_norms"], []
+    for key, what, why in (("masks", "known corrupted samples", "samples it can only memorize"),
+                           ("rare", "examples listed as rare", "rare examples it fits one by one")):
+        masks = gn.get(key)
+        if not masks or masks.get("top_k_fraction_flagged") is None:
+            continue
         level = band(masks.get("enrichment") or 0.0, ENRICH_MODERATE, ENRICH_ELEVATED, strict_moderate=True)
-        return [(level, f"{masks['top_k_flagged']} of the top-{len(gn['top_k'])} gradient norms are known "
-                        f"corrupted samples ({pct(masks['top_k_fraction_flagged'])} vs "
-                        f"{pct(masks['fraction_flagged_overall'])} of the data): the model's largest per-sample "
-                        "influence sits on samples it can only memorize.")]
+        spread = spread_text(masks, "their" if key == "masks" else "the rare examples'")
+        tail = (f": the model's largest per-sample influence sits on {why}" if level != "low" else
+                ": the largest per-sample influence does not concentrate on them")
+        found.append((level, f"{masks['top_k_flagged']} of the top-{len(gn['top_k'])} gradient norms are {what} "
+                             f"({pct(masks['top_k_fraction_flagged'])} vs {pct(masks['fraction_flagged_overall'])} of "
+                             f"the data){tail}" + (f"; {spread}." if spread else ".")))
+    if found:
+        return found
     if gn["top_k"] and gn.get("top_k_mean_over_median"):
         return [("low", f"The top-{len(gn['top_k'])} gradient norms are {gn['top_k_mean_over_median']:.1f}x the "
                         "median: inspect those examples (audit.json lists them) for mislabeled or atypical samples.")]
@@ -95,10 +129,14 @@ def accuracy_findings(result: dict[str, Any]) -> list[tuple[str, str]]:
         found.append((level, f"Train accuracy {pct(acc['train_acc'])} vs test {pct(acc['test_acc'])} "
                              f"(gap {100 * acc['gap']:+.1f} points)" + (": the model fits its training set beyond "
                              "what generalizes, a membership signal." if level != "low" else ".")))
-    for key, what in (("noisy_acc", "flipped labels"), ("ood_acc", "OOD samples' random labels")):
+    mislabeled = "flipped labels" if "mislabeled_in_test" not in result["data"] else "files listed as mislabeled"
+    for key, what in (("noisy_acc", mislabeled), ("ood_acc", "OOD samples' random labels")):
         if acc.get(key) is not None:
             found.append((band(acc[key], FIT_MODERATE, FIT_ELEVATED),
-                          f"It fits {pct(acc[key])} of the {what} (pure memorization)."))
+                          f"It fits {pct(acc[key])} of the {what} (to their given labels: pure memorization)."))
+    if acc.get("rare_acc") is not None:  # correct labels: fitting them is learning, and for rare ones memorizing
+        found.append(("low", f"It classifies {pct(acc['rare_acc'])} of the examples listed as rare correctly "
+                             f"(training set overall {pct(acc['train_acc'])})."))
     return found
 
 

@@ -1,10 +1,12 @@
 """``bnmem report AUDIT_DIR``: an audit as one self-contained HTML page.
 
-The page holds the answer first (risk level, the plain paragraph, the calibration warning,
-findings with their levels, cautions, recommendations), then the ROC of the whole training set
-against the known outliers and the most-exposed examples (log-log, pooled over targets), the
-shadow copies beside the model, the attacks per group with intervals and the regularizer
-comparison. CSS is inline and the figure a base64 PNG: no scripts, fonts or links, so the file
+The page holds the answer first (risk level, the plain paragraph, the warnings, findings with
+their levels, cautions, recommendations), then the ROC of each group under the attack that sets
+its level (log-log, pooled over targets), then every section of ``audit.md`` after its answer,
+rendered from the same lines (:func:`bnmem.auditing.markdown.detail_lines`), so the page carries
+everything the markdown does: the shadow copies and their recipe, the attacks per group, ε, the
+per-target means, the memorization scores, the regularizer comparison, γ/σ, gradient norms and
+accuracy. CSS is inline and the figure a base64 PNG: no scripts, fonts or links, so the file
 opens offline and can be mailed as is.
 """
 
@@ -13,17 +15,20 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from bnmem import io
-from bnmem.auditing.findings import ci_text as _ci, pct
 from bnmem.auditing.report import ATTACK_NAMES
 from bnmem.formatting import count_text
 from bnmem.errors import BnmemError
 
 HTML_FILE, ROC_FILE = "audit.html", "audit_roc.png"
-LEVEL_COLORS = {"low": "#2e7d32", "moderate": "#ef6c00", "elevated": "#c62828", "not measured": "#616161"}
+LEVEL_COLORS = {"low": "#2e7d32", "moderate": "#ef6c00", "elevated": "#c62828", "not measured": "#616161",
+                "not assessed": "#616161"}
+# Explaining signals are not risk levels: their badges are neutral, so they never contradict the level's colour.
+SIGNAL_COLOR = "#78909c"
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:24px auto;
 padding:0 16px;color:#1a1a1a;line-height:1.45}
@@ -48,8 +53,10 @@ def with_code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
-def badge(level: str) -> str:
-    return f'<span class="badge" style="background:{LEVEL_COLORS.get(level, "#616161")}">{esc(level)}</span>'
+def badge(level: str, signal: bool = False) -> str:
+    """A coloured level; a range ('low to elevated') takes its upper end's colour; signals are grey."""
+    color = SIGNAL_COLOR if signal else LEVEL_COLORS.get(level, LEVEL_COLORS.get(level.split(" to ")[-1], "#616161"))
+    return f'<span class="badge" style="background:{color}">{esc(("signal: " if signal else "") + level)}</span>'
 
 
 def table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -60,30 +67,38 @@ def table(header: list[str], rows: list[list[str]], cls: str = "") -> str:
 
 
 def roc_figure(result: dict[str, Any], path: Path) -> str | None:
-    """Draw online LiRA's pooled ROC per group into ``path``; its data URI (None without shadow copies)."""
+    """Draw each group's pooled ROC under the attack that sets its level into ``path``; its data URI (None
+    without shadow copies)."""
     from bnmem.figures.roc import plot_roc
 
     mem = result.get("membership") or {}
-    curves, leak = mem.get("roc") or {}, (mem.get("leakage") or {}).get("online", {})
-    labels = {"all": "whole training set", "outliers": "known outliers", "most_exposed": "most-exposed examples"}
-    chosen = {f"{labels[g]} (AUC {leak[g]['auc']:.2f})" if g in leak else labels[g]: (c["fpr"], c["tpr"])
-              for g, c in curves.items() if g in labels}
+    roc, leak = mem.get("roc") or {}, mem.get("leakage") or {}
+    labels = {"all": "whole training set", "outliers": "known outliers", "rare": "rare examples",
+              "most_exposed": "most-exposed examples"}
+    chosen = {}
+    for g in result["risk"].get("groups") or []:
+        curve = (roc.get(g["attack"]) or {}).get(g["group"])
+        if curve and g["group"] in labels:
+            auc = leak[g["attack"]][g["group"]]["auc"]
+            chosen[f"{labels[g['group']]}, {ATTACK_NAMES[g['attack']]} (AUC {auc:.2f})"] = (curve["fpr"], curve["tpr"])
     if not chosen:
         return None
-    plot_roc(chosen, path, title=f"online LiRA over {mem['shadow_models']} shadow copies (pooled)")
+    plot_roc(chosen, path, title=f"each group's level-setting attack over {mem['shadow_models']} shadow copies "
+                                 "(pooled)")
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 def answer_html(result: dict[str, Any]) -> str:
-    """Risk level, the paragraph, the warning, findings, cautions, recommendations."""
+    """Risk level, the paragraph, the warnings, findings, cautions, recommendations."""
     risk = result["risk"]
     cal = risk.get("calibration") or {}
-    parts = [f'<p class="risk" id="risk">Risk: {badge(risk["level"])}</p>',
+    parts = [f'<p class="risk" id="risk">Risk: {badge(risk["level"])}{esc(risk["title"][len(risk["level"]):])}</p>',
              f'<p class="meta">Basis: {esc(risk["basis"])}.</p>',
              f'<p class="headline" id="headline">{with_code(risk["headline"])}</p>']
-    if cal.get("warning"):
-        parts.append(f'<p class="warning" id="calibration-warning">{with_code(cal["warning"])}</p>')
-    rows = [[badge(lvl), esc(kind), with_code(text)]
+    warnings = ([cal["warning"]] if cal.get("warning") and cal["warning"] != risk.get("blocker") else [])
+    warnings += [w["text"] for w in result.get("warnings") or []]
+    parts += [f'<p class="warning" id="calibration-warning">{with_code(w)}</p>' for w in warnings]
+    rows = [[badge(lvl, signal=kind == "explains"), esc(kind), with_code(text)]
             for lvl, kind, text in zip(risk["finding_levels"], risk["finding_kinds"], risk["findings"])]
     parts += ["<h2>Findings</h2>", table(["level", "kind", "finding"], rows, "findings")]
     if risk["cautions"]:
@@ -93,40 +108,52 @@ def answer_html(result: dict[str, Any]) -> str:
     return "\n".join(parts + [f'<p class="note">{esc(risk["note"])}</p>'])
 
 
+def inline(text: str) -> str:
+    """Escaped markdown text with its `code` and **bold** spans."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", with_code(text))
+
+
+def markdown_html(lines: list[str]) -> str:
+    """The audit's own markdown (headings, pipe tables, bullets, paragraphs) as HTML; the leakage table keeps
+    its class for the page's readers."""
+    out, rows = [], []
+
+    def flush() -> None:
+        if rows:
+            header, body = rows[0], [r for r in rows[2:]]
+            cls = "leakage" if header[:3] == ["group", "examples", "attack"] else ""
+            out.append(table([inline(h) for h in header], [[inline(c) for c in r] for r in body], cls))
+            rows.clear()
+
+    for line in lines:
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        flush()
+        if line.startswith("## "):
+            out.append(f"<h2>{inline(line[3:])}</h2>")
+        elif line.startswith("- "):
+            out.append(f"<ul><li>{inline(line[2:])}</li></ul>")
+        elif line.strip():
+            out.append(f"<p>{inline(line.strip('_') if line.startswith('_') else line)}</p>")
+    flush()
+    return "\n".join(out)
+
+
 def measured_html(result: dict[str, Any], roc_uri: str | None) -> str:
-    """The ROC, the shadow copies beside the model with their recipe, the attacks per group, the comparison."""
-    mem = result.get("membership")
-    if not mem:
-        return "<h2>Membership inference</h2><p>Not measured: rerun with <code>--shadow-models 16</code>.</p>"
-    parts = ["<h2>Membership inference: whole set vs outliers</h2>"]
-    if roc_uri:
-        parts.append(f'<figure><img src="{roc_uri}" alt="ROC of the whole training set and the outliers">'
-                     "<figcaption>Log-log ROC, pooled over the target copies; dashed diagonal = guessing."
-                     "</figcaption></figure>")
-    rows = [[esc(g), str(v["n_examples"]), esc(ATTACK_NAMES.get(a, a)), _ci(v["auc"], v["ci"]["auc"]),
-             _ci(v["tpr_at_1pct_fpr"], v["ci"]["tpr_at_1pct_fpr"], True),
-             _ci(v["tpr_at_0.1pct_fpr"], v["ci"]["tpr_at_0.1pct_fpr"], True)]
-            for a, groups in mem.get("leakage", {}).items() for g, v in groups.items()]
-    parts.append(table(["group", "examples", "attack", "AUC [95%]", "TPR at 1% FPR", "TPR at 0.1% FPR"], rows,
-                       "leakage"))
-    acc, sh = result["accuracy"], mem["shadow_accuracy"]
-    recipe = ", ".join(f"{k} {mem['train'][k]}" for k in ("epochs", "lr", "batch_size", "optimizer", "gs_reg"))
-    parts += ["<h2>Shadow copies and their recipe</h2>",
-              table(["", "train accuracy", "test accuracy"],
-                    [["your model", pct(acc["train_acc"]), pct(acc["test_acc"])],
-                     [f"shadow copies (mean of {mem['shadow_models']})", pct(sh["train_in"]), pct(sh.get("test"))]]),
-              f"<p>Recipe used: {esc(recipe)}"
-              + (f" — {esc(mem['matched']['text'])}" if mem.get("matched") else "") + "</p>"]
-    cmp = result.get("gs_reg_comparison")
-    if cmp:
-        a, b = cmp["without"], cmp["with"]
-        rows = [[f"{esc(ATTACK_NAMES.get(k, k))} AUC, {esc(g)}",
-                 _ci(a["auc"][k][g]["auc"], a["auc"][k][g]["ci"]) if g in a["auc"].get(k, {}) else "-",
-                 _ci(v["auc"], v["ci"])] for k, groups in b["auc"].items() for g, v in groups.items()]
-        rows += [["shadow test accuracy", pct(a["shadow_accuracy"]["test"]), pct(b["shadow_accuracy"]["test"])]]
-        parts += [f"<h2>γ/σ regularizer on your data (λ = {cmp['lambda']:g})</h2>",
-                  table(["", f"without (λ = {a['gs_reg']:g})", f"with (λ = {b['gs_reg']:g})"], rows, "comparison")]
-    return "\n".join(parts)
+    """The ROC, then every section of audit.md after its answer."""
+    from bnmem.auditing.markdown import detail_lines
+
+    parts = []
+    if not result.get("membership"):
+        parts.append("<h2>Membership inference</h2><p>Not measured: rerun this audit with "
+                     "<code>--shadow-models 16</code> added.</p>")
+    elif roc_uri:
+        parts += ["<h2>Membership inference: each group under its level-setting attack</h2>",
+                  f'<figure><img src="{roc_uri}" alt="ROC of each group under the attack that sets its level">'
+                  "<figcaption>Log-log ROC, pooled over the target copies; dashed diagonal = guessing."
+                  "</figcaption></figure>"]
+    return "\n".join(parts + [markdown_html(detail_lines(result))])
 
 
 def render_audit_html(result: dict[str, Any], roc_uri: str | None) -> str:

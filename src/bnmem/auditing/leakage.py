@@ -5,15 +5,18 @@ examples), the scores of every target model on the group's examples are pooled (
 pooled ROC of the LiRA paper), and
 
 * the AUC and the TPR at 1% and 0.1% FPR of that pooled ROC;
-* 95% percentile intervals from a bootstrap over examples (each resampled example keeps
-  its scores under every target, so the interval reflects how few examples a group has);
-* cautions where a metric rests on too little: a TPR at FPR f needs about
-  :data:`MIN_FALSE_POSITIVES` pooled non-members above its threshold (non-members × f), an
-  AUC at least :data:`MIN_PER_SIDE` pooled members and non-members.
+* for the AUC, a 95% percentile interval from a bootstrap over examples (each resampled example
+  keeps its scores under every target, so the interval reflects how few examples a group has);
+* a TPR at FPR f only where the pooled non-members can reach it (at least 1/f of them, so that
+  one false positive is allowed); otherwise it is "not estimable with N non-members". Where it is
+  estimable, its interval is the exact (Clopper–Pearson) 95% interval of the members found out of
+  the member scores, which is never a single point ([0%, 12%] for 0 of 30);
+* cautions where a metric rests on little: a TPR read from fewer than
+  :data:`MIN_FALSE_POSITIVES` expected false positives, an AUC from fewer than
+  :data:`MIN_PER_SIDE` pooled members or non-members.
 
-The risk level of a group is read from the lower end of its AUC interval (the thresholds
-live in :mod:`bnmem.auditing.report`), so a high AUC on a handful of examples does not
-outweigh its own uncertainty.
+The risk level of a group is read from both ends of its AUC interval (the rule lives in
+:mod:`bnmem.auditing.report`).
 """
 
 from __future__ import annotations
@@ -71,9 +74,27 @@ class PooledScores:
         return out
 
 
+def estimable(n_nonmembers: int, fpr: float) -> bool:
+    """A TPR at ``fpr`` can be read from ``n_nonmembers`` scores: they allow at least one false positive."""
+    return int(np.floor(fpr * n_nonmembers + 1e-9)) >= 1
+
+
+def not_estimable_text(n_nonmembers: int, fpr: float) -> str:
+    return f"not estimable with {n_nonmembers} non-members (needs {int(np.ceil(1 / fpr - 1e-9)):,})"
+
+
+def clopper_pearson_interval(k: int, n: int, level: float = LEVEL) -> list[float]:
+    """Two-sided exact interval of a proportion k/n (each side at (1 − level)/2; [0, u] at k = 0)."""
+    from bnmem.attacks.epsilon import clopper_pearson
+
+    alpha = (1 - level) / 2
+    return [float(clopper_pearson(k, n, alpha, upper=False)), float(clopper_pearson(k, n, alpha, upper=True))]
+
+
 def group_metrics(scores: np.ndarray, members: np.ndarray, seed: int = 0,
                   n_boot: int = BOOTSTRAP) -> dict[str, Any]:
-    """Pooled metrics of one attack on one group, with bootstrap intervals and cautions.
+    """Pooled metrics of one attack on one group: the AUC with a bootstrap interval, the TPR at each FPR of
+    :data:`FPRS` with an exact interval where estimable (None and a note where not), and cautions.
 
     Args:
         scores: [targets, examples] attack scores.
@@ -85,21 +106,25 @@ def group_metrics(scores: np.ndarray, members: np.ndarray, seed: int = 0,
     pooled = PooledScores(scores, members)
     point = pooled.metrics(np.ones(n))
     rng = np.random.default_rng([seed, 0xB007])
-    draws = [pooled.metrics(np.bincount(rng.integers(0, n, n), minlength=n)) for _ in range(n_boot)]
+    aucs = np.array([pooled.metrics(np.bincount(rng.integers(0, n, n), minlength=n))["auc"] for _ in range(n_boot)])
     tail = 100 * (1 - LEVEL) / 2
-    ci = {k: [float(np.nanpercentile(v, tail)), float(np.nanpercentile(v, 100 - tail))]
-          for k in point for v in [np.array([d[k] for d in draws])]}
+    ci: dict[str, Any] = {"auc": [float(np.nanpercentile(aucs, tail)), float(np.nanpercentile(aucs, 100 - tail))]}
     n_in, n_out = int(members.sum()), int((~members).sum())
-    cautions = []
+    notes, cautions = {}, []
+    for key, fpr in FPRS.items():
+        if n_in and estimable(n_out, fpr):
+            ci[key] = clopper_pearson_interval(int(round(point[key] * n_in)), n_in)
+            if n_out * fpr < MIN_FALSE_POSITIVES:
+                cautions.append(f"TPR at {100 * fpr:g}% FPR read from {int(np.floor(n_out * fpr + 1e-9))} allowed "
+                                f"false positive(s) among {n_out} non-member scores ({n_out // max(t, 1)} per target "
+                                f"× {t} targets; {MIN_FALSE_POSITIVES} need {int(MIN_FALSE_POSITIVES / fpr):,})")
+        else:
+            point[key], ci[key] = None, None
+            notes[key] = not_estimable_text(n_out, fpr)
     if min(n_in, n_out) < MIN_PER_SIDE:
         cautions.append(f"AUC from {n_in} member and {n_out} non-member scores (fewer than {MIN_PER_SIDE})")
-    thin = [f for f in FPRS.values() if n_out * f < MIN_FALSE_POSITIVES]
-    if thin:
-        cautions.append(f"TPR at {' and '.join(f'{100 * f:g}%' for f in thin)} FPR from {n_out} non-member scores "
-                        f"({n_out // max(t, 1)} per target × {t} targets; {MIN_FALSE_POSITIVES} false positives "
-                        f"need {' and '.join(f'{int(MIN_FALSE_POSITIVES / f):,}' for f in thin)})")
-    return {**point, "ci": ci, "n_examples": n, "targets": t, "member_scores": n_in, "nonmember_scores": n_out,
-            "cautions": cautions}
+    return {**point, "ci": ci, "tpr_notes": notes, "n_examples": n, "targets": t, "member_scores": n_in,
+            "nonmember_scores": n_out, "cautions": cautions}
 
 
 def leakage_section(scores: dict[str, np.ndarray], members: np.ndarray, masks: dict[str, np.ndarray],
@@ -111,6 +136,7 @@ def leakage_section(scores: dict[str, np.ndarray], members: np.ndarray, masks: d
 
 
 def strongest(leakage: dict[str, dict[str, Any]], group: str) -> tuple[str, dict[str, Any]] | None:
-    """The headline attack with the highest lower AUC bound on ``group`` (None when no attack scored it)."""
+    """The headline attack with the highest lower AUC bound on ``group``: the one whose evidence rules out the
+    most (the level's rule; not the highest point AUC). None when no attack scored the group."""
     found = [(a, subs[group]) for a, subs in leakage.items() if group in subs]
     return max(found, key=lambda item: item[1]["ci"]["auc"][0]) if found else None

@@ -87,8 +87,11 @@ def load_model_file(path: str | Path) -> tuple[nn.Module, str]:
                 f"{path} pickles a model whose class cannot be imported here ({_first_line(e)}); make its module "
                 f"importable (PYTHONPATH) or save a TorchScript file with torch.jit.save(torch.jit.script(model), path)"
             ) from None
-        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError, UnicodeDecodeError) as e:
-            raise BnmemError(f"{path} is not a PyTorch model file ({_first_line(e)}); {SAVE_HINT}") from None
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError, UnicodeDecodeError):
+            # torch's own message ("invalid load key", "A load persistent id instruction was encountered")
+            # describes its unpickler, not the user's file: say what the file is not, and what to save.
+            raise BnmemError(f"{path} is not a PyTorch model file (neither torch.save nor torch.jit.save wrote it); "
+                             f"{SAVE_HINT}") from None
     if isinstance(obj, torch.jit.ScriptModule):
         return obj.eval(), TORCHSCRIPT
     if not isinstance(obj, nn.Module):
@@ -160,7 +163,9 @@ def check_inputs(model: nn.Module, x: torch.Tensor, num_classes: int, what: str)
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise BnmemError(f"the model must return logits of shape (batch, classes); it returned {shape}")
     if out.shape[1] < num_classes:
-        raise BnmemError(f"the model outputs {out.shape[1]} scores per example but {what} has {num_classes} classes")
+        raise BnmemError(f"the model outputs {out.shape[1]} scores per example but {what} has {num_classes} classes; "
+                         f"audit it on the data it was trained on (labels 0-{out.shape[1] - 1}: for an image folder, "
+                         f"one class folder per output), or give the model that predicts these {num_classes} classes")
     return int(out.shape[1])
 
 

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from bnmem.auditing.findings import ci_text as _ci, pct
-from bnmem.formatting import fmt
+from bnmem.auditing.findings import ci_text as _ci, pct, tpr_text
+from bnmem.auditing.leakage import FPRS, estimable
 from bnmem.auditing.report import ATTACK_NAMES
-from bnmem.formatting import count_text
+from bnmem.formatting import count_text, fmt
+
+RECIPE_KEYS = ("epochs", "lr", "batch_size", "optimizer", "momentum", "weight_decay", "schedule", "augment", "gs_reg")
 
 
 def answer_lines(result: dict[str, Any]) -> list[str]:
     """Level, the headline paragraph, the calibration warning, findings with levels, cautions, advice."""
     risk = result["risk"]
-    lines = [f"## Risk: {risk['level']}", "", f"_Basis: {risk['basis']}._", "", risk["headline"], ""]
+    lines = [f"## Risk: {risk['title']}", "", f"_Basis: {risk['basis']}._", "", risk["headline"], ""]
     cal = risk.get("calibration")
-    if cal and cal.get("warning"):
+    if cal and cal.get("warning") and cal["warning"] != risk.get("blocker"):
         lines += [f"**Warning:** {cal['warning']}", ""]
+    lines += [f"**Warning:** {w['text'][0].upper()}{w['text'][1:]}." for w in result.get("warnings") or []]
+    lines += [""] if result.get("warnings") else []
     lines += ["### Findings", "", "| level | kind | finding |", "|---|---|---|"]
     lines += [f"| **{lvl}** | {kind} | {text} |"
               for lvl, kind, text in zip(risk["finding_levels"], risk["finding_kinds"], risk["findings"])] + [""]
@@ -25,6 +29,11 @@ def answer_lines(result: dict[str, Any]) -> list[str]:
         lines += ["### Cautions", ""] + [f"- {c}" for c in risk["cautions"]] + [""]
     lines += ["### Recommendations", ""] + [f"- {r}" for r in risk["recommendations"]]
     return lines + ["", f"_{risk['note']}_", ""]
+
+
+def recipe_text(train: dict[str, Any]) -> str:
+    """The recipe a set of copies trained with, every setting that shapes how they fit."""
+    return ", ".join(f"{k} {train[k]}" for k in RECIPE_KEYS if k in train)
 
 
 def shadow_lines(result: dict[str, Any]) -> list[str]:
@@ -37,29 +46,38 @@ def shadow_lines(result: dict[str, Any]) -> list[str]:
              f"| shadow copies (mean of {mem['shadow_models']}; train = their own half) | "
              f"{pct(mem['shadow_accuracy']['train_in'])} | {pct(mem['shadow_accuracy'].get('test'))} |", ""]
     if cal:
-        lines += [f"Declared margin: {100 * cal['margin']:.0f} points of training accuracy.", ""]
-    t = mem["train"]
-    recipe = ", ".join(f"{k} {t[k]}" for k in ("epochs", "lr", "batch_size", "optimizer", "momentum", "weight_decay",
-                                                "schedule", "augment", "gs_reg") if k in t)
-    lines += [f"Recipe used: {recipe}." + (f" {mem['matched']['text']}" if mem.get("matched") else ""), ""]
-    lines += ["## Membership inference (shadow copies)", "", mem["protocol"] + ".", "",
-              "| group | examples | attack | AUC [95%] | TPR at 1% FPR [95%] | TPR at 0.1% FPR [95%] |",
-              "|---|---|---|---|---|---|"]
+        lines += [f"Declared margin: {100 * cal['margin']:.0f} points of training accuracy; the copies are "
+                  f"{'within' if cal['assessed'] else 'outside'} it ({100 * cal['train_gap']:+.0f} points).", ""]
+    steps = f" Training length: {mem['steps']['text']}." if mem.get("steps") else ""
+    matched = f" {mem['matched']['text']}" if mem.get("matched") else ""
+    lines += [f"Recipe used: {recipe_text(mem['train'])}.{steps}{matched}", ""]
+    return lines + attack_lines(result, mem) + memorization_lines(mem.get("memorization_scores"))
+
+
+def attack_lines(result: dict[str, Any], mem: dict[str, Any]) -> list[str]:
+    """The pooled attacks per group, ε in its place, and the per-target means (with what they cannot show)."""
+    lines = ["## Membership inference (shadow copies)", "", mem["protocol"] + ".", "",
+             "| group | examples | attack | AUC [95%] | TPR at 1% FPR [95%] | TPR at 0.1% FPR [95%] |",
+             "|---|---|---|---|---|---|"]
     for attack, groups in mem.get("leakage", {}).items():
         for group, g in groups.items():
             lines.append(f"| {group} | {g['n_examples']} | {ATTACK_NAMES.get(attack, attack)} | "
-                         f"{_ci(g['auc'], g['ci']['auc'])} | "
-                         f"{_ci(g['tpr_at_1pct_fpr'], g['ci']['tpr_at_1pct_fpr'], True)} | "
-                         f"{_ci(g['tpr_at_0.1pct_fpr'], g['ci']['tpr_at_0.1pct_fpr'], True)} |")
-    lines += ["", "Pooled over the targets; intervals: bootstrap over examples. Per-target means of every attack:",
-              "", "| attack | subset | AUC | TPR@1% FPR | TPR@0.1% FPR |", "|---|---|---|---|---|"]
+                         f"{_ci(g['auc'], g['ci']['auc'])} | {tpr_text(g)} | {tpr_text(g, 'tpr_at_0.1pct_fpr')} |")
+    eps = result["risk"].get("epsilon")
+    lines += ["", "Pooled over the targets (one threshold over every copy's scores). AUC intervals: bootstrap over "
+                  "examples; TPR intervals: exact (Clopper–Pearson) over the member scores; a TPR at an FPR needs at "
+                  "least 1/FPR non-member scores.", ""] + ([eps["text"], ""] if eps else [])
+    lines += ["Per-target means (each copy its own threshold, then averaged; with few non-members per copy a "
+              "per-target TPR at a low FPR is not estimable, n/e, which is why it can differ from the pooled one):",
+              "", "| attack | subset | AUC | TPR@1% FPR | TPR@0.1% FPR | ε lower bound |", "|---|---|---|---|---|---|"]
+    sizes = mem.get("subset_sizes") or {}
     for attack, subs in mem["attacks"].items():
         for sub, v in subs.items():
-            lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {pct(v['tpr_at_1pct_fpr'])} | "
-                         f"{pct(v['tpr_at_0.1pct_fpr'])} |")
-    lines += ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
-                  f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
-    return lines + memorization_lines(mem.get("memorization_scores"))
+            n_out = (sizes.get(sub) or result["data"]["n_train"]) // 2  # each example OUT for half of the copies
+            tprs = [pct(v.get(k)) if estimable(n_out, f) else "n/e" for k, f in FPRS.items()]
+            lines.append(f"| {attack} | {sub} | {v['auc']:.3f} | {tprs[0]} | {tprs[1]} | {fmt(v.get('eps_lb'))} |")
+    return lines + ["", f"Reinitialized: {mem['reinitialized_parameters']}; views: {len(mem['views'])}; "
+                        f"BN queried in {mem['bn_mode_at_query']} mode.", ""]
 
 
 def memorization_lines(scores: dict[str, Any] | None) -> list[str]:
@@ -80,22 +98,32 @@ def memorization_lines(scores: dict[str, Any] | None) -> list[str]:
 
 
 def comparison_lines(result: dict[str, Any]) -> list[str]:
-    """``--compare-gs-reg``: the shadow copies without and with the regularizer, side by side."""
+    """``--compare-gs-reg``: the paired AUC differences per group and attack, and the accuracy cost."""
     cmp = result.get("gs_reg_comparison")
     if not cmp:
         return []
-    a, b = cmp["without"], cmp["with"]
-    lines = [f"## γ/σ regularizer on your data and architecture (λ = {cmp['lambda']:g}, τ = {cmp['tau']:g})", "",
-             f"| | without (λ = {a['gs_reg']:g}) | with (λ = {b['gs_reg']:g}) |", "|---|---|---|"]
-    for attack in b["auc"]:
-        for group in b["auc"][attack]:
-            x, y = a["auc"].get(attack, {}).get(group), b["auc"][attack][group]
-            lines.append(f"| {ATTACK_NAMES.get(attack, attack)} AUC, {group} | "
-                         f"{_ci(x['auc'], x['ci']) if x else '-'} | {_ci(y['auc'], y['ci'])} |")
-    for key, what in (("train_in", "shadow train accuracy (own half)"), ("test", "shadow test accuracy")):
-        lines.append(f"| {what} | {pct(a['shadow_accuracy'].get(key))} | {pct(b['shadow_accuracy'].get(key))} |")
-    return lines + ["", f"Accuracy cost: {cmp['cost_test_points']:.1f} points of test accuracy (negative: a gain). "
-                        "Both sets share initial weights, halves and batch order (paired).", ""]
+    level_attack = {g["group"]: g["attack"] for g in result["risk"]["groups"]}
+    lines = [f"## {cmp['title']} (λ = {cmp['lambda']:g}, τ = {cmp['tau']:g})", "",
+             "| group | attack | AUC without | AUC with | difference [95%, paired] |", "|---|---|---|---|---|"]
+    for attack, groups in cmp["auc"].items():
+        for group, d in groups.items():
+            mark = " (the level's attack)" if level_attack.get(group) == attack else ""
+            lines.append(f"| {group} | {ATTACK_NAMES.get(attack, attack)}{mark} | {d['without']:.3f} | "
+                         f"{d['with']:.3f} | {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] |")
+    lines += ["", "| copies | train accuracy (own half) | test accuracy |", "|---|---|---|"]
+    for arm, what in (("without", "without the regularizer"), ("with", f"with λ = {cmp['lambda']:g}")):
+        a = cmp["shadow_accuracy"][arm]
+        lines.append(f"| {what} | {pct(a['train_in'])} | {pct(a.get('test'))} |")
+    cost = cmp["cost_test"]
+    ci = f" [{cost['ci'][0]:.1f}, {cost['ci'][1]:.1f}]" if cost["ci"] else ""
+    gap = cmp.get("calibration_gap")
+    return lines + ["", f"Accuracy cost: {cost['points']:.1f}{ci} points of test accuracy (paired t-interval over "
+                        "the copies; negative: a gain). Copy m of each set shares its initial weights, half and batch "
+                        "order, and both sets are attacked with the same keep matrix. Regularized recipe: "
+                        f"{recipe_text(cmp['train'])}." + (f" {cmp['matched']['text']}" if cmp.get("matched") else "")
+                    + (f" The regularized copies are {100 * gap:+.0f} points from your model's training accuracy"
+                       + (" (outside the margin: the gain is confounded with under-fitting)" if cmp["confounded"]
+                          else "") + "." if gap is not None else ""), ""]
 
 
 def model_lines(result: dict[str, Any]) -> list[str]:
@@ -129,10 +157,14 @@ def gradient_lines(result: dict[str, Any]) -> list[str]:
     lines = ["## Per-sample gradient norms", "",
              f"L2 norm over all parameters of each example's loss gradient ({gn['definition']} definition, "
              f"{gn['method']}, float64; {gn['subset']}); median {fmt(gn['median'], '.4f')}.", ""]
-    if gn.get("masks"):
-        mk = gn["masks"]
-        lines += [f"Top-{len(gn['top_k'])}: {mk['top_k_flagged']} known corrupted "
-                  f"({pct(mk['top_k_fraction_flagged'])}; {pct(mk['fraction_flagged_overall'])} of the data)."]
+    for key, what in (("masks", "known corrupted"), ("rare", "listed as rare")):
+        mk = gn.get(key)
+        if not mk:
+            continue
+        above = (f"; {pct(mk['above_rest_percentile'])} of them above the others' {mk['rest_percentile']}th "
+                 f"percentile" if mk.get("above_rest_percentile") is not None else "")
+        lines += [f"Top-{len(gn['top_k'])}: {mk['top_k_flagged']} {what} "
+                  f"({pct(mk['top_k_fraction_flagged'])}; {pct(mk['fraction_flagged_overall'])} of the data){above}."]
         lines += ["", "| subset | n | median | mean |", "|---|---|---|---|"]
         lines += [f"| {s} | {v['n']} | {fmt(v['median'], '.4f')} | {fmt(v['mean'], '.4f')} |"
                   for s, v in mk["by_subset"].items()] + [""]
@@ -142,12 +174,17 @@ def gradient_lines(result: dict[str, Any]) -> list[str]:
               for i, r in enumerate(gn["top_k"][:10])]
     if len(gn["top_k"]) > 10:
         lines.append(f"| … | ({len(gn['top_k']) - 10} more in audit.json) | | | | |")
-    acc = result["accuracy"]
-    return lines + ["", "## Accuracy (eval mode)", "",
-                    "| train | test | gap | clean train | flipped labels fit | OOD fit |", "|---|---|---|---|---|---|",
-                    f"| {fmt(acc['train_acc'])} | {fmt(acc['test_acc'])} | {fmt(acc['gap'])} | "
-                    f"{fmt(acc.get('clean_train_acc'))} | {fmt(acc.get('noisy_acc'))} | {fmt(acc.get('ood_acc'))} |",
-                    ""]
+    return lines + [""] + accuracy_lines(result["accuracy"])
+
+
+def accuracy_lines(acc: dict[str, Any]) -> list[str]:
+    """Train/test accuracy, and the fit of each kind of listed example that the data have."""
+    cols = [("train", "train_acc"), ("test", "test_acc"), ("gap", "gap"), ("clean train", "clean_train_acc"),
+            ("mislabeled fit (their given labels)", "noisy_acc"), ("OOD fit", "ood_acc"),
+            ("rare classified correctly", "rare_acc")]
+    cols = [(name, key) for name, key in cols if key in ("train_acc", "test_acc", "gap") or acc.get(key) is not None]
+    return ["## Accuracy (eval mode)", "", "| " + " | ".join(n for n, _ in cols) + " |", "|" + "---|" * len(cols),
+            "| " + " | ".join(fmt(acc.get(k)) for _, k in cols) + " |", ""]
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -160,7 +197,11 @@ def to_markdown(result: dict[str, Any]) -> str:
     if d.get("outliers_known"):
         known = (f", {d['n_noisy']} listed as mislabeled" if "mislabeled_in_test" in d
                  else f", {d['n_noisy']} flipped labels, {d['n_ood']} OOD")
+    known += f", {d['n_rare']} listed as rare" if d.get("n_rare") else ""
     lines += [f"Data: {d['dataset']}, {d['n_train']} training / {d['n_test']} test examples{known}", ""]
-    lines += answer_lines(result) + shadow_lines(result) + comparison_lines(result)
-    lines += model_lines(result) + gradient_lines(result)
-    return "\n".join(lines)
+    return "\n".join(lines + answer_lines(result) + detail_lines(result))
+
+
+def detail_lines(result: dict[str, Any]) -> list[str]:
+    """Everything after the answer (audit.html renders these same lines, so the two reports agree)."""
+    return shadow_lines(result) + comparison_lines(result) + model_lines(result) + gradient_lines(result)

@@ -21,18 +21,21 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.data import masks_known
-from bnmem.auditing.leakage import leakage_section
+from bnmem.auditing.leakage import HEADLINE_ATTACKS, leakage_section
 from bnmem.auditing.load import is_scripted
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
+from bnmem.shadow.config import check_shadow_models
 from bnmem.shadow.copies import copies_done, copy_cost, query_copies
 
-__all__ = ["AUDIT_ATTACKS", "check_shadow_request", "membership_section", "shadow_membership"]
+__all__ = ["RAW", "check_shadow_request", "membership_section", "shadow_membership"]
 
-# Attacks reported from the shadow models (online LiRA is the reference one).
-AUDIT_ATTACKS = ("online", "offline", "rmia", "loss")
+# The in-memory key of a membership section holding the raw pooled scores (for the paired comparison);
+# removed before the result is written.
+RAW = "_raw"
 # What the section keeps of each attack summary.
 SECTION_METRICS = ("auc", "auc_std", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "balanced_acc",
                    "eps_lb", "eps_lb_max", "eps_lb_per_target")  # eps_lb: bnmem.attacks.epsilon
@@ -70,13 +73,12 @@ def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: f
     if is_scripted(model):
         raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
                          "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
-    if shadow_models < 4 or shadow_models % 2:
-        raise BnmemError(f"--shadow-models must be even and at least 4, got {shadow_models}")
+    check_shadow_models(shadow_models, "--shadow-models")
 
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                        out: Path | None, keep_seed: int = 0, progress: bool = False,
-                       executor: Any = None, exposed: np.ndarray | None = None) -> dict[str, Any]:
+                       executor: Any = None, groups: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
 
     Args:
@@ -86,11 +88,11 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         train: the training recipe of the copies.
         out: folder for the copies (resumable); None keeps them in memory.
         keep_seed: seed of the keep matrix.
-        progress: progress bars.
+        progress: progress bars (the cost estimate is printed on stderr either way).
         executor: train the copies through it (local worker processes, Ray; needs ``out``);
             None trains them here, one after another. The copies are the same either way.
-        exposed: indices of the most-exposed training examples (the largest gradient norms on the
-            user's model), a group of the leakage section.
+        groups: attack groups besides the data's outlier masks (bool masks over the training set: the
+            most-exposed examples, the largest gradient norms on the user's model; rare examples).
 
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
@@ -100,8 +102,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     check_shadow_request(model, shadow_models)
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
     cost = copy_cost(model, ds, shadow_models, train, copies_done(out, shadow_models))
-    if progress:
-        print(cost["text"], file=sys.stderr, flush=True)
+    print(cost["text"], file=sys.stderr, flush=True)  # always (also under --quiet): the README promises it
     copies = query_copies(model, ds, keep, train, out, executor=executor, progress=progress)
     return {
         "shadow_models": shadow_models,
@@ -114,46 +115,52 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         "bn_mode_at_query": "eval",
         "train": train.model_dump(mode="json"),
         "keep_seed": keep_seed,
-        **attack_section(ds, keep, copies.phi, copies.population_phi, exposed, keep_seed),
+        **attack_section(ds, keep, copies.phi, copies.population_phi, groups, keep_seed),
         "shadow_accuracy": {k: float(np.mean([a[k] for a in copies.accuracy])) for k in ("train_in", "train_out",
                                                                                           "test")},
-        "memorization_scores": _mem_scores(copies, keep, ds, {"outliers": ds.is_outlier, "inliers": ds.is_clean}
-                                           if masks_known(ds) else None),
+        "shadow_accuracy_per_copy": copies.accuracy,
+        "memorization_scores": _mem_scores(copies, keep, ds, {
+            **({"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}),
+            **{g: m for g, m in (groups or {}).items() if g == "rare"}} or None),
         # measured: the copies' training-loop seconds (copies trained by earlier runs included).
         "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": copies.seconds},
     }
 
 
 def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_phi: np.ndarray,
-                   exposed: np.ndarray | None, seed: int) -> dict[str, Any]:
+                   groups: dict[str, np.ndarray] | None, seed: int) -> dict[str, Any]:
     """Every attack leave-one-out over the copies' φ: per-target metrics per subset, the pooled leakage of
-    each group with intervals (:mod:`bnmem.auditing.leakage`) and online LiRA's pooled ROC per subset."""
+    each group with intervals (:mod:`bnmem.auditing.leakage`) and each headline attack's pooled ROC per
+    subset; the raw scores stay in memory under :data:`RAW`."""
     from bnmem.attacks.streaming import evaluate_stream
 
     subsets = {"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}
-    if exposed is not None and len(exposed):
-        subsets["most_exposed"] = np.isin(np.arange(ds.n_train), exposed)
+    subsets.update({g: m for g, m in (groups or {}).items() if m.any()})
+    masks = {"all": np.ones(ds.n_train, bool), **subsets}
     population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
-    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=AUDIT_ATTACKS, population_phi=pop_phi,
+    # The attacks whose spec is shown in the audit (bnmem.attacks.spec).
+    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=attack_spec.shown_in(attack_spec.AUDIT),
+                          population_phi=pop_phi,
                           population_name=population)
     return {
         "rmia_population": population,
         "attacks": {a: {s: {k: v[k] for k in SECTION_METRICS if k in v} for s, v in subs.items()}
                     for a, subs in res["metrics"].items()},
         "subset_sizes": res["subset_sizes"],
-        "leakage": leakage_section(res["scores"], res["members"], {"all": np.ones(ds.n_train, bool), **subsets},
-                                   seed=seed),
-        "roc": {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()}
-                for s, c in res["curves"]["online"].items()},
+        "leakage": leakage_section(res["scores"], res["members"], masks, seed=seed),
+        "roc": {a: {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()} for s, c in curves.items()}
+                for a, curves in res["curves"].items() if a in HEADLINE_ATTACKS},
+        RAW: {"scores": res["scores"], "members": res["members"], "masks": masks},
     }
 
 
 def shadow_membership(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
-                      out: Path | None, progress: bool, executor: Any, exposed: np.ndarray) -> dict[str, Any]:
+                      out: Path | None, progress: bool, executor: Any,
+                      groups: dict[str, np.ndarray]) -> dict[str, Any]:
     """The membership section; copies go under ``out`` (a temporary folder when an executor needs one)."""
     if executor is None or out is not None:
         return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor,
-                                  exposed=exposed)
+                                  groups=groups)
     with tempfile.TemporaryDirectory(prefix="bnmem-audit-") as tmp:  # worker processes pass copies by file
         return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor,
-                                  exposed=exposed)
+                                  groups=groups)

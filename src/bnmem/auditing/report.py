@@ -1,15 +1,12 @@
 """The audit's answer: a risk level from the measured attacks, one plain paragraph, findings, recommendations.
 
-The level rests on the membership attacks over the shadow copies (:mod:`bnmem.auditing.leakage`):
-for each group — the whole training set, the known outliers, the most-exposed examples — the
-strongest headline attack's pooled AUC and its 95% interval; a group's level is read from the
-*lower* end of that interval (:data:`AUC_MODERATE`, :data:`AUC_ELEVATED`), and the audit's level is
-the highest group's. The BN-specific signals (|γ|/σ, where the largest gradient norms sit) and
-the accuracy findings (:mod:`bnmem.auditing.findings`) explain the level; they no longer set it.
-Without shadow models nothing is measured, and the level says so.
-
-Every recommendation names a command or API that exists (``tests/test_audit_headline.py`` checks
-each backticked one against the CLI and the importable names).
+The level rests on the membership attacks over the shadow copies (:mod:`bnmem.auditing.leakage`),
+read from both ends of each group's AUC interval (:mod:`bnmem.auditing.level`), and only when the
+copies resemble the model (:mod:`bnmem.auditing.calibration`): otherwise "not assessed", with
+the gap and the fix. The BN-specific signals (|γ|/σ, where the largest gradient norms sit) and the
+accuracy findings (:mod:`bnmem.auditing.findings`) explain the level; they do not set it. Without
+shadow models nothing is measured, and the level says so. The advice is in
+:mod:`bnmem.auditing.advice`.
 """
 
 from __future__ import annotations
@@ -17,28 +14,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bnmem.auditing.calibration import calibration
-from bnmem.auditing.findings import LEVELS, band, bn_summary, explaining_findings, pct
-from bnmem.auditing.leakage import strongest
+from bnmem.attacks import spec as attack_spec
+from bnmem.auditing.advice import SUGGESTED_LAMBDA, comparison_sentence, recommendations
+from bnmem.auditing.calibration import NOT_ASSESSED, calibration, level_blocker
+from bnmem.auditing.findings import GS_MODERATE, bn_summary, explaining_findings, pct, spread_text, tpr_text
+from bnmem.auditing.level import (
+    AUC_ELEVATED,
+    AUC_MODERATE,
+    GROUPS,
+    RULE,
+    audit_level,
+    group_level,
+    level_setter,
+)
+from bnmem.names import METRICS_FILE
 
-# Lower end of the 95% interval of a group's pooled AUC at which its leakage is moderate / elevated.
-AUC_MODERATE, AUC_ELEVATED = 0.55, 0.60
-# ... and at which the group is called identifiable in the headline.
-AUC_IDENTIFIABLE = 0.80
-NOT_MEASURED = "not measured"
-ATTACK_NAMES = {"online": "online LiRA", "rmia": "RMIA"}
-GROUPS = ("outliers", "most_exposed", "all")
-# The λ the recommendations suggest trying first (a starting point; the comparison measures it).
-SUGGESTED_LAMBDA = 0.1
+# Each attack's label, as its spec declares it (bnmem.attacks.spec).
+ATTACK_NAMES = attack_spec.LABELS
 
 
 def group_name(result: dict[str, Any], group: str, n: int) -> str:
-    """'the 24 files listed as mislabeled', 'the 20 most-exposed examples', 'the whole training set (360)'."""
+    """'the 24 files listed as mislabeled', 'the 6 examples listed as rare', 'the whole training set (360)'."""
     d = result["data"]
     if group == "all":
         return f"the whole training set ({n} examples)"
     if group == "most_exposed":
         return f"the {n} most-exposed examples (largest gradient norms on your model)"
+    if group == "rare":
+        return f"the {n} {'files' if 'mislabeled_in_test' in d else 'examples'} listed as rare or atypical"
     if "mislabeled_in_test" in d:  # an image folder audited with --mislabeled
         return f"the {n} files listed as mislabeled"
     kinds = [k for k, key in (("mislabeled", "n_noisy"), ("out-of-distribution", "n_ood")) if d.get(key)]
@@ -46,168 +49,162 @@ def group_name(result: dict[str, Any], group: str, n: int) -> str:
 
 
 def group_findings(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per group: the strongest headline attack, its level (from the lower AUC bound) and a sentence."""
+    """Per group: its attack, both levels, a sentence with both ends of the interval."""
     mem = result.get("membership")
     if not mem or "leakage" not in mem:
         return []
     found = []
     for group in GROUPS:
-        best = strongest(mem["leakage"], group)
-        if best is None:
+        g = group_level(result, group)
+        if g is None:
             continue
-        attack, g = best
-        lo, hi = g["ci"]["auc"]
-        level = band(lo, AUC_MODERATE, AUC_ELEVATED)
-        words = ("identifiable" if lo >= AUC_IDENTIFIABLE else "partly identifiable" if lo >= AUC_ELEVATED
-                 else "slightly detectable" if lo >= AUC_MODERATE else "barely distinguishable from non-members")
+        m = g.pop("metrics")
         name = group_name(result, group, g["n_examples"])
-        text = (f"{name[0].upper()}{name[1:]}: {words}. {ATTACK_NAMES[attack]} over {mem['shadow_models']} shadow "
-                f"copies: AUC {g['auc']:.2f} [{lo:.2f}, {hi:.2f}], {pct(g['tpr_at_1pct_fpr'])} "
-                f"[{pct(g['ci']['tpr_at_1pct_fpr'][0])}, {pct(g['ci']['tpr_at_1pct_fpr'][1])}] of members found at "
-                "1% false positives.")
-        found.append({"group": group, "attack": attack, "level": level, "level_point_auc": band(
-                          g["auc"], AUC_MODERATE, AUC_ELEVATED), "words": words, "name": name,
-                      "auc": g["auc"], "auc_ci": [lo, hi], "text": text, "cautions": g["cautions"]})
+        lo, hi = g["auc_ci"]
+        text = (f"{name[0].upper()}{name[1:]}: {g['words']} ({g['level']}). {ATTACK_NAMES[g['attack']]} over "
+                f"{mem['shadow_models']} shadow copies: AUC {g['auc']:.2f} [{lo:.2f}, {hi:.2f}]; members found at "
+                f"1% false positives: {tpr_text(m)}.")
+        found.append({**g, "name": name, "text": text, "cautions": m["cautions"]})
     return found
 
 
-def bn_share(result: dict[str, Any]) -> str:
-    """How much of the leakage BN explains: measured with the regularizer comparison, else what the signals say."""
+def bn_share(result: dict[str, Any], groups: list[dict[str, Any]]) -> str:
+    """What BN has to do with it: measured with the regularizer comparison, else what the signals say."""
     cmp = result.get("gs_reg_comparison")
     if cmp:
-        without, with_ = cmp["without"]["auc"], cmp["with"]["auc"]
-        parts = [f"{g.replace('_', '-')} AUC goes {without['online'][g]['auc']:.2f} → {with_['online'][g]['auc']:.2f}"
-                 for g in ("outliers", "all") if g in with_.get("online", {}) and g in without.get("online", {})]
-        acc = f"{pct(cmp['without']['shadow_accuracy']['test'])} → {pct(cmp['with']['shadow_accuracy']['test'])}"
-        return (f"How much BN explains, measured on your data and architecture: with the γ/σ regularizer "
-                f"(λ = {cmp['lambda']:g}), online LiRA's {', '.join(parts)}, and the shadow copies' test accuracy "
-                f"{acc}.")
+        measured = comparison_sentence(cmp, groups)
+        return f"What the γ/σ regularizer changes on your data: {measured[0].lower()}{measured[1:]}"
     summary = bn_summary(result)
     if summary is None:
         return "The model has no BatchNorm statistics to blame: BN explains none of this."
-    masks = result["gradient_norms"].get("masks") or {}
-    by = masks.get("by_subset") or {}
-    ratio = ""
-    if "clean" in by and any(k in by for k in ("noisy", "ood")):
-        out = by.get("noisy") or by.get("ood")
-        if by["clean"].get("median"):
-            times = out["median"] / by["clean"]["median"]
-            ratio = f"; the known outliers' gradient norms are {times:.0f}× the others'"
-    return (f"BN plausibly amplifies it: {pct(summary['frac_above_1'])} of BN channels have |γ|/σ > 1, and BN scales "
-            f"an outlier's margin growth by (γ/σ)²{ratio}. Its share is not measured here; "
-            f"--compare-gs-reg {SUGGESTED_LAMBDA:g} measures it.")
+    frac = summary["frac_above_1"]
+    if frac < GS_MODERATE:
+        return (f"BN is present but only {pct(frac)} of its channels have |γ|/σ > 1, so its (γ/σ)² amplification "
+                "of outliers is unlikely to explain much here.")
+    gn = result["gradient_norms"]
+    masks = gn.get("masks") or gn.get("rare") or {}
+    listed = "the listed files'" if "mislabeled_in_test" in result["data"] else "the listed examples'"
+    spread = spread_text(masks, listed)
+    return (f"BN plausibly amplifies it: {pct(frac)} of BN channels have |γ|/σ > 1, and BN scales an outlier's "
+            f"margin growth by (γ/σ)²" + (f"; {spread}" if spread else "") + ". Its share is not measured here"
+            + (f"; --compare-gs-reg {SUGGESTED_LAMBDA:g} measures what the γ/σ regularizer changes." if any(
+                g["level_upper"] != "low" for g in groups) else "."))
 
 
-def eps_lb_sentence(eps_lb: float, eps_max: float | None = None) -> str:
-    """The empirical ε lower bound in one plain sentence, with what it does and does not mean."""
-    worst = f" (largest over the shadow copies {eps_max:.2f})" if eps_max is not None else ""
-    return (f"Empirical ε lower bound {eps_lb:.2f}{worst}: from online LiRA's hits and false alarms, any "
-            "(ε, δ = 1/N) differential-privacy guarantee for this training recipe would need ε at least this "
-            "large (95% confidence per copy); it is a floor set by one attack, not a privacy guarantee.")
-
-
-def epsilon_sentence(result: dict[str, Any]) -> str:
-    """The headline's ε sentence, when online LiRA's results on the whole set carry an empirical ε lower bound."""
-    online = ((result.get("membership") or {}).get("attacks") or {}).get("online", {}).get("all", {})
-    return f" {eps_lb_sentence(online['eps_lb'], online.get('eps_lb_max'))}" if online.get("eps_lb") is not None else ""
+def epsilon_finding(result: dict[str, Any], groups: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The empirical ε lower bound of the attack and group that set the level, read as a floor."""
+    setter = level_setter(groups)
+    attacks = (result.get("membership") or {}).get("attacks") or {}
+    v = attacks.get(setter["attack"], {}).get(setter["group"], {}) if setter else {}
+    if v.get("eps_lb") is None:
+        return None
+    eps, where = v["eps_lb"], f"{ATTACK_NAMES[setter['attack']]} on {setter['name']}"
+    if eps > 0:
+        worst = f", largest over the copies {v['eps_lb_max']:.2f}" if v.get("eps_lb_max") is not None else ""
+        text = (f"No (ε, δ = 1/N) differential-privacy guarantee below ε = {eps:.2f} is possible for this recipe: a "
+                f"floor from {where} (95% confidence per copy, mean over the copies{worst}), not an estimate of ε.")
+    else:
+        text = (f"Empirical ε lower bound 0 ({where}): no evidence against any ε; the attack's hits and false "
+                "alarms stay within what chance allows at 95% confidence with these counts, which does not mean "
+                "ε = 0.")
+    return {"attack": setter["attack"], "group": setter["group"], "eps_lb": eps, "eps_lb_max": v.get("eps_lb_max"),
+            "informative": eps > 0, "text": text}
 
 
 def _numbers(g: dict[str, Any]) -> str:
-    return f"AUC {g['auc']:.2f} [{g['auc_ci'][0]:.2f}, {g['auc_ci'][1]:.2f}]"
+    return f"AUC {g['auc']:.2f} [{g['auc_ci'][0]:.2f}, {g['auc_ci'][1]:.2f}], {ATTACK_NAMES[g['attack']]}"
 
 
-def headline(result: dict[str, Any], groups: list[dict[str, Any]]) -> str:
-    """One plain paragraph: who is identifiable, how confidently, how much BN explains."""
+def span_sentence(groups: list[dict[str, Any]], copies: int) -> str:
+    """Where intervals span several levels: that the data cannot tell, and how many copies would narrow them."""
+    spans = [g for g in groups if g["level_lower"] != g["level_upper"]]
+    if not spans:
+        return ""
+    need = [g["narrow_with"] for g in spans if g["narrow_with"]]
+    more = (f"; about {max(need)} shadow copies (rerun with --shadow-models {max(need)}) would narrow "
+            f"{'them' if len(spans) > 1 else 'it'} to one level if the interval shrinks as 1/√copies (a group of few "
+            "examples narrows more slowly)") if need and max(need) > copies else ""
+    return (f"With {copies} copies the interval{'s' if len(spans) > 1 else ''} of "
+            f"{', '.join(g['name'] for g in spans)} span{'' if len(spans) > 1 else 's'} more than one level, so the "
+            f"level is a range, not its lower end{more}.")
+
+
+def headline(result: dict[str, Any], groups: list[dict[str, Any]], blocker: str | None,
+             eps: dict[str, Any] | None) -> str:
+    """One plain paragraph: who is identifiable (both ends), what the data cannot tell, what BN has to do with it."""
     if not groups:
         return ("Membership leakage was not measured (no shadow models): the findings below are indirect signs. "
-                "Rerun with --shadow-models 16 to measure who in the training set an attacker can identify.")
+                "Rerun this audit with --shadow-models 16 added to measure who in the training set an attacker can "
+                "identify.")
     mem = result["membership"]
-    exposed = [g for g in groups if g["group"] != "all" and g["level"] != "low"]
+    if blocker:
+        return (f"{blocker} So no risk level is given: the attack numbers below describe the copies' recipe as it "
+                "ran, not your model.")
+    standing = [g for g in groups if g["group"] != "all" and g["level_upper"] != "low"]
     whole = next((g for g in groups if g["group"] == "all"), None)
     text = []
-    if exposed:
-        who = "; and ".join(f"{g['name']}, {g['words']} ({_numbers(g)}, {ATTACK_NAMES[g['attack']]})"
-                            for g in exposed)
-        lead = "Who is identifiable" if any(g["level"] == "elevated" for g in exposed) else "Who stands out"
+    if standing:
+        who = "; and ".join(f"{g['name']}, {g['words']} ({_numbers(g)})" for g in standing)
+        lead = ("Who is identifiable" if any(g["level_lower"] == "elevated" for g in standing)
+                else "Who may stand out")
         text.append(f"{lead}: {who}.")
-    else:
-        text.append("No group tested here stands out: known outliers and most-exposed examples leak no more "
-                    "than the rest." if len(groups) > 1 else "No group was tested beyond the whole set.")
+    elif len(groups) > 1:
+        text.append(f"No group tested here stands out: every interval's upper end is below AUC {AUC_MODERATE}, so "
+                    "the data rule out that the known outliers or the most-exposed examples leak more than slightly.")
     if whole:
-        typical = "Typical training examples" if exposed else "The training set as a whole"
-        text.append(f"{typical} {'are' if exposed else 'is'} {whole['words']}: {_numbers(whole)} over "
-                    f"{whole['name']}.")
+        text.append(f"{'Typical training examples' if standing else 'The training set as a whole'}: {whole['words']} "
+                    f"({_numbers(whole)}).")
     text.append(f"(Attacks over {mem['shadow_models']} shadow copies of your recipe; 95% intervals.)")
+    spans = span_sentence(groups, mem["shadow_models"])
     cautious = any(g["cautions"] for g in groups)
-    return " ".join([*text, bn_share(result)]) + epsilon_sentence(result) + (
+    return " ".join([*text, *([spans] if spans else []), bn_share(result, groups)]) + (
+        f" {eps['text']}" if eps and eps["informative"] else "") + (
         " Some of these numbers rest on few scores (see Cautions)." if cautious else "")
-
-
-def recommendations(result: dict[str, Any], level: str) -> list[str]:
-    """Advice that can be followed: each names a command, a flag of ``bnmem audit`` or an importable API."""
-    recs = []
-    bn = bn_summary(result) is not None
-    if level in ("moderate", "elevated") or (level == NOT_MEASURED and bn):
-        if bn:
-            recs.append("Add the γ/σ regularizer to your own training loop: `from bnmem import GammaSigmaPenalty` "
-                        "(README, 'The γ/σ regularizer in your own loop'); measure its privacy gain and accuracy "
-                        f"cost on your data first with `bnmem audit --compare-gs-reg {SUGGESTED_LAMBDA:g} "
-                        "--shadow-models 8` (plus this audit's flags).")
-            recs.append("Or replace BatchNorm with `torch.nn.GroupNorm` or `torch.nn.LayerNorm`, retrain, and "
-                        "audit again with `bnmem audit`.")
-        if result["data"].get("outliers_known") or result["gradient_norms"]["top_k"]:
-            recs.append("Review the identifiable examples before release: the known outliers and the largest "
-                        "gradient norms (audit.json, gradient_norms → top_k, with file names) are the ones an "
-                        "attacker singles out; relabel or remove them and retrain.")
-    if not result.get("membership"):
-        recs.append("Measure the membership leakage directly: rerun with `bnmem audit --shadow-models 16` "
-                    "(plus this audit's flags).")
-    elif result["membership"]["shadow_models"] < 16:
-        recs.append("Narrow the intervals: `bnmem audit --shadow-models 16` (more shadow copies, more reference "
-                    "scores per example).")
-    return recs
 
 
 def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
     """The audit's answer from its measured sections.
 
     Args:
-        result: the audit result so far (norm_layers, gamma_sigma, gradient_norms, accuracy,
+        result: the audit result so far (norm_layers, gamma_sigma, gradient_norms, accuracy, warnings,
             membership, optionally gs_reg_comparison).
 
     Returns:
-        ``{"level", "basis", "headline", "groups", "findings", "finding_levels", "finding_kinds",
-        "indicator_level", "cautions", "recommendations", "note"}``: ``level`` is low|moderate|elevated
-        from the attacks, or "not measured" without shadow models.
+        ``{"level", "title", "level_lower", "level_upper", "level_point_auc", "level_lower_bound", "rule",
+        "basis", "headline", "groups", "epsilon", "findings", "finding_levels", "finding_kinds",
+        "indicator_level", "cautions", "calibration", "recommendations", "note"}``: ``level`` is a level or a
+        range of levels from the attacks, "not assessed" when the copies do not resemble the model, or
+        "not measured" without shadow models.
     """
+    from bnmem.auditing.findings import LEVELS
+
     groups = group_findings(result)
     explain = explaining_findings(result)
-    level = max((g["level"] for g in groups), key=LEVELS.index) if groups else NOT_MEASURED
-    # The earlier rule read the thresholds off the point AUC; it is kept beside the current one (see
-    # the README's "Audit rules and their history") so a reader sees what the change did.
-    level_point = max((g["level_point_auc"] for g in groups), key=LEVELS.index) if groups else NOT_MEASURED
+    cal = calibration(result)
+    blocker = level_blocker(result, cal) if groups else None
+    levels = audit_level(groups)
+    if blocker:
+        levels["level"] = NOT_ASSESSED
+    eps = epsilon_finding(result, groups) if groups and not blocker else None
     indicators = max((lvl for lvl, _ in explain), key=LEVELS.index, default="low")
     cautions = list(dict.fromkeys(f"{g['name']}: {c}" for g in groups for c in g["cautions"]))
-    return {
-        "level": level,
-        "level_point_auc": level_point,
-        "basis": (f"membership attacks over {result['membership']['shadow_models']} shadow copies (each group's "
-                  f"level from the lower end of its AUC interval; from the point AUC, the earlier rule: "
-                  f"{level_point})" if groups
-                  else f"nothing measured: no shadow models (the indirect signs alone rate {indicators})"),
-        "headline": headline(result, groups),
-        "groups": groups,
-        "findings": [g["text"] for g in groups] + [f for _, f in explain],
-        "finding_levels": [g["level"] for g in groups] + [lvl for lvl, _ in explain],
-        "finding_kinds": ["measured"] * len(groups) + ["explains"] * len(explain),
-        "indicator_level": indicators,
-        "cautions": cautions,
-        "calibration": calibration(result),
-        "recommendations": recommendations(result, level),
-        "note": "levels: attacks from the lower end of the 95% interval of the pooled AUC (thresholds "
-                f"{AUC_MODERATE}, {AUC_ELEVATED}); explaining signals are rules of thumb from the study (BN scales "
-                "outliers' margin growth by (γ/σ)²), not calibrated guarantees; thresholds in bnmem.auditing",
-    }
+    title = levels["level"] + (" — the shadow copies do not resemble your model" if blocker and cal and
+                               not cal["assessed"] else " — the model is at chance level" if blocker else "")
+    basis = (f"membership attacks over {result['membership']['shadow_models']} shadow copies, each group's level "
+             f"from both ends of its AUC interval (rule {RULE['version']}, {RULE['date']}); the earlier rules: "
+             f"lower end only {levels['level_lower_bound']}, point AUC {levels['level_point_auc']}" if groups
+             else f"nothing measured: no shadow models (the indirect signs alone rate {indicators})")
+    risk = {**levels, "title": title, "rule": RULE, "basis": basis, "groups": groups, "epsilon": eps,
+            "headline": headline(result, groups, blocker, eps),
+            "findings": [g["text"] for g in groups] + [f for _, f in explain],
+            "finding_levels": [NOT_ASSESSED if blocker else g["level"] for g in groups] + [lvl for lvl, _ in explain],
+            "finding_kinds": ["measured"] * len(groups) + ["explains"] * len(explain),
+            "indicator_level": indicators, "cautions": cautions, "calibration": cal, "blocker": blocker,
+            "note": f"levels: attacks, from both ends of the 95% interval of the pooled AUC (thresholds "
+                    f"{AUC_MODERATE}, {AUC_ELEVATED}); explaining signals are rules of thumb from the study (BN scales outliers' "
+                    "margin growth by (γ/σ)²), not calibrated guarantees; thresholds in bnmem.auditing"}
+    risk["recommendations"] = recommendations(result, risk)
+    return risk
 
 
 def frontier_citation(path: str | Path) -> dict[str, Any]:
@@ -228,8 +225,8 @@ def frontier_citation(path: str | Path) -> dict[str, Any]:
     from bnmem.frontier import recommendation
 
     root = Path(path)
-    candidates = [root / "metrics.json"] if (root / "metrics.json").is_file() else []
-    candidates += sorted(root.rglob("metrics.json")) if root.is_dir() else []
+    candidates = [root / METRICS_FILE] if (root / METRICS_FILE).is_file() else []
+    candidates += sorted(root.rglob(METRICS_FILE)) if root.is_dir() else []
     for f in candidates:
         try:
             doc = json.loads(f.read_text(encoding="utf-8"))

@@ -36,6 +36,7 @@ Every input is checked before anything is written into ``out``.
 from __future__ import annotations
 
 import hashlib
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,9 @@ from torch import nn
 from bnmem import io
 from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
-from bnmem.auditing.calibration import match_epochs
+from bnmem.auditing.calibration import match_epochs, model_checks, step_matched
 from bnmem.auditing.compare import gs_reg_comparison
-from bnmem.auditing.membership import check_shadow_request, shadow_membership
+from bnmem.auditing.membership import RAW, check_shadow_request, shadow_membership
 from bnmem.auditing.sections import (
     accuracy_section,
     gamma_sigma_section,
@@ -74,6 +75,7 @@ class AuditConfig(StrictModel):
     data: DataConfig = DataConfig()
     folder: ImageFolderConfig | None = None
     train: TrainConfig = TrainConfig()
+    outliers: Path | None = None  # with ``folder``: a CSV of rare/atypical training files (correctly labelled)
 
 
 @dataclass
@@ -118,6 +120,8 @@ def audit(
     compare_gs_reg: float | None = None,
     match_accuracy: bool = False,
     max_epochs: int | None = None,
+    match_steps: bool = True,
+    rare_mask: np.ndarray | None = None,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
@@ -144,6 +148,11 @@ def audit(
             with this λ and show privacy gain and accuracy cost side by side.
         match_accuracy: double the copies' epochs (up to ``max_epochs``, default 4x) until a probe copy
             reaches the model's training accuracy; the report prints the recipe used.
+        match_steps: ``train.epochs`` are the model's; the copies (on half the data) train for as many
+            optimizer steps as the model took (:func:`bnmem.auditing.calibration.step_matched`); False:
+            the copies train ``train.epochs`` epochs as given.
+        rare_mask: training examples known to be rare or atypical but correctly labelled (bool), a group
+            of their own, described without mislabeling language.
 
     Returns:
         An :class:`AuditResult`.
@@ -158,38 +167,77 @@ def audit(
 
     frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
     ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
+    rare = check_rare(rare_mask, ds.n_train)
     train_cfg = recipe(train, gs_reg)
     if shadow_models or compare_gs_reg is not None or match_accuracy:
         check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)  # before any slow work
     if max_memory is not None:
         parse_size(max_memory)
-    model.eval()
-    n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
+    n_outputs, acc, warnings = checked_model(model, ds, rare)
     out = io.ensure_dir(out) if out is not None else None  # only now: every input has been checked
     with shadow_executor(executor, workers, progress) as ex:
         result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
-                                max_memory=max_memory, source=source)
-        result["membership"] = None
+                                max_memory=max_memory, source=source, rare=rare)
+        result["accuracy"], result["warnings"], result["membership"] = acc, warnings, None
+        for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
+            print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if shadow_models:
-            shadow_sections(result, model, ds, train_cfg, shadow_models, out, progress, ex,
-                            compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs)
+            shadow_sections(result, model, ds, train_cfg, shadow_models, out, progress, ex, rare=rare,
+                            compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
+                            match_steps=match_steps)
     return finish(result, norms, out, frontier)
+
+
+def checked_model(model: nn.Module, ds: OutlierDataset,
+                  rare: np.ndarray | None) -> tuple[int, dict[str, Any], list[dict[str, str]]]:
+    """The model in eval mode against the data: its output count (checked), its accuracy, and its flags."""
+    model.eval()
+    n_outputs = check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
+    acc = accuracy_section(model, ds, rare)
+    return n_outputs, acc, model_checks(acc, ds, n_outputs)
+
+
+def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``rare_mask`` as a bool array of the training set's length (None when not given or empty).
+
+    Raises:
+        BnmemError: a mask of another shape or with values other than 0/1.
+    """
+    if mask is None:
+        return None
+    arr = np.asarray(mask)
+    if arr.shape != (n,) or not (arr.dtype == bool or np.isin(arr, (0, 1)).all()):
+        raise BnmemError(f"rare_mask must be a boolean array of shape ({n},), got {arr.dtype} {arr.shape}")
+    return arr.astype(bool) if arr.any() else None
 
 
 def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
                     shadow_models: int, out: Path | None, progress: bool, executor: Any, *,
-                    compare_gs_reg: float | None, match_accuracy: bool, max_epochs: int | None) -> None:
-    """Membership over the shadow copies (recipe matched first when asked), and the regularizer comparison."""
+                    rare: np.ndarray | None, compare_gs_reg: float | None, match_accuracy: bool,
+                    max_epochs: int | None, match_steps: bool) -> None:
+    """Membership over the shadow copies (their length calibrated first), and the regularizer comparison."""
     exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
-    matched = None
-    if match_accuracy:
-        train, matched = match_epochs(model, ds, train, result["accuracy"]["train_acc"], shadow_models, max_epochs)
-    result["membership"] = shadow_membership(model, ds, shadow_models, train, out, progress, executor, exposed)
-    if matched is not None:
-        result["membership"]["matched"] = matched
+    steps = None
+    if match_steps:
+        train, steps = step_matched(train, ds.n_train)
+    target = result["accuracy"]["train_acc"]
+    calibrate = (lambda cfg: match_epochs(model, ds, cfg, target, shadow_models, max_epochs)) if match_accuracy \
+        else (lambda cfg: (cfg, None))
+    base = train
+    train, matched = calibrate(base)
+    groups = extra_groups(exposed, rare, ds.n_train)
+    mem = shadow_membership(model, ds, shadow_models, train, out, progress, executor, groups)
+    mem.update({"steps": steps, "matched": matched})
+    result["membership"] = mem
     if compare_gs_reg is not None:
-        result["gs_reg_comparison"] = gs_reg_comparison(result["membership"], model, ds, train, compare_gs_reg,
-                                                        out, progress, executor, exposed)
+        result["gs_reg_comparison"] = gs_reg_comparison(mem, model, ds, base, compare_gs_reg, out, progress,
+                                                        executor, groups, calibrate, target)
+
+
+def extra_groups(exposed: np.ndarray, rare: np.ndarray | None, n: int) -> dict[str, np.ndarray]:
+    """The attack groups besides the data's own outlier masks: the most-exposed examples and the rare ones."""
+    groups = {"most_exposed": np.isin(np.arange(n), exposed)} if len(exposed) else {}
+    return {**groups, **({"rare": rare} if rare is not None else {})}
 
 
 def recipe(train: TrainConfig | dict | None, gs_reg: float | None) -> TrainConfig:
@@ -214,9 +262,9 @@ def shadow_executor(executor: Any, workers: int, progress: bool) -> Iterator[Any
 
 
 def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int, max_examples: int | None,
-            seed: int, max_memory: int | str | None,
-            source: dict[str, Any] | None) -> tuple[dict[str, Any], np.ndarray]:
-    """The sections measured on the model itself: layers, γ/σ, gradient norms, accuracy."""
+            seed: int, max_memory: int | str | None, source: dict[str, Any] | None,
+            rare: np.ndarray | None = None) -> tuple[dict[str, Any], np.ndarray]:
+    """The sections measured on the model itself: layers, γ/σ, gradient norms (accuracy: :func:`audit`)."""
     from bnmem.formatting import count_text
 
     layers = norm_layer_table(model)
@@ -230,12 +278,12 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
             "outputs": n_outputs,
             **(source or {}),
         },
-        "data": {**{k: v for k, v in ds.summary().items() if k != "files"}, "outliers_known": masks_known(ds)},
+        "data": {**{k: v for k, v in ds.summary().items() if k != "files"}, "outliers_known": masks_known(ds),
+                 "n_rare": int(rare.sum()) if rare is not None else 0},
         "norm_layers": layers,
         "gamma_sigma": gamma_sigma_section(model, ds, seed) if any(r["batchnorm"] for r in layers) else None,
     }
-    result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory)
-    result["accuracy"] = accuracy_section(model, ds)
+    result["gradient_norms"], norms = gradnorm_section(model, ds, top_k, max_examples, seed, max_memory, rare)
     return result, norms
 
 
@@ -245,6 +293,9 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None,
     from bnmem.auditing.markdown import to_markdown
     from bnmem.auditing.report import risk_summary
 
+    for mem in (result.get("membership"), (result.get("gs_reg_comparison") or {}).get("membership")):
+        if mem:
+            mem.pop(RAW, None)  # the raw scores served the paired comparison; they are not written
     result["risk"] = risk_summary(result)
     if frontier is not None:
         result["risk"]["frontier"] = frontier
@@ -273,7 +324,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                progress: bool = False, max_memory: int | str | None = None,
                defenses: str | Path | None = None, executor: Any = None,
                compare_gs_reg: float | None = None, match_accuracy: bool = False,
-               max_epochs: int | None = None, workers: int = 1) -> AuditResult:
+               max_epochs: int | None = None, workers: int = 1, match_steps: bool = True) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -283,16 +334,19 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused once it holds finished work).
         top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg,
-        match_accuracy, max_epochs, workers: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``).
+        match_accuracy, max_epochs, workers, match_steps: see :func:`audit` (``--gs-reg`` is
+        ``config.train.gs_reg``; ``config.outliers`` becomes ``rare_mask``).
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
     model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses, compare_gs_reg,
                                           match_accuracy)
+    rare = rare_file_mask(config)
     resolved = {"model": str(model_path), "model_sha256": digest,
-                **config.model_dump(mode="json", exclude={"folder"} if config.folder is None else {"data"}),
+                **config.model_dump(mode="json", exclude={"folder", "outliers"} if config.folder is None else {"data"}),
                 "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models,
+                **({} if match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": compare_gs_reg} if compare_gs_reg is not None else {}),
                 **({"match_accuracy": True, "max_epochs": max_epochs} if match_accuracy else {})}
     out = prepare_audit_dir(out, resolved)
@@ -300,7 +354,28 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                  train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
                  max_memory=max_memory, defenses=defenses, executor=executor, workers=workers,
                  compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
+                 match_steps=match_steps, rare_mask=rare,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})
+
+
+def rare_file_mask(config: AuditConfig) -> np.ndarray | None:
+    """The training mask of ``config.outliers`` (a CSV of file names, matched as ``--mislabeled`` is).
+
+    Raises:
+        BnmemError: ``outliers`` without an image folder, a missing CSV or names that match no image.
+    """
+    if config.outliers is None:
+        return None
+    if config.folder is None:
+        raise BnmemError("--outliers names files of an image folder: give --data-folder too")
+    from bnmem.data.image_folder import read_mislabeled, scan
+
+    _, train, test = scan(config.folder)
+    try:
+        mask, _ = read_mislabeled(Path(config.outliers), config.folder.path, train, test)
+    except BnmemError as e:
+        raise BnmemError(str(e).replace("--mislabeled", "--outliers")) from None
+    return mask
 
 
 def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int, max_memory: int | str | None,
@@ -313,7 +388,6 @@ def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int
     """
     from bnmem.auditing.load import load_model_file
     from bnmem.data import load_dataset
-    from bnmem.data.image_folder import load_image_folder
 
     model, fmt = load_model_file(model_path)
     if shadow_models or compare_gs_reg is not None or match_accuracy:
@@ -326,10 +400,24 @@ def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int
         frontier_citation(defenses)
     if config.folder is not None:
         check_channels(model, config.folder)  # before reading the images (their --mean/--std need it too)
-    ds = load_image_folder(config.folder) if config.folder is not None else load_dataset(config.data)
+        rare_file_mask(config)  # a bad --outliers CSV fails before the images are read
+    ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)
     model = model.to(config.train.device).eval()
     check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
     return model, fmt, ds, file_sha256(model_path)
+
+
+def read_folder(folder: ImageFolderConfig) -> OutlierDataset:
+    """The image folder as a dataset; an unreadable image's error line says what to do with the file."""
+    from bnmem.data.image_folder import load_image_folder
+
+    try:
+        return load_image_folder(folder)
+    except BnmemError as e:
+        if str(e).startswith("cannot read image"):
+            raise BnmemError(f"{e}; replace that file with a readable copy or move it out of {folder.path}, "
+                             "then rerun") from None
+        raise
 
 
 def check_channels(model: nn.Module, folder: ImageFolderConfig) -> None:

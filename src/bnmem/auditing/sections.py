@@ -99,7 +99,8 @@ def model_device(model: nn.Module) -> torch.device:
 
 
 def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_examples: int | None = None,
-                     seed: int = 0, max_memory: int | str | None = None) -> tuple[dict[str, Any], np.ndarray]:
+                     seed: int = 0, max_memory: int | str | None = None,
+                     rare: np.ndarray | None = None) -> tuple[dict[str, Any], np.ndarray]:
     """Per-sample gradient norms (eval definition) and the top-k training examples.
 
     Args:
@@ -109,6 +110,7 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
         max_examples: measure a seeded random subset of this size (None: all).
         seed: seed of that subset.
         max_memory: memory budget of the measurement (None: half the free memory).
+        rare: training examples known to be rare but correctly labelled (a kind of their own).
 
     Returns:
         The section and the (n_train,) float64 norms (NaN where not measured).
@@ -131,16 +133,6 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
     measured = np.flatnonzero(np.isfinite(norms))
     order = measured[np.argsort(-norms[measured], kind="stable")]
     top = order[: min(top_k, order.size)]
-    pred = predict_logits(model, ds.x_train[torch.as_tensor(top)].to(dev)).argmax(1).numpy() if top.size else []
-    known = masks_known(ds)
-    rows = []
-    for i, p in zip(top, pred):
-        flag = "noisy" if ds.is_noisy[i] else "ood" if ds.is_ood[i] else None
-        rows.append({"index": int(i), "grad_norm": float(norms[i]), "label": int(ds.y_train[i]),
-                     "original_label": int(ds.y_train_orig[i]) if ds.y_train_orig[i] >= 0 and flag else None,
-                     "predicted": int(p), "fits_label": bool(int(p) == int(ds.y_train[i])),
-                     "flagged": flag if known else None,
-                     **({"file": ds.info["files"][i]} if "files" in ds.info else {})})
     median = float(np.median(norms[measured])) if measured.size else None
     section: dict[str, Any] = {
         **r.describe(),
@@ -149,27 +141,68 @@ def gradnorm_section(model: nn.Module, ds: OutlierDataset, top_k: int = 20, max_
         "n_measured": int(measured.size),
         "subset": "all training examples" if subset is None else f"a seeded random subset of {subset.size}",
         "median": median,
-        "top_k": rows,
+        "top_k": top_rows(model, ds, norms, top, rare),
         "top_k_mean_over_median": (float(np.mean(norms[top])) / median) if median else None,
     }
-    if known:
-        flagged = ds.is_outlier[top]
-        base = float(ds.is_outlier[measured].mean())
+    if masks_known(ds):
         section["masks"] = {
-            "top_k_flagged": int(flagged.sum()),
-            "top_k_fraction_flagged": float(flagged.mean()) if top.size else None,
-            "fraction_flagged_overall": base,
-            "enrichment": float(flagged.mean()) / base if top.size and base else None,
+            **flagged_summary(norms, ds.is_outlier, measured, top),
             # "outlier" repeats "noisy" or "ood" when only one kind is present.
             "by_subset": {s: subset_summary(norms[m]) for s, m in ds.masks().items()
                           if m.any() and (s != "outlier" or (ds.is_noisy.any() and ds.is_ood.any()))},
         }
+    if rare is not None:
+        section["rare"] = {**flagged_summary(norms, rare, measured, top),
+                           "by_subset": {"rare": subset_summary(norms[rare]), "others": subset_summary(norms[~rare])}}
     return section, norms
 
 
+def top_rows(model: nn.Module, ds: OutlierDataset, norms: np.ndarray, top: np.ndarray,
+             rare: np.ndarray | None) -> list[dict[str, Any]]:
+    """The top-k rows: index, norm, label, prediction, and which known kind the example is (if any)."""
+    dev = model_device(model)
+    pred = predict_logits(model, ds.x_train[torch.as_tensor(top)].to(dev)).argmax(1).numpy() if top.size else []
+    known = masks_known(ds)
+    rows = []
+    for i, p in zip(top, pred):
+        flag = "noisy" if ds.is_noisy[i] else "ood" if ds.is_ood[i] else None
+        kind = flag if known else None
+        if kind is None and rare is not None and rare[i]:
+            kind = "rare"
+        rows.append({"index": int(i), "grad_norm": float(norms[i]), "label": int(ds.y_train[i]),
+                     "original_label": int(ds.y_train_orig[i]) if ds.y_train_orig[i] >= 0 and flag else None,
+                     "predicted": int(p), "fits_label": bool(int(p) == int(ds.y_train[i])),
+                     "flagged": kind if (known or rare is not None) else None,
+                     **({"file": ds.info["files"][i]} if "files" in ds.info else {})})
+    return rows
+
+
+# The percentile of the other examples' gradient norms a flagged example is compared with.
+REST_PERCENTILE = 95
+
+
+def flagged_summary(norms: np.ndarray, mask: np.ndarray, measured: np.ndarray, top: np.ndarray) -> dict[str, Any]:
+    """How a flagged group sits among the gradient norms: its share of the top-k against its share of the data,
+    and a robust comparison with the rest (the fraction of the group above the rest's 95th percentile, where
+    5% would be no difference; a ratio of medians is not robust when the rest's median is near 0)."""
+    flagged = mask[top]
+    base = float(mask[measured].mean()) if measured.size else 0.0
+    group, rest = norms[measured][mask[measured]], norms[measured][~mask[measured]]
+    p_rest = float(np.percentile(rest, REST_PERCENTILE)) if rest.size else None
+    return {
+        "top_k_flagged": int(flagged.sum()),
+        "top_k_fraction_flagged": float(flagged.mean()) if top.size else None,
+        "fraction_flagged_overall": base,
+        "enrichment": float(flagged.mean()) / base if top.size and base else None,
+        "rest_percentile": REST_PERCENTILE,
+        "rest_percentile_value": p_rest,
+        "above_rest_percentile": float((group > p_rest).mean()) if group.size and p_rest is not None else None,
+    }
+
+
 @torch.no_grad()
-def accuracy_section(model: nn.Module, ds: OutlierDataset) -> dict[str, Any]:
-    """Eval-mode accuracy on the training and test splits (and on known outliers)."""
+def accuracy_section(model: nn.Module, ds: OutlierDataset, rare: np.ndarray | None = None) -> dict[str, Any]:
+    """Eval-mode accuracy on the training and test splits (and on known outliers and rare examples)."""
     dev = model_device(model)
 
     def acc(x: torch.Tensor, y: torch.Tensor, mask: np.ndarray | None = None) -> float | None:
@@ -189,4 +222,6 @@ def accuracy_section(model: nn.Module, ds: OutlierDataset) -> dict[str, Any]:
         out["clean_train_acc"] = acc(ds.x_train, ds.y_train, ds.is_clean)
         out["noisy_acc"] = acc(ds.x_train, ds.y_train, ds.is_noisy)  # against the flipped label: memorization
         out["ood_acc"] = acc(ds.x_train, ds.y_train, ds.is_ood)
+    if rare is not None:
+        out["rare_acc"] = acc(ds.x_train, ds.y_train, rare)  # their own, correct labels: not memorization alone
     return out

@@ -28,6 +28,7 @@ from torch import nn
 
 from bnmem import io
 from bnmem.executors import Executor, get_executor
+from bnmem.names import METRICS_FILE
 from bnmem.threads import torch_threads
 
 PID_FILE = "worker.pid"
@@ -139,7 +140,7 @@ def run_selftest(out: str | Path, executor: Executor, n_jobs: int = 4, threads: 
     logits = np.stack([np.load(job_dir(out, i) / "logits.npy") for i in range(n_jobs)])
     io.write_npy(out / "logits.npy", logits)
     checksum = hashlib.sha256(logits.tobytes()).hexdigest()
-    io.write_json(out / "metrics.json", {"checksum": checksum, "n_jobs": n_jobs,
+    io.write_json(out / METRICS_FILE, {"checksum": checksum, "n_jobs": n_jobs,
                                          "mean_logit": float(logits.astype(np.float64).mean())})
     return {"ran": [s["index"] for s in specs], "checksum": checksum}
 

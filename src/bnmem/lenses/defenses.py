@@ -58,7 +58,7 @@ from bnmem.names import DEFENSES
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.defenses_text import audit_text, summary, summary_table
 from bnmem.rundir import prepare_run_dir
-from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig
+from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig, check_shadow_models
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
 from bnmem.shadow.phases import estimate as shadow_estimate
@@ -175,9 +175,7 @@ class DefensesConfig(ExperimentConfig):
     @field_validator("shadow_models")
     @classmethod
     def _models(cls, v: int) -> int:
-        if v < 4 or v % 2 or v >= SEED_STRIDE:
-            raise BnmemError(f"shadow_models must be even and at least 4, got {v}")
-        return v
+        return check_shadow_models(v, "shadow_models")
 
     @field_validator("views")
     @classmethod
@@ -412,7 +410,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     result["frontier"] = {s: pareto_front({p.name: (p.accuracy, p.risk) for p in front_points(result, s)})
                           for s in SUBSETS}
     result["recommendation"] = recommendation(result)
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / SPEC.results, result)
     plot_frontier(frontier_panels(result), out / "frontier.png", title=frontier_title(result))
     return result
 

@@ -18,11 +18,12 @@ from pydantic import field_validator
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
+from bnmem.analysis_plan import PUSH_NORM_SAMPLE
 from bnmem.config import ExperimentConfig
 from bnmem.formatting import fmt
 from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
-from bnmem.measure.gamma_push import gamma_pushes, outlier_excess_share
+from bnmem.measure.gamma_push import PUSH_VERSION, gamma_pushes, outlier_excess_share
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.figures.gamma_sigma import plot_gamma_sigma
 from bnmem.lenses.registry import Lens, register
@@ -43,13 +44,16 @@ class GammaSigmaConfig(ExperimentConfig):
     Attributes:
         norms: must be ``["batch"]`` (only BatchNorm layers have a running σ).
         every: measure every ``every`` epochs (the last epoch always).
-        gamma_push: also attribute each γ's gradient to the outliers and the rest at every measured epoch
+        gamma_push: also measure the outliers' and everyone's own-loss push on each γ at every measured epoch
             (:mod:`bnmem.measure.gamma_push`; claim 7).
+        push_norm_sample: clean examples (a fixed seeded sample) whose all-parameter gradient norms normalize
+            claim 7's push (every outlier is measured); None: every clean example.
     """
 
     norms: list[str] = ["batch"]
     every: int = 1
     gamma_push: bool = True
+    push_norm_sample: int | None = PUSH_NORM_SAMPLE
 
     @field_validator("norms")
     @classmethod
@@ -58,6 +62,13 @@ class GammaSigmaConfig(ExperimentConfig):
         if other or not v:
             raise ValueError(f"gamma-sigma measures BatchNorm layers; norm(s) {other or v} have none (use --norms batch)")
         return ["batch"]
+
+    @field_validator("push_norm_sample")
+    @classmethod
+    def _sample(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"push_norm_sample must be >= 1 (or null for every clean example), got {v}")
+        return v
 
     @field_validator("every")
     @classmethod
@@ -79,8 +90,9 @@ def probe_batch(ds: OutlierDataset, batch_size: int, seed: int) -> np.ndarray:
 
 def measure_hook(cfg: GammaSigmaConfig, ds: OutlierDataset, job: Path | None = None, seed: int = 0) -> EpochHook:
     """``on_epoch`` hook: γ/σ statistics (per-channel lists only at the last epoch) and, with outliers in
-    the data, each γ's per-example pushes summed for the outliers and for all (claim 7; one extra
-    forward-backward pass over the training set per measured epoch)."""
+    the data, the own-loss pushes on each γ summed for the outliers and for all, with the gradient norms
+    that normalize them (claim 7; one extra training-mode pass over the training set per measured epoch,
+    with a Jacobian row per outlier and sampled clean example)."""
     x_probe = ds.x_train[torch.as_tensor(probe_batch(ds, cfg.train.batch_size, cfg.data.seed))]
     epochs = set(cfg.measured_epochs())
     outliers = ds.is_outlier
@@ -94,27 +106,51 @@ def measure_hook(cfg: GammaSigmaConfig, ds: OutlierDataset, job: Path | None = N
         out: dict[str, Any] = {"gamma_sigma": rec}
         if cfg.gamma_push and outliers.any():
             out["gamma_push"] = gamma_pushes(model, ds.x_train, ds.y_train, outliers, cfg.train.batch_size,
-                                             cfg.data.seed)
+                                             cfg.data.seed, cfg.push_norm_sample)
         return out
 
     return hook
 
 
+def _epoch_push(epoch: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """One measured epoch's pushes summed over each layer's channels (what claim 7 reads)."""
+    gn = rec["grad_norm"]
+    scale = gn["n_clean"] / gn["n_clean_sampled"] if gn["n_clean_sampled"] else 0.0
+    layers = {}
+    for n, r in rec["layers"].items():
+        denom = r["param_norm"] * r["grad_norm"]
+        layers[n] = {"outlier": float(np.sum(r["outlier"])), "all": float(np.sum(r["all"])),
+                     "outlier_rows": float(np.sum(r["outlier_rows"])),
+                     "radial_cos": float(r["radial"] / denom) if denom > 0 else None}
+    return {"epoch": epoch, "outlier_acc": rec["outlier_acc"], "layers": layers,
+            "grad_norm_outlier": gn["outlier"], "grad_norm_all": gn["outlier"] + scale * gn["clean_sampled"]}
+
+
 def push_summary(histories: dict[int, list[dict]], ds: OutlierDataset) -> dict[str, Any] | None:
-    """Claim 7's per-model statistic from the pushes the hook recorded (None when none were)."""
+    """Claim 7's per-model records from the pushes the hook recorded (None when none were): per measured epoch
+    and BN layer the outliers' and everyone's push and the radial cosine, the gradient-norm sums and the
+    outliers' accuracy; and plan 3.0's statistic (row attribution) so its verdict stays visible."""
     frac = float(ds.is_outlier.mean()) if ds.n_train else 0.0
     per_seed = {}
     for seed, hist in histories.items():
-        pushes = [h["gamma_push"] for h in hist if h.get("gamma_push")]
-        stat = outlier_excess_share(pushes, frac)
-        if stat is not None:
-            per_seed[str(seed)] = {**stat, "epochs": [h["epoch"] for h in hist if h.get("gamma_push")]}
+        recs = [(h["epoch"], h["gamma_push"]) for h in hist if (h.get("gamma_push") or {}).get("version")
+                == PUSH_VERSION]
+        if not recs:
+            continue
+        v3 = outlier_excess_share([{n: {"outlier": r["outlier_rows"], "all": r["all"]} for n, r in p["layers"].items()}
+                                   for _, p in recs], frac)
+        per_seed[str(seed)] = {"epochs": [_epoch_push(e, p) for e, p in recs],
+                               "v3_excess_share": (v3 or {}).get("excess_share")}
     if not per_seed:
         return None
-    return {"outlier_fraction": frac, "per_seed": per_seed,
-            "definition": "per BN channel, Σ over measured epochs of Σ_i −sign(γ)·(∂ℓ_i/∂y_i)·x̂_i over the training "
-                          "set in training mode, for the outliers and for all examples; per model the median over "
-                          "channels pushed up in total of (outliers' share − their share of the data)"}
+    return {"version": PUSH_VERSION, "outlier_fraction": frac, "per_seed": per_seed,
+            "definition": "per measured epoch and BN layer, summed over the layer's channels and the training set "
+                          "(training mode, batches of the training batch size): the push Σ_i −sign(γ_c)·∂ℓ_i/∂γ_c "
+                          "of each example's own loss for the outliers and for all examples; radial_cos = "
+                          "Σ(γ·∂L/∂γ + β·∂L/∂β) / (‖(γ, β)‖·Σ_batches ‖(∂L/∂γ, ∂L/∂β)‖) (≈ 0: scale-invariant "
+                          "layer); the all-parameter gradient norm ‖∇θ ℓ_i‖ summed over the outliers and over all "
+                          "examples (clean ones from a fixed seeded sample, scaled up); the outliers' training "
+                          "accuracy in the same pass. v3_excess_share: plan 3.0's statistic (row attribution)"}
 
 
 def summarize(histories: dict[int, list[dict]]) -> dict[str, Any]:

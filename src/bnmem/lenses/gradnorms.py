@@ -241,7 +241,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = Tru
         },
         "dataset": ds.summary(),
     })
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / LENS.results, result)
     plot_gradnorms(arr, cfg, ds, out / "gradnorms.png")
     return result
 

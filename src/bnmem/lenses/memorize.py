@@ -92,7 +92,7 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
                        "training label (train-IN), last epoch; val_acc on the held-out validation split"},
         "dataset": ds.summary(),
     })
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / LENS.results, result)
     plot_memorization(metrics, out / "memorization.png",
                       title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, seeds {cfg.seeds}")
     return result

@@ -8,12 +8,20 @@ random label) at a fixed epoch and at the end, clean train and test accuracy,
 the BN layers' |γ|/σ (per-layer median, fraction of channels above 1), and
 validation accuracy.
 
-Selection without the test set. λ (and τ, when several are given) is chosen
-on the validation split (``data.val_fraction``; this lens carves
-:data:`DEFAULT_VAL_FRACTION` when it is 0, the data config's default) by the rule
-:data:`SELECTION_RULE`, declared before any result was seen. The test set only
-reports the chosen variant's accuracy change against plain BN, paired by seed,
-with an interval (:func:`bnmem.stats.paired_difference`).
+Selection without the test set, nested in the run. λ (and τ, when several are
+given) is chosen on ``selection_seeds`` extra model seeds (the seeds after the
+largest of ``seeds``; same data, never evaluated) by the rule
+:data:`SELECTION_RULE`, on the validation split (``data.val_fraction``; this
+lens carves :data:`DEFAULT_VAL_FRACTION` when it is 0, the data config's
+default). The validation gate is stated in standard errors
+(:func:`validation_gate`): the split is small (digits: 90 images, a standard
+error of 2–3 points), so a fixed 1-point gate would be noise. The evaluation
+seeds (``seeds``) then report the chosen variant's memorization and test
+accuracy against plain BN, paired by seed, with an interval
+(:func:`bnmem.stats.paired_difference`). In a study every replicate runs the
+lens, so every replicate selects on its own selection seeds and contributes
+one evaluation (claim 6, plan 4.0). ``selection_seeds: 0`` selects on the
+evaluation seeds themselves (in-sample; ``selection.nested`` says so).
 
 Privacy. With ``lira_models`` > 0, shadow models are trained with the recipes
 of plain BN, the selected regularized variant and the other norms (the same
@@ -32,6 +40,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
+from bnmem.analysis_plan import MITIGATE_GATE_Z, MITIGATE_TEST_DROP
 from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
@@ -48,6 +57,7 @@ from bnmem.names import MITIGATE
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import run_folder, train_run
 from bnmem.rundir import prepare_run_dir
+from bnmem.shadow.config import check_shadow_models
 from bnmem.stats import paired_difference
 from bnmem.train.trainer import EpochHook
 
@@ -59,13 +69,18 @@ LIRA_ATTACKS = ("online", "rmia")
 LIRA_METRICS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "eps_lb")
 # Validation share carved when the data config leaves val_fraction unset.
 DEFAULT_VAL_FRACTION = 0.1
-# How far below plain BN's validation accuracy a regularized variant may fall and still be eligible.
-VAL_TOLERANCE = 0.01
+# The validation gate (claim 6, plan 4.0): the cost margin (1 point, the claim's), widened by GATE_Z standard
+# errors of the validation drop (one-sided 95%): a variant is excluded only when the validation split shows
+# that its drop exceeds the margin.
+VAL_TOLERANCE = MITIGATE_TEST_DROP
+GATE_Z = MITIGATE_GATE_Z
 SELECTION_RULE = (
-    f"among the regularized variants whose mean validation accuracy (last epoch, over seeds) is at least plain BN's "
-    f"minus {VAL_TOLERANCE * 100:g} point, the one with the lowest mean corrupted-subset accuracy on the training set "
-    f"(memorization; on clean data: the lowest train−validation accuracy gap); ties to the smaller λ, then τ. "
-    f"If none is eligible, the one with the highest validation accuracy. The test set is not consulted"
+    f"on the selection seeds (never evaluated), among the regularized variants whose validation drop against plain "
+    f"BN (per validation image the mean over selection seeds of BN correct − variant correct; its mean) does not "
+    f"exceed {VAL_TOLERANCE * 100:g} point by more than {GATE_Z:g} standard errors of that mean (the gate), the one "
+    f"with the lowest mean corrupted-subset accuracy on the training set (memorization; on clean data: the lowest "
+    f"train−validation accuracy gap); ties to the smaller λ, then τ. If none passes the gate (the fallback, "
+    f"recorded as such), the one with the smallest validation drop. The test set is not consulted"
 )
 EXTRA_CURVES = ("train_acc", "val_acc")
 
@@ -96,6 +111,9 @@ class MitigateConfig(ExperimentConfig):
         lira_models: shadow models per LiRA recipe (plain norms and the
             selected variant; 0: off; else even, >= 4).
         keep_seed: seed of the LiRA keep matrix (a study's replicate k adds k, like every other seed).
+        selection_seeds: model seeds that only select λ (and τ): plain BN and the regularized
+            variants train on the ``selection_seeds`` seeds after ``max(seeds)``, never evaluated
+            (0: select on ``seeds`` themselves, in-sample).
     """
 
     lambdas: list[float] = [0.1, 1.0, 10.0]
@@ -103,6 +121,7 @@ class MitigateConfig(ExperimentConfig):
     fixed_epoch: int = 10
     lira_models: int = 0
     keep_seed: int = Field(0, ge=0, lt=2**32)
+    selection_seeds: int = Field(1, ge=0, le=100)
 
     @model_validator(mode="before")
     @classmethod
@@ -137,9 +156,7 @@ class MitigateConfig(ExperimentConfig):
     @field_validator("lira_models")
     @classmethod
     def _lira(cls, v: int) -> int:
-        if v != 0 and (v < 4 or v % 2):
-            raise ValueError(f"lira_models must be 0 (off) or even and at least 4, got {v}")
-        return v
+        return check_shadow_models(v, "lira_models", off=True, error=ValueError)
 
     @model_validator(mode="after")
     def _consistent(self) -> "MitigateConfig":
@@ -151,6 +168,10 @@ class MitigateConfig(ExperimentConfig):
         if not 1 <= self.fixed_epoch <= self.train.epochs:
             raise ValueError(f"fixed_epoch {self.fixed_epoch} must lie in 1..{self.train.epochs} (the epochs)")
         return self
+
+    def selection_seed_list(self) -> list[int]:
+        """The seeds that select λ (and τ): the ``selection_seeds`` seeds after the largest evaluation seed."""
+        return [max(self.seeds) + 1 + i for i in range(self.selection_seeds)]
 
     def tau_values(self) -> list[float]:
         return self.taus if self.taus is not None else [self.train.gs_tau]
@@ -260,33 +281,65 @@ def _mem_score(rec: dict[str, Any], key: str | None) -> float | None:
     return None if train is None or val is None else train - val
 
 
-def select_variant(metrics: dict[str, dict[str, Any]], variants: list[Variant], key: str | None) -> dict[str, Any]:
-    """Apply :data:`SELECTION_RULE` (validation split and training set only).
+def validation_gate(bn: np.ndarray, reg: np.ndarray) -> dict[str, Any]:
+    """The validation gate of one regularized variant against plain BN (plan 4.0, claim 6).
 
     Args:
-        metrics: variant name -> :func:`summarize_variant` record.
-        variants: the variants, plain BN first.
-        key: the memorization key (``noisy_acc``/``ood_acc``), or None on clean data.
+        bn, reg: per selection seed and validation image, 1 where the model is right ([seeds, n_val]).
 
     Returns:
-        ``{"variant", "gs_reg", "gs_tau", "eligible", "rule", "val_acc", "score", "criterion"}``.
+        ``drop`` (mean over images of the per-image mean over seeds of BN − variant), ``se`` (its
+        standard error over images), ``bound`` (:data:`VAL_TOLERANCE` + :data:`GATE_Z` · se), ``passes``
+        (drop ≤ bound) and ``n_val``.
     """
-    bn_val = metrics["batch"]["final"]["val_acc"]["mean"]
+    d = (np.asarray(bn, float) - np.asarray(reg, float)).mean(axis=0)
+    se = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else float("nan")
+    drop = float(d.mean()) if d.size else float("nan")
+    bound = VAL_TOLERANCE + GATE_Z * se
+    return {"drop": drop, "se": se, "bound": bound, "passes": bool(drop <= bound), "n_val": int(d.size)}
+
+
+def val_correct(cfg: MitigateConfig, v: Variant, ds: OutlierDataset, seed: int, job: Path) -> np.ndarray:
+    """Per validation image, whether the finished run in ``job`` classifies it right (eval mode)."""
+    from bnmem.measure.predict import predict_logits
+    from bnmem.threads import torch_threads
+    from bnmem.train.trainer import load_finished, seeded_model
+
+    with torch_threads(cfg.train.threads):
+        model = load_finished(seeded_model(cfg.model(v.norm), ds, seed), job).model
+        return (predict_logits(model, ds.x_val).argmax(1) == ds.y_val.cpu()).numpy()
+
+
+def select_variant(metrics: dict[str, dict[str, Any]], variants: list[Variant], key: str | None,
+                   gates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Apply :data:`SELECTION_RULE` (selection seeds, validation split and training set only).
+
+    Args:
+        metrics: variant name -> :func:`summarize_variant` record over the selection seeds.
+        variants: the variants, plain BN first.
+        key: the memorization key (``noisy_acc``/``ood_acc``), or None on clean data.
+        gates: regularized variant name -> :func:`validation_gate`.
+
+    Returns:
+        ``{"variant", "gs_reg", "gs_tau", "eligible", "fallback", "gate", "val_acc", "score", "criterion",
+        "rule"}``; ``fallback`` is True when no variant passed the gate and the criterion did not run.
+    """
     regs = [v for v in variants if v.lam > 0]
-    rows = {v.name: (metrics[v.name]["final"]["val_acc"]["mean"], _mem_score(metrics[v.name], key)) for v in regs}
-    eligible = [v for v in regs if rows[v.name][0] is not None and rows[v.name][0] >= bn_val - VAL_TOLERANCE
-                and rows[v.name][1] is not None]
+    score = {v.name: _mem_score(metrics[v.name], key) for v in regs}
+    eligible = [v for v in regs if gates[v.name]["passes"] and score[v.name] is not None]
     if eligible:
-        chosen = min(eligible, key=lambda v: (rows[v.name][1], v.lam, v.tau or 0.0))
+        chosen = min(eligible, key=lambda v: (score[v.name], v.lam, v.tau or 0.0))
     else:
-        chosen = max(regs, key=lambda v: (rows[v.name][0] if rows[v.name][0] is not None else -1.0, -v.lam))
+        chosen = min(regs, key=lambda v: (gates[v.name]["drop"], v.lam, v.tau or 0.0))
     return {
         "variant": chosen.name,
         "gs_reg": chosen.lam,
         "gs_tau": chosen.tau,
         "eligible": [v.name for v in eligible],
-        "val_acc": {n: r[0] for n, r in rows.items()} | {"batch": bn_val},
-        "score": {n: r[1] for n, r in rows.items()},
+        "fallback": not eligible,
+        "gate": gates,
+        "val_acc": {v.name: metrics[v.name]["final"]["val_acc"]["mean"] for v in [variants[0], *regs]},
+        "score": score,
         "criterion": key or "train_acc - val_acc",
         "rule": SELECTION_RULE,
     }
@@ -346,28 +399,75 @@ def _lira_pairs(metrics: dict[str, Any], selected: str, others: list[str]) -> di
     return out
 
 
-def _train_variants(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool) -> dict[str, Any]:
-    """Train every (variant, seed) (resumable) and summarize each variant over its seeds."""
+def _recipe(cfg: MitigateConfig, v: Variant):
+    """The training recipe of variant ``v``: the lens's, with its λ and τ."""
+    return cfg.train.model_copy(update={"gs_reg": v.lam, "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
+
+
+def _train_together(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool,
+                    runs: list[tuple[Variant, int]]) -> None:
+    """Train the fresh runs among ``runs`` (BN variants) as one grouped network (:mod:`bnmem.train.ensemble_runs`);
+    runs that are finished or have a checkpoint are left to :func:`train_run` (read back, or resumed)."""
+    from bnmem.train.ensemble_runs import can_train_together, train_runs_together
+    from bnmem.train.trainer import CHECKPOINT
+
+    fresh = [(v, s) for v, s in runs if not io.is_done(run_folder(out, v.folder, s))
+             and not (run_folder(out, v.folder, s) / CHECKPOINT).exists()]
+    model_cfg = cfg.model("batch")
+    if len(fresh) < 2 or not can_train_together(model_cfg, ds):
+        return
+    epochs = {cfg.fixed_epoch, cfg.train.epochs}
+    train_runs_together(model_cfg, ds, [_recipe(cfg, v) for v, _ in fresh], [s for _, s in fresh],
+                        [run_folder(out, v.folder, s) for v, s in fresh],
+                        [gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed) for _ in fresh],
+                        progress=f"{len(fresh)} BN runs together" if progress else False)
+
+
+def grouped_runs(cfg: MitigateConfig) -> list[tuple[Variant, int]]:
+    """The runs trained together: the regularized BN variants on every seed and plain BN on the selection seeds.
+    The unregularized runs on the evaluation seeds train one by one, because a study may hand them in from the
+    runs it shares between lenses (:mod:`bnmem.study.share`), which train one by one."""
+    bn = [v for v in cfg.variants() if v.norm == "batch"]
+    return ([(v, s) for v in bn if v.lam > 0 for s in cfg.seeds]
+            + [(v, s) for v in bn for s in cfg.selection_seed_list()])
+
+
+def _train_variants(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool, variants: list[Variant],
+                    seeds: list[int]) -> dict[str, Any]:
+    """Train every (variant, seed) not trained yet one by one (resumable); summarize each variant over its seeds."""
     epochs = {cfg.fixed_epoch, cfg.train.epochs}
     metrics: dict[str, Any] = {}
-    for v in cfg.variants():
-        train = cfg.train.model_copy(update={"gs_reg": v.lam,
-                                             "gs_tau": v.tau if v.tau is not None else cfg.train.gs_tau})
+    for v in variants:
         histories = {
-            seed: train_run(cfg.model(v.norm), ds, train, seed, run_folder(out, v.folder, seed),
+            seed: train_run(cfg.model(v.norm), ds, _recipe(cfg, v), seed, run_folder(out, v.folder, seed),
                             lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed),
                             progress=f"{v.name} seed {seed}" if progress else False)
-            for seed in cfg.seeds
+            for seed in seeds
         }
         metrics[v.name] = summarize_variant(v, histories, cfg.fixed_epoch)
     return metrics
 
 
-def _select(metrics: dict[str, Any], variants: list[Variant]) -> dict[str, Any]:
-    """The selected variant (validation rule) and its paired-by-seed changes against plain BN."""
+def _memorization_of(metrics: dict[str, Any]) -> str | None:
+    """noisy_acc or ood_acc, whichever plain BN measured; None on clean data."""
     first = metrics["batch"]["final"]
-    key = next((k for k in ("noisy_acc", "ood_acc") if first[k]["mean"] is not None), None)
-    selection = select_variant(metrics, variants, key)
+    return next((k for k in ("noisy_acc", "ood_acc") if first[k]["mean"] is not None), None)
+
+
+def _select(cfg: MitigateConfig, ds: OutlierDataset, out: Path, metrics: dict[str, Any], progress: bool) -> dict[str, Any]:
+    """Select on the selection seeds (trained here), then the chosen variant's paired-by-seed changes against
+    plain BN on the evaluation seeds."""
+    variants = cfg.variants()
+    bn_variants = [v for v in variants if v.norm == "batch"]
+    seeds = cfg.selection_seed_list() or list(cfg.seeds)
+    chosen_from = _train_variants(cfg, ds, out, progress, bn_variants, seeds) if cfg.selection_seeds else metrics
+    correct = {v.name: np.stack([val_correct(cfg, v, ds, s, run_folder(out, v.folder, s)) for s in seeds])
+               for v in bn_variants}
+    gates = {v.name: validation_gate(correct["batch"], correct[v.name]) for v in bn_variants if v.lam > 0}
+    key = _memorization_of(metrics)
+    selection = select_variant(chosen_from, variants, key, gates)
+    selection.update(nested=bool(cfg.selection_seeds), seeds=seeds,
+                     final={v.name: chosen_from[v.name]["final"] for v in bn_variants})
     chosen = metrics[selection["variant"]]
     selection["test_acc_change"] = _seed_diff(chosen, metrics["batch"], "test_acc")
     selection["val_acc_change"] = _seed_diff(chosen, metrics["batch"], "val_acc")
@@ -379,8 +479,8 @@ def _select(metrics: dict[str, Any], variants: list[Variant]) -> dict[str, Any]:
 def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]:
     """Train every (variant, seed) and compare memorization, accuracy, γ/σ (and LiRA).
 
-    Writes ``config.json``, one folder per ``<variant>/seed<k>`` (resumable),
-    ``<variant>/lira/`` when LiRA is on, ``metrics.json`` and
+    Writes ``config.json``, one folder per ``<variant>/seed<k>`` (resumable; the
+    BN variants also on the selection seeds), ``<variant>/lira/`` when LiRA is on, ``metrics.json`` and
     ``privacy_utility.png`` into ``out``.
 
     Args:
@@ -396,9 +496,10 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     ds = load_dataset(cfg.data)
-    metrics = _train_variants(cfg, ds, out, progress)
     variants = cfg.variants()
-    selection = _select(metrics, variants)
+    _train_together(cfg, ds, out, progress, grouped_runs(cfg))
+    metrics = _train_variants(cfg, ds, out, progress, variants, list(cfg.seeds))
+    selection = _select(cfg, ds, out, metrics, progress)
     if cfg.lira_models:
         # Shadow models for plain BN, the selected variant and the other norms (not every λ: cost).
         for v in variants:
@@ -420,6 +521,8 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
             "gs_tau": cfg.train.gs_tau,
             "taus": cfg.tau_values(),
             "selection_rule": SELECTION_RULE,
+            "selection_seeds": cfg.selection_seed_list(),
+            "validation_gate": {"margin": VAL_TOLERANCE, "z": GATE_Z},
             "n_val": ds.n_val,
             "val_fraction": cfg.data.val_fraction,
             "lira_recipes": "plain norms and the selected variant" if cfg.lira_models else None,
@@ -435,7 +538,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         },
         "dataset": ds.summary(),
     })
-    io.write_json(out / "metrics.json", result)
+    io.write_json(out / LENS.results, result)
     plot_privacy_utility(result, out / "privacy_utility.png", _memorization_key(result), legacy_attack=LIRA_ATTACK,
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
                                f"τ={cfg.train.gs_tau}, seeds {cfg.seeds}")
@@ -478,8 +581,11 @@ def summary_table(result: dict[str, Any]) -> str:
     if sel:
         tc = sel["test_acc_change"]
         ci = "no interval" if tc["ci_low"] is None else f"[{100 * tc['ci_low']:+.1f}, {100 * tc['ci_high']:+.1f}]"
-        lines.append(f"* selected on the validation split: {sel['variant']} (λ={sel['gs_reg']:g}); test accuracy "
-                     f"change vs BN {100 * tc['mean']:+.1f} pt {ci} over {tc['n']} seeds")
+        how = ("the fallback (no variant passed the validation gate)" if sel.get("fallback") else
+               "the criterion")
+        where = (f"selection seeds {sel['seeds']}" if sel.get("nested") else "the evaluation seeds (in-sample)")
+        lines.append(f"* selected by {how} on {where}: {sel['variant']} (λ={sel['gs_reg']:g}); test accuracy "
+                     f"change vs BN {100 * tc['mean']:+.1f} pt {ci} over {tc['n']} evaluation seeds")
     return "\n".join(lines)
 
 

@@ -105,6 +105,7 @@ class Lens:
     aliases: tuple[str, ...] = ()
     view: str | None = None
     summary_ref: str | None = None
+    tidy: bool = True
 
     @classmethod
     def of(cls, spec: LensSpec, **runtime: Any) -> "Lens":

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bnmem.errors import BnmemError
-from bnmem.names import BUILTIN_LENSES, DEFENSES, GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
+from bnmem.names import (
+    BUILTIN_LENSES, DEFENSES, GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, METRICS_FILE, MITIGATE, THEORY,
+)
 
 # Every results file a lens writes starts with these two keys; the report dispatches on them.
 LENS_KEY = "lens"
 SCHEMA_KEY = "schema_version"
-# The results file a lens writes unless its spec names another.
-METRICS_FILE = "metrics.json"
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class LensSpec:
             generic view (its figure, its summary table, every number in the tidy export).
         summary_ref: ``"module:function"`` of a torch-free ``summary(results) -> str`` the report's
             generic view prints (None: the summary of the registered lens, if its module is loaded).
+        tidy: its numbers are rows of the tidy export (its own reader in :mod:`bnmem.report.tidy`, else
+            the generic one); False: not exported (said in docs/results.md).
         per_cell: run once per (dataset, arch, outliers) cell; False: once per study.
         stage: study jobs of a lower stage run first (expensive lenses last).
         trains_runs: trains every (norm, seed) on the full training set with the
@@ -69,6 +71,7 @@ class LensSpec:
     title: str = ""
     view: str | None = None
     summary_ref: str | None = None
+    tidy: bool = True
     per_cell: bool = True
     stage: int = 1
     trains_runs: bool = False
@@ -94,9 +97,10 @@ SPECS: dict[str, LensSpec] = {s.name: s for s in (
     LensSpec(LIRA, aliases=("rmia",), schema_version=2, figure="roc.png", title="Membership inference (LiRA, RMIA)",
              one_seed=True, stage=2, uses_executor=True, phases=("train", "query")),
     LensSpec(DEFENSES, figure="frontier.png", title="What to use instead of BN: the privacy–utility frontier",
-             one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary"),
+             one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary",
+             tidy=False),
     LensSpec(THEORY, results="theory.json", figure="theory.png", title="Toy model: the (γ/σ)² amplification",
-             per_cell=False, stage=0),
+             per_cell=False, stage=0, tidy=False),
 )}
 assert list(SPECS) == list(BUILTIN_LENSES), "one spec per built-in lens, in names.BUILTIN_LENSES's order"
 

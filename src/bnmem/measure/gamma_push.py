@@ -1,16 +1,32 @@
-"""Which training examples push BN's γ up: the per-example terms of each γ's gradient.
+"""Which training examples push BN's γ up (claim 7): each example's own loss gradient on γ.
 
-For a BN layer y = γ·x̂ + β the gradient of a loss summed over a batch is
+In training mode a BN layer normalizes with the statistics of the whole batch,
+so example i's loss ℓ_i depends on every example's activations wherever another
+BN layer follows. Example i's push on |γ_c| is −sign(γ_c)·∂ℓ_i/∂γ_c, the
+gradient of its OWN loss through the batch statistics (the batch is the
+normalization batch, training-mode BN). Its sum over a group of examples is
+exactly the gradient of the group's summed loss, so one backward per group
+gives the outliers' and everyone's summed push per channel
+(:func:`gamma_pushes`); :func:`per_example_grads` gives the pushes and the
+all-parameter gradient norms of single examples (one row of the Jacobian of
+the batch's loss vector each), the slow path the tests compare with
+autograd on one example's loss alone.
 
-    ∂L/∂γ_c = Σ_i Σ_{spatial} (∂L/∂y_{i,c,·}) · x̂_{i,c,·},
+Plan 3.0 attributed row i of ∂(Σ_j ℓ_j)/∂y to example i instead; that equals
+∂ℓ_i/∂y only when no BN follows the layer. The pass still records that
+attribution (``outlier_rows``) so plan 3.0's verdict stays visible.
 
-one term per example i, exactly: the batch statistics inside x̂ do not depend
-on γ. The term of example i times −sign(γ_c) is its push on |γ_c| under a
-gradient step. :func:`gamma_pushes` sums the pushes of the outliers and of all
-examples over the training set, in training mode (batch statistics: the
-gradient the optimizer follows), with BN's running statistics untouched.
-Claim 7 of the analysis plan compares the outliers' share of the push with
-their share of the data.
+Per layer the pass also records the radial component Σ_c(γ_c·∂L/∂γ_c + β_c·∂L/∂β_c)
+of the summed loss's gradient: a layer followed by another BN before the loss
+is scale-invariant in (γ, β), so that component vanishes (≈ 1e-6 of
+‖(γ, β)‖·‖∇‖ in float32) and the net push of such a layer says nothing about
+who grows its γ (its norm grows only at second order, from every gradient).
+
+Per measured epoch the pass records, for the normalization of claim 7, the
+all-parameter gradient norm ‖∇θ ℓ_i‖ (same batches, training mode) summed over
+the outliers and over a fixed seeded sample of the clean examples (scaled up to
+all of them: an unbiased estimate of their sum), and the outliers' training
+accuracy in the same pass (batch statistics) for the before/after-fit split.
 """
 
 from __future__ import annotations
@@ -22,12 +38,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bnmem.measure.predict import bn_query_mode
 from bnmem.measure.hooks import removed_after
+from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batch_sigma, batchnorm_layers
 
 # Keeps the pass's batch order apart from the data seed's other streams.
 _PUSH_STREAM = 0x7A11
+# Keeps the clean sample of the gradient-norm normalization apart from the batch order.
+_NORM_STREAM = 0x7A12
+# The record's format: 2 = own-loss pushes (plan 4.0); records without it are plan 3.0's row attribution.
+PUSH_VERSION = 2
+# Jacobian rows per batched backward: at most 32, and at most ~256 MB of rows × parameters.
+_ROW_CHUNK = 32
+_ROW_BYTES = 256 * 2**20
 
 
 def _batch_order(n: int, batch_size: int, seed: int) -> list[np.ndarray]:
@@ -35,65 +58,196 @@ def _batch_order(n: int, batch_size: int, seed: int) -> list[np.ndarray]:
     return [perm[i:i + batch_size] for i in range(0, n, batch_size) if len(perm[i:i + batch_size]) >= 2]
 
 
+def clean_sample(outlier: np.ndarray, size: int | None, seed: int) -> np.ndarray:
+    """Boolean mask of the fixed seeded sample of clean examples whose gradient norms are measured
+    (``size`` None or at least the number of clean examples: all of them)."""
+    outlier = np.asarray(outlier, dtype=bool)
+    clean = np.flatnonzero(~outlier)
+    mask = np.zeros(outlier.shape, dtype=bool)
+    if size is None or size >= clean.size:
+        mask[clean] = True
+    else:
+        mask[np.random.default_rng([int(seed), _NORM_STREAM]).choice(clean, size=size, replace=False)] = True
+    return mask
+
+
+def affine_bn_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The model's BatchNorm layers with a learnable γ and β (the layers claim 7 measures)."""
+    return [(n, m) for n, m in batchnorm_layers(model)
+            if getattr(m, "weight", None) is not None and getattr(m, "bias", None) is not None]
+
+
+def _rows(losses: torch.Tensor, inputs: list[torch.Tensor], weights: torch.Tensor) -> list[torch.Tensor]:
+    """Gradients of Σ_j weights[r, j]·losses[j] for every row r, in one batched backward (graph kept)."""
+    try:
+        return list(torch.autograd.grad(losses, inputs, grad_outputs=weights, is_grads_batched=True,
+                                        retain_graph=True, allow_unused=True))
+    except RuntimeError:  # an op without a batching rule: one backward per row, same numbers
+        per = [torch.autograd.grad(losses, inputs, grad_outputs=w, retain_graph=True, allow_unused=True)
+               for w in weights]
+        return [torch.stack([p[k] if p[k] is not None else torch.zeros_like(inputs[k]) for p in per])
+                for k in range(len(inputs))]
+
+
+def _jacobian_rows(losses: torch.Tensor, params: list[torch.Tensor], positions: list[int]
+                   ) -> list[list[torch.Tensor]]:
+    """Per parameter, the gradients of the losses at ``positions`` (one row each), in chunks."""
+    out: list[list[torch.Tensor]] = [[] for _ in params]
+    eye = torch.eye(losses.shape[0], dtype=losses.dtype, device=losses.device)
+    size = sum(p.numel() * p.element_size() for p in params)
+    chunk = max(1, min(_ROW_CHUNK, _ROW_BYTES // max(1, size)))
+    for s in range(0, len(positions), chunk):
+        part = positions[s:s + chunk]
+        rows = _rows(losses, params, eye[part])
+        for k, (r, p) in enumerate(zip(rows, params)):
+            out[k].append(r if r is not None else torch.zeros((len(part), *p.shape), dtype=p.dtype, device=p.device))
+    return [torch.cat(c) if c else p.new_zeros((0, *p.shape)) for c, p in zip(out, params)]
+
+
+def per_example_grads(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, positions: list[int] | None = None
+                      ) -> dict[str, Any]:
+    """Each example's own-loss gradient inside one training-mode batch (the slow, per-row path).
+
+    Args:
+        model: the model (switched to BN batch statistics for the pass; mode and buffers restored).
+        xb, yb: one normalization batch.
+        positions: the examples of the batch to differentiate (default: all).
+
+    Returns:
+        ``{"push": {layer: (rows, channels) −sign(γ)·∂ℓ_i/∂γ}, "grad_norm": (rows,) ‖∇θ ℓ_i‖ over every
+        trainable parameter}`` as float64 numpy arrays.
+    """
+    positions = list(range(xb.shape[0])) if positions is None else list(positions)
+    layers = affine_bn_layers(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    with bn_query_mode(model, "batch"), torch.enable_grad():
+        losses = F.cross_entropy(model(xb), yb, reduction="none")
+        rows = _jacobian_rows(losses, params, positions)
+    by_id = {id(p): r for p, r in zip(params, rows)}
+    push = {n: (-torch.sign(m.weight.detach()) * by_id[id(m.weight)]).double().cpu().numpy() for n, m in layers}
+    sq = sum(r.double().pow(2).flatten(1).sum(1) for r in rows)
+    return {"push": push, "grad_norm": torch.sqrt(sq).cpu().numpy()}
+
+
+def _x_hat_hook(seen: dict[str, tuple[torch.Tensor, torch.Tensor]], name: str, eps: float):
+    def hook(module: nn.Module, args: tuple, out: torch.Tensor) -> None:
+        inp = args[0].detach()
+        dims = [d for d in range(inp.ndim) if d != 1]
+        shape = [1, -1] + [1] * (inp.ndim - 2)
+        seen[name] = (out, (inp - inp.mean(dim=dims).view(shape)) / batch_sigma(inp, eps).view(shape))
+
+    return hook
+
+
+class _Sums:
+    """Float64 accumulators of one pass, on the model's device (one transfer at the end)."""
+
+    def __init__(self, layers: list[tuple[str, nn.Module]], device: torch.device) -> None:
+        def z(m: nn.Module) -> torch.Tensor:
+            return torch.zeros(m.num_features, dtype=torch.float64, device=device)
+
+        self.layers = {n: {"outlier": z(m), "all": z(m), "outlier_rows": z(m)} for n, m in layers}
+        self.radial = {n: 0.0 for n, _ in layers}
+        self.grad_norm = {n: 0.0 for n, _ in layers}
+        self.norms = {"outlier": 0.0, "clean_sampled": 0.0}
+        self.correct = 0
+
+    def result(self, layers: list[tuple[str, nn.Module]]) -> dict[str, dict[str, Any]]:
+        out = {}
+        for n, m in layers:
+            theta = torch.cat([m.weight.detach(), m.bias.detach()]).double()
+            out[n] = {**{k: v.cpu().tolist() for k, v in self.layers[n].items()}, "radial": self.radial[n],
+                      "param_norm": float(theta.norm()), "grad_norm": self.grad_norm[n]}
+        return out
+
+
+def _batch_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], seen: dict, xb: torch.Tensor,
+                yb: torch.Tensor, out_b: torch.Tensor, norm_b: torch.Tensor, sums: _Sums) -> None:
+    """Accumulate one normalization batch's group pushes, radial components, row attribution and norms."""
+    seen.clear()
+    logits = model(xb)
+    losses = F.cross_entropy(logits, yb, reduction="none")
+    sums.correct += int((logits.argmax(1) == yb)[out_b].sum())
+    gammas = [m.weight for _, m in layers]
+    betas = [m.bias for _, m in layers]
+    outs = [seen[n][0] for n, _ in layers]
+    weights = torch.stack([out_b.to(losses.dtype), torch.ones_like(losses)])  # row 0: the outliers' loss; 1: all
+    grads = _rows(losses, gammas + betas + outs, weights)
+    k = len(layers)
+    for j, (n, m) in enumerate(layers):
+        g_gamma, g_beta, g_out = grads[j], grads[k + j], grads[2 * k + j]
+        sign = -torch.sign(m.weight.detach())
+        acc = sums.layers[n]
+        acc["outlier"] += (sign * g_gamma[0]).double()
+        acc["all"] += (sign * g_gamma[1]).double()
+        # plan 3.0's attribution: row i of ∂(Σ_j ℓ_j)/∂y · x̂ credited to example i
+        terms = g_out[1] * seen[n][1]
+        terms = terms.sum(dim=[d for d in range(terms.ndim) if d > 1]) if terms.ndim > 2 else terms
+        acc["outlier_rows"] += (sign * terms[out_b].sum(0)).double()
+        sums.radial[n] += float((m.weight.detach() * g_gamma[1]).sum() + (m.bias.detach() * g_beta[1]).sum())
+        sums.grad_norm[n] += float(torch.cat([g_gamma[1], g_beta[1]]).double().norm())
+    positions = torch.nonzero(out_b | norm_b).ravel().tolist()
+    if positions:
+        params = [p for p in model.parameters() if p.requires_grad]
+        rows = _jacobian_rows(losses, params, positions)
+        norms = torch.sqrt(sum(r.double().pow(2).flatten(1).sum(1) for r in rows))
+        is_out = out_b[positions]
+        sums.norms["outlier"] += float(norms[is_out].sum())
+        sums.norms["clean_sampled"] += float(norms[~is_out].sum())
+
+
 def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np.ndarray, batch_size: int,
-                 seed: int = 0) -> dict[str, dict[str, list[float]]]:
-    """Per BN layer and channel, the summed push on |γ| of the outliers and of every example.
+                 seed: int = 0, norm_sample: int | None = None) -> dict[str, Any]:
+    """One pass over the training set in training mode: the outliers' and everyone's summed push on |γ|.
 
     Args:
         model: a model with affine BatchNorm layers (others are skipped).
         x, y: the training set.
         outlier: boolean mask over the training set.
         batch_size: normalization batch (the training batch size).
-        seed: seeds the batch order (a fixed permutation).
+        seed: seeds the batch order (a fixed permutation) and the clean sample.
+        norm_sample: clean examples whose gradient norms are measured (None: all).
 
     Returns:
-        ``{layer: {"outlier": [per channel], "all": [per channel]}}`` of Σ_i −sign(γ_c)·∂ℓ_i/∂γ_c
-        (cross-entropy summed over examples); the model's weights, buffers, gradients and mode are unchanged.
+        ``{"version", "layers": {layer: {"outlier", "all", "outlier_rows": [per channel], "radial",
+        "param_norm", "grad_norm"}}, "grad_norm": {"outlier", "clean_sampled", "n_outlier", "n_clean",
+        "n_clean_sampled"}, "outlier_acc"}``: pushes Σ_i −sign(γ_c)·∂ℓ_i/∂γ_c (cross-entropy per example,
+        batch statistics); ``radial`` = Σ over batches of Σ_c(γ_c·∂L_b/∂γ_c + β_c·∂L_b/∂β_c), ``grad_norm`` of a
+        layer = Σ over batches of ‖(∂L_b/∂γ, ∂L_b/∂β)‖. The model's weights, buffers, gradients and mode
+        are unchanged. Empty dict without affine BN layers.
     """
-    layers = [(n, m) for n, m in batchnorm_layers(model) if getattr(m, "weight", None) is not None]
+    layers = affine_bn_layers(model)
     if not layers:
         return {}
+    outlier = np.asarray(outlier, dtype=bool)
     ref = next(t for t in model.parameters() if t.is_floating_point())
-    mask = torch.as_tensor(np.asarray(outlier, dtype=bool), device=ref.device)
-    # Summed on the model's device in float64; one transfer at the end, not one per layer and batch.
-    sums = {n: {"outlier": torch.zeros(m.num_features, dtype=torch.float64, device=ref.device),
-                "all": torch.zeros(m.num_features, dtype=torch.float64, device=ref.device)} for n, m in layers}
+    mask = torch.as_tensor(outlier, device=ref.device)
+    sample = clean_sample(outlier, norm_sample, seed)
+    sample_t = torch.as_tensor(sample, device=ref.device)
+    sums = _Sums(layers, ref.device)
     seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def make_hook(name: str, eps: float):
-        def hook(module: nn.Module, args: tuple, out: torch.Tensor) -> None:
-            inp = args[0].detach()
-            dims = [d for d in range(inp.ndim) if d != 1]
-            shape = [1, -1] + [1] * (inp.ndim - 2)
-            x_hat = (inp - inp.mean(dim=dims).view(shape)) / batch_sigma(inp, eps).view(shape)
-            seen[name] = (out, x_hat)
-
-        return hook
-
-    handles = [m.register_forward_hook(make_hook(n, m.eps)) for n, m in layers]
-    with removed_after(handles):
-        with bn_query_mode(model, "batch"), torch.enable_grad():
-            for b in _batch_order(x.shape[0], batch_size, seed):
-                idx = torch.as_tensor(b)
-                seen.clear()
-                logits = model(x[idx].to(device=ref.device, dtype=ref.dtype))
-                loss = F.cross_entropy(logits, y[idx].to(ref.device), reduction="sum")
-                outs = [seen[n][0] for n, _ in layers]
-                grads = torch.autograd.grad(loss, outs)
-                for (n, m), g in zip(layers, grads):
-                    x_hat = seen[n][1]
-                    terms = (g.detach() * x_hat).sum(dim=[d for d in range(g.ndim) if d > 1]) if g.ndim > 2 \
-                        else g.detach() * x_hat  # [batch, channels]
-                    push = (-terms * torch.sign(m.weight.detach())).double()
-                    sums[n]["all"] += push.sum(0)
-                    sums[n]["outlier"] += push[mask[idx]].sum(0)
-    return {n: {k: v.cpu().tolist() for k, v in s.items()} for n, s in sums.items()}
+    handles = [m.register_forward_hook(_x_hat_hook(seen, n, m.eps)) for n, m in layers]
+    with removed_after(handles), bn_query_mode(model, "batch"), torch.enable_grad():
+        for b in _batch_order(x.shape[0], batch_size, seed):
+            idx = torch.as_tensor(b)
+            _batch_pass(model, layers, seen, x[idx].to(device=ref.device, dtype=ref.dtype), y[idx].to(ref.device),
+                        mask[idx.to(ref.device)], sample_t[idx.to(ref.device)], sums)
+    n_out = int(outlier.sum())
+    return {"version": PUSH_VERSION, "layers": sums.result(layers),
+            "grad_norm": {**sums.norms, "n_outlier": n_out, "n_clean": int((~outlier).sum()),
+                          "n_clean_sampled": int(sample.sum())},
+            "outlier_acc": sums.correct / n_out if n_out else None}
 
 
 def outlier_excess_share(pushes: list[dict[str, dict[str, list[float]]]], outlier_fraction: float
                          ) -> dict[str, Any] | None:
-    """One model's statistic from its pushes summed over measured epochs: over the BN channels whose |γ| the
-    gradient pushed up in total, the median of (the outliers' share of that push − their share of the data).
+    """Plan 3.0's statistic (kept so its verdict stays visible): over the BN channels whose |γ| the gradient
+    pushed up in total (summed over measured epochs), the median of (the outliers' share of that push − their
+    share of the data), with the outliers' push by plan 3.0's row attribution.
+
+    Args:
+        pushes: per measured epoch ``{layer: {"outlier": [per channel], "all": [per channel]}}``.
+        outlier_fraction: the outliers' share of the training set.
 
     Returns:
         ``{"excess_share", "channels", "channels_pushed_up"}``, or None without pushes or outliers.

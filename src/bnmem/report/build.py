@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem import io
-from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
 from bnmem.report.claims import Claim, evaluate_claims
+from bnmem.report.claims.claim7 import push_tables
 from bnmem.report.html import render_html
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
 from bnmem.report.rundata import RunData, load_run
+from bnmem.report.preregistration import run_label
 from bnmem.report.summary import render_csv, render_markdown
 from bnmem.report.tables import (
     Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
@@ -40,7 +42,7 @@ def key_tables(run: RunData) -> dict[str, list[Table]]:
         "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses(GRADNORMS)],
         "lira": [t for c, lens in run.lenses(LIRA) for t in lira_tables(c, lens)]
         + memorization_score_tables(run) + epsilon_tables(run),
-        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)],
+        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)] + push_tables(run),
         "theory": [theory_table(run.theory)] if run.theory is not None else [],
         "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses(MITIGATE)],
     }
@@ -72,8 +74,8 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Repo
     claims = evaluate_claims(run)
     tables = key_tables(run)
     out = io.ensure_dir(out_dir or run_dir)
-    paths = out / "report.html", out / "summary.md", out / "summary.csv"
+    paths = out / REPORT_HTML, out / SUMMARY_MD, out / SUMMARY_CSV
     io.write_text(paths[0], render_html(run, claims, tables))
     io.write_text(paths[1], render_markdown(run, claims, tables))
-    io.write_text(paths[2], render_csv(claims))
+    io.write_text(paths[2], render_csv(claims, run_label(run.root, run.study)))
     return Report(run, claims, *paths)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem.errors import BnmemError
+from bnmem.names import SUMMARY_CSV
 from bnmem.report.summary import md_table
 from bnmem.texttable import table
 
@@ -37,7 +38,7 @@ def load_checklist(path: str | Path, recompute: bool = False, progress: bool = F
         BnmemError: ``path`` is neither a run directory nor a summary.csv.
     """
     path = Path(path)
-    csv_path = path if path.is_file() else path / "summary.csv"
+    csv_path = path if path.is_file() else path / SUMMARY_CSV
     if path.is_file() or (csv_path.is_file() and not recompute):
         try:
             with open(csv_path, encoding="utf-8", newline="") as f:

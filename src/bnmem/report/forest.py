@@ -17,13 +17,14 @@ from bnmem.analysis_plan import (
 )
 from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
 from bnmem.report.claims import Claim, Evaluation
+from bnmem.report.power import power_of
 from bnmem.formatting import finite
 
 STATUS_COLORS = {
     REPRODUCED: "#1e8a4c", CHECK_PASSED: "#1e8a4c", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
     CONTRADICTED: "#c0392b", CHECK_FAILED: "#c0392b", NOT_RUN: "#9aa0a6",
 }
-# Per claim (analysis plan 3.0): the x-axis label, the null (or threshold) and its name.
+# Per claim: the x-axis label, the null (or threshold, or for 5b the prediction) and its name.
 AXES = {
     "1": ("BN − none: corrupted-subset accuracy (mean over epochs)", 0.0, "no effect"),
     "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
@@ -31,20 +32,31 @@ AXES = {
     "3b": ("BN − none: membership-inference AUC", 0.0, "no effect"),
     "4": ("fraction of BN layers with median |γ|/σ > 1 (mean over models)", GS_MAJORITY, "half"),
     "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
-    "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 0.0, "no relation"),
+    "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 1.0, "the prediction"),
     "6": ("cut in corrupted-subset accuracy by the γ/σ regularizer (fraction of BN's)", 0.0, "no effect"),
-    "7": ("outliers' excess share of the push on γ", 0.0, "their share of the data"),
+    "7": ("outliers' push on |γ| per unit gradient norm over everyone's − 1 (before the fit)", 0.0,
+          "in proportion to their gradients"),
 }
 _REPLICATES = re.compile(r" \((\d+) replicates?\)")
 
 
-def _short(where: str) -> str:
+def short_where(where: str) -> str:
     """A row label from an evaluation's ``where``."""
     s = _REPLICATES.sub(r" (\1 rep.)", where)
     # BN − none is every axis's comparison (said in its label); other baselines stay named.
     s = re.sub(r": batch − none(, |$)", lambda m: ", " if m.group(1) else "", s)
     return (s.replace("batch − ", "BN − ").replace("flipped-label subset", "flipped labels")
             .replace("OOD subset", "OOD inputs"))
+
+
+def split_verdicts(claim: Claim) -> str:
+    """When a claim's deciding settings disagree (e.g. flipped labels contradicted, OOD inputs reproduced),
+    each setting's status and effect; '' when they agree. The row still shows the least supportive."""
+    ran = claim.deciding()
+    if len({e.status for e in ran}) < 2:
+        return ""
+    return "split: " + "; ".join(f"{short_where(e.where)}: {e.status} {claim.fmt(e.value)}" + (
+        "" if e.ci_low is None else f" [{claim.fmt(e.ci_low)}, {claim.fmt(e.ci_high)}]") for e in ran)
 
 
 def _strip_common(labels: list[str]) -> list[str]:
@@ -79,7 +91,7 @@ def claim_rows(claim: Claim) -> list[ForestRow]:
     for e in claim.evaluations:
         if e.status == NOT_RUN:
             continue
-        label = _short(e.where) + (f" [{e.variant}]" if e.variant else "")
+        label = short_where(e.where) + (f" [{e.variant}]" if e.variant else "")
         deciding = e.deciding and not e.variant
         items = [(f"{label} · {a.name}", a) for a in e.coverdicts if a.status != NOT_RUN] \
             if claim.id in ("3a", "3b") and e.coverdicts else [(label, e)]
@@ -93,7 +105,16 @@ def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
     panels = []
     for c in claims:
         xlabel, null, null_label = AXES.get(c.id, (c.metric[:70], 0.0, "no effect"))
-        panels.append(ForestPanel(f"{c.id} · {_clip(c.title, 64)}", xlabel, null, null_label, claim_rows(c)))
+        rows = claim_rows(c)
+        title = f"{c.id} · {_clip(c.title, 64)}"
+        p = power_of(c)
+        if c.status == INCONCLUSIVE and p.underpowered:
+            # An inconclusive verdict at low power says nothing about the paper: the panel and its rows say so.
+            title = f"{c.id} · UNDERPOWERED (power {p.power:.2f}; {p.needed_text()}) · {_clip(c.title, 40)}"
+            for r in rows:
+                if r.deciding:
+                    r.label += " [underpowered]"
+        panels.append(ForestPanel(title, xlabel, null, null_label, rows))
     labels = _strip_common([r.label for p in panels for r in p.rows]) if any(p.rows for p in panels) else []
     it = iter(labels)
     for p in panels:

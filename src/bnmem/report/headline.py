@@ -1,5 +1,6 @@
-"""The top of the report: one line per claim (status, effect and interval, the paper's value, whether the
-plan was fixed before the results) and the forest plot of every claim's evaluations."""
+"""The top of the report: the run's confirmatory / exploratory label in full, one line per claim (status,
+effect and interval, the paper's value, the plan's state, the design's power) and the forest plot of every
+claim's evaluations."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from pathlib import Path
 
 from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
+from bnmem.report.forest import split_verdicts
+from bnmem.report.power import power_of
+from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
 from bnmem.report.summary import claim_rows
 
 
-# Run-level state (bnmem.report.preregistration) -> the headline's short words.
-_STATE_WORDS = {"fixed before the results": "fixed before this run", "changed after the run started":
-                "changed after the run started", "not recorded": "not recorded by this run"}
+# Run-level state (bnmem.report.preregistration's constants) -> the headline's short words.
+_STATE_WORDS = {FIXED: "recorded before this run", CHANGED: "changed after the run started",
+                UNRECORDED: "not recorded by this run"}
 
 
 def plan_fixed(cid: str, state: str = "") -> str:
-    """Whether the plan deciding claim ``cid`` was fixed before the results: the run's record of the plan
+    """The state of the plan deciding claim ``cid``: the run's record of the plan
     (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
     adopted after earlier results had been seen (the plan's changelog)."""
     parts = [f"plan {PLAN_VERSION} " + _STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
@@ -27,7 +31,7 @@ def plan_fixed(cid: str, state: str = "") -> str:
 
 
 def _level(row: dict[str, str]) -> str:
-    """' (99%)' when the interval is not at 95% (plan 3.0's Bonferroni level), else ''."""
+    """' (99%)' when the interval is not at 95% (a setting tested for 'contradicted' at 1 − 0.05/k), else ''."""
     try:
         level = float(row.get("ci_level") or "")
     except ValueError:
@@ -46,7 +50,8 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "where": row["where"]})
+                    "plan": plan_fixed(c.id, state), "where": row["where"], "split": split_verdicts(c),
+                    "verdict": row["verdict"], "power": power_of(c).text()})
     return out
 
 

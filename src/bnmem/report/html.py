@@ -20,7 +20,7 @@ from bnmem.analysis_plan import (
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.preregistration import check_plan
+from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
@@ -94,6 +94,7 @@ table.headline th:nth-child(1) { width: 118px; } table.headline th:nth-child(2) 
 table.headline th:nth-child(3) { width: 36%; } table.headline th:nth-child(4) { width: 185px; }
 table.headline th:nth-child(6) { width: 230px; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
+p.run-label { margin: 4px 0; font-size: 13px; }
 header h1 { margin: 0 0 2px; font-size: 23px; }
 header .sub { margin: 0 0 2px; font-size: 13px; }
 header nav { margin: 2px 0 6px; font-size: 13px; }
@@ -435,9 +436,10 @@ def _figures_for(lens: LensOutput) -> list[tuple[str, str]]:
     return out
 
 
-def headline_block(claims: list[Claim], plan_state: str = "") -> str:
-    """One line per claim: status pill, claim, effect [CI], the paper's value, whether the plan was fixed before
-    the results (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state)."""
+def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -> str:
+    """The run's label (:func:`bnmem.report.preregistration.run_label`) in full, then one line per claim:
+    status pill, claim, effect [CI], the paper's value, the plan's state (``plan_state``:
+    :func:`bnmem.report.preregistration.check_plan`'s state)."""
     from bnmem.report.headline import headline_rows
 
     rows = []
@@ -446,11 +448,16 @@ def headline_block(claims: list[Claim], plan_state: str = "") -> str:
             f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
             f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
             f'<td class="clip" title="{esc(h["title"])}"><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
-            f'<td class="num">{esc(h["effect"])}</td>'
+            f'<td class="num">{esc(h["effect"])}'
+            + (f'<br><span class="note split">{esc(h["split"])}</span>' if h.get("split") else "") + "</td>"
+            f'<td class="note">{esc(h["power"])}'
+            + (f'<br><b>{esc(h["verdict"])}</b>' if h["verdict"] != h["status"] else "") + "</td>"
             f'<td class="note clip" title="{esc(h["paper"])}">{esc(h["paper"])}</td>'
             f'<td class="note clip" title="{esc(h["plan"])}">{esc(h["plan"])}</td></tr>')
-    return ('<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
-            "<th>the paper</th><th>analysis plan</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    banner = f'<p class="run-label" id="run-label"><b>{esc(label)}</b></p>' if label else ""
+    return (banner + '<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
+            "<th>power (units for 80%)</th><th>the paper</th><th>analysis plan</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
 
 
 def forest_block(claims: list[Claim]) -> str:
@@ -463,7 +470,7 @@ def forest_block(claims: list[Claim]) -> str:
     return (f'<figure class="forest"><img id="forest-plot" src="{uri}" alt="forest plot: every claim\'s effect '
             'and 95% interval per setting">'
             "<figcaption>Every claim's effect and interval per setting (claim 3: per attack; the plan's level: "
-            "95%, Bonferroni-adjusted where a claim is measured in several settings), one panel per "
+            "95%; 1 − 0.05/k where a setting was tested for 'contradicted'), one panel per "
             "claim on its own axis; colour = status, hollow = not deciding (a robustness variant or another "
             "baseline), dashed line = the null (claim 4: half the layers; claim 5a: the 10% tolerance), green "
             "band = the paper's range (claim 5b: the derivation's slope 1 ± 10%). Replicates are the unit of every interval.</figcaption></figure>")
@@ -503,7 +510,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)} · " + " ".join(f"{status_badge(st)} × {n}" for st, n in counts.items())
         + f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         f"<nav>{nav}</nav></header>",
-        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state), "</section>",
+        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, run_label(run.root, run.study)),
+        "</section>",
     ]
     if run.problems:
         parts.append('<div class="problems"><b>Incomplete or unreadable results:</b><ul>'
@@ -554,10 +562,11 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (plan 3.0); the percentile bootstrap "
-        f"({N_RESAMPLES} resamples, seed {SEED}) is shown next to it, never deciding. A claim measured in k "
-        "settings uses Bonferroni-adjusted intervals (level 1 − 0.05/k) so its least supportive setting keeps "
-        "a family-wise 5% level.</li>"
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (claim 4: a distribution-free interval "
+        f"for a mean in [0, 1]); the percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}) is shown next to "
+        "it, never deciding. A claim measured in k settings reads reproduced only if every setting does (an "
+        "intersection–union test: 95% each, no adjustment) and contradicted if any one does, tested at "
+        "1 − 0.05/k (Bonferroni) so a false 'contradicted' keeps a family-wise 2.5% level.</li>"
         "<li><b>Statuses</b> are tested against the interval, never the mean alone; see the analysis plan "
         "section. A claim measured in several settings shows the least supportive one.</li>"
         "</ul>"

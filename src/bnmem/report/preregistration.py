@@ -3,8 +3,16 @@
 ``bnmem run`` records ``{"version", "sha256"}`` of :mod:`bnmem.analysis_plan`
 under ``analysis_plan`` in study.json before any job starts. The report decides
 under the current plan and states in its headline whether that is the plan
-recorded (fixed before the results), a different one (the plan changed after
+recorded (before the run's first job), a different one (the plan changed after
 the run started: the recorded version is shown), or unknown (no record).
+
+Recording the hash shows only that the rules did not move during the run; it
+adds no fresh evidence when the run repeats data and seeds whose results were
+seen while the plan was written. :func:`run_label` therefore calls a run
+confirmatory only when study.json's ``confirmatory`` record (``bnmem run
+--confirmatory``: every seed derived from the plan's hash) names the plan that
+decides, and exploratory otherwise, in the plan's own words for a study whose
+results were seen (:data:`bnmem.analysis_plan.EXPLORATORY_SEEN`).
 """
 
 from __future__ import annotations
@@ -13,10 +21,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bnmem.analysis_plan import PLAN_VERSION, RECORD_KEY as PLAN_KEY, plan_sha256
+from bnmem.analysis_plan import (
+    CONFIRMATORY_KEY, EXPLORATORY_SEEN, PLAN_VERSION, RECORD_KEY as PLAN_KEY, SEEN_STUDIES, plan_sha256,
+)
+from bnmem.names import STUDY_FILE
 
-STUDY_FILE = "study.json"
-FIXED, CHANGED, UNRECORDED = "fixed before the results", "changed after the run started", "not recorded"
+FIXED, CHANGED, UNRECORDED = "recorded before the first job", "changed after the run started", "not recorded"
 
 
 @dataclass(frozen=True)
@@ -39,24 +49,50 @@ class PlanCheck:
         """One sentence for the report's headline."""
         now = f"analysis plan {self.version} (sha256 {self.sha256})"
         if self.state == FIXED:
-            return f"Decided under {now}, fixed before the results: study.json recorded it before the first job."
+            return (f"Decided under {now}, the plan study.json recorded before the first job (the rules did not "
+                    "move during the run; whether its data were unseen is the run's label).")
         if self.state == CHANGED:
             return (f"The analysis plan changed after the run started: study.json recorded plan "
                     f"{self.recorded_version} (sha256 {self.recorded_sha256}) before the first job; these verdicts "
                     f"are decided under the current {now}.")
         return (f"Decided under {now}; this run recorded no plan before its first job, so nothing shows the plan "
-                "was fixed before the results.")
+                "was fixed before the run.")
+
+
+def _study_doc(run_root: str | Path) -> dict:
+    """study.json of a run as a dict ({} when absent or unreadable)."""
+    try:
+        doc = json.loads((Path(run_root) / STUDY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def run_label(run_root: str | Path, study: str | None = None) -> str:
+    """'confirmatory: …' or 'exploratory: …', one sentence, the same words wherever the report prints it.
+
+    Confirmatory only when study.json's confirmatory record names the hash of the plan that decides (its
+    seeds were derived from that hash, so nobody could have seen them when the plan was written). ``study``:
+    the run's study name (default: study.json's ``name``)."""
+    doc = _study_doc(run_root)
+    rec = doc.get(CONFIRMATORY_KEY)
+    name = study if study is not None else doc.get("name")
+    if isinstance(rec, dict) and rec.get("plan_sha256") == plan_sha256():
+        return (f"confirmatory: every seed of this run was derived from the hash of plan {PLAN_VERSION}, so its "
+                "data could not have been seen when the plan was written")
+    if name in SEEN_STUDIES:
+        return EXPLORATORY_SEEN
+    if isinstance(rec, dict):
+        return (f"exploratory: this run's seeds were derived from the hash of plan {rec.get('plan_version')}, not "
+                f"of plan {PLAN_VERSION}, which decides it")
+    return (f"exploratory: this run's seeds were not derived from the hash of plan {PLAN_VERSION} (bnmem run "
+            "--confirmatory), so nothing shows its data were unseen when the plan was written")
 
 
 def check_plan(run_root: str | Path) -> PlanCheck:
     """Compare the current plan with the one recorded in ``run_root/study.json`` (if any)."""
     sha = plan_sha256()
-    rec = None
-    try:
-        doc = json.loads((Path(run_root) / STUDY_FILE).read_text(encoding="utf-8"))
-        rec = doc.get(PLAN_KEY) if isinstance(doc, dict) else None
-    except (OSError, ValueError):
-        rec = None
+    rec = _study_doc(run_root).get(PLAN_KEY)
     if not isinstance(rec, dict) or not rec.get("sha256"):
         return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED)
     version, recorded = str(rec.get("version")), str(rec.get("sha256"))

@@ -27,8 +27,8 @@ from typing import Any
 
 from bnmem.errors import BnmemError
 from bnmem.lenses import spec as specs
-from bnmem.lenses.spec import LENS_KEY, METRICS_FILE
-from bnmem.names import THEORY
+from bnmem.lenses.spec import LENS_KEY
+from bnmem.names import CONFIG_FILE, ENVIRONMENT_FILE, ERROR_FILE, INDEX_FILE, METRICS_FILE, THEORY
 
 
 def lens_figures() -> dict[str, str]:
@@ -152,8 +152,8 @@ def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> lis
     if not path.is_dir():
         problems.append(f"{path}: listed but missing (not started yet?)")
         return []
-    if (path / "ERROR.txt").is_file():
-        first = (path / "ERROR.txt").read_text(encoding="utf-8", errors="replace").strip().splitlines()[:1]
+    if (path / ERROR_FILE).is_file():
+        first = (path / ERROR_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()[:1]
         problems.append(f"{path}: the job failed" + (f": {first[0]}" if first else ""))
     found: dict[str, dict[str, Any]] = {}
     legacy: dict[str, Any] | None = None
@@ -181,8 +181,8 @@ def load_lenses(path: Path, problems: list[str], hint: str | None = None) -> lis
         if hint:
             problems.append(f"{path}: no results yet ({', '.join(results_files())} missing)")
         return []
-    config = _read_json(path / "config.json", problems) if (path / "config.json").is_file() else None
-    env = _read_json(path / "environment.json", problems) if (path / "environment.json").is_file() else None
+    config = _read_json(path / CONFIG_FILE, problems) if (path / CONFIG_FILE).is_file() else None
+    env = _read_json(path / ENVIRONMENT_FILE, problems) if (path / ENVIRONMENT_FILE).is_file() else None
     figures = {p.name: p for p in sorted(path.glob("*.png"))}
     return [LensOutput(kind=kind, path=path, data=doc, config=config, environment=env, figures=figures)
             for kind, doc in found.items()]
@@ -219,22 +219,22 @@ def load_run(root: str | Path, progress: bool = False) -> RunData:
     if not root.is_dir():
         raise BnmemError(f"{root} is not a directory")
     problems: list[str] = []
-    env = _read_json(root / "environment.json", problems) if (root / "environment.json").is_file() else None
-    if (root / "index.json").is_file():
+    env = _read_json(root / ENVIRONMENT_FILE, problems) if (root / ENVIRONMENT_FILE).is_file() else None
+    if (root / INDEX_FILE).is_file():
         run = _load_study(root, problems, progress)
     else:
         run = _load_loose(root, problems)
     if not run.cells and run.theory is None and not run.studywide:
-        raise BnmemError(f"{root} holds no bnmem results (no index.json and no {', '.join(results_files())})")
+        raise BnmemError(f"{root} holds no bnmem results (no {INDEX_FILE} and no {', '.join(results_files())})")
     all_lenses = [lens for c in run.cells for lens in c.lenses.values()] + [run.theory]
     run.environment = env or _first_env(*all_lenses)
     return run
 
 
 def _load_study(root: Path, problems: list[str], progress: bool = False) -> RunData:
-    index = _read_json(root / "index.json", problems)
+    index = _read_json(root / INDEX_FILE, problems)
     if not isinstance(index, dict):
-        raise BnmemError(f"{root / 'index.json'} is not a readable study index")
+        raise BnmemError(f"{root / INDEX_FILE} is not a readable study index")
     cells = []
     from tqdm import tqdm
 

@@ -8,15 +8,17 @@ from typing import Any
 
 from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
-from bnmem.report.preregistration import check_plan
+from bnmem.report.forest import split_verdicts
+from bnmem.report.power import power_of
+from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
 
-# Existing columns keep their order; plan 3.0's are appended.
+# Existing columns keep their order; later plans' are appended (4.0: run_label, the same sentence on every row).
 CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
                "previous_status", "plan_version", "rule", "ci_method", "where", "conditions",
                "vs_paper", "paper_low", "paper_high", "ci_level", "agreement_magnitude", "previous_plan_version",
-               "plan_sha256")
+               "plan_sha256", "run_label", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict")
 
 
 def _md(text: Any) -> str:
@@ -34,8 +36,9 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
-def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
-    """One record per claim, the deciding evaluation's numbers (empty when not run)."""
+def claim_rows(claims: list[Claim], label: str = "") -> list[dict[str, str]]:
+    """One record per claim, the deciding evaluation's numbers (empty when not run); ``label``: the run's
+    confirmatory / exploratory sentence (:func:`bnmem.report.preregistration.run_label`), on every row."""
     out = []
     sha = plan_sha256()
     for c in claims:
@@ -65,15 +68,30 @@ def claim_rows(claims: list[Claim]) -> list[dict[str, str]]:
             "agreement_magnitude": row["agreement_magnitude"],
             "previous_plan_version": PREVIOUS_VERSION,
             "plan_sha256": sha,
+            **_power_fields(c),
+            "run_label": label,
         })
     return out
 
 
-def render_csv(claims: list[Claim]) -> str:
+def _power_fields(c: Claim) -> dict[str, str]:
+    """The power columns: power of "reproduced" at the run's design, its n and unit, the units 80% power needs,
+    what the spread came from, and the status as read (an underpowered inconclusive row says so)."""
+    p = power_of(c)
+    if p.power is None:
+        return {"power": "", "power_n": "", "power_unit": "", "n_for_80": "", "power_basis": "",
+                "verdict": c.status}
+    return {"power": f"{p.power:.3f}", "power_n": str(p.n), "power_unit": p.unit,
+            "n_for_80": "" if p.needed is None else str(p.needed), "power_basis": p.basis,
+            "verdict": p.verdict(c.status)}
+
+
+def render_csv(claims: list[Claim], label: str = "") -> str:
+    """summary.csv: one row per claim (:data:`CSV_COLUMNS`), ``label`` in full in its run_label column."""
     buf = _io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(claim_rows(claims))
+    w.writerows(claim_rows(claims, label))
     return buf.getvalue()
 
 
@@ -81,10 +99,12 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
     lines = [f"# bnmem report — {title}", "",
+             f"**{run_label(run.root, run.study)}**", "",
              check_plan(run.root).headline(), "",
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
-             "intervals are 95% with replicates as the unit (see the HTML report's Method section).", ""]
+             "intervals are 95% with replicates as the unit, at 1 − 0.05/k where a claim's k settings were tested "
+             "for 'contradicted' (see the HTML report's Method section).", ""]
     if run.cells:
         lines.append(md_table(
             ["cell", "dataset", "arch", "norms", "seeds", "label noise", "OOD", "lenses"],
@@ -101,10 +121,13 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         d = c.decisive
         ci = "—" if not d or d.ci_low is None else f"[{c.fmt(d.ci_low)}, {c.fmt(d.ci_high)}]"
         kind = "" if c.kind == "evidence" else f" ({c.kind})"
-        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{c.status}**",
-                     c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
-    lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "vs paper", "robustness",
-                        f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
+        p = power_of(c)
+        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{p.verdict(c.status)}**",
+                     p.text(), c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
+    lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "power (80%: units needed)", "vs paper",
+                        "robustness", f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
+    splits = [f"- Claim {c.id}: {s}" for c in claims if (s := split_verdicts(c))]
+    lines += (["Settings that disagree (the row shows the least supportive):", "", *splits, ""] if splits else [])
     lines += ["## Robustness panel", ""]
     for c in claims:
         panel = c.robustness()

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import BN
+from bnmem.attacks import spec as attack_spec
 from bnmem.formatting import EM_DASH, interval
 from bnmem.report.results import (
     finite, fmt, gradnorm_checkpoints, layer_median, layer_rows, layer_type, lira_norms, lira_summary, mitigate_key,
@@ -21,8 +22,6 @@ from bnmem.report.results import (
 from bnmem.report.rundata import CellOutput, LensOutput
 from bnmem.stats import difference_stats
 
-LIRA_TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance", "rmia", "loss",
-                      "global_threshold")
 LIRA_TABLE_SUBSETS = ("all", "outliers")
 
 
@@ -97,7 +96,7 @@ def lira_tables(cell: CellOutput, lens: LensOutput) -> list[Table]:
     header += [f"ΔAUC {BN}−{o} [targets' spread]" for o in others]
     header += [f"bal. acc {n}" for n in norms] + [f"TPR@0.1% {n}" for n in norms] + [f"TPR@1% {n}" for n in norms]
     rows = []
-    for attack in LIRA_TABLE_ATTACKS:
+    for attack in attack_spec.shown_in(attack_spec.REPORT_TABLE):
         for sub in LIRA_TABLE_SUBSETS:
             summ = {n: lira_summary(d, n, attack, sub) for n in norms}
             # A subset without members and non-members (no outliers on clean data) has no metrics.

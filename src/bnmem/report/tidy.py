@@ -8,7 +8,11 @@ row can be filtered and grouped without reading any results file. The columns
 are documented in docs/results.md; :data:`COLUMNS` is their order.
 
 Only per-unit numbers are exported (the lenses' own means and intervals are
-recomputable from them); a lens this module does not know contributes no rows.
+recomputable from them). A lens without a reader here (a plugin, a new
+built-in; known by its spec, :mod:`bnmem.lenses.spec`) is read generically: every number of its results
+file is a row (:func:`generic_rows`), NaN included, so none is dropped. The
+lenses whose spec says ``tidy=False`` (the built-in theory and defenses: once
+per study; per variant and replicate) contribute no rows.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterator
 
+from bnmem.lenses import spec as specs
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
 from bnmem.formatting import finite
 from bnmem.report.results import gradnorm_checkpoints, mitigate_variants, replicate_of, setting_key
@@ -150,6 +155,36 @@ def lira_rows(lens: Lens) -> Iterator[Row]:
 
 READERS = {MEMORIZE: memorize_rows, GRADNORMS: gradnorms_rows, GAMMA_SIGMA: gamma_sigma_rows,
            MITIGATE: mitigate_rows, LIRA: lira_rows}
+# Keys of a results file that describe it rather than measure (not read by the generic reader).
+_NOT_MEASURED = (specs.LENS_KEY, specs.SCHEMA_KEY, "conditions", "config", "settings")
+
+
+def generic_rows(lens: Lens) -> Iterator[Row]:
+    """Every number of a results file the table has no reader for: ``metric`` is its key path
+    (``a.b``; outer list positions as ``a[i]``), ``unit_id`` its position in the innermost list."""
+
+    def walk(v: Any, path: str, pos: int | None) -> Iterator[Row]:
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if path or k not in _NOT_MEASURED:
+                    yield from walk(x, f"{path}.{k}" if path else str(k), None)
+        elif isinstance(v, list):
+            flat = all(not isinstance(x, (dict, list)) for x in v)
+            for i, x in enumerate(v):
+                yield from walk(x, path, i) if flat else walk(x, f"{path}[{i}]", None)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield {"lens": lens.kind, "norm": None, "method": None, "unit": None if pos is None else "index",
+                   "unit_id": pos, "subset": None, "metric": path, "epoch": None, "value": _num(v)}
+
+    yield from walk(lens.data, "", None)
+
+
+def reader_of(kind: str):
+    """The tidy reader of a lens: its own, else the generic one; None when its spec keeps it out."""
+    if kind in READERS:
+        return READERS[kind]
+    spec = specs.find(kind)
+    return None if spec is not None and not spec.tidy else generic_rows
 
 
 def _cell_columns(cell: Cell, lens: Lens, settings: dict[str, str]) -> Row:
@@ -176,7 +211,7 @@ def tidy_rows(run: RunData) -> list[Row]:
     rows: list[Row] = []
     for cell in run.cells:
         for kind, lens in cell.lenses.items():
-            reader = READERS.get(kind)
+            reader = reader_of(kind)
             if reader is None:
                 continue
             head = _cell_columns(cell, lens, settings)

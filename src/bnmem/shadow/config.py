@@ -35,6 +35,25 @@ SEED_STRIDE = 1_000_000
 RECIPE_SELECTION_MODELS = 3
 
 
+def check_shadow_models(m: int, name: str, *, off: bool = False, error: type[Exception] = BnmemError) -> int:
+    """``m`` if it is a valid number of shadow models: even, at least 4 and below :data:`SEED_STRIDE`
+    (0 too when ``off``: the caller's switch for "no shadow models"). The one place this rule is written.
+
+    Raises:
+        BnmemError: one line naming the setting as the caller's user wrote it (``name``); ``error=ValueError``
+            inside a pydantic validator, which then prefixes the field's path (``lenses.mitigate.lira_models``).
+    """
+    if off and m == 0:
+        return m
+    if m < 4 or m % 2:
+        # Odd M cannot put every example IN for exactly half the models, and
+        # leave-one-out LiRA needs IN and OUT references for every example.
+        raise error(f"{name} must be {'0 (off) or ' if off else ''}even and at least 4, got {m}")
+    if m >= SEED_STRIDE:
+        raise error(f"{name} must be below {SEED_STRIDE}, got {m}")
+    return m
+
+
 class ShadowConfig(ExperimentConfig, RecipeOptions):
     """M shadow models of one recipe per norm, and how they are queried; the resolved copy goes into the run directory.
 
@@ -80,13 +99,7 @@ class ShadowConfig(ExperimentConfig, RecipeOptions):
     @field_validator("shadow_models")
     @classmethod
     def _even_models(cls, v: int) -> int:
-        if v < 4 or v % 2:
-            # Odd M cannot put every example IN for exactly half the models, and
-            # leave-one-out LiRA needs IN and OUT references for every example.
-            raise BnmemError(f"--shadow-models must be even and at least 4, got {v}")
-        if v >= SEED_STRIDE:
-            raise BnmemError(f"--shadow-models must be below {SEED_STRIDE}, got {v}")
-        return v
+        return check_shadow_models(v, "--shadow-models")
 
     @field_validator("seeds")
     @classmethod

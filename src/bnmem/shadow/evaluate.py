@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.attacks import ALL, evaluate_stream
+from bnmem.attacks import evaluate_stream
 from bnmem.attacks.phi import ViewSubset
 from bnmem.data import OutlierDataset
 from bnmem.executors import Executor
@@ -24,13 +24,13 @@ from bnmem.shadow.query import POPULATION_NAME, load_attack_inputs, query_models
 from bnmem.shadow.training import train_shadow_models
 
 
-def attack_norm(norm_dir: str | Path, attacks: Sequence[str] = ALL, views: Sequence[int] | None = None
+def attack_norm(norm_dir: str | Path, attacks: Sequence[str] | None = None, views: Sequence[int] | None = None
                 ) -> dict[str, Any]:
     """Every attack, leave-one-out over the shadow models saved in ``norm_dir``.
 
     Args:
         norm_dir: a directory :func:`~bnmem.shadow.query.query_models` filled.
-        attacks: attack names (default: all of :data:`bnmem.attacks.ALL`).
+        attacks: attack names (None: every default attack of :mod:`bnmem.attacks.spec`).
         views: indices of the query views to use (default: all).
 
     Returns:
@@ -71,7 +71,7 @@ def accuracy_summary(per_model: dict[str, list[float | None]]) -> dict[str, Any]
 
 
 def query_and_attack(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: Executor,
-                     ds: OutlierDataset | None = None, attacks: Sequence[str] = ALL) -> dict[str, Any]:
+                     ds: OutlierDataset | None = None, attacks: Sequence[str] | None = None) -> dict[str, Any]:
     """Query the trained shadow models of ``norm`` (resumable) and run the attacks; one norm's entry.
 
     Returns:

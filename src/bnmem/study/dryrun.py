@@ -63,8 +63,19 @@ def human(n: float) -> str:
     return fmt_bytes(n, base=1000)
 
 
-def dry_run_text(name: str, cells: list[Cell], jobs: list[Job]) -> str:
-    """The plan, printed by ``bnmem run --dry-run``: every job with its estimated disk, then totals."""
+def human_seconds(s: float) -> str:
+    """'42 s', '3.5 min', '2.1 h'."""
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def dry_run_text(name: str, cells: list[Cell], jobs: list[Job], seconds: dict[str, float] | None = None,
+                 time_lines: list[str] | None = None) -> str:
+    """The plan, printed by ``bnmem run --dry-run``: every job with its estimated disk (and time, when
+    ``seconds`` gives job id -> estimated seconds), then the totals (``time_lines``: the time per stage)."""
     lines = [f"study {name}: {len(cells)} cells, {len(jobs)} jobs (nothing is written in a dry run)"]
     totals: Counter[str] = Counter()
     counts = Counter(j.lens for j in jobs)
@@ -72,9 +83,10 @@ def dry_run_text(name: str, cells: list[Cell], jobs: list[Job]) -> str:
         sizes = job_bytes(job)
         totals.update(sizes)
         detail = ", ".join(f"{k} {human(v)}" for k, v in sizes.items()) or "-"
-        lines.append(f"  stage {job.stage}  {job.id:<48} {detail}")
+        when = f"  ~{human_seconds(seconds[job.id])}" if seconds and job.id in seconds else ""
+        lines.append(f"  stage {job.stage}  {job.id:<48} {detail}{when}")
     lines.append("jobs by lens: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     total = sum(totals.values())
     lines.append("estimated disk: " + (", ".join(f"{k} {human(v)}" for k, v in totals.items()) or "-")
                  + f"; total {human(total)}")
-    return "\n".join(lines)
+    return "\n".join(lines + (time_lines or []))

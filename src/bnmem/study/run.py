@@ -52,21 +52,23 @@ from typing import Any
 from pydantic import ValidationError
 
 from bnmem import io
-from bnmem.analysis_plan import RECORD_KEY
+from bnmem.analysis_plan import CONFIRMATORY_KEY, RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
+from bnmem.names import ERROR_FILE, INDEX_FILE, STUDY_FILE
+from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicate_seeds, study_seed
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
 __all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "load_study", "plan", "run_study"]
 
-INDEX = "index.json"
+INDEX = INDEX_FILE
 
-STUDY = "study.json"
+STUDY = STUDY_FILE
 # The key of study.json that records the analysis plan ({"version", "sha256"}) fixed before the first job.
 PLAN_KEY = RECORD_KEY
-ERROR = "ERROR.txt"
+ERROR = ERROR_FILE
 # The cell is defined by these data keys; a lens may not change them.
 CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
 
@@ -105,6 +107,7 @@ class Cell:
     outliers: Outliers
     replicate: int | None = None  # None: the study has one replicate (no suffix, no seed offsets)
     recipe: str = "shared"  # "per-norm": each norm's learning rate selected on the validation split
+    derived: ReplicateSeeds | None = None  # a confirmatory run: every seed from the plan's hash
 
     def experiment(self, study: Study) -> dict[str, Any]:
         """The cell's base ExperimentConfig dict: the study's base with the cell's choices.
@@ -112,17 +115,20 @@ class Cell:
         Replicate k shifts the corruption seed by k and every model seed by
         ``REPLICATE_SEED_STRIDE * k``; :func:`lens_config` shifts the lenses' own
         seeds (``REPLICATE_SEED_FIELDS``: LiRA's keep matrix and query permutation)
-        by k, so replicates are independent experiments.
+        by k, so replicates are independent experiments. A confirmatory cell
+        (:attr:`derived`) takes all of them from the plan's hash instead.
         """
         data = study.data.model_dump(mode="json")
         data.update(dataset=self.dataset, **self.outliers.model_dump())
         k = self.replicate or 0
-        data["seed"] = int(data["seed"]) + k
+        data["seed"] = self.derived.data if self.derived else int(data["seed"]) + k
+        seeds = list(self.derived.models) if self.derived else [int(s) + REPLICATE_SEED_STRIDE * k
+                                                                  for s in self.seeds]
         return {
             "data": data,
             "arch": self.arch,
             "norms": list(self.norms),
-            "seeds": [int(s) + REPLICATE_SEED_STRIDE * k for s in self.seeds],
+            "seeds": seeds,
             "train": study.train.model_dump(mode="json"),
         }
 
@@ -134,7 +140,7 @@ class Cell:
             "dataset": self.dataset,
             "arch": self.arch,
             "norms": list(self.norms),
-            "seeds": list(self.seeds),
+            "seeds": list(self.derived.models) if self.derived else list(self.seeds),
             "label_noise": o.label_noise,
             "ood": o.ood,
             "ood_source": o.ood_source if o.ood > 0 else None,
@@ -149,8 +155,12 @@ REPLICATE_SEED_STRIDE = 1000
 REPLICATE_SEED_FIELDS = ("keep_seed", "query_seed")
 
 
-def expand_grid(study: Study) -> list[Cell]:
-    """Cells of the study: datasets × archs × outlier settings, in that nesting order."""
+def expand_grid(study: Study, seeds_from: str | None = None) -> list[Cell]:
+    """Cells of the study: datasets × archs × outlier settings, in that nesting order.
+
+    ``seeds_from``: the analysis plan's SHA-256 of a confirmatory run; every replicate's seeds are then
+    derived from it (:mod:`bnmem.study.confirmatory`).
+    """
     g = study.grid
     datasets = g.datasets or [study.data.dataset]
     archs = g.archs or [study.arch]
@@ -159,9 +169,11 @@ def expand_grid(study: Study) -> list[Cell]:
     outliers = g.outliers or [Outliers(label_noise=study.data.label_noise, ood=study.data.ood,
                                        ood_source=study.data.ood_source)]
     reps: list[int | None] = [None] if g.replicates == 1 else list(range(g.replicates))
+    derived = replicate_seeds(seeds_from, g.replicates, len(seeds)) if seeds_from else None
     return [
         Cell(id=f"{d}-{a}-{o.tag()}" + ("" if rec == "shared" else "-pernorm") + ("" if r is None else f"-r{r}"),
-             dataset=d, arch=a, norms=norms, seeds=seeds, outliers=o, replicate=r, recipe=rec)
+             dataset=d, arch=a, norms=norms, seeds=seeds, outliers=o, replicate=r, recipe=rec,
+             derived=derived[r or 0] if derived else None)
         for d in datasets
         for a in archs
         for o in outliers
@@ -217,6 +229,8 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
     for key in CELL_DATA_KEYS:
         if key in (extra.get("data") or {}):
             raise BnmemError(f"invalid study: {where}.data.{key}: the grid sets it for every cell")
+    if opts.replicates is not None and "replicates" in lens.config.model_fields:
+        extra["replicates"] = opts.replicates  # the lens's own replicates (defenses), not an allotment
     if opts.epochs is not None:
         if "epochs" in lens.config.model_fields:
             extra["epochs"] = opts.epochs
@@ -230,7 +244,9 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
     if lens.bn_only:
         base["norms"] = ["batch"]
     cfg = _merge(base, extra)
-    if cell.replicate:
+    if cell.derived:
+        cfg.update({k: v for k, v in cell.derived.lens_seeds().items() if k in lens.config.model_fields})
+    elif cell.replicate:
         # A lens's own seeds (LiRA's keep matrix, its batch-mode query permutation) move with the replicate too.
         for key in REPLICATE_SEED_FIELDS:
             if key in lens.config.model_fields:
@@ -239,8 +255,22 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
     return lens.validate(cfg, where).model_dump(mode="json")
 
 
-def plan(study: Study) -> tuple[list[Cell], list[Job]]:
+def runs_in(study: Study, name: str, cell: Cell) -> bool:
+    """Whether per-cell lens ``name`` runs in ``cell`` (its ``replicates`` / ``archs`` options allot it)."""
+    try:
+        opts = LensOptions.model_validate(study.lenses.options(name) or {})
+    except ValidationError as e:
+        raise BnmemError(f"invalid study: {validation_line(e, f'lenses.{name}')}") from e
+    if "replicates" in registry.get(name).config.model_fields:
+        opts.replicates = None  # a lens with replicates of its own (defenses) takes the option itself
+    return opts.allots(cell.arch, cell.replicate)
+
+
+def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
+
+    ``seeds_from``: a confirmatory run's plan hash; every seed is derived from it (:func:`expand_grid`; a
+    once-per-study lens's ``seed`` too).
 
     Stages: 0 = once-per-study lenses (theory) and the training runs several
     lenses share; then each per-cell lens at its registry stage (every cell's
@@ -250,18 +280,23 @@ def plan(study: Study) -> tuple[list[Cell], list[Job]]:
     Returns:
         The cells and the jobs.
     """
-    cells = expand_grid(study)
+    cells = expand_grid(study, seeds_from)
     enabled = [registry.get(n) for n in study.lenses.enabled()]
     jobs: list[Job] = []
     for lens in enabled:
         if not lens.per_cell:
-            cfg = lens.validate(study.lenses.options(lens.name) or {}, f"lenses.{lens.name}")
+            opts = dict(study.lenses.options(lens.name) or {})
+            if seeds_from and "seed" in lens.config.model_fields:
+                opts["seed"] = study_seed(seeds_from, lens.name)
+            cfg = lens.validate(opts, f"lenses.{lens.name}")
             jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, config=cfg.model_dump(mode="json"),
                             stage=lens.stage))
     for cell in cells:
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
+        # A lens allotted to part of the grid (its `replicates` / `archs` options) skips the other cells.
         configs = {lens.name: lens_config(study, cell, lens.name) for lens in enabled if lens.per_cell
-                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)}
+                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)
+                   and runs_in(study, lens.name, cell)}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
                  for r in shared_runs(cell.id, configs)]
         jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,
@@ -379,22 +414,52 @@ def _write_if_changed(path: Path, doc: Any) -> None:
     io.write_json(path, doc)
 
 
-def _prepare(out: Path, study: Study) -> Path:
-    """Write study.json with the analysis plan's version and hash (:data:`PLAN_KEY`) before any job runs;
-    a rerun of the same study resumes and keeps the plan recorded when the run started."""
+def confirmatory_record(study: Study, sha: str, version: str) -> dict[str, Any]:
+    """study.json's :data:`CONFIRMATORY_KEY` record: the plan the seeds came from, the rule, every seed."""
+    cells = expand_grid(study, sha)
+    seeds = {f"r{c.replicate or 0}": c.derived.record() for c in cells if c.derived}
+    studywide = {n: study_seed(sha, n) for n in study.lenses.enabled()
+                 if not registry.get(n).per_cell and "seed" in registry.get(n).config.model_fields}
+    return {"plan_version": version, "plan_sha256": sha, "rule": SEED_RULE, "replicates": seeds,
+            **({"study_lenses": studywide} if studywide else {})}
+
+
+def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None) -> None:
+    """A rerun may not change whether a run is confirmatory, nor the plan its seeds came from."""
+    rec = existing.get(CONFIRMATORY_KEY)
+    if rec is None and sha is not None:
+        raise BnmemError(f"{out} holds an exploratory run; a confirmatory run derives other seeds: use a new --out")
+    if rec is not None and sha is None:
+        raise BnmemError(f"{out} holds a confirmatory run (seeds from plan {rec.get('plan_version')}); resume it "
+                         "with --confirmatory")
+    if rec is not None and rec.get("plan_sha256") != sha:
+        raise BnmemError(f"{out} is confirmatory under plan {rec.get('plan_version')} (sha256 "
+                         f"{rec.get('plan_sha256')}), whose hash its seeds came from; the current plan's hash differs, "
+                         "so resuming would mix seeds of two plans: start a new --out to confirm the current plan")
+
+
+def _prepare(out: Path, study: Study, confirmatory: bool = False) -> Path:
+    """Write study.json with the analysis plan's version and hash (:data:`PLAN_KEY`) before any job runs, and
+    for a confirmatory run the seeds derived from that hash (:data:`CONFIRMATORY_KEY`); a rerun of the same
+    study resumes and keeps the plan recorded when the run started (a confirmatory one only under that plan)."""
     from bnmem.analysis_plan import plan_record
     from bnmem.rundir import prepare_run_dir
 
     resolved = study.model_dump(mode="json", by_alias=True)
+    record = plan_record()
+    sha = record["sha256"] if confirmatory else None
     path = out / STUDY
     try:
         existing = io.read_json(path)
-        if isinstance(existing, dict) and {k: v for k, v in existing.items() if k != PLAN_KEY} == json.loads(
+    except (OSError, ValueError):
+        existing = None
+    if isinstance(existing, dict):
+        _refuse_mixed(out, existing, sha)
+        if {k: v for k, v in existing.items() if k not in (PLAN_KEY, CONFIRMATORY_KEY)} == json.loads(
                 json.dumps(resolved)):
             return out  # same study: resume without touching anything (the recorded plan stays)
-    except (OSError, ValueError):
-        pass
-    return prepare_run_dir(out, {**resolved, PLAN_KEY: plan_record()}, name=STUDY)
+    extra = {CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"])} if sha else {}
+    return prepare_run_dir(out, {**resolved, PLAN_KEY: record, **extra}, name=STUDY)
 
 
 @dataclass
@@ -448,7 +513,8 @@ def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
         return {"failed": f"{type(e).__name__}: {e}"}
 
 
-def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True) -> StudyResult:
+def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
+              confirmatory: bool = False) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -456,6 +522,8 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         out: run directory.
         executor: an :class:`~bnmem.executors.Executor` (default: local).
         progress: progress bars.
+        confirmatory: derive every seed from the current analysis plan's SHA-256 and record them in
+            study.json (:mod:`bnmem.study.confirmatory`).
 
     Returns:
         The index and one status per job.
@@ -463,12 +531,15 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     Raises:
         BnmemError: ``out`` holds a different study, the disk filled up (the
             study stops; rerun to resume), or some job failed (after every other
-            job has run; rerunning retries only the failed ones).
+            job has run; rerunning retries only the failed ones), or a rerun
+            that would change whether the run is confirmatory or the plan its
+            seeds came from.
     """
+    from bnmem.analysis_plan import plan_sha256
     from bnmem.executors import get_executor
     out = Path(out).expanduser().resolve()
-    cells, jobs = plan(study)
-    _prepare(out, study)
+    cells, jobs = plan(study, plan_sha256() if confirmatory else None)
+    _prepare(out, study, confirmatory)
     index = index_doc(study, cells, jobs)
     _write_if_changed(out / INDEX, index)  # first, so a report can read a study in progress
     own = executor is None

@@ -97,14 +97,32 @@ class Grid(StrictModel):
 class LensOptions(StrictModel):
     """Options of a per-cell lens: a partial config of that lens.
 
-    Only ``epochs`` is declared here; every other key is checked against the
-    lens's own config model when the study is loaded (unknown keys are errors
-    there, with their path).
+    ``epochs``, ``replicates`` and ``archs`` are declared here; every other key
+    is checked against the lens's own config model when the study is loaded
+    (unknown keys are errors there, with their path). ``replicates`` and
+    ``archs`` allot the lens to part of the grid (a study sized for the claims
+    that need many replicates runs the expensive lenses only where their claims
+    need them).
     """
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     epochs: int | None = Field(None, ge=1, description="short for train.epochs (or the lens's own epochs field)")
+    replicates: int | None = Field(None, ge=1, description="run the lens on the first N replicates only "
+                                                           "(default: all); a lens with a replicates field of "
+                                                           "its own (defenses) takes it as that")
+    archs: list[str] | None = Field(None, description="run the lens only in these architectures' cells (default: "
+                                                      "every architecture of the grid)")
+
+    @field_validator("archs")
+    @classmethod
+    def _archs(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _nonempty([check_arch(a) for a in v], "archs")
+
+    def allots(self, arch: str, replicate: int | None) -> bool:
+        """Whether the lens runs in a cell of this architecture and replicate."""
+        in_reps = self.replicates is None or (replicate or 0) < self.replicates
+        return in_reps and (self.archs is None or arch in self.archs)
 
 
 class Lenses(RootModel[dict[str, dict[str, Any]]]):

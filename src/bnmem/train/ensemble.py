@@ -222,7 +222,7 @@ def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoc
 
 
 def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: list[int], cfg: TrainConfig,
-         device: torch.device, on_epoch: Callable[[], None],
+         device: torch.device, on_epoch: Callable[[int, list[float], dict[str, list[float]]], None],
          aug: augment.AugmentSpec = augment.NO_AUGMENT, lrs: list[float] | None = None,
          diverged: list[bool] | None = None) -> None:
     """Train one chunk of models for ``cfg.epochs`` epochs (with augmentation ``aug``).
@@ -230,6 +230,10 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
     ``lrs``: each model's base learning rate (None: ``cfg.lr`` for all), scheduled as ``cfg`` says.
     ``diverged``: when given, a model whose loss turns non-finite is marked there (its training goes on,
     harmlessly: no model's computation reads another's) instead of raising.
+    ``on_epoch(epoch, mean_losses, activity)`` runs after each epoch (1-based), with each model's mean
+    loss and, when the engine records it (:class:`GroupedLeNet` with the regularizer on), the sums over
+    the epoch's steps of each model's penalty (``penalty_sum``) and loss (``loss_sum``) and the mean of its
+    fraction of channels above τ (``frac_above_tau``).
     """
     k = len(seeds)
     cfgs = None if lrs is None else [cfg.model_copy(update={"lr": float(r)}) for r in lrs]
@@ -239,6 +243,8 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
         sel, active, counts, params = _epoch_plan(idx, seeds, cfg.batch_size, epoch, aug)
         sel = sel.to(device)
         loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
+        pen_sum = torch.zeros(k, dtype=torch.float64, device=device)
+        above_sum = torch.zeros(k, dtype=torch.float64, device=device)
         for s in range(sel.shape[0]):
             act = active[s]
             masked = not bool(act.all())
@@ -255,6 +261,11 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
                         b.index_copy_(0, rows, saved[n])
                 losses = torch.where(act_dev, losses, torch.zeros_like(losses))
             loss_sum += losses
+            pen, above = getattr(engine, "last_penalty", None), getattr(engine, "last_above", None)
+            if pen is not None and above is not None:
+                keep = act.to(device)
+                pen_sum += torch.where(keep, pen, torch.zeros_like(pen))
+                above_sum += torch.where(keep, above, torch.zeros_like(above))
         mean_loss = (loss_sum.cpu() / torch.tensor(counts, dtype=torch.float64)).tolist()
         for i, (seed, loss) in enumerate(zip(seeds, mean_loss)):
             if not np.isfinite(loss) and diverged is not None:
@@ -262,7 +273,12 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
             elif not np.isfinite(loss):
                 raise FloatingPointError(
                     f"training diverged at epoch {epoch + 1} (loss {loss}) for the model with seed {seed}; lower --lr")
-        on_epoch()
+        activity = {}
+        if getattr(engine, "last_penalty", None) is not None:
+            n = torch.tensor(counts, dtype=torch.float64)
+            activity = {"penalty_sum": pen_sum.cpu().tolist(), "loss_sum": loss_sum.cpu().tolist(),
+                        "frac_above_tau": (above_sum.cpu() / n).tolist()}
+        on_epoch(epoch + 1, mean_loss, activity)
 
 
 def _write_back(engine: Engine, models: list[nn.Module]) -> None:
@@ -396,7 +412,7 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
             _fit(engine, opt, [idx_t[k] for k in chunk], [seeds[k] for k in chunk], cfg, device,
-                 lambda: bar.update(1), aug, None if lrs is None else [lrs[k] for k in chunk], marks)
+                 lambda *_: bar.update(1), aug, None if lrs is None else [lrs[k] for k in chunk], marks)
             for k, d in zip(chunk, marks or []):
                 diverged[k] = diverged[k] or d
             _write_back(engine, members[: len(members) - len(twins)])

@@ -141,16 +141,17 @@ class GroupedLeNet:
             parameters and buffers are copied, not shared).
         x_all: all training images [N, C, H, W] on the device.
         y_all: their labels [N].
-        gs_reg: λ of the γ/σ regularizer (0: off).
-        gs_tau: τ of the regularizer.
+        gs_reg: λ of the γ/σ regularizer (0: off), or one λ per model.
+        gs_tau: τ of the regularizer, or one τ per model.
         padding: padding mode of the training augmentation (when batches come with parameters).
 
     Raises:
         ValueError: a model is not a LeNet :func:`supports_grouped` accepts.
     """
 
-    def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
-                 gs_tau: float = 1.0, padding: str = "reflect") -> None:
+    def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor,
+                 gs_reg: float | list[float] = 0.0, gs_tau: float | list[float] = 1.0,
+                 padding: str = "reflect") -> None:
         if not all(supports_grouped(m) for m in models):
             raise ValueError("the grouped ensemble trains LeNets with batch/none/group/layer norm only")
         template = models[0]
@@ -165,8 +166,21 @@ class GroupedLeNet:
         # fast path (mixed strides made them ~3x slower).
         self.params: dict[str, torch.Tensor] = {n: _grad_layout(n, p) for n, p in params.items()}
         self.buffers: dict[str, torch.Tensor] = buffers
-        self.lam = float(gs_reg) if self.kind == "batch" else 0.0  # the regularizer covers BN layers only
-        self.tau = float(gs_tau)
+        # The regularizer covers BN layers only. Per model: a λ of 0 adds exactly 0 to that model's loss and
+        # gradients, so a plain model may share a network with regularized ones.
+        lams = [float(x) for x in (gs_reg if isinstance(gs_reg, (list, tuple)) else [gs_reg] * self.k)]
+        taus = [float(x) for x in (gs_tau if isinstance(gs_tau, (list, tuple)) else [gs_tau] * self.k)]
+        if len(lams) != self.k or len(taus) != self.k:
+            raise ValueError(f"{self.k} models but {len(lams)} λ and {len(taus)} τ")
+        self.lam = max(lams) if self.kind == "batch" else 0.0  # > 0: the penalty is computed
+        dtype = x_all.dtype
+        self.lams = torch.tensor(lams, dtype=dtype, device=x_all.device)
+        self.taus = torch.tensor(taus, dtype=dtype, device=x_all.device).unsqueeze(1)
+        self.scalar = len(set(lams)) == 1 and len(set(taus)) == 1  # the one-λ expression, as before
+        self.tau = taus[0]
+        # Per model, the last step's penalty and fraction of channels above τ (the trainer's activity record).
+        self.last_penalty: torch.Tensor | None = None
+        self.last_above: torch.Tensor | None = None
         # Images as [N, H, W, C]: one gather then gives each model's batch with
         # channels innermost, the order channels_last wants.
         self.x_nhwc = x_all.permute(0, 2, 3, 1).contiguous()
@@ -276,7 +290,16 @@ class GroupedLeNet:
         if self.lam > 0:
             gammas = [self.params[f"{n}.weight"] for n in _NORM_AFTER.values()]
             ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=1)
-            losses = losses + self.lam * torch.relu(ratios - self.tau).pow(2).mean(1)
+            if self.scalar:
+                penalty = self.lam * torch.relu(ratios - self.tau).pow(2).mean(1)
+                above = ratios > self.tau
+            else:
+                penalty = self.lams * torch.relu(ratios - self.taus).pow(2).mean(1)
+                above = ratios > self.taus
+            losses = losses + penalty
+            with torch.no_grad():
+                self.last_penalty = penalty.detach()
+                self.last_above = above.float().mean(1)
         if self.kind == "batch":
             with torch.no_grad():
                 for name in _NORM_AFTER.values():

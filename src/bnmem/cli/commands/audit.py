@@ -80,6 +80,12 @@ MaxEpochs = Annotated[Optional[int], typer.Option(help="--match-accuracy: the mo
 Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
                                                          "mislabeled (marks the corrupted samples)",
                                                     show_default=False)]
+Outliers = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names that are rare or "
+                                                       "atypical but correctly labelled (a group of their own; no "
+                                                       "mislabeling language)", show_default=False)]
+SameEpochs = Annotated[bool, typer.Option(
+    "--same-epochs", help="with --shadow-models: train the copies for --epochs as given (default: as many optimizer "
+                          "steps as your model took with --epochs on the whole training set; each copy has half)")]
 
 
 @app.command()
@@ -95,6 +101,7 @@ def audit(
     test_fraction: TestFraction = 0.2,
     transform: TransformHook = None,
     mislabeled: Mislabeled = None,
+    outliers: Outliers = None,
     data_root: DataRoot = None,
     download: Download = False,
     label_noise: LabelNoise = 0.0,
@@ -109,6 +116,7 @@ def audit(
     gs_reg: GsReg = 0.0,
     compare_gs_reg: CompareGsReg = None,
     match_accuracy: MatchAccuracy = False,
+    same_epochs: SameEpochs = False,
     max_epochs: MaxEpochs = None,
     max_memory: MaxMemory = None,
     workers: Workers = 1,
@@ -132,8 +140,9 @@ def audit(
 
     The data flags describe the training set as bnmem builds it (normalized per channel; --label-noise /
     --ood with --data-seed reproduce the corrupted samples, so the audit knows which are outliers). The
-    recipe flags (--epochs, --lr, ...) train the shadow copies. With --data-folder the data are your own
-    images (ImageFolder layout); --mislabeled names the files you know are mislabeled.
+    recipe flags (--epochs, --lr, ...) are your model's; the shadow copies train with them for as many
+    optimizer steps as your model took. With --data-folder the data are your own images (ImageFolder
+    layout); --mislabeled names the files you know are mislabeled, --outliers rare but correct ones.
     """
     from bnmem.auditing.run import audit_file
 
@@ -142,7 +151,7 @@ def audit(
     result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
                         shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
                         defenses=defenses, workers=workers, compare_gs_reg=compare_gs_reg,
-                        match_accuracy=match_accuracy, max_epochs=max_epochs)
+                        match_accuracy=match_accuracy, max_epochs=max_epochs, match_steps=not same_epochs)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
@@ -160,7 +169,7 @@ def audit_config(a: dict[str, Any]) -> AuditConfig:
         raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
                          "name the known mislabeled files with --mislabeled instead")
     folder_only = {"--image-size": "image_size", "--channels": "channels", "--mean": "mean", "--std": "std",
-                   "--transform": "transform", "--mislabeled": "mislabeled"}
+                   "--transform": "transform", "--mislabeled": "mislabeled", "--outliers": "outliers"}
     stray = [flag for flag, key in folder_only.items() if a[key] is not None]
     if a["data_folder"] is None and stray:
         raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
@@ -176,4 +185,6 @@ def audit_config(a: dict[str, Any]) -> AuditConfig:
             "ood_source": a["ood_source"], "train_size": a["train_size"], "seed": a["data_seed"]}
     recipe = {k: a[k] for k in ("epochs", "lr", "batch_size", "optimizer", "momentum", "weight_decay", "schedule",
                                  "threads", "device", "gs_reg")}
-    return AuditConfig.model_validate(apply_overrides({"data": data, "folder": folder, "train": recipe}, a["set"]))
+    return AuditConfig.model_validate(apply_overrides({"data": data, "folder": folder, "train": recipe,
+                                                       "outliers": str(a["outliers"]) if a["outliers"] else None},
+                                                      a["set"]))

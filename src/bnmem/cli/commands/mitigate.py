@@ -17,6 +17,8 @@ def mitigate(
     fixed_epoch: Annotated[int, typer.Option(help="epoch at which memorization is compared (besides the last)")] = 10,
     lira_models: Annotated[int, typer.Option(
         help="shadow models per variant for LiRA AUC (0: off; even, >= 4)")] = 0,
+    selection_seeds: Annotated[int, typer.Option(
+        help="extra model seeds that only select λ, never evaluated (0: select on the evaluated seeds, in-sample)")] = 1,
     out: Out = None,
     quiet: Quiet = False,
 ) -> None:
@@ -26,4 +28,5 @@ def mitigate(
 
     lams = parse_flag_list(lambdas, float, "--lambdas", "numbers")
     run_and_report(registry.get("mitigate"), {**exp, "lambdas": lams, "fixed_epoch": fixed_epoch,
-                                               "lira_models": lira_models}, out, quiet)
+                                               "lira_models": lira_models, "selection_seeds": selection_seeds},
+                   out, quiet)

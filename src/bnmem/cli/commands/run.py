@@ -30,6 +30,9 @@ def run(
                                                               "(same as --set data.download=true)")] = False,
     skip_disk_check: Annotated[bool, typer.Option("--skip-disk-check", help="start even if the free disk is "
                                                   "below the dry-run estimate plus its margin")] = False,
+    confirmatory: Annotated[bool, typer.Option("--confirmatory", help="derive every seed (corruption, keep matrix, "
+                                               "models) from the analysis plan's SHA-256 and record them in "
+                                               "study.json: the report calls the run confirmatory")] = False,
 ) -> None:
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
@@ -40,7 +43,14 @@ def run(
     if dry_run:
         from bnmem.study.dryrun import dry_run_text
 
-        typer.echo(dry_run_text(spec.name, *plan(spec)))
+        from bnmem.analysis_plan import plan_sha256
+
+        from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
+
+        cells, jobs = plan(spec, plan_sha256() if confirmatory else None)
+        cal = Calibration()
+        seconds = estimate_seconds(jobs, cal)
+        typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))
         return
     out = out or Path("runs") / spec.name
     if executor != "ray" and ray_address:
@@ -61,11 +71,14 @@ def run(
     preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
     ex = get_executor(executor, **kwargs)
     try:
-        result = run_study(spec, out, executor=ex, progress=not quiet)
+        result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory)
     finally:
         ex.close()
     done = sum(j["status"] == "done" for j in result.jobs)
     skipped = sum(j["status"] == "skipped" for j in result.jobs)
     typer.echo(f"study {spec.name}: {len(result.index['cells'])} cells, {len(result.jobs)} jobs "
                f"({done} run, {skipped} already finished)")
+    if confirmatory:
+        typer.echo("confirmatory: every seed was derived from the analysis plan's SHA-256 (study.json, "
+                   "'confirmatory')")
     typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnmem import io
-from bnmem.attacks import ALL
+from bnmem.attacks import spec as attack_spec
 from bnmem.data import load_dataset
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
@@ -63,7 +63,6 @@ IDENTITY_BLOCK = "identity_only"
 PAIRED_METRICS = ("auc", "tpr_at_1pct_fpr")
 BOOTSTRAP = {"resamples": N_RESAMPLES, "seed": SEED, "level": 0.95,
              "rule": "Student t-interval at every n (the percentile bootstrap reported next to it)"}
-TABLE_ATTACKS = ("online", "online_fixed_variance", "offline", "rmia", "loss")
 
 
 def paired_section(metrics: dict[str, dict], reference: str, others: Sequence[str]) -> dict[str, Any]:
@@ -130,8 +129,8 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     result["memorization"] = lens_memorization(out, cfg.norms, reference, ds, _title(cfg))
     if jackknife:
         attach_jackknife(result["paired"], out, reference, others)
-    io.write_json(out / "metrics.json", result)
-    plot_lira_roc(entries, out / "roc.png", ALL, title=_title(cfg))
+    io.write_json(out / LENS.results, result)
+    plot_lira_roc(entries, out / "roc.png", attack_spec.default_attacks(), title=_title(cfg))
     shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
     return result
 
@@ -197,7 +196,7 @@ def summary_table(result: dict[str, Any]) -> str:
     header += [f"TPR@1% {n}" for n in norms] + [f"ΔTPR@1% {ref}−{o} (pts)" for o in others]
     header += [f"ε_lb {n}" for n in norms]  # empirical ε lower bound, mean over targets (docs/attacks.md)
     rows = []
-    for attack in TABLE_ATTACKS:
+    for attack in attack_spec.shown_in(attack_spec.LENS_TABLE):
         for sub in ("all", "outliers"):
             aucs = [result[n][attack][sub]["auc"] for n in norms]
             if not np.isfinite(aucs).any():

@@ -7,11 +7,15 @@ least supportive setting, multiplicity) is :mod:`bnmem.report.claims.core`.
 A claim is evaluated once per setting it can be measured in (a setting groups
 the replicate cells whose conditions differ only in the replicate; each BN vs
 baseline pair and corrupted subset is its own evaluation). A claim with k
-deciding evaluations is evaluated a second time with every interval at the
-Bonferroni level 1 − 0.05/k, so its least supportive setting keeps a
-family-wise 5% level. The claim's row (:meth:`Claim.row`) shows the least
-supportive deciding evaluation, the robustness panel's agreement, and the
-verdict under the previous plan version's rule.
+deciding evaluations is evaluated a second time with every interval at
+1 − 0.05/k, and :func:`bnmem.report.claims.core.combine` tests 'contradicted'
+(which one setting decides) at that level and everything else at 95% (a row is
+reproduced only if every setting is). The claim's row (:meth:`Claim.row`) shows
+the least supportive deciding evaluation, the robustness panel's agreement, and
+the verdict under the previous plan version's rule: a module records it when
+the previous rule differs from the current one beyond multiplicity (claims 4
+and 5b); otherwise it is the family-level pass's verdict of every deciding
+setting (plan 3.0 tested every side at 1 − 0.05/k).
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from typing import Callable
 from bnmem.analysis_plan import family_level
 from bnmem.report.claims import claim1, claim2, claim3, claim4, claim5, claim6, claim7
 from bnmem.report.claims.core import (
-    RANK, ROW_KEYS, Analysis, Claim, Evaluation, PreviousVerdict, at_level, grade, grade_v2, vs_paper, weakest,
+    RANK, ROW_KEYS, Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, grade, grade_v2, vs_paper,
+    weakest,
 )
 from bnmem.report.claims.shared import conditions_text, mark_variants
 from bnmem.report.rundata import RunData
 
 __all__ = ["Analysis", "Claim", "Evaluation", "PreviousVerdict", "RANK", "ROW_KEYS", "RULES", "conditions_text",
-           "evaluate_claims", "grade", "grade_v2", "rule_ids", "vs_paper", "weakest"]
+           "evaluate_claims", "evaluate_rule", "grade", "grade_v2", "rule_ids", "vs_paper", "weakest"]
 
 # The rule modules, in the paper's order.
 RULES: tuple[ModuleType, ...] = (claim1, claim2, claim3, claim4, claim5, claim6, claim7)
@@ -39,22 +44,39 @@ def rule_ids() -> list[str]:
     return [cid for m in RULES for cid in m.IDS]
 
 
+def _previous_from(c: Claim) -> list[PreviousVerdict]:
+    """Plan 3.0's verdicts where its rule was the current one at 1 − α/k on both sides."""
+    if c.previous:
+        return c.previous
+    return [PreviousVerdict(e.where, e.value, e.status) for e in c.deciding()]
+
+
 def _with_family_level(evaluate: Callable[[RunData], list[Claim]], run: RunData) -> list[Claim]:
-    """Evaluate once at 95% to count each claim's deciding tests k, then again at 1 − 0.05/k."""
+    """Evaluate once at 95% (which also counts each claim's deciding tests k), then again at 1 − 0.05/k,
+    and combine the two passes (:func:`bnmem.report.claims.core.combine`)."""
     first = [mark_variants(c) for c in evaluate(run)]
     out = []
     for i, c in enumerate(first):
         k = c.family_size()
         if k <= 1:
+            c.previous = _previous_from(c)
             out.append(c)
             continue
         with at_level(family_level(k)):
-            again = mark_variants(evaluate(run)[i])
-        again.level = family_level(k)
-        out.append(again)
+            fam = mark_variants(evaluate(run)[i])
+        previous = _previous_from(fam)
+        c = combine(c, fam, family_level(k))
+        c.previous = previous
+        out.append(c)
     return out
+
+
+def evaluate_rule(module: ModuleType, run: RunData) -> list[Claim]:
+    """The claims one rule module decides, exactly as the report decides them (multiplicity and the previous
+    plan's verdicts included): what tests and simulations call."""
+    return _with_family_level(module.evaluate, run)
 
 
 def evaluate_claims(run: RunData) -> list[Claim]:
     """Every claim of the paper, in the paper's order, decided by the current plan."""
-    return [c for module in RULES for c in _with_family_level(module.evaluate, run)]
+    return [c for module in RULES for c in evaluate_rule(module, run)]

@@ -1,18 +1,14 @@
-"""Claim 1: BN models fit corrupted / OOD samples faster and further (the memorize lens)."""
+"""Claim 1: BN models fit corrupted / OOD samples faster and further (the memorize lens).
+
+The previous plan's (3.0) verdict is this rule at 1 − α/k on both sides; the claims driver records it."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from bnmem.analysis_plan import BN, LENS_MEMORIZE
-from bnmem.report.claims.core import (
-    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim,
-)
-from bnmem.report.claims.shared import (
-    bn_comparison, cond, has_per_seed, last, nanmean, previous, seed_diffs, where,
-)
+from bnmem.report.claims.core import PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim
+from bnmem.report.claims.shared import bn_comparison, cond, has_per_seed, last, nanmean, seed_diffs, where
 from bnmem.report.results import baselines, finite, fmt, settings_of
 from bnmem.report.rundata import RunData
 from bnmem.stats import difference_stats
@@ -48,8 +44,4 @@ def evaluate(run: RunData) -> list[Claim]:
                 tail = f"{BN} − {other}, {sub_name}"
                 claim.evaluations.append(Evaluation.from_analysis(where(setting, tail), primary, cond(setting, lens0),
                                                                   deciding, analyses=alts))
-                if deciding:
-                    old = estimate_v2(area, "seeds", True)
-                    previous(claim, where(setting, tail), old.mean if math.isfinite(old.mean) else None,
-                             grade_v2(old))
     return [claim]

@@ -15,13 +15,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, FIT_LEVEL, GRAD_DEFINITIONS, INCONCLUSIVE, LENS_GRADNORMS, LENS_MEMORIZE, PREVIOUS_VERSION, REPRODUCED,
+    BN, FIT_LEVEL, GRAD_DEFINITIONS, INCONCLUSIVE, LENS_GRADNORMS, LENS_MEMORIZE, REPRODUCED,
 )
 from bnmem.report.claims.core import (
-    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim, not_run,
-    weakest,
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, weakest,
 )
-from bnmem.report.claims.shared import bn_comparison, cond, log_of, previous, where
+from bnmem.report.claims.shared import bn_comparison, cond, log_of, where
 from bnmem.report.results import Setting, baselines, finite, gradnorm_checkpoints, settings_of
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
@@ -96,7 +95,7 @@ def _groups(reps: Reps, other: str, sub: str, definition: str
     first = reps[0][1]
     epochs = sorted(set(e for e, _ in gradnorm_checkpoints(first.data[BN].get(definition, {})))
                     & set(e for e, _ in gradnorm_checkpoints(first.data[other].get(definition, {}))))
-    out: dict[str, list[np.ndarray]] = {"early": [], "area": [], "absolute": [], "matched": [],
+    out: dict[str, list[np.ndarray]] = {"early": [], "area": [], "absolute": [], "matched": [], "early_mask": [],
                                         **{f"checkpoint {e}": [] for e in epochs}}
     shown = []
     for cell, lens in reps:
@@ -114,6 +113,7 @@ def _groups(reps: Reps, other: str, sub: str, definition: str
         fb = np.array([fits[BN].get(s, nan) for s in seeds])
         fo = np.array([fits[other].get(s, nan) for s in seeds])
         early = (fb < FIT_LEVEL) & (fo < FIT_LEVEL)  # NaN fits compare False: never early
+        out["early_mask"].append(early)
         out["early"].append(np.array([np.nanmean(np.where(m, row, np.nan)) if m.any() else math.nan
                                       for m, row in zip(early, d)]))
         out["absolute"].append(np.array([np.nanmean(np.where(m, row, np.nan)) if m.any() else math.nan
@@ -127,6 +127,12 @@ def _groups(reps: Reps, other: str, sub: str, definition: str
             f"ep {e}: {np.nanmean(d[:, i]):+.2f} ({int(early[:, i].sum())}/{len(seeds)} early)"
             for i, e in enumerate(epochs)))
     return epochs, out, shown
+
+
+def post_fit(epochs: list[int], masks: list[np.ndarray]) -> set[int]:
+    """The checkpoints after the fit: those at which some pair of some replicate has a norm at or above
+    FIT_LEVEL (or no fit level); ``masks`` per replicate [seeds, checkpoints], True where both are below."""
+    return {e for i, e in enumerate(epochs) if not masks or not all(m[:, i].all() for m in masks)}
 
 
 def _matched(bn: np.ndarray, ot: np.ndarray, fb: np.ndarray, fo: np.ndarray) -> np.ndarray:
@@ -161,8 +167,6 @@ def evaluate(run: RunData) -> list[Claim]:
             for sub, sub_name in subsets:
                 ev = _evaluation(setting, reps, other, sub, sub_name, definitions, deciding)
                 claim.evaluations.append(ev)
-                if deciding:
-                    _previous(claim, ev.where, reps, other, sub, definitions[0])
     return [claim]
 
 
@@ -178,11 +182,15 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
         cov.append(Analysis.of(f"{d} definition", est, grade(est),
                                "" if est else f"no checkpoint before {FIT_LEVEL:.0%} fit (or no fit levels)"))
         notes.append(f"{d} definition, log {sub}/clean median-ratio difference: " + " | ".join(shown))
+        # Plan 4.0: analyses using checkpoints after the fit measure claim 1's consequence: shown, not counted.
+        late = post_fit(epochs, groups["early_mask"])
         area = estimate(groups["area"], "seeds", True)
-        alts.append(Analysis.of(f"{d}: area over all checkpoints (plan {PREVIOUS_VERSION})", area, grade(area)))
+        alts.append(Analysis.of(f"{d}: area over all checkpoints (plan 2.0)", area, grade(area),
+                                valid=not late))
         for e in epochs:
             ce = estimate(groups[f"checkpoint {e}"], "seeds", True)
-            alts.append(Analysis.of(f"{d}: checkpoint {e} only", ce, grade(ce)))
+            alts.append(Analysis.of(f"{d}: checkpoint {e} only", ce, grade(ce),
+                                    "after the fit in this setting" if e in late else "", valid=e not in late))
         if est is not None:
             ab = estimate(groups["absolute"], "seeds", True)
             alts.append(Analysis.of(f"{d}: absolute log corrupted median (early checkpoints)", ab, grade(ab)))
@@ -203,15 +211,8 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
     note = ("; ".join(notes) + f"; definitions {'agree' if agree else 'disagree'}: "
             + ", ".join(f"{a.name} {a.status}" for a in cov))
     primary = Analysis(PLAN_ANALYSIS, decider.value, decider.ci_low, decider.ci_high, status,
-                       decider.method, note)
+                       decider.method, note, n=decider.n, sd=decider.sd)
     ev = Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts, decider.name)
     ev.tests = len(definitions)
     return ev
 
-
-def _previous(claim: Claim, where_: str, reps: Reps, other: str, sub: str, definition: str
-              ) -> None:
-    """Plan 2.0: the area over all checkpoints, the first definition (eval) deciding."""
-    _, groups, _ = _groups(reps, other, sub, definition)
-    old = estimate_v2(groups["area"], "seeds", True)
-    previous(claim, where_, old.mean if math.isfinite(old.mean) else None, grade_v2(old))

@@ -1,9 +1,13 @@
 """Claim 4: measured |γ|/σ exceeds 1 in most BN layers (the gamma-sigma lens).
 
-Plan 3.0 decides on the paper's unit, the layer (every BN layer: convolutional
+The plan decides on the paper's unit, the layer (every BN layer: convolutional
 and fully connected alike), with replicates as the unit of replication; the
 fractions of channels above 1 (all, convolutional, fully connected) are shown
-as descriptions.
+as descriptions. A model's fraction of layers above 1 takes a few discrete
+values (LeNet: 0, ¼, ½, ¾, 1), so plan 4.0's interval is distribution-free for a
+mean in [0, 1] (:func:`bnmem.stats.replicated_bounded_mean`); plan 3.0's
+t-interval, whose error rate fails on such values (zero spread reads as
+certainty), is kept as the previous verdict.
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import GS_MAJORITY, GS_SIGMA, LENS_GAMMA_SIGMA, PREVIOUS_VERSION
+from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, LENS_GAMMA_SIGMA, REPRODUCED
 from bnmem.report.claims.core import (
-    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, grade_v2, new_claim, not_run,
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
 from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
-from bnmem.stats import PairedDiff, difference_stats, median_interval
+from bnmem.stats import (
+    PairedDiff, difference_stats, median_interval, replicated_bounded_mean, replicated_difference,
+)
 
 IDS = ("4",)
+LAYER_BY_LAYER = "layer by layer: the fraction of layers shown above 1 (each layer's log |γ|/σ, t over replicates)"
 
 
 def model_fractions(data: dict[str, Any], mode: str, types: set[str | None]) -> dict[str, float]:
@@ -83,6 +90,47 @@ def _descriptions(reps: list, typed: set[str | None]) -> str:
     return "described, not deciding: " + "; ".join(parts) if parts else ""
 
 
+def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, str]:
+    """Plan 4.0's decision on per-replicate arrays of per-model layer fractions: the distribution-free
+    interval for a mean in [0, 1] over replicates, at the current level, graded against 'more than half'."""
+    est = replicated_bounded_mean(groups, "seeds", level())
+    return est, grade(est, null=GS_MAJORITY)
+
+
+def per_layer(reps: list, mode: str) -> Analysis | None:
+    """The layer-by-layer analysis (a robustness row): per BN layer, the t-interval over replicates of the mean
+    over seeds of log(median channel |γ|/σ), each at 1 − α/L (Bonferroni over the L layers, so every layer's
+    verdict holds at once); 'most' is shown when more than half the layers lie above 1, refuted when at least
+    half lie below 1. Its value is the fraction of layers shown above 1 (no interval)."""
+    names = [r["name"] for r in layer_rows(reps[0][1].data, mode)]
+    if not names:
+        return None
+    lv = 1.0 - (1.0 - level()) / len(names)
+    above, below, parts = 0, 0, []
+    for name in names:
+        groups = []
+        for _, lens in reps:
+            row = next((r for r in layer_rows(lens.data, mode) if r["name"] == name), {})
+            vals = [finite((v or {}).get("median_ratio")) for v in (row.get("per_seed") or {}).values()]
+            groups.append(np.log([v for v in vals if v is not None and v > 0]))
+        est = replicated_difference(groups, "seeds", True, level=lv)
+        if est.ci_low is None:
+            parts.append(f"{name}: no interval")
+            continue
+        above += est.ci_low > 0
+        below += est.ci_high < 0
+        parts.append(f"{name} |γ|/σ {math.exp(est.mean):.2f} [{math.exp(est.ci_low):.2f}, {math.exp(est.ci_high):.2f}]")
+    n = len(names)
+    status = (REPRODUCED if above > n / 2 else CONTRADICTED if below >= n / 2 else INCONCLUSIVE)
+    return Analysis(LAYER_BY_LAYER, above / n, None, None, status,
+                    f"per layer a t-interval over replicates at {lv:.4g} (Bonferroni over {n} layers)",
+                    f"{above} of {n} layers shown above 1, {below} below: " + "; ".join(parts))
+
+
+def _layer_groups(reps: list, mode: str) -> list[np.ndarray]:
+    return [np.array(list(model_layer_fractions(lens.data, mode).values())) for _, lens in reps]
+
+
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 4 in every setting that ran the gamma-sigma lens."""
     claim = new_claim("4", "gamma_sigma", "{:.2f}")  # the HTML section id
@@ -93,25 +141,28 @@ def evaluate(run: RunData) -> list[Claim]:
             claim.evaluations.append(not_run(where(setting), "no per-layer γ/σ in gamma_sigma.json"))
             continue
         typed = {layer_type(r) for r in rows0}
-        groups = [np.array(list(model_layer_fractions(lens.data, GS_SIGMA).values())) for _, lens in reps]
-        est = estimate(groups, "seeds", True)  # graded against the null 'half of the layers' 
+        groups = _layer_groups(reps, GS_SIGMA)
+        est, status = layer_fraction_estimate(groups)
         n_layers = len(rows0)
         per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
-        primary = Analysis.of(PLAN_ANALYSIS, est, grade(est, null=GS_MAJORITY),
+        primary = Analysis.of(PLAN_ANALYSIS, est, status,
                               f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
                               + _descriptions(reps, typed))
-        alts = []
+        alts = [a for a in (per_layer(reps, GS_SIGMA),) if a is not None]
         if layer_rows(reps[0][1].data, "batch"):
-            bgroups = [np.array(list(model_layer_fractions(lens.data, "batch").values())) for _, lens in reps]
-            b = estimate(bgroups, "seeds", True)
-            alts.append(Analysis.of("batch σ", b, grade(b, null=GS_MAJORITY)))
+            b, b_status = layer_fraction_estimate(_layer_groups(reps, "batch"))
+            alts.append(Analysis.of("batch σ", b, b_status))
+        v3 = estimate(groups, "seeds", True)  # plan 3.0: t over replicates, invalid on a few discrete values
+        v3_status = grade(v3, null=GS_MAJORITY)
+        alts.append(Analysis.of("plan 3.0: t-interval over replicates (invalid on a fraction of a few layers)",
+                                v3, v3_status, valid=False))
         old = _v2(reps, typed)
-        alts.append(Analysis.of(f"plan {PREVIOUS_VERSION}: median convolutional-channel fraction over models",
+        alts.append(Analysis.of("plan 2.0: median convolutional-channel fraction over models",
                                 old, grade(old, null=GS_MAJORITY), valid=False))
-        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer")
+        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
+                 n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
-        previous(claim, where(setting), old.mean if math.isfinite(old.mean) else None,
-                 grade_v2(old, null=GS_MAJORITY))
+        previous(claim, where(setting), v3.mean if math.isfinite(v3.mean) else None, v3_status)
     return [claim]
 
 

@@ -1,9 +1,14 @@
 """Claim 6: the γ/σ regularizer cuts memorization at little utility cost (the mitigate lens).
 
-Plan 3.0: the regularized variant (λ, τ) is selected on the selection replicate
-(never reported) by validation accuracy and the declared criterion; the cut
-and the test-accuracy drop are evaluated on the other replicates only; the cost
-is a non-inferiority test on the drop interval's upper end.
+Plan 4.0: inside every replicate the mitigate lens selects the regularized
+variant (λ, τ) on selection seeds that are never evaluated (nested selection,
+``selection.nested``; the validation gate in standard errors); each replicate
+then contributes the cut and the test-accuracy drop of its own selected
+variant on its evaluation seeds. The cost is a non-inferiority test on the
+drop interval's upper end, and the claim is contradicted when the drop's lower
+end exceeds the margin. The note says, per replicate, whether the criterion or
+the fallback chose. Runs whose lens predates nested selection are evaluated as
+plan 3.0 did (replicate 0 selects, the others are evaluated) and say so.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from bnmem.analysis_plan import (
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim, not_run,
 )
-from bnmem.report.claims.shared import ATTACK_NAMES, cond, previous, where
+from bnmem.report.claims.shared import ATTACK_NAMES, cond, where
 from bnmem.report.results import (
     finite, mitigate_at, mitigate_key, mitigate_seeds, mitigate_variants, replicate_of, settings_of, variant_lira,
 )
@@ -42,8 +47,22 @@ def regularized(variants: dict[str, dict[str, Any]]) -> list[tuple[float, str, d
 
 
 def status_of(cut: PairedDiff | None, drop: PairedDiff | None) -> str:
-    """Plan 3.0: the cut graded against its stated minimum; the drop a non-inferiority test (upper end)."""
+    """Plan 4.0: the cut graded against its stated minimum; the drop a non-inferiority test (upper end), and
+    contradicted when its lower end exceeds the margin (the cost is shown to be more than "little")."""
     base = grade(cut, minimum=MITIGATE_CUT)
+    if base == NOT_RUN:
+        return base
+    if drop is not None and drop.ci_low is not None and drop.ci_low > MITIGATE_TEST_DROP:
+        return CONTRADICTED
+    return _status_v3(base, drop)
+
+
+def status_v3(cut: PairedDiff | None, drop: PairedDiff | None) -> str:
+    """Plan 3.0's rule: as 4.0 but without 'contradicted' on the drop."""
+    return _status_v3(grade(cut, minimum=MITIGATE_CUT), drop)
+
+
+def _status_v3(base: str, drop: PairedDiff | None) -> str:
     if base in (NOT_RUN, INCONCLUSIVE, CONTRADICTED):
         return base
     if drop is None or drop.ci_high is None:
@@ -64,7 +83,7 @@ def status_v2(cut: PairedDiff | None, drop: PairedDiff | None) -> str:
 
 
 def select_variant(lens: LensOutput, key: str) -> tuple[str | None, str]:
-    """The declared criterion on one (selection) replicate: among the regularized variants whose validation
+    """Plan 3.0's criterion on one (selection) replicate, on its evaluation seeds' validation accuracies: among the regularized variants whose validation
     accuracy is at least plain BN's minus 1 point, the lowest corrupted-subset training accuracy (ties: the
     smaller λ); none eligible: the highest validation accuracy. Without validation accuracies: the middle of
     the λ grid (declared before the results)."""
@@ -73,8 +92,13 @@ def select_variant(lens: LensOutput, key: str) -> tuple[str | None, str]:
     if not regs:
         return None, "no regularized variant"
     val = (lens.data.get("selection") or {}).get("val_acc") or {}
-    bn_val = finite(val.get(BN))
-    scored = [(finite(val.get(name)), lam, name, v) for lam, name, v in regs]
+
+    def val_of(name: str) -> float | None:
+        recorded = mitigate_at(variants.get(name) or {}, "final", "val_acc")
+        return recorded if recorded is not None else finite(val.get(name))
+
+    bn_val = val_of(BN)
+    scored = [(val_of(name), lam, name, v) for lam, name, v in regs]
     if bn_val is None or any(s[0] is None for s in scored):
         return regs[(len(regs) - 1) // 2][1], "no validation accuracies: the middle of the declared λ grid"
     eligible = [s for s in scored if s[0] >= bn_val - MITIGATE_TEST_DROP]
@@ -129,6 +153,63 @@ def activity(reg: dict[str, Any]) -> str:
     return "penalty activity: " + "; ".join(p for p in parts if p)
 
 
+def nested_choices(reps: Reps) -> list[tuple[int, str, bool]] | None:
+    """Per replicate (its index, the variant its lens selected on its selection seeds, whether the fallback
+    chose); None unless every replicate's lens selected that way (plan 4.0's nested selection)."""
+    out = []
+    for cell, lens in reps:
+        sel = lens.data.get("selection") or {}
+        name = sel.get("variant")
+        if not sel.get("nested") or name not in mitigate_variants(lens.data):
+            return None
+        out.append((replicate_of(cell), str(name), bool(sel.get("fallback"))))
+    return out
+
+
+def _lam(lens: LensOutput, name: str) -> float | None:
+    return finite((mitigate_variants(lens.data).get(name) or {}).get("gs_reg"))
+
+
+def _choices_text(reps: Reps, choices: list[tuple[int, str, bool]]) -> str:
+    """'r0: λ=10 by the criterion; r1: λ=1 by the FALLBACK (...)', with the validation gate's widths."""
+    parts, widths = [], []
+    for (_, lens), (r, name, fallback) in zip(reps, choices):
+        how = "by the FALLBACK (no variant passed the validation gate)" if fallback else "by the criterion"
+        parts.append(f"r{r}: {name} (λ={_lam(lens, name):g}) {how}")
+        gate = (lens.data.get("selection") or {}).get("gate") or {}
+        widths += [b for g in gate.values() if (b := finite((g or {}).get("bound"))) is not None]
+    text = "selected inside every replicate on selection seeds never evaluated: " + "; ".join(parts)
+    if widths:
+        text += (f" (the validation gate admitted drops up to {min(widths) * 100:.1f}–{max(widths) * 100:.1f} pt: "
+                 "1 pt plus 1.645 standard errors of the validation drop)")
+    return text
+
+
+def _held_out(reps: Reps, key: str) -> tuple[str, str, Reps, list[int]]:
+    """Plan 3.0's design, for runs whose lens did not select inside each replicate: the variant chosen on
+    the selection replicate, the note, the evaluated replicates and the selection replicate."""
+    sel = [(c, lens) for c, lens in reps if replicate_of(c) == MITIGATE_SELECTION_REPLICATE]
+    held = [(c, lens) for c, lens in reps if replicate_of(c) != MITIGATE_SELECTION_REPLICATE]
+    in_sample = not sel or not held
+    sel_cell, sel_lens = (sel or reps)[0]
+    name, how = select_variant(sel_lens, key)
+    evaluated = reps if in_sample else held
+    note = (f"variant {name} (λ={_lam(sel_lens, name):g}) selected on replicate {replicate_of(sel_cell)} ({how})"
+            + ("; IN-SAMPLE: one replicate, nothing held out" if in_sample else
+               f"; evaluated on replicates {[replicate_of(c) for c, _ in held]}"))
+    return str(name), note, evaluated, [replicate_of(sel_cell)]
+
+
+def _estimates(reps: Reps, names: list[str], key: str) -> tuple[PairedDiff, PairedDiff]:
+    """The cut and the drop, each replicate at its own variant (``names`` in replicate order)."""
+    cuts, drops = [], []
+    for rep, name in zip(reps, names):
+        c, d = groups_for([rep], name, key)
+        cuts += c
+        drops += d
+    return estimate(cuts, "seeds", True), estimate(drops, "seeds", True)
+
+
 def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
     lens0 = reps[0][1]
     variants = mitigate_variants(lens0.data)
@@ -143,42 +224,59 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
                f"plain BN memorized none of the corrupted subset ({key} 0): nothing to cut")
         claim.evaluations.append(not_run(where(setting), why))
         return
-    sel = [(c, lens) for c, lens in reps if replicate_of(c) == MITIGATE_SELECTION_REPLICATE]
-    held = [(c, lens) for c, lens in reps if replicate_of(c) != MITIGATE_SELECTION_REPLICATE]
-    in_sample = not sel or not held
-    sel_cell, sel_lens = (sel or reps)[0]
-    name, how = select_variant(sel_lens, key)
-    evaluated = reps if in_sample else held
-    cut_g, drop_g = groups_for(evaluated, name, key)
-    cut, drop = estimate(cut_g, "seeds", True), estimate(drop_g, "seeds", True)
+    choices = nested_choices(reps)
+    if choices is not None:
+        evaluated, names, how, sel_reps = reps, [n for _, n, _ in choices], _choices_text(reps, choices), []
+    else:
+        name, how, evaluated, sel_reps = _held_out(reps, key)
+        how += "; this run's mitigate lens did not select inside each replicate (it predates plan 4.0)"
+        names = [name] * len(evaluated)
+    cut, drop = _estimates(evaluated, names, key)
     status = status_of(cut, drop)
-    lam = finite(variants[name].get("gs_reg"))
-    note = (f"variant {name} (λ={lam:g}) selected on replicate {replicate_of(sel_cell)} ({how})"
-            + ("; IN-SAMPLE: one replicate, nothing held out" if in_sample else
-               f"; evaluated on replicates {[replicate_of(c) for c, _ in held]}")
-            + f"; test-accuracy drop {_pts(drop)} (non-inferiority margin {MITIGATE_TEST_DROP * 100:g} pt); "
-            + activity(variants[name]))
+    lams = [_lam(lens, n) for (_, lens), n in zip(evaluated, names)]
+    lam_text = f"λ={lams[0]:g}" if len(set(lams)) == 1 else "λ selected per replicate (" + ", ".join(
+        f"{x:g}" for x in lams) + ")"
+    note = (how + f"; test-accuracy drop {_pts(drop)} (non-inferiority margin {MITIGATE_TEST_DROP * 100:g} pt; "
+            "contradicted when its lower end exceeds it); " + activity(variants.get(names[0]) or bn))
     primary = Analysis.of(PLAN_ANALYSIS, cut, status, note, paper=(MITIGATE_CUT, 1.0))
     cov = [Analysis.of("memorization cut", cut, status, paper=(MITIGATE_CUT, 1.0))]
-    cov += [a for a in (_privacy(evaluated, name, attack) for attack in ("online", "rmia")) if a is not None]
-    alts = []
-    for x, other, _ in regs:
-        if other != name:
-            c2, d2 = groups_for(evaluated, other, key)
-            ce, de = estimate(c2, "seeds", True), estimate(d2, "seeds", True)
-            alts.append(Analysis.of(f"λ={x:g} ({other})", ce, status_of(ce, de), f"test drop {_pts(de)}"))
-    old_cut, old_drop, old_name = _v2(reps, lens0, key)
-    if old_cut is not None:
-        alts.append(Analysis.of(f"plan {PREVIOUS_VERSION} selection ({old_name}, every replicate)", old_cut,
-                                status_of(old_cut, old_drop), valid=False))
-    c = cond(setting, lens0, regularizer_lambda=lam, lambda_selection=how, gs_tau=variants[name].get("gs_tau"),
-             selection_replicate=replicate_of(sel_cell), evaluation_replicates=[replicate_of(x) for x, _ in evaluated])
-    claim.evaluations.append(Evaluation.from_analysis(
-        where(setting, f"BN vs BN + γ/σ regularizer λ={lam:g}"), primary, c, True, cov if len(cov) > 1 else [],
-        alts, "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0)))
-    if old_cut is not None:
-        previous(claim, where(setting), old_cut.mean if math.isfinite(old_cut.mean) else None,
-                 status_v2(old_cut, old_drop))
+    cov += [a for a in (_privacy(evaluated, names, attack) for attack in ("online", "rmia")) if a is not None]
+    alts = [Analysis.of(f"λ={x:g} ({other}), every replicate", ce, status_of(ce, de), f"test drop {_pts(de)}")
+            for x, other, _ in regs for ce, de in [_estimates(reps, [other] * len(reps), key)]]
+    old = _previous_rule(reps, lens0, key)
+    if old is not None and (choices is not None or PREVIOUS_VERSION != "3.0"):
+        alts.append(old[3])  # under 3.0's design without nested selection it would repeat the primary
+    c = cond(setting, lens0, regularizer_lambda=lams[0] if len(set(lams)) == 1 else None,
+             lambda_selection="nested: per replicate on its selection seeds" if choices is not None else how,
+             gs_tau=variants[names[0]].get("gs_tau") if names[0] in variants else None,
+             selection_replicate=sel_reps[0] if sel_reps else None,
+             evaluation_replicates=[replicate_of(x) for x, _ in evaluated])
+    ev = Evaluation.from_analysis(
+        where(setting, f"BN vs BN + γ/σ regularizer {lam_text}"), primary, c, True, cov if len(cov) > 1 else [],
+        alts, "memorization cut" if len(cov) > 1 else "", paper=(MITIGATE_CUT, 1.0))
+    ev.spreads["drop"] = (drop.n, drop.sd)  # the cost test's endpoint: its power needs its own spread
+    claim.evaluations.append(ev)
+    if old is not None:
+        previous(claim, where(setting), old[0], old[1])
+
+
+def _previous_rule(reps: Reps, lens0: LensOutput, key: str) -> tuple[float | None, str, str, Analysis] | None:
+    """The verdict under :data:`PREVIOUS_VERSION`'s rule: (value, status, variant, the analysis as a panel row);
+    None when it cannot be computed."""
+    if PREVIOUS_VERSION == "3.0":
+        name, _, evaluated, _ = _held_out(reps, key)
+        cut, drop = _estimates(evaluated, [name] * len(evaluated), key)
+        label = f"plan 3.0 selection ({name} on replicate {MITIGATE_SELECTION_REPLICATE}, the others evaluated)"
+        st = status_v3(cut, drop)
+    else:
+        old_cut, old_drop, name = _v2(reps, lens0, key)
+        if old_cut is None:
+            return None
+        cut, st = old_cut, status_v2(old_cut, old_drop)
+        label = f"plan {PREVIOUS_VERSION} selection ({name}, every replicate)"
+        drop = old_drop
+    value = cut.mean if math.isfinite(cut.mean) else None
+    return value, st, name, Analysis.of(label, cut, status_of(cut, drop), valid=PREVIOUS_VERSION == "3.0")
 
 
 def _v2(reps: Reps, lens0: LensOutput, key: str) -> tuple[PairedDiff | None, PairedDiff | None, str]:
@@ -194,11 +292,11 @@ def _v2(reps: Reps, lens0: LensOutput, key: str) -> tuple[PairedDiff | None, Pai
     return estimate_v2(cuts, "seeds", True), estimate_v2(drops, "seeds", True), name
 
 
-def _privacy(reps: Reps, reg_name: str, attack: str) -> Analysis | None:
-    """The AUC reduction BN − BN+reg of one attack (targets paired by model index), direction graded;
-    None when the lens measured no per-target AUCs for both."""
+def _privacy(reps: Reps, names: list[str], attack: str) -> Analysis | None:
+    """The AUC reduction BN − BN+reg of one attack (targets paired by model index; each replicate at its own
+    selected variant ``names``), direction graded; None when the lens measured no per-target AUCs for both."""
     groups = []
-    for _, lens in reps:
+    for (_, lens), reg_name in zip(reps, names):
         variants = mitigate_variants(lens.data)
         a, b = variant_lira(variants.get(BN) or {}, attack), variant_lira(variants.get(reg_name) or {}, attack)
         pa, pb = (a or {}).get("auc_per_target"), (b or {}).get("auc_per_target")

@@ -4,12 +4,17 @@ Every claim module (:mod:`bnmem.report.claims`) turns lens results into
 :class:`Evaluation` objects (one per setting it can be measured in) and leaves
 the decisions to this module:
 
-* :func:`grade` (plan 3.0) and :func:`grade_v2` (plan 2.0, shown next to it)
-  turn an estimate with its interval into a status;
+* :func:`grade` and :func:`grade_band` (plan 4.0; :func:`grade_band_v3` and
+  :func:`grade_v2` are plans 3.0 and 2.0, shown next to them) turn an estimate
+  with its interval into a status;
 * :func:`vs_paper` describes the interval against the paper's range;
-* :func:`estimate` makes the interval at the claim's family level: a claim with
-  k deciding settings is evaluated with every interval at 1 − α/k
-  (Bonferroni, :func:`bnmem.analysis_plan.family_level`), set by :func:`at_level`;
+* :func:`estimate` makes the interval at the level :func:`at_level` sets. A claim
+  with k deciding settings is evaluated twice, at 95% and at 1 − α/k
+  (:func:`bnmem.analysis_plan.family_level`), and :func:`combine` keeps, for every
+  evaluation and analysis, the 95% verdict unless either pass reads
+  'contradicted': a row is reproduced only if every setting is (an
+  intersection–union test, valid at α without adjustment), while a single
+  setting can make it contradicted (a union, so α/k);
 * :class:`Claim` picks the least supportive deciding evaluation and counts the
   robustness panel's agreement.
 """
@@ -19,7 +24,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from bnmem.analysis_plan import (
@@ -36,7 +41,7 @@ _LEVEL: ContextVar[float] = ContextVar("bnmem_claim_level", default=LEVEL)
 
 
 def level() -> float:
-    """The interval level the claim being evaluated uses (95%, or Bonferroni-adjusted)."""
+    """The interval level of the pass being evaluated (95%, or 1 − α/k for 'contradicted')."""
     return _LEVEL.get()
 
 
@@ -51,7 +56,7 @@ def at_level(value: float) -> Iterator[None]:
 
 
 def estimate(groups: Sequence[Sequence[float]], within_unit: str, within_independent: bool) -> PairedDiff:
-    """Plan 3.0's estimate: replicates as the unit, t-interval at every n, at the family level."""
+    """The plan's estimate: replicates as the unit, t-interval at every n, at :func:`level`."""
     return replicated_difference(groups, within_unit, within_independent, level=level())
 
 
@@ -61,7 +66,7 @@ def estimate_v2(groups: Sequence[Sequence[float]], within_unit: str, within_inde
 
 
 def stats_of(values: Sequence[float], unit: str) -> PairedDiff:
-    """The mean of independent units with its t-interval at the family level."""
+    """The mean of independent units with its t-interval at :func:`level`."""
     return difference_stats(values, unit=unit, level=level())
 
 
@@ -70,7 +75,7 @@ def _usable(est: PairedDiff | None) -> bool:
 
 
 def grade(est: PairedDiff | None, null: float = 0.0, minimum: float | None = None) -> str:
-    """Plan 3.0's status of an estimate whose expected direction is up.
+    """The status of an estimate whose expected direction is up (plans 3.0 and 4.0).
 
     Args:
         est: the estimate with its interval.
@@ -95,9 +100,27 @@ def grade(est: PairedDiff | None, null: float = 0.0, minimum: float | None = Non
     return INCONCLUSIVE
 
 
-def grade_band(est: PairedDiff | None, band: tuple[float, float], null: float = 0.0) -> str:
-    """Plan 3.0's status of an estimate predicted to lie in ``band`` (claim 5b's slope near 1):
-    reproduced if the interval lies inside the band, direction only if above the null but not inside it."""
+def grade_band(est: PairedDiff | None, band: tuple[float, float]) -> str:
+    """Plan 4.0's status of an estimate the paper predicts to lie in ``band`` (claim 5b's slope 1 ± 10%): an
+    equivalence test. Reproduced if the interval lies inside the band (closed); contradicted if it lies wholly
+    outside it (either side: a slope of 0 and a slope of 2 both refute a prediction of 1); inconclusive only
+    when it straddles an edge of the band, or without an interval."""
+    if not _usable(est):
+        return NOT_RUN
+    assert est is not None
+    if est.ci_low is None or est.ci_high is None:
+        return INCONCLUSIVE
+    if band[0] <= est.ci_low and est.ci_high <= band[1]:
+        return REPRODUCED
+    if est.ci_high < band[0] or est.ci_low > band[1]:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def grade_band_v3(est: PairedDiff | None, band: tuple[float, float], null: float = 0.0) -> str:
+    """Plan 3.0's band status (shown as the previous verdict): reproduced inside the band, direction only if
+    above the null but not inside it, inconclusive whenever the interval includes the null, even when it lies
+    wholly outside the band."""
     status = grade(est, null)
     if status != REPRODUCED:
         return status
@@ -137,6 +160,8 @@ class Analysis:
     """One analysis choice's verdict (a co-verdict, or a row of the robustness panel).
 
     ``valid`` False: an analysis the plan calls invalid, shown but never counted in the agreement.
+    ``n`` and ``sd``: the number of units the interval is over and their standard deviation (the spread
+    :mod:`bnmem.report.power` computes a design's power from; 0 / None when unknown).
     """
 
     name: str
@@ -148,6 +173,8 @@ class Analysis:
     note: str = ""
     valid: bool = True
     vs_paper: str = ""
+    n: int = 0
+    sd: float | None = None
 
     @classmethod
     def of(cls, name: str, est: PairedDiff | None, status: str, note: str = "", valid: bool = True,
@@ -156,7 +183,8 @@ class Analysis:
             return cls(name, None, None, None, status, "", note, valid)
         v = est.mean if math.isfinite(est.mean) else None
         notes = "; ".join(x for x in (note, est.note) if x)
-        return cls(name, v, est.ci_low, est.ci_high, status, est.method, notes, valid, vs_paper(est, paper))
+        return cls(name, v, est.ci_low, est.ci_high, status, est.method, notes, valid, vs_paper(est, paper),
+                   est.n, est.sd)
 
     def same_numbers(self, other: "Analysis") -> bool:
         """Whether two analyses are the same analysis under two names (equal value and interval)."""
@@ -190,7 +218,10 @@ class Evaluation(Analysis):
         variant: set for a robustness variant of the whole experiment (e.g. "recipe per-norm"): it never
             decides and appears in the robustness panel under this name.
         paper: the paper's range (low, high) the number is compared with, or None.
-        tests: how many tests this evaluation adds to the claim's Bonferroni family (claim 2: 2 definitions).
+        tests: how many tests this evaluation adds to the claim's family k (claim 2: 2 definitions).
+        level: the level of the interval shown (95%, or 1 − α/k where 'contradicted' was tested).
+        spreads: (units, their SD) of a second endpoint the status also tests, by the endpoint's name in
+            :data:`bnmem.analysis_plan.PLANNING` (claim 6's test-accuracy "drop"); the primary's are n and sd.
     """
 
     conditions: dict[str, Any] = field(default_factory=dict)
@@ -201,6 +232,8 @@ class Evaluation(Analysis):
     variant: str = ""
     paper: tuple[float, float] | None = None
     tests: int = 1
+    level: float = LEVEL
+    spreads: dict[str, tuple[int, float | None]] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -211,12 +244,13 @@ class Evaluation(Analysis):
     def from_analysis(cls, where: str, a: Analysis, conditions: dict[str, Any], deciding: bool = True,
                       coverdicts: list[Analysis] | None = None, analyses: list[Analysis] | None = None,
                       primary: str = "", paper: tuple[float, float] | None = None) -> "Evaluation":
-        return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid, a.vs_paper,
-                   conditions, deciding, coverdicts or [], analyses or [], primary, "", paper)
+        return cls(where, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid, a.vs_paper, a.n, a.sd,
+                   conditions=conditions, deciding=deciding, coverdicts=coverdicts or [], analyses=analyses or [],
+                   primary=primary, paper=paper)
 
     def as_analysis(self, name: str = PLAN_ANALYSIS) -> Analysis:
         return Analysis(name, self.value, self.ci_low, self.ci_high, self.status, self.method, self.note,
-                        self.valid, self.vs_paper)
+                        self.valid, self.vs_paper, self.n, self.sd)
 
 
 def weakest(items: Sequence[Any]) -> Any:
@@ -242,10 +276,40 @@ def merge_identical(items: list[Analysis]) -> list[Analysis]:
                      and a.value is not None), None)
         if twin is None:
             out.append(Analysis(a.name, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid,
-                                a.vs_paper))
+                                a.vs_paper, a.n, a.sd))
         else:
             twin.name = f"{twin.name} = {a.name}"
     return out
+
+
+def _pick(at_95: Analysis, at_family: Analysis) -> bool:
+    """Whether the family-level analysis decides: only 'contradicted' is tested at 1 − α/k."""
+    return CONTRADICTED in (at_95.status, at_family.status)
+
+
+def _combine_list(at_95: list[Analysis], at_family: list[Analysis]) -> list[Analysis]:
+    fam = {a.name: a for a in at_family}
+    return [fam[a.name] if a.name in fam and _pick(a, fam[a.name]) else a for a in at_95]
+
+
+def combine(at_95: "Claim", at_family: "Claim", family: float) -> "Claim":
+    """Plan 4.0's multiplicity: ``at_95`` (every interval at 95%) with each evaluation, co-verdict and
+    alternative replaced by its ``at_family`` twin (every interval at ``family`` = 1 − α/k) where either reads
+    'contradicted'. So 'reproduced' (every deciding setting must pass: an intersection–union test) is decided
+    at 95%, and 'contradicted' (one setting suffices: a union of k tests) at 1 − α/k."""
+    out = []
+    fams = at_family.evaluations
+    for i, a in enumerate(at_95.evaluations):
+        f = fams[i] if i < len(fams) and fams[i].where == a.where else a  # the same code: the same evaluations
+        e = f if _pick(a, f) else a
+        if e is not a:
+            e.level = family
+        e.coverdicts = _combine_list(a.coverdicts, f.coverdicts)
+        e.analyses = _combine_list(a.analyses, f.analyses)
+        out.append(e)
+    at_95.evaluations = out
+    at_95.level = family
+    return at_95
 
 
 # The keys of :meth:`Claim.row` (stable; new keys are appended, never renamed).
@@ -269,14 +333,14 @@ class Claim:
     kind: str = "evidence"
     previous_rule: str = ""
     previous: list[PreviousVerdict] = field(default_factory=list)
-    level: float = LEVEL
+    level: float = LEVEL  # the level 'contradicted' is tested at: 1 − α/k
 
     def deciding(self) -> list[Evaluation]:
         """The deciding evaluations that ran."""
         return [e for e in self.evaluations if e.deciding and e.status != NOT_RUN]
 
     def family_size(self) -> int:
-        """k of the Bonferroni family: the tests of the deciding evaluations that ran."""
+        """k: the tests of the deciding evaluations that ran ('contradicted' is tested at 1 − α/k)."""
         return sum(e.tests for e in self.deciding())
 
     @property
@@ -302,7 +366,8 @@ class Claim:
         return d.vs_paper if d else ""
 
     def _aggregate(self, pick: Callable[[Evaluation], list[Analysis]]) -> list[Analysis]:
-        """Per analysis name, the least supportive over the deciding evaluations (first-seen order)."""
+        """Per analysis name, the least supportive over the deciding evaluations (first-seen order); valid only
+        if it is valid in every setting (e.g. claim 2's checkpoint after the fit in one setting)."""
         by_name: dict[str, list[Analysis]] = {}
         for e in self.deciding():
             for a in pick(e):
@@ -310,7 +375,9 @@ class Claim:
         out = []
         for items in by_name.values():
             ran = [a for a in items if a.status != NOT_RUN]
-            out.append(weakest(ran) if ran else items[0])
+            pick_ = weakest(ran) if ran else items[0]
+            valid = all(a.valid for a in items)
+            out.append(pick_ if valid == pick_.valid else replace(pick_, valid=valid))
         return out
 
     def coverdicts(self) -> list[Analysis]:
@@ -384,13 +451,13 @@ class Claim:
         """The claim's row as plain data (the checklist, summary.csv and the forest plot read it).
 
         Keys (:data:`ROW_KEYS`; stable, new ones appended): ``id``, ``title``, ``kind`` ("evidence" or
-        "derivation check"); ``status`` (plan 3.0); ``effect`` (the decisive evaluation's estimate, None when
-        not run) with ``ci_low``/``ci_high`` (its interval, None without one) at ``level`` (the claim's
-        Bonferroni-adjusted level over ``k`` deciding tests); ``paper_low``/``paper_high`` (the paper's range,
+        "derivation check"); ``status`` (the current plan); ``effect`` (the decisive evaluation's estimate, None
+        when not run) with ``ci_low``/``ci_high`` (its interval, None without one) at ``level`` (95%, or the
+        family level 1 − α/k over ``k`` deciding tests where 'contradicted' was tested); ``paper_low``/``paper_high`` (the paper's range,
         None without a stated magnitude) and ``vs_paper`` ("below"/"within"/"above"/""); ``setting`` (where the
         decisive number was measured, or why not run); ``attack`` (claim 3's deciding attack, else "");
         ``agreement_direction`` and ``agreement_magnitude`` ("k of n" or ""); ``previous_status`` (the verdict
-        under plan 2.0); ``plan_version``; ``method`` (the interval method); ``note``; ``conditions`` (dict).
+        under the previous plan); ``plan_version``; ``method`` (the interval method); ``note``; ``conditions`` (dict).
         """
         d = self.decisive
         mag = self.magnitude_agreement()
@@ -399,7 +466,7 @@ class Claim:
         return {
             "id": self.id, "title": self.title, "kind": self.kind, "status": self.status,
             "effect": d.value if d else None, "ci_low": d.ci_low if d else None, "ci_high": d.ci_high if d else None,
-            "level": self.level, "k": self.family_size(),
+            "level": d.level if d else LEVEL, "k": self.family_size(),
             "paper_low": paper[0] if paper else None, "paper_high": paper[1] if paper else None,
             "vs_paper": self.vs_paper, "setting": d.where if d else self.not_run_reason(),
             "attack": d.conditions.get("attack", "") if d else "",

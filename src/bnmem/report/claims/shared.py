@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bnmem.analysis_plan import BN
+from bnmem.attacks import spec as attack_spec
 from bnmem.report.claims.core import Claim, Evaluation, PreviousVerdict, not_run
 from bnmem.report.results import Setting, corrupted_subsets, finite, norms_of
 from bnmem.report.rundata import LensOutput
@@ -19,13 +20,13 @@ DISPLAY_KEYS = (
     "bn_mode_at_query", "shadow_models", "views", "keep_seed", "attack", "subset", "gradient_definition",
     "bn_mode", "checkpoints", "regularizer_lambda", "lambda_selection", "gs_tau", "sigma", "layers", "gs_reg",
     "model", "steps", "lr", "n_outliers", "outlier_kind", "seed", "recipe", "selection_replicate",
-    "evaluation_replicates",
+    "evaluation_replicates", "n_layers", "n_seeds",
 )
 # A setting run with a recipe other than the paper's shared one (e.g. per-norm selected learning rates)
 # is a robustness variant: shown in the panel, never deciding.
 SHARED_RECIPE = "shared"
-ATTACK_NAMES = {"online": "online LiRA", "offline": "offline LiRA", "rmia": "RMIA",
-                "online_fixed_variance": "online LiRA, fixed variance"}
+# Each attack's label, as its spec declares it (bnmem.attacks.spec).
+ATTACK_NAMES = attack_spec.LABELS
 
 
 def cond(setting: Setting, lens: LensOutput, **extra: Any) -> dict[str, Any]:

@@ -1,0 +1,220 @@
+"""One declaration per attack: :class:`AttackSpec`, and the registry every reader of attack names uses.
+
+An attack is declared once, here for the built-ins or in its own module for any
+other (:func:`register`): its name, the label tables and the audit print, which
+reference models it needs (IN / OUT, and which spread of them), its two scorers
+(the in-memory oracle's per-target one and the streaming evaluator's per-block
+one) and where it is shown. The evaluators (:mod:`bnmem.attacks.evaluate`,
+:mod:`bnmem.attacks.streaming`), the request checks (:mod:`bnmem.attacks.result`),
+the lira lens's printed table, the report's tables and claims' labels, and the
+audit's membership section read this registry; none keeps a list of its own.
+So adding an attack is one module (a function over φ, its spec and
+``register(spec)``) plus its test.
+
+RMIA reads the models' log p_y and a population, not φ's reference fits: its two
+entries have ``family="rmia"`` and the evaluators' RMIA path scores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+from scipy.special import log_ndtr
+
+from bnmem.attacks.lira import STD_EPS, gaussian_logpdf, global_threshold, lira_offline, lira_online, loss_attack
+from bnmem.errors import BnmemError
+
+# Where an attack is shown (AttackSpec.shown).
+LENS_TABLE = "lens-table"  # the lira lens's printed table (its command, the study log)
+REPORT_TABLE = "report-table"  # the report's membership-inference table
+AUDIT = "audit"  # bnmem audit's membership section (evaluated and shown)
+
+
+@dataclass
+class TargetRefs:
+    """What the oracle's scorer sees for one target: its φ [n, V] and loss [n, V], and its reference models'
+    φ with each example's IN / OUT references picked (gathered on first use)."""
+
+    phi_t: np.ndarray
+    loss_t: np.ndarray
+    phi_refs: np.ndarray
+    idx_in: np.ndarray
+    idx_out: np.ndarray
+
+    @cached_property
+    def phi_in(self) -> np.ndarray:
+        """[k_in, n, V]: each example's IN references' φ."""
+        return self.phi_refs[self.idx_in, np.arange(self.phi_refs.shape[1])]
+
+    @cached_property
+    def phi_out(self) -> np.ndarray:
+        """[k_out, n, V]: each example's OUT references' φ."""
+        return self.phi_refs[self.idx_out, np.arange(self.phi_refs.shape[1])]
+
+
+@dataclass
+class Block:
+    """What the streaming scorer sees for one block of examples: the targets' φ ``x`` [T, B, V] and the
+    leave-one-out fits of their references (``fits["med_in"|"sd_in"|"med_out"|"sd_out"]`` [T, B, V], as the
+    spec's needs ask) and, for ``spread="global"``, each target's global spreads ``sd_in`` / ``sd_out`` [T]."""
+
+    x: np.ndarray
+    fits: dict[str, np.ndarray]
+    sd_in: np.ndarray | None
+    sd_out: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """The declaration of one attack.
+
+    Attributes:
+        name: its key in every results file (``metrics[name][subset]``).
+        label: how tables, claims and the audit name it.
+        needs_in, needs_out: needs at least one IN (OUT) reference model per example.
+        spread: which spread of the references it reads: ``"per_example"`` (each example's
+            leave-one-out spread), ``"global"`` (the target's spread over all examples: fixed
+            variance) or ``"none"``.
+        oracle: ``oracle(TargetRefs) -> scores [n]`` (mean over views; higher = member).
+        stream: ``stream(Block) -> scores [T, B, V]`` (the streaming evaluator averages the views).
+        family: ``"lira"`` (scored by ``oracle`` / ``stream``) or ``"rmia"`` (the evaluators' RMIA path).
+        default: evaluated when no attack list is given (the lira lens's results); False: opt-in.
+        shown: where it is shown (:data:`LENS_TABLE`, :data:`REPORT_TABLE`, :data:`AUDIT`).
+        rank: its place where it is shown (lower first; registration order breaks ties). Evaluation
+            and results files follow registration order.
+    """
+
+    name: str
+    label: str
+    needs_in: bool = False
+    needs_out: bool = False
+    spread: str = "none"
+    oracle: Callable[[TargetRefs], np.ndarray] | None = None
+    stream: Callable[[Block], np.ndarray] | None = None
+    family: str = "lira"
+    default: bool = True
+    shown: frozenset[str] = field(default_factory=frozenset)
+    rank: int = 100
+
+
+_REGISTRY: dict[str, AttackSpec] = {}
+
+
+def register(spec: AttackSpec, *, replace: bool = False) -> AttackSpec:
+    """Add ``spec`` to the registry (after the ones already there) and return it.
+
+    Raises:
+        BnmemError: the name is taken and ``replace`` is False, or the spec is incomplete.
+    """
+    if spec.name in _REGISTRY and not replace:
+        raise BnmemError(f"an attack named {spec.name!r} is already registered; pass replace=True to replace it")
+    if spec.family == "lira" and (spec.oracle is None or spec.stream is None):
+        raise BnmemError(f"attack {spec.name!r} needs both an oracle and a streaming scorer")
+    if spec.spread not in ("none", "per_example", "global"):
+        raise BnmemError(f"attack {spec.name!r}: spread must be none, per_example or global, not {spec.spread!r}")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove an attack (tests register toy attacks and clean up after themselves)."""
+    _REGISTRY.pop(name, None)
+
+
+def get(name: str) -> AttackSpec:
+    """The spec of attack ``name``.
+
+    Raises:
+        BnmemError: no attack by that name.
+    """
+    if name not in _REGISTRY:
+        raise BnmemError(f"unknown attack {name!r}; available: {', '.join(available())}")
+    return _REGISTRY[name]
+
+
+def available() -> tuple[str, ...]:
+    """Every registered attack, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def default_attacks() -> tuple[str, ...]:
+    """The attacks evaluated when no list is given."""
+    return tuple(n for n, s in _REGISTRY.items() if s.default)
+
+
+def shown_in(where: str) -> tuple[str, ...]:
+    """The attacks shown in ``where`` (:data:`LENS_TABLE`, :data:`REPORT_TABLE`, :data:`AUDIT`), in order."""
+    return tuple(s.name for s in sorted(_REGISTRY.values(), key=lambda s: s.rank) if where in s.shown)
+
+
+def needing(side: str) -> frozenset[str]:
+    """The attacks that need at least one ``side`` (``"in"`` / ``"out"``) reference per example."""
+    return frozenset(n for n, s in _REGISTRY.items() if (s.needs_in if side == "in" else s.needs_out))
+
+
+def label(name: str) -> str:
+    """The attack's label (its name when unknown: an older results file)."""
+    spec = _REGISTRY.get(name)
+    return spec.label if spec is not None else name
+
+
+class _Labels(Mapping[str, str]):
+    """Attack name -> label, read from the registry at each lookup (so a later registration is seen)."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in _REGISTRY:
+            raise KeyError(name)
+        return _REGISTRY[name].label
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_REGISTRY)
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+
+# Every attack's label, for code that names attacks through a mapping (claims, the audit).
+LABELS: Mapping[str, str] = _Labels()
+
+
+def _online(fixed: bool) -> Callable[[Block], np.ndarray]:
+    def score(b: Block) -> np.ndarray:
+        sd_in = b.sd_in[:, None, None] if fixed else b.fits["sd_in"]
+        sd_out = b.sd_out[:, None, None] if fixed else b.fits["sd_out"]
+        return gaussian_logpdf(b.x, b.fits["med_in"], sd_in + STD_EPS) - gaussian_logpdf(
+            b.x, b.fits["med_out"], sd_out + STD_EPS)
+    return score
+
+
+def _offline(fixed: bool) -> Callable[[Block], np.ndarray]:
+    def score(b: Block) -> np.ndarray:
+        sd_out = b.sd_out[:, None, None] if fixed else b.fits["sd_out"]
+        return -log_ndtr(-(b.x - b.fits["med_out"]) / (sd_out + STD_EPS))
+    return score
+
+
+_BOTH = frozenset({LENS_TABLE, REPORT_TABLE, AUDIT})
+for _spec in (
+    AttackSpec("online", "online LiRA", True, True, "per_example",
+               lambda r: lira_online(r.phi_t, r.phi_in, r.phi_out), _online(False), shown=_BOTH, rank=0),
+    AttackSpec("online_fixed_variance", "online LiRA, fixed variance", True, True, "global",
+               lambda r: lira_online(r.phi_t, r.phi_in, r.phi_out, fix_variance=True), _online(True),
+               shown=frozenset({LENS_TABLE, REPORT_TABLE}), rank=1),
+    AttackSpec("offline", "offline LiRA", False, True, "per_example",
+               lambda r: lira_offline(r.phi_t, r.phi_out), _offline(False), shown=_BOTH, rank=2),
+    AttackSpec("offline_fixed_variance", "offline LiRA, fixed variance", False, True, "global",
+               lambda r: lira_offline(r.phi_t, r.phi_out, fix_variance=True), _offline(True),
+               shown=frozenset({REPORT_TABLE}), rank=3),
+    AttackSpec("global_threshold", "global threshold on φ", oracle=lambda r: global_threshold(r.phi_t),
+               stream=lambda b: b.x, shown=frozenset({REPORT_TABLE}), rank=6),
+    AttackSpec("loss", "loss threshold", oracle=lambda r: loss_attack(r.loss_t),
+               stream=lambda b: -np.logaddexp(0.0, -b.x), shown=_BOTH, rank=5),
+    AttackSpec("rmia", "RMIA", True, True, family="rmia", shown=_BOTH, rank=4),
+    # Opt-in: RMIA with the offline setting, next to "rmia" (which uses rmia_params).
+    AttackSpec("rmia_offline", "RMIA, offline", False, True, family="rmia", default=False, rank=7),
+):
+    register(_spec)

@@ -1,0 +1,221 @@
+"""The power of every claim's design, where the verdict is read (headline, summary.md, summary.csv, forest).
+
+Each claim's test and planning effect are declared once, in :data:`bnmem.analysis_plan.PLANNING`; the
+power math is :mod:`bnmem.power`. A claim's design is its deciding settings (:class:`SettingDesign`): the
+units (replicates) each has, the spread of one unit's value (observed in a run, or the plan's declared SD),
+the paper's range where the test reads it, and for claim 4 the layers and seeds of the simulation. The
+power of "reproduced" is the product over settings (every setting must pass) of the product over the
+claim's endpoints (claim 6: the cut and the cost); :func:`units_for` finds the units 80% power needs.
+``bnmem design`` (:mod:`bnmem.design`) calls the same functions with a planned design.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from bnmem.analysis_plan import (
+    INCONCLUSIVE, PLANNING, POWER_TARGET, REPRODUCED, TEST_ABOVE, TEST_BAND, TEST_BELOW, TEST_EXACT,
+    UNDERPOWERED_BELOW, Endpoint, reproduced_level,
+)
+from bnmem import stats
+from bnmem.power import power_above, power_all, power_band, power_below, power_simulated, units_needed
+from bnmem.report.claims import Claim
+from bnmem.report.claims.core import at_level
+
+SIM_RUNS = 400  # Monte Carlo studies per design of an exact rule (claim 4): power ± 0.025 (standard error)
+SIM_SEED = 26
+MAX_UNITS = 1000  # "replicates needed" beyond this reads "more than 1000"
+
+
+@dataclass(frozen=True)
+class SettingDesign:
+    """One deciding setting of a claim as its power sees it.
+
+    Attributes:
+        n: units (replicates; seeds of the toy model for 5b).
+        sds: endpoint name -> SD of one unit's value ("" = the claim's number).
+        paper: the paper's (minimum, upper end), where an endpoint reads it.
+        tests: tests of this setting that must all pass (claim 2: two gradient definitions).
+        layers, seeds: claim 4's simulation: BN layers per model and seeds per replicate.
+    """
+
+    n: int
+    sds: dict[str, float | None]
+    paper: tuple[float, float] | None = None
+    tests: int = 1
+    layers: int = 4
+    seeds: int = 1
+
+
+@dataclass(frozen=True)
+class ClaimPower:
+    """A claim's power at its design, and the units 80% power needs (None: not applicable)."""
+
+    cid: str
+    power: float | None
+    n: int = 0
+    needed: int | None = None
+    unit: str = "replicates"
+    basis: str = ""
+    settings: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def underpowered(self) -> bool:
+        return self.power is not None and self.power < UNDERPOWERED_BELOW
+
+    def needed_text(self) -> str:
+        return (f"~{self.needed} {self.unit} needed" if self.needed is not None
+                else f"more than {MAX_UNITS} {self.unit} needed")
+
+    def verdict(self, status: str) -> str:
+        """The status as the checklist reads it: an underpowered inconclusive row says so."""
+        if status == INCONCLUSIVE and self.underpowered:
+            return f"{INCONCLUSIVE} (underpowered: power {self.power:.2f}; {self.needed_text()})"
+        return status
+
+    def text(self) -> str:
+        """'0.52 at 3 replicates (observed spread); 80%: ~4 replicates', or '—'."""
+        if self.power is None:
+            return "—"
+        return (f"{self.power:.2f} at {self.n} {self.unit} ({self.basis}); {POWER_TARGET:.0%}: "
+                f"{self.needed_text()}")
+
+
+def sim_runs() -> int:
+    """:data:`SIM_RUNS`, read at call time (a test may lower it)."""
+    return SIM_RUNS
+
+
+def _alpha() -> float:
+    return (1.0 - reproduced_level()) / 2.0
+
+
+def _limits(ep: Endpoint, paper: tuple[float, float] | None) -> tuple[float, float]:
+    """(effect, threshold) of an endpoint in a setting (the paper's range where the plan says so)."""
+    effect = ep.effect if ep.effect is not None else (paper[1] if paper else math.nan)
+    threshold = ep.threshold if ep.threshold is not None else (paper[0] if paper else math.nan)
+    return effect, threshold
+
+
+def _beta_draw(rng: np.random.Generator, mean: float, sd: float, size: int) -> np.ndarray:
+    """Per-replicate probabilities with the given mean and SD (constant when the SD is ~0 or too large)."""
+    var = sd * sd
+    if var <= 1e-12 or var >= mean * (1 - mean):
+        return np.full(size, mean)
+    k = mean * (1 - mean) / var - 1
+    return rng.beta(mean * k, (1 - mean) * k, size)
+
+
+def _exact_power(ep: Endpoint, n: int, sd: float, s: SettingDesign) -> float:
+    """Claim 4: the rule's own decision (:func:`claim4.layer_fraction_estimate`) on simulated layer counts
+    (settings alike in n, spread, layers and seeds are simulated once)."""
+    return _exact_power_cached(ep, n, round(float(sd), 12), s.layers, max(1, s.seeds), sim_runs())
+
+
+@lru_cache(maxsize=4096)
+def _exact_power_cached(ep: Endpoint, n: int, sd: float, layers: int, seeds: int, runs: int) -> float:
+    from bnmem.report.claims.claim4 import layer_fraction_estimate
+
+    s = SettingDesign(n, {}, layers=layers, seeds=seeds)
+    mean = float(ep.effect if ep.effect is not None else 0.75)
+    # The observed SD of replicate means includes the binomial noise of L layers × seeds: keep only the rest.
+    between = math.sqrt(max(0.0, sd * sd - mean * (1 - mean) / (s.layers * max(1, s.seeds))))
+
+    def draw(rng: np.random.Generator, k: int) -> list[np.ndarray]:
+        p = _beta_draw(rng, mean, between, k)
+        return [rng.binomial(s.layers, pi, size=max(1, s.seeds)) / s.layers for pi in p]
+
+    def decide(groups: list[np.ndarray]) -> bool:
+        with at_level(reproduced_level()):
+            return layer_fraction_estimate(groups)[1] == REPRODUCED
+
+    # The percentile bootstrap every t estimate also computes is shown, never deciding: the simulation reads
+    # only the status, so it runs with a token number of resamples (10 000 would make it minutes long).
+    saved = stats.N_RESAMPLES
+    stats.N_RESAMPLES = 20
+    try:
+        return power_simulated(decide, draw, n, runs=runs, seed=SIM_SEED)
+    finally:
+        stats.N_RESAMPLES = saved
+
+
+def endpoint_power(ep: Endpoint, n: int, sd: float | None, s: SettingDesign) -> float:
+    """The power of one endpoint's test in one setting at n units with unit SD ``sd``."""
+    sd = ep.sd if sd is None or not math.isfinite(sd) else sd
+    effect, threshold = _limits(ep, s.paper)
+    if ep.test == TEST_ABOVE:
+        return power_above(n, sd, effect, threshold, _alpha())
+    if ep.test == TEST_BELOW:
+        return power_below(n, sd, effect, threshold, _alpha())
+    if ep.test == TEST_BAND:
+        return power_band(n, sd, effect, ep.band or (threshold, threshold), _alpha())
+    if ep.test == TEST_EXACT:
+        return _exact_power(ep, n, sd, s)
+    raise ValueError(f"unknown test {ep.test!r}")
+
+
+def design_power(cid: str, settings: list[SettingDesign], n: int | None = None) -> float | None:
+    """The power of claim ``cid``'s "reproduced" over its deciding settings (every one must pass), each at its
+    own n or all at ``n``; None for a claim without a declared test (a derivation check) or no setting."""
+    eps = PLANNING.get(cid)
+    if not eps or not settings:
+        return None
+    per = []
+    for s in settings:
+        k = s.n if n is None else n
+        p = power_all(endpoint_power(ep, k, s.sds.get(ep.name), s) for ep in eps)
+        per.append(p ** max(1, s.tests))
+    return power_all(per)
+
+
+def units_for(cid: str, settings: list[SettingDesign], target: float = POWER_TARGET) -> int | None:
+    """The units per setting that give claim ``cid`` ``target`` power (None beyond :data:`MAX_UNITS`)."""
+    if not PLANNING.get(cid) or not settings:
+        return None
+    return units_needed(lambda k: design_power(cid, settings, k) or 0.0, target, limit=MAX_UNITS)
+
+
+def unit_of(e: Any) -> str:
+    """What the interval's units are: replicates, or (one replicate; the toy model) seeds."""
+    reps = e.conditions.get("replicates")
+    return "replicates" if isinstance(reps, list) and len(reps) >= 2 else "seeds"
+
+
+def settings_of_claim(claim: Claim) -> list[SettingDesign]:
+    """The deciding settings of an evaluated claim with their observed n and spreads."""
+    out = []
+    for e in claim.deciding():
+        sds: dict[str, float | None] = {"": e.sd, **{k: v[1] for k, v in e.spreads.items()}}
+        seeds = e.conditions.get("n_seeds") or 1
+        out.append(SettingDesign(e.n, sds, e.paper, e.tests, int(e.conditions.get("n_layers") or 4), int(seeds)))
+    return out
+
+
+def claim_power(claim: Claim) -> ClaimPower:
+    """The power of a claim's design at the run's n and observed spread, and the units 80% would need."""
+    settings = settings_of_claim(claim)
+    p = design_power(claim.id, settings)
+    if p is None:
+        return ClaimPower(claim.id, None)
+    eps = PLANNING[claim.id]
+    declared = [ep.name or "the claim's number" for ep in eps for s in settings
+                if s.sds.get(ep.name) is None or not math.isfinite(s.sds.get(ep.name) or math.nan)]
+    basis = "observed spread" if not declared else ("declared planning SD for " + ", ".join(dict.fromkeys(declared)))
+    ds = claim.deciding()
+    return ClaimPower(claim.id, p, min(s.n for s in settings), units_for(claim.id, settings),
+                      unit_of(ds[0]) if ds else "replicates", basis, len(settings))
+
+
+def power_of(claim: Claim) -> ClaimPower:
+    """:func:`claim_power`, computed once per claim object (claim 4's simulation takes a second or two, and the
+    CSV, markdown, headline and forest plot all read it)."""
+    cached = claim.__dict__.get("_power")
+    if cached is None:
+        cached = claim.__dict__["_power"] = claim_power(claim)
+    return cached

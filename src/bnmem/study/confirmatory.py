@@ -1,0 +1,90 @@
+"""Confirmatory runs: every seed derived from the SHA-256 of the analysis plan the run records.
+
+A verdict is confirmatory only if the data it rests on could not have been seen
+when the plan was written. ``bnmem run STUDY --confirmatory`` therefore replaces
+the study's seeds by numbers derived from the plan's hash
+(:func:`bnmem.analysis_plan.plan_sha256`): the corruption draw, every model seed,
+LiRA's keep matrix and query permutation of every replicate, and the seed of a
+once-per-study lens (the toy model). Nobody could have run those seeds before the
+plan's text existed, and one changed character of the plan changes all of them.
+
+The seeds of replicate k depend only on (hash, k), so the cells of one replicate
+(flip, OOD, clean; shared and per-norm recipes) share them, as the replicate
+offsets of an exploratory run do. study.json records them under
+:data:`bnmem.analysis_plan.CONFIRMATORY_KEY`; a rerun under a different plan is
+refused (its seeds would differ), and the report calls a run confirmatory only
+while the plan that decides is the one its seeds came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+# Model seeds stay below 2**22: shadow models multiply a base seed by 10**6 and the batch order by ~10**6
+# again, and torch seeds must fit in 64 bits.
+MODEL_SEED_BOUND = 2**22
+# Data, keep-matrix and query seeds: numpy's legacy RandomState (the keep matrix) takes < 2**32.
+SEED_BOUND = 2**31
+RULE = ("every seed is the SHA-256 of 'bnmem-confirmatory:<plan sha256>:<role>:<replicate>[:<index>]' read as an "
+        "integer, reduced modulo 2**31 (model seeds 2**22, a collision rehashed with an attempt counter)")
+
+
+def derive(sha: str, *parts: object, bound: int = SEED_BOUND) -> int:
+    """A seed in [0, bound) from the plan's hash and the seed's role (``parts``)."""
+    text = ":".join(["bnmem-confirmatory", sha, *map(str, parts)])
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") % bound
+
+
+@dataclass(frozen=True)
+class ReplicateSeeds:
+    """Every seed of one replicate of a confirmatory run.
+
+    Attributes:
+        data: the corruption draw (``data.seed``).
+        models: the model seeds (one per grid seed; BN and its baseline share each, as always).
+        keep: LiRA's (and the regularizer's LiRA's) keep-matrix seed.
+        query: LiRA's batch-mode query permutation seed.
+    """
+
+    data: int
+    models: tuple[int, ...]
+    keep: int
+    query: int
+
+    def lens_seeds(self) -> dict[str, int]:
+        """The lens config fields these seeds replace (:data:`bnmem.study.run.REPLICATE_SEED_FIELDS`)."""
+        return {"keep_seed": self.keep, "query_seed": self.query}
+
+    def record(self) -> dict[str, Any]:
+        """Plain data for study.json."""
+        return {"data_seed": self.data, "model_seeds": list(self.models), "keep_seed": self.keep,
+                "query_seed": self.query}
+
+
+def replicate_seeds(sha: str, replicates: int, n_models: int) -> list[ReplicateSeeds]:
+    """The seeds of replicates 0..replicates−1; model seeds are distinct across the whole study.
+
+    Adding replicates leaves the earlier ones' seeds unchanged (each is derived in order).
+    """
+    used: set[int] = set()
+    out = []
+    for k in range(replicates):
+        models = []
+        for j in range(n_models):
+            attempt = 0
+            seed = derive(sha, "model", k, j, bound=MODEL_SEED_BOUND)
+            while seed in used:  # a collision would pair a model with itself: rehash
+                attempt += 1
+                seed = derive(sha, "model", k, j, attempt, bound=MODEL_SEED_BOUND)
+            used.add(seed)
+            models.append(seed)
+        out.append(ReplicateSeeds(derive(sha, "data", k), tuple(models), derive(sha, "keep", k),
+                                  derive(sha, "query", k)))
+    return out
+
+
+def study_seed(sha: str, lens: str) -> int:
+    """The seed of a once-per-study lens (the toy model's ``seed``)."""
+    return derive(sha, "study-lens", lens)

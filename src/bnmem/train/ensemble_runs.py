@@ -1,0 +1,146 @@
+"""Several full-data training runs of one LeNet at once, with the plain trainer's per-epoch record and hooks.
+
+:func:`train_runs_together` trains K runs (model seed, recipe, run folder,
+per-epoch hook) that share architecture, norm and recipe except the γ/σ
+regularizer's λ and τ, as one grouped network (:class:`GroupedLeNet`). After
+every epoch it writes the trained weights back into K ordinary models and
+records for each exactly what :func:`bnmem.train.train_model` records (epoch,
+learning rate, mean training loss, the penalty's activity, the eval-mode
+subset accuracies, the hook's measurements), then writes each run folder as
+the plain trainer finishes it (``model.pt``, ``history.json``, ``DONE``).
+
+Results match training each run alone up to floating-point summation order
+inside kernels (float64: 1e-9, ``tests/test_ensemble_runs.py``); they are not
+bitwise equal to the one-by-one trainer. A run's result does not depend on the
+other runs it is trained with (the grouped engine's property). Runs restart
+from scratch when interrupted (no per-epoch checkpoint): the callers train
+together only runs that have neither a checkpoint nor a DONE marker.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from bnmem.config import ModelConfig, TrainConfig
+from bnmem.data import augment
+from bnmem.data.dataset import OutlierDataset
+from bnmem.measure.memorization import subset_accuracies
+from bnmem.threads import torch_threads
+from bnmem.train.ensemble import CPU_CHUNK, GROUPED_MULTIPLE, _fit, _initial_model, _write_back
+from bnmem.train.ensemble_grouped import GroupedLeNet, supports_grouped
+from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
+from bnmem.train.optim import lr_at
+from bnmem.train.trainer import _finish
+
+EpochHook = Callable[[int, nn.Module], "dict | None"]
+# Recipe fields the runs may differ in (everything else must be equal).
+PER_RUN = ("gs_reg", "gs_tau")
+
+
+def can_train_together(model_cfg: ModelConfig, ds: OutlierDataset, seed: int = 0) -> bool:
+    """Whether :func:`train_runs_together` trains this architecture and norm (LeNets the grouped engine takes)."""
+    with torch.random.fork_rng(devices=[]):
+        return supports_grouped(_initial_model(model_cfg, ds, seed, None, torch.device("cpu"), ds.x_train.dtype))
+
+
+def _check(cfgs: list[TrainConfig], seeds: list[int], run_dirs: list[Path | None], hooks: list) -> None:
+    if not (len(cfgs) == len(seeds) == len(run_dirs) == len(hooks)) or not cfgs:
+        raise ValueError(f"train_runs_together needs as many recipes ({len(cfgs)}), seeds ({len(seeds)}), "
+                         f"folders ({len(run_dirs)}) and hooks ({len(hooks)}), at least one")
+    base = cfgs[0].model_dump(exclude=set(PER_RUN))
+    if any(c.model_dump(exclude=set(PER_RUN)) != base for c in cfgs):
+        raise ValueError(f"runs trained together may differ only in {', '.join(PER_RUN)}")
+
+
+def _record(cfg: TrainConfig, epoch: int, loss: float, activity: dict[str, list[float]], k: int) -> dict[str, Any]:
+    """The plain trainer's per-epoch keys before the measurements."""
+    record: dict[str, Any] = {"epoch": epoch, "lr": lr_at(cfg, epoch - 1), "train_loss": loss}
+    if cfg.gs_reg > 0:
+        total = activity["loss_sum"][k]
+        record["extra_loss_share"] = activity["penalty_sum"][k] / total if total > 0 else None
+        record["gs_frac_above_tau"] = activity["frac_above_tau"][k]
+    return record
+
+
+def _train_chunk(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainConfig], seeds: list[int],
+                 hooks: list[EpochHook | None], bar: Any) -> tuple[list[nn.Module], list[list[dict]], float]:
+    """One grouped network: the trained models (channels_last for images), their histories, the seconds."""
+    base = cfgs[0]
+    device, dtype = torch.device(base.device), ds.x_train.dtype
+    models = [_initial_model(model_cfg, ds, s, None, device, dtype) for s in seeds]
+    if ds.x_train.ndim == 4:
+        models = [m.to(memory_format=torch.channels_last) for m in models]
+    twins = [i % len(models) for i in range(-len(models) % GROUPED_MULTIPLE)]
+    members = models + [copy.deepcopy(models[i]) for i in twins]
+    aug = augment.spec_of(base, ds.input_shape, ds.name)
+    engine = GroupedLeNet(members, ds.x_train.to(device), ds.y_train.to(device),
+                          [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
+                          [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding)
+    opt = StackedOptimizer(engine.params, weight_decay_by_name(models[0], base), base)
+    histories: list[list[dict]] = [[] for _ in models]
+    measuring = [0.0]
+
+    def on_epoch(epoch: int, losses: list[float], activity: dict[str, list[float]]) -> None:
+        t0 = time.perf_counter()
+        _write_back(engine, models)
+        for k, model in enumerate(models):
+            record = _record(cfgs[k], epoch, losses[k], activity, k)
+            record.update(subset_accuracies(model, ds))
+            if hooks[k] is not None:
+                record.update(hooks[k](epoch, model) or {})
+            histories[k].append(record)
+        measuring[0] += time.perf_counter() - t0
+        bar.update(1)
+
+    idx = torch.arange(ds.n_train)
+    t0 = time.perf_counter()
+    _fit(engine, opt, [idx] * len(members), seeds + [seeds[i] for i in twins], base, device, on_epoch, aug)
+    return models, histories, time.perf_counter() - t0 - measuring[0]
+
+
+def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainConfig], seeds: list[int],
+                        run_dirs: list[Path | None], hooks: list[EpochHook | None],
+                        progress: bool | str = False) -> list[list[dict]]:
+    """Train K full-data runs at once; each as ``train_model(seeded_model(model_cfg, ds, seeds[k]), ds, cfgs[k],
+    seeds[k], run_dir=run_dirs[k], on_epoch=hooks[k])`` would, up to summation order.
+
+    Args:
+        model_cfg: architecture and norm of every run (a LeNet, :func:`can_train_together`).
+        ds: the dataset (training in its dtype).
+        cfgs: run k's recipe; the recipes may differ only in ``gs_reg`` and ``gs_tau``.
+        seeds: run k's model seed (initial weights and batch order).
+        run_dirs: run k's folder (written as the plain trainer finishes it), or None.
+        hooks: run k's per-epoch hook ``(epoch, model) -> dict | None``, or None.
+        progress: a tqdm bar over epochs (a string is its description).
+
+    Returns:
+        Each run's per-epoch history, in order.
+
+    Raises:
+        ValueError: mismatched lengths, recipes that differ elsewhere, or an architecture the grouped engine
+            does not train.
+        FloatingPointError: a run's training loss became non-finite.
+    """
+    seeds = [int(s) for s in seeds]
+    _check(cfgs, seeds, run_dirs, hooks)
+    chunks = [list(range(i, min(i + CPU_CHUNK, len(seeds)))) for i in range(0, len(seeds), CPU_CHUNK)]
+    desc = progress if isinstance(progress, str) else f"train {len(seeds)} runs together"
+    out: list[list[dict]] = [[] for _ in seeds]
+    with torch_threads(cfgs[0].threads), tqdm(total=len(chunks) * cfgs[0].epochs, desc=desc,
+                                              disable=not progress, leave=False) as bar:
+        for chunk in chunks:
+            models, histories, seconds = _train_chunk(model_cfg, ds, [cfgs[k] for k in chunk],
+                                                      [seeds[k] for k in chunk], [hooks[k] for k in chunk], bar)
+            for k, model, history in zip(chunk, models, histories):
+                out[k] = history
+                if run_dirs[k] is not None:
+                    _finish(Path(run_dirs[k]), model, history, cfgs[k].epochs, seconds / len(chunk))
+    return out
+

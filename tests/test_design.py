@@ -1,0 +1,82 @@
+"""`bnmem design`: per-claim power of a study's design, a pilot's spreads, the proposal, per-lens allotment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from bnmem.analysis_plan import PLANNING, POWER_TARGET
+from bnmem.cli import main
+from bnmem.design import claim_design, evaluate_design
+from bnmem.power import power_above
+from bnmem.study import load_study, plan
+
+TINY = {"name": "tiny", "data": {"dataset": "digits", "train_size": 120},
+        "train": {"epochs": 1, "batch_size": 32},
+        "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
+                 "outliers": [{"label_noise": 0.05}, {"ood": 0.05}]},
+        "lenses": {"memorize": {}, "theory": {"steps": 5, "plot": False, "counterfactual_seeds": 2}}}
+
+
+def _write(tmp_path: Path, doc: dict, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_lenses_can_be_allotted_to_replicates_and_architectures(tmp_path):
+    doc = {**TINY, "grid": {**TINY["grid"], "archs": ["lenet", "mlp"], "replicates": 3},
+           "lenses": {"memorize": {"replicates": 2, "archs": ["lenet"]}, "gamma-sigma": {}}}
+    _, jobs = plan(load_study(_write(tmp_path, doc)))
+    mem = sorted(j.id for j in jobs if j.lens == "memorize")
+    assert mem == [f"digits-lenet-{o}-r{r}/memorize" for o in ("flip0.05", "ood0.05-noise") for r in (0, 1)]
+    assert sum(j.lens == "gamma-sigma" for j in jobs) == 2 * 2 * 3  # every arch, setting and replicate
+    # a lens with replicates of its own (defenses) takes the option as that, not as an allotment
+    defenses = load_study(Path(__file__).resolve().parents[1] / "studies" / "defenses.yaml")
+    assert [j.config["replicates"] for j in plan(defenses)[1] if j.lens == "defenses"] == [3]
+    bad = {**doc, "lenses": {"memorize": {"archs": ["nonsense"]}}}
+    assert main(["run", str(_write(tmp_path, bad, "bad.yaml")), "--dry-run"]) == 2
+
+
+def test_without_a_pilot_the_declared_planning_sd_decides_the_power(tmp_path):
+    study = load_study(_write(tmp_path, TINY))
+    d = claim_design(study, "1")
+    ep = PLANNING["1"][0]
+    assert [s.n for s in d.settings] == [2, 2] and d.basis == "declared planning SD"
+    assert d.power == pytest.approx(power_above(2, ep.sd, ep.effect, 0.0, 0.025) ** 2)
+    assert power_above(d.needed, ep.sd, ep.effect, 0.0, 0.025) ** 2 >= POWER_TARGET
+    assert claim_design(study, "3a").why_not.startswith("the study does not run the lira lens")
+    assert claim_design(study, "5b").settings[0].n == 2  # the toy model's seeds are its units
+
+
+def test_propose_writes_a_study_the_calculator_says_reaches_80_percent(tmp_path, capsys):
+    path, out = _write(tmp_path, TINY), tmp_path / "proposed.yaml"
+    assert main(["design", str(path), "--propose", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "claim" in printed and "n for 80%" in printed and "estimated time" in printed
+    proposed = load_study(out)
+    rows = [r for r in evaluate_design(proposed) if r.power is not None]
+    assert rows and all(r.power >= POWER_TARGET for r in rows)
+    assert proposed.grid.replicates >= 2 and "every claim reaches 80%" in printed
+    assert main(["design", str(path), "--propose", str(out)]) == 2  # never overwrites
+
+
+def test_a_pilot_run_gives_the_observed_spread(tmp_path, capsys):
+    doc = {**TINY, "lenses": {"memorize": {}}}
+    path, run = _write(tmp_path, doc), tmp_path / "pilot"
+    assert main(["run", str(path), "--out", str(run), "--quiet"]) == 0
+    from bnmem.report.claims import evaluate_claims
+    from bnmem.report.rundata import load_run
+
+    observed = {e.where: e.sd for c in evaluate_claims(load_run(run)) if c.id == "1" for e in c.deciding()}
+    d = claim_design(load_study(path), "1", [c for c in evaluate_claims(load_run(run))])
+    assert d.basis == "pilot: same setting"
+    ep = PLANNING["1"][0]
+    expected = np.prod([power_above(2, sd, ep.effect, 0.0, 0.025) for sd in observed.values()])
+    assert d.power == pytest.approx(expected)
+    assert main(["design", str(path), "--pilot", str(run)]) == 0
+    assert "calibrated on" in capsys.readouterr().out
+    assert main(["design", str(path), "--pilot", str(tmp_path / "missing")]) == 2

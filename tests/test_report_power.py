@@ -1,0 +1,105 @@
+"""Power where the verdict is read: summary.csv, summary.md, the headline and the forest plot of a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from synthetic_runs import lira_run
+
+from bnmem.analysis_plan import INCONCLUSIVE, PLANNING, REPRODUCED
+from bnmem.power import power_above
+from bnmem.report.claims import evaluate_claims
+from bnmem.report.forest import forest_panels
+from bnmem.report.headline import headline_rows
+from bnmem.report.power import SettingDesign, design_power, endpoint_power, power_of
+from bnmem.report.summary import claim_rows
+
+
+def _claim(run, cid):
+    return next(c for c in evaluate_claims(run) if c.id == cid)
+
+
+def _lira(means: list[float], spread: float = 0.002, targets: int = 8):
+    """Replicates whose per-target AUC differences average exactly ``means`` (a 5% label-noise mix)."""
+    rng = np.random.default_rng(5)
+    reps = []
+    for m in means:
+        d = rng.normal(0.0, spread, targets)
+        reps.append(d - d.mean() + m)
+    return lira_run(reps)
+
+
+def test_power_is_the_noncentral_t_at_the_runs_n_and_observed_spread():
+    means = [0.046, 0.052, 0.049]
+    claim = _claim(_lira(means), "3a")
+    p = power_of(claim)
+    sd = float(np.std(means, ddof=1))
+    # 5% mix: the paper's minimum 4 points is the threshold, the range's upper end 5 points the planning effect
+    assert p.power == pytest.approx(power_above(3, sd, 0.05, 0.04, 0.025), rel=1e-9)
+    assert p.n == 3 and p.unit == "replicates" and p.basis == "observed spread"
+    need = p.needed
+    assert power_above(need, sd, 0.05, 0.04, 0.025) >= 0.8 > power_above(need - 1, sd, 0.05, 0.04, 0.025)
+    row = next(r for r in claim_rows([claim]) if r["id"] == "3a")
+    assert row["power"] == f"{p.power:.3f}" and row["n_for_80"] == str(need) and row["power_n"] == "3"
+
+
+def test_an_underpowered_inconclusive_row_says_so_and_an_adequate_one_does_not():
+    weak = _claim(_lira([0.03, -0.02, 0.01]), "3a")  # spread 2.5 points: the design cannot see 5 points
+    assert weak.status == INCONCLUSIVE
+    p = power_of(weak)
+    assert p.power < 0.5
+    expected = f"inconclusive (underpowered: power {p.power:.2f}; ~{p.needed} replicates needed)"
+    assert next(r for r in claim_rows([weak]) if r["id"] == "3a")["verdict"] == expected
+    assert next(h for h in headline_rows([weak]) if h["id"] == "3a")["verdict"] == expected
+    panel = next(f for f in forest_panels([weak]) if f.title.startswith("3a"))
+    assert "UNDERPOWERED" in panel.title and any(r.label.endswith("[underpowered]") for r in panel.rows)
+    # the same null result with a tight spread: adequate power, plainly inconclusive
+    tight = _claim(_lira([0.001, -0.0005, 0.0002]), "3a")
+    assert tight.status == INCONCLUSIVE and power_of(tight).power >= 0.5
+    assert next(r for r in claim_rows([tight]) if r["id"] == "3a")["verdict"] == INCONCLUSIVE
+    panel = next(f for f in forest_panels([tight]) if f.title.startswith("3a"))
+    assert "UNDERPOWERED" not in panel.title
+
+
+def test_every_setting_must_pass_so_the_power_is_the_product():
+    ep = PLANNING["1"][0]
+    a, b = SettingDesign(3, {"": 0.02}), SettingDesign(3, {"": 0.04})
+    both = design_power("1", [a, b])
+    assert both == pytest.approx(power_above(3, 0.02, ep.effect, 0.0, 0.025) * power_above(3, 0.04, ep.effect, 0.0,
+                                                                                            0.025))
+    assert design_power("1", [dataclasses.replace(a, tests=2)]) == pytest.approx(
+        power_above(3, 0.02, ep.effect, 0.0, 0.025) ** 2)  # claim 2: both definitions must pass
+    assert design_power("5a", [a]) is None  # a derivation check has no power
+
+
+def test_claim_6_needs_the_cut_and_the_cost_and_a_missing_spread_falls_back_to_the_declared_one():
+    cut, drop = PLANNING["6"]
+    s = SettingDesign(4, {"": 0.1, "drop": None})
+    expected = power_above(4, 0.1, cut.effect, cut.threshold, 0.025) * endpoint_power(drop, 4, drop.sd, s)
+    assert design_power("6", [s]) == pytest.approx(expected)
+    assert endpoint_power(drop, 4, None, s) == endpoint_power(drop, 4, drop.sd, s)
+
+
+def test_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_null(monkeypatch):
+    import bnmem.report.power as rp
+
+    monkeypatch.setattr(rp, "SIM_RUNS", 300)
+    ep = PLANNING["4"][0]
+    s = SettingDesign(10, {"": 0.05}, layers=4, seeds=2)
+    at_null = endpoint_power(dataclasses.replace(ep, effect=0.5), 10, 0.05, s)
+    assert at_null <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / 300)
+    strong = endpoint_power(dataclasses.replace(ep, effect=0.9), 16, 0.05, dataclasses.replace(s, layers=19))
+    assert strong > 0.8
+    # more layers per model make the same planning effect easier to see (binomial noise shrinks)
+    few = endpoint_power(dataclasses.replace(ep, effect=0.9), 10, 0.05, s)
+    many = endpoint_power(dataclasses.replace(ep, effect=0.9), 10, 0.05, dataclasses.replace(s, layers=19))
+    assert many > few + 0.1
+
+
+def test_reproduced_rows_keep_their_status_text():
+    claim = _claim(_lira([0.1, 0.11, 0.105]), "3a")
+    assert claim.status == REPRODUCED
+    assert next(r for r in claim_rows([claim]) if r["id"] == "3a")["verdict"] == REPRODUCED
