@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from waiting import HANG_GUARD_S
 from audit_scenario import write_scenario
 
 from bnmem.cli import main
@@ -65,11 +66,11 @@ def test_audit_page_renders_in_headless_chromium(audit_dir, tmp_path):
     assert main(["report", str(audit_dir)]) == 0
     uri = (audit_dir / "audit.html").resolve().as_uri()
     run = [str(CHROMIUM), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*run, "--dump-dom", uri], capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run([*run, "--dump-dom", uri], capture_output=True, text=True, timeout=HANG_GUARD_S).stdout
     for element in ('id="risk"', 'id="headline"', 'class="findings"', 'class="leakage"', 'id="recommendations"'):
         assert element in dom, element
     shot = tmp_path / "shot.png"
     subprocess.run([*run, f"--screenshot={shot}", "--window-size=1280,1600", uri], capture_output=True,
-                   timeout=120)
+                   timeout=HANG_GUARD_S)
     img = mpimg.imread(shot)
     assert img.shape[:2] == (1600, 1280) and img[..., :3].mean(axis=2).std() > 0.05  # drawn, not blank

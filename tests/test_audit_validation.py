@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from waiting import HANG_GUARD_S
 import torch
 from audit_scenario import write_scenario
 
@@ -128,7 +129,7 @@ def test_a_script_without_main_guard_gets_one_clear_line(tmp_path, guarded):
         return  # a guarded script goes on to start the pool (covered by test_workers_from_python)
     script = tmp_path / "my_audit.py"
     script.write_text(body)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert "BnmemError" in last and 'if __name__ == "__main__":' in last and "my_audit.py" in last, proc.stderr

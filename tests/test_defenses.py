@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import HANG_GUARD_S
 import torch
 
 import bnmem
@@ -159,7 +160,7 @@ def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path_factory):
     if chromium.exists():
         dom = subprocess.run([str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                               "--disable-background-networking", "--dump-dom", (tmp_path.parent / "report.html").as_uri()],
-                             capture_output=True, text=True, timeout=120, check=False).stdout
+                             capture_output=True, text=True, timeout=HANG_GUARD_S, check=False).stdout
         assert "On the privacy–utility front" in dom
 
     # bnmem audit cites this frontier in its recommendations when pointed at the run.

@@ -157,7 +157,7 @@ def test_rerun_skips(gs_run):
 def test_cli(tmp_path, capsys):
     from bnmem.cli import main
 
-    code = main(["gamma-sigma", "--epochs", "1", "--seeds", "1", "--quiet", "--out", str(tmp_path / "g")])
+    code = main(["gamma-sigma", "--epochs", "1", "--n-seeds", "1", "--quiet", "--out", str(tmp_path / "g")])
     cap = capsys.readouterr()
     assert code == 0, cap.err
     assert "norm3" in cap.out and (tmp_path / "g" / "gamma_sigma.json").exists()

@@ -278,7 +278,7 @@ def test_cli_gradnorms(tmp_path, capsys):
     from bnmem.cli import main
 
     out = tmp_path / "gn"
-    code = main(["gradnorms", "--epochs", "2", "--at", "1,2", "--seeds", "1", "--norms", "batch",
+    code = main(["gradnorms", "--epochs", "2", "--at", "1,2", "--n-seeds", "1", "--norms", "batch",
                  "--quiet", "--out", str(out)])
     cap = capsys.readouterr()
     assert code == 0, cap.err

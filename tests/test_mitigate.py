@@ -154,7 +154,7 @@ def test_cli(tmp_path, capsys):
     from bnmem.cli import main
 
     out = tmp_path / "m"
-    code = main(["mitigate", "--epochs", "2", "--fixed-epoch", "1", "--seeds", "1", "--norms", "batch",
+    code = main(["mitigate", "--epochs", "2", "--fixed-epoch", "1", "--n-seeds", "1", "--norms", "batch",
                  "--lambdas", "1", "--quiet", "--out", str(out)])
     cap = capsys.readouterr()
     assert code == 0, cap.err

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import HANG_GUARD_S, guarded, wait_until
 
 from bnmem.errors import BnmemError
 from bnmem.executors import get_executor
@@ -38,8 +39,21 @@ def ray_cluster():
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():  # another module's session: start from a known state
         ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level="warning", _node_ip_address="127.0.0.1")
+
+    def started() -> bool:
+        # Ray gives its raylet a fixed 30 s to register (ray._private.node); on a loaded machine that
+        # can pass. Not ours to change: start again until it comes up (the hang guard bounds the retries).
+        try:
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     logging_level="warning", _node_ip_address="127.0.0.1")
+            return True
+        except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+            if "timed out during startup" not in str(e):
+                raise
+            ray.shutdown()
+            return False
+
+    wait_until(started, "a local Ray instance started", poll_s=1.0)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -69,7 +83,7 @@ def test_ray_stays_optional():
         "except bnmem.BnmemError as e:\n"
         "    print('ERR', e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
     assert "ERR ray is not installed; pip install 'bnmem[ray]'" in out.stdout
 
@@ -78,20 +92,22 @@ def test_ray_stays_optional():
 def test_unreachable_address_is_one_clear_error_at_once():
     """ray.init alone would retry an address nobody listens on for minutes."""
     pytest.importorskip("ray")
+    # Not a timing check: "at once" means before ray.init, whose retries are what would take minutes.
     code = (
-        "import time\n"
+        "import ray\n"
         "from bnmem.executors import get_executor\n"
-        "t0 = time.perf_counter()\n"
+        "def no_init(*args, **kwargs):\n"
+        "    raise AssertionError('ray.init was called')\n"
+        "ray.init = no_init\n"
         "try:\n"
         "    get_executor('ray', address='127.0.0.1:1').start()\n"
         "except Exception as e:\n"
-        "    print(type(e).__name__, round(time.perf_counter() - t0), e)\n"
+        "    print(type(e).__name__, e)\n"
     )
     # A fresh interpreter: in this one the module's Ray session may be open, and an open session is reused.
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=HANG_GUARD_S)
     line = out.stdout.strip()
     assert line.startswith("BnmemError "), (out.stdout, out.stderr[-2000:])
-    assert int(line.split()[1]) < 10
     assert "cannot reach the Ray cluster at 127.0.0.1:1" in line and "ray start --head" in line
 
 
@@ -197,13 +213,13 @@ def test_failing_job_is_one_clear_error(rex, tmp_path):
 
 @pytest.mark.ray
 def test_unsatisfiable_resources_fail_fast(rex, tmp_path):
-    """A GPU request on a CPU-only cluster would wait forever in Ray; we refuse at once."""
-    t0 = time.perf_counter()
+    """A GPU request on a CPU-only cluster would wait forever in Ray; we refuse (an error, not a wait:
+    the hang guard ends the test if it waits)."""
+    spec = {"out": str(tmp_path), "index": 0, "seed": 0}
     with pytest.raises(BnmemError, match="lacks GPU"):
-        rex.map(selftest_job, [{"out": str(tmp_path), "index": 0, "seed": 0}], resources={"num_gpus": 0.25})
+        guarded(lambda: rex.map(selftest_job, [spec], resources={"num_gpus": 0.25}), "the GPU request's refusal")
     with pytest.raises(BnmemError, match="fraction below 1"):
-        rex.map(selftest_job, [{"out": str(tmp_path), "index": 0, "seed": 0}], resources={"num_gpus": 1.5})
-    assert time.perf_counter() - t0 < 10
+        guarded(lambda: rex.map(selftest_job, [spec], resources={"num_gpus": 1.5}), "the GPU request's refusal")
 
 
 def _proc_table() -> dict[int, tuple[int, str]]:
@@ -241,17 +257,12 @@ def _kill_first_task_worker(gcs_address: str, title_part: str, killed: list[int]
         time.sleep(0.01)
 
 
-def _kill_when_pid_file_appears(path: Path, killed: list[int], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            text = path.read_text().strip()
-            if text:
-                pid = int(text)
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-                return
-        time.sleep(0.02)
+def _kill_when_pid_file_appears(path: Path, killed: list[int]) -> None:
+    """SIGKILL the worker named in ``path`` once the file appears (the job holds until then)."""
+    wait_until(lambda: path.exists() and bool(path.read_text().strip()), f"{path} was written")
+    pid = int(path.read_text().strip())
+    os.kill(pid, signal.SIGKILL)
+    killed.append(pid)
 
 
 @pytest.mark.ray
@@ -261,7 +272,8 @@ def test_worker_killed_mid_job_is_retried(rex, tmp_path):
     killed: list[int] = []
     killer = threading.Thread(target=_kill_when_pid_file_appears, args=(job_dir(out, 1) / PID_FILE, killed))
     killer.start()
-    specs = [{"out": str(out), "index": i, "seed": i, "hold_first_attempt": 3.0 if i == 1 else 0.0}
+    # Job 1's first attempt holds until the kill (the hang guard bounds it), so the kill lands on a busy machine too.
+    specs = [{"out": str(out), "index": i, "seed": i, "hold_first_attempt": HANG_GUARD_S if i == 1 else 0.0}
              for i in range(3)]
     res = rex.map(selftest_job, specs, desc="kill a worker")
     killer.join()
@@ -282,7 +294,8 @@ def test_worker_deaths_beyond_max_retries_fail_clearly(ray_cluster, tmp_path):
     killer.start()
     ex = get_executor("ray", progress=False, max_retries=0)
     with pytest.raises(BnmemError, match=r"job 1/1 of 'no retries'.*worker died"):
-        ex.map(selftest_job, [{"out": str(out), "index": 0, "seed": 0, "hold_first_attempt": 3.0}], desc="no retries")
+        ex.map(selftest_job, [{"out": str(out), "index": 0, "seed": 0, "hold_first_attempt": HANG_GUARD_S}],
+               desc="no retries")
     killer.join()
     assert killed
 
@@ -290,23 +303,17 @@ def test_worker_deaths_beyond_max_retries_fail_clearly(ray_cluster, tmp_path):
 # ----------------------------------------------------------------- driver killed, then resumed
 
 
-def _kill_after(cmd: list[str], first_done, timeout: float = 180) -> None:
-    """Start ``cmd`` and SIGKILL it as soon as ``first_done()`` is true."""
+def _kill_after(cmd: list[str], first_done) -> None:
+    """Start ``cmd`` and SIGKILL it as soon as ``first_done()`` is true (however long a busy machine takes)."""
     proc = subprocess.Popen(cmd, env=_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + timeout
-        while not first_done():
-            if proc.poll() is not None:
-                raise AssertionError(f"driver exited ({proc.returncode}) before the kill: {proc.stderr.read()[-2000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError("no job finished in time")
-            time.sleep(0.02)
+        wait_until(first_done, "the driver's first finished job", proc=proc)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+        proc.wait()
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(30)
+            proc.wait()
         if proc.stderr:
             proc.stderr.close()
 
@@ -391,7 +398,7 @@ def test_ray_started_by_the_executor_is_shut_down_by_close(ray_cluster, tmp_path
         "ex.close()\n"
         "print(json.dumps({'addr': addr, 'up': ray.is_initialized(), 'checksum': res[0]['checksum']}))\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=REPO, capture_output=True, text=True, timeout=180)
+    run = subprocess.run([sys.executable, "-c", code], env=_env(), cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert run.returncode == 0, run.stderr[-3000:]
     info = json.loads(run.stdout.strip().splitlines()[-1])
     assert info["addr"] != ray_cluster and not info["up"]

@@ -34,7 +34,7 @@ def shrink(cmd: str) -> list[str]:
     """A README command as argv for ``bnmem.cli.main`` at tiny size (optional ``[...]`` parts dropped)."""
     cmd = re.sub(r"\s*\[[^\]]*\]", "", cmd)
     cmd = re.sub(r"--epochs \d+", "--epochs 1", cmd)
-    cmd = re.sub(r"--seeds \d+", "--seeds 2", cmd)
+    cmd = re.sub(r"--n-seeds \d+", "--n-seeds 2", cmd)
     cmd = re.sub(r"--shadow-models \d+", "--shadow-models 4", cmd)
     cmd = re.sub(r"--lambdas [\d.,]+", "--lambdas 1", cmd)
     cmd = cmd.replace(" studies/", f" {ROOT}/studies/")

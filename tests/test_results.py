@@ -101,10 +101,30 @@ def test_export_csv_and_parquet_equal_load(run, tmp_path):
     assert list(back.columns) == list(COLUMNS) and len(back) == len(df)
     np.testing.assert_allclose(back["value"].to_numpy(), df["value"].to_numpy(), rtol=1e-12)
     assert (back["cell"] == df["cell"]).all()
+    # Stable dtypes: pd.read_csv infers each chunk of a large file on its own, and a text column whose chunk
+    # is all empty would come back as float (the "mixed types" warning). Small chunks show it on a small file.
+    text = [c for c in COLUMNS if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
+    assert {"ood_source", "method"} <= set(text)
+    for chunk in pd.read_csv(tmp_path / "r.csv", chunksize=25):
+        assert [c for c in text if not pd.api.types.is_string_dtype(chunk[c])] == []
+    assert set(back.loc[back.ood == 0, "ood_source"]) == {"-"}
+    assert set(back.loc[back.lens == "memorize", "method"]) == {"-"}
     pytest.importorskip("pyarrow")
     assert main(["export", str(run), "--format", "parquet", "--out", str(tmp_path / "r.parquet")]) == 0
     pq = pd.read_parquet(tmp_path / "r.parquet")
     pd.testing.assert_frame_equal(pq, df, check_dtype=False)
+
+
+def test_export_load_and_recompute_show_progress(run, tmp_path, capsys):
+    """export, compare --recompute and results.load show a bar over the cells on stderr (not with --quiet)."""
+    assert main(["export", str(run), "--out", str(tmp_path / "r.csv")]) == 0
+    assert "reading cells" in capsys.readouterr().err
+    assert main(["export", str(run), "--out", str(tmp_path / "q.csv"), "--quiet"]) == 0
+    assert "reading cells" not in capsys.readouterr().err
+    load(run)
+    assert "reading cells" in capsys.readouterr().err
+    assert main(["compare", str(run), str(run), "--recompute"]) == 0
+    assert "reading cells" in capsys.readouterr().err
 
 
 def test_export_bad_format_one_line(run, tmp_path, capsys):

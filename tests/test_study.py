@@ -421,3 +421,13 @@ def test_replicates_and_recipes_expand_into_cells():
     index = index_doc(study, cells, jobs)
     assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
     assert "recipe" not in index["cells"][0]
+
+
+@pytest.mark.parametrize("off", ["lira", "rmia"])
+def test_switching_a_lens_off_switches_off_its_aliases(off):
+    """The demo lists both lira and its alias rmia: `--set lenses.lira=false` alone must plan no lira job."""
+    study = load_study(STUDIES / "demo.yaml", [f"lenses.{off}=false"])
+    assert "lira" not in study.lenses.enabled() and "rmia" not in study.lenses.asked()
+    cells, jobs = plan(study)
+    assert cells and jobs and not [j for j in jobs if j.lens == "lira"]
+    assert [j for j in plan(load_study(STUDIES / "demo.yaml"))[1] if j.lens == "lira"]  # it does plan one when on

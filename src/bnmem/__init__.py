@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,13 +17,28 @@ if TYPE_CHECKING:
 __all__ = ["BnmemError", "GammaSigmaPenalty", "__version__", "audit"]
 
 
-def __getattr__(name: str) -> Any:
-    """``bnmem.GammaSigmaPenalty`` (the γ/σ regularizer for your own loop), imported on first use with torch."""
-    if name == "GammaSigmaPenalty":
-        from bnmem.train.regularizer import GammaSigmaPenalty
+class _Package(types.ModuleType):
+    """The ``bnmem`` module's type: the lazy ``GammaSigmaPenalty`` and a ``dir()`` of the public names.
 
-        return GammaSigmaPenalty
-    raise AttributeError(f"module 'bnmem' has no attribute {name!r}")
+    Defined on the type, not as module-level ``__getattr__``/``__dir__``, so ``help(bnmem)`` lists the
+    public names only (pydoc shows a module's own dunder functions).
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        # Imported on first use: it needs torch, and `import bnmem` stays light.
+        if name == "GammaSigmaPenalty":
+            from bnmem.train.regularizer import GammaSigmaPenalty
+
+            return GammaSigmaPenalty
+        raise AttributeError(f"module 'bnmem' has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
+        dunders = [k for k in self.__dict__ if k.startswith("__") and k.endswith("__")]
+        return sorted({*__all__, *dunders})
+
+
+sys.modules[__name__].__class__ = _Package
+del _Package
 
 
 def audit(

@@ -19,12 +19,14 @@ if TYPE_CHECKING:
 __all__ = ["COLUMNS", "load"]
 
 
-def load(run_dir: str | Path) -> "pandas.DataFrame":
+def load(run_dir: str | Path, progress: bool = True) -> "pandas.DataFrame":
     """The tidy table of a study, lens or folder-of-lenses run directory.
+
+    ``progress``: a bar over the study's cells on stderr while their results files are read.
 
     Raises:
         BnmemError: ``run_dir`` is not a directory or holds no bnmem results.
     """
     from bnmem.report.tidy import load as _load
 
-    return _load(run_dir)
+    return _load(run_dir, progress)

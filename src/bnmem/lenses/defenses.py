@@ -354,11 +354,11 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
         BnmemError: bad config, Opacus missing for DP variants, a directory of
             another configuration.
     """
-    out = prepare_run_dir(out, cfg.model_dump(mode="json"))
-    executor = executor or LocalExecutor(progress=progress)
     variants = cfg.variants()
     if any(v.private for v in variants):
-        require_opacus()  # one line before any work, not a failure inside the first DP job
+        require_opacus()  # one line before anything is written, not a failure inside the first DP job
+    out = prepare_run_dir(out, cfg.model_dump(mode="json"))
+    executor = executor or LocalExecutor(progress=progress)
     # One map over every unfinished chunk: DP chunks (the slowest, one model at a time) first,
     # so a parallel executor does not end on them.
     order = sorted(variants, key=lambda v: not v.private)

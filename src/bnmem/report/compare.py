@@ -31,7 +31,7 @@ class Checklist:
     rows: dict[str, Row]
 
 
-def load_checklist(path: str | Path, recompute: bool = False) -> Checklist:
+def load_checklist(path: str | Path, recompute: bool = False, progress: bool = False) -> Checklist:
     """A run directory's (or a summary.csv file's) claim rows, by claim id.
 
     Raises:
@@ -53,7 +53,7 @@ def load_checklist(path: str | Path, recompute: bool = False) -> Checklist:
     from bnmem.report.rundata import load_run
     from bnmem.report.summary import claim_rows
 
-    rows = claim_rows(evaluate_claims(load_run(path)))
+    rows = claim_rows(evaluate_claims(load_run(path, progress)))
     return Checklist(path.name, f"{path} (claims evaluated now)", {r["id"]: r for r in rows})
 
 

@@ -20,6 +20,7 @@ run imports no lens module, hence no torch.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,8 +209,8 @@ def _first_env(*lenses: LensOutput | None) -> dict[str, Any] | None:
     return None
 
 
-def load_run(root: str | Path) -> RunData:
-    """Read a study, lens or folder-of-lenses run directory.
+def load_run(root: str | Path, progress: bool = False) -> RunData:
+    """Read a study, lens or folder-of-lenses run directory (``progress``: a bar over a study's cells, on stderr).
 
     Raises:
         BnmemError: ``root`` is not a directory or holds no results the report knows.
@@ -220,7 +221,7 @@ def load_run(root: str | Path) -> RunData:
     problems: list[str] = []
     env = _read_json(root / ENVIRONMENT_FILE, problems) if (root / ENVIRONMENT_FILE).is_file() else None
     if (root / INDEX_FILE).is_file():
-        run = _load_study(root, problems)
+        run = _load_study(root, problems, progress)
     else:
         run = _load_loose(root, problems)
     if not run.cells and run.theory is None and not run.studywide:
@@ -230,12 +231,16 @@ def load_run(root: str | Path) -> RunData:
     return run
 
 
-def _load_study(root: Path, problems: list[str]) -> RunData:
+def _load_study(root: Path, problems: list[str], progress: bool = False) -> RunData:
     index = _read_json(root / INDEX_FILE, problems)
     if not isinstance(index, dict):
         raise BnmemError(f"{root / INDEX_FILE} is not a readable study index")
     cells = []
-    for i, entry in enumerate(index.get("cells") or []):
+    from tqdm import tqdm
+
+    entries = index.get("cells") or []
+    for i, entry in enumerate(tqdm(entries, desc="reading cells", unit="cell", disable=not progress,
+                                   file=sys.stderr, leave=False)):
         cid = str(entry.get("id", f"cell{i}"))
         cond = {k: entry.get(k) for k in CONDITION_KEYS if k in entry}
         cell = CellOutput(cid, cond)

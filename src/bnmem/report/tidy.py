@@ -31,6 +31,9 @@ from bnmem.report.rundata import CellOutput as Cell, LensOutput as Lens, RunData
 CONDITION_COLUMNS = ("dataset", "arch", "label_noise", "ood", "ood_source", "recipe")
 MEASURE_COLUMNS = ("lens", "norm", "method", "unit", "unit_id", "subset", "metric", "epoch", "value")
 COLUMNS = ("cell", "setting", "replicate", *CONDITION_COLUMNS, *MEASURE_COLUMNS)
+# Text columns that may not apply to a row (no OOD inputs; memorize has no method): "-" there.
+NOT_APPLICABLE = "-"
+NOT_APPLICABLE_TEXT = ("ood_source", "method")
 
 # memorize / mitigate curve keys -> (subset, metric)
 CURVE_KEYS = {
@@ -216,7 +219,7 @@ def tidy_rows(run: RunData) -> list[Row]:
     return rows
 
 
-def load(run_dir: str | Path):
+def load(run_dir: str | Path, progress: bool = False):
     """The tidy table of a run directory as a pandas DataFrame (columns: :data:`COLUMNS`).
 
     Raises:
@@ -224,7 +227,11 @@ def load(run_dir: str | Path):
     """
     import pandas as pd
 
-    df = pd.DataFrame(tidy_rows(load_run(run_dir)), columns=list(COLUMNS))
+    df = pd.DataFrame(tidy_rows(load_run(run_dir, progress)), columns=list(COLUMNS))
+    # Text columns hold text in every row ("-": not applicable), so a CSV of the table reads back with one
+    # dtype per column (pd.read_csv warns about mixed types where long runs of a column are empty).
+    for col in NOT_APPLICABLE_TEXT:
+        df[col] = df[col].fillna(NOT_APPLICABLE).replace("", NOT_APPLICABLE)
     for col in ("replicate", "unit_id", "epoch"):
         df[col] = df[col].astype("Int64")
     for col in ("label_noise", "ood", "value"):

@@ -129,7 +129,7 @@ class Lenses(RootModel[dict[str, dict[str, Any]]]):
     """The lenses to run: lens name -> its options (absent = not run).
 
     A YAML list of names means defaults for each; ``name: false`` switches one
-    off (e.g. ``--set lenses.lira=false``). Names are registered lens names or
+    off under all its names (``--set lenses.lira=false`` drops ``rmia`` too). Names are registered lens names or
     their aliases (``gamma_sigma``; ``rmia``, which runs the lira lens: its
     attack evaluation reports RMIA). A per-cell lens's options are a
     :class:`LensOptions`, checked against the lens's own config when the study
@@ -146,6 +146,11 @@ class Lenses(RootModel[dict[str, dict[str, Any]]]):
         if not isinstance(v, dict):
             raise ValueError("lenses must be a list of lens names or a mapping name -> options")
         out: dict[str, dict[str, Any]] = {}
+        try:
+            # `name: false` switches the lens off under every name: `lira: false` drops `rmia` too.
+            off = {registry.canonical(str(key)) for key, opts in v.items() if opts is False}
+        except BnmemError as e:
+            raise ValueError(str(e)) from None
         for key, opts in v.items():
             if opts is False:
                 continue
@@ -153,6 +158,8 @@ class Lenses(RootModel[dict[str, dict[str, Any]]]):
                 name = registry.canonical(str(key))
             except BnmemError as e:
                 raise ValueError(str(e)) from None
+            if name in off:
+                continue
             opts = {} if opts is None or opts is True else opts
             if not isinstance(opts, dict):
                 raise ValueError(f"{key}: options must be a mapping, got {type(opts).__name__}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bnmem.cli.app import app
+from bnmem.cli.app import Quiet, app
 
 RunArg = Annotated[Path, typer.Argument(help="a run directory (its summary.csv, else its claims) or a summary.csv")]
 
@@ -19,9 +19,10 @@ def compare(
     markdown: Annotated[bool, typer.Option("--markdown", help="print a markdown table")] = False,
     recompute: Annotated[bool, typer.Option("--recompute", help="evaluate both runs' claims now under the "
                                                                 "installed plan, ignoring their summary.csv")] = False,
+    quiet: Quiet = False,
 ) -> None:
     """Status and effect of every claim in two runs, and what changed between them."""
     from bnmem.report.compare import load_checklist, render
 
-    a, b = load_checklist(run_a, recompute), load_checklist(run_b, recompute)
+    a, b = (load_checklist(run, recompute, progress=not quiet) for run in (run_a, run_b))
     typer.echo(render(a, b, markdown), nl=False)

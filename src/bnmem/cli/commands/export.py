@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bnmem.cli.app import app
+from bnmem.cli.app import Quiet, app
 
 RunDir = Annotated[Path, typer.Argument(help="a study run directory (with index.json) or one lens's run directory")]
 Format = Annotated[str, typer.Option("--format", help="csv, or parquet (needs pyarrow: the parquet extra of bnmem)")]
@@ -44,13 +44,14 @@ def table_bytes(df, fmt: str) -> bytes:
 
 
 @app.command()
-def export(run_dir: RunDir, format: Format = "csv", out: ExportOut = None) -> None:  # noqa: A002 - the flag
+def export(run_dir: RunDir, format: Format = "csv", out: ExportOut = None,  # noqa: A002 - the flag
+           quiet: Quiet = False) -> None:
     """Write every per-seed / per-target number of a run as one tidy table (columns: docs/results.md)."""
     from bnmem import io
     from bnmem.results import load
 
     check_format(format)  # before the slow load
-    df = load(run_dir)
+    df = load(run_dir, progress=not quiet)
     path = out or Path(run_dir) / f"results.{format}"
     io.write_bytes(path, table_bytes(df, format))
     typer.echo(f"{path}: {len(df)} rows, {len(df.columns)} columns ({', '.join(df.columns)})")

@@ -14,7 +14,7 @@ from bnmem.cli.app import Out, Quiet, app, experiment_options
 def gamma_sigma(
     exp: dict[str, Any],
     every: Annotated[int, typer.Option(help="measure every N epochs (the last epoch always)")] = 1,
-    out: Out = "runs/gamma_sigma",
+    out: Out = None,
     quiet: Quiet = False,
 ) -> None:
     """Train BN models and track γ, σ and |γ|/σ of every BN channel over epochs."""

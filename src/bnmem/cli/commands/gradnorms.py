@@ -23,7 +23,7 @@ def gradnorms(
     method: Annotated[str, typer.Option(help="auto (ghost norms, else vmap), ghost, vmap, loop (slow oracle)")] = "auto",
     batch_subset: Annotated[Optional[int], typer.Option(
         help="batch definition: measure only N examples (seeded subset; default all)")] = None,
-    out: Out = "runs/gradnorms",
+    out: Out = None,
     quiet: Quiet = False,
 ) -> None:
     """Train models and measure each training example's float64 loss-gradient norm at chosen epochs."""

@@ -3,6 +3,7 @@
 # No `from __future__ import annotations`: the option aliases below must be real
 # objects, since typer resolves string annotations in bnmem.cli.app's namespace.
 
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -24,10 +25,13 @@ GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.2
 
 
 @app.command()
-@experiment_options(seeds="1", helps={"seeds": "one base seed for all shadow models: 1 (the default) means base seed 0; another base seed: --set seeds=[N]"})
+@experiment_options(omit=("n_seeds",), helps={
+    "seed": "one base seed for all shadow models: model m's seed derives from it, the same for every norm "
+            "(default: {})",
+    "seeds": "a one-item list: the base seed (the old --seeds 1, base seed 0, still works; deprecated)"})
 def lira(
     exp: dict[str, Any],
-    out: Out = "runs/lira",
+    out: Out = None,
     shadow_models: ShadowModels = 32,
     chunk_size: ChunkSize = 16,
     views: Views = "augment",
@@ -48,6 +52,7 @@ def lira(
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
     from bnmem.lenses.lira import LiraConfig, run_lira, summary_table
+    from bnmem.rundir import default_out, removed_if_unstarted
 
     own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
            "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed,
@@ -64,9 +69,11 @@ def lira(
     if executor == "ray":
         # Jobs ask for as many CPUs as the torch threads they run with.
         kwargs.update(address=ray_address, num_cpus_per_job=cfg.train.threads, num_gpus_per_job=gpus_per_job)
+    out = Path(out) if out is not None else default_out("lira", cfg.model_dump(mode="json"))
     ex = get_executor(executor, **kwargs)
     try:
-        result = run_lira(cfg, out, executor=ex, progress=not quiet)
+        with removed_if_unstarted(out):
+            result = run_lira(cfg, out, executor=ex, progress=not quiet)
     finally:
         ex.close()
     typer.echo(summary_table(result))

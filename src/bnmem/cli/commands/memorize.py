@@ -10,7 +10,7 @@ from bnmem.cli.app import Out, Quiet, app, experiment_options
 
 @app.command()
 @experiment_options()
-def memorize(exp: dict[str, Any], out: Out = "runs/memorize", quiet: Quiet = False) -> None:
+def memorize(exp: dict[str, Any], out: Out = None, quiet: Quiet = False) -> None:
     """Train BN and other-norm models on data with corrupted samples; track how fast each fits them."""
     from bnmem.cli.commands.lens import run_and_report
     from bnmem.lenses import registry

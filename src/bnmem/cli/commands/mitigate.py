@@ -18,8 +18,8 @@ def mitigate(
     lira_models: Annotated[int, typer.Option(
         help="shadow models per variant for LiRA AUC (0: off; even, >= 4)")] = 0,
     selection_seeds: Annotated[int, typer.Option(
-        help="extra model seeds that only select λ, never evaluated (0: select on --seeds, in-sample)")] = 1,
-    out: Out = "runs/mitigate",
+        help="extra model seeds that only select λ, never evaluated (0: select on the evaluated seeds, in-sample)")] = 1,
+    out: Out = None,
     quiet: Quiet = False,
 ) -> None:
     """Compare plain BN, BN with the γ/σ regularizer (each λ) and no-norm: memorization vs test accuracy."""

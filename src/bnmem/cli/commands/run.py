@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from bnmem.cli.app import Quiet, Set, Workers, app
+from bnmem.cli.app import Quiet, RunWorkers, Set, app, available_cores
 
 StudyFile = Annotated[Path, typer.Argument(help="study YAML file (see studies/)", show_default=False)]
 StudyOut = Annotated[Optional[Path], typer.Option(help="run directory (default: runs/<study name>); rerun to resume")]
@@ -21,7 +21,7 @@ def run(
     out: StudyOut = None,
     executor: ExecutorName = "local",
     ray_address: RayAddress = None,
-    workers: Workers = 1,
+    workers: RunWorkers = None,
     set: Set = None,  # noqa: A002 - the flag is --set
     quiet: Quiet = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the planned jobs and the estimated disk; "
@@ -57,8 +57,8 @@ def run(
         raise BnmemError("--ray-address needs --executor ray")
     kwargs: dict = {"progress": not quiet}
     if executor != "ray":
-        kwargs["workers"] = workers
-    elif workers != 1:
+        kwargs["workers"] = available_cores() if workers is None else workers
+    elif workers not in (None, 1):
         raise BnmemError("--workers is for the local executor; Ray schedules by the study's resources")
     if executor == "ray":
         # Shadow-model chunks of the lira lens are submitted by the lens itself;

@@ -22,7 +22,7 @@ def _opt(name: str, flag: str | None = None) -> Any:
 
 @app.command()
 def theory(
-    out: Out = Path("runs/theory"),
+    out: Out = None,
     steps: Annotated[int, _opt("steps")] = _F["steps"].default,
     lr: Annotated[float, _opt("lr")] = _F["lr"].default,
     n_outliers: Annotated[int, _opt("n_outliers")] = _F["n_outliers"].default,
@@ -39,11 +39,13 @@ def theory(
     outlier-margin amplification (γ/σ)², the fair counterfactual of claim 5b over seeds, and how
     outliers push γ up. Writes theory.json (+ theory.png); a rerun with the same settings is skipped."""
     from bnmem.lenses.theory import summary as theory_summary
+    from bnmem.rundir import default_out
     from bnmem.theory import finished_summary, run_theory
 
     cfg = TheoryConfig.from_options(
         steps=steps, lr=lr, n_outliers=n_outliers, seed=seed, n_per_class=n_per_class, noise=noise,
         kernel_size=kernel_size, outlier_kind=outlier_kind, counterfactual_seeds=counterfactual_seeds, plot=plot)
+    out = Path(out) if out is not None else default_out("theory", cfg.model_dump(mode="json"))
     if finished_summary(cfg, out) is not None:
         typer.echo(f"{out}/theory.json already holds this simulation; not rerun")
     summary = run_theory(cfg, out, progress=not quiet)
