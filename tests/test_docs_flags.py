@@ -30,7 +30,13 @@ def bnmem_options() -> dict[str, set[str]]:
     import typer
 
     import bnmem.cli
+    from bnmem.cli.commands.lens import build_lens_command
 
+    # A generic lens command (defenses) gets its own flags when it runs or shows its help: build each one,
+    # as `bnmem NAME --help` does (a no-op for hand-written commands).
+    for info in list(bnmem.cli.app.registered_commands):
+        if info.name:
+            build_lens_command(info.name)
     root = typer.main.get_command(bnmem.cli.app)
     out = {"": {o for p in root.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}}
     for name, cmd in root.commands.items():
