@@ -95,7 +95,7 @@ SPECS: dict[str, LensSpec] = {s.name: s for s in (
     LensSpec(MITIGATE, figure="privacy_utility.png", title="Mitigation: the γ/σ regularizer", trains_runs=True),
     # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
     LensSpec(LIRA, aliases=("rmia",), schema_version=2, figure="roc.png", title="Membership inference (LiRA, RMIA)",
-             one_seed=True, stage=2, uses_executor=True, phases=("train", "query")),
+             one_seed=True, stage=2, uses_executor=True, phases=("recipe", "train", "query")),
     LensSpec(DEFENSES, figure="frontier.png", title="What to use instead of BN: the privacy–utility frontier",
              one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary",
              tidy=False),
