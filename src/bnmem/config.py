@@ -310,11 +310,6 @@ class ShadowProtocol(StrictModel):
             info.description = description
         return info
 
-    def chunks(self) -> list[list[int]]:
-        """Model indices of each training job, in order; fixed by (M, chunk_size)."""
-        m, c = self.shadow_models, self.chunk_size
-        return [list(range(i, min(i + c, m))) for i in range(0, m, c)]
-
 
 class ShadowCopies(StrictModel):
     """The audit's shadow copies of a user's model: the protocol's M and how the copies' length is calibrated.

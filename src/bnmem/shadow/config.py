@@ -91,6 +91,11 @@ class ShadowConfig(ShadowProtocol, ExperimentConfig, RecipeOptions):
     def model_seeds(self) -> list[int]:
         return [self.model_seed(m) for m in range(self.shadow_models)]
 
+    def chunks(self) -> list[list[int]]:
+        """Model indices of each training job, in order; fixed by (M, chunk_size)."""
+        m, c = self.shadow_models, self.chunk_size
+        return [list(range(i, min(i + c, m))) for i in range(0, m, c)]
+
     def query_batch(self) -> int:
         """The BN normalization batch of a ``batch``-mode query."""
         return self.query_batch_size or self.train.batch_size
