@@ -7,7 +7,7 @@ it runs per cell or once per study, and the flags a study schedules it by. The
 report, the tidy export and the CLI's command listing read specs only, so
 ``bnmem report`` and ``bnmem.results.load`` never import a lens module (nor
 torch). The runtime part is a :class:`bnmem.lenses.registry.Lens` built from its
-spec (``Lens.of(SPECS[name], config=..., run=...)``) and loaded lazily by the
+spec and holding it (``Lens.of(SPECS[name], config=..., run=...)``), loaded lazily by the
 registry. A lens registered from outside bnmem (a plugin, a test) brings its spec
 with it: :func:`add` is called by ``registry.register``.
 
