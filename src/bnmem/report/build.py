@@ -14,7 +14,6 @@ from bnmem.names import REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
 from bnmem.report.claims import Claim, evaluate_claims
 from bnmem.report.html import render_html
 from bnmem.report.rundata import RunData, load_run
-from bnmem.report.preregistration import run_label
 from bnmem.report.summary import render_csv, render_markdown
 from bnmem.report.views import key_tables
 
@@ -52,5 +51,5 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Repo
     paths = out / REPORT_HTML, out / SUMMARY_MD, out / SUMMARY_CSV
     io.write_text(paths[0], render_html(run, claims, tables))
     io.write_text(paths[1], render_markdown(run, claims, tables))
-    io.write_text(paths[2], render_csv(claims, run_label(run.root, run.study)))
+    io.write_text(paths[2], render_csv(claims, run.plan.label, run.plan.sha256))
     return Report(run, claims, *paths)

@@ -21,7 +21,6 @@ from bnmem.analysis_plan import (
 from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
@@ -280,9 +279,10 @@ def robustness_panel(claims: list[Claim]) -> str:
     return "\n".join(out) or '<p class="notrun">no claim was measured</p>'
 
 
-def plan_block() -> str:
-    """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number."""
-    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(plan_sha256())}</code>; '
+def plan_block(sha: str | None = None) -> str:
+    """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number
+    (``sha``: its hash, as the run's plan check computed it; default: hashed now)."""
+    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(sha or plan_sha256())}</code>; '
            "bnmem.analysis_plan; docs/analysis-plan.md; <code>bnmem plan</code> prints it). Statuses are decided "
            "on the interval: <i>reproduced</i> = above the null on the paper's side and, where the paper states a "
            "minimum, at or above it; <i>direction only</i> = above the null but reaching below the stated minimum "
@@ -523,7 +523,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     counts = {s: sum(c.status == s for c in claims) for s in (*STATUSES, CHECK_PASSED, CHECK_FAILED)}
     counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
-    plan = check_plan(run.root)
+    plan = run.plan
     page = sections(run)
     nav = "".join(f'<a href="#{sid}">{esc(word)}</a>' for sid, word in
                   [("forest", "Forest plot")] + [(v.section, v.nav or v.heading) for _, v in page]
@@ -540,7 +540,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
         status_legend(counts),
         "</header>",
-        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, run_label(run.root, run.study)),
+        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, plan.label),
         "</section>",
     ]
     if run.problems:  # folded to one line: the first screen stays the headline and the forest plot
@@ -571,7 +571,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         _fold("checklist", "Claims checklist (rules, intervals, previous plan)", checklist_body),
         _fold("robustness", "Robustness panel", robustness_body),
         _fold("claim-details", "Claim details: every evaluation", claim_details(claims)),
-        _fold("plan", "Analysis plan", plan_block()),
+        _fold("plan", "Analysis plan", plan_block(plan.sha256)),
         _fold("method", "Method", method_text()),
         full_conditions(run),
         "</section>",
