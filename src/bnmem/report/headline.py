@@ -11,19 +11,14 @@ from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
 from bnmem.report.forest import split_verdicts
 from bnmem.report.power import power_of
-from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
-
-
-# Run-level state (bnmem.report.preregistration's constants) -> the headline's short words.
-_STATE_WORDS = {FIXED: "recorded before this run", CHANGED: "changed after the run started",
-                UNRECORDED: "not recorded by this run"}
+from bnmem.report.preregistration import STATE_WORDS
 
 
 def plan_fixed(cid: str, state: str = "") -> str:
     """The state of the plan deciding claim ``cid``: the run's record of the plan
     (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
     adopted after earlier results had been seen (the plan's changelog)."""
-    parts = [f"plan {PLAN_VERSION} " + _STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
+    parts = [f"plan {PLAN_VERSION} " + STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
     if any(ch.version == PLAN_VERSION and cid in ch.claims and ch.after_seeing_data for ch in CHANGELOG):
         parts.append("its rule was written after earlier results had been seen")
     return "; ".join(parts)

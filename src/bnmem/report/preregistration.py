@@ -27,6 +27,8 @@ from bnmem.analysis_plan import (
 from bnmem.names import STUDY_FILE
 
 FIXED, CHANGED, UNRECORDED = "recorded before the first job", "changed after the run started", "not recorded"
+# Each state in the report headline's short words ("plan 4.0 <words>").
+STATE_WORDS = {FIXED: "recorded before this run", CHANGED: CHANGED, UNRECORDED: "not recorded by this run"}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from bnmem.lenses import spec as specs
 from bnmem.formatting import finite
+from bnmem.names import BATCH_NORM
 from bnmem.report.results import gradnorm_checkpoints, mitigate_variants, replicate_of, setting_key
 from bnmem.report.rundata import CellOutput as Cell, LensOutput as Lens, RunData, load_run
 
@@ -99,7 +100,7 @@ def gradnorms_rows(lens: Lens) -> Iterator[Row]:
 def gamma_sigma_rows(lens: Lens) -> Iterator[Row]:
     """Per seed, BN layer and σ definition: the layer's median |γ|/σ and fraction of channels above 1
     at the final epoch (``subset`` = the layer)."""
-    norm = lens.conditions.get("norm") or "batch"
+    norm = lens.conditions.get("norm") or BATCH_NORM
     epoch = lens.conditions.get("epochs")
     final = lens.data.get("final") or {}
     for mode, layers in final.items():
