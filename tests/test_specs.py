@@ -163,3 +163,20 @@ def test_tidy_keeps_a_per_target_list_with_some_nan_entries():
     assert [r["unit_id"] for r in by_subset["outliers"]] == [0, 1, 2]
     assert by_subset["outliers"][0]["value"] == 0.8 and math.isnan(by_subset["outliers"][1]["value"])
     assert len(by_subset["all"]) == 3 and by_subset["ood"] == []
+
+
+def test_the_plan_states_and_lens_names_have_one_home():
+    """The plan check's states (and their headline words) are spelled in bnmem.report.preregistration only;
+    the analysis plan keeps no second set of lens names (it and the report import bnmem.names')."""
+    import bnmem.analysis_plan as plan
+    from bnmem.report import preregistration as prereg
+
+    states = {prereg.FIXED, prereg.CHANGED, prereg.UNRECORDED, *prereg.STATE_WORDS.values()}
+    for path in sorted((SRC / "bnmem").rglob("*.py")):
+        if path.name != "preregistration.py":
+            found = _string_constants(path) & states
+            assert not found, f"{path.relative_to(SRC)} spells {sorted(found)}"
+    assert not [n for n in vars(plan) if n.startswith("LENS_")]
+    from bnmem import names
+
+    assert (plan.BN, plan.BASELINE) == (names.BATCH_NORM, names.NO_NORM)
