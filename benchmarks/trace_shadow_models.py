@@ -19,7 +19,13 @@ Usage::
 
     python benchmarks/trace_shadow_models.py [--study]
 
-The script prints one ``key=value`` line per run.
+The script prints one ``key=value`` line per run. Measured for issue 28 (counts, not times, so the
+machine's load does not matter), before (main at 2684f4f) -> after (branch proto):
+
+* ``bnmem lira``: 46 -> 46 modules, 34 -> 35 returns up (the protocol's views rule now lives in
+  ``bnmem.config``, one layer lower), load_dataset 6 -> 5, shadow-model loads 12 -> 8;
+* one lira cell of a study: 33 -> 32 modules, 101 -> 102 returns up, load_dataset 10 -> 5, shadow-model
+  loads 12 -> 8.
 """
 
 from __future__ import annotations
