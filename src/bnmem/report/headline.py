@@ -19,8 +19,7 @@ def plan_fixed(cid: str, state: str = "") -> str:
     (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
     adopted after earlier results had been seen (the plan's changelog)."""
     parts = [f"plan {PLAN_VERSION} " + STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
-    note = rule_history(cid)
-    if note == AFTER_SEEING:
+    if rule_history(cid) == AFTER_SEEING:
         parts.append("its rule was written after earlier results had been seen")
     return "; ".join(parts)
 

@@ -49,9 +49,11 @@ class PlanCheck:
     state: str
     label: str = ""
 
-    def headline(self) -> str:
-        """One sentence for the report's headline."""
-        now = f"analysis plan {self.version} (sha256 {self.sha256[:12]}…; in full under Analysis plan)"
+    def headline(self, short: bool = False) -> str:
+        """One sentence for the report's headline (``short``: the hash by its first 12 digits, as the page's
+        first screen prints it; the plan block in Details has it in full)."""
+        sha = f"{self.sha256[:12]}…; in full under Analysis plan" if short else self.sha256
+        now = f"analysis plan {self.version} (sha256 {sha})"
         if self.state == FIXED:
             return (f"Decided under {now}, {FIXED} in study.json: the rules did not move during the run "
                     "(whether its data were unseen: the label above the table).")
