@@ -12,8 +12,8 @@ from bnmem.report import views
 from bnmem.report.views import layout_words, view_of
 
 # The panel grid each fixed-layout figure's caption (its lens's report view) describes.
-FIGURE_LAYOUTS = {MEMORIZE: views.MEMORIZE_LAYOUT, GAMMA_SIGMA: views.GAMMA_SIGMA_LAYOUT, THEORY: views.THEORY_LAYOUT,
-                  MITIGATE: views.MITIGATE_LAYOUT}
+FIGURE_LAYOUTS = {MEMORIZE: views.MEMORIZE_LAYOUT, GAMMA_SIGMA: views.GAMMA_SIGMA_LAYOUT,
+                  THEORY: views.THEORY_LAYOUT, MITIGATE: views.MITIGATE_LAYOUT}
 
 
 def grid(fig) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from bnmem.report.tables import (
     Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
     theory_table,
 )
-from bnmem.report import tidy
+from bnmem.report import readers
 
 Row = dict[str, Any]
 # tables(run, kind) -> the section's key tables; rows(lens) -> the lens's tidy rows.
@@ -47,7 +47,7 @@ class LensView:
         heading: the section's heading.
         caption: what its figures show (the caption under the heading).
         tables: ``tables(run, kind)``: the key tables shown folded under its figures and in summary.md.
-        rows: ``rows(lens)``: its tidy rows (None: :func:`bnmem.report.tidy.generic_rows`, every number);
+        rows: ``rows(lens)``: its tidy rows (None: :func:`bnmem.report.readers.generic_rows`, every number);
             a lens whose spec says ``tidy=False`` contributes none whatever its view says.
         nav: the short word of the page's navigation line (default: the heading).
         always: its section is on the page also when the run lacks the lens (it then says "not run").
@@ -119,7 +119,7 @@ def tidy_reader(kind: str) -> RowsFn | None:
     spec = specs.find(kind)
     if spec is not None and not spec.tidy:
         return None
-    return view_of(kind).rows or tidy.generic_rows
+    return view_of(kind).rows or readers.generic_rows
 
 
 def sections(run: RunData) -> list[tuple[str, LensView]]:
@@ -162,7 +162,7 @@ MEMORIZE = LensView(
     "Left: accuracy on the corrupted subset (flipped labels solid, OOD dashed), which is pure memorization: "
     "nothing generalizable links those inputs to their labels. Right: clean train (dotted) and test (solid) "
     "accuracy. On clean data (no corrupted subset) only the right panel is drawn.",
-    per_cell(memorization_table), tidy.memorize_rows, nav="Memorization", always=True, position=0)
+    per_cell(memorization_table), readers.memorize_rows, nav="Memorization", always=True, position=0)
 
 GRADNORMS = LensView(
     "gradnorms", "Per-sample gradient norms",
@@ -170,7 +170,7 @@ GRADNORMS = LensView(
     "the example's own loss term in a training-mode batch), a column per checkpoint epoch. Each panel: "
     "empirical CDFs of per-sample gradient norms (log axis); colour = norm, line style = subset (clean solid, "
     "noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients.",
-    per_cell(gradnorms_table), tidy.gradnorms_rows, nav="Gradient norms", always=True, position=1)
+    per_cell(gradnorms_table), readers.gradnorms_rows, nav="Gradient norms", always=True, position=1)
 
 
 def _lira_tables(run: RunData, kind: str) -> list[Table]:
@@ -184,7 +184,7 @@ LIRA = LensView(
     "matter), pooled over target models, per norm for all examples and for the outlier subset (on clean data: "
     "all examples only); dashed diagonal = random guessing. Further panels, where present: the memorization "
     "scores' distributions and the examples each norm memorizes most.",
-    _lira_tables, tidy.lira_rows, nav="Membership inference", always=True, position=2)
+    _lira_tables, readers.lira_rows, nav="Membership inference", always=True, position=2)
 
 
 def _gamma_sigma_tables(run: RunData, kind: str) -> list[Table]:
@@ -198,7 +198,7 @@ GAMMA_SIGMA = LensView(
     "channels per epoch (running σ solid, batch σ dashed; grey line = 1). Middle: the fraction of channels "
     "above 1 per epoch. Right: every channel's ratio at the final epoch (running σ, all seeds). A ratio above "
     "1 amplifies the per-step margin growth of the samples that channel carries (claim 4).",
-    _gamma_sigma_tables, tidy.gamma_sigma_rows, nav="γ/σ", always=True, position=3)
+    _gamma_sigma_tables, readers.gamma_sigma_rows, nav="γ/σ", always=True, position=3)
 
 
 def _theory_tables(run: RunData, kind: str) -> list[Table]:
@@ -224,4 +224,4 @@ MITIGATE = LensView(
     "the fixed epoch, hollow at the last, bars = seed min–max. Middle: memorization over training. Right, "
     "where measured: LiRA (o) and RMIA (s) AUC against test accuracy. On clean data (no corrupted subset) "
     "the two memorization panels are left out.",
-    per_cell(mitigation_table), tidy.mitigate_rows, nav="Regularizer", always=True, position=5)
+    per_cell(mitigation_table), readers.mitigate_rows, nav="Regularizer", always=True, position=5)
