@@ -122,6 +122,7 @@ def main() -> None:
     ap.add_argument("--norm", choices=("batch", "none"), default="batch", help="--case shared: the norm")
     ap.add_argument("--no-hooks", action="store_true", help="--case shared: train without the lenses' hooks")
     args = ap.parse_args()
+    import torch._dynamo  # noqa: F401  - the first SGD optimizer imports it (seconds): not either way's cost
     best = {"one by one": (float("inf"), float("inf")), "together": (float("inf"), float("inf"))}
     ways = ((("one by one", one_by_one), ("together", together)) if args.case == "mitigate" else
             (("one by one", _shared(args.norm, not args.no_hooks, False)),
