@@ -98,6 +98,8 @@ def report_numbers(path: Path) -> dict[str, str]:
     out = {"report.mb": f"{b['report_mb']:.1f}", "report.images": str(b["distinct_images"])}
     if b.get("load_ms") is not None:
         out["report.load_s"] = f"{b['load_ms'] / 1000:.2f}"
+    if b.get("forest_figure_bottom_px") is not None:
+        out["report.forest_bottom_px"] = str(b["forest_figure_bottom_px"])
     return out
 
 

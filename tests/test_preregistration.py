@@ -80,8 +80,11 @@ def test_headline_says_fixed_changed_or_unrecorded(tmp_path):
     (tmp_path / "study.json").write_text(json.dumps({"name": "x", "analysis_plan": plan_record()}))
     fixed = check_plan(tmp_path)
     assert fixed.state == FIXED
-    assert fixed.headline().startswith(f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()}), "
-                                       "the plan study.json recorded before the first job")
+    # the first screen names the hash by its first 12 digits; the plan block in Details prints it in full
+    assert fixed.headline().startswith(f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()[:12]}…; "
+                                       "in full under Analysis plan), recorded before the first job in study.json")
+    from bnmem.report.html import plan_block
+    assert plan_sha256() in plan_block()
     (tmp_path / "study.json").write_text(json.dumps({"analysis_plan": {"version": "2.0", "sha256": "ab" * 32}}))
     changed = check_plan(tmp_path)
     assert changed.state == CHANGED and changed.recorded_version == "2.0"

@@ -95,3 +95,31 @@ def test_first_screen_is_legend_headline_then_forest_and_details_are_folded(repo
         region = img[top:bottom]
         r, g, b = region[..., 0], region[..., 1], region[..., 2]
         assert ((np.abs(r - g) > 0.15) | (np.abs(g - b) > 0.15)).mean() > 0.002, key
+
+
+def test_the_demos_full_first_screen_fits(report, tmp_path, monkeypatch):
+    """The demo's nine claims with their longest texts (tests/data/demo_first_screen.json, captured from a demo
+    run by tests/first_screen_fixture.py): at 1400x900 the legend, every headline cell in full and the whole
+    forest plot with its caption are on the first screen."""
+    import first_screen_fixture
+
+    from bnmem.report import headline, html
+    from bnmem.report.build import build_report
+    from bnmem.report.forest import draw_forest
+
+    demo = first_screen_fixture.load()
+    assert len(demo["headline_rows"]) == 9 and any(h["split"] for h in demo["headline_rows"])
+
+    def demo_forest(claims):
+        return draw_forest(demo["panels"], tmp_path / "forest.png").read_bytes()
+
+    monkeypatch.setattr(headline, "headline_rows", lambda claims, state="": demo["headline_rows"])
+    monkeypatch.setattr(headline, "forest_png", demo_forest)
+    monkeypatch.setattr(html, "shown_statuses", lambda claims: set(demo["shown"]))
+    _, root = report
+    page = build_report(root, tmp_path / "out").html
+    assert page.read_text(encoding="utf-8").count('<tr class="headline"') == 9
+    layout = probe(page, tmp_path)
+    assert layout["overflowing"] == []
+    assert layout["legend"][1] <= layout["headline"][0] + 1 <= layout["forest"][0] + 2
+    assert layout["forest_figure"][1] <= FIRST_SCREEN[1], layout["forest_figure"]

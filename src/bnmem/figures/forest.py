@@ -162,7 +162,7 @@ def _columns(panels: list[ForestPanel], ncols: int, heights: list[float]) -> lis
 
 
 def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, str], width: float = 17.0,
-                ncols: int = 3) -> None:
+                ncols: int = 3, note: str = "") -> None:
     """Draw the forest plot of ``panels`` into ``path`` (PNG).
 
     Args:
@@ -171,6 +171,7 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
         colors: status -> colour of its points and intervals (the legend lists those present).
         width: figure width in inches.
         ncols: columns of panels (fewer when there are fewer panels).
+        note: a last legend entry (e.g. what every row shares and its label leaves out).
     """
     panels = [p if p.rows else ForestPanel(p.title, p.xlabel, p.null, p.null_label,
                                            [ForestRow("not run", None, None, None, "not run")]) for p in panels]
@@ -209,6 +210,8 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
     handles += [Line2D([], [], color="#555555", marker="o", mfc="white", lw=0, label="not deciding"),
                 Line2D([], [], color="#222222", ls="--", lw=1, label="null / threshold"),
                 Patch(color=PAPER_SHADE, alpha=0.45, label="paper's range")]
+    if note:
+        handles.append(Line2D([], [], lw=0, label=note))
     fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=len(handles), fontsize=8,
                frameon=False)
     save_figure(fig, path, dpi=100)

@@ -49,14 +49,38 @@ def short_where(where: str) -> str:
             .replace("OOD subset", "OOD inputs"))
 
 
-def split_verdicts(claim: Claim) -> str:
+def split_verdicts(claim: Claim, compact: bool = False) -> str:
     """When a claim's deciding settings disagree (e.g. flipped labels contradicted, OOD inputs reproduced),
-    each setting's status and effect; '' when they agree. The row still shows the least supportive."""
+    each setting's status and effect; '' when they agree. The row still shows the least supportive.
+    ``compact``: each setting named only by what tells it apart from the others (the headline's cell)."""
     ran = claim.deciding()
     if len({e.status for e in ran}) < 2:
         return ""
-    return "split: " + "; ".join(f"{short_where(e.where)}: {e.status} {claim.fmt(e.value)}" + (
-        "" if e.ci_low is None else f" [{claim.fmt(e.ci_low)}, {claim.fmt(e.ci_high)}]") for e in ran)
+    names = [short_where(e.where) for e in ran]
+    if compact:  # the replicates are the power cell's and the forest plot's
+        names = distinct_parts([_REP_SUFFIX.sub("", n) for n in names])
+    return "split: " + "; ".join(f"{name}: {e.status} {claim.fmt(e.value)}" + (
+        "" if e.ci_low is None else f" [{claim.fmt(e.ci_low)}, {claim.fmt(e.ci_high)}]") for name, e in zip(names, ran))
+
+
+_PARTS = re.compile(r" · |: |, ")
+_REP_SUFFIX = re.compile(r" \(\d+ rep\.\)")
+
+
+def distinct_parts(labels: list[str]) -> list[str]:
+    """``labels`` without the leading and trailing parts (split at ' · ', ': ' and ', ') that all of them share,
+    each keeping at least one part: 'digits · lenet · label noise 0.05: BN vs X' and 'digits · lenet · OOD 0.05:
+    BN vs X' become 'label noise 0.05' and 'OOD 0.05'."""
+    parts = [_PARTS.split(lab) for lab in labels]
+    if len(parts) < 2:
+        return labels
+    lead = 0
+    while all(len(p) > lead + 1 for p in parts) and len({p[lead] for p in parts}) == 1:
+        lead += 1
+    trail = 0
+    while all(len(p) > lead + trail + 1 for p in parts) and len({p[-1 - trail] for p in parts}) == 1:
+        trail += 1
+    return [", ".join(p[lead:len(p) - trail]) for p in parts]
 
 
 def _strip_common(labels: list[str]) -> list[str]:
@@ -129,7 +153,26 @@ def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
     return panels
 
 
+def shared_replicates(panels: list[ForestPanel]) -> str:
+    """When every row label that counts replicates says the same ' (n rep.)', drop it from the labels and return 'n replicates per
+    setting' (said once, in the legend); else ''."""
+    found = {m.group(0) for p in panels for r in p.rows if (m := _REP_SUFFIX.search(r.label))}
+    if len(found) != 1:  # rows without replicates (the toy model's simulation) do not count
+        return ""
+    for r in (r for p in panels for r in p.rows):
+        r.label = _REP_SUFFIX.sub("", r.label)
+    n = int(re.sub(r"\D", "", found.pop()))
+    return f"{n} replicate{'s' if n != 1 else ''} per setting"
+
+
 def write_forest(claims: list[Claim], path: str | Path) -> Path:
     """Draw the forest plot of ``claims`` into ``path``."""
-    plot_forest(forest_panels(claims), path, STATUS_COLORS)
+    return draw_forest(forest_panels(claims), path)
+
+
+def draw_forest(panels: list[ForestPanel], path: str | Path) -> Path:
+    """Draw the report's forest plot of ``panels`` (:func:`forest_panels`) into ``path``."""
+    note = shared_replicates(panels)
+    # Four columns of panels keep the plot short enough to share the first screen with the headline table.
+    plot_forest(panels, path, STATUS_COLORS, ncols=4, note=note)
     return Path(path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from bnmem.analysis_plan import CHANGELOG, PLAN, PLAN_VERSION
+from bnmem.analysis_plan import CHANGELOG, INCONCLUSIVE, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
 from bnmem.report.forest import split_verdicts
 from bnmem.report.power import power_of
@@ -25,9 +25,26 @@ def plan_fixed(cid: str, state: str = "") -> str:
     (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
     adopted after earlier results had been seen (the plan's changelog)."""
     parts = [f"plan {PLAN_VERSION} " + _STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
-    if any(ch.version == PLAN_VERSION and cid in ch.claims and ch.after_seeing_data for ch in CHANGELOG):
+    note = rule_history(cid)
+    if note == AFTER_SEEING:
         parts.append("its rule was written after earlier results had been seen")
     return "; ".join(parts)
+
+
+AFTER_SEEING = "rule written after seeing earlier results"
+
+
+def rule_history(cid: str) -> str:
+    """What the plan's changelog says of claim ``cid``'s rule in this plan version, in the headline's words."""
+    changes = [ch for ch in CHANGELOG if ch.version == PLAN_VERSION and cid in ch.claims]
+    if any(ch.after_seeing_data for ch in changes):
+        return AFTER_SEEING
+    return f"rule changed in {PLAN_VERSION}, before results were seen" if changes else f"rule unchanged in {PLAN_VERSION}"
+
+
+def plan_header(state: str = "") -> str:
+    """The headline's plan column heading: the plan version and the run's record of it (the same for every row)."""
+    return f"plan {PLAN_VERSION}" + (f" ({_STATE_WORDS.get(state, state)})" if state else "")
 
 
 def level_suffix(row: dict[str, str]) -> str:
@@ -50,8 +67,10 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
         vs = row.get("vs_paper") or ""
         out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "where": row["where"], "split": split_verdicts(c),
-                    "verdict": row["verdict"], "power": power_of(c).text()})
+                    "plan": plan_fixed(c.id, state), "rule": rule_history(c.id), "where": row["where"],
+                    "split": split_verdicts(c, compact=True), "verdict": row["verdict"],
+                    "power": power_of(c).text(), "power_short": power_of(c).short_text(),
+                    "underpowered": c.status == INCONCLUSIVE and power_of(c).underpowered})
     return out
 
 

@@ -122,16 +122,16 @@ details.problems > summary { color: #6b4a00; font-size: 13px; }
 details summary { cursor: pointer; color: #1f5fa8; margin: 6px 0; }
 pre { background: #f4f5f7; padding: 8px; font-size: 12px; overflow-x: auto; white-space: pre-wrap; }
 table.headline { table-layout: fixed; margin-top: 2px; }
-table.headline th, table.headline td { vertical-align: middle; padding: 0 6px; font-size: 12.5px; line-height: 1.22;
+table.headline th, table.headline td { vertical-align: middle; padding: 0 6px; font-size: 12.5px; line-height: 1.15;
                                        overflow-wrap: anywhere; }
 table.headline td.note { font-size: 11.5px; }
 table.headline td.num { white-space: normal; }
 p.legend { font-size: 11.5px; color: #4a525a; margin: 2px 0 2px; line-height: 1.8; }
 p.legend .legend-item { margin-right: 10px; white-space: nowrap; }
 p.legend .status { font-size: 11.5px; padding: 0 7px; }
-table.headline th:nth-child(1) { width: 100px; } table.headline th:nth-child(2) { width: 28px; }
-table.headline th:nth-child(3) { width: 19%; } table.headline th:nth-child(4) { width: 17%; }
-table.headline th:nth-child(5) { width: 13%; } table.headline th:nth-child(6) { width: 20%; }
+table.headline th:nth-child(1) { width: 96px; } table.headline th:nth-child(2) { width: 24px; }
+table.headline th:nth-child(3) { width: 24%; } table.headline th:nth-child(4) { width: 15%; }
+table.headline th:nth-child(5) { width: 14%; } table.headline th:nth-child(6) { width: 20.5%; }
 table.headline span.split { font-size: 11px; }
 table.headline .status { font-size: 12px; padding: 1px 8px; }
 p.run-label { margin: 2px 0; font-size: 13px; }
@@ -177,8 +177,8 @@ def status_badge(status: str) -> str:
 
 # What each status means, for the legend on the first screen (the plan block in Details has the full rules).
 STATUS_MEANINGS = (
-    (REPRODUCED, "interval on the paper's side of the null, at or above the paper's minimum"),
-    (DIRECTION_ONLY, "on the paper's side, reaching below its minimum"),
+    (REPRODUCED, "interval on the paper's side, at or above its minimum"),
+    (DIRECTION_ONLY, "on its side, reaching below its minimum"),
     (INCONCLUSIVE, "interval includes the null, or none"),
     (CONTRADICTED, "interval on the other side"),
     (CHECK_PASSED, "derivation check (not evidence) within tolerance"),
@@ -187,12 +187,28 @@ STATUS_MEANINGS = (
 )
 
 
-def status_legend(counts: dict[str, int] | None = None) -> str:
-    """Every status's pill, how many claims have it (``counts``) and what it means, in one wrapped line."""
+def shown_statuses(claims: list[Claim]) -> set[str]:
+    """The statuses the first screen shows: the claims' (headline) and their evaluations' and co-verdicts'
+    (forest plot rows; a row that did not run is left out of the plot)."""
+    shown = {c.status for c in claims}
+    for c in claims:
+        for e in c.evaluations:
+            if e.status != NOT_RUN:
+                shown |= {e.status} | {a.status for a in e.coverdicts if a.status != NOT_RUN}
+    return shown
+
+
+def status_legend(counts: dict[str, int] | None = None, shown: set[str] | None = None) -> str:
+    """The pill of every status on the first screen (``shown``; default: all), how many claims have it
+    (``counts``) and what it means, in one wrapped line; the others are named, defined in Details."""
     counts = counts or {}
+    present = [(s, text) for s, text in STATUS_MEANINGS if shown is None or s in shown]
     items = "".join(f'<span class="legend-item">{status_badge(s)}{f" <b>×{counts[s]}</b>" if counts.get(s) else ""} '
-                    f"{esc(text)}</span>" for s, text in STATUS_MEANINGS)
-    return f'<p class="legend" id="legend"><b>Status:</b> {items}</p>'
+                    f"{esc(text)}</span>" for s, text in present)
+    rest = [s for s, _ in STATUS_MEANINGS if shown is not None and s not in shown]
+    more = (f'<span class="legend-item">(not on this screen: {esc(", ".join(rest))}; see '
+            '<a href="#plan">Analysis plan</a>)</span>') if rest else ""
+    return f'<p class="legend" id="legend"><b>Status:</b> {items}{more}</p>'
 
 
 def png_bytes(path: Path) -> bytes | None:
@@ -543,9 +559,10 @@ def _figures_for(lens: LensOutput) -> list[str]:
 
 def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -> str:
     """The run's label (:func:`bnmem.report.preregistration.run_label`) in full, then one line per claim:
-    status pill, claim, effect [CI], the paper's value, the plan's state (``plan_state``:
-    :func:`bnmem.report.preregistration.check_plan`'s state)."""
-    from bnmem.report.headline import headline_rows
+    status pill, claim, effect [CI], the design's power, the paper's value, the claim's rule history; the run's
+    record of the plan (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state) heads its
+    column, being the same for every row."""
+    from bnmem.report.headline import headline_rows, plan_header
 
     rows = []
     for h in headline_rows(claims, plan_state):
@@ -555,14 +572,14 @@ def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -
             f'<td><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
             f'<td class="num">{esc(h["effect"])}'
             + (f'<br><span class="note split">{esc(h["split"])}</span>' if h.get("split") else "") + "</td>"
-            f'<td class="note">{esc(h["power"])}'
-            + (f'<br><b>{esc(h["verdict"])}</b>' if h["verdict"] != h["status"] else "") + "</td>"
+            f'<td class="note">{esc(h["power_short"])}'
+            + (' · <b>underpowered</b>' if h["underpowered"] else "") + "</td>"
             f'<td class="note">{esc(h["paper"])}</td>'
-            f'<td class="note">{esc(h["plan"])}</td></tr>')
+            f'<td class="note">{esc(h["rule"])}</td></tr>')
     banner = f'<p class="run-label" id="run-label"><b>{esc(label)}</b></p>' if label else ""
     return (banner + '<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
-            "<th>power (units for 80%)</th><th>the paper</th><th>analysis plan</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            f"<th>power at this design · for 80%</th><th>the paper</th><th>{esc(plan_header(plan_state))}</th>"
+            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def forest_block(claims: list[Claim]) -> str:
@@ -573,10 +590,9 @@ def forest_block(claims: list[Claim]) -> str:
     w, h = png_size(data)
     return (f'<figure class="forest"><img id="forest-plot" src="{data_uri(data)}" width="{w}" height="{h}" '
             'alt="forest plot: every claim\'s effect and interval per setting">'
-            "<figcaption>One panel per claim on its own axis; a row per setting (claim 3: per attack, in AUC "
-            "points; hollow = not deciding), intervals at 95% (1 − 0.05/k where a setting was tested for "
-            "'contradicted'), over replicates; dashed = the null (4: half the layers, 5a: the 10% tolerance); "
-            "green = the paper's range (5b: slope 1 ± 10%).</figcaption></figure>")
+            "<figcaption>One panel per claim on its own axis, a row per setting (3: per attack, in AUC points); 95% "
+            "intervals over replicates (1 − 0.05/k where tested for 'contradicted'); nulls: 4 half the layers, 5a the "
+            "10% tolerance; 5b's range: slope 1 ± 10%.</figcaption></figure>")
 
 
 def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
@@ -609,9 +625,9 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"<header><h1>{esc(title)}</h1><nav>{nav}</nav>",
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
-        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}"
-        f'</p><p class="sub" id="plan-line">{esc(plan.headline())}</p>',
-        status_legend(counts),
+        f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}. "
+        f'<span id="plan-line">{esc(plan.headline())}</span></p>',
+        status_legend(counts, shown_statuses(claims)),
         "</header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, run_label(run.root, run.study)),
         "</section>",

@@ -79,6 +79,17 @@ class ClaimPower:
             return f"{INCONCLUSIVE} (underpowered: power {self.power:.2f}; {self.needed_text()})"
         return status
 
+    def short_text(self) -> str:
+        """The headline's compact form of :meth:`text`: '0.52 at 3 rep. (observed SD) · 80%: ~4', or '—'."""
+        if self.power is None:
+            return "—"
+        unit = "rep." if self.unit == "replicates" else self.unit
+        basis = ("declared SD" if self.basis.startswith("declared") else
+                 "observed SD" if self.basis.startswith("observed") else self.basis)
+        need = f"~{self.needed}" if self.needed is not None else f"> {MAX_UNITS}"
+        return f"{self.power:.2f} at {self.n} {unit}" + (f" ({basis})" if basis else "") + \
+            f" · {POWER_TARGET:.0%}: {need}"
+
     def text(self) -> str:
         """'0.52 at 3 replicates (observed spread); 80%: ~4 replicates', or '—'."""
         if self.power is None:

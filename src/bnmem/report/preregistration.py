@@ -47,10 +47,10 @@ class PlanCheck:
 
     def headline(self) -> str:
         """One sentence for the report's headline."""
-        now = f"analysis plan {self.version} (sha256 {self.sha256})"
+        now = f"analysis plan {self.version} (sha256 {self.sha256[:12]}…; in full under Analysis plan)"
         if self.state == FIXED:
-            return (f"Decided under {now}, the plan study.json recorded before the first job (the rules did not "
-                    "move during the run; whether its data were unseen is the run's label).")
+            return (f"Decided under {now}, {FIXED} in study.json: the rules did not move during the run "
+                    "(whether its data were unseen: the label above the table).")
         if self.state == CHANGED:
             return (f"The analysis plan changed after the run started: study.json recorded plan "
                     f"{self.recorded_version} (sha256 {self.recorded_sha256}) before the first job; these verdicts "
