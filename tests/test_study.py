@@ -178,7 +178,8 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 # Paper-scale presets: per cell 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
 # The demo: 3 outlier settings x 3 replicates x {shared, per-norm}; a shared cell has 5 lens jobs and
 # 4 shared runs (2 norms x 2 seeds), a per-norm cell 2 lens jobs (memorize, lira), plus theory.
-READY = {"demo": (18, 1 + 9 * (5 + 4) + 9 * 2), **{name: (12, 1 + 12 * (5 + 6))
+# theory + per shared-recipe cell 5 lens jobs and one shared-training job per norm (2) + per per-norm cell 2.
+READY = {"demo": (18, 1 + 9 * (5 + 2) + 9 * 2), **{name: (12, 1 + 12 * (5 + 2))
                                                   for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"}}
 
