@@ -22,12 +22,17 @@ $(PY):
 	$(PIP) install -q --upgrade pip
 
 # Stamps record what is installed; they are newer than pyproject.toml unless it changed.
+# --no-compile: pip would byte-compile every module of torch and its kin at install time; Python compiles (and
+# caches) only the modules a command imports, on first import. Measured on the 2-core machine under load
+# side by side (2 rounds each at load 13-19; benchmarks/bench_install.py repeats it): install 345 s -> 181 s,
+# the first `import torch` 11 s -> 26 s (once).
+PIP_INSTALL := $(PIP) install -q --no-compile
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PIP) install -q -e .
+	$(PIP_INSTALL) -e .
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PIP) install -q -e '.[test]'
+	$(PIP_INSTALL) -e '.[test]'
 	@touch $@
 
 # The whole study on the embedded digits (studies/demo.yaml: every lens but defenses; three outlier settings x
@@ -48,7 +53,7 @@ test: $(VENV)/.installed-test
 # Mutation testing of the pure-numpy and bookkeeping modules ([tool.mutmut] in pyproject.toml,
 # docs/testing.md). Results are cached in mutants/: a rerun retests only what changed.
 $(VENV)/.installed-mutate: pyproject.toml $(VENV)/.installed-test
-	$(PIP) install -q -e '.[test,mutate]'
+	$(PIP_INSTALL) -e '.[test,mutate]'
 	@touch $@
 
 mutate: $(VENV)/.installed-mutate

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bnmem.analysis_plan import LENS_LIRA
+from bnmem.names import LIRA
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 NORMS = ["batch", "none"]
@@ -52,7 +52,7 @@ def lira_run(per_replicate_diffs: list[np.ndarray], label_noise: float = 0.05, b
     for r, d in enumerate(per_replicate_diffs):
         none = np.full(len(d), base_auc)
         data = lira_data({a: none + d for a in attacks}, {a: none for a in attacks}, label_noise)
-        cells.append(make_cell("digits-lenet-noise", r, {LENS_LIRA: data}, label_noise))
+        cells.append(make_cell("digits-lenet-noise", r, {LIRA: data}, label_noise))
     return make_run(cells)
 
 

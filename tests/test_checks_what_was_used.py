@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from bnmem.analysis_plan import DIRECTION_ONLY, LENS_MITIGATE
+from bnmem.analysis_plan import DIRECTION_ONLY
+from bnmem.names import MITIGATE
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset
 from bnmem.report.claims import claim6, evaluate_rule
@@ -43,7 +44,7 @@ def _mitigate_cell(r: int, drop_per_seed: list[float]) -> CellOutput:
     cond = {"dataset": "digits", "arch": "lenet", "norms": ["batch", "none"], "label_noise": 0.05, "ood": 0.0,
             "replicate": r, "seeds": [3 * r, 3 * r + 1, 3 * r + 2]}
     cell = CellOutput(f"m-r{r}", cond)
-    cell.lenses[LENS_MITIGATE] = LensOutput(LENS_MITIGATE, Path(f"/synthetic/m-r{r}/mitigate"), doc)
+    cell.lenses[MITIGATE] = LensOutput(MITIGATE, Path(f"/synthetic/m-r{r}/mitigate"), doc)
     return cell
 
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, FAMILY_ALPHA, GS_MAJORITY, GS_MIN_REPLICATES, INCONCLUSIVE, LENS_GAMMA_SIGMA,
-    LENS_LIRA, LENS_MEMORIZE, MITIGATE_CUT, MITIGATE_TEST_DROP, NOT_RUN, PLAN, REPRODUCED, THEORY_TOL,
-    family_level, lira_range,
+    CONTRADICTED, DIRECTION_ONLY, FAMILY_ALPHA, GS_MAJORITY, GS_MIN_REPLICATES, INCONCLUSIVE, MITIGATE_CUT,
+    MITIGATE_TEST_DROP, NOT_RUN, PLAN, REPRODUCED, THEORY_TOL, family_level, lira_range,
 )
+from bnmem.names import GAMMA_SIGMA, LIRA, MEMORIZE
 from bnmem.report.claims import RULES, claim1, claim3, claim4, claim5, evaluate_rule, rule_ids
 from bnmem.report.claims.claim6 import status_of as claim6_status, status_v2 as claim6_status_v2
 from bnmem.report.claims.core import RANK, at_level, grade, grade_band, grade_band_v3, grade_v2, vs_paper
@@ -251,7 +251,7 @@ def memorize_run(rng, effects, n: int, seeds: int = 2, rep_sd: float = 1.0):
         for r in range(n):
             u = eff + rng.normal(0, rep_sd)
             bn = 0.5 + u + rng.normal(0, 0.01, (seeds, 1))
-            cells.append(make_cell("m", r, {LENS_MEMORIZE: memorize_data(bn, np.full((seeds, 1), 0.5))},
+            cells.append(make_cell("m", r, {MEMORIZE: memorize_data(bn, np.full((seeds, 1), 0.5))},
                                    label_noise=0.01 * (k + 1)))
     return make_run(cells)
 
@@ -319,7 +319,7 @@ def lira_sim_run(rng, gains, n: int, targets: int = 8):
         for r in range(n):
             none = np.full(targets, 0.6)
             bn = none + gain + rng.normal(0, 0.005) + rng.normal(0, 0.002, targets)
-            cells.append(make_cell("l", r, {LENS_LIRA: lira_data({"online": bn}, {"online": none}, mix)}, mix))
+            cells.append(make_cell("l", r, {LIRA: lira_data({"online": bn}, {"online": none}, mix)}, mix))
     return make_run(cells)
 
 
@@ -357,7 +357,7 @@ def gs_sim_run(rng, settings, n: int, models: int = 1):
                                                             "frac_above_1": 1.0 if above[m][i] else 0.0}
                                                    for m in range(models)}} for i in range(4)}
             data = {"final": {"running": final}, "conditions": {"norms": ["batch"], "label_noise": 0.05}}
-            cells.append(make_cell("g", r, {LENS_GAMMA_SIGMA: data}, label_noise=0.01 * (k + 1)))
+            cells.append(make_cell("g", r, {GAMMA_SIGMA: data}, label_noise=0.01 * (k + 1)))
     return make_run(cells)
 
 

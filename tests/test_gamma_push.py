@@ -183,14 +183,15 @@ def test_claim_7_flip_and_ood_disagree_the_split_is_visible():
     recorded as the previous one."""
     from synthetic_runs import make_cell, make_run
 
-    from bnmem.analysis_plan import CONTRADICTED, LENS_GAMMA_SIGMA, REPRODUCED
+    from bnmem.analysis_plan import CONTRADICTED, REPRODUCED
+    from bnmem.names import GAMMA_SIGMA
     from bnmem.report.claims import claim7
     from bnmem.report.forest import split_verdicts
 
-    cells = [make_cell("flip", r, {LENS_GAMMA_SIGMA: _push_data([0.30 + 0.01 * r, 0.32], 0.05, 0.0, v3=-0.2 - 0.01 * r)})
+    cells = [make_cell("flip", r, {GAMMA_SIGMA: _push_data([0.30 + 0.01 * r, 0.32], 0.05, 0.0, v3=-0.2 - 0.01 * r)})
              for r in range(3)]
     for r in range(3):
-        c = make_cell("ood", r, {LENS_GAMMA_SIGMA: _push_data([-0.30 - 0.01 * r, -0.28], 0.0, 0.05, v3=0.2 + 0.01 * r)},
+        c = make_cell("ood", r, {GAMMA_SIGMA: _push_data([-0.30 - 0.01 * r, -0.28], 0.0, 0.05, v3=0.2 + 0.01 * r)},
                       label_noise=0.0)
         c.conditions["ood"] = 0.05
         cells.append(c)
@@ -216,18 +217,19 @@ def test_claim_7_flip_and_ood_disagree_the_split_is_visible():
 def test_claim_7_not_run_when_only_invariant_layers_or_old_records():
     from synthetic_runs import make_cell, make_run
 
-    from bnmem.analysis_plan import LENS_GAMMA_SIGMA, NOT_RUN
+    from bnmem.analysis_plan import NOT_RUN
+    from bnmem.names import GAMMA_SIGMA
     from bnmem.report.claims import claim7
 
     data = _push_data([0.1, 0.2], 0.05, 0.0)
     for rec in data["push"]["per_seed"].values():
         for e in rec["epochs"]:
             del e["layers"]["norm4"]
-    claim = claim7.evaluate(make_run([make_cell("flip", r, {LENS_GAMMA_SIGMA: data}) for r in range(2)]))[0]
+    claim = claim7.evaluate(make_run([make_cell("flip", r, {GAMMA_SIGMA: data}) for r in range(2)]))[0]
     assert claim.status == NOT_RUN and "scale-invariant" in claim.not_run_reason()
     old = _push_data([0.1, 0.2], 0.05, 0.0)
     old["push"].pop("version")
-    claim = claim7.evaluate(make_run([make_cell("flip", r, {LENS_GAMMA_SIGMA: old}) for r in range(2)]))[0]
+    claim = claim7.evaluate(make_run([make_cell("flip", r, {GAMMA_SIGMA: old}) for r in range(2)]))[0]
     assert claim.status == NOT_RUN and "own loss" in claim.not_run_reason()
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from bnmem import io
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
-from bnmem.lenses.registry import LENS_KEY, SCHEMA_KEY, Lens
+from bnmem.lenses.registry import LENS_KEY, SCHEMA_KEY, Lens, LensSpec
 from bnmem.names import BUILTIN_LENSES
 
 _DATA = {"dataset": "digits", "label_noise": 0.05, "train_size": 120}
@@ -83,7 +83,7 @@ class _ToyConfig(BaseModel):
 
 
 def _toy(name: str, run=lambda cfg, out, **kw: {}) -> Lens:
-    return Lens(name=name, config=_ToyConfig, run=run)
+    return Lens(LensSpec(name), config=_ToyConfig, run=run)
 
 
 def test_register_refuses_a_duplicate_name_unless_replace():
@@ -112,7 +112,7 @@ def test_register_refuses_a_builtin_name_from_another_module():
         assert "theory" not in registry._REGISTRY
     finally:
         registry._REGISTRY["theory"] = saved
-    replaced = dataclasses.replace(saved, title="patched")
+    replaced = dataclasses.replace(saved, spec=dataclasses.replace(saved.spec, title="patched"))
     try:
         assert registry.register(replaced, replace=True) is replaced
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bnmem.analysis_plan import LENS_LIRA
+from bnmem.names import LIRA
 from bnmem.report.claims import claim3
 from bnmem.stats import jackknife_interval
 from synthetic_runs import lira_run
@@ -84,7 +84,7 @@ def test_attach_jackknife_feeds_the_claim_3_interval(tmp_path):
     loo = paired["batch-none"]["online"]["all"]["auc"]["jackknife"]["leave_one_out"]
     assert len(loo) == m and np.all(np.isfinite(loo))
     run = lira_run([np.asarray(per_target["batch"]) - np.asarray(per_target["none"])], attacks=("online",))
-    run.cells[0].lenses[LENS_LIRA].data["paired"] = paired
+    run.cells[0].lenses[LIRA].data["paired"] = paired
     claim = claim_lira(run, clean=False)
     assert claim.decisive.ci_low is not None and "jackknife over 6 shadow models" in claim.decisive.method
 

@@ -300,12 +300,12 @@ def _nested_doc(r: int, chosen: float, fallback: bool) -> dict:
 def test_claim_6_evaluates_every_replicate_at_its_own_selection():
     """Each replicate contributes the cut of the variant its lens selected on its selection seeds; the note
     says which replicate's choice came from the fallback."""
-    from bnmem.analysis_plan import LENS_MITIGATE
+    from bnmem.names import MITIGATE
     from bnmem.report.claims import claim6
     from synthetic_runs import make_cell, make_run
 
     picks = [(10.0, False), (1.0, True), (10.0, False)]
-    cells = [make_cell("m", r, {LENS_MITIGATE: _nested_doc(r, lam, fb)}, seeds=[0, 1]) for r, (lam, fb) in
+    cells = [make_cell("m", r, {MITIGATE: _nested_doc(r, lam, fb)}, seeds=[0, 1]) for r, (lam, fb) in
              enumerate(picks)]
     claim = claim6.evaluate(make_run(cells))[0]
     d = claim.decisive

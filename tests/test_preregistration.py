@@ -81,8 +81,11 @@ def test_headline_says_fixed_changed_or_unrecorded(tmp_path):
     fixed = check_plan(tmp_path)
     assert fixed.state == FIXED
     # the first screen names the hash by its first 12 digits; the plan block in Details prints it in full
-    assert fixed.headline().startswith(f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()[:12]}…; "
-                                       "in full under Analysis plan), recorded before the first job in study.json")
+    assert fixed.headline(short=True).startswith(
+        f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()[:12]}…; in full under Analysis plan), "
+        "recorded before the first job in study.json")
+    assert fixed.headline().startswith(f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()}), "
+                                       "recorded before the first job in study.json")
     from bnmem.report.html import plan_block
     assert plan_sha256() in plan_block()
     (tmp_path / "study.json").write_text(json.dumps({"analysis_plan": {"version": "2.0", "sha256": "ab" * 32}}))
@@ -152,3 +155,34 @@ def test_mitigate_lira_keep_seed_moves_with_the_replicate(tmp_path):
     _, jobs = plan(load_study(path))
     seeds = sorted(j.config["keep_seed"] for j in jobs if j.lens == "mitigate")
     assert seeds == [0, 1, 2]
+
+
+def test_bnmem_report_checks_the_plan_once_per_run(tmp_path, monkeypatch, capsys):
+    """`bnmem report` reads study.json and hashes the plan once (RunData.plan), however many parts of the
+    report (headline, plan line, summary.csv's plan_sha256, the plan block, the CLI's line) print it."""
+    import bnmem.analysis_plan as plan
+    import bnmem.report.preregistration as prereg
+
+    run = tmp_path / "mem"
+    run.mkdir()
+    io.write_json(run / "metrics.json", {
+        "lens": "memorize", "batch": {"per_seed": {"0": {"noisy_acc": [0.1, 0.5]}}, "final": {"noisy_acc": 0.5}},
+        "none": {"per_seed": {"0": {"noisy_acc": [0.0, 0.2]}}, "final": {"noisy_acc": 0.2}},
+        "conditions": {"dataset": "digits", "norms": ["batch", "none"], "seeds": [0], "label_noise": 0.05}})
+    (run / "study.json").write_text(json.dumps({"name": "demo", "analysis_plan": plan_record()}))
+    calls = {"study.json": 0, "render": 0}
+    read, render = prereg._study_doc, plan.render_markdown
+
+    def counted_read(root):
+        calls["study.json"] += 1
+        return read(root)
+
+    def counted_render():
+        calls["render"] += 1
+        return render()
+
+    monkeypatch.setattr(prereg, "_study_doc", counted_read)
+    monkeypatch.setattr(plan, "render_markdown", counted_render)  # plan_sha256 renders the plan to hash it
+    assert main(["report", str(run)]) == 0
+    assert calls == {"study.json": 1, "render": 1}
+    assert capsys.readouterr().out.startswith(f"Decided under analysis plan {PLAN_VERSION} (sha256 {plan_sha256()})")

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from bnmem.names import GAMMA_SIGMA, MEMORIZE, MITIGATE, THEORY
-from bnmem.report.html import FIGURE_LAYOUTS, FIGURE_SECTIONS, layout_words
+from bnmem.report import views
+from bnmem.report.views import layout_words, view_of
+
+# The panel grid each fixed-layout figure's caption (its lens's report view) describes.
+FIGURE_LAYOUTS = {MEMORIZE: views.MEMORIZE_LAYOUT, GAMMA_SIGMA: views.GAMMA_SIGMA_LAYOUT, THEORY: views.THEORY_LAYOUT,
+                  MITIGATE: views.MITIGATE_LAYOUT}
 
 
 def grid(fig) -> tuple[int, int]:
@@ -36,7 +41,7 @@ def drawn(monkeypatch):
 
 
 def caption(kind: str) -> str:
-    return next(c for _, _, k, c in FIGURE_SECTIONS if k == kind)
+    return view_of(kind).caption
 
 
 def memorize_metrics(corrupted: bool) -> dict:

@@ -185,3 +185,20 @@ def test_shadow_model_count_rule_is_one_function(m):
 
         with pytest.raises(ValidationError, match=f"lira_models must be 0 \\(off\\) or even and at least 4, got {m}"):
             MitigateConfig(lira_models=m)
+
+
+def test_the_plan_states_and_lens_names_have_one_home():
+    """The plan check's states (and their headline words) are spelled in bnmem.report.preregistration only;
+    the analysis plan keeps no second set of lens names (it and the report import bnmem.names')."""
+    import bnmem.analysis_plan as plan
+    from bnmem.report import preregistration as prereg
+
+    states = {prereg.FIXED, prereg.CHANGED, prereg.UNRECORDED, *prereg.STATE_WORDS.values()}
+    for path in sorted((SRC / "bnmem").rglob("*.py")):
+        if path.name != "preregistration.py":
+            found = _string_constants(path) & states
+            assert not found, f"{path.relative_to(SRC)} spells {sorted(found)}"
+    assert not [n for n in vars(plan) if n.startswith("LENS_")]
+    from bnmem import names
+
+    assert (plan.BN, plan.BASELINE) == (names.BATCH_NORM, names.NO_NORM)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LENS_GAMMA_SIGMA, LENS_GRADNORMS, LENS_LIRA, LENS_MEMORIZE,
-    NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, render_markdown,
+    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, render_markdown,
 )
+from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import (
     claim1, claim2, claim3, claim4, claim5, claim6, evaluate_rule, grade, grade_v2, vs_paper,
 )
@@ -75,7 +75,7 @@ def gamma_sigma_data(models: list[tuple[int, int]], channels=(6, 16), fc=(12, 0.
 def gs_run(models: list[tuple[int, int]], replicates: int = 1) -> RunData:
     """The models split evenly over ``replicates`` cells."""
     chunks = np.array_split(np.arange(len(models)), replicates)
-    return make_run([make_cell("gs", r, {LENS_GAMMA_SIGMA: gamma_sigma_data([models[i] for i in idx])})
+    return make_run([make_cell("gs", r, {GAMMA_SIGMA: gamma_sigma_data([models[i] for i in idx])})
                      for r, idx in enumerate(chunks)])
 
 
@@ -145,7 +145,7 @@ def test_bars_per_outlier_mix():
 def test_single_pair_is_inconclusive():
     """One replicate with one seed: +0.4 memorization gain, yet no interval, so inconclusive."""
     bn, none = np.full((1, 10), 0.9), np.full((1, 10), 0.5)
-    run = make_run([make_cell("mem", 0, {LENS_MEMORIZE: memorize_data(bn, none)}, seeds=[0])])
+    run = make_run([make_cell("mem", 0, {MEMORIZE: memorize_data(bn, none)}, seeds=[0])])
     claim = claim_memorization(run)
     assert claim.status == INCONCLUSIVE and claim.decisive.value == pytest.approx(0.4)
     assert claim.decisive.ci_low is None and "single pair" in claim.decisive.note
@@ -162,7 +162,7 @@ def test_claim_3_gives_each_attack_a_verdict_and_states_agreement():
         data = lira_data({"online": none + 0.09 + rng.normal(0, 0.002, 32), "offline": none + 0.045,
                           "rmia": none + rng.normal(0, 0.01, 32) + (0.01, -0.01, 0.0)[r]},
                          {a: none for a in ("online", "offline", "rmia")})
-        cells.append(make_cell("lira", r, {LENS_LIRA: data}))
+        cells.append(make_cell("lira", r, {LIRA: data}))
     claim = claim_lira(make_run(cells), clean=False)
     verdicts = {a.name: a.status for a in claim.coverdicts()}
     assert verdicts == {"online LiRA": REPRODUCED, "offline LiRA": REPRODUCED, "RMIA": INCONCLUSIVE}
@@ -179,7 +179,7 @@ def test_single_replicate_lira_uses_the_lens_jackknife():
     run = lira_run([d])
     assert claim_lira(run, clean=False).status == INCONCLUSIVE  # targets of one replicate: no interval
     loo = 0.06 + np.random.default_rng(2).normal(0, 0.001, 32)
-    run.cells[0].lenses[LENS_LIRA].data["paired"] = {
+    run.cells[0].lenses[LIRA].data["paired"] = {
         "batch-none": {"online": {"all": {"auc": {"jackknife": {"leave_one_out": loo.tolist()}}}}}}
     claim = claim_lira(run, clean=False)
     assert claim.status == REPRODUCED and "jackknife" in claim.decisive.method
@@ -189,9 +189,9 @@ def test_single_replicate_lira_uses_the_lens_jackknife():
 
 
 def test_replicate_cells_group_into_one_setting():
-    lens = {LENS_MEMORIZE: memorize_data(np.full((2, 3), 0.8), np.full((2, 3), 0.5))}
+    lens = {MEMORIZE: memorize_data(np.full((2, 3), 0.8), np.full((2, 3), 0.5))}
     cells = [make_cell("a", r, lens) for r in range(3)] + [make_cell("b", 0, lens, label_noise=0.1)]
-    groups = settings_of(make_run(cells), LENS_MEMORIZE)
+    groups = settings_of(make_run(cells), MEMORIZE)
     assert [len(g.cells) for g in groups] == [3, 1] and groups[0].replicates == [0, 1, 2]
     claim = claim_memorization(make_run(cells[:3]))
     assert "3 replicates" in claim.decisive.where and "over 3 paired replicates" in claim.decisive.method
@@ -254,9 +254,9 @@ def test_null_simulation_rarely_reproduces(monkeypatch):
         lira, mem = [], []
         for r in range(reps):
             auc = {n: 0.6 + rng.normal(0, 0.01) + rng.normal(0, 0.01, targets) for n in NORMS}
-            lira.append(make_cell("x", r, {LENS_LIRA: lira_data({"online": auc["batch"]}, {"online": auc["none"]})}))
+            lira.append(make_cell("x", r, {LIRA: lira_data({"online": auc["batch"]}, {"online": auc["none"]})}))
             acc = {n: np.clip(0.5 + rng.normal(0, 0.05) + rng.normal(0, 0.05, (seeds, epochs)), 0, 1) for n in NORMS}
-            mem.append(make_cell("x", r, {LENS_MEMORIZE: memorize_data(acc["batch"], acc["none"])}))
+            mem.append(make_cell("x", r, {MEMORIZE: memorize_data(acc["batch"], acc["none"])}))
         hits["3a"] += claim_lira(make_run(lira), clean=False).status == REPRODUCED
         hits["1"] += claim_memorization(make_run(mem)).status == REPRODUCED
     assert hits["3a"] <= 0.05 * draws and hits["1"] <= 0.05 * draws, hits
@@ -311,7 +311,7 @@ def test_claim_4_issue_example_layers_not_conv_channels():
                 str(s): {"frac_above_1": frac, "median_ratio": med + 0.01 * (s + seed_shift)} for s in range(3)}}
         return {"final": {"running": final}, "conditions": {"norms": ["batch"], "label_noise": 0.05}}
 
-    run = make_run([make_cell("gs", r, {LENS_GAMMA_SIGMA: data(r)}) for r in range(3)])
+    run = make_run([make_cell("gs", r, {GAMMA_SIGMA: data(r)}) for r in range(3)])
     claim = claim_gamma_sigma(run)
     d = claim.decisive
     assert d.value == pytest.approx(0.5) and claim.status == INCONCLUSIVE
@@ -364,7 +364,7 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     for r in range(3):
         g = gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3), ("eval", "batch"))
         acc = _fits()
-        cells.append(make_cell("g", r, {LENS_GRADNORMS: g, LENS_MEMORIZE: memorize_data(acc["batch"], acc["none"])}))
+        cells.append(make_cell("g", r, {GRADNORMS: g, MEMORIZE: memorize_data(acc["batch"], acc["none"])}))
     claim = claim_gradnorms(make_run(cells))
     cov = {a.name: a for a in claim.coverdicts()}
     assert cov["eval definition"].value == pytest.approx(0.5, abs=0.05)  # mean of epochs 1 and 5
@@ -383,9 +383,9 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     assert next(a for n, a in panel.items() if n.startswith("eval: checkpoint 1 only")).valid  # merged with batch's
     counted = [a for a in claim.robustness() if a.valid and a.status != NOT_RUN]
     assert claim.agreement()[1] == len(counted) and not any("20" in a.name for a in counted)
-    eval_only = [make_cell("g", r, {LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0},
+    eval_only = [make_cell("g", r, {GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0},
                                                                     rng.normal(0, 0.05, 3), ("eval",)),
-                                    LENS_MEMORIZE: memorize_data(*_fits().values())}) for r in range(3)]
+                                    MEMORIZE: memorize_data(*_fits().values())}) for r in range(3)]
     assert claim_gradnorms(make_run(eval_only)).status == REPRODUCED
 
 
@@ -399,7 +399,7 @@ def test_claim_2_panel_calls_a_checkpoint_invalid_when_any_setting_has_fitted_by
     for r in range(3):
         for noise, fits in ((0.05, _fits()), (0.1, early_fit)):
             g = gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3))
-            cells.append(make_cell("g", r, {LENS_GRADNORMS: g, LENS_MEMORIZE: memorize_data(fits["batch"],
+            cells.append(make_cell("g", r, {GRADNORMS: g, MEMORIZE: memorize_data(fits["batch"],
                                                                                             fits["none"])},
                                    label_noise=noise))
     claim = claim_gradnorms(make_run(cells))
@@ -411,12 +411,12 @@ def test_claim_2_panel_calls_a_checkpoint_invalid_when_any_setting_has_fitted_by
 
 
 def test_claim_2_without_fit_levels_or_early_checkpoints_is_not_run():
-    cells = [make_cell("g", r, {LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0}, np.zeros(3))}) for r in range(3)]
+    cells = [make_cell("g", r, {GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0}, np.zeros(3))}) for r in range(3)]
     claim = claim_gradnorms(make_run(cells))  # no memorize lens and no recorded fit: cannot tell "early"
     assert claim.status == NOT_RUN and "fit" in claim.not_run_reason()
     late = {"batch": np.full((3, 20), 0.9), "none": np.full((3, 20), 0.8)}  # both fitted from epoch 1
-    cells = [make_cell("g", r, {LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0}, np.zeros(3)),
-                                LENS_MEMORIZE: memorize_data(late["batch"], late["none"])}) for r in range(3)]
+    cells = [make_cell("g", r, {GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0}, np.zeros(3)),
+                                MEMORIZE: memorize_data(late["batch"], late["none"])}) for r in range(3)]
     assert claim_gradnorms(make_run(cells)).status == NOT_RUN
 
 
@@ -427,13 +427,13 @@ def test_claim_2_matched_fit_uses_a_caliper():
         acc = {"batch": np.tile(np.r_[np.linspace(0.1, 0.5, 5), np.full(15, 0.9)], (3, 1)),
                "none": np.tile(np.r_[np.linspace(0.0, 0.3, 19), 0.5], (3, 1))}
         g = gradnorms_data({1: 0.0, 5: 0.5 + 0.01 * r, 20: -1.0}, np.zeros(3))
-        cells.append(make_cell("g", r, {LENS_GRADNORMS: g, LENS_MEMORIZE: memorize_data(acc["batch"], acc["none"])}))
+        cells.append(make_cell("g", r, {GRADNORMS: g, MEMORIZE: memorize_data(acc["batch"], acc["none"])}))
     claim = claim_gradnorms(make_run(cells))
     matched = next(a for a in claim.robustness() if "matched fit" in a.name)
     # BN at epoch 5 (fit 0.5): log ratio 0.5 + 0.01 r; none at epoch 20 (fit 0.5): log ratio 0 -> +0.51
     assert matched.value == pytest.approx(0.51, abs=1e-9) and matched.status == REPRODUCED
-    far = [make_cell("g", r, {LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 0.5, 20: -1.0}, np.zeros(3)),
-                              LENS_MEMORIZE: memorize_data(np.full((3, 20), 0.95), np.full((3, 20), 0.0))})
+    far = [make_cell("g", r, {GRADNORMS: gradnorms_data({1: 0.0, 5: 0.5, 20: -1.0}, np.zeros(3)),
+                              MEMORIZE: memorize_data(np.full((3, 20), 0.95), np.full((3, 20), 0.0))})
            for r in range(3)]
     assert not any("matched fit" in a.name for a in claim_gradnorms(make_run(far)).robustness())
 
@@ -452,11 +452,11 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     rng = np.random.default_rng(9)
     cells = []
     for r in range(3):
-        lenses = {LENS_LIRA: lira_data({"online": 0.69 + rng.normal(0, 0.002, 32), "offline": np.full(32, 0.645),
+        lenses = {LIRA: lira_data({"online": 0.69 + rng.normal(0, 0.002, 32), "offline": np.full(32, 0.645),
                                         "rmia": np.full(32, 0.6 + 0.004 * (r - 1))},
                                        {a: np.full(32, 0.6) for a in ("online", "offline", "rmia")}),
-                  LENS_GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3)),
-                  LENS_MEMORIZE: memorize_data(*_fits().values())}
+                  GRADNORMS: gradnorms_data({1: 0.0, 5: 1.0, 20: -2.0}, rng.normal(0, 0.05, 3)),
+                  MEMORIZE: memorize_data(*_fits().values())}
         cells.append(make_cell("digits-lenet-noise0.05", r, lenses))
     run = make_run(cells)
     claims = evaluate_claims(run)
@@ -504,7 +504,7 @@ def test_per_norm_recipe_is_a_robustness_variant_never_deciding():
 def test_identity_only_query_view_is_an_alternative():
     run = lira_run([np.full(32, v) for v in (0.050, 0.051, 0.052)])
     for c in run.cells:
-        data = c.lenses[LENS_LIRA].data
+        data = c.lenses[LIRA].data
         data["identity_only"] = lira_data({"online": np.full(32, 0.6)}, {"online": np.full(32, 0.6)})
     claim = claim_lira(run, clean=False)
     panel = {claim.label(a): a.status for a in claim.robustness()}
@@ -595,14 +595,14 @@ def mitigate_data(bn_noisy, regs: dict[float, list[float]], bn_test=0.95, reg_te
 def test_claim_6_selects_on_replicate_0_and_evaluates_the_others():
     """Replicate 0 selects by validation accuracy (λ=10 loses more than 1 point there, so λ=1 wins); the cut
     is evaluated on replicates 1 and 2 only, where λ=1 cuts about 85%."""
-    from bnmem.analysis_plan import LENS_MITIGATE
+    from bnmem.names import MITIGATE
 
     cells = []
     for r in range(3):
         val = {"batch": 0.93, "batch+gs1": 0.925, "batch+gs10": 0.80}
         regs = {1.0: [0.1 + 0.01 * r, 0.08, 0.09], 10.0: [0.01, 0.0, 0.02]}
         doc = mitigate_data([0.6, 0.62, 0.58], regs, selected=10.0, val=val)
-        cells.append(make_cell("m", r, {LENS_MITIGATE: doc}, seeds=[0, 1, 2]))
+        cells.append(make_cell("m", r, {MITIGATE: doc}, seeds=[0, 1, 2]))
     claim = claim_mitigation(make_run(cells))
     d = claim.decisive
     assert "λ=1" in d.where and "selected on replicate 0" in d.note and "evaluated on replicates [1, 2]" in d.note
@@ -617,9 +617,9 @@ def test_recipe_named_only_by_the_lens_still_separates_settings():
     a = lira_run([np.full(32, 0.04)] * 2).cells
     b = lira_run([np.full(32, -0.04)] * 2).cells
     for c in b:
-        c.lenses[LENS_LIRA].data["conditions"]["recipe"] = "per-norm"
+        c.lenses[LIRA].data["conditions"]["recipe"] = "per-norm"
         c.id = "other-" + c.id
-    groups = settings_of(make_run(a + b), LENS_LIRA)
+    groups = settings_of(make_run(a + b), LIRA)
     assert [len(g.cells) for g in groups] == [2, 2]
 
 
@@ -646,10 +646,10 @@ def test_claim_7_reads_not_run_and_shows_the_corrupted_vs_clean_coverdict():
                 rec["median_ratio"] += shift + 0.01 * r
         return d
 
-    cells = [make_cell("noisy", r, {LENS_GAMMA_SIGMA: gs(0.2 + 0.02 * r, r)}) for r in range(3)]
-    cells += [make_cell("clean", r, {LENS_GAMMA_SIGMA: gs(0.0, r)}, label_noise=0.0) for r in range(3)]
+    cells = [make_cell("noisy", r, {GAMMA_SIGMA: gs(0.2 + 0.02 * r, r)}) for r in range(3)]
+    cells += [make_cell("clean", r, {GAMMA_SIGMA: gs(0.0, r)}, label_noise=0.0) for r in range(3)]
     for c in cells[3:]:
-        c.lenses[LENS_GAMMA_SIGMA].data["conditions"]["label_noise"] = 0.0
+        c.lenses[GAMMA_SIGMA].data["conditions"]["label_noise"] = 0.0
     claim = claim7.evaluate(make_run(cells))[0]
     assert claim.status == NOT_RUN and "no per-example γ pushes" in claim.not_run_reason()
     shown = [e for e in claim.evaluations if not e.deciding]

@@ -67,14 +67,6 @@ PREVIOUS_NOT_REPRODUCED = "not reproduced"
 # The descriptive comparison with the paper's stated range ("vs paper").
 VS_BELOW, VS_WITHIN, VS_ABOVE = "below", "within", "above"
 
-# Lens kinds as the report's run reader names them: the one table of names (bnmem.names).
-LENS_MEMORIZE = MEMORIZE
-LENS_GRADNORMS = GRADNORMS
-LENS_LIRA = LIRA
-LENS_GAMMA_SIGMA = GAMMA_SIGMA
-LENS_MITIGATE = MITIGATE
-LENS_THEORY = THEORY
-
 LEVEL = 0.95
 # Family-wise error of one claim row over its k deciding settings. 'Reproduced' needs every deciding setting
 # (an intersection-union test: each at 95%, no adjustment); 'contradicted' needs one (a union: each at 1 − α/k).
@@ -206,7 +198,7 @@ PLAN: dict[str, ClaimPlan] = {
         "1", "BN models memorize corrupted / OOD training samples faster and further",
         "BN models fit corrupted/OOD samples faster and further on every dataset and architecture (no magnitude "
         "stated)",
-        "evidence", LENS_MEMORIZE,
+        "evidence", MEMORIZE,
         "training accuracy on the corrupted subset (flipped labels, or OOD inputs), BN model in eval mode",
         "every epoch; the statistic is the area under the memorization curve divided by the number of epochs "
         "(\"faster and further\" in one number)",
@@ -224,7 +216,7 @@ PLAN: dict[str, ClaimPlan] = {
     "2": ClaimPlan(
         "2", "Gradient norms of corrupted samples shift up under BN (relative to clean samples)",
         "gradient-norm distributions of noisy samples shift up under BN (no magnitude stated)",
-        "evidence", LENS_GRADNORMS,
+        "evidence", GRADNORMS,
         "per-sample gradient L2 norm over all parameters; per model the log of the corrupted/clean ratio of "
         "median norms; under the eval definition (running statistics) and the training-mode (batch) definition, "
         "the gradient the optimizer follows",
@@ -258,7 +250,7 @@ PLAN: dict[str, ClaimPlan] = {
     "3a": ClaimPlan(
         "3a", "LiRA membership-inference AUC is 3–5 points higher with BN, with injected outliers",
         "LiRA AUC rises by 3–5 points with BN; at least 3 points at a 1% outlier mix and 4 points at 5%",
-        "evidence", LENS_LIRA,
+        "evidence", LIRA,
         "AUC of the attack on all training examples, leave-one-out over the shadow models (each model the target "
         "once), BN − no-norm paired by model index",
         "the final models (last epoch)",
@@ -286,7 +278,7 @@ PLAN: dict[str, ClaimPlan] = {
     "3b": ClaimPlan(
         "3b", "LiRA membership-inference AUC is 3–5 points higher with BN, on clean data",
         "the LiRA gain appears also on clean data (3–5 points)",
-        "evidence", LENS_LIRA,
+        "evidence", LIRA,
         "as 3a, on a setting without injected outliers", "the final models",
         "as 3a", _REPLICATE_UNIT, "as 3a", "null 0, direction +; the paper's minimum 3 points, range 3–5",
         "as 3a", "as 3a",
@@ -298,7 +290,7 @@ PLAN: dict[str, ClaimPlan] = {
     "4": ClaimPlan(
         "4", "Measured |γ|/σ exceeds 1 in most BN layers",
         "measured γ/σ > 1 in most layers (no number beyond 'most')",
-        "evidence", LENS_GAMMA_SIGMA,
+        "evidence", GAMMA_SIGMA,
         "per trained BN model, the fraction of its BN layers (every BN layer, convolutional and fully connected "
         "alike) whose median channel |γ|/σ is above 1, σ = sqrt(running_var + eps). The fraction of channels above "
         "1, and the convolutional / fully connected split, are shown as descriptions, not verdicts",
@@ -335,7 +327,7 @@ PLAN: dict[str, ClaimPlan] = {
         "5a", "Toy model: with batch statistics frozen, the BN step is the plain step at learning rate η(γ/σ)² "
               "(a check of the derivation, not evidence for the claim)",
         "BN multiplies an outlier's per-step margin growth by (γ/σ)²",
-        "derivation check", LENS_THEORY,
+        "derivation check", THEORY,
         "median relative error |measured − (γ/σ)²| / (γ/σ)² of the BN / matched no-norm margin-growth ratio",
         "every step of the simulation", "median over outliers and steps", "one deterministic simulation",
         "none (deterministic)", f"tolerance {THEORY_TOL:.0%}",
@@ -349,7 +341,7 @@ PLAN: dict[str, ClaimPlan] = {
               "statistics move): does (γ/σ)² × the plain step predict the live kernel step?",
         "BN multiplies an outlier's per-step margin growth by (γ/σ)² (derived with the batch statistics held "
         "fixed)",
-        "evidence", LENS_THEORY,
+        "evidence", THEORY,
         "per step and outlier: y = the margin change of the live BN step on the kernel w alone (batch statistics "
         "recomputed), x = (γ/σ)² × the margin change of the plain model's step on w̃ alone, started from the BN "
         "model's effective weights (the frozen-statistics prediction for the same parameters)",
@@ -382,7 +374,7 @@ PLAN: dict[str, ClaimPlan] = {
         "6", "The γ/σ regularizer reduces memorization at little utility cost",
         "the regularizer mitigates memorization and privacy risk at little cost in accuracy (here: ≥ half of "
         "the corrupted-subset accuracy removed at ≤ 1 point of test accuracy)",
-        "evidence", LENS_MITIGATE,
+        "evidence", MITIGATE,
         "relative cut in corrupted-subset accuracy (BN − BN+reg) / BN and the test-accuracy drop BN − BN+reg, at "
         "the λ (and τ) selected inside each replicate (nested selection): the mitigate lens trains plain BN and "
         "every regularized variant also on selection seeds (the seeds after the evaluation seeds; same data, "
@@ -435,7 +427,7 @@ PLAN: dict[str, ClaimPlan] = {
         "7", "Feedback loop: outliers drive γ up in trained networks, raising (γ/σ)²",
         "outlier samples disproportionately drive the growth of γ, which raises (γ/σ)² and speeds memorization "
         "further (no magnitude stated)",
-        "evidence", LENS_GAMMA_SIGMA,
+        "evidence", GAMMA_SIGMA,
         "primary: each example's push on |γ_c| is −sign(γ_c)·∂ℓ_i/∂γ_c, the gradient of its OWN loss through the "
         "batch statistics (training mode, the training batch size: the gradient the optimizer follows), summed "
         "over the channels of a BN layer and over the outliers (P_O) and all examples (P); the all-parameter "

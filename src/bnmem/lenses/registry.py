@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 from bnmem.config import validation_line
 from bnmem.errors import BnmemError
 from bnmem.lenses import spec as specs
-from bnmem.lenses.spec import LENS_KEY, METRICS_FILE, SCHEMA_KEY, LensSpec
+from bnmem.lenses.spec import LENS_KEY, SCHEMA_KEY, LensSpec
 from bnmem.names import BUILTIN_LENSES
 
 __all__ = ["LENS_KEY", "SCHEMA_KEY", "Lens", "LensSpec", "register", "unregister", "get", "canonical",
@@ -47,76 +47,50 @@ class Runner(Protocol):
 HookFactory = Callable[[Any, Any, Path, int], Callable | None]
 
 
+# The static fields a Lens reads through from its spec (``lens.stage`` is ``lens.spec.stage``).
+_SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(LensSpec))
+
+
 @dataclass(frozen=True)
 class Lens:
-    """A registered lens: its spec's static fields (see :class:`LensSpec`) and its runtime part.
+    """A registered lens: its static :class:`LensSpec` and its runtime part.
+
+    Every field of the spec reads through (``lens.name``, ``lens.stage``, ``lens.results``... are
+    ``lens.spec.name``...; their meaning is documented once, on :class:`LensSpec`).
 
     Attributes:
-        name: the one spelling of the lens: study key, CLI command, folder inside a
-            cell, and the ``"lens"`` value of its results file.
+        spec: its static declaration (what the report and the CLI listing read).
         config: its pydantic config class. A per-cell lens's config is an
             :class:`~bnmem.config.ExperimentConfig` subclass; a once-per-study
             lens's config holds only its own options.
         run: its :class:`Runner`.
-        results: the results file in its folder (holds ``"lens"`` and ``"schema_version"``).
-        schema_version: version of that file's layout.
-        figure: the figure file in its folder, if any.
-        title: section title in the report.
         summary: ``summary(results) -> str``, the table a command prints.
         hook: the per-epoch measurement :data:`HookFactory` (None: none).
-        per_cell: run once per (dataset, arch, outliers) cell; False: once per study.
-        trains_runs: trains every (norm, seed) on the full training set with the
-            cell's recipe into ``<norm>/seed<k>``, so a study can train such a run
-            once for all lenses that need it (:mod:`bnmem.study.share`).
-        one_seed: takes the cell's first seed only (LiRA derives every shadow
-            model's seed from one base seed).
-        bn_only: measures BatchNorm layers only (its cell norms become ``[batch]``).
-        stage: study jobs of a lower stage run first (expensive lenses last).
-        uses_executor: spreads its own work over the executor it is given (lira's
-            shadow-model chunks); a study runs it in the driver instead of shipping it.
-        phases: names of the job phases a study may run for every cell at once
-            before calling ``run`` (which then finds that work finished).
         phase_jobs: ``phase_jobs(cfg, out, phase) -> (job function, specs)``: the
-            unfinished jobs of one phase.
+            unfinished jobs of one of the spec's ``phases``.
         estimate: ``estimate(cfg, n_train, parameter_count) -> {kind: bytes}``: what the
             lens writes besides per-(norm, seed) models (``bnmem run --dry-run``);
             ``parameter_count(arch, dataset, norm)`` counts a model's weights.
-        aliases: other names accepted in a study or on the command line.
     """
 
-    name: str
+    spec: LensSpec
     config: type[BaseModel]
     run: Runner
-    results: str = METRICS_FILE
-    schema_version: int = 1
-    figure: str | None = None
-    title: str = ""
     summary: Callable[[dict[str, Any]], str] | None = None
     hook: HookFactory | None = None
-    per_cell: bool = True
-    trains_runs: bool = False
-    one_seed: bool = False
-    bn_only: bool = False
-    stage: int = 1
-    uses_executor: bool = False
-    phases: tuple[str, ...] = ()
     phase_jobs: Callable[[Any, Path, str], tuple[Callable, list[dict[str, Any]]]] | None = None
     estimate: Callable[[Any, int, Callable[[str, str, str], int]], dict[str, int]] | None = None
-    aliases: tuple[str, ...] = ()
-    view: str | None = None
-    summary_ref: str | None = None
-    tidy: bool = True
 
     @classmethod
     def of(cls, spec: LensSpec, **runtime: Any) -> "Lens":
         """The lens declared by ``spec`` with its runtime part (``config``, ``run``, ``summary``, ``hook``...)."""
-        static = {f.name: getattr(spec, f.name) for f in dataclasses.fields(LensSpec)}
-        return cls(**static, **runtime)
+        return cls(spec, **runtime)
 
-    @property
-    def spec(self) -> LensSpec:
-        """This lens's static declaration (what the report and the CLI listing read)."""
-        return LensSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(LensSpec)})
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes the Lens itself lacks: the spec's fields read through.
+        if name in _SPEC_FIELDS:
+            return getattr(self.spec, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def stamp(self, results: dict[str, Any]) -> dict[str, Any]:
         """``results`` with this lens's name and schema version first (what every results file carries)."""

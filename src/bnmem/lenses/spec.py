@@ -7,7 +7,7 @@ it runs per cell or once per study, and the flags a study schedules it by. The
 report, the tidy export and the CLI's command listing read specs only, so
 ``bnmem report`` and ``bnmem.results.load`` never import a lens module (nor
 torch). The runtime part is a :class:`bnmem.lenses.registry.Lens` built from its
-spec (``Lens.of(SPECS[name], config=..., run=...)``) and loaded lazily by the
+spec and holding it (``Lens.of(SPECS[name], config=..., run=...)``), loaded lazily by the
 registry. A lens registered from outside bnmem (a plugin, a test) brings its spec
 with it: :func:`add` is called by ``registry.register``.
 
@@ -43,12 +43,13 @@ class LensSpec:
         schema_version: version of that file's layout.
         figure: the figure file in its folder, if any.
         title: section title in the report (and the CLI's help line for a generic command).
-        view: ``"module:attribute"`` of its report view (:mod:`bnmem.report.views`); None: the
-            generic view (its figure, its summary table, every number in the tidy export).
+        view: ``"module:attribute"`` of its report view (a :class:`bnmem.report.views.LensView`: its
+            section, caption, key tables and tidy reader); None: the generic view (its figures, its
+            summary table, every number in the tidy export).
         summary_ref: ``"module:function"`` of a torch-free ``summary(results) -> str`` the report's
             generic view prints (None: the summary of the registered lens, if its module is loaded).
-        tidy: its numbers are rows of the tidy export (its own reader in :mod:`bnmem.report.tidy`, else
-            the generic one); False: not exported (said in docs/results.md).
+        tidy: its numbers are rows of the tidy export (its view's reader, else the generic one);
+            False: not exported (said in docs/results.md).
         per_cell: run once per (dataset, arch, outliers) cell; False: once per study.
         stage: study jobs of a lower stage run first (expensive lenses last).
         trains_runs: trains every (norm, seed) on the full training set with the
@@ -86,21 +87,28 @@ class LensSpec:
         return BUILTIN_LENSES.get(self.name)
 
 
+# The report's views of the built-in lenses (a string: the report layer sits above this one). Defenses has
+# none: the report's generic view shows its figure and the summary table summary_ref names.
+_VIEWS = "bnmem.report.views"
+
 # The built-in lenses, in the order a study runs them (names.BUILTIN_LENSES).
 SPECS: dict[str, LensSpec] = {s.name: s for s in (
-    LensSpec(MEMORIZE, figure="memorization.png", title="Forced memorization", trains_runs=True),
+    LensSpec(MEMORIZE, figure="memorization.png", title="Forced memorization", view=f"{_VIEWS}:MEMORIZE",
+             trains_runs=True),
     LensSpec(GAMMA_SIGMA, aliases=("gamma_sigma",), results="gamma_sigma.json", figure="gamma_sigma.png",
-             title="BN |γ|/σ per layer", trains_runs=True, bn_only=True),
-    LensSpec(GRADNORMS, figure="gradnorms.png", title="Per-sample gradient norms", trains_runs=True),
-    LensSpec(MITIGATE, figure="privacy_utility.png", title="Mitigation: the γ/σ regularizer", trains_runs=True),
+             title="BN |γ|/σ per layer", view=f"{_VIEWS}:GAMMA_SIGMA", trains_runs=True, bn_only=True),
+    LensSpec(GRADNORMS, figure="gradnorms.png", title="Per-sample gradient norms", view=f"{_VIEWS}:GRADNORMS",
+             trains_runs=True),
+    LensSpec(MITIGATE, figure="privacy_utility.png", title="Mitigation: the γ/σ regularizer",
+             view=f"{_VIEWS}:MITIGATE", trains_runs=True),
     # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
     LensSpec(LIRA, aliases=("rmia",), schema_version=2, figure="roc.png", title="Membership inference (LiRA, RMIA)",
-             one_seed=True, stage=2, uses_executor=True, phases=("train", "query")),
+             view=f"{_VIEWS}:LIRA", one_seed=True, stage=2, uses_executor=True, phases=("train", "query")),
     LensSpec(DEFENSES, figure="frontier.png", title="What to use instead of BN: the privacy–utility frontier",
              one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary",
              tidy=False),
     LensSpec(THEORY, results="theory.json", figure="theory.png", title="Toy model: the (γ/σ)² amplification",
-             per_cell=False, stage=0, tidy=False),
+             view=f"{_VIEWS}:THEORY_VIEW", per_cell=False, stage=0, tidy=False),
 )}
 assert list(SPECS) == list(BUILTIN_LENSES), "one spec per built-in lens, in names.BUILTIN_LENSES's order"
 

@@ -10,18 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bnmem import io
-from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
+from bnmem.names import REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
 from bnmem.report.claims import Claim, evaluate_claims
-from bnmem.report.claims.claim7 import push_tables
 from bnmem.report.html import render_html
-from bnmem.report.memeps import epsilon_tables, memorization_score_tables
 from bnmem.report.rundata import RunData, load_run
-from bnmem.report.preregistration import run_label
 from bnmem.report.summary import render_csv, render_markdown
-from bnmem.report.tables import (
-    Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
-    theory_table,
-)
+from bnmem.report.views import key_tables
+
+__all__ = ["Report", "build_report", "key_tables"]
 
 
 @dataclass
@@ -33,28 +29,6 @@ class Report:
     html: Path
     markdown: Path
     csv: Path
-
-
-def key_tables(run: RunData) -> dict[str, list[Table]]:
-    """Section id -> tables shown under that section's figures."""
-    out: dict[str, list[Table]] = {
-        "memorization": [memorization_table(c, lens) for c, lens in run.lenses(MEMORIZE)],
-        "gradnorms": [gradnorms_table(c, lens) for c, lens in run.lenses(GRADNORMS)],
-        "lira": [t for c, lens in run.lenses(LIRA) for t in lira_tables(c, lens)]
-        + memorization_score_tables(run) + epsilon_tables(run),
-        "gamma_sigma": [gamma_sigma_table(c, lens) for c, lens in run.lenses(GAMMA_SIGMA)] + push_tables(run),
-        "theory": [theory_table(run.theory)] if run.theory is not None else [],
-        "mitigate": [mitigation_table(c, lens) for c, lens in run.lenses(MITIGATE)],
-    }
-    # Lenses without a dedicated section: the table their own command prints.
-    from bnmem.report.html import sections
-
-    for sid, _, kind, _ in sections(run):
-        if sid.startswith("lens-"):
-            pairs = ([("", run.studywide[kind])] if kind in run.studywide
-                     else [(c.describe(), lens) for c, lens in run.lenses(kind)])
-            out[sid] = [t for label, lens in pairs if (t := lens_summary_table(label, lens)) is not None]
-    return {k: v for k, v in out.items() if v}
 
 
 def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Report:
@@ -77,5 +51,5 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Repo
     paths = out / REPORT_HTML, out / SUMMARY_MD, out / SUMMARY_CSV
     io.write_text(paths[0], render_html(run, claims, tables))
     io.write_text(paths[1], render_markdown(run, claims, tables))
-    io.write_text(paths[2], render_csv(claims, run_label(run.root, run.study)))
+    io.write_text(paths[2], render_csv(claims, run.plan.label, run.plan.sha256))
     return Report(run, claims, *paths)

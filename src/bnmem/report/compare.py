@@ -73,7 +73,8 @@ def effect(row: Row | None) -> str:
     if row is None or _float(row.get("value")) is None:
         return "—"
     v, lo, hi = (_float(row.get(k)) for k in ("value", "ci_low", "ci_high"))
-    return f"{v:+.3g}" + ("" if lo is None or hi is None else f" [{lo:+.3g}, {hi:+.3g}]{level_suffix(row)}")
+    level = level_suffix(_float(row.get("ci_level")))
+    return f"{v:+.3g}" + ("" if lo is None or hi is None else f" [{lo:+.3g}, {hi:+.3g}]{level}")
 
 
 def change(a: Row | None, b: Row | None) -> str:

@@ -11,22 +11,15 @@ from bnmem.analysis_plan import CHANGELOG, INCONCLUSIVE, PLAN, PLAN_VERSION
 from bnmem.report.claims import Claim
 from bnmem.report.forest import split_verdicts
 from bnmem.report.power import power_of
-from bnmem.report.preregistration import CHANGED, FIXED, UNRECORDED
-from bnmem.report.summary import claim_rows
-
-
-# Run-level state (bnmem.report.preregistration's constants) -> the headline's short words.
-_STATE_WORDS = {FIXED: "recorded before this run", CHANGED: "changed after the run started",
-                UNRECORDED: "not recorded by this run"}
+from bnmem.report.preregistration import STATE_WORDS
 
 
 def plan_fixed(cid: str, state: str = "") -> str:
     """The state of the plan deciding claim ``cid``: the run's record of the plan
     (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
     adopted after earlier results had been seen (the plan's changelog)."""
-    parts = [f"plan {PLAN_VERSION} " + _STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
-    note = rule_history(cid)
-    if note == AFTER_SEEING:
+    parts = [f"plan {PLAN_VERSION} " + STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
+    if rule_history(cid) == AFTER_SEEING:
         parts.append("its rule was written after earlier results had been seen")
     return "; ".join(parts)
 
@@ -44,33 +37,32 @@ def rule_history(cid: str) -> str:
 
 def plan_header(state: str = "") -> str:
     """The headline's plan column heading: the plan version and the run's record of it (the same for every row)."""
-    return f"plan {PLAN_VERSION}" + (f" ({_STATE_WORDS.get(state, state)})" if state else "")
+    return f"plan {PLAN_VERSION}" + (f" ({STATE_WORDS.get(state, state)})" if state else "")
 
 
-def level_suffix(row: dict[str, str]) -> str:
-    """' (99%)' when the interval is not at 95% (a setting tested for 'contradicted' at 1 − 0.05/k), else ''."""
-    try:
-        level = float(row.get("ci_level") or "")
-    except ValueError:
+def level_suffix(level: float | None) -> str:
+    """' (99%)' when an interval is not at 95% (a setting tested for 'contradicted' at 1 − 0.05/k), else ''."""
+    if level is None:
         return ""
     return "" if abs(level - 0.95) < 1e-9 else f" ({level:.1%})".replace(".0%", "%")
 
 
 def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
-    """Per claim the headline's fields, drawn from the summary.csv row and the plan."""
+    """Per claim the headline's fields, read from the claim object, its power and the plan."""
     out = []
-    for c, row in zip(claims, claim_rows(claims)):
+    for c in claims:
         d = c.decisive
         effect = "—" if d is None else c.effect_text(d.value, d.ci_low, d.ci_high) + (
-            "" if d.ci_low is None else level_suffix(row))
-        p = PLAN.get(c.id)
-        vs = row.get("vs_paper") or ""
-        out.append({"id": row["id"], "status": row["status"], "title": row["claim"], "effect": effect,
+            "" if d.ci_low is None else level_suffix(d.level))
+        p, power = PLAN.get(c.id), power_of(c)
+        vs = c.vs_paper or ""
+        out.append({"id": c.id, "status": c.status, "title": c.title, "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "rule": rule_history(c.id), "where": row["where"],
-                    "split": split_verdicts(c, compact=True), "verdict": row["verdict"],
-                    "power": power_of(c).text(), "power_short": power_of(c).short_text(),
-                    "underpowered": c.status == INCONCLUSIVE and power_of(c).underpowered})
+                    "plan": plan_fixed(c.id, state), "rule": rule_history(c.id),
+                    "where": d.where if d else c.not_run_reason(), "split": split_verdicts(c, compact=True),
+                    "verdict": c.status if power.power is None else power.verdict(c.status),
+                    "power": power.text(), "power_short": power.short_text(),
+                    "underpowered": c.status == INCONCLUSIVE and power.underpowered})
     return out
 
 

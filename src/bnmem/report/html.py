@@ -18,72 +18,16 @@ from bnmem.analysis_plan import (
     CHANGELOG, CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN, PLAN_VERSION,
     PREVIOUS_VERSION, REPRODUCED, STATUSES, plan_sha256,
 )
-from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE, THEORY
+from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.results import fmt
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
+from bnmem.report.views import LensView, outputs, sections
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-
-# The panel grid (rows, columns) of the figures with a fixed layout, as their captions describe it
-# (tests/test_report_figures.py draws each figure and compares).
-FIGURE_LAYOUTS = {MEMORIZE: (1, 2), GAMMA_SIGMA: (1, 3), THEORY: (2, 3), MITIGATE: (1, 3)}
-_NUMBERS = {1: "One", 2: "Two", 3: "Three", 4: "Four", 6: "Six", 9: "Nine"}
-
-
-def layout_words(rows: int, cols: int) -> str:
-    """'Six panels (2 rows × 3 columns)' / 'Three panels in a row'."""
-    n = rows * cols
-    count = f"{_NUMBERS.get(n, n)} panel{'s' if n > 1 else ''}"
-    return f"{count} in a row" if rows == 1 else f"{count} ({rows} rows × {cols} columns)"
-
-
-# Short link words for the navigation line next to the title (the sections keep their full headings).
-NAV_WORDS = {"memorization": "Memorization", "gradnorms": "Gradient norms", "lira": "Membership inference",
-             "gamma_sigma": "γ/σ", "theory": "Toy model", "mitigate": "Regularizer"}
-
-# (section id of the HTML, heading, lens kind, caption of its figure)
-FIGURE_SECTIONS = (
-    ("memorization", "Memorization curves", MEMORIZE,
-     f"{layout_words(*FIGURE_LAYOUTS[MEMORIZE])}, per epoch; line = mean over seeds, band = min–max over seeds. "
-     "Left: accuracy on the corrupted subset (flipped labels solid, OOD dashed), which is pure memorization: "
-     "nothing generalizable links those inputs to their labels. Right: clean train (dotted) and test (solid) "
-     "accuracy. On clean data (no corrupted subset) only the right panel is drawn."),
-    ("gradnorms", "Per-sample gradient norms", GRADNORMS,
-     "One panel per (gradient definition, checkpoint): a row per definition (eval: running statistics; batch: "
-     "the example's own loss term in a training-mode batch), a column per checkpoint epoch. Each panel: "
-     "empirical CDFs of per-sample gradient norms (log axis); colour = norm, line style = subset (clean solid, "
-     "noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients."),
-    ("lira", "Membership inference (log-log ROC)", LIRA,
-     "One panel per attack, four per row: ROC curves on log-log axes (low false-positive rates are what "
-     "matter), pooled over target models, per norm for all examples and for the outlier subset (on clean data: "
-     "all examples only); dashed diagonal = random guessing. Further panels, where present: the memorization "
-     "scores' distributions and the examples each norm memorizes most."),
-    ("gamma_sigma", "γ/σ per BN layer", GAMMA_SIGMA,
-     f"{layout_words(*FIGURE_LAYOUTS[GAMMA_SIGMA])}, one colour per BN layer. Left: the median |γ|/σ over "
-     "channels per epoch (running σ solid, batch σ dashed; grey line = 1). Middle: the fraction of channels "
-     "above 1 per epoch. Right: every channel's ratio at the final epoch (running σ, all seeds). A ratio above "
-     "1 amplifies the per-step margin growth of the samples that channel carries (claim 4)."),
-    ("theory", "Toy model (theory)", THEORY,
-     f"{layout_words(*FIGURE_LAYOUTS[THEORY])}. Top row: (left) per-step outlier-margin growth of BN over the "
-     "matched no-norm model when only w steps, measured vs predicted (γ/σ)² (frozen statistics: claim 5a's "
-     "derivation check) and (γ/σ)²·ρ (real step); (middle) outlier margins over training, BN red, no norm "
-     "blue; (right) claim 5b: the ratio of BN's (w, γ, β) step to the matched no-norm model's step at every "
-     "step, median and IQR over seeds × outliers per outlier kind (flip, OOD), dashed = the median (γ/σ)². "
-     "Bottom row: (left) γ and γ/σ with outliers and with the outliers replaced by clean samples; (middle) "
-     "first-order prediction error vs probe step size; (right) claim 5b: every (step, outlier, seed) ratio "
-     "against its (γ/σ)², black line = ratio equal to (γ/σ)², grey band = within a factor of 2."),
-    ("mitigate", "Privacy–utility trade-off of the γ/σ regularizer", MITIGATE,
-     f"{layout_words(*FIGURE_LAYOUTS[MITIGATE])} (two without LiRA) for BN, BN + γ/σ regularizer at each λ, "
-     "and no normalization. Left: memorization (corrupted-subset accuracy) against test accuracy, filled at "
-     "the fixed epoch, hollow at the last, bars = seed min–max. Middle: memorization over training. Right, "
-     "where measured: LiRA (o) and RMIA (s) AUC against test accuracy. On clean data (no corrupted subset) "
-     "the two memorization panels are left out."),
-)
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0; color: #1d232a;
@@ -351,9 +295,10 @@ def robustness_panel(claims: list[Claim]) -> str:
     return "\n".join(out) or '<p class="notrun">no claim was measured</p>'
 
 
-def plan_block() -> str:
-    """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number."""
-    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(plan_sha256())}</code>; '
+def plan_block(sha: str | None = None) -> str:
+    """The declared analysis plan: per claim its metric, statistic, unit, interval, thresholds, paper's number
+    (``sha``: its hash, as the run's plan check computed it; default: hashed now)."""
+    out = [f'<p class="caption">Plan version <b>{esc(PLAN_VERSION)}</b> (sha256 <code>{esc(sha or plan_sha256())}</code>; '
            "bnmem.analysis_plan; docs/analysis-plan.md; <code>bnmem plan</code> prints it). Statuses are decided "
            "on the interval: <i>reproduced</i> = above the null on the paper's side and, where the paper states a "
            "minimum, at or above it; <i>direction only</i> = above the null but reaching below the stated minimum "
@@ -471,23 +416,6 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     return out
 
 
-def sections(run: RunData) -> list[tuple[str, str, str, str]]:
-    """The built-in figure sections, then one per other lens present in the run (generic)."""
-    known = {kind for _, _, kind, _ in FIGURE_SECTIONS}
-    present = dict.fromkeys([*(k for c in run.cells for k in c.lenses), *run.studywide])
-    extra = [(f"lens-{kind}", lens_title(kind), kind, f"Results of the {kind} lens.")
-             for kind in present if kind not in known]
-    return [*FIGURE_SECTIONS, *extra]
-
-
-def lens_title(kind: str) -> str:
-    """A lens's report title (its spec's), or its name when this installation does not know it."""
-    from bnmem.lenses import spec as specs
-
-    spec = specs.find(kind)
-    return (spec.title if spec else "") or kind
-
-
 # A figure wider than this (pixels, as written at the figures' dpi) spans the page instead of half of it:
 # the multi-panel figures (gradient norms, ROC panels, the toy model).
 WIDE_FIGURE_PX = 1400
@@ -517,21 +445,18 @@ class Embedder:
                 w > WIDE_FIGURE_PX)
 
 
-def figure_section(run: RunData, sid: str, heading: str, kind: str, caption: str,
-                   embed: Embedder | None = None) -> str:
-    """A figure section: every cell's figure for this lens, or 'not run'. Figures of one cell sit two per
-    row; wide multi-panel figures span the row."""
+def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | None = None) -> str:
+    """A lens's figure section (``view``: its report view): every cell's figure for this lens, or 'not run'.
+    Figures of one cell sit two per row; wide multi-panel figures span the row."""
     embed = embed or Embedder()
-    out = [f'<section id="{esc(sid)}"><h2>{esc(heading)}</h2>']
-    pairs: list[tuple[str, LensOutput]] = (
-        [("", run.theory)] if kind == THEORY and run.theory is not None
-        else [("", run.studywide[kind])] if kind in run.studywide
-        else [(f"{cell.describe()} · {cell.id}", lens) for cell, lens in run.lenses(kind)]
-    )
+    sid = view.section
+    out = [f'<section id="{esc(sid)}"><h2>{esc(view.heading)}</h2>']
+    pairs: list[tuple[str, LensOutput]] = [("" if cell is None else f"{cell.describe()} · {cell.id}", lens)
+                                           for cell, lens in outputs(run, kind)]
     if not pairs:
         out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
         return "\n".join(out)
-    out.append(f'<p class="caption">{esc(caption)}</p>')
+    out.append(f'<p class="caption">{esc(view.caption)}</p>')
     for i, (label, lens) in enumerate(pairs):
         figs = [f for k, n in enumerate(_figures_for(lens)) if (f := embed.figure(
             lens.figures[n], f"fig-{sid}-{i}-{k}", f"{kind}: {n}", n)) is not None]
@@ -614,9 +539,11 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     counts = {s: sum(c.status == s for c in claims) for s in (*STATUSES, CHECK_PASSED, CHECK_FAILED)}
     counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
-    plan = check_plan(run.root)
-    nav = "".join(f'<a href="#{sid}">{esc(NAV_WORDS.get(sid, h))}</a>' for sid, h in
-                  [("forest", "Forest plot")] + [(s[0], s[1]) for s in sections(run)] + [("details", "Details")])
+    plan = run.plan
+    page = sections(run)
+    nav = "".join(f'<a href="#{sid}">{esc(word)}</a>' for sid, word in
+                  [("forest", "Forest plot")] + [(v.section, v.nav or v.heading) for _, v in page]
+                  + [("details", "Details")])
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -626,10 +553,10 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}. "
-        f'<span id="plan-line">{esc(plan.headline())}</span></p>',
+        f'<span id="plan-line">{esc(plan.headline(short=True))}</span></p>',
         status_legend(counts, shown_statuses(claims)),
         "</header>",
-        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, run_label(run.root, run.study)),
+        '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, plan.label),
         "</section>",
     ]
     if run.problems:  # folded to one line: the first screen stays the headline and the forest plot
@@ -638,10 +565,11 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
                      + "</ul></details>")
     parts += ['<section id="forest"><h2>Forest plot</h2>', forest_block(claims), "</section>"]
     embed = Embedder()
-    for sid, heading, kind, caption in sections(run):
-        parts.append(figure_section(run, sid, heading, kind, caption, embed))
+    for kind, view in page:
+        parts.append(figure_section(run, kind, view, embed))
+        sid = view.section
         if tables.get(sid):  # the key tables of the section, folded under its figures
-            parts.append(_fold(f"tables-{sid}", f"{heading}: tables ({len(tables[sid])})",
+            parts.append(_fold(f"tables-{sid}", f"{view.heading}: tables ({len(tables[sid])})",
                                "\n".join(render_table(t) for t in tables[sid])))
     checklist_body = (
         '<p class="caption">Each claim of the paper, the number measured here, its 95% confidence interval and '
@@ -659,7 +587,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         _fold("checklist", "Claims checklist (rules, intervals, previous plan)", checklist_body),
         _fold("robustness", "Robustness panel", robustness_body),
         _fold("claim-details", "Claim details: every evaluation", claim_details(claims)),
-        _fold("plan", "Analysis plan", plan_block()),
+        _fold("plan", "Analysis plan", plan_block(plan.sha256)),
         _fold("method", "Method", method_text()),
         full_conditions(run),
         "</section>",
@@ -700,7 +628,7 @@ def full_conditions(run: RunData) -> str:
     lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
                                                 for kind, lens in cell.lenses.items()]
     if run.theory is not None:
-        lenses = [*lenses, (THEORY, run.theory)]
+        lenses = [*lenses, (run.theory.kind, run.theory)]
     for label, lens in lenses:
         block = lens.conditions or lens.data.get("config") or lens.config or {}
         out.append(f"<details><summary>{esc(label)} ({esc(lens.path)})</summary>"

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from bnmem.analysis_plan import BN
 from bnmem.formatting import finite
+from bnmem.names import LIRA
 from bnmem.report.results import Setting, fmt, pct, settings_of
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
@@ -77,7 +79,7 @@ def _variant(block: dict[str, Any]) -> str:
 def _label(setting: Setting) -> str:
     """The setting's label, naming its training recipe when it is not the paper's shared one (a study runs
     both, and the two tables would otherwise carry the same title)."""
-    recipes = {str(lens.conditions.get("recipe", "shared")) for _, lens in setting.lenses("lira")}
+    recipes = {str(lens.conditions.get("recipe", "shared")) for _, lens in setting.lenses(LIRA)}
     other = sorted(recipes - {"shared"})
     return f"{setting.label} · recipe {', '.join(other)}" if other else setting.label
 
@@ -85,12 +87,12 @@ def _label(setting: Setting) -> str:
 def memorization_score_tables(run: RunData) -> list[Table]:
     """One descriptive table per setting with lira results that carry memorization scores."""
     tables = []
-    for setting in settings_of(run, "lira"):
-        blocks = [(lens.path, b) for _, lens in setting.lenses("lira") if (b := _mem_block(lens.data))]
+    for setting in settings_of(run, LIRA):
+        blocks = [(lens.path, b) for _, lens in setting.lenses(LIRA) if (b := _mem_block(lens.data))]
         if not blocks:
             continue
         first = blocks[0][1]
-        variant, ref = _variant(first), first.get("reference", "batch")
+        variant, ref = _variant(first), first.get("reference", BN)
         norms = list(first["by_norm"])
         subs = [s for s in SUBSETS if (first["by_norm"][ref][variant].get(s) or {}).get("n")]
         rows = []
@@ -125,8 +127,8 @@ def memorization_score_tables(run: RunData) -> list[Table]:
 def epsilon_tables(run: RunData) -> list[Table]:
     """ε_lb per norm, attack and subset for every lira setting (descriptive)."""
     tables = []
-    for setting in settings_of(run, "lira"):
-        lenses = [lens for _, lens in setting.lenses("lira")]
+    for setting in settings_of(run, LIRA):
+        lenses = [lens for _, lens in setting.lenses(LIRA)]
         norms = [n for n in (lenses[0].conditions.get("norms") or []) if isinstance(lenses[0].data.get(n), dict)]
         rows = []
         for norm in norms:

@@ -27,6 +27,8 @@ from bnmem.analysis_plan import (
 from bnmem.names import STUDY_FILE
 
 FIXED, CHANGED, UNRECORDED = "recorded before the first job", "changed after the run started", "not recorded"
+# Each state in the report headline's short words ("plan 4.0 <words>").
+STATE_WORDS = {FIXED: "recorded before this run", CHANGED: CHANGED, UNRECORDED: "not recorded by this run"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class PlanCheck:
         version, sha256: the plan that decides (the code's).
         recorded_version, recorded_sha256: what study.json recorded (None without a record).
         state: :data:`FIXED`, :data:`CHANGED` or :data:`UNRECORDED`.
+        label: the run's confirmatory / exploratory sentence (:func:`run_label`).
     """
 
     version: str
@@ -44,10 +47,13 @@ class PlanCheck:
     recorded_version: str | None
     recorded_sha256: str | None
     state: str
+    label: str = ""
 
-    def headline(self) -> str:
-        """One sentence for the report's headline."""
-        now = f"analysis plan {self.version} (sha256 {self.sha256[:12]}…; in full under Analysis plan)"
+    def headline(self, short: bool = False) -> str:
+        """One sentence for the report's headline (``short``: the hash by its first 12 digits, as the page's
+        first screen prints it; the plan block in Details has it in full)."""
+        sha = f"{self.sha256[:12]}…; in full under Analysis plan" if short else self.sha256
+        now = f"analysis plan {self.version} (sha256 {sha})"
         if self.state == FIXED:
             return (f"Decided under {now}, {FIXED} in study.json: the rules did not move during the run "
                     "(whether its data were unseen: the label above the table).")
@@ -73,11 +79,16 @@ def run_label(run_root: str | Path, study: str | None = None) -> str:
 
     Confirmatory only when study.json's confirmatory record names the hash of the plan that decides (its
     seeds were derived from that hash, so nobody could have seen them when the plan was written). ``study``:
-    the run's study name (default: study.json's ``name``)."""
-    doc = _study_doc(run_root)
+    the run's study name (default: study.json's ``name``). A loaded run carries it already
+    (``RunData.plan.label``)."""
+    return check_plan(run_root, study).label
+
+
+def _label(doc: dict, study: str | None, sha: str) -> str:
+    """:func:`run_label`'s sentence from study.json's contents and the deciding plan's hash."""
     rec = doc.get(CONFIRMATORY_KEY)
     name = study if study is not None else doc.get("name")
-    if isinstance(rec, dict) and rec.get("plan_sha256") == plan_sha256():
+    if isinstance(rec, dict) and rec.get("plan_sha256") == sha:
         return (f"confirmatory: every seed of this run was derived from the hash of plan {PLAN_VERSION}, so its "
                 "data could not have been seen when the plan was written")
     if name in SEEN_STUDIES:
@@ -89,12 +100,16 @@ def run_label(run_root: str | Path, study: str | None = None) -> str:
             "--confirmatory), so nothing shows its data were unseen when the plan was written")
 
 
-def check_plan(run_root: str | Path) -> PlanCheck:
-    """Compare the current plan with the one recorded in ``run_root/study.json`` (if any)."""
+def check_plan(run_root: str | Path, study: str | None = None) -> PlanCheck:
+    """Compare the current plan with the one recorded in ``run_root/study.json`` (if any), and label the run
+    (:func:`run_label`; ``study``: its name, default study.json's). Reads study.json and hashes the plan once:
+    the report calls it once per loaded run (``RunData.plan``)."""
     sha = plan_sha256()
-    rec = _study_doc(run_root).get(PLAN_KEY)
+    doc = _study_doc(run_root)
+    label = _label(doc, study, sha)
+    rec = doc.get(PLAN_KEY)
     if not isinstance(rec, dict) or not rec.get("sha256"):
-        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED)
+        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label)
     version, recorded = str(rec.get("version")), str(rec.get("sha256"))
     state = FIXED if recorded == sha else CHANGED
-    return PlanCheck(PLAN_VERSION, sha, version, recorded, state)
+    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label)

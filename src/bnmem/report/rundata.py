@@ -22,12 +22,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from bnmem.errors import BnmemError
 from bnmem.lenses import spec as specs
 from bnmem.lenses.spec import LENS_KEY
+from bnmem.report.preregistration import PlanCheck, check_plan
 from bnmem.names import CONFIG_FILE, ENVIRONMENT_FILE, ERROR_FILE, INDEX_FILE, METRICS_FILE, THEORY
 
 
@@ -125,6 +127,12 @@ class RunData:
     def lenses(self, kind: str) -> list[tuple[CellOutput, LensOutput]]:
         """Every (cell, lens) of one kind, in cell order."""
         return [(c, c.lenses[kind]) for c in self.cells if kind in c.lenses]
+
+    @cached_property
+    def plan(self) -> PlanCheck:
+        """The run's plan check and label (study.json against the deciding plan), made once per loaded run:
+        every part of the report reads it here."""
+        return check_plan(self.root, self.study)
 
 
 def _read_json(path: Path, problems: list[str]) -> Any:

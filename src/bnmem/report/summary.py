@@ -10,7 +10,6 @@ from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.forest import split_verdicts
 from bnmem.report.power import power_of
-from bnmem.report.preregistration import check_plan, run_label
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
 
@@ -36,11 +35,12 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
-def claim_rows(claims: list[Claim], label: str = "") -> list[dict[str, str]]:
+def claim_rows(claims: list[Claim], label: str = "", sha: str | None = None) -> list[dict[str, str]]:
     """One record per claim, the deciding evaluation's numbers (empty when not run); ``label``: the run's
-    confirmatory / exploratory sentence (:func:`bnmem.report.preregistration.run_label`), on every row."""
+    confirmatory / exploratory sentence (:func:`bnmem.report.preregistration.run_label`), on every row;
+    ``sha``: the deciding plan's hash (default: hashed now; a loaded run carries it, ``RunData.plan``)."""
     out = []
-    sha = plan_sha256()
+    sha = sha or plan_sha256()
     for c in claims:
         d = c.decisive
         row = c.row()
@@ -86,12 +86,13 @@ def _power_fields(c: Claim) -> dict[str, str]:
             "verdict": p.verdict(c.status)}
 
 
-def render_csv(claims: list[Claim], label: str = "") -> str:
-    """summary.csv: one row per claim (:data:`CSV_COLUMNS`), ``label`` in full in its run_label column."""
+def render_csv(claims: list[Claim], label: str = "", sha: str | None = None) -> str:
+    """summary.csv: one row per claim (:data:`CSV_COLUMNS`), ``label`` in full in its run_label column
+    (``sha``: as :func:`claim_rows`)."""
     buf = _io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
-    w.writerows(claim_rows(claims, label))
+    w.writerows(claim_rows(claims, label, sha))
     return buf.getvalue()
 
 
@@ -99,8 +100,8 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
     lines = [f"# bnmem report — {title}", "",
-             f"**{run_label(run.root, run.study)}**", "",
-             check_plan(run.root).headline(), "",
+             f"**{run.plan.label}**", "",
+             run.plan.headline(), "",
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
              "intervals are 95% with replicates as the unit, at 1 − 0.05/k where a claim's k settings were tested "

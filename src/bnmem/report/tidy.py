@@ -8,10 +8,11 @@ row can be filtered and grouped without reading any results file. The columns
 are documented in docs/results.md; :data:`COLUMNS` is their order.
 
 Only per-unit numbers are exported (the lenses' own means and intervals are
-recomputable from them). A lens without a reader here (a plugin, a new
-built-in; known by its spec, :mod:`bnmem.lenses.spec`) is read generically: every number of its results
-file is a row (:func:`generic_rows`), NaN included, so none is dropped. The
-lenses whose spec says ``tidy=False`` (the built-in theory and defenses: once
+recomputable from them). Each lens's reader is named by its report view
+(:mod:`bnmem.report.views`, found through the lens's spec); a lens whose view
+names none (a plugin, a new built-in) is read generically: every number of its
+results file is a row (:func:`generic_rows`), NaN included, so none is dropped.
+The lenses whose spec says ``tidy=False`` (the built-in theory and defenses: once
 per study; per variant and replicate) contribute no rows.
 """
 
@@ -22,8 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from bnmem.lenses import spec as specs
-from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE, MITIGATE
 from bnmem.formatting import finite
+from bnmem.names import BATCH_NORM
 from bnmem.report.results import gradnorm_checkpoints, mitigate_variants, replicate_of, setting_key
 from bnmem.report.rundata import CellOutput as Cell, LensOutput as Lens, RunData, load_run
 
@@ -99,7 +100,7 @@ def gradnorms_rows(lens: Lens) -> Iterator[Row]:
 def gamma_sigma_rows(lens: Lens) -> Iterator[Row]:
     """Per seed, BN layer and σ definition: the layer's median |γ|/σ and fraction of channels above 1
     at the final epoch (``subset`` = the layer)."""
-    norm = lens.conditions.get("norm") or "batch"
+    norm = lens.conditions.get("norm") or BATCH_NORM
     epoch = lens.conditions.get("epochs")
     final = lens.data.get("final") or {}
     for mode, layers in final.items():
@@ -153,8 +154,6 @@ def lira_rows(lens: Lens) -> Iterator[Row]:
                                    "epoch": None, "value": _num(v)}
 
 
-READERS = {MEMORIZE: memorize_rows, GRADNORMS: gradnorms_rows, GAMMA_SIGMA: gamma_sigma_rows,
-           MITIGATE: mitigate_rows, LIRA: lira_rows}
 # Keys of a results file that describe it rather than measure (not read by the generic reader).
 _NOT_MEASURED = (specs.LENS_KEY, specs.SCHEMA_KEY, "conditions", "config", "settings")
 
@@ -180,11 +179,10 @@ def generic_rows(lens: Lens) -> Iterator[Row]:
 
 
 def reader_of(kind: str):
-    """The tidy reader of a lens: its own, else the generic one; None when its spec keeps it out."""
-    if kind in READERS:
-        return READERS[kind]
-    spec = specs.find(kind)
-    return None if spec is not None and not spec.tidy else generic_rows
+    """The tidy reader of a lens: its view's, else the generic one; None when its spec keeps it out."""
+    from bnmem.report.views import tidy_reader  # the views name this module's readers
+
+    return tidy_reader(kind)
 
 
 def _cell_columns(cell: Cell, lens: Lens, settings: dict[str, str]) -> Row:

@@ -22,14 +22,13 @@ def report(run_dir: RunDir, out: ReportOut = None) -> None:
     """
     from bnmem.auditing.html import is_audit_dir, write_audit_report
     from bnmem.report.build import build_report
-    from bnmem.report.preregistration import check_plan
 
     if is_audit_dir(run_dir):
         typer.echo(f"audit report: {write_audit_report(run_dir, out)}")
         return
 
     rep = build_report(run_dir, out)
-    typer.echo(check_plan(run_dir).headline())
+    typer.echo(rep.run.plan.headline())  # the plan check the report was built with (made once per run)
     width = max(len(c.id) for c in rep.claims)
     for c in rep.claims:
         d = c.decisive

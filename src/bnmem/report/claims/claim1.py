@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnmem.analysis_plan import BN, LENS_MEMORIZE
+from bnmem.analysis_plan import BN
+from bnmem.names import MEMORIZE
 from bnmem.report.claims.core import PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim
 from bnmem.report.claims.shared import bn_comparison, cond, has_per_seed, last, nanmean, seed_diffs, where
 from bnmem.report.results import baselines, finite, fmt, settings_of
@@ -19,8 +20,8 @@ IDS = ("1",)
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 1 in every setting that ran the memorize lens."""
     claim = new_claim("1", "memorization")
-    for setting in settings_of(run, LENS_MEMORIZE):
-        reps = setting.lenses(LENS_MEMORIZE)
+    for setting in settings_of(run, MEMORIZE):
+        reps = setting.lenses(MEMORIZE)
         lens0 = reps[0][1]
         norms, subsets = bn_comparison(claim, setting, lens0, has_per_seed)
         if norms is None:

@@ -14,9 +14,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import (
-    BN, FIT_LEVEL, GRAD_DEFINITIONS, INCONCLUSIVE, LENS_GRADNORMS, LENS_MEMORIZE, REPRODUCED,
-)
+from bnmem.analysis_plan import BN, FIT_LEVEL, GRAD_DEFINITIONS, INCONCLUSIVE, REPRODUCED
+from bnmem.names import GRADNORMS, MEMORIZE
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, weakest,
 )
@@ -73,7 +72,7 @@ def fit_levels(cell: CellOutput, lens: LensOutput, norm: str, definition: str, s
     there, else the memorization curve of the same (norm, seed) from the cell's memorize lens (it trains
     the same models: same data, initial weights and batch order)."""
     own = _series(lens, norm, definition, epochs, lambda r: finite(r.get(f"{sub}_acc")) or math.nan)
-    mem = cell.lenses.get(LENS_MEMORIZE)
+    mem = cell.lenses.get(MEMORIZE)
     curves = ((mem.data.get(norm) or {}).get("per_seed") or {}) if mem is not None else {}
     out = {}
     for s in set(own) | set(str(k) for k in curves):
@@ -151,9 +150,9 @@ def _matched(bn: np.ndarray, ot: np.ndarray, fb: np.ndarray, fo: np.ndarray) -> 
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 2 in every setting that ran the gradnorms lens."""
-    claim = new_claim("2", "gradnorms", "{:+.2f}")
-    for setting in settings_of(run, LENS_GRADNORMS):
-        reps = setting.lenses(LENS_GRADNORMS)
+    claim = new_claim("2", GRADNORMS, "{:+.2f}")
+    for setting in settings_of(run, GRADNORMS):
+        reps = setting.lenses(GRADNORMS)
         lens0 = reps[0][1]
         norms, subsets = bn_comparison(claim, setting, lens0, _has_checkpoints)
         if norms is None:

@@ -12,9 +12,8 @@ import math
 
 import numpy as np
 
-from bnmem.analysis_plan import (
-    BN, LENS_LIRA, LIRA_ATTACKS, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, NOT_RUN, lira_range,
-)
+from bnmem.analysis_plan import BN, LIRA_ATTACKS, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, NOT_RUN, lira_range
+from bnmem.names import LIRA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, level, new_claim, not_run,
 )
@@ -124,14 +123,14 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
 
 def evaluate_one(run: RunData, clean: bool) -> Claim:
     """Claim 3a (with injected outliers) or 3b (clean data)."""
-    claim = new_claim("3b" if clean else "3a", LENS_LIRA, "{:+.1f}", scale=100, suffix="points")  # as the paper
-    for setting in settings_of(run, LENS_LIRA):
+    claim = new_claim("3b" if clean else "3a", LIRA, "{:+.1f}", scale=100, suffix="points")  # as the paper
+    for setting in settings_of(run, LIRA):
         cell0 = setting.first
         if cell0.corrupted is None or cell0.corrupted == clean:
             if cell0.corrupted is None:
                 claim.notes.append(f"{setting.label}: corruption unknown; not assigned to 3a/3b")
             continue
-        reps = setting.lenses(LENS_LIRA)
+        reps = setting.lenses(LIRA)
         lens0 = reps[0][1]
         norms = lira_norms(lens0.data, lens0.conditions)
         if BN not in norms or len(norms) < 2:

@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, LENS_GAMMA_SIGMA, REPRODUCED
+from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, REPRODUCED
+from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
@@ -134,8 +135,8 @@ def _layer_groups(reps: list, mode: str) -> list[np.ndarray]:
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 4 in every setting that ran the gamma-sigma lens."""
     claim = new_claim("4", "gamma_sigma", "{:.2f}", bounds=(0.0, 1.0))  # the HTML section id
-    for setting in settings_of(run, LENS_GAMMA_SIGMA):
-        reps = setting.lenses(LENS_GAMMA_SIGMA)
+    for setting in settings_of(run, GAMMA_SIGMA):
+        reps = setting.lenses(GAMMA_SIGMA)
         rows0 = layer_rows(reps[0][1].data, GS_SIGMA)
         if not rows0:
             claim.evaluations.append(not_run(where(setting), "no per-layer γ/σ in gamma_sigma.json"))

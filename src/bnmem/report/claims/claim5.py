@@ -22,6 +22,7 @@ import numpy as np
 from bnmem.analysis_plan import (
     CHECK_FAILED, CHECK_PASSED, CONTRADICTED, INCONCLUSIVE, NOT_RUN, REPRODUCED, THEORY_TOL,
 )
+from bnmem.names import THEORY
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, grade_band, grade_band_v3, new_claim, not_run, stats_of,
 )
@@ -170,8 +171,8 @@ def _live(claim: Claim, t: LensOutput, cond: dict[str, Any]) -> None:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claims 5a and 5b from the theory lens."""
-    frozen = new_claim("5a", "theory", "{:.1%}", bounds=(0.0, math.inf))
-    live = new_claim("5b", "theory", "{:.2f}")
+    frozen = new_claim("5a", THEORY, "{:.1%}", bounds=(0.0, math.inf))
+    live = new_claim("5b", THEORY, "{:.2f}")
     t = run.theory
     if t is None:
         return [frozen, live]

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LENS_MITIGATE, MITIGATE_CUT, MITIGATE_SELECTION_REPLICATE,
-    MITIGATE_TEST_DROP, NOT_RUN, PREVIOUS_VERSION, REPRODUCED,
+    BN, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, MITIGATE_CUT, MITIGATE_SELECTION_REPLICATE, MITIGATE_TEST_DROP,
+    NOT_RUN, PREVIOUS_VERSION, REPRODUCED,
 )
+from bnmem.names import MITIGATE
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_v2, new_claim, not_run,
 )
@@ -311,7 +312,7 @@ def _privacy(reps: Reps, names: list[str], attack: str) -> Analysis | None:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 6 in every setting that ran the mitigate lens."""
-    claim = new_claim("6", LENS_MITIGATE, "{:.0%}", bounds=(-math.inf, 1.0))  # a cut is at most all
-    for setting in settings_of(run, LENS_MITIGATE):
-        _evaluate_setting(claim, setting, setting.lenses(LENS_MITIGATE))
+    claim = new_claim("6", MITIGATE, "{:.0%}", bounds=(-math.inf, 1.0))  # a cut is at most all
+    for setting in settings_of(run, MITIGATE):
+        _evaluate_setting(claim, setting, setting.lenses(MITIGATE))
     return [claim]

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.analysis_plan import FIT_LEVEL, GS_SIGMA, LENS_GAMMA_SIGMA, PUSH_INVARIANT_COS
+from bnmem.analysis_plan import FIT_LEVEL, GS_SIGMA, PUSH_INVARIANT_COS
+from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, stats_of,
 )
@@ -49,14 +50,14 @@ def model_gamma_sigma(data: dict[str, Any]) -> dict[str, float]:
 
 def _base(setting: Setting) -> str:
     c = setting.first.conditions
-    lens = setting.first.lenses.get(LENS_GAMMA_SIGMA)
+    lens = setting.first.lenses.get(GAMMA_SIGMA)
     recipe = (lens.conditions.get("recipe") if lens else None) or c.get("recipe")
     return repr((c.get("dataset"), c.get("arch"), recipe))
 
 
 def _per_replicate(setting: Setting) -> dict[int, float]:
     out = {}
-    for cell, lens in setting.lenses(LENS_GAMMA_SIGMA):
+    for cell, lens in setting.lenses(GAMMA_SIGMA):
         v = list(model_gamma_sigma(lens.data).values())
         if v:
             out[replicate_of(cell)] = float(np.mean(v))
@@ -105,7 +106,7 @@ def push_excess(epochs: list[dict[str, Any]], layers: list[str]) -> dict[str, fl
 def _models(setting: Setting) -> list[tuple[int, dict[str, dict[str, Any]]]]:
     """Per replicate (in order) its models' push records (seed -> record) from lenses of plan 4.0."""
     out = []
-    for cell, lens in setting.lenses(LENS_GAMMA_SIGMA):
+    for cell, lens in setting.lenses(GAMMA_SIGMA):
         push = lens.data.get("push") or {}
         if push.get("version") == PUSH_VERSION and push.get("per_seed"):
             out.append((replicate_of(cell), push["per_seed"]))
@@ -192,12 +193,12 @@ def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | N
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 7 in every corrupted setting that ran the gamma-sigma lens."""
     claim = new_claim("7", "gamma_sigma", "{:+.3f}")
-    settings = settings_of(run, LENS_GAMMA_SIGMA)
+    settings = settings_of(run, GAMMA_SIGMA)
     clean = {_base(s): s for s in settings if s.first.corrupted is False}
     for s in settings:
         if s.first.corrupted is not True:
             continue
-        lens: LensOutput = s.lenses(LENS_GAMMA_SIGMA)[0][1]
+        lens: LensOutput = s.lenses(GAMMA_SIGMA)[0][1]
         partner = clean.get(_base(s))
         models = _models(s)
         if models:
@@ -249,5 +250,5 @@ def push_table(s: Setting) -> Table | None:
 
 def push_tables(run: RunData) -> list[Table]:
     """:func:`push_table` of every corrupted setting that recorded own-loss pushes."""
-    return [t for s in settings_of(run, LENS_GAMMA_SIGMA) if s.first.corrupted is True
+    return [t for s in settings_of(run, GAMMA_SIGMA) if s.first.corrupted is True
             if (t := push_table(s)) is not None]
