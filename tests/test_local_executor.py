@@ -50,3 +50,26 @@ def test_worker_children_are_quiet():
     assert get_executor("local", progress=False, workers=2).map(_progress_of, specs) == [{"progress": False}] * 3
     assert get_executor("local", progress=False, workers=1).map(_progress_of, specs) == [{"progress": True}] * 3
     assert specs[0]["progress"] is True  # the caller's specs are not modified
+
+
+def _pid(spec):
+    import os
+
+    return {"pid": os.getpid()}
+
+
+def test_workers_are_kept_between_maps_until_close():
+    """A study maps once per stage: the second map reuses the first one's worker processes (no second start-up);
+    close stops them, and a later map starts new ones."""
+    import os
+
+    ex = get_executor("local", progress=False, workers=2)
+    try:
+        first = {r["pid"] for r in ex.map(_pid, [{}] * 6)}
+        second = {r["pid"] for r in ex.map(_pid, [{}] * 6)}
+        assert os.getpid() not in first and second <= first
+        ex.close()
+        third = {r["pid"] for r in ex.map(_pid, [{}] * 6)}
+        assert third.isdisjoint(first)
+    finally:
+        ex.close()

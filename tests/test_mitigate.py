@@ -93,11 +93,13 @@ def test_nested_selection_uses_only_the_selection_seed(claim_run):
     assert gate["n_val"] == res["conditions"]["n_val"] > 0
     assert sel["fallback"] == (not gate["passes"]) and sel["variant"] == "batch+gs1"
     assert sel["test_acc_change"]["n"] == 1
-    # Trained together (one grouped network): the regularized run and both selection runs, not the plain BN
-    # evaluation run a study may share with other lenses.
+    # Trained together (one grouped network per norm): every variant on the evaluation seed (the unregularized
+    # ones too: a study's shared runs train together the same way) and the BN variants on the selection seed.
     from bnmem.lenses.mitigate import grouped_runs
 
-    assert [(v.name, s) for v, s in grouped_runs(cfg)] == [("batch+gs1", 0), ("batch", 1), ("batch+gs1", 1)]
+    others = [(n, 0) for n in cfg.norms if n != "batch"]
+    assert [(v.name, s) for v, s in grouped_runs(cfg)] == [("batch", 0), ("batch+gs1", 0), *others, ("batch", 1),
+                                                           ("batch+gs1", 1)]
 
 
 def test_validation_gate_by_hand():

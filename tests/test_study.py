@@ -178,7 +178,8 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 # Paper-scale presets: per cell 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
 # The demo: 3 outlier settings x 3 replicates x {shared, per-norm}; a shared cell has 5 lens jobs and
 # 4 shared runs (2 norms x 2 seeds), a per-norm cell 2 lens jobs (memorize, lira), plus theory.
-READY = {"demo": (18, 1 + 9 * (5 + 4) + 9 * 2), **{name: (12, 1 + 12 * (5 + 6))
+# theory + per shared-recipe cell 5 lens jobs and one shared-training job per norm (2) + per per-norm cell 2.
+READY = {"demo": (18, 1 + 9 * (5 + 2) + 9 * 2), **{name: (12, 1 + 12 * (5 + 2))
                                                   for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"}}
 
@@ -332,31 +333,32 @@ def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     _, reference, _ = tiny_run
     import dataclasses
 
-    import bnmem.train.trainer as trainer_mod
+    import bnmem.train.ensemble_runs as engine_mod
     from bnmem.lenses import registry
 
     study = Study.model_validate(TINY)
-    real_train = trainer_mod.train_model
+    real_train = engine_mod.train_runs_together
     calls = {"n": 0}
 
-    def flaky_train(*args, **kwargs):
-        # The 3rd training run crashes at its 2nd epoch, after a checkpoint was written.
+    def flaky_train(model_cfg, ds, cfgs, seeds, run_dirs, hooks, **kwargs):
+        # The 3rd set of runs trained together crashes at its 2nd epoch.
         calls["n"] += 1
         if calls["n"] != 3:
-            return real_train(*args, **kwargs)
-        hook = kwargs.get("on_epoch")
+            return real_train(model_cfg, ds, cfgs, seeds, run_dirs, hooks, **kwargs)
 
-        def crash_at_2(epoch, model):
-            if epoch == 2:
-                raise RuntimeError("simulated crash")
-            return hook(epoch, model) if hook else None
+        def crash_at_2(hook):
+            def wrapped(epoch, model):
+                if epoch == 2:
+                    raise RuntimeError("simulated crash")
+                return hook(epoch, model) if hook else None
+            return wrapped
 
-        return real_train(*args, **{**kwargs, "on_epoch": crash_at_2})
+        return real_train(model_cfg, ds, cfgs, seeds, run_dirs, [crash_at_2(h) for h in hooks], **kwargs)
 
     def broken_lira(*args, **kwargs):
         raise RuntimeError("simulated lira crash")
 
-    monkeypatch.setattr(trainer_mod, "train_model", flaky_train)
+    monkeypatch.setattr(engine_mod, "train_runs_together", flaky_train)
     monkeypatch.setitem(registry._REGISTRY, "lira", dataclasses.replace(registry.get("lira"), run=broken_lira))
     out = tmp_path / "run"
     with pytest.raises(BnmemError, match=r"jobs failed \(first: .*RuntimeError: simulated crash"):
@@ -364,7 +366,7 @@ def test_interrupted_study_resumes_identically(tiny_run, tmp_path, monkeypatch):
     assert not io.is_done(out)
     errors = {p.relative_to(out).as_posix() for p in out.rglob("ERROR.txt")}
     # The crashed shared run (its lenses then trained that run themselves) and both lira jobs.
-    assert errors == {"digits-lenet-ood0.05-noise/_shared/batch/seed0/ERROR.txt",
+    assert errors == {"digits-lenet-ood0.05-noise/_shared/batch/ERROR.txt",
                       "digits-lenet-flip0.05/lira/ERROR.txt", "digits-lenet-ood0.05-noise/lira/ERROR.txt"}
     assert io.read_json(out / "index.json") == io.read_json(reference / "index.json")
 

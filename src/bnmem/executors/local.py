@@ -26,7 +26,8 @@ class LocalExecutor(Executor):
     Args:
         progress: show a progress bar over jobs.
         workers: 1 runs jobs in this process, one after another; N > 1 runs up to
-            N jobs at once in spawned worker processes.
+            N jobs at once in spawned worker processes, kept from one :meth:`map` to the next until
+            :meth:`close`.
     """
 
     name = "local"
@@ -36,6 +37,7 @@ class LocalExecutor(Executor):
             raise BnmemError(f"--workers must be at least 1, got {workers}")
         self.progress = progress
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
 
     def map(self, fn: JobFn, specs: Sequence[dict[str, Any]], desc: str = "jobs",
             resources: dict[str, float] | None = None) -> list[dict[str, Any]]:
@@ -45,19 +47,32 @@ class LocalExecutor(Executor):
         results: list[dict[str, Any] | None] = [None] * len(specs)
         # Children stay quiet: their per-model bars would overwrite the job bar and each other.
         specs = [{**s, "progress": False} if isinstance(s, dict) and "progress" in s else s for s in specs]
-        # spawn, not fork: a forked child inherits torch's thread pools and locks.
-        ctx = multiprocessing.get_context("spawn")
         check_main_guard()
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(specs)), mp_context=ctx) as pool:
-            futures = {pool.submit(fn, spec): i for i, spec in enumerate(specs)}
-            try:
-                for fut in tqdm(as_completed(futures), total=len(futures), desc=desc, disable=not show, leave=False):
-                    results[futures[fut]] = fut.result()
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        pool = self._workers()
+        futures = {pool.submit(fn, spec): i for i, spec in enumerate(specs)}
+        try:
+            for fut in tqdm(as_completed(futures), total=len(futures), desc=desc, disable=not show, leave=False):
+                results[futures[fut]] = fut.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            self.close()  # a failed or interrupted map leaves no half-busy workers behind
+            raise
         return results  # type: ignore[return-value]
+
+    def _workers(self) -> ProcessPoolExecutor:
+        """The worker processes, started on first use and kept until :meth:`close`: a study maps once per
+        stage and phase, and a fresh worker spends seconds importing torch before its first job."""
+        if self._pool is None:
+            # spawn, not fork: a forked child inherits torch's thread pools and locks. Workers start on demand.
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker processes (a later :meth:`map` starts new ones)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _has_main_guard(source: str) -> bool:

@@ -17,7 +17,7 @@ from bnmem.lenses.registry import Lens, register
 from bnmem.lenses.spec import SPECS
 from bnmem.names import MEMORIZE
 from bnmem.lenses.conditions import conditions
-from bnmem.lenses.runs import train_run, train_runs
+from bnmem.lenses.runs import PendingRun, train_fresh_together, train_run, train_runs
 from bnmem.rundir import prepare_run_dir
 from bnmem.train.recipe import RecipeOptions, select_recipes, shared_record, train_for
 
@@ -70,14 +70,17 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
                  if per_norm else shared_record(cfg.train))
     if per_norm:
         # Each norm's selected learning rate, trained with per-epoch measurement (the selection trained the
-        # candidates together without it); the runs live under recipe/ next to the selection's record.
+        # candidates together without it); the runs live under recipe/ next to the selection's record. A norm's
+        # seeds train together (one recipe), as the shared recipe's runs do.
         runs = {}
         for norm in cfg.norms:
             train = train_for(cfg.train, selection, norm)
-            runs[norm] = {seed: train_run(cfg.model(norm), ds, train, seed,
-                                          out / "recipe" / norm / f"lr{train.lr:g}" / f"seed{seed}",
-                                          progress=f"{norm} seed {seed}" if progress else False)
-                          for seed in cfg.seeds}
+            pending = [PendingRun(seed, train, out / "recipe" / norm / f"lr{train.lr:g}" / f"seed{seed}")
+                       for seed in cfg.seeds]
+            train_fresh_together(cfg.model(norm), ds, pending, progress=f"{norm} lr {train.lr:g}" if progress else False)
+            runs[norm] = {r.seed: train_run(cfg.model(norm), ds, train, r.seed, r.job,
+                                            progress=f"{norm} seed {r.seed}" if progress else False)
+                          for r in pending}
     else:
         runs = train_runs(cfg, ds, out, progress=progress)
     metrics = {norm: summarize_runs(runs[norm], cfg.train.epochs) for norm in cfg.norms}

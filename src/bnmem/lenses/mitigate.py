@@ -55,7 +55,7 @@ from bnmem.lenses.registry import Lens, register
 from bnmem.lenses.spec import SPECS
 from bnmem.names import MITIGATE
 from bnmem.lenses.conditions import conditions
-from bnmem.lenses.runs import run_folder, train_run
+from bnmem.lenses.runs import PendingRun, run_folder, train_fresh_together, train_run
 from bnmem.rundir import prepare_run_dir
 from bnmem.stats import paired_difference
 from bnmem.train.trainer import EpochHook
@@ -401,29 +401,24 @@ def _recipe(cfg: MitigateConfig, v: Variant):
 
 def _train_together(cfg: MitigateConfig, ds: OutlierDataset, out: Path, progress: bool,
                     runs: list[tuple[Variant, int]]) -> None:
-    """Train the fresh runs among ``runs`` (BN variants) as one grouped network (:mod:`bnmem.train.ensemble_runs`);
+    """Train the fresh runs among ``runs`` together, one grouped network per norm (:mod:`bnmem.train.ensemble_runs`);
     runs that are finished or have a checkpoint are left to :func:`train_run` (read back, or resumed)."""
-    from bnmem.train.ensemble_runs import can_train_together, train_runs_together
-    from bnmem.train.trainer import CHECKPOINT
-
-    fresh = [(v, s) for v, s in runs if not io.is_done(run_folder(out, v.folder, s))
-             and not (run_folder(out, v.folder, s) / CHECKPOINT).exists()]
-    model_cfg = cfg.model("batch")
-    if len(fresh) < 2 or not can_train_together(model_cfg, ds):
-        return
     epochs = {cfg.fixed_epoch, cfg.train.epochs}
-    train_runs_together(model_cfg, ds, [_recipe(cfg, v) for v, _ in fresh], [s for _, s in fresh],
-                        [run_folder(out, v.folder, s) for v, s in fresh],
-                        [gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed) for _ in fresh],
-                        progress=f"{len(fresh)} BN runs together" if progress else False)
+    by_norm: dict[str, list[PendingRun]] = {}
+    for v, s in runs:
+        by_norm.setdefault(v.norm, []).append(PendingRun(
+            s, _recipe(cfg, v), run_folder(out, v.folder, s),
+            lambda: gamma_sigma_hook(ds, epochs, cfg.train.batch_size, cfg.data.seed)))
+    for norm, pending in by_norm.items():
+        train_fresh_together(cfg.model(norm), ds, pending, progress=f"{norm}: {len(pending)} runs" if progress else False)
 
 
 def grouped_runs(cfg: MitigateConfig) -> list[tuple[Variant, int]]:
-    """The runs trained together: the regularized BN variants on every seed and plain BN on the selection seeds.
-    The unregularized runs on the evaluation seeds train one by one, because a study may hand them in from the
-    runs it shares between lenses (:mod:`bnmem.study.share`), which train one by one."""
+    """The runs trained together: every variant on every evaluation seed and the BN variants on the selection
+    seeds. (In a study the unregularized runs on the evaluation seeds usually arrive finished from the runs it
+    shares between lenses, :mod:`bnmem.study.share`, trained together the same way.)"""
     bn = [v for v in cfg.variants() if v.norm == "batch"]
-    return ([(v, s) for v in bn if v.lam > 0 for s in cfg.seeds]
+    return ([(v, s) for v in cfg.variants() for s in cfg.seeds]
             + [(v, s) for v in bn for s in cfg.selection_seed_list()])
 
 

@@ -73,7 +73,7 @@ def job_models(job: Job, shared_folders: set[str]) -> float:
     cfg = job.config
     norms, seeds = len(cfg.get("norms") or [1]), len(cfg.get("seeds") or [1])
     if job.lens == SHARED:
-        return 1.0
+        return float(len(cfg.get("seeds") or [1]))
     if job.folder in shared_folders:
         return 0.0
     if job.lens == "lira":
@@ -143,8 +143,9 @@ def _done_seconds(path: Path) -> float | None:
 def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     """Per-lens factors from a finished pilot run: measured seconds (DONE markers) / (work × step time now).
 
-    ``jobs`` are the pilot's own planned jobs. A shared-training job's seconds are those its runs recorded
-    (each ``<norm>/seed<k>/DONE`` of a target lens). Lenses the pilot did not finish keep the defaults.
+    ``jobs`` are the pilot's own planned jobs. A shared-training job's seconds are the sum of those its runs
+    recorded (each ``<norm>/seed<k>/DONE`` of its first target lens). Lenses the pilot did not finish keep the
+    defaults.
     """
     root = Path(run_dir)
     folders = shared_folders(jobs)
@@ -154,7 +155,8 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     for j in jobs:
         if j.lens == SHARED:
             t = j.config["targets"][0]
-            secs = _done_seconds(root / t["folder"] / j.config["norm"] / f"seed{j.config['seed']}")
+            each = [_done_seconds(root / t["folder"] / j.config["norm"] / f"seed{s}") for s in t["seeds"]]
+            secs = None if None in each else sum(each)
         else:
             secs = _done_seconds(root / j.folder)
         if secs is None:

@@ -187,7 +187,7 @@ class Job:
     """One lens of one cell, the study's theory job, or a shared training run.
 
     Attributes:
-        id: ``<cell_id>/<lens>``, ``theory`` or ``<cell_id>/_shared/<norm>/seed<k>``.
+        id: ``<cell_id>/<lens>``, ``theory`` or ``<cell_id>/_shared/<norm>`` (a norm's shared runs, every seed).
         lens: lens name (``lira`` also serves ``rmia``), or ``shared-training``.
         folder: results folder relative to the run directory.
         config: the lens's validated config, as plain data (for a shared run:
@@ -336,7 +336,7 @@ def job_spec(job: Job, out: Path, progress: bool) -> dict[str, Any]:
     """The plain-data spec :func:`run_job` receives (absolute paths, so any worker can run it)."""
     spec = {"id": job.id, "lens": job.lens, "config": job.config, "out": str(out / job.folder), "progress": progress}
     if job.lens == SHARED:
-        spec.update(norm=job.config["norm"], seed=job.config["seed"], training=job.config["training"],
+        spec.update(norm=job.config["norm"], seeds=job.config["seeds"], training=job.config["training"],
                     targets=[{**t, "out": str(out / t["folder"])} for t in job.config["targets"]])
     return spec
 
@@ -386,7 +386,7 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         return failed
     seconds = time.perf_counter() - t0
     if spec["lens"] == SHARED:
-        _remove_empty(out, levels=3)  # the scratch run is gone; its empty parents too
+        _remove_empty(out, levels=2)  # the scratch runs are gone; their empty parents too
         return {"id": spec["id"], "status": "done", "seconds": seconds}
     (out / ERROR).unlink(missing_ok=True)
     if not io.is_done(out):  # some runners mark their folder themselves; the others get it here, last
@@ -554,7 +554,7 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
                 if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
                     # Its lenses trained the run themselves after it failed: drop the leftovers.
                     shutil.rmtree(s["out"], ignore_errors=True)
-                    _remove_empty(Path(s["out"]), levels=3)
+                    _remove_empty(Path(s["out"]), levels=2)
             result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
             if not todo:
                 continue

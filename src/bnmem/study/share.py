@@ -7,12 +7,15 @@ per-epoch hook measures (gradient norms, γ/σ) on the side, and the hooks leave
 the model untouched (they measure a float64 copy, or forward in eval/batch mode
 with running statistics frozen). So when a cell's lenses share data,
 architecture and recipe, a study trains each such run once with all their hooks
-together, into ``<cell>/_shared/<norm>/seed<k>`` (resumable: the trainer's
-checkpoint), then gives each lens its ``<norm>/seed<k>`` folder exactly as the
-lens would have written it (the model, the history with only that lens's
-measurements, the DONE marker last). The lens's own runner then finds the run
-finished and only summarizes. The results are byte-identical to running each
-lens on its own (tests/test_study.py checks it).
+together: one job per (cell, norm) trains that norm's seeds together as one
+grouped network (:func:`bnmem.lenses.runs.train_fresh_together`, as each lens
+trains its own runs), into ``<cell>/_shared/<norm>/seed<k>``, then gives each
+lens its ``<norm>/seed<k>`` folder exactly as the lens would have written it
+(the model, the history with only that lens's measurements, the DONE marker
+last). The lens's own runner then finds the run finished and only summarizes.
+The results are byte-identical to running each lens on its own
+(tests/test_study.py checks it). A seed whose every lens already has its run is
+not trained again; an interrupted job retrains its unfinished seeds.
 """
 
 from __future__ import annotations
@@ -37,16 +40,16 @@ def identity(config: dict[str, Any]) -> str:
 
 
 def shared_runs(cell_id: str, configs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The (norm, seed) runs of one cell that two or more lenses would train identically.
+    """The runs of one cell that two or more lenses would train identically, one entry per norm.
 
     Args:
         cell_id: the cell (folders are relative to the run directory).
         configs: lens name -> validated lens config (plain data).
 
     Returns:
-        One dict per shared run: ``id``, ``folder`` (scratch training folder),
-        ``norm``, ``seed``, ``training`` (data/arch/train), ``targets`` (list of
-        ``{"lens", "config", "folder"}``, folder = the lens's folder).
+        One dict per (training, norm): ``id``, ``folder`` (scratch training folder), ``norm``, ``seeds`` (those
+        two or more lenses take), ``training`` (data/arch/train), ``targets`` (list of ``{"lens", "config",
+        "folder", "seeds"}``: folder = the lens's folder, seeds = those of ``seeds`` it takes).
     """
     groups: dict[str, list[str]] = {}
     for lens, cfg in configs.items():
@@ -56,19 +59,22 @@ def shared_runs(cell_id: str, configs: dict[str, dict[str, Any]]) -> list[dict[s
     for key, lenses in groups.items():
         if len(lenses) < 2:
             continue
-        pairs = dict.fromkeys((n, s) for lens in lenses for n in configs[lens]["norms"] for s in configs[lens]["seeds"])
-        for norm, seed in pairs:
-            targets = [{"lens": lens, "config": configs[lens], "folder": f"{cell_id}/{lens}"}
-                       for lens in lenses if norm in configs[lens]["norms"] and seed in configs[lens]["seeds"]]
-            if len(targets) < 2:
+        norms = dict.fromkeys(n for lens in lenses for n in configs[lens]["norms"])
+        for norm in norms:
+            takers = [lens for lens in lenses if norm in configs[lens]["norms"]]
+            seeds = [s for s in dict.fromkeys(s for lens in takers for s in configs[lens]["seeds"])
+                     if sum(s in configs[lens]["seeds"] for lens in takers) >= 2]
+            if not seeds:
                 continue
+            targets = [{"lens": lens, "config": configs[lens], "folder": f"{cell_id}/{lens}",
+                        "seeds": [s for s in seeds if s in configs[lens]["seeds"]]} for lens in takers]
             runs.append({
-                "id": f"{cell_id}/{SHARED_DIR}/{norm}/seed{seed}",
-                "folder": f"{cell_id}/{SHARED_DIR}/{norm}/seed{seed}",
+                "id": f"{cell_id}/{SHARED_DIR}/{norm}",
+                "folder": f"{cell_id}/{SHARED_DIR}/{norm}",
                 "norm": norm,
-                "seed": seed,
+                "seeds": seeds,
                 "training": json.loads(key),
-                "targets": targets,
+                "targets": [t for t in targets if t["seeds"]],
             })
     return runs
 
@@ -98,14 +104,37 @@ def give_run(scratch: Path, dst: Path, lens: str) -> None:
     io.write_bytes(dst / io.DONE, (scratch / io.DONE).read_bytes())
 
 
+def _pending(spec: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    """The targets of ``spec`` that take ``seed`` and have no finished copy of it yet."""
+    rel = f"{spec['norm']}/seed{seed}"
+    return [t for t in spec["targets"] if seed in t["seeds"] and not io.is_done(Path(t["out"]) / rel)]
+
+
 def is_shared_finished(spec: dict[str, Any]) -> bool:
-    """A shared run is finished when every target lens has its copy."""
-    rel = f"{spec['norm']}/seed{spec['seed']}"
-    return all(io.is_done(Path(t["out"]) / rel) for t in spec["targets"])
+    """A shared job is finished when every target lens has its copy of every seed it takes."""
+    return not any(_pending(spec, int(s)) for s in spec["seeds"])
+
+
+def _seed_hook(spec: dict[str, Any], ds: Any, seed: int) -> Any:
+    """One per-epoch hook calling every target lens's hook for ``seed`` (each output under its lens's key)."""
+    hooks = {}
+    for t in spec["targets"]:
+        lens = registry.get(t["lens"])
+        if lens.hook is not None and seed in t["seeds"]:
+            cfg = lens.config.model_validate(t["config"])
+            hook = lens.hook(cfg, ds, Path(t["out"]) / f"{spec['norm']}/seed{seed}", seed)
+            if hook is not None:
+                hooks[lens.name] = hook
+
+    def on_epoch(epoch: int, model: Any) -> dict | None:
+        record = {HOOK_PREFIX + lens: r for lens, hook in hooks.items() if (r := hook(epoch, model))}
+        return record or None
+
+    return on_epoch
 
 
 def run_shared_training(spec: dict[str, Any]) -> None:
-    """Train one shared (norm, seed) run with every target lens's hook, then hand it out.
+    """Train one cell's shared runs of one norm with every target lens's hook, seeds together, then hand them out.
 
     Args:
         spec: a :func:`shared_runs` entry with absolute ``out`` (scratch folder)
@@ -113,31 +142,23 @@ def run_shared_training(spec: dict[str, Any]) -> None:
     """
     from bnmem.config import DataConfig, ModelConfig, TrainConfig
     from bnmem.data import load_dataset
-    from bnmem.lenses.runs import train_run
+    from bnmem.lenses.runs import PendingRun, train_fresh_together, train_run
 
-    norm, seed = spec["norm"], int(spec["seed"])
-    rel = f"{norm}/seed{seed}"
-    scratch = Path(spec["out"])
-    pending = [t for t in spec["targets"] if not io.is_done(Path(t["out"]) / rel)]
-    if pending and not io.is_done(scratch):
+    norm, scratch = spec["norm"], Path(spec["out"])
+    seeds = [int(s) for s in spec["seeds"] if _pending(spec, int(s))]
+    if seeds:
         training = spec["training"]
         ds = load_dataset(DataConfig.model_validate(training["data"]))
-        hooks = {}
-        for t in spec["targets"]:
-            lens = registry.get(t["lens"])
-            if lens.hook is not None:
-                cfg = lens.config.model_validate(t["config"])
-                hook = lens.hook(cfg, ds, Path(t["out"]) / rel, seed)
-                if hook is not None:
-                    hooks[lens.name] = hook
-
-        def on_epoch(epoch: int, model) -> dict | None:
-            record = {HOOK_PREFIX + lens: r for lens, hook in hooks.items() if (r := hook(epoch, model))}
-            return record or None
-
-        train_run(ModelConfig(arch=training["arch"], norm=norm), ds, TrainConfig.model_validate(training["train"]),
-                  seed, scratch, lambda: on_epoch, progress=f"{norm} seed {seed} (shared)" if spec.get("progress") else False)
-    for t in pending:
-        give_run(scratch, Path(t["out"]) / rel, t["lens"])
-    # Every lens has its copy now; the scratch run is only a duplicate.
+        model_cfg = ModelConfig(arch=training["arch"], norm=norm)
+        train = TrainConfig.model_validate(training["train"])
+        runs = [PendingRun(s, train, scratch / f"seed{s}", lambda s=s: _seed_hook(spec, ds, s)) for s in seeds]
+        show = bool(spec.get("progress"))
+        train_fresh_together(model_cfg, ds, runs, progress=f"{norm} seeds {seeds} (shared)" if show else False)
+        for r in runs:  # read back what trained together; one by one what the engine does not take or resumes
+            train_run(model_cfg, ds, train, r.seed, r.job, r.make_hook,
+                      progress=f"{norm} seed {r.seed} (shared)" if show else False)
+    for s in seeds:
+        for t in _pending(spec, s):
+            give_run(scratch / f"seed{s}", Path(t["out"]) / f"{norm}/seed{s}", t["lens"])
+    # Every lens has its copy now; the scratch runs are only duplicates.
     shutil.rmtree(scratch, ignore_errors=True)
