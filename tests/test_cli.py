@@ -39,8 +39,8 @@ def test_memorize_end_to_end(tmp_path, capsys):
     "args, fragment",
     [
         (["--dataset", "imagenet"], "unknown dataset 'imagenet'"),
-        (["--label-noise", "1.5"], "label_noise: rate 1.5 is outside [0, 1)"),
-        (["--ood", "-0.1"], "ood: rate -0.1 is outside [0, 1)"),
+        (["--label-noise", "1.5"], "--label-noise: rate 1.5 is outside [0, 1)"),
+        (["--ood", "-0.1"], "--ood: rate -0.1 is outside [0, 1)"),
         (["--norms", "batch,weird"], "unknown norm 'weird'"),
         (["--arch", "vgg"], "unknown architecture 'vgg'"),
         (["--seeds", "x"], "--seeds must be a comma list"),

@@ -165,28 +165,6 @@ def test_tidy_keeps_a_per_target_list_with_some_nan_entries():
     assert len(by_subset["all"]) == 3 and by_subset["ood"] == []
 
 
-@pytest.mark.parametrize("m", [0, 2, 5, 7])
-def test_shadow_model_count_rule_is_one_function(m):
-    """lira, defenses and mitigate validate M with shadow.config.check_shadow_models: one rule, one sentence
-    (only the setting's name, as the user wrote it, differs; mitigate's 0 means off)."""
-    from bnmem.errors import BnmemError
-    from bnmem.lenses.defenses import DefensesConfig
-    from bnmem.lenses.lira import LiraConfig
-    from bnmem.lenses.mitigate import MitigateConfig
-
-    for make, name in ((lambda: LiraConfig(shadow_models=m), "--shadow-models"),
-                       (lambda: DefensesConfig(shadow_models=m), "shadow_models")):
-        with pytest.raises(BnmemError, match=f"^{name} must be even and at least 4, got {m}$"):
-            make()
-    if m == 0:
-        assert MitigateConfig(lira_models=0).lira_models == 0
-    else:  # a pydantic field error: the study's message names the key's path
-        from pydantic import ValidationError
-
-        with pytest.raises(ValidationError, match=f"lira_models must be 0 \\(off\\) or even and at least 4, got {m}"):
-            MitigateConfig(lira_models=m)
-
-
 def test_the_plan_states_and_lens_names_have_one_home():
     """The plan check's states (and their headline words) are spelled in bnmem.report.preregistration only;
     the analysis plan keeps no second set of lens names (it and the report import bnmem.names')."""

@@ -76,7 +76,7 @@ def _with(path: str, value) -> dict:
         (_with("grid.outliers", [{"label_noise": 1.5}]), "grid.outliers.0.label_noise: rate 1.5 is outside [0, 1)"),
         (_with("grid.datasets", ["imagenet"]), "grid.datasets: unknown dataset 'imagenet'"),
         (_with("grid.norms", ["batch", "weird"]), "grid.norms: unknown norm 'weird'"),
-        (_with("lenses.lira.shadow_models", 5), "shadow-models must be even"),
+        (_with("lenses.lira.shadow_models", 5), "lenses.lira.shadow_models: must be even and at least 4, got 5"),
         (_with("lenses.gradnorms.at", [1, 9]), "lenses.gradnorms: checkpoint epoch 9 is past the last epoch (2)"),
         (_with("lenses.memorize.data", {"label_noise": 0.1}), "lenses.memorize.data.label_noise: the grid sets it"),
         (_with("lenses", []), "lenses: name at least one of"),

@@ -50,7 +50,7 @@ def audit(
     ood_mask: Any = None,
     top_k: int = 20,
     max_examples: int | None = 10_000,
-    shadow_models: int = 0,
+    shadow: Any = None,
     train: Any = None,
     out: str | Path | None = None,
     seed: int = 0,
@@ -61,18 +61,17 @@ def audit(
     executor: Any = None,
     workers: int = 1,
     gs_reg: float | None = None,
-    compare_gs_reg: float | None = None,
-    match_accuracy: bool = False,
-    max_epochs: int | None = None,
-    match_steps: bool = True,
     rare_mask: Any = None,
+    **shadow_options: Any,
 ) -> AuditResult:
     """Audit a trained model on its data: see :func:`bnmem.auditing.run.audit` for every argument.
 
     The same signature as that function (a test keeps them equal); it imports torch only when
     called, so ``import bnmem`` stays light. ``workers=N`` trains the shadow copies in N local
     worker processes (a script doing so needs an ``if __name__ == "__main__":`` guard);
-    ``compare_gs_reg=λ`` sets the shadow copies with and without the γ/σ regularizer side by side.
+    ``shadow_models=M`` (with ``compare_gs_reg``, ``match_accuracy``, ``max_epochs``, ``match_steps``: the
+    fields of :class:`bnmem.config.ShadowCopies`, also given together as ``shadow=``) trains M shadow
+    copies; ``compare_gs_reg=λ`` sets them with and without the γ/σ regularizer side by side.
 
     Returns:
         An :class:`~bnmem.auditing.run.AuditResult` (``.markdown``, ``.data``, ``.out``).
@@ -81,6 +80,7 @@ def audit(
         BnmemError: the model does not accept the data, or malformed data or options.
     """
     args = dict(locals())  # first: exactly the parameters
+    options = args.pop("shadow_options")
     from bnmem.auditing.run import audit as run_audit
 
-    return run_audit(**args)
+    return run_audit(**args, **options)

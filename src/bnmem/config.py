@@ -7,12 +7,22 @@ override fails with the key's path instead of being silently ignored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 
-from bnmem.augment_spec import spec_of
+from bnmem.augment_spec import FLIP_DATASETS, spec_of
 from bnmem.errors import BnmemError
 from bnmem.names import ARCH_ALIASES, ARCHS, DATASETS, NORMS
 
@@ -165,6 +175,181 @@ class ExperimentConfig(StrictModel):
         return ModelConfig(arch=self.arch, norm=norm)
 
 
+# --- The shadow-model protocol: every rule of it written once, here (torch-free, so the CLI builds its flags
+# from these fields without importing torch). lira (bnmem.shadow.ShadowConfig), defenses, mitigate and the
+# audit compose these types and the ShadowProtocol model; a rule raises ValueError, so pydantic names the
+# field's path as the user wrote it (lenses.lira.shadow_models in a study; the CLI turns it into the flag).
+
+VIEW_NAMES = ("identity", "flip", "shift")
+# The default: query with exactly the views of the training augmentation
+# (:func:`bnmem.data.augment.matched_views`; the identity alone without augmentation).
+MATCHED = "augment"
+# Model m's seed is base_seed * SEED_STRIDE + m, so base seed 0 gives seeds
+# 0..M-1 (the initial weights of `bnmem memorize` seed m) and distinct base
+# seeds never share a model seed while M < SEED_STRIDE.
+SEED_STRIDE = 1_000_000
+
+
+def shadow_models_problem(m: int, *, off: bool = False) -> str | None:
+    """What is wrong with ``m`` shadow models (None: nothing): even, at least 4 and below :data:`SEED_STRIDE`
+    (0 too when ``off``: the caller's switch for "no shadow models"). The one place this rule is written."""
+    if off and m == 0:
+        return None
+    if m < 4 or m % 2:
+        # Odd M cannot put every example IN for exactly half the models, and
+        # leave-one-out LiRA needs IN and OUT references for every example.
+        return f"must be {'0 (off) or ' if off else ''}even and at least 4, got {m}"
+    if m >= SEED_STRIDE:
+        return f"must be below {SEED_STRIDE}, got {m}"
+    return None
+
+
+def check_shadow_models(m: int, name: str, *, off: bool = False, error: type[Exception] = BnmemError) -> int:
+    """``m`` if :func:`shadow_models_problem` finds nothing, else ``error("<name> <problem>")``."""
+    problem = shadow_models_problem(m, off=off)
+    if problem:
+        raise error(f"{name} {problem}")
+    return m
+
+
+def _models_rule(off: bool):
+    def check(m: int) -> int:
+        problem = shadow_models_problem(m, off=off)
+        if problem:
+            raise ValueError(problem)
+        return m
+
+    return check
+
+
+def check_views(value: Any) -> list[str]:
+    """Query views as a canonical list: ``augment`` alone, or known views including the identity."""
+    views = parse_list(value)
+    if MATCHED in views:
+        if views != [MATCHED]:
+            raise ValueError(f"{MATCHED} (the training augmentation's views) stands alone, got {','.join(views)}")
+        return views
+    unknown = [x for x in views if x not in VIEW_NAMES]
+    if unknown:
+        raise ValueError(f"unknown view(s) {unknown}; choose from {MATCHED} or {', '.join(VIEW_NAMES)}")
+    if "identity" not in views:
+        # The identity view anchors train/test accuracy and keeps "views" a
+        # superset of the plain query, so the option only ever adds views.
+        raise ValueError(f"must include identity, got {','.join(views)}")
+    # Canonical order and no duplicates: the same views give the same config.
+    return [x for x in VIEW_NAMES if x in views]
+
+
+def check_views_fit(views: list[str], dataset: str) -> None:
+    """The flip view only where a mirrored image is the same input (:data:`FLIP_DATASETS`)."""
+    if "flip" in views and dataset not in FLIP_DATASETS:
+        raise BnmemError(
+            f"the flip view applies only to {', '.join(FLIP_DATASETS)}; a flipped {dataset} "
+            "image is a different input. Drop 'flip' from the views"
+        )
+
+
+ShadowModels = Annotated[int, AfterValidator(_models_rule(off=False))]
+ShadowModelsOrOff = Annotated[int, AfterValidator(_models_rule(off=True))]
+QueryViews = Annotated[list[str], BeforeValidator(check_views)]
+Seed32 = Annotated[int, Field(ge=0, lt=2**32)]
+
+
+class ShadowProtocol(StrictModel):
+    """The shadow-model protocol: how many models, how they are cut into jobs, the membership matrix, the query.
+
+    The defaults are the lira lens's; a lens with other defaults takes a field with
+    :meth:`field` (its type, rule and constraints unchanged). Each field's description
+    is its command-line help (``bnmem lira --help``).
+
+    Attributes:
+        shadow_models: M, even and >= 4 (:func:`shadow_models_problem`); every training example is IN for
+            exactly M / 2 models.
+        chunk_size: models per training job. Chunk boundaries depend only on
+            (M, chunk_size), which is what lets a rerun redo only unfinished chunks.
+        views: query views. ``augment`` (default, alone): the views of the
+            training augmentation ``train.augment`` (the identity only when
+            training has none; shifts by {-p, 0, p}² with its padding, mirrored
+            too with flips). Or a list of ``identity``, ``flip``
+            (cifar10/cifar100 only), ``shift`` (4 axis shifts by ±1 pixel, ±2 for
+            images >= 28 px, of every other view): ``identity,shift`` is the
+            fixed set earlier versions always used. LiRA scores are averaged over views.
+        query_bn_mode: ``eval`` (running statistics, default) or ``batch``
+            (statistics of the query batch; running statistics untouched).
+        query_batch_size: the batch BN statistics come from in ``batch`` mode
+            (default: the training batch size); ignored in ``eval`` mode.
+        keep_seed: seed of the membership (keep) matrix; the same for every norm.
+        query_seed: seed of the random permutation that forms ``batch``-mode
+            query batches (recorded in query.json); unused in ``eval`` mode.
+        save_logits: also keep the full logits (``logits.npy``, C times larger
+            than φ); the attacks read only φ.
+    """
+
+    shadow_models: ShadowModels = Field(32, description="shadow models per norm (even, >= 4); each training "
+                                                        "example is IN for exactly half of them")
+    chunk_size: int = Field(16, ge=1, description="shadow models per training job (fixes resume granularity)")
+    views: QueryViews = Field([MATCHED], description=(
+        "query views: augment (the training augmentation's views; identity without augmentation), or a list of "
+        "identity, flip (cifar only), shift (±1 px; ±2 from 28 px); identity,shift is the earlier fixed set"))
+    query_bn_mode: Literal["eval", "batch"] = Field(
+        "eval", description="BN at query time: eval (running stats) or batch (query-batch stats)")
+    query_batch_size: int | None = Field(
+        None, ge=2, description="batch whose statistics BN uses in batch mode (default: --batch-size)")
+    keep_seed: Seed32 = Field(0, description="seed of the membership matrix (same for every norm)")
+    query_seed: Seed32 = Field(0, description="seed of the permutation that forms batch-mode query batches")
+    save_logits: bool = Field(
+        False, description="also store full logits (C times the disk of φ, which is all the attacks read)")
+
+    @classmethod
+    def field(cls, name: str, default: Any, description: str | None = None) -> Any:
+        """Protocol field ``name`` with a lens's own default (and help); declare it with the field's type."""
+        info = FieldInfo.merge_field_infos(cls.model_fields[name], default=default)
+        # The rule travels with the field's type (the annotation the lens declares), not twice.
+        info.metadata = [m for m in info.metadata if not isinstance(m, (AfterValidator, BeforeValidator))]
+        if description is not None:
+            info.description = description
+        return info
+
+
+class ShadowCopies(StrictModel):
+    """The audit's shadow copies of a user's model: the protocol's M and how the copies' length is calibrated.
+
+    Attributes:
+        shadow_models: M > 0 measures membership leakage with M shadow copies (0: off).
+        compare_gs_reg: also train the copies with the γ/σ regularizer of this λ, side by side.
+        match_accuracy: double the copies' epochs (up to ``max_epochs``) until a probe copy reaches the
+            model's training accuracy.
+        max_epochs: the most epochs ``match_accuracy`` tries (default 4x the recipe's).
+        match_steps: the copies train for as many optimizer steps as the model took (False: ``train.epochs``).
+    """
+
+    shadow_models: ShadowModelsOrOff = Field(0, description=(
+        "also estimate membership risk with M shadow copies of the architecture trained with the recipe flags "
+        "(even, >= 4; 0: off)"))
+    compare_gs_reg: float | None = Field(None, gt=0, description=(
+        "with --shadow-models: also train the shadow copies with the γ/σ regularizer of this λ and show the "
+        "privacy gain (AUCs) and accuracy cost side by side"))
+    match_accuracy: bool = Field(False, description=(
+        "with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) until a probe "
+        "copy reaches your model's training accuracy"))
+    max_epochs: int | None = Field(None, ge=1, description="--match-accuracy: the most epochs to try "
+                                                           "(default: 4x --epochs)")
+    match_steps: bool = True
+
+    @model_validator(mode="after")
+    def _needs_copies(self) -> "ShadowCopies":
+        if self.match_accuracy and not self.shadow_models:
+            raise BnmemError("--match-accuracy calibrates shadow copies: give --shadow-models too (e.g. 8)")
+        if self.compare_gs_reg is not None and not self.shadow_models:
+            raise BnmemError("--compare-gs-reg compares shadow copies: give --shadow-models too (e.g. 8)")
+        return self
+
+    @property
+    def wanted(self) -> bool:
+        """Whether any shadow copy is asked for (or an option that needs them)."""
+        return bool(self.shadow_models or self.compare_gs_reg is not None or self.match_accuracy)
+
+
 def parse_list(value: str | list, kind=str) -> list:
     """Parse '1,2,3' (CLI) or a list (YAML) into a list of ``kind``."""
     if isinstance(value, (list, tuple)):
@@ -194,10 +379,14 @@ def apply_overrides(config: dict[str, Any], overrides: list[str] | None) -> dict
     return config
 
 
-def validation_line(err: ValidationError, prefix: str = "") -> str:
-    """'prefix.path: message; ...' for every error of a pydantic ValidationError."""
+def validation_line(err: ValidationError, prefix: str = "", names: dict[str, str] | None = None) -> str:
+    """'prefix.path: message; ...' for every error of a pydantic ValidationError.
+
+    ``names`` maps a field's dotted path to what the user wrote instead (a flag: ``--shadow-models``).
+    """
     parts = []
     for e in err.errors():
-        loc = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"])]) or "config"
-        parts.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
+        path = ".".join(str(p) for p in e["loc"])
+        loc = (names or {}).get(path) or ".".join([*([prefix] if prefix else []), *([path] if path else [])])
+        parts.append(f"{loc or 'config'}: {e['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)

@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 from torch import nn
 
 from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.data import masks_known
 from bnmem.auditing.leakage import HEADLINE_ATTACKS, leakage_section
 from bnmem.auditing.load import is_scripted
-from bnmem.config import TrainConfig
+from bnmem.config import ShadowCopies, TrainConfig, check_shadow_models, validation_line
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
-from bnmem.shadow.config import check_shadow_models
 from bnmem.shadow.copies import copies_done, copy_cost, query_copies
 
-__all__ = ["RAW", "check_shadow_request", "membership_section", "shadow_membership"]
+__all__ = ["RAW", "check_shadow_request", "membership_section", "shadow_copies", "shadow_membership"]
 
 # The in-memory key of a membership section holding the raw pooled scores (for the paired comparison);
 # removed before the result is written.
@@ -54,26 +54,39 @@ def _mem_scores(copies: Any, keep: np.ndarray, ds: Any, subsets: dict[str, np.nd
                               **({"file": [ds.info["files"][i] for i in top]} if "files" in ds.info else {})}}
 
 
-def check_shadow_request(model: nn.Module, shadow_models: int, compare_gs_reg: float | None = None,
-                         match_accuracy: bool = False) -> None:
-    """Raise BnmemError unless shadow copies of ``model`` can be trained.
+def shadow_copies(shadow: ShadowCopies | dict[str, Any] | None = None, **options: Any) -> ShadowCopies:
+    """The audit's shadow options (:class:`bnmem.config.ShadowCopies`), validated once: ``shadow`` with
+    ``options`` (``shadow_models=16``, ...) over it.
 
     Raises:
-        BnmemError: a TorchScript model (its architecture cannot be re-instantiated),
-            ``shadow_models`` odd or below 4, or a regularizer comparison / accuracy matching
-            without shadow models or with a λ that is not positive.
+        BnmemError: one line naming each bad option as the Python caller wrote it (``shadow_models: must be
+            even and at least 4, got 5``), or an option that needs shadow copies without them.
     """
-    if match_accuracy and not shadow_models:
-        raise BnmemError("--match-accuracy calibrates shadow copies: give --shadow-models too (e.g. 8)")
-    if compare_gs_reg is not None:
-        if not shadow_models:
-            raise BnmemError("--compare-gs-reg compares shadow copies: give --shadow-models too (e.g. 8)")
-        if not compare_gs_reg > 0:
-            raise BnmemError(f"--compare-gs-reg must be a positive λ, got {compare_gs_reg}")
+    if isinstance(shadow, ShadowCopies) and not options:
+        return shadow
+    base = shadow.model_dump() if isinstance(shadow, ShadowCopies) else dict(shadow or {})
+    try:
+        return ShadowCopies.model_validate({**base, **options})
+    except ValidationError as e:
+        raise BnmemError(validation_line(e)) from None
+
+
+def check_shadow_request(model: nn.Module, shadow: ShadowCopies | int, compare_gs_reg: float | None = None,
+                         match_accuracy: bool = False) -> ShadowCopies:
+    """The shadow options, validated, if shadow copies of ``model`` can be trained.
+
+    ``shadow``: the options, or (as before) M with ``compare_gs_reg`` and ``match_accuracy``.
+
+    Raises:
+        BnmemError: a bad option (:func:`shadow_copies`), or a TorchScript model (its architecture cannot be
+            re-instantiated).
+    """
+    copies = shadow if isinstance(shadow, ShadowCopies) else shadow_copies(
+        shadow_models=shadow, compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy)
     if is_scripted(model):
         raise BnmemError("--shadow-models needs to re-instantiate the architecture, which a TorchScript model "
                          "cannot do; save the model with torch.save(model, path) (a pickled nn.Module) instead")
-    check_shadow_models(shadow_models, "--shadow-models")
+    return copies
 
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
@@ -100,6 +113,7 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     from bnmem.attacks import keep_matrix
 
     check_shadow_request(model, shadow_models)
+    check_shadow_models(shadow_models, "shadow_models")  # 0 (off) is the caller's switch, not a count
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
     cost = copy_cost(model, ds, shadow_models, train, copies_done(out, shadow_models))
     print(cost["text"], file=sys.stderr, flush=True)  # always (also under --quiet): the README promises it

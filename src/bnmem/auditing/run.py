@@ -51,7 +51,7 @@ from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
 from bnmem.auditing.calibration import match_epochs, model_checks, step_matched
 from bnmem.auditing.compare import gs_reg_comparison
-from bnmem.auditing.membership import RAW, check_shadow_request, shadow_membership
+from bnmem.auditing.membership import RAW, check_shadow_request, shadow_copies, shadow_membership
 from bnmem.auditing.sections import (
     accuracy_section,
     gamma_sigma_section,
@@ -59,7 +59,7 @@ from bnmem.auditing.sections import (
     model_device,
     norm_layer_table,
 )
-from bnmem.config import DataConfig, StrictModel, TrainConfig
+from bnmem.config import DataConfig, ShadowCopies, StrictModel, TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
 from bnmem.measure.memory import parse_size
@@ -106,7 +106,7 @@ def audit(
     ood_mask: np.ndarray | None = None,
     top_k: int = 20,
     max_examples: int | None = 10_000,
-    shadow_models: int = 0,
+    shadow: ShadowCopies | dict | None = None,
     train: TrainConfig | dict | None = None,
     out: str | Path | None = None,
     seed: int = 0,
@@ -117,11 +117,8 @@ def audit(
     executor: Any = None,
     workers: int = 1,
     gs_reg: float | None = None,
-    compare_gs_reg: float | None = None,
-    match_accuracy: bool = False,
-    max_epochs: int | None = None,
-    match_steps: bool = True,
     rare_mask: np.ndarray | None = None,
+    **shadow_options: Any,
 ) -> AuditResult:
     """Audit ``model`` on the data it was trained on.
 
@@ -132,7 +129,9 @@ def audit(
         noisy_mask, ood_mask: known mislabeled / OOD training examples (bool), for ``(x, y)`` data.
         top_k: largest gradient norms to list (also the "most exposed" group of the attacks).
         max_examples: gradient norms on at most this many training examples (seeded subset; None: all).
-        shadow_models: M > 0 measures membership leakage with M shadow copies (even, >= 4; an nn.Module).
+        shadow: the shadow copies, a :class:`bnmem.config.ShadowCopies` (or dict), or its fields as keywords
+            (``shadow_models=16``, ``compare_gs_reg``, ``match_accuracy``, ``max_epochs``, ``match_steps``: each
+            explained there); ``shadow_models`` M > 0 measures membership leakage with M copies (an nn.Module).
         train: the shadow copies' recipe (TrainConfig or dict; default TrainConfig()).
         out: write ``audit.json`` and ``audit.md`` here (None: don't write).
         seed: seed of the probe batch and the gradient-norm subset.
@@ -144,13 +143,7 @@ def audit(
             ``workers``: N > 1 local worker processes instead (a script needs an
             ``if __name__ == "__main__":`` guard).
         gs_reg: λ of the γ/σ regularizer the shadow copies train with (what
-            :class:`bnmem.GammaSigmaPenalty` adds to your loop); ``compare_gs_reg``: also train them
-            with this λ and show privacy gain and accuracy cost side by side.
-        match_accuracy: double the copies' epochs (up to ``max_epochs``, default 4x) until a probe copy
-            reaches the model's training accuracy; the report prints the recipe used.
-        match_steps: ``train.epochs`` are the model's; the copies (on half the data) train for as many
-            optimizer steps as the model took (:func:`bnmem.auditing.calibration.step_matched`); False:
-            the copies train ``train.epochs`` epochs as given.
+            :class:`bnmem.GammaSigmaPenalty` adds to your loop).
         rare_mask: training examples known to be rare or atypical but correctly labelled (bool), a group
             of their own, described without mislabeling language.
 
@@ -158,10 +151,9 @@ def audit(
         An :class:`AuditResult`.
 
     Raises:
-        BnmemError: the model does not accept the data, malformed data,
-            shadow models asked for a TorchScript model, or a memory budget
-            that cannot hold one example. Nothing is written into ``out`` before
-            the inputs have been checked.
+        BnmemError: the model does not accept the data, malformed data or options, shadow models asked for a
+            TorchScript model, or a memory budget that cannot hold one example. Nothing is written into ``out``
+            before the inputs have been checked.
     """
     from bnmem.auditing.report import frontier_citation
 
@@ -169,8 +161,9 @@ def audit(
     ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
     rare = check_rare(rare_mask, ds.n_train)
     train_cfg = recipe(train, gs_reg)
-    if shadow_models or compare_gs_reg is not None or match_accuracy:
-        check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)  # before any slow work
+    copies = shadow_copies(shadow, **shadow_options)
+    if copies.wanted:
+        check_shadow_request(model, copies)  # before any slow work
     if max_memory is not None:
         parse_size(max_memory)
     n_outputs, acc, warnings = checked_model(model, ds, rare)
@@ -181,10 +174,8 @@ def audit(
         result["accuracy"], result["warnings"], result["membership"] = acc, warnings, None
         for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
             print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
-        if shadow_models:
-            shadow_sections(result, model, ds, train_cfg, shadow_models, out, progress, ex, rare=rare,
-                            compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
-                            match_steps=match_steps)
+        if copies.shadow_models:
+            shadow_sections(result, model, ds, train_cfg, copies, out, progress, ex, rare=rare)
     return finish(result, norms, out, frontier)
 
 
@@ -212,25 +203,24 @@ def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
 
 
 def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
-                    shadow_models: int, out: Path | None, progress: bool, executor: Any, *,
-                    rare: np.ndarray | None, compare_gs_reg: float | None, match_accuracy: bool,
-                    max_epochs: int | None, match_steps: bool) -> None:
+                    copies: ShadowCopies, out: Path | None, progress: bool, executor: Any, *,
+                    rare: np.ndarray | None) -> None:
     """Membership over the shadow copies (their length calibrated first), and the regularizer comparison."""
     exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
     steps = None
-    if match_steps:
+    if copies.match_steps:
         train, steps = step_matched(train, ds.n_train)
-    target = result["accuracy"]["train_acc"]
-    calibrate = (lambda cfg: match_epochs(model, ds, cfg, target, shadow_models, max_epochs)) if match_accuracy \
+    target, m = result["accuracy"]["train_acc"], copies.shadow_models
+    calibrate = (lambda cfg: match_epochs(model, ds, cfg, target, m, copies.max_epochs)) if copies.match_accuracy \
         else (lambda cfg: (cfg, None))
     base = train
     train, matched = calibrate(base)
     groups = extra_groups(exposed, rare, ds.n_train)
-    mem = shadow_membership(model, ds, shadow_models, train, out, progress, executor, groups)
+    mem = shadow_membership(model, ds, m, train, out, progress, executor, groups)
     mem.update({"steps": steps, "matched": matched})
     result["membership"] = mem
-    if compare_gs_reg is not None:
-        result["gs_reg_comparison"] = gs_reg_comparison(mem, model, ds, base, compare_gs_reg, out, progress,
+    if copies.compare_gs_reg is not None:
+        result["gs_reg_comparison"] = gs_reg_comparison(mem, model, ds, base, copies.compare_gs_reg, out, progress,
                                                         executor, groups, calibrate, target)
 
 
@@ -320,11 +310,10 @@ CONFIG_FILE = "audit_config.json"
 
 
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
-               top_k: int = 20, max_examples: int | None = 10_000, shadow_models: int = 0,
+               top_k: int = 20, max_examples: int | None = 10_000, shadow: ShadowCopies | dict | None = None,
                progress: bool = False, max_memory: int | str | None = None,
-               defenses: str | Path | None = None, executor: Any = None,
-               compare_gs_reg: float | None = None, match_accuracy: bool = False,
-               max_epochs: int | None = None, workers: int = 1, match_steps: bool = True) -> AuditResult:
+               defenses: str | Path | None = None, executor: Any = None, workers: int = 1,
+               **shadow_options: Any) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -333,28 +322,26 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused once it holds finished work).
-        top_k, max_examples, shadow_models, progress, max_memory, defenses, executor, compare_gs_reg,
-        match_accuracy, max_epochs, workers, match_steps: see :func:`audit` (``--gs-reg`` is
-        ``config.train.gs_reg``; ``config.outliers`` becomes ``rare_mask``).
+        top_k, max_examples, shadow (or its fields as keywords), progress, max_memory, defenses, executor,
+        workers: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``; ``config.outliers`` becomes
+        ``rare_mask``).
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
-    model, fmt, ds, digest = load_checked(model_path, config, shadow_models, max_memory, defenses, compare_gs_reg,
-                                          match_accuracy)
+    copies = shadow_copies(shadow, **shadow_options)
+    model, fmt, ds, digest = load_checked(model_path, config, copies, max_memory, defenses)
     rare = rare_file_mask(config)
     resolved = {"model": str(model_path), "model_sha256": digest,
                 **config.model_dump(mode="json", exclude={"folder", "outliers"} if config.folder is None else {"data"}),
-                "top_k": top_k, "max_examples": max_examples, "shadow_models": shadow_models,
-                **({} if match_steps else {"match_steps": False}),
-                **({"compare_gs_reg": compare_gs_reg} if compare_gs_reg is not None else {}),
-                **({"match_accuracy": True, "max_epochs": max_epochs} if match_accuracy else {})}
+                "top_k": top_k, "max_examples": max_examples, "shadow_models": copies.shadow_models,
+                **({} if copies.match_steps else {"match_steps": False}),
+                **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
+                **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {})}
     out = prepare_audit_dir(out, resolved)
-    return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow_models=shadow_models,
+    return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow=copies,
                  train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
-                 max_memory=max_memory, defenses=defenses, executor=executor, workers=workers,
-                 compare_gs_reg=compare_gs_reg, match_accuracy=match_accuracy, max_epochs=max_epochs,
-                 match_steps=match_steps, rare_mask=rare,
+                 max_memory=max_memory, defenses=defenses, executor=executor, workers=workers, rare_mask=rare,
                  source={"file": str(model_path), "file_format": fmt, "sha256": digest})
 
 
@@ -378,9 +365,8 @@ def rare_file_mask(config: AuditConfig) -> np.ndarray | None:
     return mask
 
 
-def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int, max_memory: int | str | None,
-                 defenses: str | Path | None, compare_gs_reg: float | None = None,
-                 match_accuracy: bool = False) -> tuple[nn.Module, str, OutlierDataset, str]:
+def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopies, max_memory: int | str | None,
+                 defenses: str | Path | None) -> tuple[nn.Module, str, OutlierDataset, str]:
     """The model (on the recipe's device) and the data, every option checked; nothing written.
 
     Returns:
@@ -390,8 +376,8 @@ def load_checked(model_path: str | Path, config: AuditConfig, shadow_models: int
     from bnmem.data import load_dataset
 
     model, fmt = load_model_file(model_path)
-    if shadow_models or compare_gs_reg is not None or match_accuracy:
-        check_shadow_request(model, shadow_models, compare_gs_reg, match_accuracy)
+    if copies.wanted:
+        check_shadow_request(model, copies)
     if max_memory is not None:
         parse_size(max_memory)
     if defenses is not None:

@@ -13,11 +13,16 @@ import re
 import types
 import typing
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Callable, Iterable, Literal, Optional, TypeVar, Union
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
+
+from bnmem.config import validation_line
+from bnmem.errors import BnmemError
+
+M = TypeVar("M", bound=BaseModel)
 
 SCALARS = (bool, int, float, str)
 
@@ -31,6 +36,10 @@ class FieldFlag:
     is_list: bool
     default: Any
     help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
 
     def parameter(self) -> inspect.Parameter:
         """The typer parameter (lists and None-able fields are typed as optional strings/values)."""
@@ -52,7 +61,7 @@ class FieldFlag:
             return raw
         from bnmem.cli.app import parse_flag_list
 
-        return parse_flag_list(raw, self.kind, "--" + self.name.replace("_", "-"), f"{self.kind.__name__} values")
+        return parse_flag_list(raw, self.kind, self.flag, f"{self.kind.__name__} values")
 
 
 def _element(annotation: Any) -> tuple[type, bool] | None:
@@ -97,3 +106,48 @@ def field_flags(config: type[BaseModel], skip: set[str]) -> list[FieldFlag]:
         text = field.description or notes.get(name) or f"the config field {name}"
         flags.append(FieldFlag(name, element[0], element[1], field.default, text))
     return flags
+
+
+def flag_names(flags: Iterable[FieldFlag]) -> dict[str, str]:
+    """Config path -> the flag that sets it: ``flags`` (a command's own) and the shared experiment flags."""
+    from bnmem.cli.app import FLAG_FIELDS
+
+    return {**{path: "--" + flag.replace("_", "-") for flag, path in FLAG_FIELDS.items()},
+            **{f.name: f.flag for f in flags}}
+
+
+def validated(config: type[M], values: dict[str, Any], flags: Iterable[FieldFlag] = ()) -> M:
+    """``values`` validated by ``config``; a bad value is one line naming its flag (or the ``--set`` path).
+
+    Raises:
+        BnmemError: ``invalid configuration: --shadow-models: must be even and at least 4, got 5``.
+    """
+    try:
+        return config.model_validate(values)
+    except ValidationError as e:
+        raise BnmemError("invalid configuration: " + validation_line(e, names=flag_names(flags))) from None
+
+
+def with_flags(flags: list[FieldFlag]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the command's ``**options`` become ``flags`` (typer reads the signature), each value parsed.
+
+    The command receives its own parameters and ``options``: field name -> config value.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+        # Resolved in fn's own module (its annotations may be strings under `from __future__ import annotations`).
+        hints = typing.get_type_hints(fn, include_extras=True)
+        fixed = [p.replace(annotation=hints.get(p.name, p.annotation))
+                 for p in sig.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+
+        def command(**kwargs: Any) -> Any:
+            own = {f.name: f.value(kwargs.pop(f.name)) for f in flags}
+            return fn(**kwargs, **own)
+
+        command.__name__, command.__doc__, command.__module__ = fn.__name__, fn.__doc__, fn.__module__
+        command.__signature__ = sig.replace(parameters=fixed + [f.parameter() for f in flags])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+        return command
+
+    return deco

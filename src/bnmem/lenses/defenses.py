@@ -44,7 +44,15 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
-from bnmem.config import ExperimentConfig, check_norms
+from bnmem.config import (
+    ExperimentConfig,
+    QueryViews,
+    Seed32,
+    ShadowModels,
+    ShadowProtocol,
+    check_norms,
+    check_views_fit,
+)
 from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
@@ -58,7 +66,7 @@ from bnmem.names import DEFENSES
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.defenses_text import audit_text, summary, summary_table
 from bnmem.rundir import prepare_run_dir
-from bnmem.shadow.config import SEED_STRIDE, VIEW_NAMES, ShadowConfig, check_shadow_models
+from bnmem.shadow.config import SEED_STRIDE, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
 from bnmem.shadow.phases import estimate as shadow_estimate
@@ -114,13 +122,11 @@ class DefensesConfig(ExperimentConfig):
         dp_max_grad_norm: per-example clipping norm C.
         dp_lr: learning rate of the DP variants (None: ``train.lr``).
         dp_accountant: Opacus accountant (``prv``, Opacus's default).
-        shadow_models: M per variant and replicate (even, >= 4).
-        chunk_size: models per training job.
+        shadow_models, chunk_size, keep_seed, views, query_bn_mode: the shadow-model protocol's
+            fields (:class:`bnmem.config.ShadowProtocol`: their rules and help), with this lens's defaults:
+            M = 8 per variant and replicate; keep-matrix seed ``keep_seed + r`` in replicate r; the
+            identity view only, because training uses no augmentation (the views should be the training's).
         replicates: independent repetitions (corruption, keep matrix, model seeds).
-        keep_seed: keep-matrix seed of replicate 0 (replicate r: ``keep_seed + r``).
-        views: LiRA query views; identity only by default, because training uses
-            no augmentation (the views should be the training's).
-        query_bn_mode: BN mode at query time (``eval``: running statistics).
         risk_attack, risk_metric: the privacy-risk axis of the frontier
             (declared up front: online LiRA AUC).
     """
@@ -133,12 +139,15 @@ class DefensesConfig(ExperimentConfig):
     dp_max_grad_norm: float = Field(1.0, gt=0)
     dp_lr: float | None = Field(None, gt=0)
     dp_accountant: Literal["prv", "rdp", "gdp"] = "prv"
-    shadow_models: int = 8
-    chunk_size: int = Field(8, ge=1)
+    shadow_models: ShadowModels = ShadowProtocol.field("shadow_models", 8, "shadow models per variant and "
+                                                                          "replicate (even, >= 4)")
+    chunk_size: int = ShadowProtocol.field("chunk_size", 8)
     replicates: int = Field(2, ge=1)
-    keep_seed: int = Field(0, ge=0)
-    views: list[str] = ["identity"]
-    query_bn_mode: Literal["eval", "batch"] = "eval"
+    keep_seed: Seed32 = ShadowProtocol.field("keep_seed", 0, "keep-matrix seed of replicate 0 (replicate r: "
+                                                               "keep_seed + r)")
+    views: QueryViews = ShadowProtocol.field("views", ["identity"], "LiRA query views (identity only by default: "
+                                                                     "training uses no augmentation)")
+    query_bn_mode: Literal["eval", "batch"] = ShadowProtocol.field("query_bn_mode", "eval")
     risk_attack: Literal["online", "rmia"] = "online"
     risk_metric: Literal["auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr"] = "auc"
 
@@ -172,19 +181,6 @@ class DefensesConfig(ExperimentConfig):
             raise BnmemError(f"dp_epsilons must be positive numbers, got {v}")
         return sorted(dict.fromkeys(float(e) for e in v))
 
-    @field_validator("shadow_models")
-    @classmethod
-    def _models(cls, v: int) -> int:
-        return check_shadow_models(v, "shadow_models")
-
-    @field_validator("views")
-    @classmethod
-    def _views(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if x not in VIEW_NAMES]
-        if bad or "identity" not in v:
-            raise BnmemError(f"views must include identity and come from {', '.join(VIEW_NAMES)}, got {v}")
-        return v
-
     @model_validator(mode="after")
     def _consistent(self) -> DefensesConfig:
         if self.train.gs_reg != 0:
@@ -194,6 +190,7 @@ class DefensesConfig(ExperimentConfig):
                              "(or set gs_lambda: 0)")
         if not self.variants():
             raise BnmemError("the defenses lens has no variant to run")
+        check_views_fit(self.views, self.data.dataset)
         return self
 
     def variants(self) -> list[Variant]:

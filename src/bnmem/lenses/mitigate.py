@@ -45,7 +45,7 @@ from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
 from bnmem.figures.privacy_utility import plot_privacy_utility
-from bnmem.config import ExperimentConfig
+from bnmem.config import ExperimentConfig, Seed32, ShadowModelsOrOff, ShadowProtocol
 from bnmem.formatting import fmt
 from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
@@ -57,7 +57,6 @@ from bnmem.names import MITIGATE
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import PendingRun, run_folder, train_fresh_together, train_run
 from bnmem.rundir import prepare_run_dir
-from bnmem.shadow.config import check_shadow_models
 from bnmem.stats import paired_difference
 from bnmem.train.trainer import EpochHook
 
@@ -119,8 +118,9 @@ class MitigateConfig(ExperimentConfig):
     lambdas: list[float] = [0.1, 1.0, 10.0]
     taus: list[float] | None = None
     fixed_epoch: int = 10
-    lira_models: int = 0
-    keep_seed: int = Field(0, ge=0, lt=2**32)
+    lira_models: ShadowModelsOrOff = ShadowProtocol.field("shadow_models", 0, "shadow models per variant for "
+                                                                            "LiRA AUC (0: off; even, >= 4)")
+    keep_seed: Seed32 = ShadowProtocol.field("keep_seed", 0, "seed of the LiRA keep matrix")
     selection_seeds: int = Field(1, ge=0, le=100)
 
     @model_validator(mode="before")
@@ -152,11 +152,6 @@ class MitigateConfig(ExperimentConfig):
         if not v or any(not (x > 0 and np.isfinite(x)) for x in v):
             raise ValueError(f"lambdas must be positive numbers, got {v}")
         return list(dict.fromkeys(float(x) for x in v))
-
-    @field_validator("lira_models")
-    @classmethod
-    def _lira(cls, v: int) -> int:
-        return check_shadow_models(v, "lira_models", off=True, error=ValueError)
 
     @model_validator(mode="after")
     def _consistent(self) -> "MitigateConfig":

@@ -103,7 +103,8 @@ SPECS: dict[str, LensSpec] = {s.name: s for s in (
              view=f"{_VIEWS}:MITIGATE", trains_runs=True),
     # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
     LensSpec(LIRA, aliases=("rmia",), schema_version=2, figure="roc.png", title="Membership inference (LiRA, RMIA)",
-             view=f"{_VIEWS}:LIRA", one_seed=True, stage=2, uses_executor=True, phases=("train", "query")),
+             view=f"{_VIEWS}:LIRA", one_seed=True, stage=2, uses_executor=True,
+             phases=("recipe", "train", "query")),
     LensSpec(DEFENSES, figure="frontier.png", title="What to use instead of BN: the privacy–utility frontier",
              one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary",
              tidy=False),

@@ -41,7 +41,8 @@ Shadow copies of a given ``nn.Module`` (the audit)::
     copies = query_copies(model, ds, keep, train_cfg, out_dir, executor=None)
     copies.phi, copies.population_phi, copies.accuracy, copies.views
 
-Modules: :mod:`~bnmem.shadow.config` (the protocol), :mod:`~bnmem.shadow.training`
+Modules: :mod:`~bnmem.shadow.config` (``ShadowConfig``: the protocol of
+:class:`bnmem.config.ShadowProtocol`, where its fields and rules are declared once), :mod:`~bnmem.shadow.training`
 (layout, keep matrix, chunk jobs, loading), :mod:`~bnmem.shadow.dp` (DP-SGD chunks),
 :mod:`~bnmem.shadow.query` (views, BN mode, φ), :mod:`~bnmem.shadow.evaluate`
 (attacks over a queried directory), :mod:`~bnmem.shadow.recipe` (per-norm recipe),

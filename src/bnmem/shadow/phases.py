@@ -3,7 +3,8 @@
 A study with several cells would otherwise run one cell's lens after the
 other, so a cluster only ever sees one cell's shadow-model chunks in flight.
 Instead it asks each cell's lens for its pending jobs, phase by phase
-(every cell's training chunks, then every cell's query chunks), maps each
+(every per-norm cell's recipe selection, then every cell's training chunks,
+then every cell's query chunks; asking never trains), maps each
 phase over the executor in one go, and then runs the lens itself, which finds
 its chunks finished and only evaluates the attacks and draws its figure (in
 the driver). The jobs are the very functions the lens runs on its own, so the
@@ -22,39 +23,61 @@ from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.query import QUERY_DIR, QUERY_FILE, query_settings, query_shadow_chunk
 from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import chunk_name, chunk_spec, pending_specs, train_shadow_chunk
+from bnmem.train.recipe import RECIPE_FILE
 
-PHASES = ("train", "query")
+PHASES = ("recipe", "train", "query")
+
+
+def select_recipe_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Executor job: select each norm's recipe of a ``recipe: per-norm`` cell (cached in ``<run_dir>/recipe``),
+    as the lens would before training (:func:`~bnmem.shadow.recipe.norm_configs`)."""
+    cfg = ShadowConfig.model_validate(spec["config"])
+    _, selection = norm_configs(cfg, load_dataset(cfg.data), Path(spec["run_dir"]))
+    return {"per_norm": {n: s["lr"] for n, s in selection["per_norm"].items()}}
+
+
+def _selected(cfg: ShadowConfig, out: Path) -> bool:
+    """Whether a per-norm cell's recipe has been selected (its cache holds every norm)."""
+    cached = out / "recipe" / RECIPE_FILE
+    return cached.exists() and set(io.read_json(cached).get("per_norm", {})) >= set(cfg.norms)
 
 
 def phase_jobs(cfg: ShadowConfig, out: Path, phase: str) -> tuple[Callable[[dict[str, Any]], dict[str, Any]],
                                                                 list[dict[str, Any]]]:
-    """The job function and the specs of ``phase`` that are not finished yet.
+    """The job function and the specs of ``phase`` that are not finished yet. Asking never trains anything.
 
     Args:
         cfg: the lens's config.
         out: its run directory (``<out>/<norm>/`` holds each norm's shadow models).
-        phase: ``train`` (shadow-model chunks) or ``query`` (query chunks; run after training).
+        phase: ``recipe`` (a per-norm cell's recipe selection), ``train`` (shadow-model chunks; a per-norm
+            cell only once its recipe is selected) or ``query`` (query chunks; run after training).
 
     Returns:
         ``(job function, specs)``.
     """
     if phase not in PHASES:
         raise ValueError(f"unknown shadow-model phase {phase!r}")
-    ds = load_dataset(cfg.data)
-    # Each norm's own recipe (recipe: per-norm selects it first, cached), as the lens trains it.
-    cfgs, _ = norm_configs(cfg, ds, Path(out))
+    out, per_norm = Path(out), cfg.recipe == "per-norm"
+    if phase == "recipe":
+        wanted = per_norm and not _selected(cfg, out)
+        return select_recipe_job, [{"config": cfg.model_dump(mode="json", include=set(ShadowConfig.model_fields)),
+                                    "run_dir": str(out.resolve())}] if wanted else []
+    if per_norm and not _selected(cfg, out):
+        return (train_shadow_chunk if phase == "train" else query_shadow_chunk), []  # the lens selects first
+    # Each norm's own recipe (per-norm: read from the selection's cache; only then is the data loaded).
+    cfgs = norm_configs(cfg, load_dataset(cfg.data), out)[0] if per_norm else {n: cfg for n in cfg.norms}
     if phase == "train":
-        return train_shadow_chunk, [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, Path(out) / norm)]
+        return train_shadow_chunk, [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm)]
     specs = []
     for norm in cfg.norms:
-        settings = query_settings(cfgs[norm], ds)
-        final = Path(out) / norm / QUERY_FILE
+        settings = query_settings(cfgs[norm])  # the input shape from the config: no data loaded
+        final = out / norm / QUERY_FILE
         if final.exists() and io.read_json(final).get("settings") == settings:
             continue
         for c in cfg.chunks():
-            marker = Path(out) / norm / QUERY_DIR / f"{chunk_name(c)}.json"
+            marker = out / norm / QUERY_DIR / f"{chunk_name(c)}.json"
             if not (marker.exists() and io.read_json(marker).get("settings") == settings):
-                specs.append(chunk_spec(cfgs[norm], norm, Path(out) / norm, c))
+                specs.append(chunk_spec(cfgs[norm], norm, out / norm, c))
     return query_shadow_chunk, specs
 
 

@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from bnmem import io
-from bnmem.data import OutlierDataset, load_dataset
+from bnmem.data import OutlierDataset, load_dataset, model_shape
 from bnmem.data.views import View
 from bnmem.errors import BnmemError
 from bnmem.attacks.phi import (
@@ -69,6 +69,7 @@ from bnmem.shadow.training import (
     prepare_norm_dir,
     shadow_keep,
 )
+from bnmem.measure.gamma_sigma import gamma_sigma_stats
 from bnmem.measure.predict import bn_query_mode, to_layout
 from bnmem.threads import torch_threads
 
@@ -157,8 +158,12 @@ def query_logits(model: nn.Module, x: torch.Tensor, views: list[tuple[str, View]
     return torch.stack(per_view, dim=1).numpy()
 
 
-def query_settings(cfg: ShadowConfig, ds: OutlierDataset) -> dict[str, Any]:
-    """How the models are queried; stored with every query output and compared on reruns."""
+def query_settings(cfg: ShadowConfig, ds: OutlierDataset | None = None) -> dict[str, Any]:
+    """How the models are queried; stored with every query output and compared on reruns.
+
+    ``ds`` None: the input shape from the data config alone (:func:`bnmem.data.model_shape`; nothing loaded).
+    """
+    shape = ds.input_shape if ds is not None else model_shape(cfg.data)[0]
     batch = cfg.query_bn_mode == "batch"
     return {
         "bn_mode": cfg.query_bn_mode,
@@ -171,7 +176,7 @@ def query_settings(cfg: ShadowConfig, ds: OutlierDataset) -> dict[str, Any]:
         "batch_size": cfg.query_batch() if batch else None,
         "batch_order": "seeded random permutation" if batch else None,
         "batch_seed": cfg.query_seed if batch else None,
-        "views": [name for name, _ in cfg.query_views(ds.input_shape)],
+        "views": [name for name, _ in cfg.query_views(shape)],
         "stored": ["phi", "phi_lo", "population_phi", "population_phi_lo", "pred"]
         + (["logits"] if cfg.save_logits else []),
         "population": POPULATION_NAME,
@@ -264,11 +269,11 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     """
     cfg = ShadowConfig.model_validate(spec["config"])
     norm, models, norm_dir = spec["norm"], [int(m) for m in spec["models"]], Path(spec["run_dir"])
-    ds = load_dataset(cfg.data)
-    settings = query_settings(cfg, ds)
+    settings = query_settings(cfg)
     marker = norm_dir / QUERY_DIR / f"{chunk_name(models)}.json"
     if marker.exists() and io.read_json(marker).get("settings") == settings:
-        return {**io.read_json(marker), "skipped": True}
+        return {**io.read_json(marker), "skipped": True}  # finished: the data need not even be loaded
+    ds = load_dataset(cfg.data)
     views = cfg.query_views(ds.input_shape)
     keep = shadow_keep(cfg, ds.n_train)
     phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float64)
@@ -278,9 +283,12 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     acc: dict[str, list] = {"train_in": [], "train_out": [], "noisy_in": [], "ood_in": [], "test": []}
     device = torch.device(cfg.train.device)
     inputs = device_inputs(ds, device)  # once per chunk, not once per model
+    bn_ratios = []
     with torch_threads(cfg.train.threads):
         for i, m in enumerate(models):
-            q = query_model(load_shadow_model(cfg, norm, norm_dir, ds, m).to(device), ds, views, cfg, inputs)
+            model = load_shadow_model(cfg, norm, norm_dir, ds, m).to(device)
+            bn_ratios.append(bn_ratio_summary(model))  # while the model is loaded (before any batch-mode query)
+            q = query_model(model, ds, views, cfg, inputs)
             # φ in float64 from the float32 logits, stored as float32 + float32 residual.
             phi[i], pop_phi[i], pred[i] = q.phi, q.population_phi, q.view_pred
             if out is not None:
@@ -295,9 +303,41 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     io.write_npy(base.with_name(f"{base.name}.pred.npy"), pred)
     if out is not None:
         io.write_npy(base.with_name(base.name + ".npy"), out)
-    info = {"norm": norm, "models": models, "settings": settings, "accuracy": acc}
+    info = {"norm": norm, "models": models, "settings": settings, "accuracy": acc,
+            **({GAMMA_SIGMA_KEY: bn_ratios} if any(r is not None for r in bn_ratios) else {})}
     io.write_json(marker, info)  # last: marks the chunk's query as finished
     return {**info, "skipped": False}
+
+
+# Where a query chunk's marker keeps each model's BN |γ|/σ summary (running σ), measured while it was loaded.
+GAMMA_SIGMA_KEY = "gamma_sigma"
+
+
+def bn_ratio_summary(model: nn.Module) -> dict[str, Any] | None:
+    """The per-layer and overall |γ|/σ summary (running σ) of ``model``'s BN layers; None without BN.
+
+    What the lira lens's ``shadow_gamma_sigma.json`` spreads over the shadow models
+    (:func:`bnmem.measure.gamma_sigma.gamma_sigma_stats`, reduced to the numbers it reads).
+    """
+    stats = gamma_sigma_stats(model, mode="running")
+    if not stats["layers"]:
+        return None
+    return {"layers": {name: {k: layer[k] for k in ("n_channels", "median_ratio", "frac_above_1")}
+                       for name, layer in stats["layers"].items()},
+            "summary": {k: stats["summary"][k] for k in ("frac_above_1", "median_ratio", "layers_median_above_1")}}
+
+
+def chunk_bn_ratios(cfg: ShadowConfig, norm_dir: str | Path) -> list[dict[str, Any]] | None:
+    """Every model's :func:`bn_ratio_summary` from the query chunks' markers, in model order; None when a
+    marker lacks them (a run queried before they were recorded)."""
+    out: list[dict[str, Any]] = []
+    for c in cfg.chunks():
+        marker = Path(norm_dir) / QUERY_DIR / f"{chunk_name(c)}.json"
+        ratios = io.read_json(marker).get(GAMMA_SIGMA_KEY) if marker.exists() else None
+        if ratios is None or len(ratios) != len(c) or any(r is None for r in ratios):
+            return None
+        out += ratios
+    return out
 
 
 def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: Executor,

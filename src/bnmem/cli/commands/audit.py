@@ -33,6 +33,8 @@ from bnmem.cli.app import (
     apply_overrides,
     parse_flag_list,
 )
+from bnmem.cli.fields import field_flags, validated, with_flags
+from bnmem.config import ShadowCopies
 from bnmem.errors import BnmemError
 
 if TYPE_CHECKING:
@@ -45,8 +47,6 @@ AuditOut = Annotated[Path, typer.Option(help="output folder (audit.json, audit.m
 TopK = Annotated[int, typer.Option(help="list the K training examples with the largest gradient norms")]
 MaxExamples = Annotated[Optional[int], typer.Option(help="measure gradient norms on at most N training examples "
                                                          "(seeded subset)")]
-ShadowModels = Annotated[int, typer.Option(help="also estimate membership risk with M shadow copies of the "
-                                                "architecture trained with the recipe flags (even, >= 4; 0: off)")]
 MaxMemory = Annotated[Optional[str], typer.Option(help="memory budget of the gradient-norm measurement, e.g. 8GB "
                                                        "(default: half the free RAM, or GPU memory with --device cuda)",
                                                   show_default=False)]
@@ -68,15 +68,6 @@ TransformHook = Annotated[Optional[str], typer.Option("--transform", help="--dat
                                                       show_default=False)]
 GsReg = Annotated[float, typer.Option(help="train the shadow copies with the γ/σ regularizer of this λ (what "
                                             "bnmem.GammaSigmaPenalty adds to your own loop; 0: off)")]
-CompareGsReg = Annotated[Optional[float], typer.Option(
-    help="with --shadow-models: also train the shadow copies with the γ/σ regularizer of this λ and show the "
-         "privacy gain (AUCs) and accuracy cost side by side", show_default=False)]
-MatchAccuracy = Annotated[bool, typer.Option(
-    "--match-accuracy", help="with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) "
-                             "until a probe copy reaches your model's training accuracy")]
-MaxEpochs = Annotated[Optional[int], typer.Option(help="--match-accuracy: the most epochs to try "
-                                                       "(default: 4x --epochs)",
-                                                  show_default=False)]
 Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
                                                          "mislabeled (marks the corrupted samples)",
                                                     show_default=False)]
@@ -88,7 +79,13 @@ SameEpochs = Annotated[bool, typer.Option(
                           "steps as your model took with --epochs on the whole training set; each copy has half)")]
 
 
+# The shadow copies' flags, generated from their fields (defaults, help and rules live there); match_steps is
+# --same-epochs (its negation) below.
+COPY_FLAGS = field_flags(ShadowCopies, skip={"match_steps"})
+
+
 @app.command()
+@with_flags(COPY_FLAGS)
 def audit(
     model: ModelFile,
     dataset: Dataset = "digits",
@@ -112,12 +109,8 @@ def audit(
     out: AuditOut = Path("runs/audit"),
     top_k: TopK = 20,
     max_examples: MaxExamples = 10_000,
-    shadow_models: ShadowModels = 0,
     gs_reg: GsReg = 0.0,
-    compare_gs_reg: CompareGsReg = None,
-    match_accuracy: MatchAccuracy = False,
     same_epochs: SameEpochs = False,
-    max_epochs: MaxEpochs = None,
     max_memory: MaxMemory = None,
     workers: Workers = 1,
     defenses: Annotated[Optional[Path], typer.Option(
@@ -134,6 +127,7 @@ def audit(
     device: Device = "cpu",
     set: Set = None,  # noqa: A002 - the flag is --set
     quiet: Quiet = False,
+    **shadow: Any,
 ) -> None:
     """Audit a trained model on the data it was trained on: norm layers, BN γ/σ, gradient-norm outliers,
     accuracy and (with --shadow-models) membership-inference risk.
@@ -146,12 +140,11 @@ def audit(
     """
     from bnmem.auditing.run import audit_file
 
+    copies = validated(ShadowCopies, {**shadow, "match_steps": not same_epochs}, COPY_FLAGS)
     config = audit_config(locals())
     # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
-    result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples,
-                        shadow_models=shadow_models, progress=not quiet, max_memory=max_memory,
-                        defenses=defenses, workers=workers, compare_gs_reg=compare_gs_reg,
-                        match_accuracy=match_accuracy, max_epochs=max_epochs, match_steps=not same_epochs)
+    result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples, shadow=copies,
+                        progress=not quiet, max_memory=max_memory, defenses=defenses, workers=workers)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import typer
 
 from bnmem.cli.app import EXPERIMENT_OPTIONS, Out, Quiet, app, config_defaults, experiment_options
+from bnmem.cli.fields import FieldFlag, validated
 from bnmem.lenses.registry import Lens
 from bnmem.rundir import default_out, removed_if_unstarted
 
@@ -25,13 +26,15 @@ PLACEHOLDER = "_bnmem_lens_placeholder"
 
 
 def run_and_report(lens: Lens, config: dict[str, Any], out: Path | None, quiet: bool,
-                   **run_kwargs: Any) -> dict[str, Any]:
+                   flags: Iterable[FieldFlag] = (), **run_kwargs: Any) -> dict[str, Any]:
     """Validate ``config`` with the lens's model (nothing is written on failure), run it, print its summary.
+
+    A bad value is one line naming its flag (the command's own ``flags``, the shared ones) or its ``--set`` path.
 
     ``out`` None: ``runs/<lens>-<config hash>`` (:func:`bnmem.rundir.default_out`). A run that fails
     before writing any result leaves no folder behind (:func:`bnmem.rundir.removed_if_unstarted`).
     """
-    cfg = lens.validate(config)
+    cfg = validated(lens.config, config, flags)
     out = Path(out) if out is not None else default_out(lens.name, cfg.model_dump(mode="json"))
     with removed_if_unstarted(out):
         result = lens.run(cfg, out, progress=not quiet, **run_kwargs)
@@ -75,7 +78,7 @@ def build_lens_command(name: str) -> None:
     def command(exp: dict[str, Any], out: Out = None, quiet: Quiet = False, **options: Any) -> None:
         given = {f.name: f.value(options[f.name]) for f in own}
         # --set overrides (already in exp) win over the flags; the lens is looked up again (a replaced one runs).
-        run_and_report(registry.get(name), {**given, **exp}, out, quiet)
+        run_and_report(registry.get(name), {**given, **exp}, out, quiet, own)
 
     # typer reads the signature: the lens's own flags take the place of **options.
     sig = inspect.signature(command)

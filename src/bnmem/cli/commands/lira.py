@@ -9,18 +9,15 @@ from typing import Annotated, Any, Optional
 import typer
 
 from bnmem.cli.app import Out, Quiet, Workers, app, experiment_options
+from bnmem.cli.fields import field_flags, validated, with_flags
+from bnmem.config import ShadowProtocol
 
-ShadowModels = Annotated[int, typer.Option(help="shadow models per norm (even, >= 4); each example is IN for half")]
-ChunkSize = Annotated[int, typer.Option(help="shadow models per training job (fixes resume granularity)")]
-Views = Annotated[str, typer.Option(help="query views: augment (the training augmentation's views; identity without "
-                                          "augmentation), or a list of identity, flip (cifar only), shift (±1 px; "
-                                          "±2 from 28 px); identity,shift is the earlier fixed set")]
-QueryBnMode = Annotated[str, typer.Option(help="BN at query time: eval (running stats) or batch (query-batch stats)")]
-QueryBatchSize = Annotated[Optional[int], typer.Option(help="batch whose statistics BN uses in batch mode (default: --batch-size)")]
-KeepSeed = Annotated[int, typer.Option(help="seed of the membership matrix (same for every norm)")]
+# The shadow-model protocol's flags, generated from its fields (defaults, help and rules live there);
+# query_seed stays reachable through --set.
+SHADOW_FLAGS = field_flags(ShadowProtocol, skip={"query_seed"})
+
 ExecutorName = Annotated[str, typer.Option("--executor", help="where shadow-model jobs run: local (in this process) or ray")]
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address, auto or HOST:PORT (default: start a local Ray)")]
-SaveLogits = Annotated[bool, typer.Option("--save-logits", help="also store full logits (C times the disk of φ, which is all the attacks read)")]
 GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.25: four jobs share a GPU); for --device cuda")]
 
 
@@ -29,21 +26,16 @@ GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.2
     "seed": "one base seed for all shadow models: model m's seed derives from it, the same for every norm "
             "(default: {})",
     "seeds": "a one-item list: the base seed (the old --seeds 1, base seed 0, still works; deprecated)"})
+@with_flags(SHADOW_FLAGS)
 def lira(
     exp: dict[str, Any],
     out: Out = None,
-    shadow_models: ShadowModels = 32,
-    chunk_size: ChunkSize = 16,
-    views: Views = "augment",
-    query_bn_mode: QueryBnMode = "eval",
-    query_batch_size: QueryBatchSize = None,
-    keep_seed: KeepSeed = 0,
     executor: ExecutorName = "local",
     ray_address: RayAddress = None,
     workers: Workers = 1,
     gpus_per_job: GpusPerJob = 0.0,
-    save_logits: SaveLogits = False,
     quiet: Quiet = False,
+    **protocol: Any,
 ) -> None:
     """LiRA/RMIA membership inference on shadow models of each norm; paired BN vs other-norm differences.
 
@@ -54,11 +46,8 @@ def lira(
     from bnmem.lenses.lira import LiraConfig, run_lira, summary_table
     from bnmem.rundir import default_out, removed_if_unstarted
 
-    own = {"shadow_models": shadow_models, "chunk_size": chunk_size, "views": views,
-           "query_bn_mode": query_bn_mode, "query_batch_size": query_batch_size, "keep_seed": keep_seed,
-           "save_logits": save_logits}
-    # --set overrides (already in exp) win over the flags' defaults.
-    cfg = LiraConfig.model_validate({**own, **exp})
+    # --set overrides (already in exp) win over the flags' defaults; a bad value names its flag.
+    cfg = validated(LiraConfig, {**protocol, **exp}, SHADOW_FLAGS)
     if executor != "ray" and (ray_address or gpus_per_job):
         raise BnmemError("--ray-address and --gpus-per-job need --executor ray")
     kwargs: dict[str, Any] = {"progress": not quiet}

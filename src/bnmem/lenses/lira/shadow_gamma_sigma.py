@@ -10,6 +10,7 @@ import numpy as np
 from bnmem import io
 from bnmem.data import load_dataset
 from bnmem.lenses.lira.config import LiraConfig
+from bnmem.shadow.query import chunk_bn_ratios
 from bnmem.shadow.training import load_shadow_models
 from bnmem.measure.gamma_sigma import gamma_sigma_stats
 
@@ -22,6 +23,8 @@ def shadow_gamma_sigma(cfg: LiraConfig, out: Path) -> dict[str, Any] | None:
     The shadow models are already there (M of them, each on a random half of the
     training set), so this is γ/σ over many independently trained BN models at
     no extra training: the spread the gamma-sigma lens's few seeds cannot show.
+    The query jobs measured each model while it was loaded (``gamma_sigma`` in
+    their chunk markers); only a run queried before that loads the models again.
 
     Args:
         cfg: the lira lens's config.
@@ -33,8 +36,11 @@ def shadow_gamma_sigma(cfg: LiraConfig, out: Path) -> dict[str, Any] | None:
     """
     if "batch" not in cfg.norms:
         return None
-    ds = load_dataset(cfg.data)
-    stats = [gamma_sigma_stats(m, mode="running") for m in load_shadow_models(cfg, "batch", out / "batch", ds)]
+    # Measured by the query jobs while each model was loaded; a run queried before they recorded it loads them.
+    stats = chunk_bn_ratios(cfg, out / "batch")
+    if stats is None:
+        ds = load_dataset(cfg.data)
+        stats = [gamma_sigma_stats(m, mode="running") for m in load_shadow_models(cfg, "batch", out / "batch", ds)]
 
     def spread(values: list[float]) -> dict[str, Any]:
         arr = np.asarray(values, dtype=float)
