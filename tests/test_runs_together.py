@@ -67,6 +67,21 @@ def _gs_cfg() -> GammaSigmaConfig:
     return GammaSigmaConfig(data=DATA, norms=["batch"], seeds=SEEDS, train=TRAIN, push_norm_sample=16)
 
 
+def record_together(monkeypatch) -> list[list[int]]:
+    """The seeds of every train_runs_together call from now on, in order (the calls still train)."""
+    import bnmem.train.ensemble_runs as engine
+
+    trained: list[list[int]] = []
+    real = engine.train_runs_together
+
+    def recording(model_cfg, ds, cfgs, seeds, *args, **kwargs):
+        trained.append(list(seeds))
+        return real(model_cfg, ds, cfgs, seeds, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "train_runs_together", recording)
+    return trained
+
+
 @pytest.mark.parametrize("lens", ["gradnorms", "gamma-sigma"])
 def test_float64_lens_runs_together_match_one_by_one(ds64, tmp_path, lens):
     cfg, hook = (_gradnorms_cfg(["batch", "none"]), gn_hook) if lens == "gradnorms" else (_gs_cfg(), gs_hook)
@@ -119,7 +134,6 @@ def test_float64_shared_runs_together_match_each_lens_alone(ds64, tmp_path, monk
 
 def test_a_partly_finished_shared_job_trains_only_the_rest(tmp_path, monkeypatch):
     """One seed finished for every lens: it is not trained again (its files untouched); the other is."""
-    import bnmem.train.ensemble_runs as engine
 
     spec, _ = _shared_spec(tmp_path)
     first = dict(spec, seeds=SEEDS[:1])
@@ -127,14 +141,7 @@ def test_a_partly_finished_shared_job_trains_only_the_rest(tmp_path, monkeypatch
     finished = {p: p.stat().st_mtime_ns for t in spec["targets"]
                 for p in (Path(t["out"]) / "batch" / f"seed{SEEDS[0]}").rglob("*")}
     assert finished and not share.is_shared_finished(spec)
-    trained = []
-    real = engine.train_runs_together
-
-    def recording(model_cfg, ds, cfgs, seeds, *args, **kwargs):
-        trained.append(list(seeds))
-        return real(model_cfg, ds, cfgs, seeds, *args, **kwargs)
-
-    monkeypatch.setattr(engine, "train_runs_together", recording)
+    trained = record_together(monkeypatch)
     share.run_shared_training(spec)
     assert trained == [SEEDS[1:]]
     assert share.is_shared_finished(spec)
@@ -147,21 +154,13 @@ def test_a_partly_finished_shared_job_trains_only_the_rest(tmp_path, monkeypatch
 def test_a_lens_resumes_only_its_unfinished_runs(tmp_path, monkeypatch):
     """train_runs after one (norm, seed) finished trains the others together and reads that one back, and the
     histories equal an uninterrupted run's bitwise (a run does not depend on the runs beside it)."""
-    import bnmem.train.ensemble_runs as engine
 
     cfg = _gradnorms_cfg(["batch"])
     ds = load_dataset(cfg.data)
     whole = train_runs(cfg, ds, tmp_path / "whole", hook=gn_hook, progress=False)
     part = cfg.model_copy(update={"seeds": SEEDS[:1]})
     train_runs(part, ds, tmp_path / "resumed", hook=gn_hook, progress=False)
-    trained = []
-    real = engine.train_runs_together
-
-    def recording(model_cfg, ds_, cfgs, seeds, *args, **kwargs):
-        trained.append(list(seeds))
-        return real(model_cfg, ds_, cfgs, seeds, *args, **kwargs)
-
-    monkeypatch.setattr(engine, "train_runs_together", recording)
+    trained = record_together(monkeypatch)
     resumed = train_runs(cfg, ds, tmp_path / "resumed", hook=gn_hook, progress=False)
     assert trained == [SEEDS[1:]]
     assert resumed == whole
