@@ -14,16 +14,6 @@ from bnmem.report.power import power_of
 from bnmem.report.preregistration import STATE_WORDS
 
 
-def plan_fixed(cid: str, state: str = "") -> str:
-    """The state of the plan deciding claim ``cid``: the run's record of the plan
-    (``state``, from :func:`bnmem.report.preregistration.check_plan`) and whether the claim's current rule was
-    adopted after earlier results had been seen (the plan's changelog)."""
-    parts = [f"plan {PLAN_VERSION} " + STATE_WORDS.get(state, state)] if state else [f"plan {PLAN_VERSION}"]
-    if rule_history(cid) == AFTER_SEEING:
-        parts.append("its rule was written after earlier results had been seen")
-    return "; ".join(parts)
-
-
 AFTER_SEEING = "rule written after seeing earlier results"
 
 
@@ -58,7 +48,7 @@ def headline_rows(claims: list[Claim], state: str = "") -> list[dict[str, str]]:
         vs = c.vs_paper or ""
         out.append({"id": c.id, "status": c.status, "title": c.title, "effect": effect,
                     "paper": (f"{vs} the paper's range · " if vs else "") + (p.paper if p else ""),
-                    "plan": plan_fixed(c.id, state), "rule": rule_history(c.id),
+                    "rule": rule_history(c.id),
                     "where": d.where if d else c.not_run_reason(), "split": split_verdicts(c, compact=True),
                     "verdict": c.status if power.power is None else power.verdict(c.status),
                     "power": power.text(), "power_short": power.short_text(),

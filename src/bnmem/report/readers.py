@@ -52,6 +52,15 @@ def _curve_rows(lens: str, norm: str, method: str, per_seed: dict[str, Any]) -> 
                        "subset": subset, "metric": metric, "epoch": epoch, "value": _num(v)}
 
 
+def _norm_blocks(lens: Lens) -> Iterator[tuple[str, str, dict]]:
+    """(norm, key, block) for every dict-valued entry of each norm's dict record (gradnorms' definitions,
+    lira's attacks); anything else is skipped."""
+    for norm in lens.conditions.get("norms") or []:
+        rec = lens.data.get(norm)
+        if isinstance(rec, dict):
+            yield from ((norm, key, block) for key, block in rec.items() if isinstance(block, dict))
+
+
 def memorize_rows(lens: Lens) -> Iterator[Row]:
     for norm in lens.conditions.get("norms") or []:
         rec = lens.data.get(norm)
@@ -61,21 +70,15 @@ def memorize_rows(lens: Lens) -> Iterator[Row]:
 
 def gradnorms_rows(lens: Lens) -> Iterator[Row]:
     """Each seed's median per-sample gradient norm per subset, per definition and checkpoint."""
-    for norm in lens.conditions.get("norms") or []:
-        rec = lens.data.get(norm)
-        if not isinstance(rec, dict):
-            continue
-        for definition, per_def in rec.items():
-            if not isinstance(per_def, dict):
-                continue
-            for epoch, ck in gradnorm_checkpoints(per_def):
-                for seed, s in (ck.get("per_seed") or {}).items():
-                    for key, v in s.items():
-                        if v is None or not key.startswith("median_"):
-                            continue
-                        yield {"lens": lens.kind, "norm": norm, "method": definition, "unit": "seed",
-                               "unit_id": int(seed), "subset": key[len("median_"):], "metric": "median_grad_norm",
-                               "epoch": epoch, "value": _num(v)}
+    for norm, definition, per_def in _norm_blocks(lens):
+        for epoch, ck in gradnorm_checkpoints(per_def):
+            for seed, s in (ck.get("per_seed") or {}).items():
+                for key, v in s.items():
+                    if v is None or not key.startswith("median_"):
+                        continue
+                    yield {"lens": lens.kind, "norm": norm, "method": definition, "unit": "seed",
+                           "unit_id": int(seed), "subset": key[len("median_"):], "metric": "median_grad_norm",
+                           "epoch": epoch, "value": _num(v)}
 
 
 def gamma_sigma_rows(lens: Lens) -> Iterator[Row]:
@@ -116,23 +119,17 @@ def mitigate_rows(lens: Lens) -> Iterator[Row]:
 
 def lira_rows(lens: Lens) -> Iterator[Row]:
     """Per norm, attack (``method``) and subset: every ``*_per_target`` list, one row per target model."""
-    for norm in lens.conditions.get("norms") or []:
-        rec = lens.data.get(norm)
-        if not isinstance(rec, dict):
-            continue
-        for attack, block in rec.items():
-            if not isinstance(block, dict):
+    for norm, attack, block in _norm_blocks(lens):
+        for subset, s in block.items():
+            if not isinstance(s, dict):
                 continue
-            for subset, s in block.items():
-                if not isinstance(s, dict):
-                    continue
-                for key, values in s.items():
-                    if key.endswith("_per_target") and isinstance(values, list) \
-                            and any(finite(v) is not None for v in values):  # all NaN: the subset is empty here
-                        for t, v in enumerate(values):
-                            yield {"lens": lens.kind, "norm": norm, "method": attack, "unit": "target",
-                                   "unit_id": t, "subset": subset, "metric": key[: -len("_per_target")],
-                                   "epoch": None, "value": _num(v)}
+            for key, values in s.items():
+                if key.endswith("_per_target") and isinstance(values, list) \
+                        and any(finite(v) is not None for v in values):  # all NaN: the subset is empty here
+                    for t, v in enumerate(values):
+                        yield {"lens": lens.kind, "norm": norm, "method": attack, "unit": "target",
+                               "unit_id": t, "subset": subset, "metric": key[: -len("_per_target")],
+                               "epoch": None, "value": _num(v)}
 
 
 # Keys of a results file that describe it rather than measure (not read by the generic reader).
