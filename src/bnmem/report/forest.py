@@ -154,8 +154,8 @@ def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
 
 
 def shared_replicates(panels: list[ForestPanel]) -> str:
-    """When every row label that counts replicates says the same ' (n rep.)', drop it from the labels and return 'n replicates per
-    setting' (said once, in the legend); else ''."""
+    """When every row label that counts replicates says the same ' (n rep.)', drop it from the labels and
+    return 'n replicates per setting' (said once, in the legend); else ''."""
     found = {m.group(0) for p in panels for r in p.rows if (m := _REP_SUFFIX.search(r.label))}
     if len(found) != 1:  # rows without replicates (the toy model's simulation) do not count
         return ""
