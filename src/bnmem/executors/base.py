@@ -10,7 +10,10 @@ torch thread count, so results do not depend on which executor ran them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from bnmem.executors.graph import Task
 
 JobFn = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -32,6 +35,49 @@ class Executor(ABC):
             resources: per-job resource request, e.g. ``{"num_cpus": 1, "num_gpus": 0.25}``
                 (ignored by the local executor).
         """
+
+    def run_graph(self, tasks: Sequence["Task"], desc: str = "jobs", resources: dict[str, float] | None = None,
+                  stop: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Run a job graph (:class:`~bnmem.executors.graph.Task`): each task once the tasks it needs finished.
+
+        This default runs it level by level: every job ready now, one :meth:`map` per job function, then the
+        jobs that became ready, and so on (so any executor can run a graph; the local executor with worker
+        processes overrides it to start each job as soon as its needs are met, costliest first). A job that
+        raises fails its task; the tasks that need it are skipped (``status: "blocked"``), the others run.
+
+        Args:
+            tasks: the graph.
+            desc: progress-bar label.
+            resources: per-job resource request (as for :meth:`map`).
+            stop: a summary for which it returns True starts no further job (a full disk); the jobs already
+                running finish, the tasks not started have no results.
+
+        Returns:
+            Task id -> its jobs' summaries, in the order of its specs.
+        """
+        from functools import partial
+
+        from bnmem.executors.graph import JobGraph, guarded
+
+        graph = JobGraph(tasks)
+        while True:
+            ready = []
+            while (job := graph.pop()) is not None:
+                ready.append(job)
+            if not ready:
+                return graph.results
+            by_fn: dict[Any, list[tuple[str, int, dict[str, Any]]]] = {}
+            for tid, i, fn, spec in ready:
+                by_fn.setdefault(fn, []).append((tid, i, spec))
+            halted = False
+            for fn, jobs in by_fn.items():
+                summaries = self.map(partial(guarded, fn), [spec for _, _, spec in jobs], desc=desc,
+                                     resources=resources)
+                for (tid, i, _), summary in zip(jobs, summaries):
+                    graph.finish(tid, i, summary)
+                    halted = halted or bool(stop and stop(summary))
+            if halted:
+                return graph.results
 
     def close(self) -> None:
         """Release workers/cluster connections (no-op by default)."""

@@ -11,13 +11,16 @@ from __future__ import annotations
 import ast
 import multiprocessing
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Any, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, as_completed, wait
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
 from bnmem.errors import BnmemError
 from bnmem.executors.base import Executor, JobFn
+
+if TYPE_CHECKING:
+    from bnmem.executors.graph import Task
 
 
 class LocalExecutor(Executor):
@@ -59,6 +62,50 @@ class LocalExecutor(Executor):
             self.close()  # a failed or interrupted map leaves no half-busy workers behind
             raise
         return results  # type: ignore[return-value]
+
+    def run_graph(self, tasks: Sequence["Task"], desc: str = "jobs", resources: dict[str, float] | None = None,
+                  stop: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Run a job graph (see :meth:`Executor.run_graph`): with worker processes, each job starts as soon as a
+        worker is free and the tasks it needs have finished, the ready job of the highest rank first
+        (:mod:`bnmem.executors.graph`), so no worker idles at a barrier while another finishes a long job.
+
+        With ``workers=1`` the default (level by level, in this process) runs it. A failed or interrupted
+        graph stops the workers (none is left half-busy).
+        """
+        from bnmem.executors.graph import JobGraph, guarded
+
+        if self.workers == 1:
+            return super().run_graph(tasks, desc=desc, resources=resources, stop=stop)
+        graph = JobGraph(tasks)
+        check_main_guard()
+        pool = self._workers()
+        running: dict[Future, tuple[str, int]] = {}
+        halted = False
+        bar = tqdm(total=graph.known_jobs, desc=desc, disable=not self.progress, leave=False)
+        try:
+            while True:
+                while not halted and len(running) < self.workers and (job := graph.pop()) is not None:
+                    tid, i, fn, spec = job
+                    quiet = {**spec, "progress": False} if "progress" in spec else spec  # as in map
+                    running[pool.submit(guarded, fn, quiet)] = (tid, i)
+                    bar.set_postfix_str(tid, refresh=False)
+                if not running:
+                    return graph.results
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    tid, i = running.pop(fut)
+                    summary = fut.result()
+                    graph.finish(tid, i, summary)
+                    halted = halted or bool(stop and stop(summary))
+                    bar.total = graph.known_jobs  # lazily listed tasks add their jobs when they are ready
+                    bar.update()
+        except BaseException:
+            for f in running:
+                f.cancel()
+            self.close()
+            raise
+        finally:
+            bar.close()
 
     def _workers(self) -> ProcessPoolExecutor:
         """The worker processes, started on first use and kept until :meth:`close`: a study maps once per

@@ -486,18 +486,26 @@ def run_phases(specs: list[dict[str, Any]], executor: Any, resources: dict[str, 
     for phase in phases:
         by_fn: dict[Any, list[dict[str, Any]]] = {}
         for s in lens_specs:
-            lens = registry.get(s["lens"])
-            if phase not in lens.phases:
-                continue
-            try:
-                fn, jobs = lens.phase_jobs(lens.config.model_validate(s["config"]), Path(s["out"]), phase)
-            except Exception:  # noqa: BLE001 - its lens job will fail with the same error, recorded there
-                continue
-            name = f"{fn.__module__}:{fn.__name__}"
-            by_fn.setdefault(name, []).extend({**j, "progress": False, "job_fn": name} for j in jobs)
+            if phase in registry.get(s["lens"]).phases:
+                for j in phase_specs(s, phase):
+                    by_fn.setdefault(j["job_fn"], []).append(j)
         for jobs in by_fn.values():
             if jobs:
                 executor.map(run_phase_job, jobs, desc=f"{phase} jobs", resources=resources)
+
+
+def phase_specs(spec: dict[str, Any], phase: str) -> list[dict[str, Any]]:
+    """The unfinished :func:`run_phase_job` specs of one phase of a lens job (asking never trains).
+
+    A lens whose listing fails gives none: its lens job fails with the same error, recorded there.
+    """
+    lens = registry.get(spec["lens"])
+    try:
+        fn, jobs = lens.phase_jobs(lens.config.model_validate(spec["config"]), Path(spec["out"]), phase)
+    except Exception:  # noqa: BLE001 - its lens job will fail with the same error, recorded there
+        return []
+    name = f"{fn.__module__}:{fn.__name__}"
+    return [{**j, "progress": False, "job_fn": name} for j in jobs]
 
 
 def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
@@ -513,8 +521,57 @@ def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
         return {"failed": f"{type(e).__name__}: {e}"}
 
 
+def pending(specs: list[dict[str, Any]], result: StudyResult) -> list[dict[str, Any]]:
+    """The unfinished ``specs``; the finished ones are recorded as skipped in ``result``."""
+    todo = [s for s in specs if not is_finished(s)]
+    for s in specs:
+        if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
+            # Its lenses trained the run themselves after it failed: drop the leftovers.
+            shutil.rmtree(s["out"], ignore_errors=True)
+            _remove_empty(Path(s["out"]), levels=2)
+    result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
+    return todo
+
+
+def stop_on_full_disk(result: StudyResult) -> None:
+    """Raise the first full-disk failure among ``result``'s jobs: the next jobs would fail too.
+
+    Raises:
+        DiskFullError: a job found the disk full.
+    """
+    full = [j for j in result.jobs if j.get("disk_full")]
+    if full:
+        raise DiskFullError(full[0]["error"])
+
+
+def _run_stages(jobs: list[Job], out: Path, progress: bool, executor: Any, resources: dict[str, Any],
+                result: StudyResult, name: str) -> None:
+    """Run the jobs stage by stage, each stage's phases then its jobs, as maps (a barrier after each).
+
+    The path of the Ray executor and of one local worker: a cluster gets every cell's chunks of a phase in
+    flight at once, and one worker gains nothing from a graph (stage order gives early results for every
+    cell). Local worker processes run :func:`bnmem.study.graph.run_graph` instead.
+    """
+    for stage in sorted({j.stage for j in jobs}):
+        todo = pending([job_spec(j, out, progress) for j in jobs if j.stage == stage], result)
+        if not todo:
+            continue
+        run_phases(todo, executor, resources)
+        if executor.name == "local":
+            result.jobs += executor.map(run_job, todo, desc=f"{name} jobs", resources=resources)
+        else:
+            # Lenses that parallelize internally (lira's shadow models) get the
+            # executor itself and run from here; the rest are shipped as jobs.
+            inline = [s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor]
+            shipped = [s for s in todo if s not in inline]
+            if shipped:
+                result.jobs += executor.map(run_job, shipped, desc=f"{name} jobs", resources=resources)
+            result.jobs += [run_job(s, executor) for s in inline]
+        stop_on_full_disk(result)
+
+
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              confirmatory: bool = False) -> StudyResult:
+              confirmatory: bool = False, graph: bool | None = None) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -524,6 +581,9 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         progress: progress bars.
         confirmatory: derive every seed from the current analysis plan's SHA-256 and record them in
             study.json (:mod:`bnmem.study.confirmatory`).
+        graph: run the jobs as a dependency graph (:mod:`bnmem.study.graph`: each job as soon as what it
+            reads is written, no barrier between stages) or stage by stage. Default (None): the graph with
+            local worker processes, stages with one local worker or Ray. The results are the same bytes.
 
     Returns:
         The index and one status per job.
@@ -547,31 +607,14 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     resources = study.resources.model_dump()
     result = StudyResult(out=out, index=index)
     try:
-        for stage in sorted({j.stage for j in jobs}):
-            specs = [job_spec(j, out, progress) for j in jobs if j.stage == stage]
-            todo = [s for s in specs if not is_finished(s)]
-            for s in specs:
-                if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
-                    # Its lenses trained the run themselves after it failed: drop the leftovers.
-                    shutil.rmtree(s["out"], ignore_errors=True)
-                    _remove_empty(Path(s["out"]), levels=2)
-            result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
-            if not todo:
-                continue
-            run_phases(todo, executor, resources)
-            if executor.name == "local":
-                result.jobs += executor.map(run_job, todo, desc=f"{study.name} jobs", resources=resources)
-            else:
-                # Lenses that parallelize internally (lira's shadow models) get the
-                # executor itself and run from here; the rest are shipped as jobs.
-                inline = [s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor]
-                shipped = [s for s in todo if s not in inline]
-                if shipped:
-                    result.jobs += executor.map(run_job, shipped, desc=f"{study.name} jobs", resources=resources)
-                result.jobs += [run_job(s, executor) for s in inline]
-            full = [j for j in result.jobs if j.get("disk_full")]
-            if full:
-                raise DiskFullError(full[0]["error"])
+        if graph is None:
+            graph = executor.name == "local" and getattr(executor, "workers", 1) > 1
+        if graph:
+            from bnmem.study.graph import run_graph
+
+            run_graph(jobs, out, progress, executor, resources, result, study.name)
+        else:
+            _run_stages(jobs, out, progress, executor, resources, result, study.name)
     finally:
         if own:
             executor.close()

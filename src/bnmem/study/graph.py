@@ -1,0 +1,93 @@
+"""A study's jobs as a dependency graph, for local worker processes: no barrier between stages.
+
+Run stage by stage (:func:`bnmem.study.run._run_stages`), one worker idles at every barrier while the
+other finishes the stage's longest job. Here each job starts as soon as what it reads has been written,
+the costliest chain first (:mod:`bnmem.executors.graph`). The edges are what each job reads that
+another writes:
+
+* a shared-training job (``<cell>/_shared/<norm>``) writes finished ``<norm>/seed<k>`` runs into the
+  folders of the lenses it serves (memorize, gradnorms, gamma-sigma, mitigate of its cell): each of those
+  lens jobs runs after it. Only after: if it failed, the lens trains the run itself, as stage by stage;
+* a lens with phases (lira) lists its recipe selection, training chunks and query chunks from what is
+  on disk: training after the recipe (a per-norm cell's chunks carry the selected learning rate), queries
+  after training (they load the trained models), each needing the one before; the lens job itself runs
+  after its queries (failed or not: it retries what is missing and reports the failure, as stage by stage);
+* theory, and every lens job of a cell that has no shared run, need nothing.
+
+No lens reads another lens's folder, and a cell reads nothing of another cell, so these are all the edges.
+Every job is the same function with the same spec as stage by stage, and jobs fix their own threads and
+seeds: the results are byte-identical (tests/test_study_graph.py).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bnmem.executors.graph import Task
+from bnmem.lenses import registry
+from bnmem.study.run import Job, StudyResult, job_spec, pending, phase_specs, run_job, run_phase_job, \
+    stop_on_full_disk
+from bnmem.study.share import SHARED
+
+# A lens with phases: the share of its estimated seconds each phase and the lens job itself take (what
+# matters is only the order: a chain's rank is the sum of its parts). Recipe selection runs in per-norm cells.
+PHASE_SHARE = {"recipe": 0.25, "train": 0.5, "query": 0.1}
+LENS_SHARE_AFTER_PHASES = 0.15
+
+
+def phase_task_id(job_id: str, phase: str) -> str:
+    """The graph id of one phase of a lens job."""
+    return f"{job_id}#{phase}"
+
+
+def study_tasks(jobs: list[Job], todo: list[dict[str, Any]]) -> list[Task]:
+    """The graph of the unfinished jobs ``todo`` (specs of ``jobs``): their phases and their order.
+
+    A finished job has no task; what waits for it may start at once.
+    """
+    from bnmem.study.cost import estimate_seconds
+
+    est = estimate_seconds(jobs)
+    folder = {j.id: j.folder for j in jobs}
+    writers: dict[str, list[str]] = {}  # lens folder -> unfinished shared jobs that write runs into it
+    for s in todo:
+        if s["lens"] == SHARED:
+            for t in s["targets"]:
+                writers.setdefault(t["folder"], []).append(s["id"])
+    tasks = []
+    for s in todo:
+        cost, after = est.get(s["id"], 1.0), list(writers.get(folder[s["id"]], []))
+        phases = registry.get(s["lens"]).phases if s["lens"] != SHARED else ()
+        prev: str | None = None
+        for phase in phases:
+            share = PHASE_SHARE.get(phase, 0.1)
+            if phase == "recipe" and s["config"].get("recipe") != "per-norm":
+                share = 0.0  # nothing to select: the task lists no job
+            tid = phase_task_id(s["id"], phase)
+            tasks.append(Task(tid, run_phase_job, partial(phase_specs, s, phase), deps=(prev,) if prev else (),
+                              cost=share * cost))
+            prev = tid
+        if prev:
+            after.append(prev)
+            cost *= LENS_SHARE_AFTER_PHASES
+        tasks.append(Task(s["id"], run_job, [s], after=tuple(after), cost=cost))
+    return tasks
+
+
+def run_graph(jobs: list[Job], out: Path, progress: bool, executor: Any, resources: dict[str, Any],
+              result: StudyResult, name: str) -> None:
+    """Run the unfinished jobs as one graph over ``executor`` (one progress bar over every job), recording
+    each job's summary in ``result`` in plan order.
+
+    Raises:
+        DiskFullError: a job found the disk full (no further job starts; those running finish first).
+    """
+    todo = pending([job_spec(j, out, progress) for j in jobs], result)
+    if not todo:
+        return
+    results = executor.run_graph(study_tasks(jobs, todo), desc=f"{name}: jobs and chunks",
+                                 resources=resources, stop=lambda summary: bool(summary.get("disk_full")))
+    result.jobs += [{"id": s["id"], **results[s["id"]][0]} for s in todo if results.get(s["id"])]
+    stop_on_full_disk(result)
