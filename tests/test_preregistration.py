@@ -46,7 +46,7 @@ def test_the_hash_covers_rules_thresholds_and_checkpoints(monkeypatch):
 
 def test_run_records_the_plan_before_the_first_job(tmp_path, monkeypatch):
     """The record is in study.json when the first job is submitted; a resumed run keeps the recorded one."""
-    import bnmem.study.run as study_run
+    import bnmem.study.execute as study_run
     from bnmem.study import load_study
 
     path = tmp_path / "s.yaml"

@@ -293,7 +293,8 @@ def test_all_cells_lira_at_once_matches_standalone(tiny_run, tmp_path):
 def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
     """run_phases maps each phase once over every cell's pending jobs (what puts them all in flight)."""
     from bnmem.executors.local import LocalExecutor
-    from bnmem.study.run import job_spec, run_phases
+    from bnmem.study.execute import run_phases
+    from bnmem.study.run import job_spec
 
     study = Study.model_validate({**TINY, "lenses": {"lira": {"shadow_models": 4, "chunk_size": 2}}})
     _, jobs = plan(study)

@@ -254,18 +254,32 @@ def test_study_graph_edges():
 
 
 def test_a_study_through_the_graph_equals_stage_by_stage(tmp_path):
-    """Worker processes run the study as a graph; one worker runs it stage by stage: the same bytes."""
+    """Worker processes run the study as a graph; one worker runs it stage by stage: the same bytes. A job that
+    fails in the graph (theory: a file stands where its folder goes) is reported as stage by stage, the others
+    finish, and the rerun runs only it."""
+    from bnmem import io
+    from bnmem.errors import BnmemError
     from bnmem.study import Study, run_study
 
     study = Study.model_validate(SMALL)
     stage = run_study(study, tmp_path / "stage", progress=False)
+    out = tmp_path / "graph"
+    out.mkdir()
+    (out / "theory").write_text("in the way")
     ex = get_executor("local", progress=False, workers=2)
     try:
-        graph = run_study(study, tmp_path / "graph", executor=ex, progress=False)
+        with pytest.raises(BnmemError, match=rf"^1 of {len(stage.jobs)} jobs failed \(first: theory: .*rerun"):
+            run_study(study, out, executor=ex, progress=False)
+        assert not io.is_done(out)
+        assert all(io.is_done(out / rel) for c in io.read_json(out / "index.json")["cells"]
+                   for rel in c["lenses"].values())
+        (out / "theory").unlink()
+        graph = run_study(study, out, executor=ex, progress=False)
     finally:
         ex.close()
     assert sorted(j["id"] for j in graph.jobs) == sorted(j["id"] for j in stage.jobs)
-    assert all(j["status"] == "done" for j in graph.jobs)
-    got, want = _result_files(tmp_path / "graph"), _result_files(tmp_path / "stage")
+    assert {j["id"] for j in graph.jobs if j["status"] == "done"} == {"theory"}  # the rest was finished
+    assert io.is_done(out)
+    got, want = _result_files(out), _result_files(tmp_path / "stage")
     assert got.keys() == want.keys() and len(got) > 50
     assert [k for k in got if got[k] != want[k]] == []

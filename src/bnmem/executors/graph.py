@@ -19,8 +19,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from bnmem.executors.base import JobFn
-
+# A job function, as bnmem.executors.base.JobFn (not imported: base imports this module).
+JobFn = Callable[[dict[str, Any]], dict[str, Any]]
 Specs = list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
 
 

@@ -1,6 +1,6 @@
 """A study's jobs as a dependency graph, for local worker processes: no barrier between stages.
 
-Run stage by stage (:func:`bnmem.study.run._run_stages`), one worker idles at every barrier while the
+Run stage by stage (:func:`bnmem.study.execute._run_stages`), one worker idles at every barrier while the
 other finishes the stage's longest job. Here each job starts as soon as what it reads has been written,
 the costliest chain first (:mod:`bnmem.executors.graph`). The edges are what each job reads that
 another writes:
@@ -22,13 +22,11 @@ seeds: the results are byte-identical (tests/test_study_graph.py).
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from bnmem.executors.graph import Task
 from bnmem.lenses import registry
-from bnmem.study.run import Job, StudyResult, job_spec, pending, phase_specs, run_job, run_phase_job, \
-    stop_on_full_disk
+from bnmem.study.run import Job, phase_specs, run_job, run_phase_job
 from bnmem.study.share import SHARED
 
 # A lens with phases: the share of its estimated seconds each phase and the lens job itself take (what
@@ -76,18 +74,15 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]]) -> list[Task]:
     return tasks
 
 
-def run_graph(jobs: list[Job], out: Path, progress: bool, executor: Any, resources: dict[str, Any],
-              result: StudyResult, name: str) -> None:
-    """Run the unfinished jobs as one graph over ``executor`` (one progress bar over every job), recording
-    each job's summary in ``result`` in plan order.
+def run_graph(jobs: list[Job], todo: list[dict[str, Any]], executor: Any, resources: dict[str, Any],
+              name: str) -> list[dict[str, Any]]:
+    """Run the unfinished jobs ``todo`` (specs of ``jobs``) as one graph over ``executor``, under one
+    progress bar over every job and chunk.
 
-    Raises:
-        DiskFullError: a job found the disk full (no further job starts; those running finish first).
+    Returns:
+        The summary of each job of ``todo`` that ran, in the order of ``todo``; after a full disk (no further
+        job starts, those running finish) the jobs not started have none.
     """
-    todo = pending([job_spec(j, out, progress) for j in jobs], result)
-    if not todo:
-        return
     results = executor.run_graph(study_tasks(jobs, todo), desc=f"{name}: jobs and chunks",
                                  resources=resources, stop=lambda summary: bool(summary.get("disk_full")))
-    result.jobs += [{"id": s["id"], **results[s["id"]][0]} for s in todo if results.get(s["id"])]
-    stop_on_full_disk(result)
+    return [{"id": s["id"], **results[s["id"]][0]} for s in todo if results.get(s["id"])]

@@ -42,10 +42,9 @@ from __future__ import annotations
 import copy
 import importlib
 import json
-import shutil
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicat
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
-__all__ = ["Cell", "Job", "Study", "StudyResult", "expand_grid", "index_doc", "load_study", "plan", "run_study"]
+__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "job_spec", "load_study", "plan", "run_job"]
 
 INDEX = INDEX_FILE
 
@@ -386,7 +385,7 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         return failed
     seconds = time.perf_counter() - t0
     if spec["lens"] == SHARED:
-        _remove_empty(out, levels=2)  # the scratch runs are gone; their empty parents too
+        remove_empty(out, levels=2)  # the scratch runs are gone; their empty parents too
         return {"id": spec["id"], "status": "done", "seconds": seconds}
     (out / ERROR).unlink(missing_ok=True)
     if not io.is_done(out):  # some runners mark their folder themselves; the others get it here, last
@@ -394,7 +393,7 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
     return {"id": spec["id"], "status": "done", "seconds": seconds}
 
 
-def _remove_empty(path: Path, levels: int) -> None:
+def remove_empty(path: Path, levels: int) -> None:
     for p in [path, *path.parents][:levels]:
         if not p.exists():
             continue
@@ -404,7 +403,7 @@ def _remove_empty(path: Path, levels: int) -> None:
             return
 
 
-def _write_if_changed(path: Path, doc: Any) -> None:
+def write_if_changed(path: Path, doc: Any) -> None:
     """Rewrite ``path`` only when its content changes (a resumed run leaves mtimes alone)."""
     try:
         if io.read_json(path) == json.loads(json.dumps(doc)):
@@ -438,7 +437,7 @@ def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None) -> None:
                          "so resuming would mix seeds of two plans: start a new --out to confirm the current plan")
 
 
-def _prepare(out: Path, study: Study, confirmatory: bool = False) -> Path:
+def prepare(out: Path, study: Study, confirmatory: bool = False) -> Path:
     """Write study.json with the analysis plan's version and hash (:data:`PLAN_KEY`) before any job runs, and
     for a confirmatory run the seeds derived from that hash (:data:`CONFIRMATORY_KEY`); a rerun of the same
     study resumes and keeps the plan recorded when the run started (a confirmatory one only under that plan)."""
@@ -460,38 +459,6 @@ def _prepare(out: Path, study: Study, confirmatory: bool = False) -> Path:
             return out  # same study: resume without touching anything (the recorded plan stays)
     extra = {CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"])} if sha else {}
     return prepare_run_dir(out, {**resolved, PLAN_KEY: record, **extra}, name=STUDY)
-
-
-@dataclass
-class StudyResult:
-    """What :func:`run_study` did."""
-
-    out: Path
-    index: dict[str, Any]
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [j for j in self.jobs if j["status"] == "failed"]
-
-
-def run_phases(specs: list[dict[str, Any]], executor: Any, resources: dict[str, Any]) -> None:
-    """Submit the phased work of every lens job in ``specs`` (lira's training, then query chunks), each
-    phase for all cells at once, so a cluster has every cell's chunks in flight together.
-
-    A job that fails here is not an error yet: the lens's own run retries it and reports the failure.
-    """
-    lens_specs = [s for s in specs if s["lens"] != SHARED and registry.get(s["lens"]).phases]
-    phases = dict.fromkeys(p for s in lens_specs for p in registry.get(s["lens"]).phases)
-    for phase in phases:
-        by_fn: dict[Any, list[dict[str, Any]]] = {}
-        for s in lens_specs:
-            if phase in registry.get(s["lens"]).phases:
-                for j in phase_specs(s, phase):
-                    by_fn.setdefault(j["job_fn"], []).append(j)
-        for jobs in by_fn.values():
-            if jobs:
-                executor.map(run_phase_job, jobs, desc=f"{phase} jobs", resources=resources)
 
 
 def phase_specs(spec: dict[str, Any], phase: str) -> list[dict[str, Any]]:
@@ -519,112 +486,3 @@ def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
         return fn({k: v for k, v in spec.items() if k != "job_fn"})
     except Exception as e:  # noqa: BLE001 - retried and reported by the lens job itself
         return {"failed": f"{type(e).__name__}: {e}"}
-
-
-def pending(specs: list[dict[str, Any]], result: StudyResult) -> list[dict[str, Any]]:
-    """The unfinished ``specs``; the finished ones are recorded as skipped in ``result``."""
-    todo = [s for s in specs if not is_finished(s)]
-    for s in specs:
-        if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
-            # Its lenses trained the run themselves after it failed: drop the leftovers.
-            shutil.rmtree(s["out"], ignore_errors=True)
-            _remove_empty(Path(s["out"]), levels=2)
-    result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
-    return todo
-
-
-def stop_on_full_disk(result: StudyResult) -> None:
-    """Raise the first full-disk failure among ``result``'s jobs: the next jobs would fail too.
-
-    Raises:
-        DiskFullError: a job found the disk full.
-    """
-    full = [j for j in result.jobs if j.get("disk_full")]
-    if full:
-        raise DiskFullError(full[0]["error"])
-
-
-def _run_stages(jobs: list[Job], out: Path, progress: bool, executor: Any, resources: dict[str, Any],
-                result: StudyResult, name: str) -> None:
-    """Run the jobs stage by stage, each stage's phases then its jobs, as maps (a barrier after each).
-
-    The path of the Ray executor and of one local worker: a cluster gets every cell's chunks of a phase in
-    flight at once, and one worker gains nothing from a graph (stage order gives early results for every
-    cell). Local worker processes run :func:`bnmem.study.graph.run_graph` instead.
-    """
-    for stage in sorted({j.stage for j in jobs}):
-        todo = pending([job_spec(j, out, progress) for j in jobs if j.stage == stage], result)
-        if not todo:
-            continue
-        run_phases(todo, executor, resources)
-        if executor.name == "local":
-            result.jobs += executor.map(run_job, todo, desc=f"{name} jobs", resources=resources)
-        else:
-            # Lenses that parallelize internally (lira's shadow models) get the
-            # executor itself and run from here; the rest are shipped as jobs.
-            inline = [s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor]
-            shipped = [s for s in todo if s not in inline]
-            if shipped:
-                result.jobs += executor.map(run_job, shipped, desc=f"{name} jobs", resources=resources)
-            result.jobs += [run_job(s, executor) for s in inline]
-        stop_on_full_disk(result)
-
-
-def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              confirmatory: bool = False, graph: bool | None = None) -> StudyResult:
-    """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
-
-    Args:
-        study: a validated study (:func:`load_study`).
-        out: run directory.
-        executor: an :class:`~bnmem.executors.Executor` (default: local).
-        progress: progress bars.
-        confirmatory: derive every seed from the current analysis plan's SHA-256 and record them in
-            study.json (:mod:`bnmem.study.confirmatory`).
-        graph: run the jobs as a dependency graph (:mod:`bnmem.study.graph`: each job as soon as what it
-            reads is written, no barrier between stages) or stage by stage. Default (None): the graph with
-            local worker processes, stages with one local worker or Ray. The results are the same bytes.
-
-    Returns:
-        The index and one status per job.
-
-    Raises:
-        BnmemError: ``out`` holds a different study, the disk filled up (the
-            study stops; rerun to resume), or some job failed (after every other
-            job has run; rerunning retries only the failed ones), or a rerun
-            that would change whether the run is confirmatory or the plan its
-            seeds came from.
-    """
-    from bnmem.analysis_plan import plan_sha256
-    from bnmem.executors import get_executor
-    out = Path(out).expanduser().resolve()
-    cells, jobs = plan(study, plan_sha256() if confirmatory else None)
-    _prepare(out, study, confirmatory)
-    index = index_doc(study, cells, jobs)
-    _write_if_changed(out / INDEX, index)  # first, so a report can read a study in progress
-    own = executor is None
-    executor = executor or get_executor("local", progress=progress)
-    resources = study.resources.model_dump()
-    result = StudyResult(out=out, index=index)
-    try:
-        if graph is None:
-            graph = executor.name == "local" and getattr(executor, "workers", 1) > 1
-        if graph:
-            from bnmem.study.graph import run_graph
-
-            run_graph(jobs, out, progress, executor, resources, result, study.name)
-        else:
-            _run_stages(jobs, out, progress, executor, resources, result, study.name)
-    finally:
-        if own:
-            executor.close()
-    if result.failed:
-        first = result.failed[0]
-        raise BnmemError(
-            f"{len(result.failed)} of {len(jobs)} jobs failed (first: {first['id']}: {first['error']}; "
-            f"traceback in {first['traceback']}); fix and rerun the same command to resume"
-        )
-    if not io.is_done(out):
-        io.mark_done(out, {"study": study.name, "jobs": len(jobs),
-                           "seconds": round(sum(j["seconds"] for j in result.jobs), 3)})
-    return result
