@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import json
 import os
 import tempfile
 import time
@@ -47,10 +48,11 @@ RESULTS = (".json", ".csv", ".npy", ".npz", ".pt")
 
 
 def timed(fn: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run a job and add the seconds it took where it ran."""
+    """Run a job and add the seconds it took where it ran, and what names it in either run (its spec)."""
     t0 = time.perf_counter()
     out = fn(spec)
-    return {**out, "bench_seconds": time.perf_counter() - t0}
+    key = json.dumps({k: v for k, v in spec.items() if k != "progress"}, sort_keys=True, default=str)
+    return {**out, "bench_seconds": time.perf_counter() - t0, "bench_key": key}
 
 
 class TimedExecutor(LocalExecutor):
@@ -61,6 +63,8 @@ class TimedExecutor(LocalExecutor):
         super().__init__(*args, **kwargs)
         self.maps: list[list[float]] = []
         self.graph: list[tuple[Task, list[float]]] = []
+        self.map_keys: list[list[str]] = []  # each job's spec as text, to replay one run with the other's seconds
+        self.graph_keys: list[list[str]] = []
 
     @property
     def busy(self) -> float:
@@ -73,12 +77,14 @@ class TimedExecutor(LocalExecutor):
     def map(self, fn, specs, desc="jobs", resources=None):  # noqa: D102 - as LocalExecutor.map
         out = super().map(partial(timed, fn), specs, desc, resources)
         self.maps.append([float(s.get("bench_seconds", 0.0)) for s in out])
+        self.map_keys.append([s.get("bench_key", "") for s in out])
         return out
 
     def run_graph(self, tasks, desc="jobs", resources=None, stop=None):  # noqa: D102 - as LocalExecutor
         timed_tasks = [Task(t.id, partial(timed, t.fn), t.specs, t.deps, t.after, t.cost) for t in tasks]
         out = super().run_graph(timed_tasks, desc, resources, stop)
         self.graph = [(t, [float(s.get("bench_seconds", 0.0)) for s in out.get(t.id, [])]) for t in tasks]
+        self.graph_keys = [[s.get("bench_key", "") for s in out.get(t.id, [])] for t in tasks]
         return out
 
 
@@ -110,6 +116,25 @@ def replay_graph(graph: list[tuple[Task, list[float]]], workers: int) -> float:
         g.finish(tid, i, {})
 
 
+def _cross(execs: dict[str, TimedExecutor], tmp: str, workers: int) -> str:
+    """Both schedules replayed with the same job seconds (each run's in turn): the schedule's effect alone."""
+    def norm(key: str) -> str:
+        return key.replace(str(Path(tmp) / "stages"), "RUN").replace(str(Path(tmp) / "graph"), "RUN")
+
+    st, gr = execs["stages"], execs["graph"]
+    lines = []
+    for source, ex in (("stage run", st), ("graph run", gr)):
+        secs = {norm(k): d for keys, ds in ((ex.map_keys, ex.maps), (ex.graph_keys, [d for _, d in ex.graph]))
+                for kk, dd in zip(keys, ds) for k, d in zip(kk, dd)}
+        maps = [[secs.get(norm(k), 0.0) for k in keys] for keys in st.map_keys]
+        graph = [(t, [secs.get(norm(k), 0.0) for k in keys]) for (t, _), keys in zip(gr.graph, gr.graph_keys)]
+        missing = sum(norm(k) not in secs for keys in [*st.map_keys, *gr.graph_keys] for k in keys)
+        a, b = replay_maps(maps, workers), replay_graph(graph, workers)
+        lines.append(f"same seconds (the {source}'s, {len(secs)} jobs, {missing} unmatched): stages {a:.1f} s, "
+                     f"graph {b:.1f} s, ideal {sum(secs.values()) / workers:.1f} s: schedule speedup {a / b:.2f}")
+    return "\n".join(lines)
+
+
 def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file() and p.suffix in RESULTS and p.name != "environment.json" and not p.name.startswith(".")}
@@ -136,10 +161,11 @@ def main() -> None:
     study = load_study(args.study, SMALLER if args.overrides is None else args.overrides)
     print(f"study {study.name} ({args.study}, overrides {args.overrides or SMALLER}); {args.workers} workers; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}")
-    rows, replays = {}, {}
+    rows, replays, execs = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, graph in (("stages", False), ("graph", True)):
             wall, ex = _one(study, Path(tmp) / name, args.workers, graph)
+            execs[name] = ex
             busy, jobs = ex.busy, ex.jobs
             rows[name] = (wall, busy)
             replays[name] = replay_graph(ex.graph, args.workers) if graph else replay_maps(ex.maps, args.workers)
@@ -149,6 +175,7 @@ def main() -> None:
         a, b = _files(Path(tmp) / "stages"), _files(Path(tmp) / "graph")
         same = a.keys() == b.keys() and all(a[k] == b[k] for k in a)
         print(f"results identical: {same} ({len(a)} files)")
+        print(_cross(execs, tmp, args.workers))
     (ws, bs), (wg, bg) = rows["stages"], rows["graph"]
     rs, rg = replays["stages"], replays["graph"]
     print(f"replay on {args.workers} idle workers with each run's measured job seconds (no other load): stages "
