@@ -64,39 +64,3 @@ def test_rerun_skips_finished_jobs(claim_run):
     again = run_memorize(cfg, out, progress=False)
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/seed*/model.pt")} == mtimes
     assert again["batch"]["mean"] == res["batch"]["mean"]
-
-
-@pytest.mark.parametrize("norm", ["batch", "none"])
-def test_subset_accuracies_one_pass_equals_one_forward_per_subset(norm):
-    """ORACLE: the forwards that run across the train/test/validation boundaries give exactly the
-    predictions (and so the accuracies) of one forward per split, as measured before."""
-    import torch
-
-    from bnmem.config import ModelConfig
-    from bnmem.data import load_dataset
-    from bnmem.measure.memorization import _predictions, subset_accuracies
-    from bnmem.measure.predict import predict_logits
-    from bnmem.train import seeded_model, train_model
-
-    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, ood=0.05, seed=0, val_fraction=0.1))
-    model = seeded_model(ModelConfig(arch="lenet", norm=norm), ds, 0)
-    train_model(model, ds, TrainConfig(epochs=1, threads=1), 0, measure=False, progress=False)
-    parts = [ds.x_train, ds.x_test, ds.x_val]
-    sep = [predict_logits(model, p).argmax(1) for p in parts]
-    for chunk in (1024, 300, 7):
-        assert torch.equal(_predictions(model, parts, chunk), torch.cat(sep)), chunk
-    last = model.to(memory_format=torch.channels_last)  # as the grouped engine hands its models over
-    assert torch.equal(_predictions(last, parts), torch.cat([predict_logits(last, p).argmax(1) for p in parts]))
-    pred, test_pred, val_pred = sep
-    got = subset_accuracies(model, ds)
-
-    def acc(p, t, m):
-        m = torch.as_tensor(m)
-        return float((p[m] == t[m]).float().mean()) if bool(m.any()) else None
-
-    y, orig = ds.y_train, torch.as_tensor(ds.y_train_orig)
-    every = np.ones(ds.n_train, bool)
-    assert got == {"clean_acc": acc(pred, y, ds.is_clean), "noisy_acc": acc(pred, y, ds.is_noisy),
-                   "noisy_orig_acc": acc(pred, orig, ds.is_noisy), "ood_acc": acc(pred, y, ds.is_ood),
-                   "test_acc": float((test_pred == ds.y_test).float().mean()), "train_acc": acc(pred, y, every),
-                   "val_acc": float((val_pred == ds.y_val).float().mean())}

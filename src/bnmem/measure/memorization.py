@@ -27,30 +27,6 @@ def val_accuracy(model: nn.Module, ds: OutlierDataset) -> float:
     return float((predict_logits(model, ds.x_val).argmax(1) == ds.y_val.cpu()).float().mean())
 
 
-def _predictions(model: nn.Module, parts: list[torch.Tensor], chunk: int = 1024) -> torch.Tensor:
-    """Eval-mode predicted classes of the parts' examples, in order, in forwards of ``chunk`` examples
-    that run across the parts' boundaries.
-
-    Eval-mode predictions are per example, so this equals one forward per part (bitwise on the
-    demo's models, tests/test_memorize.py) with fewer, fuller forwards; only one chunk is ever
-    copied, never the whole set.
-    """
-    preds, pending, size = [], [], 0
-    for part in parts:
-        start = 0
-        while start < part.shape[0]:
-            piece = part[start:start + chunk - size]
-            pending.append(piece)
-            size += piece.shape[0]
-            start += piece.shape[0]
-            if size == chunk:
-                preds.append(predict_logits(model, torch.cat(pending), batch_size=chunk).argmax(1))
-                pending, size = [], 0
-    if pending:
-        preds.append(predict_logits(model, torch.cat(pending), batch_size=chunk).argmax(1))
-    return torch.cat(preds) if preds else torch.empty(0, dtype=torch.long)
-
-
 def subset_accuracies(
     model: nn.Module, ds: OutlierDataset, train_idx: np.ndarray | None = None
 ) -> dict[str, float | None]:
@@ -68,15 +44,14 @@ def subset_accuracies(
         label: generalization despite the flip), ``ood_acc`` (against the random
         label), ``test_acc``.
     """
-    n_train, n_test = ds.n_train, ds.x_test.shape[0]
-    pred_all = _predictions(model, [ds.x_train, ds.x_test] + ([ds.x_val] if ds.n_val else []))
-    pred, test_pred = pred_all[:n_train], pred_all[n_train:n_train + n_test]
+    pred = predict_logits(model, ds.x_train).argmax(1)
     y = ds.y_train.cpu()
     orig = torch.as_tensor(ds.y_train_orig)
     sel = np.ones(ds.n_train, bool) if train_idx is None else np.isin(np.arange(ds.n_train), train_idx)
+    test_pred = predict_logits(model, ds.x_test).argmax(1)
     extra = {}
     if ds.n_val:
-        extra["val_acc"] = float((pred_all[n_train + n_test:] == ds.y_val.cpu()).float().mean())
+        extra["val_acc"] = val_accuracy(model, ds)
     return {
         "clean_acc": _acc(pred, y, ds.is_clean & sel),
         "noisy_acc": _acc(pred, y, ds.is_noisy & sel),
