@@ -86,6 +86,15 @@ def _dense_conv(m: nn.Module):
     return forward
 
 
+def _sq(t: torch.Tensor) -> torch.Tensor:
+    """Squares in float64 (a float32 model's gradients are squared and summed as the old paths did)."""
+    return t.double().pow(2)
+
+
+def _zeros(r: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(r, dtype=torch.float64, device=like.device)
+
+
 def _channel_first(g: torch.Tensor) -> torch.Tensor:
     """One row's layer-output gradient (B, C, ...) as (C, B, positions): the layout its GEMM wants."""
     return g.reshape(g.shape[0], g.shape[1], -1).transpose(0, 1)
@@ -120,13 +129,13 @@ class _RowBuffer:
         if self.bn:
             c, r = g.shape[:2]
             g = g.view(c, r, -1)
-            out = g.sum(2).pow(2).sum(0) if m.bias is not None and m.bias.requires_grad else g.new_zeros(r)
+            out = _sq(g.sum(2)).sum(0) if m.bias is not None and m.bias.requires_grad else _zeros(r, g)
             if m.weight is not None and m.weight.requires_grad:
                 xhat = _channel_first(F.batch_norm(a, None, None, training=True, eps=m.eps)).reshape(c, -1, 1)
-                out = out + torch.bmm(g, xhat).pow(2).sum(dim=(0, 2))
+                out = out + _sq(torch.bmm(g, xhat)).sum(dim=(0, 2))
             return out
         r, c = g.shape[:2]
-        out = g.sum(dim=(2, 3)).pow(2).sum(1) if m.bias is not None and m.bias.requires_grad else g.new_zeros(r)
+        out = _sq(g.sum(dim=(2, 3))).sum(1) if m.bias is not None and m.bias.requires_grad else _zeros(r, g)
         if m.weight.requires_grad:
             if isinstance(m, nn.Conv2d):
                 inp = conv_patches(m, a) if cols is None else cols  # (B, L, Cin·k·k)
@@ -135,7 +144,7 @@ class _RowBuffer:
             else:
                 raise GhostUnsupported("a Linear layer on inputs with extra dims")
             w = g.view(r * c, -1) @ inp.reshape(-1, inp.shape[-1])  # rows' weight gradients, (R·C, d_in)
-            out = out + torch.linalg.vector_norm(w.view(r, -1), dim=1).pow(2)
+            out = out + torch.linalg.vector_norm(w.view(r, -1), dim=1, dtype=torch.float64).pow(2)
         return out
 
 
@@ -153,7 +162,8 @@ def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: li
             are always those of the whole batch.
 
     Returns:
-        (len(rows),) squared norms of ∇θ loss_i with the forward pass normalized by this batch.
+        (len(rows),) float64 squared norms of ∇θ loss_i with the forward pass normalized by this batch
+        (a float32 model's gradients in float32, squared and summed in float64).
 
     Raises:
         GhostUnsupported: a layer this path does not cover, or one used unusually.
@@ -171,7 +181,7 @@ def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: li
     chunk = max(1, _ROW_BYTES // per_row)
     total = [_rows_chunk(names, records, patches, outputs, losses, rows[s:s + chunk], s + chunk >= len(rows))
              for s in range(0, len(rows), chunk)]
-    return torch.cat(total).detach() if total else xb.new_zeros(0)
+    return torch.cat(total).detach() if total else _zeros(0, xb)
 
 
 def _rows_chunk(names: list[str], records: dict, patches: dict, outputs: list[torch.Tensor], losses: torch.Tensor,
@@ -183,7 +193,7 @@ def _rows_chunk(names: list[str], records: dict, patches: dict, outputs: list[to
                                     allow_unused=True)
         for buf, g in zip(buffers, grads):
             buf.put(k, g)
-    total = losses.new_zeros(len(rows))
+    total = _zeros(len(rows), losses)
     for n, buf in zip(names, buffers):
         total += buf.sq_norms(records[n].inp[0], patches.get(records[n].module))
     return total.detach()
