@@ -172,8 +172,10 @@ def test_batch_rows_path_matches_loop_oracle(arch):
         loop = batch_sq_norms_one(m64, x, y, "loop")
         rows = batch_sq_norms_one(m64, x, y, "rows")
         some = batch_sq_norms_one(m64, x, y, "rows", [3, 7, 15])
+        one_at_a_time = batch_sq_norms_one(m64, x, y, "rows", max_bytes=1)  # chunks of one row
     assert _rel(rows, loop) < 1e-12
     assert torch.equal(some, rows[[3, 7, 15]])
+    assert _rel(one_at_a_time, loop) < 1e-12
 
 
 def test_batch_rows_falls_back_where_a_layer_has_no_row_identity():

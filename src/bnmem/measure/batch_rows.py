@@ -148,8 +148,8 @@ class _RowBuffer:
         return out
 
 
-def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: list[int] | None = None
-                  ) -> torch.Tensor:
+def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: list[int] | None = None,
+                  max_bytes: int | None = None) -> torch.Tensor:
     """Squared batch-definition norms of (some of) the examples of one batch, by per-row layer-output gradients.
 
     The model must already be in BN batch mode (see :func:`bnmem.measure.predict.bn_query_mode`);
@@ -160,6 +160,8 @@ def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: li
         xb, yb: one batch.
         rows: positions in the batch whose norms are wanted (default: all); the batch statistics
             are always those of the whole batch.
+        max_bytes: memory for the stacked per-row gradients (default and cap: 256 MB); rows are
+            processed in chunks that fit, at least one row at a time.
 
     Returns:
         (len(rows),) float64 squared norms of ∇θ loss_i with the forward pass normalized by this batch
@@ -178,7 +180,7 @@ def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: li
     outputs = _layer_outputs(names, records, {})
     rows = list(range(losses.shape[0])) if rows is None else list(rows)
     per_row = xb.element_size() * (sum(o.numel() for o in outputs) + sum(p.numel() for p in model.parameters()))
-    chunk = max(1, _ROW_BYTES // per_row)
+    chunk = max(1, min(_ROW_BYTES, _ROW_BYTES if max_bytes is None else max_bytes) // per_row)
     total = [_rows_chunk(names, records, patches, outputs, losses, rows[s:s + chunk], s + chunk >= len(rows))
              for s in range(0, len(rows), chunk)]
     return torch.cat(total).detach() if total else _zeros(0, xb)

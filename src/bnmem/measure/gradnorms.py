@@ -296,7 +296,7 @@ def _batch_losses(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch
 
 
 def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, method: str = "jacobian",
-                       rows: list[int] | None = None) -> torch.Tensor:
+                       rows: list[int] | None = None, max_bytes: int | None = None) -> torch.Tensor:
     """Squared batch-definition norms of the examples of one batch.
 
     The model must already be in BN batch mode (see :func:`bnmem.measure.predict.bn_query_mode`).
@@ -308,12 +308,13 @@ def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, met
             (is_grads_batched backward over the rows of the identity) or ``loop`` (one
             backward of loss_i per example).
         rows: positions in the batch to measure (default: all); the batch is always normalized as a whole.
+        max_bytes: ``rows`` only: memory for its stacked per-row gradients (None: its default).
 
     Returns:
         (len(rows),) squared norms of ∇θ loss_i with the forward pass normalized by this batch.
     """
     if method == "rows":
-        return rows_sq_norms(model, xb, yb, rows)
+        return rows_sq_norms(model, xb, yb, rows, max_bytes)
     params = list(_params(model).values())
     with torch.enable_grad():
         losses = _batch_losses(model, xb, yb)
@@ -341,9 +342,9 @@ def _batch_method(model: nn.Module, x: torch.Tensor, batch_size: int, method: st
     """The method ``auto`` resolves to: rows where the layers allow, else the Jacobian if it fits, else the loop."""
     if method != "auto":
         return method
+    _, fp = plan_eval(model, x, "loop", max_memory)  # raises if not even the loop fits
     if rows_unsupported(model) is None:
         return "rows"
-    _, fp = plan_eval(model, x, "loop", max_memory)  # raises if not even the loop fits
     budget = max_memory if max_memory is not None else default_budget(x.device)
     bs = min(batch_size, x.shape[0])
     return "loop" if fp.model + bs * (fp.per_example("vmap") + fp.params) > budget else "jacobian"
@@ -374,6 +375,8 @@ def batch_sq_norms(
     if method == "rows" and rows_unsupported(model) is not None:
         raise BnmemError(f"the rows path does not cover this model: {rows_unsupported(model)}; use 'jacobian'")
     used = _batch_method(model, x, batch_size, method, max_memory)
+    # The rows path's stacked gradients get half the budget (the float64 model and activations the rest).
+    rows_bytes = (max_memory if max_memory is not None else default_budget(x.device)) // 2
     out = torch.full((x.shape[0],), float("nan"), dtype=x.dtype, device=x.device)
     with bn_query_mode(model, "batch"):
         for k, b in enumerate(batch_partition(x.shape[0], batch_size, seed)):
@@ -381,18 +384,18 @@ def batch_sq_norms(
             new = torch.nonzero(torch.isnan(out[b])).ravel()
             if not new.numel():
                 continue
-            sq, used = _batch_rows(model, x[b], y[b], new.tolist(), used, method, check=k == 0)
+            sq, used = _batch_rows(model, x[b], y[b], new.tolist(), used, method, k == 0, rows_bytes)
             out[b[new]] = sq
     return out, used
 
 
 def _batch_rows(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: list[int], used: str, method: str,
-                check: bool) -> tuple[torch.Tensor, str]:
+                check: bool, rows_bytes: int) -> tuple[torch.Tensor, str]:
     """One batch's rows by ``used``; under ``auto`` a failing rows path falls back to the Jacobian,
     a failing Jacobian to the loop (with a warning)."""
     if used == "rows" and method == "auto":
         try:
-            sq = batch_sq_norms_one(model, xb, yb, "rows", rows)
+            sq = batch_sq_norms_one(model, xb, yb, "rows", rows, rows_bytes)
             if check and len(rows) >= 2 and rows[:2] == [0, 1]:
                 _check_rows(model, xb, yb, sq[:2])
             return sq, used
