@@ -35,6 +35,9 @@ Run directory::
     <out>/<cell_id>/<lens>/        one lens's run directory (its own config, results, DONE)
     <out>/theory/                  the toy-model simulation (once per study)
     <out>/DONE                     written when every job has finished
+
+This module plans the jobs and runs one job (:func:`run_job`); :mod:`bnmem.study.execute` runs a whole
+study (:func:`~bnmem.study.execute.run_study`), stage by stage or as a graph (:mod:`bnmem.study.graph`).
 """
 
 from __future__ import annotations
