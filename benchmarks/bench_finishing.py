@@ -1,14 +1,14 @@
-"""The lens figures drawn from a finished cell's files: seconds per call with this tree's code and with a git
-ref's (default ``main``), side by side in one run.
+"""A cell's finishing work, redone from its files: the attack evaluation of each lira norm and every lens
+figure; seconds per call with this tree's code and with a git ref's (default ``main``), side by side in one run.
 
-Each figure is drawn from what the lens wrote (metrics.json, gradnorms.npz, gamma_sigma.json, the lira norm
-directories), so no training runs; the ref's code is ``git archive``-d into a scratch directory and run in
+Each piece is redone from what the lenses wrote (the lira norm directories, metrics.json, gradnorms.npz,
+gamma_sigma.json), so no training runs; the ref's code is ``git archive``-d into a scratch directory and run in
 a child process with the same inputs. Per figure the best of ``--repeat`` calls is reported (the machine may
 be shared). Run::
 
-    python benchmarks/bench_figures.py runs/demo/digits-lenet-flip0.05-r0 [--ref main] [--repeat 3]
+    python benchmarks/bench_finishing.py runs/demo/digits-lenet-flip0.05-r0 [--ref main] [--repeat 3]
 
-The last line printed is a JSON summary: figure -> {"before_s", "after_s", "ratio"}.
+The last line printed is a JSON summary: piece -> {"before_s", "after_s", "ratio"}.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def _figures(cell: Path, scratch: Path) -> dict[str, Callable[[], None]]:
     out: dict[str, Callable[[], None]] = {}
     lira = cell / "lira"
     norms = json.loads((lira / "config.json").read_text())["norms"]
+    out["evaluation (attack_norm, one norm)"] = lambda: attack_norm(lira / norms[0])
     res = {n: attack_norm(lira / n) for n in norms}
     entries = {n: {"attacks": r["metrics"], "curves": r["curves"]} for n, r in res.items()}
     out["roc (plot_lira_roc)"] = lambda: plot_lira_roc(entries, scratch / "roc.png", attack_spec.default_attacks(),
@@ -84,11 +85,11 @@ def _figures(cell: Path, scratch: Path) -> dict[str, Callable[[], None]]:
 
 
 def child(cell: Path, repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` seconds per figure with the code on ``sys.path``."""
-    with tempfile.TemporaryDirectory(prefix="bench-figures-") as tmp:
-        figs = _figures(cell, Path(tmp))
+    """Best-of-``repeat`` seconds per piece with the code on ``sys.path``."""
+    with tempfile.TemporaryDirectory(prefix="bench-finishing-") as tmp:
+        pieces = _figures(cell, Path(tmp))
         times = {}
-        for name, draw in figs.items():
+        for name, draw in pieces.items():
             draw()  # warm: imports, font cache, mathtext cache
             best = float("inf")
             for _ in range(repeat):
@@ -117,7 +118,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.cell, args.repeat)))
         return
-    with tempfile.TemporaryDirectory(prefix="bench-figures-ref-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-finishing-ref-") as tmp:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref, "src"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
