@@ -36,7 +36,7 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	@touch $@
 
 # The whole study on the embedded digits (studies/demo.yaml: every lens but defenses; three outlier settings x
-# 3 replicates x shared and per-norm recipes = 18 cells)
+# 3 replicates, one model seed each, the shared recipe = 9 cells)
 # and its report; a rerun resumes and skips what is finished. Two worker processes
 # with one torch thread each (the results do not depend on the worker count).
 demo: $(VENV)/.installed

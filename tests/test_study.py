@@ -176,10 +176,9 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 
 # study -> (cells, jobs): every paper-scale study is 3 archs x 4 outlier mixtures; per cell
 # Paper-scale presets: per cell 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
-# The demo: 3 outlier settings x 3 replicates x {shared, per-norm}; a shared cell has 5 lens jobs and
-# 4 shared runs (2 norms x 2 seeds), a per-norm cell 2 lens jobs (memorize, lira), plus theory.
-# theory + per shared-recipe cell 5 lens jobs and one shared-training job per norm (2) + per per-norm cell 2.
-READY = {"demo": (18, 1 + 9 * (5 + 2) + 9 * 2), **{name: (12, 1 + 12 * (5 + 2))
+# The demo: 3 outlier settings x 3 replicates, the shared recipe: theory + per cell 5 lens jobs and one
+# shared-training job per norm (2).
+READY = {"demo": (9, 1 + 9 * (5 + 2)), **{name: (12, 1 + 12 * (5 + 2))
                                                   for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"}}
 
