@@ -6,7 +6,8 @@ gamma_sigma.json), so no training runs; the ref's code is ``git archive``-d into
 a child process with the same inputs. Per figure the best of ``--repeat`` calls is reported (the machine may
 be shared). Run::
 
-    python benchmarks/bench_finishing.py runs/demo/digits-lenet-flip0.05-r0 [--ref main] [--repeat 3]
+    python benchmarks/bench_finishing.py runs/demo/digits-lenet-flip0.05-r0 [--ref main] [--repeat 3] \
+        [--report runs/demo]
 
 The last line printed is a JSON summary: piece -> {"before_s", "after_s", "ratio"}.
 """
@@ -84,10 +85,29 @@ def _figures(cell: Path, scratch: Path) -> dict[str, Callable[[], None]]:
     return out
 
 
-def child(cell: Path, repeat: int) -> dict[str, float]:
+def _report(run: Path, scratch: Path) -> Callable[[], None]:
+    """``bnmem report`` of a copy of the study ``run`` (its *.pt files left out), with the power cache emptied."""
+    import shutil
+
+    from bnmem.report import power
+    from bnmem.report.build import build_report
+
+    copy = scratch / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.pt"))
+
+    def build() -> None:
+        getattr(power, "_exact_power_cached").cache_clear()  # else every call after the first reads the cache
+        build_report(copy)
+
+    return build
+
+
+def child(cell: Path, repeat: int, report: Path | None = None) -> dict[str, float]:
     """Best-of-``repeat`` seconds per piece with the code on ``sys.path``."""
     with tempfile.TemporaryDirectory(prefix="bench-finishing-") as tmp:
         pieces = _figures(cell, Path(tmp))
+        if report is not None:
+            pieces["report (build_report of the study)"] = _report(report, Path(tmp))
         times = {}
         for name, draw in pieces.items():
             draw()  # warm: imports, font cache, mathtext cache
@@ -100,9 +120,10 @@ def child(cell: Path, repeat: int) -> dict[str, float]:
     return times
 
 
-def _run(src: Path, cell: Path, repeat: int) -> dict[str, float]:
+def _run(src: Path, cell: Path, repeat: int, report: Path | None) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, str(Path(__file__).resolve()), str(cell), "--child", "--repeat", str(repeat)]
+    cmd += [] if report is None else ["--report", str(report)]
     done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -113,17 +134,18 @@ def main() -> None:
                                             "mitigate inside)")
     ap.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--report", type=Path, default=None, help="also time `bnmem report` of this study run (a copy)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.cell, args.repeat)))
+        print(json.dumps(child(args.cell, args.repeat, args.report)))
         return
     with tempfile.TemporaryDirectory(prefix="bench-finishing-ref-") as tmp:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref, "src"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        before = _run(Path(tmp) / "src", args.cell, args.repeat)
-    after = _run(ROOT / "src", args.cell, args.repeat)
+        before = _run(Path(tmp) / "src", args.cell, args.repeat, args.report)
+    after = _run(ROOT / "src", args.cell, args.repeat, args.report)
     summary = {}
     for name in after:
         b, a = before[name], after[name]
