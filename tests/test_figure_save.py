@@ -77,3 +77,15 @@ def test_roc_panels_tick_every_decade_and_nothing_else():
         np.testing.assert_array_equal(axis.get_majorticklocs(), DECADES)
         assert len(axis.get_minorticklocs()) == 0
     np.testing.assert_allclose(DECADES, [1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0])
+
+
+def test_a_constrained_layout_figure_is_saved_as_savefig_saves_it(tmp_path):
+    def make() -> Figure:
+        fig = Figure(figsize=(5, 3), layout="constrained")
+        for i in range(2):
+            fig.add_subplot(1, 2, i + 1).set(xlabel="x label", title=f"panel {i}")
+        return fig
+
+    save_figure(make(), tmp_path / "c.png", dpi=88)
+    saved = np.asarray(Image.open(tmp_path / "c.png").convert("L"), dtype=np.float64)
+    assert saved.shape == _oracle(make(), 88).shape

@@ -17,6 +17,7 @@ import numpy as np
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from bnmem.io import write_bytes  # noqa: E402
@@ -119,8 +120,15 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = FIGURE_DPI) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         FigureCanvasAgg(fig)
-    data = _tight_png(fig, dpi) if fmt == "png" else "tight"
+    engine = fig.get_layout_engine()
+    # A layout engine that runs at draw time (constrained) must run before the box is measured: savefig's way.
+    laid_out = engine is None or isinstance(engine, PlaceHolderLayoutEngine)
+    data = _tight_png(fig, dpi) if fmt == "png" and laid_out else "tight"
     if not isinstance(data, bytes):  # not a PNG, or content outside the canvas: data is the box to save
+        if laid_out:
+            # tight_layout leaves a placeholder engine, which makes savefig draw once more to measure; the box
+            # is measured already, and the figure is released right after.
+            fig.set_layout_engine(None)
         buf = BytesIO()
         fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=data)
         data = compact_png(buf.getvalue()) if fmt == "png" else buf.getvalue()
