@@ -139,3 +139,19 @@ def test_claim_4_simulation_decides_every_study_as_the_one_study_rule_does(repli
 
     assert power_simulated_all(decide_all, draw, replicates, runs=200, seed=5) == \
         power_simulated(decide, draw, replicates, runs=200, seed=5)
+
+
+@pytest.mark.parametrize("between", [0.0, 0.1])
+def test_claim_4_study_draw_is_one_binomial_call_per_replicate(between):
+    """layer_fraction_draw's one binomial call gives the draws of the former call per replicate, and leaves the
+    generator where they left it."""
+    from bnmem.report.power import _beta_draw, layer_fraction_draw
+
+    for k, layers, seeds in [(1, 4, 1), (3, 4, 2), (7, 19, 3)]:
+        fast_rng, slow_rng = np.random.default_rng(11), np.random.default_rng(11)
+        for _ in range(5):
+            fast = layer_fraction_draw(fast_rng, k, 0.7, between, layers, seeds)
+            p = _beta_draw(slow_rng, 0.7, between, k)
+            slow = [slow_rng.binomial(layers, pi, size=seeds) / layers for pi in p]
+            np.testing.assert_array_equal(fast, np.array(slow))
+        assert fast_rng.random() == slow_rng.random()

@@ -129,6 +129,15 @@ def _exact_power(ep: Endpoint, n: int, sd: float, s: SettingDesign) -> float:
     return _exact_power_cached(ep, n, round(float(sd), 12), s.layers, max(1, s.seeds), sim_runs())
 
 
+def layer_fraction_draw(rng: np.random.Generator, k: int, mean: float, between: float, layers: int,
+                        seeds: int) -> np.ndarray:
+    """One simulated claim-4 study: [k replicates, seeds] fractions of ``layers`` layers above 1, each replicate's
+    probability drawn around ``mean`` with SD ``between``. One binomial call for all replicates: the generator
+    fills the array in order, so the draws are those of one call per replicate (tested)."""
+    p = _beta_draw(rng, mean, between, k)
+    return rng.binomial(layers, np.repeat(p, seeds).reshape(k, seeds)) / layers
+
+
 @lru_cache(maxsize=4096)
 def _exact_power_cached(ep: Endpoint, n: int, sd: float, layers: int, seeds: int, runs: int) -> float:
     from bnmem.report.claims.claim4 import layer_fraction_reproduced
@@ -138,9 +147,8 @@ def _exact_power_cached(ep: Endpoint, n: int, sd: float, layers: int, seeds: int
     # The observed SD of replicate means includes the binomial noise of L layers × seeds: keep only the rest.
     between = math.sqrt(max(0.0, sd * sd - mean * (1 - mean) / (s.layers * max(1, s.seeds))))
 
-    def draw(rng: np.random.Generator, k: int) -> list[np.ndarray]:
-        p = _beta_draw(rng, mean, between, k)
-        return [rng.binomial(s.layers, pi, size=max(1, s.seeds)) / s.layers for pi in p]
+    def draw(rng: np.random.Generator, k: int) -> np.ndarray:
+        return layer_fraction_draw(rng, k, mean, between, s.layers, max(1, s.seeds))
 
     def decide_all(studies: list[list[np.ndarray]]) -> np.ndarray:
         with at_level(reproduced_level()):
