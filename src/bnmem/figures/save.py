@@ -94,8 +94,9 @@ def _tight_png(fig: Figure, dpi: int) -> bytes | Bbox:
         fig.dpi = old_dpi
     height, width = rgba.shape[:2]
     pad = matplotlib.rcParams["savefig.pad_inches"] * dpi
-    left, right = math.floor(x0 - pad), math.ceil(x1 + pad)
-    top, bottom = height - math.ceil(y1 + pad), height - math.floor(y0 - pad)
+    # savefig's canvas is the padded box truncated to whole pixels: the same size here, the same image size.
+    left, bottom = math.floor(x0 - pad), height - math.floor(y0 - pad)
+    right, top = left + int(x1 - x0 + 2 * pad), bottom - int(y1 - y0 + 2 * pad)
     background = np.round(np.array(to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
     out = np.empty((bottom - top, right - left, 4), np.uint8)
     out[...] = background
