@@ -1,5 +1,5 @@
-"""A cell's finishing work, redone from its files: the attack evaluation of each lira norm and every lens
-figure; seconds per call with this tree's code and with a git ref's (default ``main``), side by side in one run.
+"""A cell's finishing work, redone from its files: the attack evaluation of a lira norm, every lens figure
+and the whole lira finishing job; seconds per call with this tree's code and with a git ref's (default ``main``), side by side in one run.
 
 Each piece is redone from what the lenses wrote (the lira norm directories, metrics.json, gradnorms.npz,
 gamma_sigma.json), so no training runs; the ref's code is ``git archive``-d into a scratch directory and run in
@@ -102,10 +102,30 @@ def _report(run: Path, scratch: Path) -> Callable[[], None]:
     return build
 
 
+def _lira_finish(cell: Path, scratch: Path) -> Callable[[], None]:
+    """The lira lens's finishing job: ``run_lira`` resumed on a copy of the cell's finished lira directory (its
+    DONE removed; shadow models and queries are there, so it evaluates, writes metrics.json and draws). The
+    copy is part of each call (the same for both trees)."""
+    import shutil
+
+    from bnmem.lenses.lira.config import LiraConfig
+    from bnmem.lenses.lira.run import run_lira
+
+    def finish() -> None:
+        dst = scratch / "lira"
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(cell / "lira", dst)
+        (dst / "DONE").unlink()
+        run_lira(LiraConfig(**json.loads((dst / "config.json").read_text())), dst, progress=False)
+
+    return finish
+
+
 def child(cell: Path, repeat: int, report: Path | None = None) -> dict[str, float]:
     """Best-of-``repeat`` seconds per piece with the code on ``sys.path``."""
     with tempfile.TemporaryDirectory(prefix="bench-finishing-") as tmp:
         pieces = _figures(cell, Path(tmp))
+        pieces["lira finishing (run_lira resumed on a copy)"] = _lira_finish(cell, Path(tmp))
         if report is not None:
             pieces["report (build_report of the study)"] = _report(report, Path(tmp))
         times = {}
