@@ -159,6 +159,48 @@ def test_batch_definition_jacobian_matches_loop_and_differs_from_eval():
     assert torch.equal(m64.norm1.running_var, float64_copy(model).norm1.running_var)
 
 
+@pytest.mark.parametrize("arch", ["lenet", "mlp"])
+def test_batch_rows_path_matches_loop_oracle(arch):
+    """ORACLE: the rows path (per-row layer-output gradients, one GEMM per layer, dense small convs) equals
+    one full backward per example in float64 to float64 rounding, also for a subset of a batch's rows."""
+    torch.manual_seed(0)
+    model = _randomize_norms(build_model(arch, (1, 8, 8), 10, "batch"))
+    m64 = float64_copy(model)
+    x, y = _data(16)
+    x = x.double()
+    with bn_query_mode(m64, "batch"):
+        loop = batch_sq_norms_one(m64, x, y, "loop")
+        rows = batch_sq_norms_one(m64, x, y, "rows")
+        some = batch_sq_norms_one(m64, x, y, "rows", [3, 7, 15])
+        one_at_a_time = batch_sq_norms_one(m64, x, y, "rows", max_bytes=1)  # chunks of one row
+    assert _rel(rows, loop) < 1e-12
+    assert torch.equal(some, rows[[3, 7, 15]])
+    assert _rel(one_at_a_time, loop) < 1e-12
+
+
+def test_batch_rows_falls_back_where_a_layer_has_no_row_identity():
+    """A GroupNorm has no per-row identity here: auto takes the Jacobian, an explicit 'rows' is refused."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.GroupNorm(2, 4), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(4 * 64, 10))
+    x, y = _data(12)
+    r = per_sample_grad_norms(model, x, y, definition="batch", batch_size=6)
+    assert r.method == "jacobian"
+    with pytest.raises(BnmemError, match="rows path does not cover"):
+        per_sample_grad_norms(model, x, y, definition="batch", batch_size=6, method="rows")
+
+
+def test_batch_auto_uses_rows_and_agrees_with_the_loop():
+    """The public batch definition (auto: rows, last batch's repeated examples skipped) against the loop."""
+    torch.manual_seed(0)
+    model = _randomize_norms(build_model("lenet", (1, 8, 8), 10, "batch"))
+    x, y = _data(30)
+    auto = per_sample_grad_norms(model, x, y, definition="batch", batch_size=8)
+    loop = per_sample_grad_norms(model, x, y, definition="batch", batch_size=8, method="loop")
+    assert auto.method == "rows" and loop.method == "loop"
+    assert np.allclose(auto.norms, loop.norms, rtol=1e-12, atol=0)
+
+
 def test_batch_definition_without_bn_is_the_eval_definition():
     torch.manual_seed(0)
     model = build_model("lenet", (1, 8, 8), 10, "none")
@@ -286,3 +328,18 @@ def test_cli_gradnorms(tmp_path, capsys):
     code = main(["gradnorms", "--epochs", "2", "--at", "1,3", "--quiet", "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
     assert code == 2 and "past the last epoch" in err and len(err.strip().splitlines()) == 1
+
+
+def test_batch_rows_self_check_falls_back_on_a_wrong_answer(monkeypatch):
+    """The first batch's two-example check against the loop catches a wrong rows result (here: doubled)."""
+    from bnmem.measure import batch_rows
+
+    real = batch_rows._RowBuffer.sq_norms
+    monkeypatch.setattr(batch_rows._RowBuffer, "sq_norms", lambda self, a, cols: 2 * real(self, a, cols))
+    torch.manual_seed(0)
+    model = _randomize_norms(build_model("lenet", (1, 8, 8), 10, "batch"))
+    x, y = _data(16)
+    with pytest.warns(UserWarning, match="batch rows not applicable"):
+        r = per_sample_grad_norms(model, x, y, definition="batch", batch_size=8)
+    loop = per_sample_grad_norms(model, x, y, definition="batch", batch_size=8, method="loop")
+    assert r.method == "jacobian" and np.allclose(r.norms, loop.norms, rtol=1e-12, atol=0)

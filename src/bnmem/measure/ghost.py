@@ -180,11 +180,11 @@ def ghost_sq_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[s
     return _sq_norms(names, records, grads, patches, x.shape[0])
 
 
-def _recorded_forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, layers: list[tuple[str, nn.Module]]
-                      ) -> tuple[torch.Tensor, dict[str, _Record], dict[nn.Module, torch.Tensor],
-                                 dict[nn.Module, list[Projection]]]:
-    """The summed loss of one forward, with every layer's inputs and output recorded (conv patches and
-    attention projections tapped).
+def _recorded_forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, layers: list[tuple[str, nn.Module]],
+                      reduction: str = "sum") -> tuple[torch.Tensor, dict[str, _Record], dict[nn.Module, torch.Tensor],
+                                                      dict[nn.Module, list[Projection]]]:
+    """The loss of one forward (summed, or per example with ``reduction="none"``), with every layer's inputs
+    and output recorded (conv patches and attention projections tapped).
 
     Raises:
         GhostUnsupported: a layer is not called through its forward, or attention not run the supported way.
@@ -209,7 +209,7 @@ def _recorded_forward(model: nn.Module, x: torch.Tensor, y: torch.Tensor, layers
     try:
         with removed_after(handles), torch.enable_grad(), patch_convs(model, patches), tap_attention(model, taps):
             logits = model(x)
-            loss = F.cross_entropy(logits, y, reduction="sum")
+            loss = F.cross_entropy(logits, y, reduction=reduction)
     except AttentionUnsupported as e:
         raise GhostUnsupported(str(e)) from None
     missing = unreached(layers, records)

@@ -23,8 +23,11 @@ vmap over grad of a functional_call), ``loop`` (one backward per example: the
 slow, obviously correct oracle), ``auto`` (ghost where the layers allow it, else
 vmap; the first chunk of ghost norms is checked against the loop on two
 examples, and a mismatch falls back to vmap). For ``batch``: ``jacobian`` (all
-rows of the per-batch Jacobian of the loss vector in one batched backward) or
-``loop`` (one backward per example).
+rows of the per-batch Jacobian of the loss vector in one batched backward),
+``rows`` (one backward per example to the layer outputs only, then every example's
+parameter gradient as one GEMM per layer: :mod:`bnmem.measure.batch_rows`), ``loop``
+(one backward per example: the oracle) or ``auto`` (rows where the layers allow it,
+self-checked against the loop on two examples per call, else the Jacobian).
 
 Memory: the vectorized paths work in chunks sized from the model's parameter
 count, its activation sizes and a budget (:mod:`bnmem.measure.memory`; default
@@ -46,6 +49,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from bnmem.errors import BnmemError
+from bnmem.measure.batch_rows import rows_sq_norms, rows_unsupported
 from bnmem.measure.ghost import GhostUnsupported, ghost_sq_norms, unsupported_reason
 from bnmem.measure.memory import Footprint, default_budget, fmt_bytes, footprint, parse_size, plan_chunk
 from bnmem.measure.predict import bn_query_mode
@@ -56,7 +60,7 @@ DEFINITIONS = ("eval", "batch")
 EVAL_METHODS = ("auto", "ghost", "vmap", "loop")
 # The ghost self-check's tolerance (float64: the paths agree to ~1e-12 where they apply).
 SELF_CHECK_RTOL = 1e-6
-BATCH_METHODS = ("auto", "jacobian", "loop")
+BATCH_METHODS = ("auto", "rows", "jacobian", "loop")
 
 
 @dataclass
@@ -291,7 +295,8 @@ def _batch_losses(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch
     return F.cross_entropy(model(xb), yb, reduction="none")
 
 
-def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, method: str = "jacobian") -> torch.Tensor:
+def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, method: str = "jacobian",
+                       rows: list[int] | None = None, max_bytes: int | None = None) -> torch.Tensor:
     """Squared batch-definition norms of the examples of one batch.
 
     The model must already be in BN batch mode (see :func:`bnmem.measure.predict.bn_query_mode`).
@@ -299,25 +304,50 @@ def batch_sq_norms_one(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, met
     Args:
         model: the model.
         xb, yb: one batch.
-        method: ``jacobian`` (is_grads_batched backward over the rows of the
-            identity) or ``loop`` (one backward of loss_i per example).
+        method: ``rows`` (:func:`bnmem.measure.batch_rows.rows_sq_norms`), ``jacobian``
+            (is_grads_batched backward over the rows of the identity) or ``loop`` (one
+            backward of loss_i per example).
+        rows: positions in the batch to measure (default: all); the batch is always normalized as a whole.
+        max_bytes: ``rows`` only: memory for its stacked per-row gradients (None: its default).
 
     Returns:
-        (B,) squared norms of ∇θ loss_i with the forward pass normalized by this batch.
+        (len(rows),) squared norms of ∇θ loss_i with the forward pass normalized by this batch.
     """
+    if method == "rows":
+        return rows_sq_norms(model, xb, yb, rows, max_bytes)
     params = list(_params(model).values())
     with torch.enable_grad():
         losses = _batch_losses(model, xb, yb)
-        b = losses.shape[0]
+        rows = list(range(losses.shape[0])) if rows is None else list(rows)
         if method == "jacobian":
-            eye = torch.eye(b, dtype=losses.dtype, device=losses.device)
-            rows = torch.autograd.grad(losses, params, grad_outputs=eye, is_grads_batched=True)
-            return sum(r.pow(2).flatten(1).sum(1) for r in rows)
-        out = torch.empty(b, dtype=losses.dtype, device=losses.device)
-        for i in range(b):
-            gs = torch.autograd.grad(losses[i], params, retain_graph=i < b - 1)
-            out[i] = sum(g.pow(2).sum() for g in gs)
+            eye = torch.eye(losses.shape[0], dtype=losses.dtype, device=losses.device)[rows]
+            grads = torch.autograd.grad(losses, params, grad_outputs=eye, is_grads_batched=True)
+            return sum(r.pow(2).flatten(1).sum(1) for r in grads)
+        out = torch.empty(len(rows), dtype=losses.dtype, device=losses.device)
+        for k, i in enumerate(rows):
+            gs = torch.autograd.grad(losses[i], params, retain_graph=k < len(rows) - 1)
+            out[k] = sum(g.pow(2).sum() for g in gs)
         return out
+
+
+def _check_rows(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: torch.Tensor) -> None:
+    """The rows path against the loop on the batch's first two examples (a layer used in a way its
+    identity does not cover would show here)."""
+    ref = batch_sq_norms_one(model, xb, yb, "loop", [0, 1])
+    if not torch.allclose(rows, ref, rtol=SELF_CHECK_RTOL, atol=SELF_CHECK_RTOL * float(ref.abs().max())):
+        raise GhostUnsupported(f"batch rows disagree with the per-example loop ({rows.tolist()} vs {ref.tolist()})")
+
+
+def _batch_method(model: nn.Module, x: torch.Tensor, batch_size: int, method: str, max_memory: int | None) -> str:
+    """The method ``auto`` resolves to: rows where the layers allow, else the Jacobian if it fits, else the loop."""
+    if method != "auto":
+        return method
+    _, fp = plan_eval(model, x, "loop", max_memory)  # raises if not even the loop fits
+    if rows_unsupported(model) is None:
+        return "rows"
+    budget = max_memory if max_memory is not None else default_budget(x.device)
+    bs = min(batch_size, x.shape[0])
+    return "loop" if fp.model + bs * (fp.per_example("vmap") + fp.params) > budget else "jacobian"
 
 
 def batch_sq_norms(
@@ -326,8 +356,11 @@ def batch_sq_norms(
 ) -> tuple[torch.Tensor, str]:
     """Squared batch-definition norms of every example of ``x``; returns them and the method used.
 
-    ``auto`` takes the batched Jacobian (batch size x parameters per-row
-    gradients) when it fits ``max_memory`` bytes (None: the default budget), else the loop.
+    ``auto`` takes the rows path where every layer has a per-row identity
+    (self-checked against the loop on the first batch; a mismatch falls back), else
+    the batched Jacobian (batch size x parameters per-row gradients) when it fits
+    ``max_memory`` bytes (None: the default budget), else the loop. Examples of the
+    last batch already measured in an earlier one are not differentiated again.
 
     Raises:
         BnmemError: unknown method; too few examples; a budget too small for the loop.
@@ -339,31 +372,44 @@ def batch_sq_norms(
         # Nothing couples the examples: the batch definition is the eval one.
         sq, used = eval_sq_norms(model, x, y, max_memory=max_memory)
         return sq, f"{used} (no BN: batch = eval)"
-    used = "jacobian" if method == "auto" else method
-    if used == "jacobian" and method == "auto":
-        _, fp = plan_eval(model, x, "loop", max_memory)  # raises if not even the loop fits
-        budget = max_memory if max_memory is not None else default_budget(x.device)
-        bs = min(batch_size, x.shape[0])
-        if fp.model + bs * (fp.per_example("vmap") + fp.params) > budget:
-            used = "loop"
+    if method == "rows" and rows_unsupported(model) is not None:
+        raise BnmemError(f"the rows path does not cover this model: {rows_unsupported(model)}; use 'jacobian'")
+    used = _batch_method(model, x, batch_size, method, max_memory)
+    # The rows path's stacked gradients get half the budget (the float64 model and activations the rest).
+    rows_bytes = (max_memory if max_memory is not None else default_budget(x.device)) // 2
     out = torch.full((x.shape[0],), float("nan"), dtype=x.dtype, device=x.device)
     with bn_query_mode(model, "batch"):
-        for b in batch_partition(x.shape[0], batch_size, seed):
+        for k, b in enumerate(batch_partition(x.shape[0], batch_size, seed)):
             b = b.to(x.device)
-            new = torch.isnan(out[b])
-            if not bool(new.any()):
+            new = torch.nonzero(torch.isnan(out[b])).ravel()
+            if not new.numel():
                 continue
-            try:
-                sq = batch_sq_norms_one(model, x[b], y[b], used)
-            except RuntimeError as e:
-                if method != "auto" or used != "jacobian":
-                    raise
-                # Some ops have no batching rule for the batched backward: use the loop.
-                warnings.warn(f"batched Jacobian failed ({e}); falling back to a loop", stacklevel=2)
-                used = "loop"
-                sq = batch_sq_norms_one(model, x[b], y[b], used)
-            out[b[new]] = sq[new]
+            sq, used = _batch_rows(model, x[b], y[b], new.tolist(), used, method, k == 0, rows_bytes)
+            out[b[new]] = sq
     return out, used
+
+
+def _batch_rows(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: list[int], used: str, method: str,
+                check: bool, rows_bytes: int) -> tuple[torch.Tensor, str]:
+    """One batch's rows by ``used``; under ``auto`` a failing rows path falls back to the Jacobian,
+    a failing Jacobian to the loop (with a warning)."""
+    if used == "rows" and method == "auto":
+        try:
+            sq = batch_sq_norms_one(model, xb, yb, "rows", rows, rows_bytes)
+            if check and len(rows) >= 2 and rows[:2] == [0, 1]:
+                _check_rows(model, xb, yb, sq[:2])
+            return sq, used
+        except GhostUnsupported as e:
+            warnings.warn(f"batch rows not applicable ({e}); falling back to the batched Jacobian", stacklevel=3)
+            used = "jacobian"
+    try:
+        return batch_sq_norms_one(model, xb, yb, used, rows), used
+    except RuntimeError as e:
+        if method != "auto" or used != "jacobian":
+            raise
+        # Some ops have no batching rule for the batched backward: use the loop.
+        warnings.warn(f"batched Jacobian failed ({e}); falling back to a loop", stacklevel=3)
+        return batch_sq_norms_one(model, xb, yb, "loop", rows), "loop"
 
 
 # --- public entry point --------------------------------------------------------------

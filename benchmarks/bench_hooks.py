@@ -1,0 +1,105 @@
+"""Per-epoch measurement hooks, before/after side by side: seconds per call of the old and new path.
+
+The demo's shape: digits LeNet with BN, 5% label noise, a 10% validation split,
+one torch thread, a model after two training epochs. Cases:
+
+* ``gradnorms-batch``: the batch definition of the per-sample gradient norms
+  (float64, batches of 64 from a 300-example subset, as the demo's gradnorms
+  lens): before, the batched Jacobian over every row of every batch; after,
+  ``auto`` (the rows path, :mod:`bnmem.measure.batch_rows`, skipping the last
+  batch's repeated examples). Also the largest relative difference between them
+  and against the one-backward-per-example loop.
+Measured here and dropped (kept out of the code, numbers in the commit log): a one-pass
+``subset_accuracies`` (forwards running across the train/test/validation splits), 22.8 -> 22.4 ms
+per call, since eval forwards are compute-bound; the rows path for the γ/σ push pass's gradient norms
+(float32 model, ~13 rows per batch of 64), 260 -> 293 ms per call, since its extra forward costs
+more than the few rows save.
+
+Both ways alternate ``--repeats`` times in one process; each way's best CPU time
+counts (the development machine is shared; CPU time of a one-thread run equals
+its wall time on an idle machine). Last line: ``ratio_<case>=X`` per case
+(before / after; above 1: the new path is faster).
+
+Run: ``.venv/bin/python benchmarks/bench_hooks.py [--repeats 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from bnmem.config import DataConfig, ModelConfig, TrainConfig
+from bnmem.data import load_dataset
+from bnmem.lenses.gradnorms import batch_subset_indices
+from bnmem.measure.gradnorms import batch_partition, batch_sq_norms_one, float64_copy, per_sample_grad_norms
+from bnmem.measure.predict import bn_query_mode
+from bnmem.train import seeded_model, train_model
+
+
+def old_batch_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, subset: np.ndarray) -> np.ndarray:
+    """The batch definition as measured before: the batched Jacobian over every row of every batch."""
+    m64 = float64_copy(model)
+    xs, ys = x[torch.as_tensor(subset)].double(), y[torch.as_tensor(subset)]
+    out = torch.full((xs.shape[0],), float("nan"), dtype=torch.float64)
+    with bn_query_mode(m64, "batch"):
+        for b in batch_partition(xs.shape[0], 64, 0):
+            new = torch.isnan(out[b])
+            sq = batch_sq_norms_one(m64, xs[b], ys[b], "jacobian")
+            out[b[new]] = sq[new]
+    norms = np.full(x.shape[0], np.nan)
+    norms[subset] = out.sqrt().numpy()
+    return norms
+
+
+def best_times(ways: dict, repeats: int) -> dict[str, float]:
+    """Best CPU seconds per call of each way, the ways alternating."""
+    best = {k: float("inf") for k in ways}
+    for _ in range(repeats):
+        for k, fn in ways.items():
+            t0 = time.process_time()
+            fn()
+            best[k] = min(best[k], time.process_time() - t0)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0, val_fraction=0.1))
+    model = seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0)
+    train_model(model, ds, TrainConfig(epochs=2, lr=0.05, momentum=0.9, threads=1), 0, measure=False,
+                progress=False)
+    subset = batch_subset_indices(ds, 300, 0)
+    x, y = ds.x_train, ds.y_train
+
+    old = old_batch_norms(model, x, y, subset)
+    new = per_sample_grad_norms(model, x, y, definition="batch", batch_size=64, subset=subset)
+    loop = per_sample_grad_norms(model, x, y, definition="batch", batch_size=64, subset=subset, method="loop")
+    rel = float(np.nanmax(np.abs(new.norms - old) / old))
+    rel_loop = float(np.nanmax(np.abs(new.norms - loop.norms) / loop.norms))
+    if not rel < 1e-12:
+        raise SystemExit(f"the new batch norms differ from the old by {rel:.2e} relative")
+    ratios = {}
+    cases = {
+        "gradnorms-batch": {
+            "before": lambda: old_batch_norms(model, x, y, subset),
+            "after": lambda: per_sample_grad_norms(model, x, y, definition="batch", batch_size=64, subset=subset)},
+    }
+    for case, ways in cases.items():
+        t = best_times(ways, args.repeats)
+        ratios[case] = t["before"] / t["after"]
+        print(f"{case:16s} before {t['before'] * 1e3:8.1f} ms/call  after {t['after'] * 1e3:8.1f} ms/call  "
+              f"ratio {ratios[case]:.2f}")
+    print(f"gradnorms-batch ({new.method}): max relative difference {rel:.1e} vs the old path, "
+          f"{rel_loop:.1e} vs the loop oracle (float64)")
+    print(f"torch {torch.__version__}, 1 thread, CPU time, best of {args.repeats}")
+    print(" ".join(f"ratio_{k.replace('-', '_')}={v:.2f}" for k, v in ratios.items()))
+
+
+if __name__ == "__main__":
+    main()
