@@ -2,7 +2,9 @@
 
 PNGs are written as 64-colour palette images: line plots use few colours, so the
 palette keeps them sharp at about a quarter of the bytes of a 32-bit PNG (the
-report embeds every figure, and its size is what a reader downloads).
+report embeds every figure, and its size is what a reader downloads). A PNG is drawn once: its tight box is
+measured, the figure rendered and cropped to the box (``savefig(bbox_inches="tight")`` draws twice), at the
+size savefig gives it; savefig is used where content lies outside the canvas or the format is not PNG.
 """
 
 from __future__ import annotations
@@ -124,7 +126,8 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = FIGURE_DPI) -> None:
     engine = fig.get_layout_engine()
     # A layout engine that runs at draw time (constrained) must run before the box is measured: savefig's way.
     laid_out = engine is None or isinstance(engine, PlaceHolderLayoutEngine)
-    data = _tight_png(fig, dpi) if fmt == "png" and laid_out else "tight"
+    rgba = hasattr(fig.canvas, "buffer_rgba")  # an Agg canvas: its rendering can be cropped
+    data = _tight_png(fig, dpi) if fmt == "png" and laid_out and rgba else "tight"
     if not isinstance(data, bytes):  # not a PNG, or content outside the canvas: data is the box to save
         if laid_out:
             # tight_layout leaves a placeholder engine, which makes savefig draw once more to measure; the box
