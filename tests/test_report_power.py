@@ -103,3 +103,55 @@ def test_reproduced_rows_keep_their_status_text():
     claim = _claim(_lira([0.1, 0.11, 0.105]), "3a")
     assert claim.status == REPRODUCED
     assert next(r for r in claim_rows([claim]) if r["id"] == "3a")["verdict"] == REPRODUCED
+
+
+@pytest.mark.parametrize("replicates,seeds,layers", [(1, 3, 4), (2, 1, 4), (3, 2, 4), (9, 3, 4), (12, 1, 19), (20, 2, 4)])
+def test_claim_4_simulation_decides_every_study_as_the_one_study_rule_does(replicates, seeds, layers):
+    """layer_fraction_reproduced (all simulated studies at once) against layer_fraction_estimate study by study,
+    at both levels the report reads, on draws that land on both sides of the rule; and the batched power
+    equals power_simulated with the one-study rule (the same draws)."""
+    from bnmem.analysis_plan import GS_MIN_REPLICATES, reproduced_level
+    from bnmem.power import power_simulated, power_simulated_all
+    from bnmem.report.claims.claim4 import layer_fraction_estimate, layer_fraction_reproduced
+    from bnmem.report.claims.core import at_level
+
+    def draw(rng, k):
+        p = rng.beta(6.0, 1.5, k)
+        return [rng.binomial(layers, pi, size=seeds) / layers for pi in p]
+
+    rng = np.random.default_rng(replicates * 100 + seeds)
+    studies = [draw(rng, replicates) for _ in range(300)]
+    for lv in (0.95, reproduced_level()):
+        with at_level(lv):
+            fast = layer_fraction_reproduced(studies)
+            slow = np.array([layer_fraction_estimate(g)[1] == REPRODUCED for g in studies])
+        np.testing.assert_array_equal(fast, slow)
+    if replicates >= GS_MIN_REPLICATES:  # fewer can never read reproduced (the interval's price)
+        assert 0 < slow.sum() < len(slow)  # both decisions occur
+
+    def decide(groups):
+        with at_level(reproduced_level()):
+            return layer_fraction_estimate(groups)[1] == REPRODUCED
+
+    def decide_all(all_groups):
+        with at_level(reproduced_level()):
+            return layer_fraction_reproduced(all_groups)
+
+    assert power_simulated_all(decide_all, draw, replicates, runs=200, seed=5) == \
+        power_simulated(decide, draw, replicates, runs=200, seed=5)
+
+
+@pytest.mark.parametrize("between", [0.0, 0.1])
+def test_claim_4_study_draw_is_one_binomial_call_per_replicate(between):
+    """layer_fraction_draw's one binomial call gives the draws of the former call per replicate, and leaves the
+    generator where they left it."""
+    from bnmem.report.power import _beta_draw, layer_fraction_draw
+
+    for k, layers, seeds in [(1, 4, 1), (3, 4, 2), (7, 19, 3)]:
+        fast_rng, slow_rng = np.random.default_rng(11), np.random.default_rng(11)
+        for _ in range(5):
+            fast = layer_fraction_draw(fast_rng, k, 0.7, between, layers, seeds)
+            p = _beta_draw(slow_rng, 0.7, between, k)
+            slow = [slow_rng.binomial(layers, pi, size=seeds) / layers for pi in p]
+            np.testing.assert_array_equal(fast, np.array(slow))
+        assert fast_rng.random() == slow_rng.random()

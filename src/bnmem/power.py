@@ -22,7 +22,7 @@ Each claim declares its test in :data:`bnmem.analysis_plan.PLANNING` and this mo
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from scipy import integrate
@@ -102,6 +102,15 @@ def power_simulated(decide: Callable[[np.ndarray], bool], draw: Callable[[np.ran
     ≤ 0.5/√runs)."""
     rng = np.random.default_rng(seed)
     return sum(bool(decide(draw(rng, n))) for _ in range(runs)) / runs
+
+
+def power_simulated_all(decide_all: Callable[[list], np.ndarray], draw: Callable[[np.random.Generator, int], Any],
+                        n: int, runs: int = 2000, seed: int = 0) -> float:
+    """:func:`power_simulated` with a rule that decides all ``runs`` studies at once (bool array): the same
+    studies from the same generator, so the same power when ``decide_all`` agrees with ``decide``."""
+    rng = np.random.default_rng(seed)
+    studies = [draw(rng, n) for _ in range(runs)]
+    return int(np.count_nonzero(decide_all(studies))) / runs
 
 
 def units_needed(power_at: Callable[[int], float], target: float = TARGET, start: int = 2,

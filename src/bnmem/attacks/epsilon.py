@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -76,14 +77,22 @@ def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> n
 
 
 def rank_grid(n: int, ratio: float = GRID_RATIO) -> np.ndarray:
-    """Ranks 0..n on a geometric grid from both ends: 0, 1, 2, …, ⌊ratio^i⌋, … and n minus the same."""
+    """Ranks 0..n on a geometric grid from both ends: 0, 1, 2, …, ⌊ratio^i⌋, … and n minus the same
+    (read-only: one array per (n, ratio), shared by every target and attack with that many examples)."""
+    return _rank_grid(int(n), float(ratio))
+
+
+@lru_cache(maxsize=1024)
+def _rank_grid(n: int, ratio: float) -> np.ndarray:
     steps = [0]
     x = 1.0
     while x <= n:
         steps.append(int(x))
         x = max(x * ratio, x + 1.0)
     steps = np.unique(np.array(steps, dtype=np.int64))
-    return np.unique(np.concatenate([steps, n - steps]).clip(0, n))
+    grid = np.unique(np.concatenate([steps, n - steps]).clip(0, n))
+    grid.flags.writeable = False
+    return grid
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import numpy as np
 
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import epsilon_summary
-from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc
+from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc_rows
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
@@ -183,15 +183,12 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         for sub, mask in masks.items():
-            per_roc, per_target = [], []
-            for i in range(len(targets)):
-                c = roc(s[i, mask], members[i, mask])
-                per_target.append(metrics_from_roc(*c))
-                if per_target_curves:
-                    per_roc.append(c)
-            metrics[name][sub] = summarize(per_target)
+            per_roc = roc_rows(s[:, mask], members[:, mask])  # every target's curve from one sort
+            metrics[name][sub] = summarize([metrics_from_roc(*c) for c in per_roc])
+            if not per_target_curves:
+                per_roc = []
             metrics[name][sub].update(epsilon_summary(s[:, mask], members[:, mask], deltas))
-            pooled = roc(s[:, mask].ravel(), members[:, mask].ravel())
+            pooled = roc_rows(s[:, mask].reshape(1, -1), members[:, mask].reshape(1, -1))[0]
             if pooled_points is not None:
                 pooled = thin_curve(*pooled, max_points=pooled_points)
             curves[name][sub] = {"per_target": per_roc, "pooled": pooled} if per_target_curves else {"pooled": pooled}

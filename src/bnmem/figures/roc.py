@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
 
 from bnmem.errors import BnmemError
 from bnmem.figures.save import FIGURE_DPI, save_figure
 
 Curve = tuple[Sequence[float], Sequence[float]]
 AXIS_MIN = 1e-5
+DECADES = np.logspace(-5, 0, 6)  # the panels' major ticks, AXIS_MIN to 1
 
 
 def _loggable(fpr: np.ndarray, tpr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -39,6 +42,19 @@ def _loggable(fpr: np.ndarray, tpr: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return np.maximum(fpr, floor), np.maximum(tpr, floor)
 
 
+def log_decades(ax: Axes) -> None:
+    """Log scales on both axes of ``ax``, a fixed tick at each decade of the panel and no minor ticks.
+
+    Matplotlib's automatic log locator places (and measures, at every layout pass) eight minor ticks
+    per decade; the decades are what a reader reads, and the grid is drawn at them only.
+    """
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(FixedLocator(DECADES))
+        axis.set_minor_locator(NullLocator())
+
+
 def _draw_panel(ax, curves: Mapping[str, Curve], title: str) -> None:
     ax.plot([AXIS_MIN, 1.0], [AXIS_MIN, 1.0], ls="--", color="gray", lw=0.8)
     for label, (fpr, tpr) in curves.items():
@@ -50,8 +66,7 @@ def _draw_panel(ax, curves: Mapping[str, Curve], title: str) -> None:
             continue  # a subset without both classes has no curve
         fpr, tpr = _loggable(fpr, tpr)
         ax.plot(fpr, tpr, label=label, lw=1.2)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_decades(ax)
     ax.set_xlim(AXIS_MIN, 1.0)
     ax.set_ylim(AXIS_MIN, 1.0)
     ax.set_xlabel("False positive rate")

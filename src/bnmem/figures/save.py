@@ -2,18 +2,25 @@
 
 PNGs are written as 64-colour palette images: line plots use few colours, so the
 palette keeps them sharp at about a quarter of the bytes of a 32-bit PNG (the
-report embeds every figure, and its size is what a reader downloads).
+report embeds every figure, and its size is what a reader downloads). A PNG is drawn once: its tight box is
+measured, the figure rendered and cropped to the box (``savefig(bbox_inches="tight")`` draws twice), at the
+size savefig gives it; savefig is used where content lies outside the canvas or the format is not PNG.
 """
 
 from __future__ import annotations
 
+import math
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from bnmem.io import write_bytes  # noqa: E402
 
@@ -40,17 +47,65 @@ def compact_png(data: bytes, scale: float = 1.0) -> bytes:
     with Image.open(BytesIO(data)) as im:
         if im.mode in ("P", "L", "1"):
             return data
-        rgb = im.convert("RGBA")
-        if rgb.getextrema()[3][0] == 255:  # opaque: quantize RGB (the octree's RGBA path is slower)
-            rgb = rgb.convert("RGB")
-        if scale < 1:
-            size = (max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale)))
-            rgb = rgb.resize(size, Image.Resampling.BOX)
-        pal = rgb.quantize(colors=PALETTE_COLORS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+        out = _palette_png(im, scale)
+    return out if len(out) < len(data) else data
+
+
+def _palette_png(im: Any, scale: float = 1.0) -> bytes:
+    """The PIL image ``im`` (RGB or RGBA) as palette PNG bytes (see :func:`compact_png`)."""
+    from PIL import Image
+
+    rgb = im.convert("RGBA")
+    if rgb.getextrema()[3][0] == 255:  # opaque: quantize RGB (the octree's RGBA path is slower)
+        rgb = rgb.convert("RGB")
+    if scale < 1:
+        size = (max(1, round(rgb.width * scale)), max(1, round(rgb.height * scale)))
+        rgb = rgb.resize(size, Image.Resampling.BOX)
+    pal = rgb.quantize(colors=PALETTE_COLORS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
     buf = BytesIO()
     pal.save(buf, format="PNG", optimize=True)
-    out = buf.getvalue()
-    return out if len(out) < len(data) else data
+    return buf.getvalue()
+
+
+def _tight_png(fig: Figure, dpi: int) -> bytes | Bbox:
+    """``fig`` drawn once at ``dpi`` and cropped to its tight bounding box, padded as ``savefig`` pads it (with
+    the figure's background where the padding reaches past the canvas), as a palette PNG; when the box
+    itself reaches outside the figure (a title placed above it), the padded box in inches, for ``savefig``
+    to draw what lies there.
+
+    ``savefig(bbox_inches="tight")`` draws the figure twice (once, without rendering, to measure; once to
+    render); measuring the box directly and cropping the one rendering gives the same picture, up to a
+    sub-pixel shift.
+    """
+    from matplotlib.colors import to_rgba
+    from PIL import Image
+
+    canvas = fig.canvas
+    old_dpi = fig.dpi
+    fig.dpi = dpi  # what savefig does for the time it draws
+    try:
+        # Measured before drawing, as tight_layout measures: a box outside the canvas costs no wasted draw.
+        box = fig.get_tightbbox(canvas.get_renderer())
+        x0, y0, x1, y1 = (box.extents * dpi).tolist()
+        width, height = fig.bbox.width, fig.bbox.height
+        if x0 < 0 or y0 < 0 or x1 > width or y1 > height:
+            return box.padded(matplotlib.rcParams["savefig.pad_inches"])
+        canvas.draw()
+        rgba = np.array(canvas.buffer_rgba())
+    finally:
+        fig.dpi = old_dpi
+    height, width = rgba.shape[:2]
+    pad = matplotlib.rcParams["savefig.pad_inches"] * dpi
+    # savefig's canvas is the padded box truncated to whole pixels: the same size here, the same image size.
+    left, bottom = math.floor(x0 - pad), height - math.floor(y0 - pad)
+    right, top = left + int(x1 - x0 + 2 * pad), bottom - int(y1 - y0 + 2 * pad)
+    background = np.round(np.array(to_rgba(fig.get_facecolor())) * 255).astype(np.uint8)
+    out = np.empty((bottom - top, right - left, 4), np.uint8)
+    out[...] = background
+    src = rgba[max(top, 0):min(bottom, height), max(left, 0):min(right, width)]
+    r0, c0 = max(top, 0) - top, max(left, 0) - left
+    out[r0:r0 + src.shape[0], c0:c0 + src.shape[1]] = src
+    return _palette_png(Image.fromarray(out))
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = FIGURE_DPI) -> None:
@@ -68,9 +123,19 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = FIGURE_DPI) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         FigureCanvasAgg(fig)
-    buf = BytesIO()
-    fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight")
-    data = compact_png(buf.getvalue()) if fmt == "png" else buf.getvalue()
+    engine = fig.get_layout_engine()
+    # A layout engine that runs at draw time (constrained) must run before the box is measured: savefig's way.
+    laid_out = engine is None or isinstance(engine, PlaceHolderLayoutEngine)
+    rgba = hasattr(fig.canvas, "buffer_rgba")  # an Agg canvas: its rendering can be cropped
+    data = _tight_png(fig, dpi) if fmt == "png" and laid_out and rgba else "tight"
+    if not isinstance(data, bytes):  # not a PNG, or content outside the canvas: data is the box to save
+        if laid_out:
+            # tight_layout leaves a placeholder engine, which makes savefig draw once more to measure; the box
+            # is measured already, and the figure is released right after.
+            fig.set_layout_engine(None)
+        buf = BytesIO()
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches=data)
+        data = compact_png(buf.getvalue()) if fmt == "png" else buf.getvalue()
     write_bytes(path, data)  # atomically
     if plt.fignum_exists(getattr(fig, "number", -1)):
         plt.close(fig)

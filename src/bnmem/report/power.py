@@ -22,8 +22,7 @@ from bnmem.analysis_plan import (
     INCONCLUSIVE, PLANNING, POWER_TARGET, REPRODUCED, TEST_ABOVE, TEST_BAND, TEST_BELOW, TEST_EXACT,
     UNDERPOWERED_BELOW, Endpoint, reproduced_level,
 )
-from bnmem import stats
-from bnmem.power import power_above, power_all, power_band, power_below, power_simulated, units_needed
+from bnmem.power import power_above, power_all, power_band, power_below, power_simulated_all, units_needed
 from bnmem.report.claims import Claim
 from bnmem.report.claims.core import at_level
 
@@ -124,36 +123,40 @@ def _beta_draw(rng: np.random.Generator, mean: float, sd: float, size: int) -> n
 
 
 def _exact_power(ep: Endpoint, n: int, sd: float, s: SettingDesign) -> float:
-    """Claim 4: the rule's own decision (:func:`claim4.layer_fraction_estimate`) on simulated layer counts
-    (settings alike in n, spread, layers and seeds are simulated once)."""
+    """Claim 4: the rule's own decision (:func:`claim4.layer_fraction_estimate`, for all simulated studies at
+    once: :func:`claim4.layer_fraction_reproduced`) on simulated layer counts (settings alike in n, spread,
+    layers and seeds are simulated once)."""
     return _exact_power_cached(ep, n, round(float(sd), 12), s.layers, max(1, s.seeds), sim_runs())
+
+
+def layer_fraction_draw(rng: np.random.Generator, k: int, mean: float, between: float, layers: int,
+                        seeds: int) -> np.ndarray:
+    """One simulated claim-4 study: [k replicates, seeds] fractions of ``layers`` layers above 1, each replicate's
+    probability drawn around ``mean`` with SD ``between``. One binomial call for all replicates: the generator
+    fills the array in order, so the draws are those of one call per replicate (tested)."""
+    p = _beta_draw(rng, mean, between, k)
+    return rng.binomial(layers, np.repeat(p, seeds).reshape(k, seeds)) / layers
 
 
 @lru_cache(maxsize=4096)
 def _exact_power_cached(ep: Endpoint, n: int, sd: float, layers: int, seeds: int, runs: int) -> float:
-    from bnmem.report.claims.claim4 import layer_fraction_estimate
+    from bnmem.report.claims.claim4 import layer_fraction_reproduced
 
     s = SettingDesign(n, {}, layers=layers, seeds=seeds)
     mean = float(ep.effect if ep.effect is not None else 0.75)
     # The observed SD of replicate means includes the binomial noise of L layers × seeds: keep only the rest.
     between = math.sqrt(max(0.0, sd * sd - mean * (1 - mean) / (s.layers * max(1, s.seeds))))
 
-    def draw(rng: np.random.Generator, k: int) -> list[np.ndarray]:
-        p = _beta_draw(rng, mean, between, k)
-        return [rng.binomial(s.layers, pi, size=max(1, s.seeds)) / s.layers for pi in p]
+    def draw(rng: np.random.Generator, k: int) -> np.ndarray:
+        return layer_fraction_draw(rng, k, mean, between, s.layers, max(1, s.seeds))
 
-    def decide(groups: list[np.ndarray]) -> bool:
+    def decide_all(studies: list[list[np.ndarray]]) -> np.ndarray:
         with at_level(reproduced_level()):
-            return layer_fraction_estimate(groups)[1] == REPRODUCED
+            return layer_fraction_reproduced(studies)
 
-    # The percentile bootstrap every t estimate also computes is shown, never deciding: the simulation reads
-    # only the status, so it runs with a token number of resamples (10 000 would make it minutes long).
-    saved = stats.N_RESAMPLES
-    stats.N_RESAMPLES = 20
-    try:
-        return power_simulated(decide, draw, n, runs=runs, seed=SIM_SEED)
-    finally:
-        stats.N_RESAMPLES = saved
+    # Every simulated study decided at once: the rule's arithmetic over an array of studies (tested against
+    # layer_fraction_estimate study by study), the same draws from the same generator.
+    return power_simulated_all(decide_all, draw, n, runs=runs, seed=SIM_SEED)
 
 
 def endpoint_power(ep: Endpoint, n: int, sd: float | None, s: SettingDesign) -> float:

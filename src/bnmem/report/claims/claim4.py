@@ -26,7 +26,7 @@ from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
 from bnmem.stats import (
-    PairedDiff, difference_stats, median_interval, replicated_bounded_mean, replicated_difference,
+    PairedDiff, bounded_mean_intervals, difference_stats, median_interval, replicated_bounded_mean, replicated_difference,
 )
 
 IDS = ("4",)
@@ -96,6 +96,18 @@ def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, s
     interval for a mean in [0, 1] over replicates, at the current level, graded against 'more than half'."""
     est = replicated_bounded_mean(groups, "seeds", level())
     return est, grade(est, null=GS_MAJORITY)
+
+
+def layer_fraction_reproduced(studies: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+    """:func:`layer_fraction_estimate`'s "reproduced" for many studies at once (claim 4's power simulation):
+    bool [studies]. Each study is its per-replicate arrays of finite per-model layer fractions, every study
+    with the same number of replicates and every replicate with the same number of models (as simulated);
+    the same arithmetic, one sort over all studies (tested against the one-study rule)."""
+    arr = np.asarray(studies, dtype=np.float64)  # [studies, replicates, models]
+    # Two or more replicates: the interval over replicate means; one: over its models (replicated_bounded_mean).
+    x = arr.mean(axis=-1) if arr.shape[1] >= 2 else arr[:, 0, :]
+    low, _ = bounded_mean_intervals(x, level())
+    return low > GS_MAJORITY  # grade: reproduced when the interval lies above the null (no minimum)
 
 
 def per_layer(reps: list, mode: str) -> Analysis | None:
