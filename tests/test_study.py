@@ -120,6 +120,22 @@ def test_set_overrides_and_lens_switches(tmp_path):
 # --- grid expansion -----------------------------------------------------------------------
 
 
+def test_clean_false_keeps_a_lens_out_of_clean_cells_only():
+    """``clean: false`` allots a lens to the cells that inject outliers; the others still run on clean data, and a
+    clean cell whose only training lens is gamma-sigma shares no run."""
+    doc = _with("grid.outliers", [{"label_noise": 0.05}, {}])
+    doc["lenses"] = {"memorize": {"clean": False}, "gradnorms": {"clean": False}, "gamma-sigma": {}}
+    cells, jobs = plan(Study.model_validate(doc))
+    lenses_in = {c.id: {j.lens for j in jobs if j.id.startswith(c.id + "/")} for c in cells}
+    assert lenses_in == {"digits-lenet-flip0.05": {"memorize", "gradnorms", "gamma-sigma", "shared-training"},
+                         "digits-lenet-clean": {"gamma-sigma"}}
+    doc["lenses"]["memorize"] = {}  # default: every cell
+    cells, jobs = plan(Study.model_validate(doc))
+    assert {j.id for j in jobs if j.lens == "memorize"} == {"digits-lenet-flip0.05/memorize", "digits-lenet-clean/memorize"}
+
+
+
+
 def test_grid_expansion_and_index():
     doc = _with("grid.datasets", ["digits", "mnist"])
     doc["grid"]["archs"] = ["lenet", "resnet"]
@@ -176,9 +192,9 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 
 # study -> (cells, jobs): every paper-scale study is 3 archs x 4 outlier mixtures; per cell
 # Paper-scale presets: per cell 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
-# The demo: 3 outlier settings x 3 replicates, the shared recipe: theory + per cell 5 lens jobs and one
-# shared-training job per norm (2).
-READY = {"demo": (9, 1 + 9 * (5 + 2)), **{name: (12, 1 + 12 * (5 + 2))
+# The demo: 3 outlier settings x 3 replicates, the shared recipe: theory + per outlier cell 5 lens jobs and one
+# shared-training job per norm (2); per clean cell gamma-sigma and lira (memorize, gradnorms, mitigate: clean: false).
+READY = {"demo": (9, 1 + 6 * (5 + 2) + 3 * 2), **{name: (12, 1 + 12 * (5 + 2))
                                                   for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"}}
 

@@ -258,14 +258,15 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
 
 
 def runs_in(study: Study, name: str, cell: Cell) -> bool:
-    """Whether per-cell lens ``name`` runs in ``cell`` (its ``replicates`` / ``archs`` options allot it)."""
+    """Whether per-cell lens ``name`` runs in ``cell`` (its ``replicates`` / ``archs`` / ``clean`` options
+    allot it)."""
     try:
         opts = LensOptions.model_validate(study.lenses.options(name) or {})
     except ValidationError as e:
         raise BnmemError(f"invalid study: {validation_line(e, f'lenses.{name}')}") from e
     if "replicates" in registry.get(name).config.model_fields:
         opts.replicates = None  # a lens with replicates of its own (defenses) takes the option itself
-    return opts.allots(cell.arch, cell.replicate)
+    return opts.allots(cell.arch, cell.replicate, cell.outliers.injected)
 
 
 def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:

@@ -29,6 +29,11 @@ class Outliers(StrictModel):
 
     _rate = field_validator("label_noise", "ood")(validate_rate)
 
+    @property
+    def injected(self) -> bool:
+        """Whether the setting injects outliers (flipped labels or OOD inputs); False on clean data."""
+        return self.label_noise > 0 or self.ood > 0
+
     def tag(self) -> str:
         """Folder-name part: ``flip0.05``, ``ood0.05-noise``, both, or ``clean``."""
         parts = []
@@ -97,12 +102,12 @@ class Grid(StrictModel):
 class LensOptions(StrictModel):
     """Options of a per-cell lens: a partial config of that lens.
 
-    ``epochs``, ``replicates`` and ``archs`` are declared here; every other key
+    ``epochs``, ``replicates``, ``archs`` and ``clean`` are declared here; every other key
     is checked against the lens's own config model when the study is loaded
-    (unknown keys are errors there, with their path). ``replicates`` and
-    ``archs`` allot the lens to part of the grid (a study sized for the claims
+    (unknown keys are errors there, with their path). ``replicates``, ``archs``
+    and ``clean`` allot the lens to part of the grid (a study sized for the claims
     that need many replicates runs the expensive lenses only where their claims
-    need them).
+    need them; a lens that measures outliers has nothing to measure on clean data).
     """
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
@@ -113,16 +118,19 @@ class LensOptions(StrictModel):
                                                            "its own (defenses) takes it as that")
     archs: list[str] | None = Field(None, description="run the lens only in these architectures' cells (default: "
                                                       "every architecture of the grid)")
+    clean: bool = Field(True, description="run the lens in the grid's clean-data cells too (false: only where the "
+                                          "grid injects flipped labels or OOD inputs)")
 
     @field_validator("archs")
     @classmethod
     def _archs(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else _nonempty([check_arch(a) for a in v], "archs")
 
-    def allots(self, arch: str, replicate: int | None) -> bool:
-        """Whether the lens runs in a cell of this architecture and replicate."""
+    def allots(self, arch: str, replicate: int | None, injected: bool = True) -> bool:
+        """Whether the lens runs in a cell of this architecture and replicate (``injected``: the cell's data
+        carry injected outliers)."""
         in_reps = self.replicates is None or (replicate or 0) < self.replicates
-        return in_reps and (self.archs is None or arch in self.archs)
+        return in_reps and (self.archs is None or arch in self.archs) and (self.clean or injected)
 
 
 class Lenses(RootModel[dict[str, dict[str, Any]]]):
