@@ -136,3 +136,15 @@ def test_every_builtin_spec_names_a_view_or_takes_the_generic_one():
     assert len({v.section for v in views.values()}) == len(views)
     assert {n for n, s in specs.SPECS.items() if s.view is None} == {"defenses"}
     assert views["defenses"].section == "lens-defenses"
+
+
+def test_compact_split_names_stop_at_the_parts_that_tell_settings_apart():
+    """The headline's split cell names each setting by the first parts that differ (the demo's claim 6 named its
+    λ comparison too and pushed the forest plot below the first screen)."""
+    from bnmem.report.forest import distinct_parts
+
+    assert distinct_parts(["digits · lenet · label noise 0.05, BN vs BN + reg λ selected per replicate (1, 10, 1)",
+                           "digits · lenet · OOD 0.05 (noise), BN vs BN + reg λ=1"]) == [
+        "label noise 0.05", "OOD 0.05 (noise)"]
+    assert distinct_parts(["d · a · x: y", "d · a · x: z"]) == ["y", "z"]  # shared leading parts dropped
+    assert distinct_parts(["d · a · x, p", "d · b · x, q"]) == ["a", "b"]

@@ -69,8 +69,9 @@ _REP_SUFFIX = re.compile(r" \(\d+ rep\.\)")
 
 def distinct_parts(labels: list[str]) -> list[str]:
     """``labels`` without the leading and trailing parts (split at ' · ', ': ' and ', ') that all of them share,
-    each keeping at least one part: 'digits · lenet · label noise 0.05: BN vs X' and 'digits · lenet · OOD 0.05:
-    BN vs X' become 'label noise 0.05' and 'OOD 0.05'."""
+    each keeping at least one part, and cut after the first parts that already tell them all apart:
+    'digits · lenet · label noise 0.05: BN vs X' and 'digits · lenet · OOD 0.05: BN vs Y' become
+    'label noise 0.05' and 'OOD 0.05' (the comparison stays in the forest plot and the details)."""
     parts = [_PARTS.split(lab) for lab in labels]
     if len(parts) < 2:
         return labels
@@ -80,7 +81,12 @@ def distinct_parts(labels: list[str]) -> list[str]:
     trail = 0
     while all(len(p) > lead + trail + 1 for p in parts) and len({p[-1 - trail] for p in parts}) == 1:
         trail += 1
-    return [", ".join(p[lead:len(p) - trail]) for p in parts]
+    kept = [p[lead:len(p) - trail] for p in parts]
+    for k in range(1, max(len(p) for p in kept)):
+        if len({tuple(p[:k]) for p in kept}) == len(kept):
+            kept = [p[:k] for p in kept]
+            break
+    return [", ".join(p) for p in kept]
 
 
 def _strip_common(labels: list[str]) -> list[str]:
