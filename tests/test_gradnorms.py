@@ -144,12 +144,16 @@ def test_float64_matters_for_confident_examples():
     assert np.allclose(r.norms ** 2, exact.numpy(), rtol=RTOL, atol=0)
 
 
-def test_batch_definition_jacobian_matches_loop_and_differs_from_eval():
+def _batch_case(arch: str):
+    """A BN model with randomized norms (seed 0), its float64 copy and 16 float64 examples."""
     torch.manual_seed(0)
-    model = _randomize_norms(build_model("lenet", (1, 8, 8), 10, "batch"))
-    m64 = float64_copy(model)
+    model = _randomize_norms(build_model(arch, (1, 8, 8), 10, "batch"))
     x, y = _data(16)
-    x = x.double()
+    return model, float64_copy(model), x.double(), y
+
+
+def test_batch_definition_jacobian_matches_loop_and_differs_from_eval():
+    model, m64, x, y = _batch_case("lenet")
     with bn_query_mode(m64, "batch"):
         jac = batch_sq_norms_one(m64, x, y, "jacobian")
         loop = batch_sq_norms_one(m64, x, y, "loop")
@@ -163,11 +167,7 @@ def test_batch_definition_jacobian_matches_loop_and_differs_from_eval():
 def test_batch_rows_path_matches_loop_oracle(arch):
     """ORACLE: the rows path (per-row layer-output gradients, one GEMM per layer, dense small convs) equals
     one full backward per example in float64 to float64 rounding, also for a subset of a batch's rows."""
-    torch.manual_seed(0)
-    model = _randomize_norms(build_model(arch, (1, 8, 8), 10, "batch"))
-    m64 = float64_copy(model)
-    x, y = _data(16)
-    x = x.double()
+    model, m64, x, y = _batch_case(arch)
     with bn_query_mode(m64, "batch"):
         loop = batch_sq_norms_one(m64, x, y, "loop")
         rows = batch_sq_norms_one(m64, x, y, "rows")

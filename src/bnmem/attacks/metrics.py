@@ -34,6 +34,19 @@ def _finite_scores(scores: np.ndarray) -> np.ndarray:
     return np.clip(scores, -big, big)
 
 
+def _checked(scores: np.ndarray, members: np.ndarray, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Finite float64 scores and bool members of the same ``ndim``-D shape (:func:`roc`, :func:`roc_rows`).
+
+    Raises:
+        BnmemError: shapes differ or scores contain NaN.
+    """
+    scores = _finite_scores(scores)
+    members = np.asarray(members, dtype=bool)
+    if scores.shape != members.shape or scores.ndim != ndim:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal {ndim}-D shapes")
+    return scores, members
+
+
 def roc(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ROC curve of ``scores`` against membership.
 
@@ -48,10 +61,7 @@ def roc(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray
     Raises:
         BnmemError: shapes differ or scores contain NaN.
     """
-    scores = _finite_scores(scores)
-    members = np.asarray(members, dtype=bool)
-    if scores.shape != members.shape or scores.ndim != 1:
-        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
+    scores, members = _checked(scores, members, ndim=1)
     if members.all() or not members.any():
         return np.zeros(0), np.zeros(0)
     fpr, tpr, _ = roc_curve(members, scores)
@@ -76,10 +86,7 @@ def roc_rows(scores: np.ndarray, members: np.ndarray) -> list[tuple[np.ndarray, 
     Raises:
         BnmemError: shapes differ or scores contain NaN.
     """
-    scores = _finite_scores(scores)
-    members = np.asarray(members, dtype=bool)
-    if scores.shape != members.shape or scores.ndim != 2:
-        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 2-D shapes")
+    scores, members = _checked(scores, members, ndim=2)
     n_rows, n = scores.shape
     if n == 0:
         return [(np.zeros(0), np.zeros(0)) for _ in range(n_rows)]

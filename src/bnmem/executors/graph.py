@@ -158,8 +158,3 @@ class JobGraph:
         if self._left[tid] == 0:
             del self._left[tid]
             self._finish_task(tid, self._partial.pop(tid))
-
-    @property
-    def done(self) -> bool:
-        """Nothing queued and nothing started is unfinished."""
-        return not self._heap and not self._left
