@@ -334,8 +334,8 @@ def test_batch_rows_self_check_falls_back_on_a_wrong_answer(monkeypatch):
     """The first batch's two-example check against the loop catches a wrong rows result (here: doubled)."""
     from bnmem.measure import batch_rows
 
-    real = batch_rows._RowBuffer.sq_norms
-    monkeypatch.setattr(batch_rows._RowBuffer, "sq_norms", lambda self, a, cols: 2 * real(self, a, cols))
+    real = batch_rows.StackedRows.sq_norms
+    monkeypatch.setattr(batch_rows.StackedRows, "sq_norms", lambda self: 2 * real(self))
     torch.manual_seed(0)
     model = _randomize_norms(build_model("lenet", (1, 8, 8), 10, "batch"))
     x, y = _data(16)
