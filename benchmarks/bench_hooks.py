@@ -9,6 +9,15 @@ one torch thread, a model after two training epochs. Cases:
   ``auto`` (the rows path, :mod:`bnmem.measure.batch_rows`, skipping the last
   batch's repeated examples). Also the largest relative difference between them
   and against the one-backward-per-example loop.
+* ``rows-chunks``: the rows path on one batch of 64 (float64): before, one plain
+  backward per row to the layer outputs (the path until 2026-12-02), then the same
+  identities; after, up to 32 rows per batched backward (the default).
+* ``gamma-push``: claim 7's push pass (the γ/σ lens's per-epoch hook; float32 model,
+  batch 64, the plan's clean sample of 128): before, ``method="rows"`` (a batched
+  backward per batch for the two group sums plus a Jacobian row per outlier and
+  sampled clean example, over every parameter); after, ``auto`` (the stacked path:
+  every row of a batch in one batched backward to the layer outputs). Also the largest
+  relative difference of its numbers (float32, and float64 on a float64 copy).
 Measured here and dropped (kept out of the code, numbers in the commit log): a one-pass
 ``subset_accuracies`` (forwards running across the train/test/validation splits), 22.8 -> 22.4 ms
 per call, since eval forwards are compute-bound; the rows path for the γ/σ push pass's gradient norms
@@ -34,6 +43,9 @@ import torch
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset
 from bnmem.lenses.gradnorms import batch_subset_indices
+from bnmem.analysis_plan import PUSH_NORM_SAMPLE
+from bnmem.measure.batch_rows import StackedRows, _recorded_outputs
+from bnmem.measure.gamma_push import gamma_pushes
 from bnmem.measure.gradnorms import batch_partition, batch_sq_norms_one, float64_copy, per_sample_grad_norms
 from bnmem.measure.predict import bn_query_mode
 from bnmem.train import seeded_model, train_model
@@ -52,6 +64,31 @@ def old_batch_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, su
     norms = np.full(x.shape[0], np.nan)
     norms[subset] = out.sqrt().numpy()
     return norms
+
+
+def per_row_backward_norms(model: torch.nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+    """The rows path as it ran until 2026-12-02: one plain backward per row to the layer outputs."""
+    losses, names, records, patches, outputs = _recorded_outputs(model, xb, yb, None)
+    per = [torch.autograd.grad(losses[i], outputs, retain_graph=True) for i in range(losses.shape[0])]
+    grads = [torch.stack([p[k] for p in per]) for k in range(len(outputs))]
+    return StackedRows(names, records, patches, grads).sq_norms()
+
+
+def push_difference(a: dict, b: dict, scaled: bool = False) -> float:
+    """The largest relative difference between two push records, per element (``scaled``: relative to the
+    largest |value| of each per-channel list instead); the radial component, ≈ 0 by scale invariance,
+    relative to its scale ‖(γ, β)‖·‖∇‖."""
+    def rel(u, v) -> float:
+        u, v = np.asarray(u, dtype=float), np.asarray(v, dtype=float)
+        den = np.abs(v).max() if scaled else np.maximum(np.abs(v), 1e-300)
+        return float(np.max(np.abs(u - v) / den))
+
+    worst = abs(a["outlier_acc"] - b["outlier_acc"])
+    for n, la in a["layers"].items():
+        lb = b["layers"][n]
+        worst = max([worst] + [rel(la[k], lb[k]) for k in ("outlier", "all", "outlier_rows", "param_norm", "grad_norm")])
+        worst = max(worst, abs(la["radial"] - lb["radial"]) / (lb["param_norm"] * lb["grad_norm"]))
+    return max([worst] + [rel(a["grad_norm"][k], b["grad_norm"][k]) for k in ("outlier", "clean_sampled")])
 
 
 def best_times(ways: dict, repeats: int) -> dict[str, float]:
@@ -84,8 +121,27 @@ def main() -> None:
     rel_loop = float(np.nanmax(np.abs(new.norms - loop.norms) / loop.norms))
     if not rel < 1e-12:
         raise SystemExit(f"the new batch norms differ from the old by {rel:.2e} relative")
+    push = {m: lambda m=m, mod=model: gamma_pushes(mod, x, y, ds.is_outlier, 64, 0, PUSH_NORM_SAMPLE, method=m)
+            for m in ("rows", "auto")}
+    m64, x64 = float64_copy(model), x.double()
+    new32, old32 = push["auto"](), push["rows"]()
+    new64, old64 = (gamma_pushes(m64, x64, y, ds.is_outlier, 64, 0, PUSH_NORM_SAMPLE, method=m) for m in ("auto", "rows"))
+    rel_push = push_difference(new32, old32)
+    rel_push64 = push_difference(new64, old64)
+    # float32 round-off: each float32 path against the float64 copy, relative to each list's scale
+    err32 = {k: push_difference(v, old64, scaled=True) for k, v in (("old", old32), ("new", new32))}
+    xb, yb = x64[:64], y[:64]
+
+    def rows_one_batch(per_row: bool) -> torch.Tensor:
+        with bn_query_mode(m64, "batch"):
+            return per_row_backward_norms(m64, xb, yb) if per_row else batch_sq_norms_one(m64, xb, yb, "rows")
+
+    rel_chunks = float(((rows_one_batch(True) - rows_one_batch(False)).abs() / rows_one_batch(False)).max())
+
     ratios = {}
     cases = {
+        "gamma-push": {"before": push["rows"], "after": push["auto"]},
+        "rows-chunks": {"before": lambda: rows_one_batch(True), "after": lambda: rows_one_batch(False)},
         "gradnorms-batch": {
             "before": lambda: old_batch_norms(model, x, y, subset),
             "after": lambda: per_sample_grad_norms(model, x, y, definition="batch", batch_size=64, subset=subset)},
@@ -97,6 +153,11 @@ def main() -> None:
               f"ratio {ratios[case]:.2f}")
     print(f"gradnorms-batch ({new.method}): max relative difference {rel:.1e} vs the old path, "
           f"{rel_loop:.1e} vs the loop oracle (float64)")
+    print(f"rows-chunks: max relative difference {rel_chunks:.1e} (float64)")
+    print(f"gamma-push: max relative difference new vs old {rel_push64:.1e} (float64 copy), {rel_push:.1e} (float32 "
+          f"model; per element); float32 vs float64, relative to each list's largest value: old {err32['old']:.1e}, "
+          f"new {err32['new']:.1e}; {int(ds.is_outlier.sum())} outliers + {PUSH_NORM_SAMPLE} sampled clean of "
+          f"{x.shape[0]} examples")
     print(f"torch {torch.__version__}, 1 thread, CPU time, best of {args.repeats}")
     print(" ".join(f"ratio_{k.replace('-', '_')}={v:.2f}" for k, v in ratios.items()))
 

@@ -27,6 +27,17 @@ all-parameter gradient norm ‖∇θ ℓ_i‖ (same batches, training mode) summ
 the outliers and over a fixed seeded sample of the clean examples (scaled up to
 all of them: an unbiased estimate of their sum), and the outliers' training
 accuracy in the same pass (batch statistics) for the before/after-fit split.
+
+Two paths give the same numbers (to float64 round-off; tested): ``rows``, per batch
+one batched backward of the two group sums to γ, β and the BN outputs plus one
+Jacobian row per measured example over every parameter; and ``stacked`` (the
+default where :mod:`bnmem.measure.batch_rows` covers the layers), every row of a
+batch — the two group sums and one row per measured example — in one batched
+backward to the layer outputs only, each row's parameter gradients from the
+layers' identities. The stacked path is checked against the rows path on one
+example per call and falls back to it on a mismatch (with a warning); on the
+demo's digits LeNet it took ~0.7 of the rows path's time
+(``benchmarks/bench_hooks.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bnmem.errors import BnmemError
-from bnmem.measure.batch_rows import rows_unsupported, stacked_rows
+from bnmem.measure.batch_rows import batched_grads, rows_unsupported, stacked_rows
 from bnmem.measure.ghost import GhostUnsupported
 from bnmem.measure.hooks import removed_after
 from bnmem.measure.predict import bn_query_mode
@@ -82,18 +93,6 @@ def affine_bn_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
             if getattr(m, "weight", None) is not None and getattr(m, "bias", None) is not None]
 
 
-def _rows(losses: torch.Tensor, inputs: list[torch.Tensor], weights: torch.Tensor) -> list[torch.Tensor]:
-    """Gradients of Σ_j weights[r, j]·losses[j] for every row r, in one batched backward (graph kept)."""
-    try:
-        return list(torch.autograd.grad(losses, inputs, grad_outputs=weights, is_grads_batched=True,
-                                        retain_graph=True, allow_unused=True))
-    except RuntimeError:  # an op without a batching rule: one backward per row, same numbers
-        per = [torch.autograd.grad(losses, inputs, grad_outputs=w, retain_graph=True, allow_unused=True)
-               for w in weights]
-        return [torch.stack([p[k] if p[k] is not None else torch.zeros_like(inputs[k]) for p in per])
-                for k in range(len(inputs))]
-
-
 def _jacobian_rows(losses: torch.Tensor, params: list[torch.Tensor], positions: list[int]
                    ) -> list[list[torch.Tensor]]:
     """Per parameter, the gradients of the losses at ``positions`` (one row each), in chunks."""
@@ -103,9 +102,8 @@ def _jacobian_rows(losses: torch.Tensor, params: list[torch.Tensor], positions: 
     chunk = max(1, min(_ROW_CHUNK, _ROW_BYTES // max(1, size)))
     for s in range(0, len(positions), chunk):
         part = positions[s:s + chunk]
-        rows = _rows(losses, params, eye[part])
-        for k, (r, p) in enumerate(zip(rows, params)):
-            out[k].append(r if r is not None else torch.zeros((len(part), *p.shape), dtype=p.dtype, device=p.device))
+        for k, r in enumerate(batched_grads(losses, params, eye[part])):
+            out[k].append(r)
     return [torch.cat(c) if c else p.new_zeros((0, *p.shape)) for c, p in zip(out, params)]
 
 
@@ -177,7 +175,7 @@ def _batch_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], seen: dic
     betas = [m.bias for _, m in layers]
     outs = [seen[n][0] for n, _ in layers]
     weights = torch.stack([out_b.to(losses.dtype), torch.ones_like(losses)])  # row 0: the outliers' loss; 1: all
-    grads = _rows(losses, gammas + betas + outs, weights)
+    grads = batched_grads(losses, gammas + betas + outs, weights)
     k = len(layers)
     for j, (n, m) in enumerate(layers):
         g_gamma, g_beta, g_out = grads[j], grads[k + j], grads[2 * k + j]
