@@ -20,9 +20,17 @@ one torch thread, a model after two training epochs. Cases:
   relative difference of its numbers (float32, and float64 on a float64 copy).
 Measured here and dropped (kept out of the code, numbers in the commit log): a one-pass
 ``subset_accuracies`` (forwards running across the train/test/validation splits), 22.8 -> 22.4 ms
-per call, since eval forwards are compute-bound; the rows path for the γ/σ push pass's gradient norms
-(float32 model, ~13 rows per batch of 64), 260 -> 293 ms per call, since its extra forward costs
-more than the few rows save.
+per call, since eval forwards are compute-bound; the rows path (one plain backward per row) for the
+γ/σ push pass's gradient norms alone (float32 model, ~13 rows per batch of 64), 260 -> 293 ms per
+call, since its extra forward costs more than the few rows save. The stacked path that replaced it
+(2026-12-02) takes the group sums' backward into the same batched backward as the rows, γ's and
+β's gradients from the BN backward itself, and the dense small-image convs. Also measured and
+dropped then: ``torch.func.vmap`` over a ``vjp`` (its batched BN backward copies: ~2x slower per
+batch than autograd's batched backward), BN rewritten as plain ops or as a custom Function for a
+batched backward (broadcasting elementwise ops: slower), the R rows as R copies of the batch in one
+ordinary backward (R x the forward's memory traffic: slower), and all batches of an epoch in one
+batched backward (the rows padded to the largest batch's count, ~30 MB per tensor: slower). At
+these sizes the backward is bound by memory traffic, not by the number of calls.
 
 Both ways alternate ``--repeats`` times in one process; each way's best CPU time
 counts (the development machine is shared; CPU time of a one-thread run equals

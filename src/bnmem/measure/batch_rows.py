@@ -111,12 +111,14 @@ class StackedRows:
     module (the layer's input is shared by all rows), so no row needs a backward to the parameters.
     """
 
-    def __init__(self, names: list[str], records: dict, patches: dict, grads: list[torch.Tensor]) -> None:
+    def __init__(self, names: list[str], records: dict, patches: dict, grads: list[torch.Tensor],
+                 affine: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
         self.names = names
         self._index = {n: k for k, n in enumerate(names)}
         self._records, self._patches, self._grads = records, patches, grads
         self._x_hat: dict[str, torch.Tensor] = {}
-        self._affine: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        # BN layers' (R, C) γ and β gradients where the backward gave them (else from the identity)
+        self._affine: dict[str, tuple[torch.Tensor, torch.Tensor]] = dict(affine or {})
 
     def module(self, name: str) -> nn.Module:
         return self._records[name].module
@@ -201,7 +203,20 @@ def stacked_rows(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, weights: 
         GhostUnsupported: a layer this path does not cover (see :func:`rows_unsupported`).
     """
     losses, names, records, patches, outputs = _recorded_outputs(model, xb, yb, cache)
-    return StackedRows(names, records, patches, batched_grads(losses, outputs, weights.to(losses.dtype)))
+    return _stacked(losses, names, records, patches, outputs, weights.to(losses.dtype), True)
+
+
+def _stacked(losses: torch.Tensor, names: list[str], records: dict, patches: dict, outputs: list[torch.Tensor],
+             weights: torch.Tensor, retain_graph: bool) -> StackedRows:
+    """The rows' gradients to the layer outputs and, in the same backward, to BN layers' γ and β (the BN
+    backward kernel gives them at no extra pass over the per-row gradients)."""
+    affine = [(n, m) for n in names if isinstance(m := records[n].module, _BatchNorm)
+              and m.weight is not None and m.bias is not None and m.weight.requires_grad and m.bias.requires_grad]
+    params = [p for _, m in affine for p in (m.weight, m.bias)]
+    grads = batched_grads(losses, outputs + params, weights, retain_graph)
+    k = len(outputs)
+    by_layer = {n: (grads[k + 2 * i], grads[k + 2 * i + 1]) for i, (n, _) in enumerate(affine)}
+    return StackedRows(names, records, patches, grads[:k], by_layer)
 
 
 def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: list[int] | None = None,
@@ -233,8 +248,8 @@ def rows_sq_norms(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, rows: li
     eye = torch.eye(losses.shape[0], dtype=losses.dtype, device=losses.device)
     total = []
     for s in range(0, len(rows), chunk):
-        grads = batched_grads(losses, outputs, eye[rows[s:s + chunk]], retain_graph=s + chunk < len(rows))
-        total.append(StackedRows(names, records, patches, grads).sq_norms().detach())
+        part = _stacked(losses, names, records, patches, outputs, eye[rows[s:s + chunk]], s + chunk < len(rows))
+        total.append(part.sq_norms().detach())
     return torch.cat(total) if total else _zeros(0, xb)
 
 
