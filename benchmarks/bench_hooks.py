@@ -32,12 +32,18 @@ ordinary backward (R x the forward's memory traffic: slower), and all batches of
 batched backward (the rows padded to the largest batch's count, ~30 MB per tensor: slower). At
 these sizes the backward is bound by memory traffic, not by the number of calls.
 
+``--job``: instead, one demo job's hooks: the demo's BN model trained for its 20 epochs (lr
+0.05, momentum 0.9, weight decay 5e-4, batch 64), both ways of the push pass at every epoch and
+both ways of the batch-definition norms at the gradnorms lens's epochs 1, 2, 3, 4, 5, 10, 20
+(before: the rows path as it ran until 2026-12-02, one plain backward per row; after: ``auto``),
+in alternating order, CPU seconds summed over the job.
+
 Both ways alternate ``--repeats`` times in one process; each way's best CPU time
 counts (the development machine is shared; CPU time of a one-thread run equals
 its wall time on an idle machine). Last line: ``ratio_<case>=X`` per case
 (before / after; above 1: the new path is faster).
 
-Run: ``.venv/bin/python benchmarks/bench_hooks.py [--repeats 5]``
+Run: ``.venv/bin/python benchmarks/bench_hooks.py [--repeats 5] [--job]``
 """
 
 from __future__ import annotations
@@ -82,6 +88,58 @@ def per_row_backward_norms(model: torch.nn.Module, xb: torch.Tensor, yb: torch.T
     return StackedRows(names, records, patches, grads).sq_norms()
 
 
+def old_rows_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, subset: np.ndarray) -> np.ndarray:
+    """The batch definition as measured until 2026-12-02: the rows path with one plain backward per row."""
+    m64 = float64_copy(model)
+    xs, ys = x[torch.as_tensor(subset)].double(), y[torch.as_tensor(subset)]
+    out = torch.full((xs.shape[0],), float("nan"), dtype=torch.float64)
+    with bn_query_mode(m64, "batch"):
+        for b in batch_partition(xs.shape[0], 64, 0):
+            new = torch.isnan(out[b])
+            out[b[new]] = per_row_backward_norms(m64, xs[b], ys[b])[new]
+    norms = np.full(x.shape[0], np.nan)
+    norms[subset] = out.sqrt().numpy()
+    return norms
+
+
+def job(ds, subset: np.ndarray) -> None:
+    """One demo job's hook time, before and after (see the module docstring)."""
+    model = seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0)
+    spent = {(k, w): 0.0 for k in ("gamma-push", "gradnorms-batch") for w in ("before", "after")}
+    worst = {"gamma-push": 0.0, "gradnorms-batch": 0.0}
+
+    def timed(key: tuple[str, str], fn):
+        t0 = time.process_time()
+        out = fn()
+        spent[key] += time.process_time() - t0
+        return out
+
+    def hook(epoch: int, m: torch.nn.Module) -> None:
+        order = ("before", "after") if epoch % 2 else ("after", "before")
+        x, y = ds.x_train, ds.y_train
+        got = {w: timed(("gamma-push", w), lambda w=w: gamma_pushes(
+            m, x, y, ds.is_outlier, 64, 0, PUSH_NORM_SAMPLE, method="rows" if w == "before" else "auto"))
+            for w in order}
+        worst["gamma-push"] = max(worst["gamma-push"], push_difference(got["after"], got["before"], scaled=True))
+        if epoch in (1, 2, 3, 4, 5, 10, 20):
+            n = {w: timed(("gradnorms-batch", w), lambda w=w: old_rows_norms(m, x, y, subset) if w == "before"
+                          else per_sample_grad_norms(m, x, y, definition="batch", batch_size=64, subset=subset).norms)
+                 for w in order}
+            worst["gradnorms-batch"] = max(worst["gradnorms-batch"],
+                                           float(np.nanmax(np.abs(n["after"] - n["before"]) / n["before"])))
+
+    t0 = time.process_time()
+    train_model(model, ds, TrainConfig(epochs=20, lr=0.05, momentum=0.9, weight_decay=5e-4, threads=1), 0,
+                on_epoch=hook, progress=False)
+    total = time.process_time() - t0
+    for k in worst:
+        b, a = spent[(k, "before")], spent[(k, "after")]
+        print(f"job {k:16s} before {b:6.2f} s  after {a:6.2f} s  ratio {b / a:.2f}  (max relative difference "
+              f"{worst[k]:.1e}{', per list scale, float32' if k == 'gamma-push' else ', float64'})")
+    print(f"job total {total:.1f} s CPU with both ways; training and the rest "
+          f"{total - sum(spent.values()):.1f} s; torch {torch.__version__}, 1 thread")
+
+
 def push_difference(a: dict, b: dict, scaled: bool = False) -> float:
     """The largest relative difference between two push records, per element (``scaled``: relative to the
     largest |value| of each per-channel list instead); the radial component, ≈ 0 by scale invariance,
@@ -113,9 +171,12 @@ def best_times(ways: dict, repeats: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--job", action="store_true", help="one demo job's hook time instead of per call")
     args = parser.parse_args()
     torch.set_num_threads(1)
     ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0, val_fraction=0.1))
+    if args.job:
+        return job(ds, batch_subset_indices(ds, 300, 0))
     model = seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0)
     train_model(model, ds, TrainConfig(epochs=2, lr=0.05, momentum=0.9, threads=1), 0, measure=False,
                 progress=False)
