@@ -189,6 +189,30 @@ def test_a_model_the_stacked_path_does_not_cover_takes_the_per_group_path():
         gamma_pushes(model, x, y, mask, batch_size=10, method="fast")
 
 
+def test_auto_takes_the_stacked_path_only_where_it_was_measured_faster():
+    """LeNet and an MLP on 8x8 digits: stacked; ResNet-20 on 8x8 (3x3 kernels: its dense convs cost 7x the conv):
+    the per-group path. Forced onto ResNet-20 (a first conv without bias, residual adds, 19 BN layers), the
+    stacked path still equals the per-group path in float64."""
+    from bnmem.measure.batch_rows import stacked_pays
+    from bnmem.models import build_model
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 1, 8, 8, dtype=torch.float64)
+    assert stacked_pays(build_model("lenet", (1, 8, 8), 10, "batch"), x)
+    assert stacked_pays(build_model("mlp", (1, 8, 8), 10, "batch"), x)
+    resnet = build_model("resnet20", (1, 8, 8), 10, "batch").double()
+    assert not stacked_pays(resnet, x)
+    with torch.no_grad():  # away from the initialization's symmetric values
+        for p in resnet.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    y, mask = torch.arange(16) % 10, np.arange(16) % 4 == 0
+    fast = _flat(gamma_pushes(resnet, x, y, mask, batch_size=8, method="stacked"))
+    slow = _flat(gamma_pushes(resnet, x, y, mask, batch_size=8, method="rows"))
+    for k, v in slow.items():
+        if not k.endswith("radial") and k not in ("outlier_acc", "version"):
+            np.testing.assert_allclose(fast[k], v, rtol=1e-9, atol=1e-14, err_msg=k)
+
+
 def test_a_real_sgd_step_moves_abs_gamma_with_the_push_sign(setup):
     """The sign convention: a small SGD step on the summed loss changes |γ_c| with the sign of the total push."""
     ds, model = setup

@@ -39,13 +39,44 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bnmem.measure.ghost import GhostUnsupported, _layer_outputs, _recorded_forward
 from bnmem.measure.ghost_layers import conv_patches, is_plain, own_params, swapped_forwards, symmetric_padding
+from bnmem.measure.hooks import removed_after
+from bnmem.measure.predict import bn_query_mode
 
 # Convs whose dense matrix (input size x output size) has at most this many entries run as one GEMM.
 _DENSE_CONV = 2**22
+# The stacked rows pay where each conv's dense GEMM costs at most this many times the conv (see stacked_pays).
+_DENSE_WORK = 4
 # Rows per stacked chunk: at most ~256 MB of per-row layer-output gradients and per-row weight gradients,
 # and at most 32 rows (16 to 64 measured alike on digits; 4 was slower).
 _ROW_BYTES = 256 * 2**20
 _STACK_ROWS = 32
+
+
+def stacked_pays(model: nn.Module, x: torch.Tensor) -> bool:
+    """Whether stacked rows are expected to beat per-row Jacobian backwards on ``model`` with inputs like ``x``.
+
+    Measured (``benchmarks/bench_hooks.py``, claim 7's push pass, float32, batch 64 on digits): faster
+    where every conv runs as a dense GEMM of at most 4x the conv's own multiply-adds (LeNet: 1.4-1.5x;
+    an MLP: 1.5x), slower where a conv's dense matrix is much larger than its kernel work (ResNet-20,
+    8x8 inputs, 3x3 kernels: 7x, 1.4x slower) and no faster through the patches (ResNet-20: 1.04x slower).
+    One forward of two examples in eval mode finds each conv's input size; nothing else is touched.
+    """
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    sizes: dict[nn.Module, tuple[int, ...]] = {}
+
+    def seen(mod: nn.Module, args: tuple) -> None:
+        sizes.setdefault(mod, tuple(args[0].shape[1:]))  # returns None: the arguments pass unchanged
+
+    handles = [m.register_forward_pre_hook(seen) for m in convs]
+    ref = next(t for t in model.parameters() if t.is_floating_point())
+    with removed_after(handles), bn_query_mode(model, "eval"), torch.no_grad():
+        model(x[:2].to(device=ref.device, dtype=ref.dtype))
+    for m in convs:
+        c, h, w = sizes.get(m, (0, 0, 0))
+        dense = c * h * w * m.out_channels * h * w  # ~ the dense matrix (stride 1, same size)
+        if dense > _DENSE_CONV or h * w > _DENSE_WORK * m.kernel_size[0] * m.kernel_size[1]:
+            return False
+    return True
 
 
 def rows_unsupported(model: nn.Module) -> str | None:
@@ -89,7 +120,10 @@ def _dense_conv(m: nn.Module, cache: dict | None = None):
             basis = torch.eye(c * h * w, dtype=x.dtype, device=x.device).view(-1, c, h, w)
             cache[(c, h, w)] = F.conv2d(basis, m.weight.detach(), None, m.stride, (ph, pw), m.dilation).flatten(1)
         out = (x.flatten(1) @ cache[(c, h, w)]).view(x.shape[0], m.out_channels, ho, wo)
-        return out if m.bias is None else out + m.bias.view(1, -1, 1, 1)
+        out = out if m.bias is None else out + m.bias.view(1, -1, 1, 1)
+        if torch.is_grad_enabled() and not out.requires_grad:
+            out.requires_grad_()  # a first conv without bias: its output gradient is still wanted (a leaf)
+        return out
 
     return forward
 

@@ -36,8 +36,9 @@ batch — the two group sums and one row per measured example — in one batched
 backward to the layer outputs only, each row's parameter gradients from the
 layers' identities. The stacked path is checked against the rows path on one
 example per call and falls back to it on a mismatch (with a warning); on the
-demo's digits LeNet it took ~0.7 of the rows path's time
-(``benchmarks/bench_hooks.py``).
+demo's digits LeNet it took ~0.7 of the rows path's time, on ResNet-20 it was
+slower, so ``auto`` takes it only where it was measured faster
+(:func:`bnmem.measure.batch_rows.stacked_pays`; ``benchmarks/bench_hooks.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bnmem.errors import BnmemError
-from bnmem.measure.batch_rows import batched_grads, rows_unsupported, stacked_rows
+from bnmem.measure.batch_rows import batched_grads, rows_unsupported, stacked_pays, stacked_rows
 from bnmem.measure.ghost import GhostUnsupported
 from bnmem.measure.hooks import removed_after
 from bnmem.measure.predict import bn_query_mode
@@ -255,8 +256,9 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
         norm_sample: clean examples whose gradient norms are measured (None: all).
         method: ``stacked`` (every row of a batch in one batched backward to the layer outputs,
             :func:`bnmem.measure.batch_rows.stacked_rows`), ``rows`` (batched backwards to the parameters,
-            the slower path it is tested against) or ``auto`` (stacked where the layers allow it,
-            self-checked on one example per call, else rows).
+            the path it is tested against) or ``auto`` (stacked where the layers allow it and it was measured
+            faster, :func:`bnmem.measure.batch_rows.stacked_pays`, self-checked on one example per call; else
+            rows).
 
     Returns:
         ``{"version", "layers": {layer: {"outlier", "all", "outlier_rows": [per channel], "radial",
@@ -268,12 +270,14 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
     """
     if method not in PUSH_METHODS:
         raise BnmemError(f"unknown push method {method!r}; choose one of {', '.join(PUSH_METHODS)}")
+    if method == "stacked" and rows_unsupported(model) is not None:
+        raise BnmemError(f"the stacked path does not cover this model: {rows_unsupported(model)}; use 'rows'")
     layers = affine_bn_layers(model)
     if not layers:
         return {}
     outlier = np.asarray(outlier, dtype=bool)
     sample = clean_sample(outlier, norm_sample, seed)
-    if method != "rows" and rows_unsupported(model) is None:
+    if method == "stacked" or (method == "auto" and rows_unsupported(model) is None and stacked_pays(model, x)):
         try:
             sums = _pass(model, layers, x, y, outlier, sample, batch_size, seed, "stacked")
         except GhostUnsupported as e:
@@ -281,8 +285,6 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
                 raise
             warnings.warn(f"stacked rows not applicable ({e}); using one batched backward per group", stacklevel=2)
             sums = _pass(model, layers, x, y, outlier, sample, batch_size, seed, "rows")
-    elif method == "stacked":
-        raise BnmemError(f"the stacked path does not cover this model: {rows_unsupported(model)}; use 'rows'")
     else:
         sums = _pass(model, layers, x, y, outlier, sample, batch_size, seed, "rows")
     n_out = int(outlier.sum())
