@@ -163,10 +163,11 @@ def test_batch_definition_jacobian_matches_loop_and_differs_from_eval():
     assert torch.equal(m64.norm1.running_var, float64_copy(model).norm1.running_var)
 
 
-@pytest.mark.parametrize("arch", ["lenet", "mlp"])
+@pytest.mark.parametrize("arch", ["lenet", "mlp", "resnet20"])
 def test_batch_rows_path_matches_loop_oracle(arch):
     """ORACLE: the rows path (per-row layer-output gradients, one GEMM per layer, dense small convs) equals
-    one full backward per example in float64 to float64 rounding, also for a subset of a batch's rows."""
+    one full backward per example in float64 to float64 rounding, also for a subset of a batch's rows.
+    ResNet-20's first conv has no bias (its dense output once had no gradient: the path raised)."""
     model, m64, x, y = _batch_case(arch)
     with bn_query_mode(m64, "batch"):
         loop = batch_sq_norms_one(m64, x, y, "loop")
