@@ -237,7 +237,7 @@ def stacked_rows(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, weights: 
         GhostUnsupported: a layer this path does not cover (see :func:`rows_unsupported`).
     """
     losses, names, records, patches, outputs = _recorded_outputs(model, xb, yb, cache)
-    return _stacked(losses, names, records, patches, outputs, weights.to(losses.dtype), True)
+    return _stacked(losses, names, records, patches, outputs, weights.to(losses.dtype), False)
 
 
 def _stacked(losses: torch.Tensor, names: list[str], records: dict, patches: dict, outputs: list[torch.Tensor],
