@@ -36,8 +36,8 @@ batch — the two group sums and one row per measured example — in one batched
 backward to the layer outputs only, each row's parameter gradients from the
 layers' identities. The stacked path is checked against the rows path on one
 example per call and falls back to it on a mismatch (with a warning); on the
-demo's digits LeNet it took ~0.7 of the rows path's time, on ResNet-20 it was
-slower, so ``auto`` takes it only where it was measured faster
+demo's digits LeNet it took 0.65-0.8 of the rows path's time (per call and over a
+20-epoch job; the 2-core machine's load moved it), on ResNet-20 it was slower, so ``auto`` takes it only where it was measured faster
 (:func:`bnmem.measure.batch_rows.stacked_pays`; ``benchmarks/bench_hooks.py``).
 """
 
