@@ -24,12 +24,13 @@ $(PY):
 # pip, one at a time), handing it pip's configuration (`pip config list`, PIP_* variables: indexes, find-links,
 # constraints), and with `pip install --no-compile` otherwise, saying why; INSTALLER=pip forces pip, INSTALLER=uv
 # forbids the fallback. benchmarks/bench_install.py measures both side by side, fresh venv and empty caches each
-# (1 round on the 2-core machine at load 5-6): venv, pip upgrade and install 122 s with pip, 69 s with uv; with the
-# first `import torch, bnmem.lenses.memorize` 135 s and 86 s. Neither byte-compiles at install
-# time: Python compiles (and caches) only the modules a command imports, on first import. pip's byte-compilation
-# measured on the 2-core machine under load (2 rounds each at load 13-19): install 345 s -> 181 s without it, the
-# first `import torch` 11 s -> 26 s (once). The venv keeps the pip it was created with: Python 3.11's is 22.3 or
-# newer, which installs editable pyproject.toml projects; upgrading it cost 5 s of every fresh install.
+# (medians of 2 rounds on the 2-core machine, load 2-9 with other work): venv, pip upgrade and install 140 s with pip,
+# venv and install 72 s with uv (1.9x); with the first `import torch, bnmem.lenses.memorize` 158 s and 90 s.
+# Neither byte-compiles at install time: Python compiles (and caches) only the modules a command imports, on first
+# import. pip's byte-compilation measured on the 2-core machine under load (2 rounds each at load 13-19): install
+# 345 s -> 181 s without it, the first `import torch` 11 s -> 26 s (once). The venv keeps the pip it was created
+# with (Python 3.11's is 22.3 or newer, which installs editable pyproject.toml projects and reads the same
+# configuration); upgrading it cost 6-9 s of every fresh install in the runs above.
 INSTALLER ?= auto
 VENV_INSTALL := $(PY) tools/venv_install.py --installer $(INSTALLER)
 $(VENV)/.installed: pyproject.toml | $(PY)
