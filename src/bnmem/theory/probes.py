@@ -135,15 +135,16 @@ def probe_state(
     g_live = grads(F.cross_entropy(logits, y), p)
     mu, sigma = mu.detach(), sigma.detach()
     stats = (mu, sigma)
-    m0 = smooth_margin(logits.detach(), y)[idx]
+    x_o, y_o = x[idx], y[idx]  # margins are read on the outliers' rows only
+    m0 = smooth_margin(logits.detach()[idx], y_o)
 
-    g_frozen = grads(F.cross_entropy(bn_forward(p, x, eps, stats)[0], y), p)
+    g_frozen = grads(F.cross_entropy(bn_forward(p, x, eps, stats)[0], y), p, ("w",))  # only w is stepped
 
     q = leaf(matched_plain_params(p, mu, sigma))
     logits_q = plain_forward(q, x)
     g_plain = grads(F.cross_entropy(logits_q, y), q)
     logits_q = logits_q.detach()
-    m0_plain = smooth_margin(logits_q, y)[idx]
+    m0_plain = smooth_margin(logits_q[idx], y_o)
     with torch.no_grad():
         xhat = (conv_features(x, p["w"]) - mu) / sigma
         rho = live_projection_factor(x, y, idx, logits.detach(), q["A"].detach(), xhat)
@@ -154,15 +155,15 @@ def probe_state(
     dm_bn_live = dm_plain = np.zeros(len(idx))
     with torch.no_grad():
         for lr in lrs:
-            d_plain = smooth_margin(plain_forward(gd_step(q, g_plain, lr, ("w",)), x), y)[idx] - m0_plain
-            d_frozen = smooth_margin(bn_forward(gd_step(p, g_frozen, lr, ("w",)), x, eps, stats)[0], y)[idx] - m0
-            d_live = smooth_margin(bn_forward(gd_step(p, g_live, lr, ("w",)), x, eps)[0], y)[idx] - m0
+            d_plain = smooth_margin(plain_forward(gd_step(q, g_plain, lr, ("w",)), x_o), y_o) - m0_plain
+            d_frozen = smooth_margin(bn_forward(gd_step(p, g_frozen, lr, ("w",)), x_o, eps, stats)[0], y_o) - m0
+            d_live = smooth_margin(bn_forward(gd_step(p, g_live, lr, ("w",)), x, eps)[0][idx], y_o) - m0
             ratio_frozen[lr] = (d_frozen / d_plain).numpy()
             ratio_live[lr] = (d_live / d_plain).numpy()
             if lr == lr_train:
                 dm_bn_live, dm_plain = d_live.numpy(), d_plain.numpy()
-        d_full_bn = smooth_margin(bn_forward(gd_step(p, g_live, lr_train), x, eps)[0], y)[idx] - m0
-        d_full_plain = smooth_margin(plain_forward(gd_step(q, g_plain, lr_train), x), y)[idx] - m0_plain
+        d_full_bn = smooth_margin(bn_forward(gd_step(p, g_live, lr_train), x, eps)[0][idx], y_o) - m0
+        d_full_plain = smooth_margin(plain_forward(gd_step(q, g_plain, lr_train), x_o), y_o) - m0_plain
     probe = Probe(
         amp_pred=amp,
         rho=rho,
@@ -264,11 +265,12 @@ def counterfactual_and_gradient(
             g_rows, g_rows_q = (margin_feature_grads(z, y, idx, p["A"].detach()) for z in (logits, logits_q))
             bn_terms = bn_first_order_terms(x, idx, g_rows, xhat, p["gamma"].detach() / sigma, g_bn, lr)
             plain_terms = plain_first_order_terms(x, idx, g_rows_q, g_q, lr)
-        m0, m0_q = smooth_margin(logits, y)[idx], smooth_margin(logits_q, y)[idx]
-        dm_bn = smooth_margin(bn_forward(gd_step(p, g_bn, lr, BN_LAYER), x, eps)[0], y)[idx] - m0
-        dm_plain = smooth_margin(plain_forward(gd_step(q, g_q, lr, PLAIN_LAYER), x), y)[idx] - m0_q
-        dm_bn_w = smooth_margin(bn_forward(gd_step(p, g_bn, lr, ("w",)), x, eps)[0], y)[idx] - m0
-        dm_plain_w = smooth_margin(plain_forward(gd_step(q, g_q, lr, ("w",)), x), y)[idx] - m0_q
+        x_o, y_o = x[idx], y[idx]  # the plain model's margins need the outliers' rows only
+        m0, m0_q = smooth_margin(logits[idx], y_o), smooth_margin(logits_q[idx], y_o)
+        dm_bn = smooth_margin(bn_forward(gd_step(p, g_bn, lr, BN_LAYER), x, eps)[0][idx], y_o) - m0
+        dm_plain = smooth_margin(plain_forward(gd_step(q, g_q, lr, PLAIN_LAYER), x_o), y_o) - m0_q
+        dm_bn_w = smooth_margin(bn_forward(gd_step(p, g_bn, lr, ("w",)), x, eps)[0][idx], y_o) - m0
+        dm_plain_w = smooth_margin(plain_forward(gd_step(q, g_q, lr, ("w",)), x_o), y_o) - m0_q
     cf = Counterfactual(
         amp=float((p["gamma"].detach() / sigma) ** 2),
         dm_bn=dm_bn.numpy(),
