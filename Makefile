@@ -17,7 +17,7 @@ WORKERS ?= 2
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bnmem needs Python 3.11 or newer")'
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) tools/venv_install.py --create $(VENV)
 
 # Stamps record what is installed; they are newer than pyproject.toml unless it changed.
 # tools/venv_install.py installs with uv when it can (it unpacks the several GB of PyTorch's CUDA wheels in parallel;
@@ -28,9 +28,11 @@ $(PY):
 # venv and install 72 s with uv (1.9x); with the first `import torch, bnmem.lenses.memorize` 158 s and 90 s.
 # Neither byte-compiles at install time: Python compiles (and caches) only the modules a command imports, on first
 # import. pip's byte-compilation measured on the 2-core machine under load (2 rounds each at load 13-19): install
-# 345 s -> 181 s without it, the first `import torch` 11 s -> 26 s (once). The venv keeps the pip it was created
-# with (Python 3.11's is 22.3 or newer, which installs editable pyproject.toml projects and reads the same
-# configuration); upgrading it cost 6-9 s of every fresh install in the runs above.
+# 345 s -> 181 s without it, the first `import torch` 11 s -> 26 s (once). pip is not upgraded (Python 3.11's is
+# 22.3 or newer, which installs editable pyproject.toml projects and reads the same configuration; upgrading it cost
+# 6-9 s of every fresh install in the runs above). `--create` makes the venv without pip when the base Python's pip
+# can act on it (`pip --python`): `python -m venv` spends ~7 s of CPU byte-compiling the venv's own pip; uv then
+# installs pip into the venv with the rest (the pip fallback bootstraps it with ensurepip first).
 INSTALLER ?= auto
 VENV_INSTALL := $(PY) tools/venv_install.py --installer $(INSTALLER)
 $(VENV)/.installed: pyproject.toml | $(PY)

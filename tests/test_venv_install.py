@@ -94,14 +94,26 @@ def test_output_and_caching_settings_change_nothing():
 
 
 # A fake venv Python: `-m pip config list` prints CONFIG_LIST, `-m pip install uv` writes a fake uv beside it
-# (or fails), any other `-m pip install` and the fake uv log their arguments and exit as FAKE_* say.
+# (or fails), any other `-m pip install` and the fake uv log their arguments and exit as FAKE_* say. With
+# FAKE_NO_PIP the venv has no pip; the same script as the base Python (`-m pip --python VENV ...`) has one.
 FAKE = """#!{python}
 import json, os, sys
 here = os.path.dirname(os.path.abspath(sys.argv[0]))
 args = sys.argv[1:]
+via = ""
+if args[:3] == ["-m", "pip", "--python"]:  # a base Python's pip acting on the venv
+    here, args, via = os.path.dirname(args[3]), ["-m", "pip", *args[4:]], "base-"
 def log(who):
     with open(os.environ["FAKE_LOG"], "a") as f:
-        f.write(json.dumps([who, args]) + "\\n")
+        f.write(json.dumps([via + who, args]) + "\\n")
+if args[:3] == ["-m", "pip", "--version"]:
+    if os.environ.get("FAKE_NO_PIP") and os.path.basename(here) == "bin":  # the venv's, not the base's
+        sys.exit(1)
+    print("pip 23.2.1 from /fake (python 3.11)")
+    sys.exit(0)
+if args == ["-m", "ensurepip", "--default-pip"]:
+    log("ensurepip")
+    sys.exit(0)
 if os.path.basename(sys.argv[0]) == "uv":
     if args == ["--version"]:
         print("uv 9.9.9 (fake)")
@@ -206,3 +218,40 @@ def test_a_uv_on_path_is_used_without_installing_one(fake, tmp_path):
     assert rc == 0, err
     assert [c[0] for c in calls] == ["uv"] and not (Path(fake.python).parent / "uv").exists()
     assert out.startswith("venv_install: installing with uv 9.9.9 ")
+
+
+def test_a_venv_made_without_pip_is_served_by_the_base_pip_and_gets_its_own(fake, tmp_path):
+    base = tmp_path / "base" / "python3"
+    base.parent.mkdir()
+    base.write_text(Path(fake.python).read_text())
+    base.chmod(0o755)
+    (Path(fake.python).parent.parent / "pyvenv.cfg").write_text(f"home = {base.parent}\nexecutable = {base}\n")
+    rc, out, err, calls = fake("-e", ".", FAKE_NO_PIP="1")
+    assert rc == 0, err
+    assert [c[0] for c in calls] == ["base-pip-uv", "uv"] and (Path(fake.python).parent / "uv").is_file()
+    assert calls[1][1][-3:] == ["-e", ".", "pip"]  # uv installs the venv's own pip too
+    # the pip fallback bootstraps the venv's pip first
+    (Path(fake.python).parent / "uv").unlink()
+    rc, out, err, calls = fake("-e", ".", FAKE_NO_PIP="1", FAKE_UV_RC="2")
+    assert rc == 0, err
+    assert [c[0] for c in calls] == ["base-pip-uv", "uv", "ensurepip", "pip"]
+    # without a base pip to act for it, uv is not tried
+    (Path(fake.python).parent.parent / "pyvenv.cfg").write_text("home = /nowhere\n")
+    rc, out, err, calls = fake("-e", ".", FAKE_NO_PIP="1")
+    assert rc == 0 and [c[0] for c in calls] == ["ensurepip", "pip"]
+    assert "venv_install: the venv has no pip and its base Python's pip cannot act on it; installing with pip " \
+           "instead" in out.splitlines()
+
+
+def test_create_leaves_pip_out_only_when_the_base_pip_can_act_on_the_venv(tmp_path):
+    vi.create(str(tmp_path / "v"), (23, 2))
+    python = tmp_path / "v" / "bin" / "python"
+    assert python.exists() and not (tmp_path / "v" / "bin" / "pip").exists()
+    assert vi.pip_version(str(python)) is None
+    base = vi.base_python(str(python))
+    assert base is not None and Path(base).is_file()
+    if (vi.pip_version(base) or (0,)) >= vi.PIP_PYTHON_OPTION:
+        assert vi.pip_command(str(python)) == [base, "-m", "pip", "--python", str(python)]
+    else:
+        with pytest.raises(vi.Fallback):
+            vi.pip_command(str(python))

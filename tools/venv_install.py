@@ -11,6 +11,12 @@ as do a uv that cannot be installed and a uv install that fails; each says why i
 
 ``auto`` (the default) tries uv and falls back to pip; ``uv`` fails instead of falling back; ``pip`` runs
 ``pip install --no-compile`` only. Standard library only: it runs before anything else is installed.
+
+``--create VENV`` (run by the base Python) makes the venv. When that Python's pip can act on another
+environment (``pip --python``, pip 22.3+), the venv starts without pip (``venv`` would spend ~7 s of CPU
+byte-compiling its own copy) and the base pip works for it; uv then installs pip into the venv with
+everything else, and the pip fallback bootstraps it with ``ensurepip`` first, so the finished venv has its
+pip either way.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ import argparse
 import ast
 import os
 import shutil
+import re
 import subprocess
 import sys
+import venv
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -51,6 +59,8 @@ IGNORED = frozenset({
     "no-warn-script-location", "no-warn-conflicts", "compile", "no-compile",
 })
 TRUE, FALSE = ("1", "y", "yes", "t", "true", "on"), ("0", "n", "no", "f", "false", "off")
+# The first pip whose --python option runs it for another environment's interpreter.
+PIP_PYTHON_OPTION = (22, 3)
 
 
 class Fallback(Exception):
@@ -144,23 +154,60 @@ def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
     return f": {lines[-1]}" if lines else ""
 
 
-def pip_config(python: str) -> dict[str, str]:
+def pip_version(python: str) -> tuple[int, ...] | None:
+    """The version of ``python``'s pip, or None when it has none."""
+    proc = _run([python, "-m", "pip", "--version"], quiet=True)
+    m = re.match(r"pip (\d+)\.(\d+)", proc.stdout or "") if proc.returncode == 0 else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def base_python(python: str) -> str | None:
+    """The interpreter a venv was made from (its pyvenv.cfg's ``executable``, else ``home``/python3)."""
+    cfg = Path(python).parent.parent / "pyvenv.cfg"
+    try:
+        lines = cfg.read_text().splitlines()
+    except OSError:
+        return None
+    keys = {k.strip(): v.strip() for k, sep, v in (ln.partition("=") for ln in lines) if sep}
+    for exe in (keys.get("executable"), str(Path(keys.get("home", "")) / "python3") if keys.get("home") else None):
+        if exe and Path(exe).is_file():
+            return exe
+    return None
+
+
+def pip_command(python: str) -> list[str]:
+    """How to run pip for the venv of ``python``: its own pip, else the base Python's acting on it
+    (``pip --python``); Fallback when neither exists."""
+    if pip_version(python) is not None:
+        return [python, "-m", "pip"]
+    base = base_python(python)
+    if base and (pip_version(base) or (0,)) >= PIP_PYTHON_OPTION:
+        return [base, "-m", "pip", "--python", python]
+    raise Fallback("the venv has no pip and its base Python's pip cannot act on it")
+
+
+def create(path: str, base_pip: tuple[int, ...] | None) -> None:
+    """Make the venv at ``path``: without pip when the base pip (version ``base_pip``) can act on it."""
+    venv.EnvBuilder(with_pip=(base_pip or (0,)) < PIP_PYTHON_OPTION, symlinks=os.name != "nt").create(path)
+
+
+def pip_config(pip: Sequence[str]) -> dict[str, str]:
     """The venv's pip's configuration (`pip config list`: its files and PIP_* variables)."""
-    proc = _run([python, "-m", "pip", "config", "list"], quiet=True)
+    proc = _run([*pip, "config", "list"], quiet=True)
     if proc.returncode != 0:
         raise Fallback(f"`pip config list` failed (exit {proc.returncode}{_last_line(proc)})")
     return parse_config_list(proc.stdout)
 
 
-def find_uv(python: str, env: Mapping[str, str]) -> str:
-    """A uv executable: the venv's own, else one on PATH, else one installed into the venv by its pip."""
+def find_uv(python: str, pip: Sequence[str], env: Mapping[str, str]) -> str:
+    """A uv executable: the venv's own, else one on PATH, else one installed into the venv by ``pip``."""
     own = Path(python).parent / "uv"
     if own.is_file():
         return str(own)
     on_path = shutil.which("uv", path=env.get("PATH", os.defpath))
     if on_path:
         return on_path
-    proc = _run([python, "-m", "pip", "install", "-q", "uv"], quiet=True)
+    proc = _run([*pip, "install", "-q", "uv"], quiet=True)
     if proc.returncode != 0 or not own.is_file():
         raise Fallback(f"uv could not be installed (pip exit {proc.returncode}{_last_line(proc)})")
     return str(own)
@@ -169,9 +216,12 @@ def find_uv(python: str, env: Mapping[str, str]) -> str:
 def uv_plan(python: str, requirements: Sequence[str], env: Mapping[str, str]
             ) -> tuple[list[str], dict[str, str], str]:
     """The uv command, its environment and the line announcing it; Fallback when uv cannot do it."""
-    config = pip_config(python)
+    pip = pip_command(python)
+    config = pip_config(pip)
     flags = uv_args(config, env)
-    uv = find_uv(python, env)
+    uv = find_uv(python, pip, env)
+    if pip[0] != python:  # a venv made without pip gets it from uv, with everything else
+        requirements = [*requirements, "pip"]
     version = _run([uv, "--version"], quiet=True)
     if version.returncode != 0:
         raise Fallback(f"{uv} --version failed (exit {version.returncode})")
@@ -187,6 +237,11 @@ def uv_plan(python: str, requirements: Sequence[str], env: Mapping[str, str]
 def pip_install(python: str, requirements: Sequence[str]) -> int:
     """`pip install -q --no-compile` into the venv; 0 or a one-line error's exit status."""
     print(f"{PREFIX} installing with pip", flush=True)
+    if pip_version(python) is None:  # a venv made without pip: its own first
+        rc = _run([python, "-m", "ensurepip", "--default-pip"], quiet=True).returncode
+        if rc != 0:
+            print(f"{PREFIX} error: ensurepip failed (exit {rc})", file=sys.stderr)
+            return rc
     rc = _run([python, "-m", "pip", "install", "-q", "--no-compile", *requirements]).returncode
     if rc != 0:
         print(f"{PREFIX} error: pip install failed (exit {rc})", file=sys.stderr)
@@ -216,9 +271,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", help="the venv's Python (default: the one running this, if it is a venv's)")
     ap.add_argument("--installer", default="auto", help="auto (uv, else pip), uv or pip")
+    ap.add_argument("--create", metavar="VENV", help="make the venv VENV (run by the base Python) and stop")
     ap.add_argument("-e", "--editable", action="append", default=[], metavar="SPEC")
     ap.add_argument("requirements", nargs="*")
     args = ap.parse_args(argv)
+    if args.create:
+        create(args.create, pip_version(sys.executable))
+        return 0
     requirements = [a for spec in args.editable for a in ("-e", spec)] + args.requirements
     python = args.python or (sys.executable if sys.prefix != sys.base_prefix else None)
     problem = (f"--installer must be one of {', '.join(INSTALLERS)}, not {args.installer!r}"
