@@ -4,7 +4,6 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip
 OUT ?= runs/demo
 
 # `make test` runs the suite on two worker processes (pytest-xdist), each test file whole on one
@@ -18,21 +17,30 @@ WORKERS ?= 2
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bnmem needs Python 3.11 or newer")'
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	$(PYTHON) tools/venv_install.py --create $(VENV)
 
 # Stamps record what is installed; they are newer than pyproject.toml unless it changed.
-# --no-compile: pip would byte-compile every module of torch and its kin at install time; Python compiles (and
-# caches) only the modules a command imports, on first import. Measured on the 2-core machine under load
-# side by side (2 rounds each at load 13-19; benchmarks/bench_install.py repeats it): install 345 s -> 181 s,
-# the first `import torch` 11 s -> 26 s (once).
-PIP_INSTALL := $(PIP) install -q --no-compile
+# tools/venv_install.py installs with uv when it can (it unpacks the several GB of PyTorch's CUDA wheels in parallel;
+# pip, one at a time), handing it pip's configuration (`pip config list`, PIP_* variables: indexes, find-links,
+# constraints), and with `pip install --no-compile` otherwise, saying why; INSTALLER=pip forces pip, INSTALLER=uv
+# forbids the fallback. benchmarks/bench_install.py measures both side by side, fresh venv and empty caches each
+# (medians of 2 rounds on the 2-core machine, load 2-9 with other work): venv, pip upgrade and install 140 s with pip,
+# venv and install 72 s with uv (1.9x); with the first `import torch, bnmem.lenses.memorize` 158 s and 90 s.
+# Neither byte-compiles at install time: Python compiles (and caches) only the modules a command imports, on first
+# import. pip's byte-compilation measured on the 2-core machine under load (2 rounds each at load 13-19): install
+# 345 s -> 181 s without it, the first `import torch` 11 s -> 26 s (once). pip is not upgraded (Python 3.11's is
+# 22.3 or newer, which installs editable pyproject.toml projects and reads the same configuration; upgrading it cost
+# 6-9 s of every fresh install in the runs above). `--create` makes the venv without pip when the base Python's pip
+# can act on it (`pip --python`): `python -m venv` spends ~7 s of CPU byte-compiling the venv's own pip; uv then
+# installs pip into the venv with the rest (the pip fallback bootstraps it with ensurepip first).
+INSTALLER ?= auto
+VENV_INSTALL := $(PY) tools/venv_install.py --installer $(INSTALLER)
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e .
+	$(VENV_INSTALL) -e .
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(PIP_INSTALL) -e '.[test]'
+	$(VENV_INSTALL) -e '.[test]'
 	@touch $@
 
 # The whole study on the embedded digits (studies/demo.yaml: every lens but defenses; three outlier settings x
@@ -53,7 +61,7 @@ test: $(VENV)/.installed-test
 # Mutation testing of the pure-numpy and bookkeeping modules ([tool.mutmut] in pyproject.toml,
 # docs/testing.md). Results are cached in mutants/: a rerun retests only what changed.
 $(VENV)/.installed-mutate: pyproject.toml $(VENV)/.installed-test
-	$(PIP_INSTALL) -e '.[test,mutate]'
+	$(VENV_INSTALL) -e '.[test,mutate]'
 	@touch $@
 
 mutate: $(VENV)/.installed-mutate

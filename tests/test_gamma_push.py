@@ -44,10 +44,11 @@ def _batches(ds, batch_size):
     return [torch.as_tensor(b) for b in _batch_order(ds.n_train, batch_size, 0)]
 
 
-def test_one_examples_push_behind_a_bn_is_the_gradient_of_its_own_loss(setup):
+@pytest.mark.parametrize("method", ["stacked", "rows"])
+def test_one_examples_push_behind_a_bn_is_the_gradient_of_its_own_loss(setup, method):
     """norm1 is followed by three more BN layers: the lens's push of one outlier (the outlier group reduced to
-    that example) and the per-row path both equal autograd on that example's loss alone, in every layer; the
-    batch is one of two normalization batches."""
+    that example; both paths of the pass) and the per-row path both equal autograd on that example's loss alone,
+    in every layer; the batch is one of two normalization batches."""
     ds, model = setup
     x, y = ds.x_train.double(), ds.y_train
     b = _batches(ds, 24)[1]
@@ -55,7 +56,7 @@ def test_one_examples_push_behind_a_bn_is_the_gradient_of_its_own_loss(setup):
     oracle, norm = _own_loss_oracle(model, x[b], y[b], pos)
     mask = np.zeros(ds.n_train, dtype=bool)
     mask[int(b[pos])] = True
-    rec = gamma_pushes(model, x, y, mask, batch_size=24, norm_sample=None)
+    rec = gamma_pushes(model, x, y, mask, batch_size=24, norm_sample=None, method=method)
     rows = per_example_grads(model, x[b], y[b], [pos])
     for n, _ in affine_bn_layers(model):
         assert np.abs(oracle[n]).max() > 1e-3  # a test that can fail: the push is not zero
@@ -83,15 +84,20 @@ def test_plan_3_row_attribution_differs_from_the_oracle_where_a_bn_follows(setup
     np.testing.assert_allclose(rec["layers"][names[-1]]["outlier_rows"], oracle[names[-1]], rtol=1e-9, atol=1e-12)
 
 
-def test_group_sums_gradient_norms_and_untouched_model(setup):
+@pytest.mark.parametrize("method", ["stacked", "rows"])
+def test_group_sums_gradient_norms_and_untouched_model(setup, method):
     """Everyone's push is −sign(γ)·∂(Σ_i ℓ_i)/∂γ summed over the batches; the gradient-norm sums are the sums of
-    the per-example norms; the model's weights and buffers are unchanged."""
+    the per-example norms; the model's weights, buffers, gradients and mode and the RNG are unchanged."""
     ds, model = setup
     x, y = ds.x_train.double(), ds.y_train
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    rec = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, norm_sample=None)
+    rng = torch.get_rng_state()
+    model.train()
+    rec = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, norm_sample=None, method=method)
     for k, v in model.state_dict().items():
         assert torch.equal(v, state[k]), k
+    assert torch.equal(torch.get_rng_state(), rng) and model.training and all(m.training for m in model.modules())
+    assert all(p.grad is None for p in model.parameters())
     layers = affine_bn_layers(model)
     expect = {n: 0.0 for n, _ in layers}
     norms = np.zeros(ds.n_train)
@@ -108,6 +114,103 @@ def test_group_sums_gradient_norms_and_untouched_model(setup):
     assert rec["grad_norm"]["clean_sampled"] == pytest.approx(norms[~ds.is_outlier].sum(), rel=1e-9)
     sampled = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, norm_sample=5)["grad_norm"]
     assert sampled["n_clean_sampled"] == 5 and 0 < sampled["clean_sampled"] < rec["grad_norm"]["clean_sampled"]
+
+
+def _flat(rec: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in rec.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}/"))
+        else:
+            out[prefix + k] = np.asarray(v, dtype=float) if v is not None else None
+    return out
+
+
+@pytest.mark.parametrize("batch_size,norm_sample", [(24, None), (16, 7), (48, 5)])
+def test_stacked_pass_equals_the_per_group_pass_in_float64(setup, batch_size, norm_sample):
+    """ORACLE for the fast path: every number of the stacked pass (one batched backward per batch) equals the
+    per-group pass (a batched backward per group plus one Jacobian row per example) to float64 round-off; the
+    radial component, ≈ 0 by scale invariance, to round-off of its scale ‖(γ, β)‖·‖∇‖."""
+    ds, model = setup
+    x, y = ds.x_train.double(), ds.y_train
+    fast = _flat(gamma_pushes(model, x, y, ds.is_outlier, batch_size, seed=3, norm_sample=norm_sample,
+                              method="stacked"))
+    slow = _flat(gamma_pushes(model, x, y, ds.is_outlier, batch_size, seed=3, norm_sample=norm_sample, method="rows"))
+    assert fast.keys() == slow.keys() and fast["outlier_acc"] == slow["outlier_acc"]
+    for k, v in slow.items():
+        if k.endswith("radial"):
+            layer = k.rsplit("/", 1)[0]
+            scale = slow[f"{layer}/param_norm"] * slow[f"{layer}/grad_norm"]
+            assert abs(fast[k] - v) <= 1e-12 * scale, k
+        elif k not in ("outlier_acc", "version"):
+            assert np.abs(v).max() > 0 or k.startswith("grad_norm/n_"), k  # a comparison that can fail
+            np.testing.assert_allclose(fast[k], v, rtol=1e-10, atol=1e-14, err_msg=k)
+
+
+def test_stacked_self_check_falls_back_on_a_wrong_answer(setup, monkeypatch):
+    """The per-call check of one example's norm against the per-row path catches a wrong stacked result (here:
+    norms doubled): auto warns and measures by the per-group path; an explicit 'stacked' raises."""
+    from bnmem.measure import batch_rows
+    from bnmem.measure.ghost import GhostUnsupported
+
+    ds, model = setup
+    x, y = ds.x_train.double(), ds.y_train
+    expect = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, method="rows")
+    real = batch_rows.StackedRows.sq_norms
+    monkeypatch.setattr(batch_rows.StackedRows, "sq_norms", lambda self: 4 * real(self))
+    with pytest.warns(UserWarning, match="stacked rows not applicable"):
+        got = gamma_pushes(model, x, y, ds.is_outlier, batch_size=24)
+    assert got == expect
+    with pytest.raises(GhostUnsupported, match="disagree"):
+        gamma_pushes(model, x, y, ds.is_outlier, batch_size=24, method="stacked")
+
+
+def test_a_model_the_stacked_path_does_not_cover_takes_the_per_group_path():
+    """A LayerNorm has no per-row identity in batch_rows: auto takes the per-group path without a warning,
+    an explicit 'stacked' is refused with one clear line, an unknown method too."""
+    import warnings
+
+    from torch import nn
+
+    from bnmem.errors import BnmemError
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 12), nn.BatchNorm1d(12), nn.LayerNorm(12), nn.ReLU(),
+                          nn.Linear(12, 10)).double()
+    x, y = torch.randn(20, 1, 8, 8, dtype=torch.float64), torch.arange(20) % 10
+    mask = np.arange(20) % 5 == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        auto = gamma_pushes(model, x, y, mask, batch_size=10)
+    assert auto == gamma_pushes(model, x, y, mask, batch_size=10, method="rows")
+    with pytest.raises(BnmemError, match="stacked path does not cover"):
+        gamma_pushes(model, x, y, mask, batch_size=10, method="stacked")
+    with pytest.raises(BnmemError, match="unknown push method"):
+        gamma_pushes(model, x, y, mask, batch_size=10, method="fast")
+
+
+def test_auto_takes_the_stacked_path_only_where_it_was_measured_faster():
+    """LeNet and an MLP on 8x8 digits: stacked; ResNet-20 on 8x8 (3x3 kernels: its dense convs cost 7x the conv):
+    the per-group path. Forced onto ResNet-20 (a first conv without bias, residual adds, 19 BN layers), the
+    stacked path still equals the per-group path in float64."""
+    from bnmem.measure.batch_rows import stacked_pays
+    from bnmem.models import build_model
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 1, 8, 8, dtype=torch.float64)
+    assert stacked_pays(build_model("lenet", (1, 8, 8), 10, "batch"), x)
+    assert stacked_pays(build_model("mlp", (1, 8, 8), 10, "batch"), x)
+    resnet = build_model("resnet20", (1, 8, 8), 10, "batch").double()
+    assert not stacked_pays(resnet, x)
+    with torch.no_grad():  # away from the initialization's symmetric values
+        for p in resnet.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    y, mask = torch.arange(16) % 10, np.arange(16) % 4 == 0
+    fast = _flat(gamma_pushes(resnet, x, y, mask, batch_size=8, method="stacked"))
+    slow = _flat(gamma_pushes(resnet, x, y, mask, batch_size=8, method="rows"))
+    for k, v in slow.items():
+        if not k.endswith("radial") and k not in ("outlier_acc", "version"):
+            np.testing.assert_allclose(fast[k], v, rtol=1e-9, atol=1e-14, err_msg=k)
 
 
 def test_a_real_sgd_step_moves_abs_gamma_with_the_push_sign(setup):

@@ -163,10 +163,11 @@ def test_batch_definition_jacobian_matches_loop_and_differs_from_eval():
     assert torch.equal(m64.norm1.running_var, float64_copy(model).norm1.running_var)
 
 
-@pytest.mark.parametrize("arch", ["lenet", "mlp"])
+@pytest.mark.parametrize("arch", ["lenet", "mlp", "resnet20"])
 def test_batch_rows_path_matches_loop_oracle(arch):
     """ORACLE: the rows path (per-row layer-output gradients, one GEMM per layer, dense small convs) equals
-    one full backward per example in float64 to float64 rounding, also for a subset of a batch's rows."""
+    one full backward per example in float64 to float64 rounding, also for a subset of a batch's rows.
+    ResNet-20's first conv has no bias (its dense output once had no gradient: the path raised)."""
     model, m64, x, y = _batch_case(arch)
     with bn_query_mode(m64, "batch"):
         loop = batch_sq_norms_one(m64, x, y, "loop")
@@ -334,8 +335,8 @@ def test_batch_rows_self_check_falls_back_on_a_wrong_answer(monkeypatch):
     """The first batch's two-example check against the loop catches a wrong rows result (here: doubled)."""
     from bnmem.measure import batch_rows
 
-    real = batch_rows._RowBuffer.sq_norms
-    monkeypatch.setattr(batch_rows._RowBuffer, "sq_norms", lambda self, a, cols: 2 * real(self, a, cols))
+    real = batch_rows.StackedRows.sq_norms
+    monkeypatch.setattr(batch_rows.StackedRows, "sq_norms", lambda self: 2 * real(self))
     torch.manual_seed(0)
     model = _randomize_norms(build_model("lenet", (1, 8, 8), 10, "batch"))
     x, y = _data(16)

@@ -175,7 +175,7 @@ def test_named_code_and_files_exist(doc):
     text = doc.read_text(encoding="utf-8")
     names = set(re.findall(r"`(bnmem(?:\.[A-Za-z_]\w*)+)", text))
     assert [n for n in sorted(names) if not _resolves(n)] == []
-    paths = set(re.findall(r"(?<![\w/.])((?:src/bnmem|bnmem|tests|benchmarks|docs|studies)/[\w/.-]+\.(?:py|md|yaml))",
+    paths = set(re.findall(r"(?<![\w/.])((?:src/bnmem|bnmem|tests|benchmarks|docs|studies|tools)/[\w/.-]+\.(?:py|md|yaml))",
                            text))
     placeholder = re.compile(r"/[A-Z]+\.\w+$")  # e.g. bnmem/cli/commands/NAME.py
     missing = [p for p in sorted(paths) if not placeholder.search(p)

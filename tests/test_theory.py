@@ -259,6 +259,45 @@ def test_counterfactual_first_order_terms_match_small_steps() -> None:
     assert errs[2] < 1e-4 and errs[0] > errs[1] > errs[2]
 
 
+@pytest.mark.parametrize("kind", ["flip", "ood"])
+def test_counterfactual_closed_form_terms_match_the_per_outlier_backward_loop(kind) -> None:
+    """Oracle: the forward-mode closed forms of the w, γ, β (and w~, c~) first-order terms vs
+    one backward pass per outlier and model (the former code path), float64, at a few states
+    of a short run; every other field is the same computation in both paths (bitwise)."""
+    cfg = TheoryConfig(steps=6, seed=5, outlier_kind=kind, n_outliers=5)
+    data = make_toy_data(cfg)
+    p = init_bn_params(cfg)
+    for step in range(cfg.steps + 1):
+        fast = counterfactual_step(p, data.x, data.y, data.outlier_idx, cfg.bn_eps, cfg.lr)
+        slow = counterfactual_step(p, data.x, data.y, data.outlier_idx, cfg.bn_eps, cfg.lr, loop=True)
+        for name in ("bn_terms", "plain_terms", "first_order_bn", "first_order_plain"):
+            a, b = getattr(fast, name), getattr(slow, name)
+            assert np.all(np.abs(b) > 1e-9), name  # no term near 0, so the relative check is meaningful
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=0, err_msg=f"{name} at step {step}")
+        for name in ("dm_bn", "dm_plain", "ratio", "ratio_w_only", "dm_bn_w", "dm_plain_w"):
+            np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), err_msg=name)
+        assert fast.amp == slow.amp and fast.match_gap == slow.match_gap
+        q = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+        g = torch.autograd.grad(F.cross_entropy(bn_forward(q, data.x, cfg.bn_eps)[0], data.y), list(q.values()))
+        p = {k: (v - cfg.lr * gk).detach() for (k, v), gk in zip(q.items(), g)}
+
+
+def test_counterfactual_run_trains_exactly_as_plain_gradient_descent() -> None:
+    """The run reuses the counterfactual's BN gradient for its training step: the states it
+    measures are, bitwise, those of plain full-batch GD on the BN model."""
+    cfg = TheoryConfig(steps=8, seed=6)
+    run = counterfactual_run(cfg)
+    data = make_toy_data(cfg)
+    p = init_bn_params(cfg)
+    for step in range(cfg.steps + 1):
+        cf = counterfactual_step(p, data.x, data.y, data.outlier_idx, cfg.bn_eps, cfg.lr)
+        assert run["amp"][step] == cf.amp
+        np.testing.assert_array_equal(run["dm_bn"][step], cf.dm_bn)
+        q = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+        g = torch.autograd.grad(F.cross_entropy(bn_forward(q, data.x, cfg.bn_eps)[0], data.y), list(q.values()))
+        p = {k: (v - cfg.lr * gk).detach() for (k, v), gk in zip(q.items(), g)}
+
+
 def test_counterfactual_w_only_ratio_is_the_old_live_probe() -> None:
     """The old comparison (w only, real BN step) computed by both paths agrees."""
     cfg = TheoryConfig(seed=1, outlier_kind="ood")

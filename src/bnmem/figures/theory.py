@@ -109,7 +109,7 @@ def _plot_counterfactual(ax_steps, ax_scatter, runs: dict[str, dict[int, dict[st
         lo_all, hi_all = min(lo_all, float(a.min())), max(hi_all, float(a.max()))
     ax_steps.set_yscale("symlog", linthresh=1.0)
     ax_steps.set(xlabel="step", ylabel="Δm_BN / Δm_no-norm, one step",
-                 title="claim 5b: (w,γ,β) step vs (w~,c~) step of the matched no-norm model")
+                 title="claim 5b: (w,γ,β) step vs (w~,c~) step\nof the matched no-norm model")
     if np.isfinite(lo_all):
         xs = np.geomspace(lo_all, hi_all, 50)
         ax_scatter.plot(xs, xs, "k-", lw=1, label="ratio = (γ/σ)²")

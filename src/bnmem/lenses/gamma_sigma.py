@@ -92,7 +92,7 @@ def measure_hook(cfg: GammaSigmaConfig, ds: OutlierDataset, job: Path | None = N
     """``on_epoch`` hook: γ/σ statistics (per-channel lists only at the last epoch) and, with outliers in
     the data, the own-loss pushes on each γ summed for the outliers and for all, with the gradient norms
     that normalize them (claim 7; one extra training-mode pass over the training set per measured epoch,
-    with a Jacobian row per outlier and sampled clean example)."""
+    with a gradient row per outlier and sampled clean example: :func:`bnmem.measure.gamma_push.gamma_pushes`)."""
     x_probe = ds.x_train[torch.as_tensor(probe_batch(ds, cfg.train.batch_size, cfg.data.seed))]
     epochs = set(cfg.measured_epochs())
     outliers = ds.is_outlier

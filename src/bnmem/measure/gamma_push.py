@@ -27,10 +27,23 @@ all-parameter gradient norm ‖∇θ ℓ_i‖ (same batches, training mode) summ
 the outliers and over a fixed seeded sample of the clean examples (scaled up to
 all of them: an unbiased estimate of their sum), and the outliers' training
 accuracy in the same pass (batch statistics) for the before/after-fit split.
+
+Two paths give the same numbers (to float64 round-off; tested): ``rows``, per batch
+one batched backward of the two group sums to γ, β and the BN outputs plus one
+Jacobian row per measured example over every parameter; and ``stacked`` (the
+default where :mod:`bnmem.measure.batch_rows` covers the layers), every row of a
+batch — the two group sums and one row per measured example — in one batched
+backward to the layer outputs only, each row's parameter gradients from the
+layers' identities. The stacked path is checked against the rows path on one
+example per call and falls back to it on a mismatch (with a warning); on the
+demo's digits LeNet it took 0.65-0.8 of the rows path's time (per call and over a
+20-epoch job; the 2-core machine's load moved it), on ResNet-20 it was slower, so ``auto`` takes it only where it was measured faster
+(:func:`bnmem.measure.batch_rows.stacked_pays`; ``benchmarks/bench_hooks.py``).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -38,6 +51,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bnmem.errors import BnmemError
+from bnmem.measure.batch_rows import batched_grads, rows_unsupported, stacked_pays, stacked_rows
+from bnmem.measure.ghost import GhostUnsupported
 from bnmem.measure.hooks import removed_after
 from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batch_sigma, batchnorm_layers
@@ -51,6 +67,7 @@ PUSH_VERSION = 2
 # Jacobian rows per batched backward: at most 32, and at most ~256 MB of rows × parameters.
 _ROW_CHUNK = 32
 _ROW_BYTES = 256 * 2**20
+PUSH_METHODS = ("auto", "stacked", "rows")
 
 
 def _batch_order(n: int, batch_size: int, seed: int) -> list[np.ndarray]:
@@ -77,18 +94,6 @@ def affine_bn_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
             if getattr(m, "weight", None) is not None and getattr(m, "bias", None) is not None]
 
 
-def _rows(losses: torch.Tensor, inputs: list[torch.Tensor], weights: torch.Tensor) -> list[torch.Tensor]:
-    """Gradients of Σ_j weights[r, j]·losses[j] for every row r, in one batched backward (graph kept)."""
-    try:
-        return list(torch.autograd.grad(losses, inputs, grad_outputs=weights, is_grads_batched=True,
-                                        retain_graph=True, allow_unused=True))
-    except RuntimeError:  # an op without a batching rule: one backward per row, same numbers
-        per = [torch.autograd.grad(losses, inputs, grad_outputs=w, retain_graph=True, allow_unused=True)
-               for w in weights]
-        return [torch.stack([p[k] if p[k] is not None else torch.zeros_like(inputs[k]) for p in per])
-                for k in range(len(inputs))]
-
-
 def _jacobian_rows(losses: torch.Tensor, params: list[torch.Tensor], positions: list[int]
                    ) -> list[list[torch.Tensor]]:
     """Per parameter, the gradients of the losses at ``positions`` (one row each), in chunks."""
@@ -98,9 +103,8 @@ def _jacobian_rows(losses: torch.Tensor, params: list[torch.Tensor], positions: 
     chunk = max(1, min(_ROW_CHUNK, _ROW_BYTES // max(1, size)))
     for s in range(0, len(positions), chunk):
         part = positions[s:s + chunk]
-        rows = _rows(losses, params, eye[part])
-        for k, (r, p) in enumerate(zip(rows, params)):
-            out[k].append(r if r is not None else torch.zeros((len(part), *p.shape), dtype=p.dtype, device=p.device))
+        for k, r in enumerate(batched_grads(losses, params, eye[part])):
+            out[k].append(r)
     return [torch.cat(c) if c else p.new_zeros((0, *p.shape)) for c, p in zip(out, params)]
 
 
@@ -172,7 +176,7 @@ def _batch_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], seen: dic
     betas = [m.bias for _, m in layers]
     outs = [seen[n][0] for n, _ in layers]
     weights = torch.stack([out_b.to(losses.dtype), torch.ones_like(losses)])  # row 0: the outliers' loss; 1: all
-    grads = _rows(losses, gammas + betas + outs, weights)
+    grads = batched_grads(losses, gammas + betas + outs, weights)
     k = len(layers)
     for j, (n, m) in enumerate(layers):
         g_gamma, g_beta, g_out = grads[j], grads[k + j], grads[2 * k + j]
@@ -196,8 +200,51 @@ def _batch_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], seen: dic
         sums.norms["clean_sampled"] += float(norms[~is_out].sum())
 
 
+def _stacked_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], xb: torch.Tensor, yb: torch.Tensor,
+                  out_b: torch.Tensor, norm_b: torch.Tensor, sums: _Sums, cache: dict, check: bool) -> None:
+    """:func:`_batch_pass`'s sums from one batched backward to the layer outputs (every row at once: the two
+    group sums, then one row per outlier and sampled clean example; parameter gradients by the identities of
+    :mod:`bnmem.measure.batch_rows`). ``check``: compare the first row's norm with the per-row path."""
+    with torch.no_grad():  # the same forward as the per-row path: the same accuracy, bit for bit
+        logits = model(xb)
+    sums.correct += int((logits.argmax(1) == yb)[out_b].sum())
+    positions = torch.nonzero(out_b | norm_b).ravel()
+    eye = torch.eye(xb.shape[0], dtype=xb.dtype, device=xb.device)
+    weights = torch.cat([torch.stack([out_b.to(xb.dtype), torch.ones_like(eye[0])]), eye[positions]])
+    rows = stacked_rows(model, xb, yb, weights, cache)
+    for n, m in layers:
+        g_gamma, g_beta = rows.bn_affine(n)
+        sign = -torch.sign(m.weight.detach())
+        acc = sums.layers[n]
+        acc["outlier"] += (sign * g_gamma[0]).double()
+        acc["all"] += (sign * g_gamma[1]).double()
+        # plan 3.0's attribution: row i of ∂(Σ_j ℓ_j)/∂y · x̂ credited to example i
+        terms = rows.output_grad(n)[1] * rows.x_hat(n)
+        terms = terms.sum(dim=[d for d in range(terms.ndim) if d > 1]) if terms.ndim > 2 else terms
+        acc["outlier_rows"] += (sign * terms[out_b].sum(0)).double()
+        sums.radial[n] += float((m.weight.detach() * g_gamma[1]).sum() + (m.bias.detach() * g_beta[1]).sum())
+        sums.grad_norm[n] += float(torch.cat([g_gamma[1], g_beta[1]]).double().norm())
+    if positions.numel():
+        norms = torch.sqrt(rows.sq_norms()[2:])
+        if check:
+            _check_row(model, xb, yb, int(positions[0]), float(norms[0]))
+        is_out = out_b[positions]
+        sums.norms["outlier"] += float(norms[is_out].sum())
+        sums.norms["clean_sampled"] += float(norms[~is_out].sum())
+
+
+def _check_row(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, position: int, norm: float) -> None:
+    """One example's norm by the stacked rows against the per-row path (a layer used in a way the identities
+    do not cover would show here); the tolerance is √eps of the model's dtype. The model is in BN batch mode."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    rows = _jacobian_rows(F.cross_entropy(model(xb), yb, reduction="none"), params, [position])
+    ref = float(torch.sqrt(sum(r.double().pow(2).sum() for r in rows)))
+    if not abs(norm - ref) <= torch.finfo(xb.dtype).eps ** 0.5 * abs(ref):
+        raise GhostUnsupported(f"stacked rows disagree with the per-row path ({norm} vs {ref})")
+
+
 def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np.ndarray, batch_size: int,
-                 seed: int = 0, norm_sample: int | None = None) -> dict[str, Any]:
+                 seed: int = 0, norm_sample: int | None = None, method: str = "auto") -> dict[str, Any]:
     """One pass over the training set in training mode: the outliers' and everyone's summed push on |γ|.
 
     Args:
@@ -207,6 +254,11 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
         batch_size: normalization batch (the training batch size).
         seed: seeds the batch order (a fixed permutation) and the clean sample.
         norm_sample: clean examples whose gradient norms are measured (None: all).
+        method: ``stacked`` (every row of a batch in one batched backward to the layer outputs,
+            :func:`bnmem.measure.batch_rows.stacked_rows`), ``rows`` (batched backwards to the parameters,
+            the path it is tested against) or ``auto`` (stacked where the layers allow it and it was measured
+            faster, :func:`bnmem.measure.batch_rows.stacked_pays`, self-checked on one example per call; else
+            rows).
 
     Returns:
         ``{"version", "layers": {layer: {"outlier", "all", "outlier_rows": [per channel], "radial",
@@ -216,27 +268,53 @@ def gamma_pushes(model: nn.Module, x: torch.Tensor, y: torch.Tensor, outlier: np
         layer = Σ over batches of ‖(∂L_b/∂γ, ∂L_b/∂β)‖. The model's weights, buffers, gradients and mode
         are unchanged. Empty dict without affine BN layers.
     """
+    if method not in PUSH_METHODS:
+        raise BnmemError(f"unknown push method {method!r}; choose one of {', '.join(PUSH_METHODS)}")
+    if method == "stacked" and rows_unsupported(model) is not None:
+        raise BnmemError(f"the stacked path does not cover this model: {rows_unsupported(model)}; use 'rows'")
     layers = affine_bn_layers(model)
     if not layers:
         return {}
     outlier = np.asarray(outlier, dtype=bool)
-    ref = next(t for t in model.parameters() if t.is_floating_point())
-    mask = torch.as_tensor(outlier, device=ref.device)
     sample = clean_sample(outlier, norm_sample, seed)
-    sample_t = torch.as_tensor(sample, device=ref.device)
-    sums = _Sums(layers, ref.device)
-    seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    handles = [m.register_forward_hook(_x_hat_hook(seen, n, m.eps)) for n, m in layers]
-    with removed_after(handles), bn_query_mode(model, "batch"), torch.enable_grad():
-        for b in _batch_order(x.shape[0], batch_size, seed):
-            idx = torch.as_tensor(b)
-            _batch_pass(model, layers, seen, x[idx].to(device=ref.device, dtype=ref.dtype), y[idx].to(ref.device),
-                        mask[idx.to(ref.device)], sample_t[idx.to(ref.device)], sums)
+    if method == "stacked" or (method == "auto" and rows_unsupported(model) is None and stacked_pays(model, x)):
+        try:
+            sums = _pass(model, layers, x, y, outlier, sample, batch_size, seed, "stacked")
+        except GhostUnsupported as e:
+            if method == "stacked":
+                raise
+            warnings.warn(f"stacked rows not applicable ({e}); using one batched backward per group", stacklevel=2)
+            sums = _pass(model, layers, x, y, outlier, sample, batch_size, seed, "rows")
+    else:
+        sums = _pass(model, layers, x, y, outlier, sample, batch_size, seed, "rows")
     n_out = int(outlier.sum())
     return {"version": PUSH_VERSION, "layers": sums.result(layers),
             "grad_norm": {**sums.norms, "n_outlier": n_out, "n_clean": int((~outlier).sum()),
                           "n_clean_sampled": int(sample.sum())},
             "outlier_acc": sums.correct / n_out if n_out else None}
+
+
+def _pass(model: nn.Module, layers: list[tuple[str, nn.Module]], x: torch.Tensor, y: torch.Tensor,
+          outlier: np.ndarray, sample: np.ndarray, batch_size: int, seed: int, method: str) -> _Sums:
+    """The pass over the batches by ``method`` (``stacked`` or ``rows``)."""
+    ref = next(t for t in model.parameters() if t.is_floating_point())
+    mask = torch.as_tensor(outlier, device=ref.device)
+    sample_t = torch.as_tensor(sample, device=ref.device)
+    sums = _Sums(layers, ref.device)
+    seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    hooked = method == "rows"
+    handles = [m.register_forward_hook(_x_hat_hook(seen, n, m.eps)) for n, m in layers] if hooked else []
+    cache: dict = {}
+    with removed_after(handles), bn_query_mode(model, "batch"), torch.enable_grad():
+        for k, b in enumerate(_batch_order(x.shape[0], batch_size, seed)):
+            idx = torch.as_tensor(b)
+            xb, yb = x[idx].to(device=ref.device, dtype=ref.dtype), y[idx].to(ref.device)
+            out_b, norm_b = mask[idx.to(ref.device)], sample_t[idx.to(ref.device)]
+            if hooked:
+                _batch_pass(model, layers, seen, xb, yb, out_b, norm_b, sums)
+            else:
+                _stacked_pass(model, layers, xb, yb, out_b, norm_b, sums, cache, check=k == 0)
+    return sums
 
 
 def outlier_excess_share(pushes: list[dict[str, dict[str, list[float]]]], outlier_fraction: float

@@ -24,8 +24,8 @@ slow, obviously correct oracle), ``auto`` (ghost where the layers allow it, else
 vmap; the first chunk of ghost norms is checked against the loop on two
 examples, and a mismatch falls back to vmap). For ``batch``: ``jacobian`` (all
 rows of the per-batch Jacobian of the loss vector in one batched backward),
-``rows`` (one backward per example to the layer outputs only, then every example's
-parameter gradient as one GEMM per layer: :mod:`bnmem.measure.batch_rows`), ``loop``
+``rows`` (batched backwards of up to 32 examples' losses to the layer outputs only,
+then every example's parameter gradient as one GEMM per layer: :mod:`bnmem.measure.batch_rows`), ``loop``
 (one backward per example: the oracle) or ``auto`` (rows where the layers allow it,
 self-checked against the loop on two examples per call, else the Jacobian).
 

@@ -40,6 +40,7 @@ _EXPORTS = {
     "live_projection_factor": "probes",
     "Counterfactual": "probes",
     "counterfactual_step": "probes",
+    "counterfactual_and_gradient": "probes",
     "DIVERGED_LOSS": "trajectories",
     "simulate": "trajectories",
     "counterfactual_run": "trajectories",

@@ -30,7 +30,7 @@ from bnmem.theory.model import (
     plain_forward,
     smooth_margin,
 )
-from bnmem.theory.probes import Probe, counterfactual_step, probe_state
+from bnmem.theory.probes import Probe, counterfactual_and_gradient, probe_state
 
 # Mean cross-entropy starts near log(C) and a converging run only lowers it; a
 # run past this has blown up (at lr ≳ 2 the BN run's weights grow geometrically).
@@ -212,7 +212,7 @@ COUNTERFACTUAL_FIELDS = ("amp", "ratio", "dm_bn", "dm_plain", "ratio_w_only", "f
 
 
 def counterfactual_run(cfg: TheoryConfig) -> dict[str, np.ndarray]:
-    """Train the BN model and apply :func:`counterfactual_step` at every state (steps 0..steps).
+    """Train the BN model and apply :func:`~bnmem.theory.probes.counterfactual_step` at every state (steps 0..steps).
 
     Args:
         cfg: the config (its seed and outlier_kind pick the data and init).
@@ -231,15 +231,13 @@ def counterfactual_run(cfg: TheoryConfig) -> dict[str, np.ndarray]:
         bn = init_bn_params(cfg)
         rec: dict[str, list] = {k: [] for k in COUNTERFACTUAL_FIELDS}
         for t in range(cfg.steps + 1):
-            cf = counterfactual_step(bn, x, y, idx, eps, lr)
+            cf, g_bn, loss = counterfactual_and_gradient(bn, x, y, idx, eps, lr)
             for k in COUNTERFACTUAL_FIELDS:
                 rec[k].append(getattr(cf, k))
             if t == cfg.steps:
                 break
-            p = leaf(bn)
-            loss = F.cross_entropy(bn_forward(p, x, eps)[0], y)
-            _check_finite("BN", float(loss.detach()), t, lr)
-            bn = gd_step(p, grads(loss, p), lr)
+            _check_finite("BN", loss, t, lr)
+            bn = gd_step(bn, g_bn, lr)  # the counterfactual's BN gradient is the training step's
     out = {k: np.array(v) for k, v in rec.items()}
     out["outlier_idx"] = data.outlier_idx.numpy()
     return out
