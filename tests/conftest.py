@@ -18,3 +18,30 @@ settings.register_profile(
 )
 settings.load_profile("bnmem")
 
+
+
+import functools  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def memoized_noise_multiplier():
+    """Opacus's noise multiplier σ for a privacy budget, searched once per budget in this process.
+
+    ``PrivacyEngine.make_private_with_epsilon`` binary-searches σ for (ε, δ, sample rate, epochs) with its
+    accountant: pure arithmetic, tens of seconds per search on this machine, and the same answer for every
+    DP shadow model of one budget (they train on equally many examples). The memo returns that same value;
+    the training, the noise and the accounting of each model are untouched.
+    """
+    try:
+        import opacus.privacy_engine as engine
+    except ImportError:  # the DP tests skip themselves
+        yield
+        return
+    original = engine.get_noise_multiplier
+    engine.get_noise_multiplier = functools.lru_cache(maxsize=None)(original)
+    try:
+        yield
+    finally:
+        engine.get_noise_multiplier = original

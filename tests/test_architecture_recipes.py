@@ -16,6 +16,7 @@ Each of the rows for a lens, an attack, a dataset and a claim rule ends with its
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -67,9 +68,11 @@ def _key(node: ast.AST) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def name_tables(kind_names: set[str]) -> set[str]:
-    """Files (as the recipes write them) holding a table keyed by every name in ``kind_names``."""
-    found = set()
+@functools.lru_cache(maxsize=None)
+def _key_groups() -> tuple[tuple[str, tuple[frozenset[str], ...]], ...]:
+    """Per source and test file (as the recipes write them): the key sets of its dict literals and the names
+    its ``LensSpec``/``AttackSpec`` calls declare. Parsed once: every recipe row reads the same files."""
+    out = []
     for path in sorted([*SRC.rglob("*.py"), *(ROOT / "tests").glob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         groups = [{k for k in map(_key, n.keys) if k} for n in ast.walk(tree) if isinstance(n, ast.Dict)]
@@ -77,10 +80,14 @@ def name_tables(kind_names: set[str]) -> set[str]:
         for n in ast.walk(tree):
             if isinstance(n, ast.Call) and n.args and getattr(n.func, "id", None) in ("LensSpec", "AttackSpec"):
                 declared.add(_key(n.args[0]) or "")
-        if any(kind_names <= g for g in [*groups, declared]):
-            rel = path.relative_to(SRC if SRC in path.parents else ROOT).as_posix()
-            found.add(rel)
-    return found
+        rel = path.relative_to(SRC if SRC in path.parents else ROOT).as_posix()
+        out.append((rel, tuple(frozenset(g) for g in [*groups, declared])))
+    return tuple(out)
+
+
+def name_tables(kind_names: set[str]) -> set[str]:
+    """Files (as the recipes write them) holding a table keyed by every name in ``kind_names``."""
+    return {rel for rel, groups in _key_groups() if any(kind_names <= g for g in groups)}
 
 
 def _defines(path: Path, name: str) -> bool:

@@ -15,6 +15,10 @@ from bnmem.report.preregistration import run_label
 from bnmem.study import load_study, plan
 from bnmem.study.confirmatory import MODEL_SEED_BOUND, derive, replicate_seeds
 
+# The studies run in this process (--workers 1): their results are the same bytes for any worker count
+# (tests/test_study_graph.py), and spawned workers would import torch again.
+IN_PROCESS = ("--workers", "1")
+
 STUDY = {"name": "conf", "data": {"dataset": "digits", "train_size": 120},
          "train": {"epochs": 1, "batch_size": 32},
          "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
@@ -93,7 +97,7 @@ def test_run_records_the_derived_seeds_and_refuses_a_rerun_under_another_plan(tm
     doc = {**STUDY, "grid": {**STUDY["grid"], "replicates": 1, "outliers": [{"label_noise": 0.05}]},
            "lenses": {"memorize": {}}}
     path, out = _study(tmp_path, doc), tmp_path / "run"
-    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory"]) == 0
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 0
     rec = io.read_json(out / "study.json")[CONFIRMATORY_KEY]
     seeds = replicate_seeds(plan_sha256(), 1, 2)[0]
     assert rec["plan_sha256"] == plan_sha256() and rec["plan_version"] == PLAN_VERSION
@@ -103,7 +107,7 @@ def test_run_records_the_derived_seeds_and_refuses_a_rerun_under_another_plan(tm
     assert run_label(out).startswith(f"confirmatory: every seed of this run was derived from the hash of plan "
                                      f"{PLAN_VERSION}")
     # resuming under the same plan is fine; without the flag, or under another plan, it is refused
-    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory"]) == 0
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 0
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 2
     text = ap.render_markdown()
     monkeypatch.setattr(ap, "render_markdown", lambda: text + " ")
@@ -116,7 +120,7 @@ def test_a_run_without_the_flag_is_exploratory_and_cannot_become_confirmatory(tm
     doc = {**STUDY, "grid": {**STUDY["grid"], "replicates": 1, "outliers": [{"label_noise": 0.05}]},
            "lenses": {"memorize": {}}}
     path, out = _study(tmp_path, doc), tmp_path / "run"
-    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(path), "--out", str(out), "--quiet", *IN_PROCESS]) == 0
     assert CONFIRMATORY_KEY not in io.read_json(out / "study.json")
     assert run_label(out).startswith("exploratory: this run's seeds were not derived from the hash")
     assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory"]) == 2

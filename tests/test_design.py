@@ -14,6 +14,10 @@ from bnmem.design import claim_design, evaluate_design
 from bnmem.power import power_above
 from bnmem.study import load_study, plan
 
+# The studies run in this process (--workers 1): their results are the same bytes for any worker count
+# (tests/test_study_graph.py), and spawned workers would import torch again.
+IN_PROCESS = ("--workers", "1")
+
 TINY = {"name": "tiny", "data": {"dataset": "digits", "train_size": 120},
         "train": {"epochs": 1, "batch_size": 32},
         "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
@@ -67,7 +71,7 @@ def test_propose_writes_a_study_the_calculator_says_reaches_80_percent(tmp_path,
 def test_a_pilot_run_gives_the_observed_spread(tmp_path, capsys):
     doc = {**TINY, "lenses": {"memorize": {}}}
     path, run = _write(tmp_path, doc), tmp_path / "pilot"
-    assert main(["run", str(path), "--out", str(run), "--quiet"]) == 0
+    assert main(["run", str(path), "--out", str(run), "--quiet", *IN_PROCESS]) == 0
     from bnmem.report.claims import evaluate_claims
     from bnmem.report.rundata import load_run
 

@@ -17,7 +17,8 @@ import torch
 
 from bnmem.config import DataConfig, TrainConfig
 
-pytestmark = pytest.mark.slow
+# One σ search per budget (tests/conftest.py): both tests train the same DP shadow models' budget.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("memoized_noise_multiplier")]
 
 
 def _config():

@@ -2,8 +2,9 @@
 
 The blocks are extracted by ``tests/readme_blocks.py`` and run at tiny sizes: each command's sizes
 are shrunk by :func:`shrink` (epochs, seeds, shadow models, training-set size; the demo study through
-``--set``), which changes how long it runs, not what it does. A block that cannot run here is marked
-in the README with ``<!-- readme-test: skip REASON -->``; :data:`MAX_SKIPPED` keeps that list short.
+``--set``; a dry run's timed steps at a small batch), which changes how long it runs, not what it does.
+A block that cannot run here is marked in the README with ``<!-- readme-test: skip REASON -->``;
+:data:`MAX_SKIPPED` keeps that list short.
 The "Extending bnmem" block runs in ``tests/test_extending.py``.
 """
 
@@ -28,6 +29,7 @@ DEMO_SETS = ["train.epochs=2", "grid.replicates=1", "grid.seeds=[0]", "data.trai
              "grid.outliers=[{label_noise: 0.1}, {}]", "lenses.lira.shadow_models=4",
              "lenses.mitigate.lira_models=0", "lenses.mitigate.fixed_epoch=1", "lenses.mitigate.lambdas=[1.0]",
              "lenses.gradnorms.at=[1, 2]", "lenses.gradnorms.batch_subset=60", "lenses.theory.steps=20"]
+DRY_RUN_BATCH = 8
 
 
 def shrink(cmd: str) -> list[str]:
@@ -51,6 +53,10 @@ def shrink(cmd: str) -> list[str]:
         argv += ["--max-examples", "100"]
     elif argv[0] == "run" and "--dry-run" not in argv and argv[1].endswith("demo.yaml"):
         argv += [x for s in DEMO_SETS for x in ("--set", s)] + ["--quiet"]
+    elif argv[0] == "run":
+        # A dry run times a few SGD steps of each architecture at the study's batch size (CIFAR-10's 256 takes
+        # ResNet-18 minutes on one CPU thread); a small batch times the same steps and plans the same jobs.
+        argv += ["--set", f"train.batch_size={DRY_RUN_BATCH}"]
     return argv
 
 

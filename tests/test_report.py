@@ -25,6 +25,10 @@ from bnmem.analysis_plan import (
     REPRODUCED, STATUSES,
 )
 
+# The studies run in this process (--workers 1): their results are the same bytes for any worker count
+# (tests/test_study_graph.py), and spawned workers would import torch again.
+IN_PROCESS = ("--workers", "1")
+
 CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6", "7"]
 ROW_STATUSES = set(STATUSES) | {CHECK_PASSED, CHECK_FAILED}
 GRADED = set(STATUSES) - {NOT_RUN}
@@ -423,7 +427,7 @@ def test_report_of_a_real_study_run(tmp_path):
         "  theory: {steps: 20}\n"
     )
     out = tmp_path / "run"
-    assert main(["run", str(tmp_path / "tiny.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(tmp_path / "tiny.yaml"), "--out", str(out), "--quiet", *IN_PROCESS]) == 0
     assert main(["report", str(out)]) == 0
     page = parse(out / "report.html")
     assert_self_contained(page)

@@ -22,6 +22,10 @@ from bnmem.cli import main
 from bnmem.report.tidy import COLUMNS
 from bnmem.results import load
 
+# The studies run in this process (--workers 1): their results are the same bytes for any worker count
+# (tests/test_study_graph.py), and spawned workers would import torch again.
+IN_PROCESS = ("--workers", "1")
+
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 
 STUDY = {
@@ -39,7 +43,7 @@ def run(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("tidy")
     (base / "tidy.yaml").write_text(yaml.safe_dump(STUDY))
     out = base / "run"
-    assert main(["run", str(base / "tidy.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(base / "tidy.yaml"), "--out", str(out), "--quiet", *IN_PROCESS]) == 0
     assert main(["report", str(out)]) == 0
     return out
 

@@ -32,12 +32,17 @@ TINY = {
 }
 
 
+# The study runs in this process (--workers 1): its results are the same bytes for any worker count
+# (tests/test_study_graph.py), and spawned workers would import torch again.
+IN_PROCESS = ("--workers", "1")
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("specs")
     (base / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     out = base / "run"
-    assert main(["run", str(base / "tiny.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(base / "tiny.yaml"), "--out", str(out), "--quiet", *IN_PROCESS]) == 0
     return out
 
 
