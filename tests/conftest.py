@@ -30,9 +30,10 @@ def memoized_noise_multiplier():
     """Opacus's noise multiplier σ for a privacy budget, searched once per budget in this process.
 
     ``PrivacyEngine.make_private_with_epsilon`` binary-searches σ for (ε, δ, sample rate, epochs) with its
-    accountant: pure arithmetic, tens of seconds per search on this machine, and the same answer for every
-    DP shadow model of one budget (they train on equally many examples). The memo returns that same value;
-    the training, the noise and the accounting of each model are untouched.
+    accountant: pure arithmetic, seconds to tens of seconds per search on this machine. δ = 1/n and the sample
+    rate follow each model's training-set size, so a model asks again only when it trains on as many examples
+    as one before it: a resumed chunk retraining a model, a second test training the same DP shadow models.
+    The memo returns the value the search would return; the training, noise and accounting are untouched.
     """
     try:
         import opacus.privacy_engine as engine

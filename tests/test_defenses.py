@@ -103,7 +103,7 @@ def test_config_refuses_bn_for_dp_and_names_variants():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("memoized_noise_multiplier")  # one σ search per DP budget (tests/conftest.py)
+@pytest.mark.usefixtures("memoized_noise_multiplier")  # the resume asks Opacus for the same σ again
 def test_tiny_defenses_run_resumes_and_is_consistent(tmp_path_factory):
     pytest.importorskip("opacus")
     from bnmem import io

@@ -17,7 +17,7 @@ import torch
 
 from bnmem.config import DataConfig, TrainConfig
 
-# One σ search per budget (tests/conftest.py): both tests train the same DP shadow models' budget.
+# The second test trains the same DP shadow models (same sizes): Opacus's σ searches are memoized (conftest).
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("memoized_noise_multiplier")]
 
 
