@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -65,19 +66,25 @@ from bnmem.measure.predict import bn_query_mode
 from bnmem.train import seeded_model, train_model
 
 
-def old_batch_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, subset: np.ndarray) -> np.ndarray:
-    """The batch definition as measured before: the batched Jacobian over every row of every batch."""
+def _subset_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, subset: np.ndarray,
+                  batch_sq: Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]) -> np.ndarray:
+    """Batch-definition norms of ``subset`` in float64 (batches of 64, each example measured in its first
+    batch), one batch's squared norms by ``batch_sq``; NaN outside the subset."""
     m64 = float64_copy(model)
     xs, ys = x[torch.as_tensor(subset)].double(), y[torch.as_tensor(subset)]
     out = torch.full((xs.shape[0],), float("nan"), dtype=torch.float64)
     with bn_query_mode(m64, "batch"):
         for b in batch_partition(xs.shape[0], 64, 0):
             new = torch.isnan(out[b])
-            sq = batch_sq_norms_one(m64, xs[b], ys[b], "jacobian")
-            out[b[new]] = sq[new]
+            out[b[new]] = batch_sq(m64, xs[b], ys[b])[new]
     norms = np.full(x.shape[0], np.nan)
     norms[subset] = out.sqrt().numpy()
     return norms
+
+
+def old_batch_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, subset: np.ndarray) -> np.ndarray:
+    """The batch definition as measured before: the batched Jacobian over every row of every batch."""
+    return _subset_norms(model, x, y, subset, lambda m, xb, yb: batch_sq_norms_one(m, xb, yb, "jacobian"))
 
 
 def per_row_backward_norms(model: torch.nn.Module, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
@@ -90,16 +97,7 @@ def per_row_backward_norms(model: torch.nn.Module, xb: torch.Tensor, yb: torch.T
 
 def old_rows_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, subset: np.ndarray) -> np.ndarray:
     """The batch definition as measured until 2026-12-02: the rows path with one plain backward per row."""
-    m64 = float64_copy(model)
-    xs, ys = x[torch.as_tensor(subset)].double(), y[torch.as_tensor(subset)]
-    out = torch.full((xs.shape[0],), float("nan"), dtype=torch.float64)
-    with bn_query_mode(m64, "batch"):
-        for b in batch_partition(xs.shape[0], 64, 0):
-            new = torch.isnan(out[b])
-            out[b[new]] = per_row_backward_norms(m64, xs[b], ys[b])[new]
-    norms = np.full(x.shape[0], np.nan)
-    norms[subset] = out.sqrt().numpy()
-    return norms
+    return _subset_norms(model, x, y, subset, per_row_backward_norms)
 
 
 def job(ds, subset: np.ndarray) -> None:
