@@ -156,6 +156,27 @@ class _Sums:
         self.norms = {"outlier": 0.0, "clean_sampled": 0.0}
         self.correct = 0
 
+    def add_layer(self, n: str, m: nn.Module, g_gamma: torch.Tensor, g_beta: torch.Tensor, g_out_all: torch.Tensor,
+                  x_hat: torch.Tensor, out_b: torch.Tensor) -> None:
+        """One batch's contribution of BN layer ``n`` (module ``m``): ``g_gamma``/``g_beta`` rows 0 and 1 are
+        the gradients of the outliers' and of everyone's summed loss; ``g_out_all`` is the latter's gradient on
+        the layer's output, ``x_hat`` its normalized input."""
+        sign = -torch.sign(m.weight.detach())
+        acc = self.layers[n]
+        acc["outlier"] += (sign * g_gamma[0]).double()
+        acc["all"] += (sign * g_gamma[1]).double()
+        # plan 3.0's attribution: row i of ∂(Σ_j ℓ_j)/∂y · x̂ credited to example i
+        terms = g_out_all * x_hat
+        terms = terms.sum(dim=[d for d in range(terms.ndim) if d > 1]) if terms.ndim > 2 else terms
+        acc["outlier_rows"] += (sign * terms[out_b].sum(0)).double()
+        self.radial[n] += float((m.weight.detach() * g_gamma[1]).sum() + (m.bias.detach() * g_beta[1]).sum())
+        self.grad_norm[n] += float(torch.cat([g_gamma[1], g_beta[1]]).double().norm())
+
+    def add_norms(self, norms: torch.Tensor, is_out: torch.Tensor) -> None:
+        """The measured examples' all-parameter gradient norms, summed over the outliers and the clean sample."""
+        self.norms["outlier"] += float(norms[is_out].sum())
+        self.norms["clean_sampled"] += float(norms[~is_out].sum())
+
     def result(self, layers: list[tuple[str, nn.Module]]) -> dict[str, dict[str, Any]]:
         out = {}
         for n, m in layers:
@@ -179,25 +200,12 @@ def _batch_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], seen: dic
     grads = batched_grads(losses, gammas + betas + outs, weights)
     k = len(layers)
     for j, (n, m) in enumerate(layers):
-        g_gamma, g_beta, g_out = grads[j], grads[k + j], grads[2 * k + j]
-        sign = -torch.sign(m.weight.detach())
-        acc = sums.layers[n]
-        acc["outlier"] += (sign * g_gamma[0]).double()
-        acc["all"] += (sign * g_gamma[1]).double()
-        # plan 3.0's attribution: row i of ∂(Σ_j ℓ_j)/∂y · x̂ credited to example i
-        terms = g_out[1] * seen[n][1]
-        terms = terms.sum(dim=[d for d in range(terms.ndim) if d > 1]) if terms.ndim > 2 else terms
-        acc["outlier_rows"] += (sign * terms[out_b].sum(0)).double()
-        sums.radial[n] += float((m.weight.detach() * g_gamma[1]).sum() + (m.bias.detach() * g_beta[1]).sum())
-        sums.grad_norm[n] += float(torch.cat([g_gamma[1], g_beta[1]]).double().norm())
+        sums.add_layer(n, m, grads[j], grads[k + j], grads[2 * k + j][1], seen[n][1], out_b)
     positions = torch.nonzero(out_b | norm_b).ravel().tolist()
     if positions:
         params = [p for p in model.parameters() if p.requires_grad]
         rows = _jacobian_rows(losses, params, positions)
-        norms = torch.sqrt(sum(r.double().pow(2).flatten(1).sum(1) for r in rows))
-        is_out = out_b[positions]
-        sums.norms["outlier"] += float(norms[is_out].sum())
-        sums.norms["clean_sampled"] += float(norms[~is_out].sum())
+        sums.add_norms(torch.sqrt(sum(r.double().pow(2).flatten(1).sum(1) for r in rows)), out_b[positions])
 
 
 def _stacked_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], xb: torch.Tensor, yb: torch.Tensor,
@@ -214,23 +222,12 @@ def _stacked_pass(model: nn.Module, layers: list[tuple[str, nn.Module]], xb: tor
     rows = stacked_rows(model, xb, yb, weights, cache)
     for n, m in layers:
         g_gamma, g_beta = rows.bn_affine(n)
-        sign = -torch.sign(m.weight.detach())
-        acc = sums.layers[n]
-        acc["outlier"] += (sign * g_gamma[0]).double()
-        acc["all"] += (sign * g_gamma[1]).double()
-        # plan 3.0's attribution: row i of ∂(Σ_j ℓ_j)/∂y · x̂ credited to example i
-        terms = rows.output_grad(n)[1] * rows.x_hat(n)
-        terms = terms.sum(dim=[d for d in range(terms.ndim) if d > 1]) if terms.ndim > 2 else terms
-        acc["outlier_rows"] += (sign * terms[out_b].sum(0)).double()
-        sums.radial[n] += float((m.weight.detach() * g_gamma[1]).sum() + (m.bias.detach() * g_beta[1]).sum())
-        sums.grad_norm[n] += float(torch.cat([g_gamma[1], g_beta[1]]).double().norm())
+        sums.add_layer(n, m, g_gamma, g_beta, rows.output_grad(n)[1], rows.x_hat(n), out_b)
     if positions.numel():
         norms = torch.sqrt(rows.sq_norms()[2:])
         if check:
             _check_row(model, xb, yb, int(positions[0]), float(norms[0]))
-        is_out = out_b[positions]
-        sums.norms["outlier"] += float(norms[is_out].sum())
-        sums.norms["clean_sampled"] += float(norms[~is_out].sum())
+        sums.add_norms(norms, out_b[positions])
 
 
 def _check_row(model: nn.Module, xb: torch.Tensor, yb: torch.Tensor, position: int, norm: float) -> None:
