@@ -1,5 +1,9 @@
 """The local executor: in-process and with worker processes give the same bits."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from bnmem.errors import BnmemError
@@ -73,3 +77,51 @@ def test_workers_are_kept_between_maps_until_close():
         assert third.isdisjoint(first)
     finally:
         ex.close()
+
+
+def test_preloaded_workers_match_spawned_ones(tmp_path):
+    """Workers forked from a fork server that preloaded torch give the bits of spawned ones."""
+    spawned = run_selftest(tmp_path / "spawn", get_executor("local", progress=False, workers=2), n_jobs=4, steps=10)
+    ex = get_executor("local", progress=False, workers=2, preload=("torch",))
+    try:
+        forked = run_selftest(tmp_path / "fork", ex, n_jobs=4, steps=10)
+        assert ex._context.get_start_method() == "forkserver"
+    finally:
+        ex.close()
+    assert sorted(forked["ran"]) == [0, 1, 2, 3] and forked["checksum"] == spawned["checksum"]
+
+
+_THREADS = """
+import os, sys
+def threads():
+    return len(os.listdir("/proc/self/task"))
+import numpy, scipy.special  # the BLAS pools: their at-fork handlers stop them before a fork
+base = threads()
+from bnmem.study.graph import WORKER_PRELOAD
+for name in WORKER_PRELOAD:
+    __import__(name)
+late = sorted(m for m in ("sklearn", "pandas", "pyarrow") if m in sys.modules)
+print(base, threads(), ",".join(late))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_study_preload_starts_no_thread():
+    """What the fork server imports for a study starts no thread a fork would break (nothing besides the BLAS
+    pools; not sklearn, whose pandas and pyarrow start jemalloc's background thread)."""
+    out = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, check=True)
+    base, after, late = (out.stdout.split() + [""])[:3]
+    assert int(after) == int(base) and late == "", out.stdout
+
+
+def test_an_unused_fork_server_is_stopped_at_close():
+    """A study that fails its checks closes its executor before any job: the server's imports stop with it."""
+    from multiprocessing import forkserver
+
+    ex = get_executor("local", progress=False, workers=2, preload=("torch",))
+    pid = forkserver._forkserver._forkserver_pid
+    assert pid is not None
+    ex.close()
+    assert forkserver._forkserver._forkserver_pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped: no such child any more

@@ -4,6 +4,14 @@ On a small CPU, one torch thread per process and several processes beat one
 process with several intra-op threads (measured here: 2 workers of the LeNet
 ensemble trainer ran 1.6–1.8x faster than one). Jobs fix their own thread count,
 so a job's result does not depend on ``workers``.
+
+Worker processes are spawned (a fresh interpreter each), or, when the caller names modules to ``preload``,
+forked from a fork server that imported those modules once: two workers then pay one import of torch
+instead of two, and the server, started when the executor is made, imports while the caller still plans.
+A fork is safe only from a process without threads that a fork would break (torch's intra-op pool, a
+jemalloc background thread); the server runs no job and imports only what it is given, which is why the
+preloaded modules must start no thread besides the BLAS pools (their at-fork handlers stop them):
+tests/test_local_executor.py checks the study's list.
 """
 
 from __future__ import annotations
@@ -29,18 +37,26 @@ class LocalExecutor(Executor):
     Args:
         progress: show a progress bar over jobs.
         workers: 1 runs jobs in this process, one after another; N > 1 runs up to
-            N jobs at once in spawned worker processes, kept from one :meth:`map` to the next until
+            N jobs at once in worker processes, kept from one :meth:`map` to the next until
             :meth:`close`.
+        preload: modules the workers import once, in a fork server started now (with ``workers`` > 1
+            where the platform has one); empty: each worker is spawned and imports what its jobs need.
+            Each worker still runs the caller's main script as a spawned one does; a module that fails to
+            import is skipped.
     """
 
     name = "local"
 
-    def __init__(self, progress: bool = True, workers: int = 1) -> None:
+    def __init__(self, progress: bool = True, workers: int = 1, preload: Sequence[str] = ()) -> None:
         if workers < 1:
             raise BnmemError(f"--workers must be at least 1, got {workers}")
         self.progress = progress
         self.workers = workers
+        self.preload = tuple(preload)
         self._pool: ProcessPoolExecutor | None = None
+        self._context: Any = None
+        if workers > 1 and self.preload:
+            self._context = start_context(self.preload)
 
     def map(self, fn: JobFn, specs: Sequence[dict[str, Any]], desc: str = "jobs",
             resources: dict[str, float] | None = None) -> list[dict[str, Any]]:
@@ -111,15 +127,54 @@ class LocalExecutor(Executor):
         """The worker processes, started on first use and kept until :meth:`close`: a study maps once per
         stage and phase, and a fresh worker spends seconds importing torch before its first job."""
         if self._pool is None:
-            # spawn, not fork: a forked child inherits torch's thread pools and locks. Workers start on demand.
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+            # Not a fork of this process: it may hold torch's thread pools and locks. Workers start on demand.
+            self._context = self._context or start_context(self.preload)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=self._context)
         return self._pool
 
     def close(self) -> None:
-        """Stop the worker processes (a later :meth:`map` starts new ones)."""
+        """Stop the worker processes (a later :meth:`map` starts new ones), and a fork server that this
+        executor started and never used (a study that failed its checks, or had nothing left to run:
+        its imports would go on taking a core after this process ends)."""
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        elif self._context is not None and self._context.get_start_method() == "forkserver":
+            _stop_fork_server()
+            self._context = None
+
+
+def start_context(preload: Sequence[str]) -> Any:
+    """The multiprocessing context of the workers: ``spawn``, or with ``preload`` (and where the platform
+    has one) the fork server, started now so that it imports ``preload`` while the caller goes on.
+
+    The fork server is one per process: the first ``preload`` that starts it is the one it keeps.
+    """
+    if not preload or "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    from multiprocessing import forkserver
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(preload))
+    forkserver.ensure_running()  # returns at once: the server imports in its own process
+    return ctx
+
+
+def _stop_fork_server() -> None:
+    """End the fork server now, mid-import or not (multiprocessing's own stop waits for its imports)."""
+    import os
+    import signal
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None or not hasattr(server, "_stop"):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    server._stop()
 
 
 def _has_main_guard(source: str) -> bool:

@@ -34,6 +34,19 @@ from bnmem.study.share import SHARED
 PHASE_SHARE = {"recipe": 0.25, "train": 0.5, "query": 0.1}
 LENS_SHARE_AFTER_PHASES = 0.15
 
+# What a study's local worker processes import once, in the fork server (bnmem.executors.local), instead of
+# once per worker (~5 of the ~6.5 CPU seconds of a worker's imports; workers still import sklearn, which
+# loads pandas and pyarrow, whose jemalloc starts a background thread: no fork after that). A module
+# here must start no thread besides the BLAS pools (tests/test_local_executor.py checks).
+WORKER_PRELOAD = (
+    "bnmem.cli",  # the `bnmem` script each worker runs as its main module
+    "torch", "torch._dynamo",  # torch.optim's first optimizer imports torch._dynamo
+    "scipy.stats", "scipy.special", "scipy.integrate", "matplotlib.pyplot",
+    "bnmem.study.run", "bnmem.lenses.runs", "bnmem.train.ensemble_runs", "bnmem.data.sources",
+    "bnmem.measure.gamma_push", "bnmem.measure.gradnorms", "bnmem.figures.memorization", "bnmem.figures.roc",
+    "bnmem.figures.privacy_utility", "bnmem.figures.gradnorms", "bnmem.figures.gamma_sigma",
+)
+
 
 def phase_task_id(job_id: str, phase: str) -> str:
     """The graph id of one phase of a lens job."""

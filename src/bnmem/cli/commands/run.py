@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -39,41 +39,38 @@ def run(
     from bnmem.executors import get_executor
     from bnmem.study import load_study, plan, run_study
 
-    spec = load_study(study, [*(set or []), *(["data.download=true"] if download else [])])
-    if dry_run:
-        from bnmem.study.dryrun import dry_run_text
-
-        from bnmem.analysis_plan import plan_sha256
-
-        from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
-
-        cells, jobs = plan(spec, plan_sha256() if confirmatory else None)
-        cal = Calibration()
-        seconds = estimate_seconds(jobs, cal)
-        typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))
-        return
-    out = out or Path("runs") / spec.name
     if executor != "ray" and ray_address:
         raise BnmemError("--ray-address needs --executor ray")
     kwargs: dict = {"progress": not quiet}
-    if executor != "ray":
-        kwargs["workers"] = available_cores() if workers is None else workers
-    elif workers not in (None, 1):
-        raise BnmemError("--workers is for the local executor; Ray schedules by the study's resources")
-    if executor == "ray":
-        # Shadow-model chunks of the lira lens are submitted by the lens itself;
-        # the study's per-job request becomes the executor's default for them.
-        kwargs.update(address=ray_address, num_cpus_per_job=spec.resources.num_cpus,
-                      num_gpus_per_job=spec.resources.num_gpus)
-    from bnmem.study.preflight import preflight
+    ex = None
+    if executor != "ray" and not dry_run:
+        from bnmem.study.graph import WORKER_PRELOAD
 
-    # Data and disk, before the executor starts and before anything is written into --out.
-    preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
-    ex = get_executor(executor, **kwargs)
+        # Made first: its worker processes' fork server imports torch while this process plans.
+        ex = get_executor(executor, **kwargs, workers=available_cores() if workers is None else workers,
+                          preload=WORKER_PRELOAD)
+    elif executor == "ray" and workers not in (None, 1):
+        raise BnmemError("--workers is for the local executor; Ray schedules by the study's resources")
     try:
+        spec = load_study(study, [*(set or []), *(["data.download=true"] if download else [])])
+        if dry_run:
+            _print_dry_run(spec, confirmatory)
+            return
+        out = out or Path("runs") / spec.name
+        if executor == "ray":
+            # Shadow-model chunks of the lira lens are submitted by the lens itself;
+            # the study's per-job request becomes the executor's default for them.
+            kwargs.update(address=ray_address, num_cpus_per_job=spec.resources.num_cpus,
+                          num_gpus_per_job=spec.resources.num_gpus)
+        from bnmem.study.preflight import preflight
+
+        # Data and disk, before the executor starts and before anything is written into --out.
+        preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
+        ex = ex or get_executor(executor, **kwargs)
         result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory)
     finally:
-        ex.close()
+        if ex is not None:
+            ex.close()
     done = sum(j["status"] == "done" for j in result.jobs)
     skipped = sum(j["status"] == "skipped" for j in result.jobs)
     typer.echo(f"study {spec.name}: {len(result.index['cells'])} cells, {len(result.jobs)} jobs "
@@ -82,3 +79,16 @@ def run(
         typer.echo("confirmatory: every seed was derived from the analysis plan's SHA-256 (study.json, "
                    "'confirmatory')")
     typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")
+
+
+def _print_dry_run(spec: Any, confirmatory: bool) -> None:
+    """The planned jobs, their disk and their estimated seconds (``--dry-run``)."""
+    from bnmem.analysis_plan import plan_sha256
+    from bnmem.study import plan
+    from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
+    from bnmem.study.dryrun import dry_run_text
+
+    cells, jobs = plan(spec, plan_sha256() if confirmatory else None)
+    cal = Calibration()
+    seconds = estimate_seconds(jobs, cal)
+    typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))
