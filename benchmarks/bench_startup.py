@@ -103,23 +103,19 @@ def run_traced(cmd: list[str], src: Path, site: Path, env_extra: dict[str, str])
         return out
 
 
-def measure(label: str, src: Path, site: Path, args: argparse.Namespace, scratch: Path) -> dict[str, object]:
-    """``bnmem run`` and ``bnmem report`` with ``src``, ``args.repeats`` times; the median of each number."""
+def measure(label: str, src: Path, site: Path, args: argparse.Namespace, scratch: Path, i: int) -> dict:
+    """One ``bnmem run`` and one ``bnmem report`` with ``src``: their traced seconds."""
     bnmem = str(Path(sys.executable).with_name("bnmem"))  # the console script `make demo` runs
-    study = scratch / "startup.yaml"
-    runs, reports = [], []
-    for i in range(args.repeats):
-        cold = {"PYTHONPYCACHEPREFIX": str(scratch / f"pyc-{label}-{i}")} if args.cold else {}
-        out = scratch / f"run-{label}-{i}"
-        runs.append(run_traced([bnmem, "run", str(study), "--out", str(out), "--workers", "2", "--quiet"],
-                               src, site, cold))
-        rep = scratch / f"report-{label}"
-        shutil.rmtree(rep, ignore_errors=True)
-        shutil.copytree(args.report_run or out, rep, ignore=shutil.ignore_patterns("*.pt"))
-        for name in ("report.html", "summary.md", "summary.csv"):
-            (rep / name).unlink(missing_ok=True)
-        reports.append(run_traced([bnmem, "report", str(rep)], src, site, cold))
-    return {"run": _median(runs), "report": _median(reports), "report_dir": str(rep)}
+    cold = {"PYTHONPYCACHEPREFIX": str(scratch / f"pyc-{label}-{i}")} if args.cold else {}
+    out = scratch / f"run-{label}-{i}"
+    run = run_traced([bnmem, "run", str(scratch / "startup.yaml"), "--out", str(out), "--workers", "2", "--quiet"],
+                     src, site, cold)
+    rep = scratch / f"report-{label}"
+    shutil.rmtree(rep, ignore_errors=True)
+    shutil.copytree(args.report_run or out, rep, ignore=shutil.ignore_patterns("*.pt"))
+    for name in ("report.html", "summary.md", "summary.csv"):
+        (rep / name).unlink(missing_ok=True)
+    return {"run": run, "report": run_traced([bnmem, "report", str(rep)], src, site, cold), "report_dir": rep}
 
 
 def _median(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -154,11 +150,17 @@ def main() -> None:
         before = scratch / "before"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
                        check=True, capture_output=True)
+        for src in (before / "src", ROOT / "src"):  # both warm: bnmem's own bytecode compiled before timing
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
+        samples: dict[str, list[dict]] = {"before": [], "after": []}
         try:
-            result = {"before": measure("before", before / "src", site, args, scratch),
-                      "after": measure("after", ROOT / "src", site, args, scratch)}
+            for i in range(args.repeats):  # interleaved: a busy minute falls on both
+                samples["before"].append(measure("before", before / "src", site, args, scratch, i))
+                samples["after"].append(measure("after", ROOT / "src", site, args, scratch, i))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
+        result: dict = {k: {"run": _median([x["run"] for x in v]), "report": _median([x["report"] for x in v]),
+                            "report_dir": str(v[-1]["report_dir"])} for k, v in samples.items()}
         result["report_identical"] = same_report(Path(result["before"]["report_dir"]),
                                                  Path(result["after"]["report_dir"]))
     print_table(result)
