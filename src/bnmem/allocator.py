@@ -7,8 +7,9 @@ free there. A job that allocates and frees the same multi-MB tensors over and ov
 (the per-row gradients of the gradient-norm and γ/σ push hooks, the grouped
 network's activations) then page-faults every fresh block in again, zeroed by the
 kernel. Measured on the demo's BN shared training job (digits LeNet, flip cell, one
-thread): 0.81 M minor page faults -> 0.15 M, 2.5 s -> 0.6 s of system time
-(``benchmarks/bench_shared.py``). Results do not change: torch aligns every CPU
+thread, best of 3): 435 k minor page faults -> 35 k, 1.26 s -> 0.15 s of system time,
+14.9 -> 12.1 CPU seconds in all (``benchmarks/bench_shared.py``; the no-norm job
+2.9 -> 2.6). Results do not change: torch aligns every CPU
 tensor to 64 bytes whichever way malloc finds the memory, so the kernels see the
 same alignment and sum in the same order (the demo's lens files are byte-identical).
 
