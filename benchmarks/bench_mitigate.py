@@ -1,0 +1,163 @@
+"""One mitigate job of the demo, phase by phase: main's code before this change vs now, side by side.
+
+The job is the demo's mitigate lens in its label-noise cell of replicate 0 (studies/demo.yaml: digits
+LeNet, 5% flipped labels, λ ∈ {1, 10}, fixed epoch 10, 4 LiRA shadow models per recipe, 1 evaluation
+and 1 selection seed, norms batch/none, 20 epochs, one torch thread), run as a study runs it: the
+plain runs on the evaluation seed (batch and none, seed 0) arrive finished (in a study from the shared
+job; here trained once beforehand with mitigate's hook), and the lens trains the other 5 BN runs
+together (one grouped network, padded to 8 with 3 throw-away twins), selects λ, trains and attacks the
+shadow models of 3 recipes and draws its figure.
+
+Ways:
+
+- ``before``: the grouped engine as on main: the γ/σ regularizer's batch σ (a variance per BN channel
+  and step) computed for every member of a network in which any model is regularized — plain BN's
+  run and the twins too, whose penalty is then multiplied by λ = 0 or never read;
+- ``after``: only for the regularized models (:attr:`bnmem.train.ensemble_grouped.GroupedLeNet.penalized`).
+
+Both ways run in one process, alternating, ``--repeats`` times (after one untimed warm-up job: imports,
+first-call costs); each phase's best CPU time counts (this machine is shared; a one-thread job's CPU
+time is its wall time on an idle machine). Every json, npy, npz and model file the two ways write is
+compared byte for byte; the last line says whether they are identical.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_mitigate.py [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import filecmp
+import functools
+import importlib
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from bnmem.data import load_dataset
+from bnmem.lenses import mitigate
+from bnmem.lenses.runs import train_runs
+from bnmem.train.ensemble_grouped import GroupedLeNet
+
+# (label, module, function): the phases timed; indented labels are parts of the one above.
+PHASES = (
+    ("variant runs (5 BN runs together)", "bnmem.lenses.runs", "train_fresh_together"),
+    ("  of which: subset accuracies (hook)", "bnmem.train.ensemble_runs", "subset_accuracies"),
+    ("  of which: γ/σ statistics (hook)", "bnmem.measure.gamma_sigma", "gamma_sigma_stats"),
+    ("selection (validation predictions)", "bnmem.lenses.mitigate", "_select"),
+    ("LiRA, 3 recipes", "bnmem.shadow.evaluate", "run_shadow_norm"),
+    ("  of which: shadow training", "bnmem.shadow.training", "train_shadow_models"),
+    ("  of which: queries", "bnmem.shadow.query", "query_models"),
+    ("  of which: attacks", "bnmem.shadow.evaluate", "attack_norm"),
+    ("privacy-utility figure", "bnmem.figures.privacy_utility", "plot_privacy_utility"),
+)
+# Modules that imported a timed function by name: their reference is wrapped too.
+ALIASES = {"train_fresh_together": ("bnmem.lenses.mitigate",), "gamma_sigma_stats": ("bnmem.lenses.mitigate",),
+           "run_shadow_norm": ("bnmem.shadow",), "train_shadow_models": ("bnmem.shadow.evaluate",),
+           "query_models": ("bnmem.shadow.evaluate",), "plot_privacy_utility": ("bnmem.lenses.mitigate",)}
+
+
+def _config() -> mitigate.MitigateConfig:
+    """The demo's mitigate job in digits-lenet-flip0.05-r0, as the study plans it."""
+    from bnmem.study.run import load_study, plan
+
+    job = next(j for j in plan(load_study("studies/demo.yaml"))[1] if j.id == "digits-lenet-flip0.05-r0/mitigate")
+    return mitigate.MitigateConfig.model_validate(job.config)
+
+
+def _instrument(spent: dict[str, float]) -> None:
+    """Wrap every phase's function so that its CPU seconds add up in ``spent``."""
+    for label, module, name in PHASES:
+        mod = importlib.import_module(module)
+        fn = getattr(mod, name)
+
+        @functools.wraps(fn)
+        def timed(*a: Any, _fn: Callable = fn, _label: str = label, **k: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                spent[_label] += time.process_time() - t0
+
+        for m in (module, *ALIASES.get(name, ())):
+            setattr(importlib.import_module(m), name, timed)
+
+
+@contextlib.contextmanager
+def _main_engine() -> Iterator[None]:
+    """The grouped engine as on main: σ of every member whenever any member is regularized."""
+    init = GroupedLeNet.__init__
+
+    def every_member(self: GroupedLeNet, *a: Any, **k: Any) -> None:
+        init(self, *a, **k)
+        self.penalized = None
+        self.lam = float(self.lams.max()) if self.kind == "batch" else 0.0
+
+    GroupedLeNet.__init__ = every_member
+    try:
+        yield
+    finally:
+        GroupedLeNet.__init__ = init
+
+
+def _job(cfg: mitigate.MitigateConfig, plain: Path, out: Path, spent: dict[str, float], way: str) -> float:
+    """Run the job into ``out`` (the plain runs copied from ``plain``); its CPU seconds."""
+    shutil.rmtree(out, ignore_errors=True)
+    for norm in cfg.norms:
+        shutil.copytree(plain / norm / f"seed{cfg.seeds[0]}", out / norm / f"seed{cfg.seeds[0]}")
+    spent.clear()
+    t0 = time.process_time()
+    if way == "before":
+        with _main_engine():
+            mitigate.run_mitigate(cfg, out, progress=False)
+    else:
+        mitigate.run_mitigate(cfg, out, progress=False)
+    return time.process_time() - t0
+
+
+def _same_files(a: Path, b: Path) -> tuple[int, list[str]]:
+    """Files compared and those that differ (json/npy/npz/pt: every number the job writes)."""
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.suffix in (".json", ".npy", ".npz", ".pt")
+                   and p.name != "environment.json")
+    differ = [str(f) for f in files if not (b / f).exists() or not filecmp.cmp(a / f, b / f, shallow=False)]
+    return len(files), differ
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    cfg = _config()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-mitigate-"))
+    try:
+        plain = tmp / "plain"
+        train_runs(cfg, load_dataset(cfg.data), plain, hook=mitigate.hook, progress=False)
+        spent: dict[str, float] = defaultdict(float)
+        _instrument(spent)
+        _job(cfg, plain, tmp / "warm-up", spent, "after")
+        best: dict[str, dict[str, float]] = {w: defaultdict(lambda: float("inf")) for w in ("before", "after")}
+        for r in range(args.repeats):
+            for way in ("before", "after"):
+                total = _job(cfg, plain, tmp / way, spent, way)
+                print(f"repeat {r}: {way:6s} job cpu {total:6.2f} s", flush=True)
+                for label, _, _ in PHASES:
+                    best[way][label] = min(best[way][label], spent[label])
+                best[way]["job total"] = min(best[way]["job total"], total)
+        print(f"\nmitigate job, digits-lenet-flip0.05-r0, best of {args.repeats} (CPU seconds)")
+        print(f"{'phase':40s} {'before':>8s} {'after':>8s} {'saved':>8s}")
+        for label in [p[0] for p in PHASES] + ["job total"]:
+            b, a = best["before"][label], best["after"][label]
+            print(f"{label:40s} {b:8.2f} {a:8.2f} {b - a:8.2f}")
+        n, differ = _same_files(tmp / "before", tmp / "after")
+        print(f"outputs: {n} files compared, " + ("all byte-identical" if not differ else f"DIFFER: {differ}"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
