@@ -25,7 +25,11 @@ each way (40 steps, best of ``max(3, --repeats)``); then the whole job phase by 
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_mitigate.py [--repeats 2] [--steps-only]
+    .venv/bin/python benchmarks/bench_mitigate.py [--repeats 2] [--steps-only] [--lira-together]
+
+``--lira-together`` also times what was tried and not adopted: two LiRA recipes' shadow models (plain BN
+and BN + λ) trained as one grouped network of 8 instead of two of 4. The models are bitwise the same,
+but the grouped engine's cost is linear in its members here, so it saves nothing measurable.
 """
 
 from __future__ import annotations
@@ -145,6 +149,54 @@ def step_times(cfg: mitigate.MitigateConfig, repeats: int, steps: int = 40) -> d
     return best
 
 
+def lira_recipes_together(cfg: mitigate.MitigateConfig, repeats: int) -> dict[str, Any]:
+    """Tried, not adopted: the shadow models of plain BN and of BN + λ (the first λ) as one grouped network of
+    8 (per-model λ) instead of two networks of 4 (as :func:`bnmem.shadow.run_shadow_norm` trains each recipe).
+
+    Returns:
+        Best CPU seconds of each way and whether the 8 models are bitwise the same.
+    """
+    import numpy as np
+    import torch
+
+    from bnmem.attacks import keep_matrix
+    from bnmem.threads import torch_threads
+    from bnmem.train.ensemble import _fit, _initial_model, _write_back, train_models
+    from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
+
+    ds = load_dataset(cfg.data)
+    keep = keep_matrix(cfg.lira_models, ds.n_train, cfg.keep_seed)
+    idx = [np.flatnonzero(k) for k in keep]
+    seeds = list(range(cfg.lira_models))
+    mc, plain = cfg.model("batch"), cfg.train
+    reg = plain.model_copy(update={"gs_reg": cfg.lambdas[0]})
+
+    def apart() -> list:
+        return train_models(mc, ds, plain, seeds, idx, progress=False) + train_models(mc, ds, reg, seeds, idx,
+                                                                                      progress=False)
+
+    def together() -> list:
+        with torch_threads(1):
+            models = [_initial_model(mc, ds, s, None, torch.device("cpu"), ds.x_train.dtype) for s in seeds + seeds]
+            engine = GroupedLeNet(models, ds.x_train, ds.y_train, [0.0] * len(seeds) + [reg.gs_reg] * len(seeds),
+                                  plain.gs_tau)
+            opt = StackedOptimizer(engine.params, weight_decay_by_name(models[0], plain), plain)
+            rows = [torch.as_tensor(a) for a in idx]
+            _fit(engine, opt, rows + rows, seeds + seeds, plain, torch.device("cpu"), lambda *_: None)
+            _write_back(engine, models)
+        return [m.to(memory_format=torch.channels_last) for m in models]
+
+    best, out = {"apart": float("inf"), "together": float("inf")}, {}
+    for _ in range(repeats):
+        for way, fn in (("apart", apart), ("together", together)):
+            t0 = time.process_time()
+            out[way] = fn()
+            best[way] = min(best[way], time.process_time() - t0)
+    same = all(torch.equal(a, b) for x, y in zip(out["apart"], out["together"])
+               for a, b in zip(x.state_dict().values(), y.state_dict().values()))
+    return {**best, "bitwise": same}
+
+
 def _job(cfg: mitigate.MitigateConfig, plain: Path, out: Path, spent: dict[str, float], way: str) -> float:
     """Run the job into ``out`` (the plain runs copied from ``plain``); its CPU seconds."""
     shutil.rmtree(out, ignore_errors=True)
@@ -172,6 +224,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--steps-only", action="store_true", help="only the per-step times of the grouped BN network")
+    ap.add_argument("--lira-together", action="store_true",
+                    help="also time two LiRA recipes' shadow models as one network (tried, not adopted)")
     args = ap.parse_args()
     cfg = _config()
     ms = step_times(cfg, max(3, args.repeats))
@@ -182,6 +236,11 @@ def main() -> None:
     steps = cfg.train.epochs * (load_dataset(cfg.data).n_train // cfg.train.batch_size)
     print(f"  x {steps} steps per job: {steps * (ms['before'] - ms['after']) / 1000:.2f} s of CPU saved per job",
           flush=True)
+    if args.lira_together:
+        r = lira_recipes_together(cfg, args.repeats)
+        print(f"LiRA shadow models of plain BN and BN + λ={cfg.lambdas[0]:g} ({cfg.lira_models} each), CPU s, best of "
+              f"{args.repeats}: two networks of {cfg.lira_models} {r['apart']:.2f}, one of {2 * cfg.lira_models} "
+              f"{r['together']:.2f}; models bitwise the same: {r['bitwise']}", flush=True)
     if args.steps_only:
         return
     tmp = Path(tempfile.mkdtemp(prefix="bench-mitigate-"))
