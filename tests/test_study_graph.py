@@ -254,7 +254,8 @@ def test_study_graph_edges():
 
 
 def test_a_study_through_the_graph_equals_stage_by_stage(tmp_path):
-    """Worker processes run the study as a graph; one worker runs it stage by stage: the same bytes. A job that
+    """Worker processes (forked from `bnmem run`'s fork server) run the study as a graph; one worker runs it
+    stage by stage: the same bytes. A job that
     fails in the graph (theory: a file stands where its folder goes) is reported as stage by stage, the others
     finish, and the rerun runs only it."""
     from bnmem import io
@@ -266,7 +267,10 @@ def test_a_study_through_the_graph_equals_stage_by_stage(tmp_path):
     out = tmp_path / "graph"
     out.mkdir()
     (out / "theory").write_text("in the way")
-    ex = get_executor("local", progress=False, workers=2)
+    from bnmem.study.graph import WORKER_PRELOAD
+
+    # as `bnmem run` makes it: the workers fork from a server that preloaded torch and the job modules
+    ex = get_executor("local", progress=False, workers=2, preload=WORKER_PRELOAD)
     try:
         with pytest.raises(BnmemError, match=rf"^1 of {len(stage.jobs)} jobs failed \(first: theory: .*rerun"):
             run_study(study, out, executor=ex, progress=False)
