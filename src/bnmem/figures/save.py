@@ -79,7 +79,7 @@ def ticks_placed_once(fig: Figure) -> Iterator[None]:
     axis: its tight box, its label's position, each spine's extent, the draw, several times per axis and pass.
     While nothing about the figure changes (one layout pass; the measure and the draw at one dpi) every
     placement gives the same ticks, so the first is kept. Per axis instance (an attribute that shadows the
-    method), so other figures and threads are untouched; removed on exit, when the layout may change.
+    method), so other figures are untouched; removed on exit, after which the layout may change.
     """
     axes = [axis for ax in fig.get_axes() for axis in (ax.xaxis, ax.yaxis)]
     for axis in axes:
