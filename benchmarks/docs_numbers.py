@@ -120,11 +120,13 @@ def lira_disk_numbers(run: Path) -> dict[str, str]:
 
 
 def demo_numbers(path: Path) -> dict[str, str]:
-    """`make demo`'s wall time and its install part, from benchmarks/bench_demo.py --json."""
+    """`make demo`'s wall time and its install part (the slowest round's), from benchmarks/bench_demo.py --json."""
     b = json.loads(path.read_text(encoding="utf-8"))
     total = b["total_s"]
     return {"demo.total": f"{int(total // 60)} min {round(total % 60)} s",
-            "demo.install_min": f"{b['install_s'] / 60:.1f}"}
+            "demo.install_min": f"{b['install_s'] / 60:.1f}",
+            # bench_demo.py --rounds N: total_s is the slowest round's; older files hold one round.
+            "demo.rounds": str(len(b.get("rounds", [b])))}
 
 
 SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {

@@ -97,3 +97,53 @@ def test_recipes_may_differ_only_in_the_regularizer(ds64):
                             [None, None], [None, None])
     with pytest.raises(ValueError, match="as many"):
         train_runs_together(mc, ds64, [_cfg(1.0, 1.0)], [0, 1], [None], [None])
+
+
+def _every_member_sigma(monkeypatch) -> None:
+    """The engine before it skipped the unregularized members: σ of every member whenever one is regularized."""
+    from bnmem.train.ensemble_grouped import GroupedLeNet
+
+    init = GroupedLeNet.__init__
+
+    def every_member(self, *a, **k):
+        init(self, *a, **k)
+        self.penalized = None
+        self.lam = float(self.lams.max()) if self.kind == "batch" else 0.0
+
+    monkeypatch.setattr(GroupedLeNet, "__init__", every_member)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sigma_of_the_penalized_models_only_changes_no_bit(ds64, tmp_path, monkeypatch, dtype):
+    """5 runs (λ = 0 twice, so 3 twins pad the network to 8): the σ rows of the 3 regularized runs alone give
+    the same weights, buffers and histories (penalty activity included) as σ of every member."""
+    ds = dataclasses.replace(ds64, x_train=ds64.x_train.to(dtype), x_test=ds64.x_test.to(dtype),
+                             x_val=ds64.x_val.to(dtype))
+    mc = ModelConfig(arch="lenet", norm="batch")
+    runs = [*RUNS, (6, 0.0, 1.0)]
+    args = ([_cfg(lam, tau) for _, lam, tau in runs], [s for s, _, _ in runs])
+
+    def train(way: str) -> tuple[list, list[dict]]:
+        dirs = [io.ensure_dir(tmp_path / way / f"run{k}") for k in range(len(runs))]
+        hist = train_runs_together(mc, ds, *args, dirs, [_hook] * len(runs))
+        return hist, [torch.load(d / "model.pt") for d in dirs]
+
+    fast = train("penalized only")
+    with monkeypatch.context() as m:
+        _every_member_sigma(m)
+        slow = train("every member")
+    assert fast[0] == slow[0]
+    assert any(r.get("extra_loss_share") for h in fast[0] for r in h)  # the penalty did act
+    for a, b in zip(fast[1], slow[1]):
+        assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+
+
+def test_only_regularized_real_members_get_sigma(ds64):
+    from bnmem.train.ensemble_grouped import GroupedLeNet
+
+    models = [seeded_model(ModelConfig(arch="lenet", norm="batch"), ds64, s).double() for s in range(8)]
+    engine = GroupedLeNet(models, ds64.x_train, ds64.y_train, [0, 1, 0, 2, 0, 1, 2, 3], 1.0, twins=3)
+    assert engine.penalized.tolist() == [1, 3]
+    assert GroupedLeNet(models[:4], ds64.x_train, ds64.y_train, 1.0).penalized is None  # every member
+    none = [seeded_model(ModelConfig(arch="lenet", norm="none"), ds64, s).double() for s in range(4)]
+    assert GroupedLeNet(none, ds64.x_train, ds64.y_train, 1.0).lam == 0.0  # no BN: no regularizer

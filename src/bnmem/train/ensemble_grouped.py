@@ -85,9 +85,35 @@ class _ChannelRows(torch.autograd.Function):
         return g.contiguous(memory_format=torch.channels_last) if g.ndim == 4 else g.contiguous()
 
 
-def _sigma_by_model(h: torch.Tensor, k: int, eps: float) -> torch.Tensor:
-    """Per-channel batch σ of h [B, K*C, ...] as [K, C], as :func:`batch_sigma` computes it."""
-    return torch.sqrt(_ChannelRows.apply(h).var(dim=1, unbiased=False) + eps).view(k, -1)
+class _SomeChannelRows(torch.autograd.Function):
+    """h [B, K*C, ...] -> [P*C, B*...]: :class:`_ChannelRows` for the channels of P of the K models only.
+
+    Each row holds the same values in the same order as in :class:`_ChannelRows`, so its variance is the
+    same bits; the gradient goes back channels_last like there, zero on the other models' channels.
+    """
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, channels: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        ctx.shape, ctx.channels = h.shape, channels
+        return h.transpose(0, 1).index_select(0, channels).reshape(channels.numel(), -1).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: D102
+        b, c, *rest = ctx.shape
+        fmt = torch.channels_last if len(rest) == 2 else torch.contiguous_format
+        g = torch.empty(ctx.shape, dtype=grad.dtype, device=grad.device, memory_format=fmt).zero_()
+        g.transpose(0, 1).index_copy_(0, ctx.channels, grad.reshape(ctx.channels.numel(), b, *rest))
+        return g, None
+
+
+def _sigma_by_model(h: torch.Tensor, k: int, eps: float, models: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-channel batch σ of h [B, K*C, ...] as [K, C], as :func:`batch_sigma` computes it; with ``models``
+    (indices), only those models' rows, as [len(models), C]."""
+    if models is None:
+        return torch.sqrt(_ChannelRows.apply(h).var(dim=1, unbiased=False) + eps).view(k, -1)
+    c = h.shape[1] // k
+    channels = (models.unsqueeze(1) * c + torch.arange(c, device=h.device)).reshape(-1)
+    return torch.sqrt(_SomeChannelRows.apply(h, channels).var(dim=1, unbiased=False) + eps).view(models.numel(), -1)
 
 
 def _grad_layout(name: str, p: torch.Tensor) -> torch.Tensor:
@@ -144,6 +170,8 @@ class GroupedLeNet:
         gs_reg: λ of the γ/σ regularizer (0: off), or one λ per model.
         gs_tau: τ of the regularizer, or one τ per model.
         padding: padding mode of the training augmentation (when batches come with parameters).
+        twins: the last ``twins`` models are throw-away copies that pad the network (nothing reads them):
+            they skip the regularizer, like the models with λ = 0.
 
     Raises:
         ValueError: a model is not a LeNet :func:`supports_grouped` accepts.
@@ -151,7 +179,7 @@ class GroupedLeNet:
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor,
                  gs_reg: float | list[float] = 0.0, gs_tau: float | list[float] = 1.0,
-                 padding: str = "reflect") -> None:
+                 padding: str = "reflect", twins: int = 0) -> None:
         if not all(supports_grouped(m) for m in models):
             raise ValueError("the grouped ensemble trains LeNets with batch/none/group/layer norm only")
         template = models[0]
@@ -167,7 +195,8 @@ class GroupedLeNet:
         self.params: dict[str, torch.Tensor] = {n: _grad_layout(n, p) for n, p in params.items()}
         self.buffers: dict[str, torch.Tensor] = buffers
         # The regularizer covers BN layers only. Per model: a λ of 0 adds exactly 0 to that model's loss and
-        # gradients, so a plain model may share a network with regularized ones.
+        # gradients, so a plain model may share a network with regularized ones. Its batch σ (a variance per
+        # channel and step, the regularizer's main cost) is computed only for the models it acts on.
         lams = [float(x) for x in (gs_reg if isinstance(gs_reg, (list, tuple)) else [gs_reg] * self.k)]
         taus = [float(x) for x in (gs_tau if isinstance(gs_tau, (list, tuple)) else [gs_tau] * self.k)]
         if len(lams) != self.k or len(taus) != self.k:
@@ -178,7 +207,13 @@ class GroupedLeNet:
         self.taus = torch.tensor(taus, dtype=dtype, device=x_all.device).unsqueeze(1)
         self.scalar = len(set(lams)) == 1 and len(set(taus)) == 1  # the one-λ expression, as before
         self.tau = taus[0]
-        # Per model, the last step's penalty and fraction of channels above τ (the trainer's activity record).
+        on = [i for i in range(self.k - twins) if lams[i] > 0] if self.kind == "batch" else []
+        if not on:
+            self.lam = 0.0
+        # None: every model (the full network's σ rows); else the indices of the penalized models.
+        self.penalized = None if len(on) == self.k else torch.tensor(on, dtype=torch.long, device=x_all.device)
+        # Per model, the last step's penalty and fraction of channels above τ (the trainer's activity record;
+        # 0 for the models without the penalty).
         self.last_penalty: torch.Tensor | None = None
         self.last_above: torch.Tensor | None = None
         # Images as [N, H, W, C]: one gather then gives each model's batch with
@@ -210,7 +245,7 @@ class GroupedLeNet:
         bias = self.params[f"{name}.bias"].reshape(-1)
         if self.kind == "batch":
             if self.lam > 0:
-                sigmas.append(_sigma_by_model(h, self.k, m.eps))
+                sigmas.append(_sigma_by_model(h, self.k, m.eps, self.penalized))
             # Views of the stacked buffers: batch_norm updates them in place.
             mean = self.buffers[f"{name}.running_mean"].view(-1)
             var = self.buffers[f"{name}.running_var"].view(-1)
@@ -267,6 +302,19 @@ class GroupedLeNet:
         logits = torch.baddbmm(p["fc3.bias"].unsqueeze(1), h, p["fc3.weight"].transpose(1, 2))
         return logits, sigmas
 
+    def _penalty(self, sigmas: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The regularizer per penalized model (all, or :attr:`penalized`) from its BN layers' batch σ:
+        λ · mean over channels of relu(|γ|/σ − τ)², and which channels are above τ."""
+        rows = self.penalized
+        gammas = [self.params[f"{n}.weight"] for n in _NORM_AFTER.values()]
+        if rows is not None:
+            gammas = [g.index_select(0, rows) for g in gammas]
+        ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=1)
+        if self.scalar:
+            return self.lam * torch.relu(ratios - self.tau).pow(2).mean(1), ratios > self.tau
+        lams, taus = (self.lams, self.taus) if rows is None else (self.lams[rows], self.taus[rows])
+        return lams * torch.relu(ratios - taus).pow(2).mean(1), ratios > taus
+
     def losses_and_grads(self, sel: torch.Tensor, aug: torch.Tensor | None = None
                          ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One training step's forward and backward for all K models.
@@ -288,18 +336,15 @@ class GroupedLeNet:
         nll = torch.logsumexp(logits, 2) - logits.gather(2, y.unsqueeze(2)).squeeze(2)
         losses = nll.mean(1)
         if self.lam > 0:
-            gammas = [self.params[f"{n}.weight"] for n in _NORM_AFTER.values()]
-            ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=1)
-            if self.scalar:
-                penalty = self.lam * torch.relu(ratios - self.tau).pow(2).mean(1)
-                above = ratios > self.tau
-            else:
-                penalty = self.lams * torch.relu(ratios - self.taus).pow(2).mean(1)
-                above = ratios > self.taus
-            losses = losses + penalty
+            penalty, above = self._penalty(sigmas)
+            rows = self.penalized
+            losses = losses + penalty if rows is None else losses.index_add(0, rows, penalty)
             with torch.no_grad():
+                above = above.float().mean(1)
+                if rows is not None:
+                    penalty, above = (t.new_zeros(self.k).index_copy_(0, rows, t) for t in (penalty, above))
                 self.last_penalty = penalty.detach()
-                self.last_above = above.float().mean(1)
+                self.last_above = above
         if self.kind == "batch":
             with torch.no_grad():
                 for name in _NORM_AFTER.values():

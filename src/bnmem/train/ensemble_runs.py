@@ -82,7 +82,8 @@ def _train_chunk(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainCon
     aug = augment.spec_of(base, ds.input_shape, ds.name)
     engine = GroupedLeNet(members, ds.x_train.to(device), ds.y_train.to(device),
                           [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
-                          [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding)
+                          [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding,
+                          twins=len(twins))
     opt = StackedOptimizer(engine.params, weight_decay_by_name(models[0], base), base)
     histories: list[list[dict]] = [[] for _ in models]
     measuring = [0.0]

@@ -1,0 +1,49 @@
+"""The study jobs' malloc setting: freed blocks stay in the process (no page faults to get them back)."""
+
+from __future__ import annotations
+
+import ctypes.util
+import resource
+import sys
+
+import pytest
+import torch
+
+from bnmem import allocator
+from bnmem.study import run as study_run
+
+GLIBC = sys.platform.startswith("linux") and "musl" not in (ctypes.util.find_library("c") or "")
+
+
+def _faults_to_touch(nbytes: int) -> int:
+    """Minor page faults taken to allocate and fill a fresh tensor of ``nbytes``."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t = torch.empty(nbytes // 4, dtype=torch.float32)
+    t.fill_(1.0)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    del t
+    return faults
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+def test_freed_blocks_are_reused_without_page_faults():
+    """48 MB blocks (above glibc's largest dynamic mmap threshold, 32 MB: by default each one is a fresh mmap,
+    faulted in page by page) allocated and freed 20 times: once a few freed ones have merged into a free run
+    large enough (torch's 64-byte alignment asks a little more than the block), the rest come back unfaulted."""
+    assert allocator.keep_freed_memory() is True
+    assert allocator.keep_freed_memory() is True  # once per process; later calls change nothing
+    size = 48 * 2**20
+    pages = size // resource.getpagesize()
+    faults = [_faults_to_touch(size) for _ in range(20)]
+    assert sum(faults[10:]) < pages, faults  # by default: 10 x pages
+
+
+def test_every_study_job_sets_it(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(study_run, "keep_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(study_run, "is_finished", lambda spec: False)
+    monkeypatch.setattr(study_run.registry, "get", lambda name: (_ for _ in ()).throw(RuntimeError("no lens")))
+    result = study_run.run_job({"id": "x", "lens": "memorize", "config": {}, "out": str(tmp_path / "x"),
+                                "progress": False})
+    assert calls == [1] and result["status"] == "failed"
+    assert study_run.run_phase_job({"job_fn": "builtins:len", "a": 1}) == 1 and calls == [1, 1]
