@@ -1,15 +1,20 @@
 """A cell's finishing work, redone from its files: the attack evaluation of a lira norm, every lens figure
 and the whole lira finishing job; seconds per call with this tree's code and with a git ref's (default ``main``), side by side in one run.
 
+Both wall seconds and CPU seconds (user + sys of the process) are reported: on a shared machine the wall
+clock counts other processes' time too, the CPU seconds are the work the call itself did.
+
 Each piece is redone from what the lenses wrote (the lira norm directories, metrics.json, gradnorms.npz,
 gamma_sigma.json), so no training runs; the ref's code is ``git archive``-d into a scratch directory and run in
 a child process with the same inputs. Per figure the best of ``--repeat`` calls is reported (the machine may
 be shared). Run::
 
     python benchmarks/bench_finishing.py runs/demo/digits-lenet-flip0.05-r0 [--ref main] [--repeat 3] \
-        [--report runs/demo]
+        [--rounds 2] [--report runs/demo] [--theory runs/demo/theory]
 
-The last line printed is a JSON summary: piece -> {"before_s", "after_s", "ratio"}.
+``--theory`` also draws the toy-model figure (the study's theory.json gives the settings; the simulation is
+rerun once per tree, untimed, about half a minute). The last line printed is a JSON summary: piece ->
+{"before_s", "after_s", "ratio", "before_cpu_s", "after_cpu_s", "cpu_ratio"}.
 """
 
 from __future__ import annotations
@@ -121,31 +126,58 @@ def _lira_finish(cell: Path, scratch: Path) -> Callable[[], None]:
     return finish
 
 
-def child(cell: Path, repeat: int, report: Path | None = None) -> dict[str, float]:
-    """Best-of-``repeat`` seconds per piece with the code on ``sys.path``."""
+def _theory(theory: Path, scratch: Path) -> Callable[[], None]:
+    """The toy-model figure (``plot_theory``) of the settings in ``theory``/theory.json; the simulation and the
+    counterfactual runs are done here, once, outside the timed calls."""
+    from bnmem.figures.theory import plot_theory
+    from bnmem.theory.config import TheoryConfig
+    from bnmem.theory.summary import summarize
+    from bnmem.theory.trajectories import counterfactual_runs, simulate
+
+    cfg = TheoryConfig(**json.loads((theory / "theory.json").read_text())["config"])
+    sim = simulate(cfg)
+    runs = counterfactual_runs(cfg)
+    summary = summarize(sim)
+    return lambda: plot_theory(sim, summary, runs, scratch / "theory.png")
+
+
+def _best(draw: Callable[[], None], repeat: int) -> tuple[float, float]:
+    """Best-of-``repeat`` wall and CPU seconds of ``draw()`` (each minimum on its own), after one warm call
+    (imports, font cache)."""
+    draw()
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        draw()
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return wall, cpu
+
+
+def child(cell: Path, repeat: int, report: Path | None = None,
+          theory: Path | None = None) -> dict[str, tuple[float, float]]:
+    """Best-of-``repeat`` (wall, CPU) seconds per piece with the code on ``sys.path``."""
     with tempfile.TemporaryDirectory(prefix="bench-finishing-") as tmp:
         pieces = _figures(cell, Path(tmp))
+        if theory is not None:
+            pieces["theory (plot_theory)"] = _theory(theory, Path(tmp))
         pieces["lira finishing (run_lira resumed on a copy)"] = _lira_finish(cell, Path(tmp))
         if report is not None:
             pieces["report (build_report of the study)"] = _report(report, Path(tmp))
-        times = {}
-        for name, draw in pieces.items():
-            draw()  # warm: imports, font cache, mathtext cache
-            best = float("inf")
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                draw()
-                best = min(best, time.perf_counter() - t0)
-            times[name] = best
-    return times
+        return {name: _best(draw, repeat) for name, draw in pieces.items()}
 
 
-def _run(src: Path, cell: Path, repeat: int, report: Path | None) -> dict[str, float]:
+def _run(src: Path, args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, str(Path(__file__).resolve()), str(cell), "--child", "--repeat", str(repeat)]
-    cmd += [] if report is None else ["--report", str(report)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), str(args.cell), "--child", "--repeat", str(args.repeat)]
+    cmd += [] if args.report is None else ["--report", str(args.report)]
+    cmd += [] if args.theory is None else ["--theory", str(args.theory)]
     done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _best_of(runs: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per piece, the least wall and the least CPU seconds over the rounds' children."""
+    return {name: (min(r[name][0] for r in runs), min(r[name][1] for r in runs)) for name in runs[0]}
 
 
 def main() -> None:
@@ -154,23 +186,32 @@ def main() -> None:
                                             "mitigate inside)")
     ap.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1, help="alternate the ref's child and this tree's this often")
     ap.add_argument("--report", type=Path, default=None, help="also time `bnmem report` of this study run (a copy)")
+    ap.add_argument("--theory", type=Path, default=None, help="also time the toy-model figure of this theory "
+                                                              "directory's settings")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.cell, args.repeat, args.report)))
+        print(json.dumps(child(args.cell, args.repeat, args.report, args.theory)))
         return
     with tempfile.TemporaryDirectory(prefix="bench-finishing-ref-") as tmp:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref, "src"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        before = _run(Path(tmp) / "src", args.cell, args.repeat, args.report)
-    after = _run(ROOT / "src", args.cell, args.repeat, args.report)
+        # Rounds alternate the two trees, so a load that comes and goes on a shared machine weighs on both.
+        rounds = [(_run(Path(tmp) / "src", args), _run(ROOT / "src", args)) for _ in range(args.rounds)]
+    before, after = (_best_of([r[i] for r in rounds]) for i in (0, 1))
     summary = {}
     for name in after:
-        b, a = before[name], after[name]
-        summary[name] = {"before_s": round(b, 3), "after_s": round(a, 3), "ratio": round(b / a, 2)}
-        print(f"{name:42s} {args.ref}: {b:6.2f} s   this tree: {a:6.2f} s   x{b / a:.1f}")
+        (b, bc), (a, ac) = before[name], after[name]
+        summary[name] = {"before_s": round(b, 3), "after_s": round(a, 3), "ratio": round(b / a, 2),
+                         "before_cpu_s": round(bc, 3), "after_cpu_s": round(ac, 3), "cpu_ratio": round(bc / ac, 2)}
+        print(f"{name:44s} {args.ref}: {b:6.2f} s ({bc:5.2f} CPU)   this tree: {a:6.2f} s ({ac:5.2f} CPU)   "
+              f"x{b / a:.2f} (CPU x{bc / ac:.2f})")
+    cpu_b = sum(before[n][1] for n in after if "(plot_" in n)
+    cpu_a = sum(after[n][1] for n in after if "(plot_" in n)
+    print(f"{'all figures (CPU s)':44s} {args.ref}: {cpu_b:6.2f}   this tree: {cpu_a:6.2f}   x{cpu_b / cpu_a:.2f}")
     print(json.dumps(summary))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
+from bnmem.figures.save import NORM_COLORS, save_figure, tight_layout  # sets the Agg backend first
 
 
 def plot_frontier(panels: list[dict[str, Any]], path: str | Path, title: str = "") -> None:
@@ -65,5 +65,5 @@ def plot_frontier(panels: list[dict[str, Any]], path: str | Path, title: str = "
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    tight_layout(fig)
     save_figure(fig, path)

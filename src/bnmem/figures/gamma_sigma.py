@@ -15,7 +15,7 @@ def plot_gamma_sigma(result: dict[str, Any], path: Path, title: str = "") -> Non
 
     import matplotlib.pyplot as plt
 
-    from bnmem.figures.save import save_figure
+    from bnmem.figures.save import save_figure, tight_layout
 
     layers, epochs = result["layers"], result["epochs"]
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, max(len(layers), 1)))
@@ -47,5 +47,5 @@ def plot_gamma_sigma(result: dict[str, Any], path: Path, title: str = "") -> Non
     ax1.legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_figure(fig, path)

@@ -18,7 +18,7 @@ def plot_gradnorms(arr: np.ndarray, cfg: Any, ds: Any, path: Path) -> None:
 
     import matplotlib.pyplot as plt
 
-    from bnmem.figures.save import NORM_COLORS, save_figure
+    from bnmem.figures.save import NORM_COLORS, save_figure, tight_layout
 
     styles = {"clean": "-", "noisy": "--", "ood": ":"}
     rows, cols = len(cfg.definitions), len(cfg.at)
@@ -47,5 +47,5 @@ def plot_gradnorms(arr: np.ndarray, cfg: Any, ds: Any, path: Path) -> None:
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"per-sample gradient norms (float64): {cfg.data.dataset} {cfg.arch}, label noise "
                  f"{cfg.data.label_noise}, OOD {cfg.data.ood}, seeds {cfg.seeds}", fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_figure(fig, path)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 
-from bnmem.figures.save import NORM_COLORS, save_figure  # sets the Agg backend first
+from bnmem.figures.save import NORM_COLORS, save_figure, tight_layout  # sets the Agg backend first
 
 
 def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, title: str = "",
@@ -51,7 +51,7 @@ def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, tit
                    transform=a.transAxes, color="gray")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_figure(fig, path)
 
 

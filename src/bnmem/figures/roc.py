@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from bnmem.errors import BnmemError
-from bnmem.figures.save import FIGURE_DPI, save_figure
+from bnmem.figures.save import FIGURE_DPI, save_figure, tight_layout
 
 Curve = tuple[Sequence[float], Sequence[float]]
 AXIS_MIN = 1e-5
@@ -121,7 +121,7 @@ def plot_roc_panels(
         _draw_panel(fig.add_subplot(nrows, ncols, i + 1), curves, panel_title)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    tight_layout(fig)
     _save(fig, path, dpi=FIGURE_DPI)  # many panels: the figures' common resolution
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.figures.save import save_figure
+from bnmem.figures.save import save_figure, tight_layout
 
 import matplotlib.pyplot as plt  # noqa: E402 - after save set the Agg backend
 
@@ -82,7 +82,7 @@ def plot_theory(
         if a is not axes[1, 0]:  # that one carries the twin axis's handles too
             a.legend(fontsize=8)
         a.grid(alpha=0.3)
-    fig.tight_layout()
+    tight_layout(fig)
     save_figure(fig, path)
 
 
