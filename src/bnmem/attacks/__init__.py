@@ -122,3 +122,8 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+def __dir__() -> list[str]:
+    """The loaded names and the public ones not imported yet (dir() and help() list both)."""
+    return sorted(set(globals()) | set(_WHERE))
