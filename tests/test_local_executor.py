@@ -125,3 +125,20 @@ def test_an_unused_fork_server_is_stopped_at_close():
     assert forkserver._forkserver._forkserver_pid is None
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped: no such child any more
+
+
+def test_the_fork_server_ignores_ctrl_c_while_it_imports_and_its_workers_do_not():
+    """A Ctrl-C in bnmem run's first seconds prints no traceback from the server's imports (its preload starts
+    with Ctrl-C off); the workers forked from it get Python's handler back, as spawned ones have."""
+    from multiprocessing import forkserver
+
+    from bnmem.executors._selftest import interrupt_handler
+
+    ex = get_executor("local", progress=False, workers=2, preload=("torch",))
+    try:
+        modules = forkserver._forkserver._preload_modules
+        assert modules[0] == "bnmem.executors._interrupt_off" and modules[-1] == "bnmem.executors._interrupt_on"
+        out = ex.map(interrupt_handler, [{"id": i} for i in range(2)])
+    finally:
+        ex.close()
+    assert [r["handler"] for r in out] == ["default", "default"]

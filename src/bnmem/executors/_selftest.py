@@ -35,6 +35,14 @@ PID_FILE = "worker.pid"
 PARTIAL_FILE = "partial.tmp"
 
 
+def interrupt_handler(spec: dict[str, Any]) -> dict[str, Any]:
+    """Which Ctrl-C handler the worker running this job has ("default": Python's, raising KeyboardInterrupt)."""
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    return {"id": spec["id"], "handler": "default" if handler is signal.default_int_handler else str(handler)}
+
+
 def job_dir(out: str | Path, index: int) -> Path:
     return Path(out) / "jobs" / f"job_{index:04d}"
 

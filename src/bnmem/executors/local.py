@@ -155,7 +155,8 @@ def start_context(preload: Sequence[str]) -> Any:
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(preload))
+    # Ctrl-C off while the server imports (no traceback from mid-import), on again for the workers it forks.
+    ctx.set_forkserver_preload(["bnmem.executors._interrupt_off", *preload, "bnmem.executors._interrupt_on"])
     forkserver.ensure_running()  # returns at once: the server imports in its own process
     return ctx
 
