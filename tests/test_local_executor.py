@@ -142,3 +142,11 @@ def test_the_fork_server_ignores_ctrl_c_while_it_imports_and_its_workers_do_not(
     finally:
         ex.close()
     assert [r["handler"] for r in out] == ["default", "default"]
+
+
+def test_workers_are_spawned_off_linux(monkeypatch):
+    """The fork server is for Linux only (on macOS a process with Accelerate loaded is not fork-safe)."""
+    from bnmem.executors import local
+
+    monkeypatch.setattr(local.sys, "platform", "darwin")
+    assert local.start_context(("torch",)).get_start_method() == "spawn"

@@ -5,7 +5,7 @@ process with several intra-op threads (measured here: 2 workers of the LeNet
 ensemble trainer ran 1.6–1.8x faster than one). Jobs fix their own thread count,
 so a job's result does not depend on ``workers``.
 
-Worker processes are spawned (a fresh interpreter each), or, when the caller names modules to ``preload``,
+Worker processes are spawned (a fresh interpreter each), or, on Linux when the caller names modules to ``preload``,
 forked from a fork server that imported those modules once: two workers then pay one import of torch
 instead of two, and the server, started when the executor is made, imports while the caller still plans.
 A fork is safe only from a process without threads that a fork would break (torch's intra-op pool, a
@@ -40,7 +40,7 @@ class LocalExecutor(Executor):
             N jobs at once in worker processes, kept from one :meth:`map` to the next until
             :meth:`close`.
         preload: modules the workers import once, in a fork server started now (with ``workers`` > 1
-            where the platform has one); empty: each worker is spawned and imports what its jobs need.
+            on Linux); empty or elsewhere: each worker is spawned and imports what its jobs need.
             Each worker still runs the caller's main script as a spawned one does; a module that fails to
             import is skipped.
     """
@@ -145,12 +145,15 @@ class LocalExecutor(Executor):
 
 
 def start_context(preload: Sequence[str]) -> Any:
-    """The multiprocessing context of the workers: ``spawn``, or with ``preload`` (and where the platform
-    has one) the fork server, started now so that it imports ``preload`` while the caller goes on.
+    """The multiprocessing context of the workers: ``spawn``, or with ``preload`` on Linux the fork server,
+    started now so that it imports ``preload`` while the caller goes on.
 
-    The fork server is one per process: the first ``preload`` that starts it is the one it keeps.
+    The fork server is one per process: the first ``preload`` that starts it is the one it keeps. Linux only:
+    on macOS a process that has loaded numpy's Accelerate (system frameworks) is not safe to fork, which is
+    why Python spawns there by default; elsewhere there is no fork server.
     """
-    if not preload or "forkserver" not in multiprocessing.get_all_start_methods():
+    linux = sys.platform.startswith("linux")
+    if not preload or not linux or "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     from multiprocessing import forkserver
 
