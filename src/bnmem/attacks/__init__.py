@@ -62,53 +62,7 @@ _WHERE = {
 }
 
 
-__all__ = [
-    "AttackSpec",
-    "register_attack",
-    "unregister_attack",
-    "A_GRID",
-    "ArrayPhi",
-    "LogitsPhi",
-    "NpyPhi",
-    "evaluate_inputs",
-    "evaluate_stream",
-    "evaluation_result",
-    "open_phi",
-    "population_log_ratio",
-    "rmia_scores_against",
-    "select_offline_a",
-    "write_phi",
-    "ALL",
-    "AVAILABLE",
-    "EXTRA",
-    "METRIC_NAMES",
-    "AttackInputs",
-    "RMIAParams",
-    "attack_metrics",
-    "cross_entropy",
-    "evaluate_attacks",
-    "first_k_references",
-    "fit_gaussian",
-    "global_threshold",
-    "keep_matrix",
-    "lira_offline",
-    "lira_online",
-    "lira_statistic",
-    "log_marginal",
-    "loss_attack",
-    "metrics_from_roc",
-    "rmia_log_ratio",
-    "rmia_scores",
-    "roc",
-    "split_references",
-    "summarize",
-    "target_scores",
-    "thin_curve",
-    "tpr_at_fpr",
-    "true_class_log_prob",
-    "true_class_prob",
-    "view_log_mean",
-]
+__all__ = list(_WHERE)  # the public names: the lazy table is their one list
 
 
 def __getattr__(name: str) -> Any:
@@ -121,9 +75,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The loaded names and the public ones not imported yet (dir() and help() list both)."""
     return sorted({*globals(), *__all__})
 
-
-def __dir__() -> list[str]:
-    """The loaded names and the public ones not imported yet (dir() and help() list both)."""
-    return sorted(set(globals()) | set(_WHERE))

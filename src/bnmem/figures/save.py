@@ -82,7 +82,8 @@ def ticks_placed_once(fig: Figure) -> Iterator[None]:
     method), so other figures are untouched; removed on exit, after which the layout may change.
     """
     # A private matplotlib method: where a release lacks it, the ticks are placed as matplotlib places them.
-    axes = [axis for ax in fig.get_axes() for axis in (ax.xaxis, ax.yaxis) if callable(getattr(axis, "_update_ticks", None))]
+    axes = [axis for ax in fig.get_axes() for axis in (ax.xaxis, ax.yaxis)
+            if callable(getattr(axis, "_update_ticks", None))]
     for axis in axes:
         axis._update_ticks = _placed_once(axis._update_ticks)  # type: ignore[method-assign]
     try:

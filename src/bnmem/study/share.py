@@ -91,16 +91,15 @@ def lens_history(history: list[dict[str, Any]], lens: str) -> list[dict[str, Any
             for rec in history]
 
 
-def give_run(scratch: Path, dst: Path, lens: str, history: list[dict[str, Any]] | None = None) -> None:
+def give_run(scratch: Path, dst: Path, lens: str, history: list[dict[str, Any]]) -> None:
     """Write a lens's finished ``<norm>/seed<k>`` folder from the shared run, DONE last.
 
     Args:
         scratch: the finished shared training folder (model.pt, history.json, DONE).
         dst: the lens's run folder.
         lens: the lens it is for.
-        history: the scratch run's history when already read (None: read here).
+        history: the scratch run's history (``history.json``, every hook's record), read once for all lenses.
     """
-    history = io.read_json(scratch / "history.json") if history is None else history
     io.write_bytes(dst / "model.pt", (scratch / "model.pt").read_bytes())
     io.write_json(dst / "history.json", lens_history(history, lens))
     io.write_bytes(dst / io.DONE, (scratch / io.DONE).read_bytes())
@@ -155,8 +154,8 @@ def run_shared_training(spec: dict[str, Any]) -> None:
         train = TrainConfig.model_validate(training["train"])
         runs = [PendingRun(s, train, scratch / f"seed{s}", lambda s=s: _seed_hook(spec, ds, s)) for s in seeds]
         show = bool(spec.get("progress"))
-        together = {r.seed for r in train_fresh_together(model_cfg, ds, runs,
-                                                           progress=f"{norm} seeds {seeds} (shared)" if show else False)}
+        fresh = train_fresh_together(model_cfg, ds, runs, progress=f"{norm} seeds {seeds} (shared)" if show else False)
+        together = {r.seed for r in fresh}
         for r in runs:  # one by one what the engine does not take or resumes (a finished one is read back)
             if r.seed not in together:
                 train_run(model_cfg, ds, train, r.seed, r.job, r.make_hook,

@@ -407,8 +407,10 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
             twins = [chunk[i % len(chunk)] for i in range(-len(chunk) % multiple)]
             members += [copy.deepcopy(models[k]) for k in twins]
             chunk = chunk + twins
-            engine = (GroupedLeNet(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
-                      if method == "grouped" else VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding))
+            if method == "grouped":
+                engine = GroupedLeNet(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
+            else:
+                engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
             _fit(engine, opt, [idx_t[k] for k in chunk], [seeds[k] for k in chunk], cfg, device,
