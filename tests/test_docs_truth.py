@@ -53,3 +53,30 @@ def test_5b_standard_errors_follow_from_the_interval_the_plan_quotes():
     se = (0.054 - -0.023) / 2 / t.ppf(0.975, 4)
     assert int(m.group(1)) == round((1 - 0.015) / se)
     assert f"about {m.group(1)} standard errors below its prediction" in text  # the changelog says the same
+
+
+def test_every_flag_a_command_help_names_is_that_commands():
+    """An option's help that names --flag names one of the same command (defenses' --seeds help named --n-seeds,
+    which a one-seed lens does not have)."""
+    import typer
+
+    import bnmem.cli
+    from test_docs_flags import FLAG, bnmem_options
+
+    options = bnmem_options()
+    root = typer.main.get_command(bnmem.cli.app)
+    bad = [f"bnmem {name} {' / '.join(p.opts)}: {flag}" for name, cmd in root.commands.items() for p in cmd.params
+           for flag in FLAG.findall(getattr(p, "help", None) or "") if flag not in options[name]]
+    assert bad == []
+
+
+def test_executor_help_says_local_runs_worker_processes():
+    """`--executor local` is not 'in this process' when --workers > 1 (bnmem run's default: one per core)."""
+    import typer
+
+    import bnmem.cli
+
+    root = typer.main.get_command(bnmem.cli.app)
+    for name in ("run", "lira"):
+        (p,) = [p for p in root.commands[name].params if "--executor" in p.opts]
+        assert "--workers processes" in p.help, (name, p.help)

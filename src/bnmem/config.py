@@ -319,7 +319,8 @@ class ShadowCopies(StrictModel):
         compare_gs_reg: also train the copies with the γ/σ regularizer of this λ, side by side.
         match_accuracy: double the copies' epochs (up to ``max_epochs``) until a probe copy reaches the
             model's training accuracy.
-        max_epochs: the most epochs ``match_accuracy`` tries (default 4x the recipe's).
+        max_epochs: the most epochs ``match_accuracy`` tries (default 4x the copies' epochs: step-matched unless
+            ``match_steps`` is off).
         match_steps: the copies train for as many optimizer steps as the model took (False: ``train.epochs``).
     """
 
@@ -332,8 +333,9 @@ class ShadowCopies(StrictModel):
     match_accuracy: bool = Field(False, description=(
         "with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) until a probe "
         "copy reaches your model's training accuracy"))
-    max_epochs: int | None = Field(None, ge=1, description="--match-accuracy: the most epochs to try "
-                                                           "(default: 4x --epochs)")
+    max_epochs: int | None = Field(None, ge=1, description=(
+        "--match-accuracy: the most epochs to try (default: 4x the copies' epochs, which by default match your "
+        "model's optimizer steps; 4x --epochs with --same-epochs)"))
     match_steps: bool = True
 
     @model_validator(mode="after")
