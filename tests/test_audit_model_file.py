@@ -1,0 +1,44 @@
+"""A model pickled by a script that defines its class itself (``__main__.Net``): the audit's error says what
+works (the class in an importable module, or a TorchScript file), not PYTHONPATH, which cannot help there."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from bnmem.auditing.load import load_model_file
+from bnmem.errors import BnmemError
+
+
+def test_a_class_defined_in_the_training_script_gets_the_fix_that_works(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        torch.save(Net(), sys.argv[1])
+        torch.jit.save(torch.jit.script(Net()), sys.argv[2])
+    """))
+    subprocess.run([sys.executable, str(script), str(tmp_path / "model.pt"), str(tmp_path / "scripted.pt")],
+                   check=True, cwd=tmp_path, timeout=300)
+    with pytest.raises(BnmemError) as err:
+        load_model_file(tmp_path / "model.pt")
+    text = str(err.value)
+    assert "defined in the script that saved it" in text and "PYTHONPATH" not in text
+    assert "its own module" in text and "torch.jit.save(torch.jit.script(model), path)" in text
+    # and the fix it names works: the TorchScript file loads
+    model, kind = load_model_file(tmp_path / "scripted.pt")
+    assert model(torch.zeros(1, 4)).shape == (1, 2)
