@@ -42,3 +42,15 @@ def test_a_class_defined_in_the_training_script_gets_the_fix_that_works(tmp_path
     # and the fix it names works: the TorchScript file loads
     model, kind = load_model_file(tmp_path / "scripted.pt")
     assert model(torch.zeros(1, 4)).shape == (1, 2)
+
+
+@pytest.mark.parametrize("n_outputs,words", [(4, "output 3 is never a label"), (6, "outputs 3–5 are never")])
+def test_more_outputs_than_classes_names_the_extra_outputs(n_outputs, words):
+    """3 classes: one extra output is 'output 3', not 'outputs 3-3'."""
+    from types import SimpleNamespace
+
+    from bnmem.auditing.calibration import model_checks
+
+    ds = SimpleNamespace(num_classes=3, n_train=6, y_train=torch.tensor([0, 1, 2, 0, 1, 2]))
+    (flag,) = [f for f in model_checks({"train_acc": 1.0}, ds, n_outputs) if f["kind"] == "outputs"]
+    assert words in flag["text"] and "3-3" not in flag["text"]
