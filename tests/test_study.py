@@ -445,6 +445,8 @@ def test_replicates_and_recipes_expand_into_cells():
     index = index_doc(study, cells, jobs)
     assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
     assert "recipe" not in index["cells"][0]
+    # index.json (and summary.md's cell table) lists the model seeds each replicate trained with
+    assert [c["seeds"] for c in index["cells"]] == [r0["seeds"], r1["seeds"], [0], [1000]] == [[0], [1000]] * 2
 
 
 @pytest.mark.parametrize("off", ["lira", "rmia"])
