@@ -167,3 +167,20 @@ def test_compare_two_runs(run, tmp_path, capsys):
     assert md.startswith("| # | claim |") and md.count("| same |") == len(rows) - 1
     assert main(["compare", str(run), str(run), "--recompute"]) == 0
     assert "0 of" in capsys.readouterr().out
+
+
+def test_compare_shows_claims_as_the_report_does():
+    """Claim 3 in AUC points (as the report and the paper), and 3a/3b's titles, which share their first 48
+    characters, in full so they do not read the same."""
+    from bnmem.analysis_plan import PLAN
+    from bnmem.report.compare import Checklist, compare_rows, effect
+
+    row = {"id": "3a", "claim": PLAN["3a"].title,
+           "value": "0.125", "ci_low": "0.081", "ci_high": "0.169", "ci_level": "0.95", "status": "reproduced"}
+    assert effect(row) == "+12.5 [+8.1, +16.9] points"
+    rows = {cid: {**row, "id": cid, "claim": PLAN[cid].title} for cid in ("3a", "3b", "1")}
+    later = {**rows, "3a": {**rows["3a"], "value": "0.15"}}
+    table = compare_rows(Checklist("A", "a", rows), Checklist("B", "b", later))
+    titles = {r[0]: r[1] for r in table}
+    assert titles["3a"] != titles["3b"] and titles["3a"] == PLAN["3a"].title
+    assert "effect +2.5 points" in table[0][-1]

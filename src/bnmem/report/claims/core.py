@@ -501,8 +501,26 @@ class Claim:
         }
 
 
-def new_claim(cid: str, section: str, value_format: str = "{:+.3f}", **display: Any) -> Claim:
-    """An empty claim with the plan's title, metric and rule (``display``: ``scale``, ``suffix``, ``bounds``)."""
+# How each claim's number is shown (the page, summary.md, the forest plot, `bnmem compare`); summary.csv keeps the
+# plan's unit. Claim 3's AUC differences read in points, as the paper states them; a fraction's interval is
+# clipped to the range the quantity can take.
+DISPLAY: dict[str, dict[str, Any]] = {
+    "2": {"value_format": "{:+.2f}"},
+    "3a": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
+    "3b": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
+    "4": {"value_format": "{:.2f}", "bounds": (0.0, 1.0)},
+    "5a": {"value_format": "{:.1%}", "bounds": (0.0, math.inf)},
+    "5b": {"value_format": "{:.2f}"},
+    "6": {"value_format": "{:.0%}", "bounds": (-math.inf, 1.0)},  # a cut is at most all
+}
+
+
+def new_claim(cid: str, section: str, value_format: str | None = None, **display: Any) -> Claim:
+    """An empty claim with the plan's title, metric and rule, shown as :data:`DISPLAY` says (``value_format``
+    and ``display``: ``scale``, ``suffix``, ``bounds`` override it)."""
+    display = {**DISPLAY.get(cid, {}), **display}
+    value_format = value_format or display.pop("value_format", "{:+.3f}")
+    display.pop("value_format", None)
     p = PLAN[cid]
     metric = f"{p.metric}; {p.statistic}"
     rule = f"{p.rule} [unit: {p.unit.split(':')[0]}; interval: {p.interval.split('.')[0]}]"
