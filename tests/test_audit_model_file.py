@@ -54,3 +54,20 @@ def test_more_outputs_than_classes_names_the_extra_outputs(n_outputs, words):
     ds = SimpleNamespace(num_classes=3, n_train=6, y_train=torch.tensor([0, 1, 2, 0, 1, 2]))
     (flag,) = [f for f in model_checks({"train_acc": 1.0}, ds, n_outputs) if f["kind"] == "outputs"]
     assert words in flag["text"] and "3-3" not in flag["text"]
+
+
+def test_recipe_flags_left_at_bnmem_defaults_that_differ_from_pytorch_are_named():
+    """--momentum and --weight-decay default to 0.9 and 5e-4 here, 0 in torch.optim.SGD: a command that leaves
+    them out is told the recipe the copies use and which flags to give; one that gives them is not."""
+    from bnmem.cli.commands.audit import recipe_warning
+    from bnmem.config import TrainConfig
+
+    train = TrainConfig(lr=0.005, momentum=0.9, weight_decay=5e-4).model_dump()
+    text = recipe_warning(train, {"momentum", "weight_decay"}, [])
+    assert "SGD lr 0.005, momentum 0.9, weight decay 0.0005" in text
+    assert "--momentum 0.9 (torch.optim.SGD: 0)" in text and "--weight-decay 0.0005 (torch.optim.SGD: 0)" in text
+    assert "--momentum 0.9 (" not in recipe_warning(train, {"weight_decay"}, [])
+    assert recipe_warning(train, set(), []) == ""
+    assert recipe_warning(train, {"weight_decay"}, ["train.weight_decay=0.0005"]) == ""
+    assert recipe_warning(TrainConfig(momentum=0.0, weight_decay=0.0).model_dump(), {"momentum", "weight_decay"},
+                          []) == ""  # at the default, but it is PyTorch's too
