@@ -80,3 +80,64 @@ def test_executor_help_says_local_runs_worker_processes():
     for name in ("run", "lira"):
         (p,) = [p for p in root.commands[name].params if "--executor" in p.opts]
         assert "--workers processes" in p.help, (name, p.help)
+
+
+# --- file names and columns the docs name, against the code's declarations (tests/docs_truth.py) ----------------
+
+def test_every_file_name_the_docs_give_is_one_the_code_declares():
+    from docs_truth import declared_files, undeclared_file_mentions
+
+    assert undeclared_file_mentions(declared_files()) == []
+
+
+def test_a_renamed_file_fails_naming_the_doc_and_line():
+    """Plant a rename in the package's source (keep.npy -> keep_matrix.npy everywhere): the docs' mentions of
+    keep.npy are reported with their doc and line."""
+    from docs_truth import ROOT, SRC, declared_files, mentioned_files, undeclared_file_mentions
+
+    sources = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8").replace('"keep.npy"', '"keep_matrix.npy"')
+               for p in sorted(SRC.rglob("*.py"))}
+    bad = undeclared_file_mentions(declared_files(sources))
+    where = [w for w, name in mentioned_files() if name == "keep.npy"]
+    assert where and bad == [f"{w}: keep.npy is not a file name the code writes or reads" for w in where]
+    assert any(b.startswith("README.md:") for b in bad)
+
+
+def test_summary_csv_columns_the_docs_list_are_the_codes():
+    from docs_truth import ROOT, column_problems, column_table, summary_csv_item
+
+    from bnmem.report.summary import CSV_COLUMNS
+
+    assert column_problems(summary_csv_item(), CSV_COLUMNS, "summary.csv") == []
+    power = column_table(ROOT / "docs" / "results.md", "power columns")
+    assert len(power) >= 6 and column_problems(power, CSV_COLUMNS, "summary.csv", complete=False) == []
+
+
+def test_tidy_columns_the_docs_list_and_read_are_the_codes():
+    from docs_truth import ROOT, column_problems, column_table, dataframe_columns_read
+
+    from bnmem.report.tidy import COLUMNS
+
+    table = column_table(ROOT / "docs" / "results.md", "## Columns")
+    assert column_problems(table, COLUMNS, "the tidy table") == []
+    read = dataframe_columns_read()
+    assert read and column_problems(read, COLUMNS, "the tidy table", complete=False) == []
+
+
+def test_a_renamed_column_fails_naming_the_doc_and_line():
+    """ci_low -> ci_lower in summary.csv, unit_id -> unit_index in the tidy table: each doc line naming the old
+    name is reported, and the list that lacks the new one."""
+    from docs_truth import ROOT, column_problems, column_table, dataframe_columns_read, summary_csv_item
+
+    from bnmem.report.summary import CSV_COLUMNS
+    from bnmem.report.tidy import COLUMNS
+
+    renamed = [c.replace("ci_low", "ci_lower") for c in CSV_COLUMNS]
+    bad = column_problems(summary_csv_item(), renamed, "summary.csv")
+    assert any(re.fullmatch(r"README\.md:\d+: ci_low is not a column of summary\.csv", b) for b in bad), bad
+    assert any(b.endswith("summary.csv's column ci_lower is not listed") for b in bad)
+    tidy = [c.replace("unit_id", "unit_index") for c in COLUMNS]
+    bad = column_problems(column_table(ROOT / "docs" / "results.md", "## Columns"), tidy, "the tidy table")
+    bad += column_problems(dataframe_columns_read(), tidy, "the tidy table", complete=False)
+    assert any(re.fullmatch(r"docs/results\.md:\d+: unit_id is not a column of the tidy table", b) for b in bad)
+    assert any(re.fullmatch(r"README\.md:\d+: unit_id is not a column of the tidy table", b) for b in bad), bad
