@@ -785,6 +785,27 @@ def _general_sections() -> list[str]:
         f"this plan was written ({', '.join(SEEN_STUDIES)}) says, in full, in the headline, summary.md and "
         f"summary.csv: \"{EXPLORATORY_SEEN}\".",
         "",
+        "A seed derived from a hash can be re-rolled by changing what is hashed: one character of the plan, or of "
+        "the code that decides. From plan 5.0 a confirmatory run therefore (i) derives its seeds from the plan's "
+        "hash *and* the hash of the deciding source (`bnmem.provenance.DECIDING_SOURCES`: the claim modules "
+        "`report/claims/`, `stats.py`, this plan's module, and the measurement modules the claims read: "
+        "`measure/`, the lenses, the toy model `theory/`, `attacks/`; SHA-256 over each file's relative path, "
+        "length and bytes in path order), so the deciding code cannot be changed under seeds already drawn; "
+        "(ii) is refused, in one line, outside a git checkout and on a modified one (tracked files changed, or "
+        "untracked files under `src/` or `studies/`), so its plan, code and seeds come from a commit, which "
+        "study.json records with the source hash and the start time; (iii) appends every start, and every "
+        "resume of the same run directory, to the attempts log `docs/confirmatory-attempts.jsonl` before its "
+        "first job (time, study name and file hash, plan version and hash, source hash, commit, run directory, "
+        "executor and workers), a file kept beside this plan and committed with the project, which may only be "
+        "appended to (a checkout whose log lost committed lines is refused); and (iv) names in its report "
+        "(summary.md, the HTML page's first lines) how many confirmatory starts of the same study under the same "
+        "plan the log holds and which one this run is, and whether the deciding source is still the one its "
+        "seeds came from. This prevents quiet re-rolls: a re-roll by editing the plan or the code is a commit, "
+        "and an attempt on this checkout is a line of the log that the report counts. It does not prevent an "
+        "attempt run on another checkout whose log line was never committed, a run on a fork, or a log edited "
+        "in a commit of its own (visible in the history, not to the report); the log is as complete as the "
+        "commits it travels with, and a reader should ask for the repository's history with the report.",
+        "",
     ]
 
 

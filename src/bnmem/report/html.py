@@ -553,7 +553,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}. "
-        f'<span id="plan-line">{esc(plan.headline(short=True))}</span></p>',
+        f'<span id="plan-line">{esc(plan.headline(short=True))}</span>'
+        + (f' <span id="provenance-line">{esc(plan.provenance)}</span>' if plan.provenance else "") + "</p>",
         status_legend(counts, shown_statuses(claims)),
         "</header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, plan.label),
