@@ -102,9 +102,35 @@ MITIGATE_SELECTION_REPLICATE = 0
 PUSH_INVARIANT_COS = 1e-3
 # Claim 7: clean examples (a fixed seeded sample) whose gradient norms are measured; every outlier is.
 PUSH_NORM_SAMPLE = 128
-# Claim 6 (plan 4.0): the validation gate admits a variant unless its validation drop exceeds the 1-point margin
-# by more than this many standard errors (one-sided 95%).
+# Claim 6 (plan 4.0, kept as the previous selection and a robustness row): the validation gate admitted a variant
+# unless its validation drop exceeded the 1-point margin by more than this many standard errors (one-sided 95%).
 MITIGATE_GATE_Z = 1.645
+# Claim 6 (plan 5.0): the validation gate is a screen with an indifference zone from the claim's margin (1 point,
+# a cost that is acceptable) to MITIGATE_GATE_COST (3 points, "several points", a cost it must catch); a variant
+# passes when its validation drop is at most the zone's midpoint, so both errors are Φ(−1 point / se).
+MITIGATE_GATE_COST = 0.03
+MITIGATE_GATE_THRESHOLD = (MITIGATE_TEST_DROP + MITIGATE_GATE_COST) / 2
+GATE_RULES = ("5.0", "4.0")
+
+
+def mitigate_gate_passes(drop: float, se: float, rule: str = "5.0") -> bool:
+    """Whether claim 6's validation gate admits a variant whose validation drop (BN − variant, per image averaged
+    over the selection seeds, then over images) is ``drop`` with standard error ``se``, under plan ``rule``'s gate
+    (5.0: drop ≤ the indifference zone's midpoint; 4.0: drop ≤ 1 point + 1.645 se)."""
+    if rule == "4.0":
+        return bool(drop <= MITIGATE_TEST_DROP + MITIGATE_GATE_Z * se)
+    return bool(drop <= MITIGATE_GATE_THRESHOLD)
+
+
+def mitigate_gate_power(se: float, cost: float = MITIGATE_GATE_COST, rule: str = "5.0") -> float:
+    """The chance that claim 6's gate excludes a variant whose true validation cost is ``cost`` when its drop is
+    estimated with standard error ``se`` (normal approximation of the mean over images)."""
+    import math
+
+    if not (se > 0 and math.isfinite(se)):
+        return math.nan
+    bound = MITIGATE_TEST_DROP + MITIGATE_GATE_Z * se if rule == "4.0" else MITIGATE_GATE_THRESHOLD
+    return 0.5 * math.erfc((bound - cost) / (se * math.sqrt(2)))
 
 
 def lira_range(mix: float | None) -> tuple[float, float]:
@@ -379,11 +405,16 @@ PLAN: dict[str, ClaimPlan] = {
         "the λ (and τ) selected inside each replicate (nested selection): the mitigate lens trains plain BN and "
         "every regularized variant also on selection seeds (the seeds after the evaluation seeds; same data, "
         "never evaluated) and applies the declared criterion there: among the regularized variants that pass the "
-        f"validation gate, the lowest corrupted-subset training accuracy, ties to the smaller λ. The gate is "
-        f"stated in standard errors: per validation image the mean over selection seeds of (BN right − variant "
-        f"right); a variant passes unless the mean of these exceeds {MITIGATE_TEST_DROP * 100:g} point by more "
-        f"than {MITIGATE_GATE_Z:g} standard errors (over images). None passes: the smallest validation drop (the "
-        "fallback; the report names, per replicate, whether the criterion or the fallback chose). Each replicate "
+        f"validation gate, the lowest corrupted-subset training accuracy, ties to the smaller λ. The gate "
+        f"(plan 5.0) is a paired per-image screen with an indifference zone: per validation image the mean over "
+        f"selection seeds of (BN right − variant right); a variant passes when the mean of these, its validation "
+        f"drop, is at most {MITIGATE_GATE_THRESHOLD * 100:g} points, the midpoint between the "
+        f"{MITIGATE_TEST_DROP * 100:g}-point margin (a cost that is acceptable) and {MITIGATE_GATE_COST * 100:g} "
+        "points (a cost it must catch). None passes: the smallest validation drop (the fallback; the report "
+        "names, per replicate, whether the criterion or the fallback chose, and the gate's power to exclude a "
+        f"{MITIGATE_GATE_COST * 100:g}-point cost at the standard error it had). The report re-applies the "
+        "criterion to the lens's records (each variant's validation drop, its standard error and its selection "
+        "score), so a run of plan 4.0's lens is decided under this gate too. Each replicate "
         "is then evaluated on its evaluation seeds at its own selected variant. The mitigate lens's LiRA shadow "
         "models take the replicate's own keep-matrix seed, like every other seed. The penalty's activity "
         "(fraction of channels above τ during training, the penalty's share of the loss) is shown when the lens "
@@ -405,17 +436,37 @@ PLAN: dict[str, ClaimPlan] = {
         "Choosing λ by the reported outcome on the same models inflates the cut (winner's curse), so λ is chosen "
         "on models that are never evaluated; choosing it inside every replicate lets every replicate contribute "
         "an evaluation (plan 3.0's held-out replicate left 1 df at 3 replicates: a drop interval of about ±75 "
-        "points). The gate is in standard errors because the validation split cannot resolve 1 point: the demo's "
-        "has 90 images (a standard error of 2–3 points for a drop), and a 1-point gate at two standard errors "
-        "would need about 2,300 validation images, more than digits holds in all; a fixed 1-point gate on 90 "
-        "images excluded variants by chance (in the 3.0 demo none passed on replicate 0 and the criterion never "
-        "ran). The gate excludes a variant only when the validation split shows its cost exceeds the margin",
+        "points). The gate selects, it does not test the claim: the selection seeds are never evaluated, so a gate that "
+        "admits a costly variant makes 'reproduced' harder (the test-set drop then fails its margin), never "
+        "easier, and one that excludes a cheap variant costs cut, not validity. Its two errors are therefore "
+        "weighed alike: with the threshold at the midpoint of the indifference zone from 1 to 3 points, a 3-point "
+        "cost passes and a 1-point cost is excluded each with probability Φ(−1 point / se). Plan 4.0's gate "
+        "excluded a variant only when the split showed its cost above 1 point at one-sided 95% (1 point + 1.645 "
+        "standard errors), which on digits' validation split cannot happen for a cost of a few points: the "
+        "demo's 90 images give a per-image SD of the paired difference up to 0.40 for a near-free variant (16% "
+        "of images discordant; the demo's records, seen), a standard error of 4.2 points, and a bound of 7.9 "
+        "points; it admitted variants whose validation drop was 4.1–9.6 points. Power to exclude a 3-point cost "
+        "(normal approximation, per-image SD 0.40 with one selection seed; with S seeds between 0.40/√S, seed "
+        "noise only, and 0.40, image effects only): at 90 validation images and one selection seed (the demo and "
+        "the decisive study as declared, val_fraction 0.1) 0.59 under this gate against 0.12 under plan 4.0's; "
+        "at 269 images (val_fraction 0.3) and 3 selection seeds 0.66–0.76 against 0.20–0.41; at 449 images "
+        "(val_fraction 0.5, the most digits allows) and 5 seeds 0.70–0.88 against 0.28–0.77. No split of "
+        "digits gives it 0.8 without many selection seeds, so the report states the gate's power per replicate "
+        "at the standard error it had, and a study that can afford it declares a larger validation split and "
+        "more selection seeds for the mitigate lens (`mitigate: {selection_seeds: 3, data: {val_fraction: "
+        "0.3}}`). Not adopted: deciding the 1-point margin on the paired per-image differences of the test set, "
+        "pooled over the evaluated models: it would be decidable at a few replicates, but its unit is the test "
+        "image given the trained models, so it licenses only 'these trained models lose at most 1 point on "
+        "images like these', not 'the regularizer costs at most 1 point' (the seed-to-seed spread of a model's "
+        "test accuracy, the larger part of the demo's per-replicate drop SD, would be left out)",
         coverdicts=("memorization cut (decides)", "privacy: online LiRA AUC reduction BN − BN+reg, per target "
                     "paired by model index, replicates as the unit, direction graded (when the lens ran LiRA)",
                     "privacy: RMIA AUC reduction, the same way"),
         alternatives=("every λ of the grid on every replicate (fixed λ, no selection)",
                       f"plan 3.0's selection: replicate {MITIGATE_SELECTION_REPLICATE} selects (its evaluation "
-                      "seeds' validation accuracy, a fixed 1-point gate), the other replicates are evaluated"),
+                      "seeds' validation accuracy, a fixed 1-point gate), the other replicates are evaluated",
+                      f"plan 4.0's selection: the same nested criterion with the gate 1 point + {MITIGATE_GATE_Z:g} "
+                      "standard errors (the previous verdict under plan 5.0)"),
         previous_rule=f"λ (and τ) selected on replicate {MITIGATE_SELECTION_REPLICATE} (never reported) among the "
                       "variants whose mean validation accuracy is at least plain BN's minus 1 point (none: the "
                       "highest validation accuracy), evaluated on the other replicates; reproduced if the cut's "
