@@ -487,7 +487,8 @@ def test_claim_5b_twin_deciding_on_the_mean_fails(monkeypatch):
 def test_null_claim_6_at_its_margins():
     """Non-inferiority null: a true drop at the 1-point margin with a large cut reads reproduced in at most
     2.5% (+ MC); no cut at all reads reproduced or contradicted in at most 5% (+ MC). On the claim's own status
-    function (claim 6's evaluation through the report is simulated with its selection, in test_mitigate)."""
+    function; claim 6's rates through the report (nested selection, k = 2 settings, n = 2, 3, 5, 10), exact and
+    with planted-bug twins, are in tests/test_null_teeth.py."""
     draws = 8_000
     rng = np.random.default_rng(56)
     dlo, dhi = t_intervals(rng.normal(MITIGATE_TEST_DROP, 0.01, (draws, 3)), 0.95)
