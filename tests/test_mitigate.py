@@ -389,3 +389,6 @@ def test_claim_6_decides_on_the_5_0_gate_and_shows_plan_4s_selection(monkeypatch
     monkeypatch.setattr(claim6, "PREVIOUS_VERSION", "4.0")
     claim = claim6.evaluate(make_run(cells))[0]
     assert claim.previous[0].value == pytest.approx(row.value)
+    names = [a.name for a in claim.decisive.analyses]
+    assert sum(n.startswith("plan 4.0 selection") for n in names) == 1  # shown once, as the previous rule
+    assert any(n.startswith("plan 3.0 selection") for n in names)  # 3.0's design stays a robustness row

@@ -292,6 +292,11 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
     old = _previous_rule(reps, lens0, key)
     if old is not None and (choices is not None or PREVIOUS_VERSION != "3.0"):
         alts.append(old[3])  # under 3.0's design without nested selection it would repeat the primary
+    if PREVIOUS_VERSION != "3.0" and choices is not None:  # plan 3.0's design stays a robustness row
+        name3, _, ev3, _ = _held_out(reps, key)
+        c3, d3 = _estimates(ev3, [name3] * len(ev3), key)
+        alts.append(Analysis.of(f"plan 3.0 selection ({name3} on replicate {MITIGATE_SELECTION_REPLICATE}, the "
+                                "others evaluated)", c3, status_of(c3, d3), f"test drop {_pts(d3)}"))
     if PREVIOUS_VERSION != "4.0" and (v4 := _gate_v4(reps, key)) is not None:
         alts.append(Analysis.of("plan 4.0 selection (validation gate 1 pt + 1.645 standard errors)", v4[0],
                                 status_of(v4[0], v4[1]), f"test drop {_pts(v4[1])}"))
