@@ -95,10 +95,11 @@ def _descriptions(reps: list, typed: set[str | None]) -> str:
     return "described, not deciding: " + "; ".join(parts) if parts else ""
 
 
-def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, str]:
+def layer_fraction_estimate(groups: Sequence[np.ndarray], lv: float | None = None) -> tuple[PairedDiff, str]:
     """Plan 4.0's decision on per-replicate arrays of per-model layer fractions: the distribution-free
-    interval for a mean in [0, 1] over replicates, at the current level, graded against 'more than half'."""
-    est = replicated_bounded_mean(groups, "seeds", level())
+    interval for a mean in [0, 1] over replicates, at ``lv`` (default: the pass's level), graded against
+    'more than half'."""
+    est = replicated_bounded_mean(groups, "seeds", level() if lv is None else lv)
     return est, grade(est, null=GS_MAJORITY)
 
 
@@ -201,14 +202,9 @@ def layer_analysis(name: str, reps: list, mode: str, note: str = "") -> Analysis
 def _anderson(groups: list[np.ndarray]) -> tuple[PairedDiff, str]:
     """Plan 4.0's rule (the previous verdict and a robustness row): Anderson's bound on the layer fraction,
     'reproduced' at 95%, 'contradicted' at this pass's level."""
-    est95, s95 = layer_fraction_estimate_at(groups, LEVEL)
-    estf, sf = layer_fraction_estimate_at(groups, level())
+    est95, s95 = layer_fraction_estimate(groups, LEVEL)
+    estf, sf = layer_fraction_estimate(groups)
     return (estf, sf) if CONTRADICTED in (s95, sf) else (est95, s95)
-
-
-def layer_fraction_estimate_at(groups: Sequence[np.ndarray], lv: float) -> tuple[PairedDiff, str]:
-    est = replicated_bounded_mean(groups, "seeds", lv)
-    return est, grade(est, null=GS_MAJORITY)
 
 
 def evaluate(run: RunData) -> list[Claim]:
