@@ -29,7 +29,7 @@ from bnmem.analysis_plan import (
 # (tests/test_study_graph.py), and spawned workers would import torch again.
 IN_PROCESS = ("--workers", "1")
 
-CLAIM_IDS = ["1", "2", "3a", "3b", "4", "5a", "5b", "6", "7"]
+CLAIM_IDS = ["1", "2", "3a", "3b", "3c", "4", "5a", "5b", "6", "7"]
 ROW_STATUSES = set(STATUSES) | {CHECK_PASSED, CHECK_FAILED}
 GRADED = set(STATUSES) - {NOT_RUN}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -81,6 +81,13 @@ LIRA_RANGE_BY_MIX = {0.01: (0.03, 0.05), 0.05: (0.04, 0.05)}
 LIRA_ATTACKS = ("online", "offline", "rmia")  # each gets a verdict; online is the paper's attack
 LIRA_PRIMARY_ATTACK = "online"
 LIRA_SUBSET = "all"
+# Row 3c (beyond the paper): the lira lens's matched-fit option, the test-accuracy tolerance of the match, the
+# low-FPR operating point and the member prior reported beside the AUC.
+MATCHED_FIT_OPTION = "matched_fit"
+MATCH_TOLERANCE = 0.01
+MATCH_FPR = 0.001
+MATCH_PRIOR = 0.01
+BEYOND_PAPER = "beyond the paper (exploratory)"
 # Claim 2: the fit level below which a checkpoint is "before the corrupted subset is fitted".
 FIT_LEVEL = 0.5
 GRAD_DEFINITIONS = ("eval", "batch")  # both decide claim 2's row (they must agree)
@@ -133,7 +140,7 @@ class ClaimPlan:
         id: claim id ("1", "2", "3a", ...).
         title: the claim as the checklist states it.
         paper: the paper's statement and number it is compared with.
-        kind: "evidence" or "derivation check".
+        kind: "evidence", "derivation check", or :data:`BEYOND_PAPER` (a row the paper does not claim).
         lens: the lens kind that measures it.
         metric: what is measured.
         checkpoints: which epochs / checkpoints the metric uses.
@@ -288,6 +295,45 @@ PLAN: dict[str, ClaimPlan] = {
         alternatives=("online LiRA with a fixed variance", "online LiRA on the identity query view only (when the "
                       "lens wrote it)"),
         previous_rule=_V3_MULTIPLICITY,
+    ),
+    "3c": ClaimPlan(
+        "3c", "Beyond the paper: does BN's membership-inference gain survive at matched fit?",
+        "not a claim of the paper: the question a critique of LiRA raises (attack success inflated by "
+        "overconfident targets, by thresholds tuned on target data, by a 50% member prior); a BN vs no-norm "
+        "gap at the same epoch could be BN's different fit rather than memorization",
+        BEYOND_PAPER, LIRA,
+        "online-LiRA AUC on all training examples, leave-one-out over the shadow models (each the target once, "
+        "its references the other shadow models at the same epoch), BN − no-norm paired by model index, the two "
+        f"arms at matched test accuracy. Measured when the lira lens is asked (`lenses.lira.{MATCHED_FIT_OPTION}: "
+        "true`): it also queries its shadow models at every earlier epoch and records per epoch each model's "
+        "test accuracy. Beside the AUC: the TPR at "
+        f"{MATCH_FPR:.1%} FPR with the threshold fitted on the reference (shadow) models only, never on the "
+        "target's scores (per target, the non-member scores of the other shadow models, each scored against "
+        "references that exclude the target), and the precision at that threshold when "
+        f"{MATCH_PRIOR:.0%} of the candidates are members: π·TPR / (π·TPR + (1 − π)·FPR), π = {MATCH_PRIOR:g}",
+        "matching rule, per replicate: the less well-fitting arm (the lower mean shadow-model test accuracy at "
+        "the final epoch; normally the baseline) is read at its final epoch; the other arm at the earliest "
+        "recorded epoch whose mean shadow-model test accuracy lies within {MATCH_TOLERANCE * 100:g} point of the "
+        "first arm's final mean test accuracy (|difference| ≤ {MATCH_TOLERANCE * 100:g} point). A replicate in "
+        "which no epoch matches (the arm jumps over the band between two epochs) is left out, and the row says "
+        "so; none left: not run",
+        "per replicate the mean over targets of the paired AUC difference BN@matched − baseline@matched (each "
+        "arm at its matched epoch); mean over replicates",
+        _REPLICATE_UNIT + "; targets inside one replicate share reference models and are never treated as "
+                          "independent",
+        "Student t-interval over replicate means (n − 1 df), at 95% for 'reproduced' and at 1 − 0.05/k for "
+        "'contradicted'; one replicate: no interval (inconclusive)",
+        "null 0, direction +, no magnitude",
+        _GRADED,
+        "compare like with like: a model that fits its data better is easier to attack, so a gain measured at "
+        "the same epoch mixes BN's memorization with its faster fit. Matching on test accuracy holds the fit "
+        "fixed and asks whether BN still leaks more. The TPR at a low FPR with a threshold the attacker could "
+        "have fitted (on its own shadow models) and the precision at a 1% member prior answer the critique's "
+        "other two points. The row is exploratory until a run whose seeds the plan could not have seen (a "
+        "confirmatory run) decides it",
+        previous_rule="not in plan 4.0 (new in plan 5.0)",
+        measurable="the lira lens's per-epoch queries (the matched-fit option) are being built; until a run "
+                   "records them the row reads 'not run'",
     ),
     "4": ClaimPlan(
         "4", "Measured |γ|/σ exceeds 1 in most BN layers",

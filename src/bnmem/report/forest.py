@@ -30,6 +30,7 @@ AXES = {
     "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
     "3a": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
     "3b": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
+    "3c": ("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)", 0.0, "no effect"),
     "4": ("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
           "test's bounds", 1.0, "|γ|/σ = 1"),
     "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
