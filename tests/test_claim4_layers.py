@@ -97,6 +97,18 @@ def test_the_pivotal_bounds_read_as_the_test_does():
             assert (v >= lt.u_above(L)) <= (d.p_above < alpha)  # the count never claims more than the test
 
 
+def test_the_decision_is_monotone_in_each_layer():
+    """Raising one layer's units never lowers the evidence for 'most above 1' nor raises it for 'half below'."""
+    rng = np.random.default_rng(10)
+    for _ in range(200):
+        L, n = int(rng.integers(1, 22)), int(rng.integers(2, 6))
+        units = rng.normal(rng.normal(0, 0.3, (L, 1)), 0.2, (L, n))
+        before = lt.decide_layers([lt.layer_test(f"l{i}", u) for i, u in enumerate(units)], 0.05)
+        units[int(rng.integers(L))] += rng.uniform(0, 1)
+        after = lt.decide_layers([lt.layer_test(f"l{i}", u) for i, u in enumerate(units)], 0.05)
+        assert after.p_above <= before.p_above + 1e-12 and after.p_below >= before.p_below - 1e-12
+
+
 def test_partial_conjunction_power_matches_a_simulation_of_the_rule():
     """The design's power (a binomial over independent layers) against the production decision simulated."""
     rng = np.random.default_rng(4)
