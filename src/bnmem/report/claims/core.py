@@ -508,7 +508,8 @@ DISPLAY: dict[str, dict[str, Any]] = {
     "2": {"value_format": "{:+.2f}"},
     "3a": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
     "3b": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
-    "4": {"value_format": "{:.2f}", "bounds": (0.0, 1.0)},
+    "3c": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
+    "4": {"value_format": "{:.2f}", "bounds": (0.0, math.inf)},  # the pivotal layer's |γ|/σ (plan 5.0)
     "5a": {"value_format": "{:.1%}", "bounds": (0.0, math.inf)},
     "5b": {"value_format": "{:.2f}"},
     "6": {"value_format": "{:.0%}", "bounds": (-math.inf, 1.0)},  # a cut is at most all
