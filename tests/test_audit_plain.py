@@ -61,9 +61,10 @@ def test_more_outputs_than_classes_names_the_extra_outputs(n_outputs, words):
 def test_recipe_flags_left_at_bnmem_defaults_that_differ_from_pytorch_are_named():
     """--momentum and --weight-decay default to 0.9 and 5e-4 here, 0 in torch.optim.SGD: a command that leaves
     them out is told the recipe the copies use and which flags to give; one that gives them is not."""
-    from bnmem.cli.commands.audit import recipe_warning
+    from bnmem.cli.commands.audit import BNMEM_DEFAULTS, recipe_warning
     from bnmem.config import TrainConfig
 
+    assert BNMEM_DEFAULTS == {k: getattr(TrainConfig(), k) for k in BNMEM_DEFAULTS}  # the recipe's own defaults
     train = TrainConfig(lr=0.005, momentum=0.9, weight_decay=5e-4).model_dump()
     text = recipe_warning(train, {"momentum", "weight_decay"}, [])
     assert "SGD lr 0.005, momentum 0.9, weight decay 0.0005" in text
