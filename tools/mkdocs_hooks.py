@@ -1,8 +1,8 @@
 """mkdocs hooks (mkdocs.yml ``hooks:``): the README is the site's home page.
 
 docs/index.md is a placeholder; its page is the README, read when the site is built (so it never goes stale),
-with links into docs/ made relative to the site (``docs/attacks.md`` -> ``attacks.md``) and the repository's
-other files linked on GitHub-less terms (as code, since the site does not serve them).
+with links into docs/ made relative to the site (``docs/attacks.md`` -> ``attacks.md``) and a pointer to the
+tutorial and the API reference after its first paragraph.
 """
 
 from __future__ import annotations

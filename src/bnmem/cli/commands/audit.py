@@ -32,7 +32,7 @@ from bnmem.cli.app import (
     parse_flag_list,
 )
 from bnmem.cli.fields import field_flags, validated, with_flags
-from bnmem.config import ShadowCopies
+from bnmem.config import ShadowCopies, TrainConfig
 from bnmem.errors import BnmemError
 
 if TYPE_CHECKING:
@@ -85,12 +85,13 @@ COPY_FLAGS = field_flags(ShadowCopies, skip={"match_steps"})
 # Recipe flags whose bnmem default differs from torch.optim.SGD's: a user who leaves one out trains the shadow
 # copies with another recipe than their model's, silently; the audit says so (recipe_warning).
 TORCH_SGD_DEFAULTS = {"momentum": 0.0, "weight_decay": 0.0}
-BNMEM_DEFAULTS = {"momentum": 0.9, "weight_decay": 5e-4}
+BNMEM_DEFAULTS = {k: TrainConfig.model_fields[k].default for k in TORCH_SGD_DEFAULTS}
 AuditMomentum = Annotated[Optional[float], typer.Option(
-    help="SGD momentum (default 0.9; torch.optim.SGD's is 0: give your training's)", show_default=False)]
+    help=f"SGD momentum (default {BNMEM_DEFAULTS['momentum']:g}; torch.optim.SGD's is 0: give your training's)",
+    show_default=False)]
 AuditWeightDecay = Annotated[Optional[float], typer.Option(
-    help="weight decay on weight matrices and kernels (default 5e-4; torch.optim.SGD's is 0: give your "
-         "training's)", show_default=False)]
+    help=f"weight decay on weight matrices and kernels (default {BNMEM_DEFAULTS['weight_decay']:g}; "
+         "torch.optim.SGD's is 0: give your training's)", show_default=False)]
 
 
 @app.command()
