@@ -28,6 +28,10 @@ Statuses (:data:`STATUSES`), tested against the interval, never the mean alone:
   outside a predicted band;
 * ``not run``: the run has no measurement for it.
 
+Where the paper states a range (claims 3a/3b, plan 5.0), the status also says when the interval lies wholly
+outside it: ``larger than the paper`` (its lower end above the range's upper end) and ``smaller than the
+paper`` (above 0, its upper end below the paper's stated minimum).
+
 Where the paper states a magnitude, a separate descriptive field ("vs paper")
 says whether the interval lies below, overlaps ("within") or lies above the
 paper's range.
@@ -56,7 +60,11 @@ DIRECTION_ONLY = "direction only"
 INCONCLUSIVE = "inconclusive"
 CONTRADICTED = "contradicted"
 NOT_RUN = "not run"
-STATUSES = (REPRODUCED, DIRECTION_ONLY, INCONCLUSIVE, CONTRADICTED, NOT_RUN)
+# Plan 5.0, claims 3a/3b (a stated range): the interval lies wholly above the range, or above 0 and wholly below
+# its stated minimum.
+LARGER = "larger than the paper"
+SMALLER = "smaller than the paper"
+STATUSES = (REPRODUCED, LARGER, DIRECTION_ONLY, SMALLER, INCONCLUSIVE, CONTRADICTED, NOT_RUN)
 # A derivation check (claim 5a) is not evidence for a claim: it passes or fails.
 CHECK_PASSED = "check passed"
 CHECK_FAILED = "check failed"
@@ -579,6 +587,10 @@ TEST_BELOW = "below"  # one-sided t: the interval's upper end below a margin (no
 TEST_BAND = "band"  # equivalence: the whole interval inside a band
 TEST_EXACT = "exact"  # the rule's own decision on discrete outcomes, simulated from a planning model
 POWER_TARGET = 0.8
+# Plan 5.0: `bnmem design --pilot` sizes a study on this one-sided upper confidence bound of each pilot SD
+# (s·sqrt((n − 1)/χ²_{0.20, n−1})): a 3-replicate SD is uncertain by a factor of ~4 either way, so its point
+# value would size the study on luck.
+PILOT_SD_BOUND = 0.8
 UNDERPOWERED_BELOW = 0.5
 PAPER_MINIMUM = "the paper's stated minimum"
 PAPER_UPPER = "the upper end of the paper's range"
