@@ -145,12 +145,13 @@ def test_every_column_is_documented():
 
 
 def test_compare_two_runs(run, tmp_path, capsys):
-    """The same run under a doctored summary: the changed claim says what changed, the others 'same'."""
+    """The same run under a doctored summary: the changed claim says what changed (claim 3a, in the report's
+    AUC points; claim 1 is not decided in this 2-epoch study under plan 5.0), the others 'same'."""
     other = tmp_path / "other"
     other.mkdir()
     rows = list(csv.DictReader(open(run / "summary.csv", encoding="utf-8", newline="")))
     for r in rows:
-        if r["id"] == "1":
+        if r["id"] == "3a":
             r["status"], r["value"] = "contradicted", str(float(r["value"]) - 0.5)
     with open(other / "summary.csv", "w", encoding="utf-8", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -159,8 +160,8 @@ def test_compare_two_runs(run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", str(run), str(other)]) == 0
     out = capsys.readouterr().out
-    line1 = next(ln for ln in out.splitlines() if ln.strip().startswith("1 "))
-    assert "contradicted" in line1 and "effect -0.5" in line1 and "status " in line1
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("3a "))
+    assert "contradicted" in line and "effect -50.0 points" in line and "status " in line
     assert "1 of" in out and "claims differ" in out
     assert main(["compare", str(run), str(other), "--markdown"]) == 0
     md = capsys.readouterr().out
