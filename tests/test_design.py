@@ -122,3 +122,11 @@ def test_a_pilot_calibrates_the_theory_lens_and_names_a_finished_lens_without_se
     source = calibrate(run, jobs).source
     assert "theory (finished, but its DONE recorded no seconds)" in source
     assert "calibrated on" in source and "for no lens" in source
+
+
+def test_rows_without_a_planning_effect_say_why_by_their_kind(tmp_path):
+    """Row 3c (beyond the paper) has no planning effect because it is exploratory, not because it is a derivation
+    check; claim 5a is the derivation check."""
+    study = load_study(_write(tmp_path, TINY))
+    assert claim_design(study, "3c").why_not.startswith("exploratory (beyond the paper)")
+    assert claim_design(study, "5a").why_not == "a derivation check: no power"
