@@ -1,8 +1,9 @@
 """The tidy results table (bnmem.results.load, bnmem export) and bnmem compare.
 
-The table is checked against the report: claim 1's per-replicate means and claim 3a's
-paired per-target differences are recomputed from the DataFrame alone (pandas group-bys
-and a Student t-interval written here) and must equal summary.csv.
+The table is checked against the report: claim 1's matched-progress differences (plan 5.0: an
+interpolation along each pair's per-epoch curves, written here in plain Python) and claim 3a's
+paired per-target differences (a pandas group-by) are recomputed from the DataFrame alone, with a
+Student t-interval written here, and must equal summary.csv.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 STUDY = {
     "name": "tidy",
     "data": {"dataset": "digits", "train_size": 200, "val_fraction": 0.1},
-    "train": {"epochs": 2, "batch_size": 32},
+    # Small batches and 3 epochs: enough steps that every no-norm model's clean training accuracy reaches a
+    # level BN's had at one of its epochs (between two of its own epochs), so claim 1 (plan 5.0: matched
+    # clean-training progress) is decided here, not "not run" as with 2 epochs of batch 32.
+    "train": {"epochs": 3, "batch_size": 8},
     "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
              "outliers": [{"label_noise": 0.1}, {}]},
     "lenses": {"memorize": {}, "lira": {"shadow_models": 4}},
@@ -73,20 +77,82 @@ def test_columns_and_conditions(run):
     assert set(df["replicate"]) == {0, 1}
     assert set(df["label_noise"]) == {0.1, 0.0}
     mem = df[df.lens == "memorize"]
-    # 2 settings x 2 replicates x 2 norms x 2 seeds x 2 epochs x (clean, test; + noisy, noisy-original)
-    assert len(mem) == 2 * 2 * 2 * 2 * 2 * 2 + 2 * 2 * 2 * 2 * 2
+    # 2 settings x 2 replicates x 2 norms x 2 seeds x 3 epochs x (clean, test; + noisy, noisy-original)
+    assert len(mem) == 2 * 2 * 2 * 2 * 3 * 2 + 2 * 2 * 2 * 3 * 2
     lira = df[(df.lens == "lira") & (df.metric == "auc") & (df.subset == "all") & (df.method == "online")]
     assert set(lira["unit"]) == {"target"} and sorted(set(lira["unit_id"])) == [0, 1, 2, 3]
     assert df["value"].notna().all()
 
 
+def first_reach(curve: list[float], level: float) -> float | None:
+    """The first (fractional) epoch at which a per-epoch curve (value i after epoch i + 1) reaches ``level``,
+    linearly interpolated between its two recorded epochs; None when it never does or was already above it at
+    epoch 1 (when it crossed is not measured). Written from the plan's text, independently of the report."""
+    for i, c in enumerate(curve):
+        if c >= level:
+            if i == 0:
+                return 1.0 if c == level else None
+            return i + (level - curve[i - 1]) / (c - curve[i - 1])  # epochs i and i + 1 bracket the crossing
+    return None
+
+
+def at(curve: list[float], t: float) -> float:
+    """A per-epoch curve read at fractional epoch t (1 <= t <= len(curve)) by linear interpolation."""
+    i = min(int(math.floor(t)), len(curve) - 1)  # the recorded epoch at or below t (1-based), or the last but one
+    return curve[i - 1] + (t - i) * (curve[i] - curve[i - 1]) if t > i else curve[i - 1]
+
+
+def claim1_matched(df: pd.DataFrame, reach=first_reach) -> tuple[pd.Series, list[float]]:
+    """Claim 1 under plan 5.0 from the tidy table: per pair (replicate, seed) the mean over BN's epochs of BN's
+    flipped-label training accuracy minus the no-norm model's at the epoch its clean training accuracy first
+    reaches BN's; the mean over a replicate's pairs (a pair with no match left out). Also every matched t'."""
+    m = df[(df.lens == "memorize") & (df.metric == "accuracy") & (df.label_noise > 0)]
+    curves: dict[tuple, list[float]] = {}
+    for (rep, norm, seed, sub), g in m.groupby(["replicate", "norm", "unit_id", "subset"]):
+        curves[rep, norm, seed, sub] = [float(v) for v in g.sort_values("epoch")["value"]]
+    per_pair: dict[int, list[float]] = {}
+    times: list[float] = []
+    for (rep, norm, seed, sub), bn_clean in curves.items():
+        if norm != "batch" or sub != "clean":
+            continue
+        bn_noisy = curves[rep, "batch", seed, "noisy"]
+        none_clean, none_noisy = curves[rep, "none", seed, "clean"], curves[rep, "none", seed, "noisy"]
+        diffs = []
+        for a, v in zip(bn_clean, bn_noisy):
+            t = reach(none_clean, a)
+            if t is not None:
+                times.append(t)
+                diffs.append(v - at(none_noisy, t))
+        if diffs:
+            per_pair.setdefault(rep, []).append(sum(diffs) / len(diffs))
+    return pd.Series({rep: sum(d) / len(d) for rep, d in sorted(per_pair.items())}), times
+
+
 def test_claim1_recomputed_from_the_table_matches_summary(run):
+    """Claim 1's matched-progress statistic recomputed from the table equals summary.csv, and the fixture
+    really exercises the interpolation: some matches fall between recorded epochs, and the statistic is not
+    plan 4.0's same-epoch mean over epochs."""
     df = load(run)
+    diff, times = claim1_matched(df)
+    assert diff.size == 2 and summary(run)["1"]["status"] != "not run"
+    assert any(t != int(t) for t in times), times
+    check(summary(run)["1"], diff)
     m = df[(df.lens == "memorize") & (df.subset == "noisy") & (df.metric == "accuracy")]
     area = m.groupby(["replicate", "norm", "unit_id"])["value"].mean().unstack("norm")
-    diff = (area["batch"] - area["none"]).groupby("replicate").mean()
-    assert diff.size == 2
-    check(summary(run)["1"], diff)
+    same_epoch = (area["batch"] - area["none"]).groupby("replicate").mean()
+    assert abs(same_epoch.mean() - diff.mean()) > 1e-3
+
+
+def test_claim1_recompute_catches_a_wrong_interpolation(run):
+    """The check above can fail: read the no-norm model at the recorded epoch after the crossing (no
+    interpolation) and the recomputed value no longer matches summary.csv."""
+    def rounded_up(curve, level):
+        t = first_reach(curve, level)
+        return None if t is None else float(math.ceil(t))
+
+    wrong, _ = claim1_matched(load(run), reach=rounded_up)
+    with pytest.raises(AssertionError):
+        check(summary(run)["1"], wrong)
 
 
 def test_claim3a_paired_differences_from_the_table_match_summary(run):
@@ -146,7 +212,7 @@ def test_every_column_is_documented():
 
 def test_compare_two_runs(run, tmp_path, capsys):
     """The same run under a doctored summary: the changed claim says what changed (claim 3a, in the report's
-    AUC points; claim 1 is not decided in this 2-epoch study under plan 5.0), the others 'same'."""
+    AUC points), the others 'same'."""
     other = tmp_path / "other"
     other.mkdir()
     rows = list(csv.DictReader(open(run / "summary.csv", encoding="utf-8", newline="")))
