@@ -1,8 +1,10 @@
-"""Several full-data training runs of one LeNet at once, with the plain trainer's per-epoch record and hooks.
+"""Several full-data training runs of one LeNet or ResNet at once, with the plain trainer's per-epoch record
+and hooks.
 
 :func:`train_runs_together` trains K runs (model seed, recipe, run folder,
 per-epoch hook) that share architecture, norm and recipe except the γ/σ
-regularizer's λ and τ, as one grouped network (:class:`GroupedLeNet`). After
+regularizer's λ and τ, as one grouped network (:class:`GroupedLeNet`,
+:class:`~bnmem.train.ensemble_grouped_resnet.GroupedResNet`). After
 every epoch it writes the trained weights back into K ordinary models and
 records for each exactly what :func:`bnmem.train.train_model` records (epoch,
 learning rate, mean training loss, the penalty's activity, the eval-mode
@@ -33,8 +35,8 @@ from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.measure.memorization import subset_accuracies
 from bnmem.threads import torch_threads
-from bnmem.train.ensemble import CPU_CHUNK, GROUPED_MULTIPLE, _fit, _initial_model, _write_back
-from bnmem.train.ensemble_grouped import GroupedLeNet, supports_grouped
+from bnmem.train.ensemble import CPU_CHUNK, _fit, _initial_model, _max_chunk, _write_back, grouped_engine
+from bnmem.train.ensemble_grouped import GroupedLeNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.optim import lr_at
 from bnmem.train.trainer import _finish
@@ -45,9 +47,11 @@ PER_RUN = ("gs_reg", "gs_tau")
 
 
 def can_train_together(model_cfg: ModelConfig, ds: OutlierDataset, seed: int = 0) -> bool:
-    """Whether :func:`train_runs_together` trains this architecture and norm (LeNets the grouped engine takes)."""
+    """Whether :func:`train_runs_together` trains this architecture and norm (LeNets and ResNets the grouped
+    engine takes)."""
     with torch.random.fork_rng(devices=[]):
-        return supports_grouped(_initial_model(model_cfg, ds, seed, None, torch.device("cpu"), ds.x_train.dtype))
+        return grouped_engine(_initial_model(model_cfg, ds, seed, None, torch.device("cpu"), ds.x_train.dtype)) \
+            is not None
 
 
 def _check(cfgs: list[TrainConfig], seeds: list[int], run_dirs: list[Path | None], hooks: list) -> None:
@@ -77,10 +81,11 @@ def _train_chunk(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainCon
     models = [_initial_model(model_cfg, ds, s, None, device, dtype) for s in seeds]
     if ds.x_train.ndim == 4:
         models = [m.to(memory_format=torch.channels_last) for m in models]
-    twins = [i % len(models) for i in range(-len(models) % GROUPED_MULTIPLE)]
+    grouped = grouped_engine(models[0])
+    twins = [i % len(models) for i in range(-len(models) % grouped.multiple)]
     members = models + [copy.deepcopy(models[i]) for i in twins]
     aug = augment.spec_of(base, ds.input_shape, ds.name)
-    engine = GroupedLeNet(members, ds.x_train.to(device), ds.y_train.to(device),
+    engine = grouped(members, ds.x_train.to(device), ds.y_train.to(device),
                           [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
                           [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding,
                           twins=len(twins))
@@ -113,7 +118,7 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
     seeds[k], run_dir=run_dirs[k], on_epoch=hooks[k])`` would, up to summation order.
 
     Args:
-        model_cfg: architecture and norm of every run (a LeNet, :func:`can_train_together`).
+        model_cfg: architecture and norm of every run (a LeNet or ResNet, :func:`can_train_together`).
         ds: the dataset (training in its dtype).
         cfgs: run k's recipe; the recipes may differ only in ``gs_reg`` and ``gs_tau``.
         seeds: run k's model seed (initial weights and batch order).
@@ -131,7 +136,13 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
     """
     seeds = [int(s) for s in seeds]
     _check(cfgs, seeds, run_dirs, hooks)
-    chunks = [list(range(i, min(i + CPU_CHUNK, len(seeds)))) for i in range(0, len(seeds), CPU_CHUNK)]
+    with torch.random.fork_rng(devices=[]):
+        grouped = grouped_engine(_initial_model(model_cfg, ds, seeds[0], None, torch.device("cpu"), ds.x_train.dtype))
+    if grouped is None:
+        raise ValueError(f"train_runs_together trains LeNets and ResNets only, not {model_cfg.arch}")
+    size = CPU_CHUNK if grouped is GroupedLeNet else _max_chunk(torch.device(cfgs[0].device), ds, cfgs[0].batch_size,
+                                                                 ds.x_train.dtype, "grouped", grouped)
+    chunks = [list(range(i, min(i + size, len(seeds)))) for i in range(0, len(seeds), size)]
     desc = progress if isinstance(progress, str) else f"train {len(seeds)} runs together"
     out: list[list[dict]] = [[] for _ in seeds]
     with torch_threads(cfgs[0].threads), tqdm(total=len(chunks) * cfgs[0].epochs, desc=desc,
