@@ -63,6 +63,16 @@ def _check(cfgs: list[TrainConfig], seeds: list[int], run_dirs: list[Path | None
         raise ValueError(f"runs trained together may differ only in {', '.join(PER_RUN)}")
 
 
+def _check_data(ds: OutlierDataset, datasets: list[OutlierDataset], n: int, batch_size: int) -> None:
+    if len(datasets) != n:
+        raise ValueError(f"train_runs_together got {n} runs but {len(datasets)} datasets")
+    for d in datasets:
+        if (d.name, tuple(d.input_shape), d.num_classes, d.x_train.dtype, min(batch_size, d.n_train)) != (
+                ds.name, tuple(ds.input_shape), ds.num_classes, ds.x_train.dtype, min(batch_size, ds.n_train)):
+            raise ValueError("runs trained together need datasets of one name, input shape, class count, dtype "
+                             "and batch size (training sets of at least a batch)")
+
+
 def _record(cfg: TrainConfig, epoch: int, loss: float, activity: dict[str, list[float]], k: int) -> dict[str, Any]:
     """The plain trainer's per-epoch keys before the measurements."""
     record: dict[str, Any] = {"epoch": epoch, "lr": lr_at(cfg, epoch - 1), "train_loss": loss}
@@ -73,9 +83,30 @@ def _record(cfg: TrainConfig, epoch: int, loss: float, activity: dict[str, list[
     return record
 
 
-def _train_chunk(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainConfig], seeds: list[int],
+def _stacked_data(datasets: list[OutlierDataset], device: torch.device
+                  ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """The training sets of the runs as one (images, labels), and each run's rows in it (one copy per dataset;
+    a single dataset is used as it is)."""
+    first: dict[int, int] = {}
+    for d in datasets:
+        first.setdefault(id(d), len(first))
+    distinct = list({id(d): d for d in datasets}.values())
+    offsets = [0]
+    for d in distinct:
+        offsets.append(offsets[-1] + d.n_train)
+    if len(distinct) == 1:
+        x, y = distinct[0].x_train.to(device), distinct[0].y_train.to(device)
+    else:
+        x = torch.cat([d.x_train for d in distinct]).to(device)
+        y = torch.cat([d.y_train for d in distinct]).to(device)
+    return x, y, [torch.arange(d.n_train) + offsets[first[id(d)]] for d in datasets]
+
+
+def _train_chunk(model_cfg: ModelConfig, datasets: list[OutlierDataset], cfgs: list[TrainConfig], seeds: list[int],
                  hooks: list[EpochHook | None], bar: Any) -> tuple[list[nn.Module], list[list[dict]], float]:
-    """One grouped network: the trained models (channels_last for images), their histories, the seconds."""
+    """One grouped network (run k on ``datasets[k]``): the trained models (channels_last for images), their
+    histories, the seconds."""
+    ds = datasets[0]
     base = cfgs[0]
     device, dtype = torch.device(base.device), ds.x_train.dtype
     models = [_initial_model(model_cfg, ds, s, None, device, dtype) for s in seeds]
@@ -85,10 +116,11 @@ def _train_chunk(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainCon
     twins = [i % len(models) for i in range(-len(models) % grouped.multiple)]
     members = models + [copy.deepcopy(models[i]) for i in twins]
     aug = augment.spec_of(base, ds.input_shape, ds.name)
-    engine = grouped(members, ds.x_train.to(device), ds.y_train.to(device),
-                          [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
-                          [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding,
-                          twins=len(twins))
+    x_all, y_all, idx = _stacked_data(datasets, device)
+    engine = grouped(members, x_all, y_all,
+                     [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
+                     [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding,
+                     twins=len(twins))
     opt = StackedOptimizer(engine.params, weight_decay_by_name(models[0], base), base)
     histories: list[list[dict]] = [[] for _ in models]
     measuring = [0.0]
@@ -98,22 +130,22 @@ def _train_chunk(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainCon
         _write_back(engine, models)
         for k, model in enumerate(models):
             record = _record(cfgs[k], epoch, losses[k], activity, k)
-            record.update(subset_accuracies(model, ds))
+            record.update(subset_accuracies(model, datasets[k]))
             if hooks[k] is not None:
                 record.update(hooks[k](epoch, model) or {})
             histories[k].append(record)
         measuring[0] += time.perf_counter() - t0
         bar.update(1)
 
-    idx = torch.arange(ds.n_train)
     t0 = time.perf_counter()
-    _fit(engine, opt, [idx] * len(members), seeds + [seeds[i] for i in twins], base, device, on_epoch, aug)
+    _fit(engine, opt, idx + [idx[i] for i in twins], seeds + [seeds[i] for i in twins], base, device, on_epoch, aug)
     return models, histories, time.perf_counter() - t0 - measuring[0]
 
 
 def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[TrainConfig], seeds: list[int],
                         run_dirs: list[Path | None], hooks: list[EpochHook | None],
-                        progress: bool | str = False) -> list[list[dict]]:
+                        progress: bool | str = False, datasets: list[OutlierDataset] | None = None
+                        ) -> list[list[dict]]:
     """Train K full-data runs at once; each as ``train_model(seeded_model(model_cfg, ds, seeds[k]), ds, cfgs[k],
     seeds[k], run_dir=run_dirs[k], on_epoch=hooks[k])`` would, up to summation order.
 
@@ -125,6 +157,11 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
         run_dirs: run k's folder (written as the plain trainer finishes it), or None.
         hooks: run k's per-epoch hook ``(epoch, model) -> dict | None``, or None.
         progress: a tqdm bar over epochs (a string is its description).
+        datasets: run k's dataset, when the runs train on different data (replicates of a setting: another
+            corruption, split or subsample of the same images); None: ``ds`` for every run. The datasets must
+            agree with ``ds`` in name, input shape, classes and dtype; each run sees only its own training set
+            (the network holds them all; a run with fewer batches skips the others' last steps, exactly) and
+            its per-epoch accuracies are measured on its own subsets.
 
     Returns:
         Each run's per-epoch history, in order.
@@ -136,6 +173,8 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
     """
     seeds = [int(s) for s in seeds]
     _check(cfgs, seeds, run_dirs, hooks)
+    datasets = [ds] * len(seeds) if datasets is None else list(datasets)
+    _check_data(ds, datasets, len(seeds), cfgs[0].batch_size)
     with torch.random.fork_rng(devices=[]):
         grouped = grouped_engine(_initial_model(model_cfg, ds, seeds[0], None, torch.device("cpu"), ds.x_train.dtype))
     if grouped is None:
@@ -148,8 +187,9 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
     with torch_threads(cfgs[0].threads), tqdm(total=len(chunks) * cfgs[0].epochs, desc=desc,
                                               disable=not progress, leave=False) as bar:
         for chunk in chunks:
-            models, histories, seconds = _train_chunk(model_cfg, ds, [cfgs[k] for k in chunk],
-                                                      [seeds[k] for k in chunk], [hooks[k] for k in chunk], bar)
+            models, histories, seconds = _train_chunk(model_cfg, [datasets[k] for k in chunk],
+                                                      [cfgs[k] for k in chunk], [seeds[k] for k in chunk],
+                                                      [hooks[k] for k in chunk], bar)
             for k, model, history in zip(chunk, models, histories):
                 out[k] = history
                 if run_dirs[k] is not None:
