@@ -113,7 +113,9 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     trains ResNets (:class:`GroupedResNet`), on request: on this CPU a
     ResNet-20 step is bound by its convolutions' arithmetic, and a grouped
     network of K ResNet-20s was measured no faster than K models one after
-    another (``benchmarks/bench_ensemble.py --arch resnet20``). Measured on this
+    another (digits, batch 64, 1 thread: 23-26 ms per model and step for
+    K = 1..16 either way; ``benchmarks/bench_lenses_together.py --cases
+    resnet20-training``). Measured on this
     2-core CPU (1 thread, digits, 16 models, CPU time, models/s sequential /
     vmap / grouped): LeNet-BN 32.7 / 32.4 / 82.7, LeNet-none 47.6 / 42.0 /
     108.8, MLP-BN 66 / 56, ResNet-20-BN 3.9 / 3.0, DenseNet-BN 3.5 / 1.7.
