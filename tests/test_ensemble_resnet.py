@@ -79,7 +79,10 @@ def test_engine_choice_and_chunks(ds):
     assert grouped_engine(seeded_model(ModelConfig(arch="mlp", norm="batch"), ds, 0)) is None
     # auto keeps the one-by-one loop for ResNets on the CPU (measured no faster grouped); grouped on request
     assert resolve_method("auto", resnet, "cpu") == "sequential" and resolve_method("grouped", resnet) == "grouped"
-    assert can_train_together(ModelConfig(arch="resnet20", norm="batch"), ds)
+    # the lenses: ResNets together on accelerators only (on the CPU no faster; one by one keeps their bits)
+    assert can_train_together(ModelConfig(arch="resnet20", norm="batch"), ds, device="cuda")
+    assert not can_train_together(ModelConfig(arch="resnet20", norm="batch"), ds, device="cpu")
+    assert can_train_together(ModelConfig(arch="lenet", norm="batch"), ds, device="cpu")
     assert not can_train_together(ModelConfig(arch="mlp", norm="batch"), ds)
     cpu = torch.device("cpu")
     assert _max_chunk(cpu, ds, 64, torch.float32, "grouped", GroupedResNet) == 24  # digits: a full CPU chunk

@@ -16,9 +16,10 @@ Methods:
   (:mod:`bnmem.train.ensemble_grouped`). The hot path: ~2.6-2.8x the
   sequential throughput in one process on a 2-core CPU
   (``benchmarks/bench_ensemble.py``). ResNets likewise
-  (:mod:`bnmem.train.ensemble_grouped_resnet`; on request here, always for the
-  lenses' runs, :mod:`bnmem.train.ensemble_runs`): on the CPU their steps are
-  bound by the convolutions' arithmetic, so grouping saves little there.
+  (:mod:`bnmem.train.ensemble_grouped_resnet`; on request here, and for the
+  lenses' runs on accelerators, :mod:`bnmem.train.ensemble_runs`): on the CPU
+  their steps are bound by the convolutions' arithmetic, so grouping saves
+  nothing there.
 - ``vmap`` (any architecture): ``torch.func.vmap`` over ``grad`` with stacked
   parameters and buffers (:mod:`bnmem.train.ensemble_vmap`). Meant for GPUs;
   on the CPU it is no faster than the loop (see :func:`resolve_method`).

@@ -46,12 +46,18 @@ EpochHook = Callable[[int, nn.Module], "dict | None"]
 PER_RUN = ("gs_reg", "gs_tau")
 
 
-def can_train_together(model_cfg: ModelConfig, ds: OutlierDataset, seed: int = 0) -> bool:
-    """Whether :func:`train_runs_together` trains this architecture and norm (LeNets and ResNets the grouped
-    engine takes)."""
+def can_train_together(model_cfg: ModelConfig, ds: OutlierDataset, seed: int = 0, device: str = "cpu") -> bool:
+    """Whether the lenses train runs of this architecture and norm on ``device`` together
+    (:func:`bnmem.lenses.runs.train_fresh_together`): LeNets always; ResNets on accelerators only.
+
+    :func:`train_runs_together` trains both anywhere. On the CPU a grouped network of ResNet-20s is no faster
+    than the runs one by one (its steps are bound by the convolutions' arithmetic; ``bench_lenses_together.py``:
+    0.99-1.03), while it would change their bits (grouped kernels) and pad a lone run with a twin; so on the
+    CPU ResNet runs stay with the plain trainer, bit for bit as before, with its per-epoch checkpoints.
+    """
     with torch.random.fork_rng(devices=[]):
-        return grouped_engine(_initial_model(model_cfg, ds, seed, None, torch.device("cpu"), ds.x_train.dtype)) \
-            is not None
+        grouped = grouped_engine(_initial_model(model_cfg, ds, seed, None, torch.device("cpu"), ds.x_train.dtype))
+    return grouped is GroupedLeNet or (grouped is not None and torch.device(device).type != "cpu")
 
 
 def _check(cfgs: list[TrainConfig], seeds: list[int], run_dirs: list[Path | None], hooks: list) -> None:
