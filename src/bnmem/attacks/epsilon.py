@@ -43,6 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
+from bnmem.attacks.metrics import RankedRows, rank_rows
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
@@ -178,19 +179,31 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
     Raises:
         BnmemError: malformed scores, members, δ or level.
     """
+    _check_delta_level(delta, level)
+    s_in, s_out = _sorted_classes(scores, members)
+    point = _point_bound(s_in, s_out, delta) if s_in.size and s_out.size else math.nan
+    return _bound(s_in, s_out, delta, level, point)
+
+
+def _check_delta_level(delta: float, level: float) -> None:
     if not 0.0 <= delta <= 1.0 or not 0.0 < level < 1.0:
         raise BnmemError(f"need 0 ≤ delta ≤ 1 and 0 < level < 1, got delta={delta}, level={level}")
-    s_in, s_out = _sorted_classes(scores, members)
+
+
+def _bound(s_in: np.ndarray, s_out: np.ndarray, delta: float, level: float, point: float) -> EpsilonBound:
+    """The bound from one target's member and non-member scores, each sorted ascending, and its point bound."""
     n_in, n_out = int(s_in.size), int(s_out.size)
     if n_in == 0 or n_out == 0:
         return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
     tp, fp = _rank_counts(s_in, s_out, rank_grid(n_out), rank_grid(n_in))
     k = tp.size
     alpha = (1.0 - level) / (2.0 * k)
-    tpr_low = clopper_pearson(tp, n_in, alpha, upper=False)
-    fpr_high = clopper_pearson(fp, n_out, alpha, upper=True)
-    a, b = _terms(tpr_low, fpr_high, delta)
-    point = _point_bound(s_in, s_out, delta)
+    need = _contenders(tp, fp, n_in, n_out, alpha, delta)
+    tpr_low, fpr_high = np.full(k, np.nan), np.full(k, np.nan)
+    tpr_low[need] = clopper_pearson(tp[need], n_in, alpha, upper=False)
+    fpr_high[need] = clopper_pearson(fp[need], n_out, alpha, upper=True)
+    a, b = np.full(k, -np.inf), np.full(k, -np.inf)
+    a[need], b[need] = _terms(tpr_low[need], fpr_high[need], delta)
     ia, ib = int(np.argmax(a)), int(np.argmax(b))
     best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
     if not best > 0:
@@ -199,8 +212,82 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
                         float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), k)
 
 
+# Slack added to the terms' upper bounds (nats): far more than the rounding of the quantiles and logarithms,
+# so a threshold is skipped only when it cannot reach the best term.
+_SLACK = 1e-6
+
+
+def _contenders(tp: np.ndarray, fp: np.ndarray, n_in: int, n_out: int, alpha: float, delta: float) -> np.ndarray:
+    """Indices of the thresholds whose terms can reach (or tie) the best one: the only ones whose
+    Clopper–Pearson bounds are needed (each is a beta quantile, the costly part of the bound).
+
+    A one-sided Clopper–Pearson lower bound at α < 1/2 lies below the observed proportion and the upper
+    bound above it, and both terms of :func:`_terms` grow with the TPR and fall with the FPR, so each term
+    is at most its value at the observed rates. Every threshold whose upper bound reaches the exact term
+    at the most promising threshold is kept (and the first, where ``np.argmax`` of all ``-inf`` lands);
+    the maxima and their first indices are then those over all thresholds.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ua, ub = _terms(tp / n_in, fp / n_out, delta)
+    ua, ub = ua + _SLACK, ub + _SLACK
+    probe = np.unique([int(np.argmax(ua)), int(np.argmax(ub))])
+    la, lb = _terms(clopper_pearson(tp[probe], n_in, alpha, upper=False),
+                    clopper_pearson(fp[probe], n_out, alpha, upper=True), delta)
+    return np.flatnonzero((ua >= np.max(la)) | (ub >= np.max(lb)) | (np.arange(tp.size) == 0))
+
+
+def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
+    """Every row's point bound (:class:`EpsilonBound`'s ``eps_point``) from its ROC counts, in one pass.
+
+    The thresholds of :func:`_point_bound` (every score of either class, and −inf) give the counts above
+    each distinct score: the ROC's points, (0, 0) and, unless a score is −inf, (n_in, n_out). Those two
+    give terms ≤ 0, so the maximum over every ROC point, floored at 0, is the same number. Both terms
+    grow with the TPR and fall with the FPR, so a point followed by members only (the next point is above
+    it) or reached by non-members only (the previous point is left of it) is never above the maximum:
+    only the staircase's upper-left corners are evaluated.
+    """
+    n_rows, n = ranked.values.shape
+    out = np.full(n_rows, math.nan)
+    if n == 0:
+        return out
+    rows, fp, tp = ranked.threshold_counts(clip=False)
+    first = np.r_[True, rows[1:] != rows[:-1]]
+    last = np.r_[rows[1:] != rows[:-1], True]
+    corner = (last | np.r_[fp[1:] > fp[:-1], True]) & (first | np.r_[True, tp[1:] > tp[:-1]])
+    rows, fp, tp = rows[corner], fp[corner], tp[corner]
+    n_in = ranked.members.sum(axis=1)
+    n_out = n - n_in
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
+    starts = np.searchsorted(rows, np.arange(n_rows))
+    best = np.maximum(np.maximum.reduceat(a, starts), np.maximum.reduceat(b, starts))
+    ok = (n_in > 0) & (n_out > 0)
+    out[ok] = np.maximum(best[ok], 0.0)
+    return out
+
+
+def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL) -> list[EpsilonBound]:
+    """:func:`epsilon_lower_bound` of every row of already sorted scores (the same numbers, without re-sorting).
+
+    Args:
+        ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
+        deltas: [rows] each target's δ.
+        level: joint confidence per target.
+    """
+    deltas = np.asarray(deltas, dtype=np.float64)
+    for d in deltas:
+        _check_delta_level(float(d), level)
+    points = _point_bounds(ranked, deltas)
+    out = []
+    for i in range(ranked.values.shape[0]):
+        descending, member = ranked.values[i], ranked.members[i]
+        out.append(_bound(descending[member][::-1], descending[~member][::-1], float(deltas[i]), level,
+                          float(points[i])))
+    return out
+
+
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
-                    level: float = LEVEL) -> dict[str, Any]:
+                    level: float = LEVEL, ranked: RankedRows | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -209,6 +296,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         delta: one δ, one per target, or None: 1/(number of examples the target trained on in
             ``members``), the δ = 1/N convention of the DP variants.
         level: joint confidence per target.
+        ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -224,7 +312,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
-    bounds = [epsilon_lower_bound(scores[i], members[i], float(deltas[i]), level) for i in range(t)]
+    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

@@ -29,9 +29,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks.keep import first_k_references
-from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
+from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks import spec as attack_spec
+from bnmem.attacks.scores import loss_from_phi
 from bnmem.attacks.result import (
     POOLED_POINTS,
     check_keep,
@@ -110,6 +111,17 @@ class _Plan:
         self.k_out = (col_out[None, :] - ~kt).min(axis=1) if keep.shape[1] else np.zeros(len(targets), int)
         self.c_in = int(col_in[0]) if keep.shape[1] else 0
         self.c_out = keep.shape[0] - self.c_in
+        # Every model a target, in model order: the targets' φ is the block itself (no gather).
+        self.all_targets = bool(np.array_equal(targets, np.arange(keep.shape[0])))
+
+    def targets_of(self, arr: np.ndarray) -> np.ndarray:
+        """The targets' rows of a per-model array."""
+        return arr if self.all_targets else arr[self.targets]
+
+    def last(self, keep_blk: np.ndarray, member: bool) -> np.ndarray:
+        """Per example, the last model (in model order) on the side: the one a non-member target drops."""
+        side = keep_blk if member else ~keep_blk
+        return side.shape[0] - 1 - np.argmax(side[::-1], axis=0)
 
     def positions(self, keep_blk: np.ndarray, member: bool) -> tuple[np.ndarray, np.ndarray]:
         """Model-order indices of the side's models [C, B] and each target's removed position [T, B]."""
@@ -235,9 +247,9 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
         b = min(n, a + block)
         phi_blk = source.read(a, b)
         keep_blk = plan.keep[:, a:b]
-        x = phi_blk[plan.targets]
+        x = plan.targets_of(phi_blk)
         if plan.balanced:
-            fits = _fast_fits(phi_blk, keep_blk, plan, wanted)
+            fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x)
         else:
             fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
         view = Block(x, fits, sd_in, sd_out)
@@ -245,7 +257,8 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
         if rmia_refs is not None:
             lp_all, lmean_in, lmean_out = rmia_refs
-            lp_blk = view_log_mean(-np.logaddexp(0.0, -phi_blk))
+            # log p_y = −loss; the loss attack's block shares it when every model is a target
+            lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
             lp_all[:, a:b] = lp_blk
             lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
     return scores, rmia_refs
@@ -257,12 +270,16 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     pop_lp = np.empty((m, p))
     pblock = max(1, WORK_ELEMENTS // max(1, m * v))
     for a in range(0, p, pblock):
-        pop_lp[:, a : a + pblock] = view_log_mean(-np.logaddexp(0.0, -pop_source.read(a, min(p, a + pblock))))
+        pop_lp[:, a : a + pblock] = view_log_mean(-loss_from_phi(pop_source.read(a, min(p, a + pblock))))
     return pop_lp
 
 
-def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
-    """Leave-one-out medians and spreads [T, B, V] per side by index arithmetic."""
+def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str],
+               x: np.ndarray) -> dict[str, np.ndarray]:
+    """Leave-one-out medians and spreads [T, B, V] per side, elementwise from per-example summaries.
+
+    A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
+    """
     out: dict[str, np.ndarray] = {}
     cols = np.arange(phi_blk.shape[1])[None, :]
     fitted, per_example, _, _ = _kinds(wanted)
@@ -271,11 +288,13 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
         if not wanted & needs & fitted:
             continue
         order, pos = plan.positions(keep_blk, member)
-        stats = side_stats(phi_blk[order, cols])
-        out[f"med_{tag}"] = loo_median(stats, pos, plan.k_in if member else plan.k_out)
+        side = Side.of(phi_blk[order, cols])
+        k = plan.k_in if member else plan.k_out
+        onside = plan.targets_of(keep_blk if member else ~keep_blk)
+        removed = np.where(onside[:, :, None], x, side.last)
+        out[f"med_{tag}"] = side.median(removed, k)
         if wanted & needs & per_example:  # fixed-variance attacks use the global spread
-            cnt, m2 = loo_m2(stats, pos)
-            out[f"sd_{tag}"] = np.sqrt(m2 / cnt)
+            out[f"sd_{tag}"] = side.spread(removed, k, pos)
     return out
 
 
@@ -297,22 +316,56 @@ def _slow_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
     return out
 
 
-def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Each target's std over all its IN (OUT) reference values, examples and views (first pass)."""
-    acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
+    if not plan.balanced:
+        acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
+        for a in starts:
+            b = min(n, a + block)
+            phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
+            for member in (True, False):
+                acc[member].add(*_block_moments(*_slow_moments(phi_blk, keep_blk, plan, member)))
+        return acc[True].std(), acc[False].std()
+    return _balanced_spreads(source, plan, starts, block, n)
+
+
+def _balanced_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_global_spreads` of a balanced keep from sums: a target's values on a side are the side's
+    values with its own (or the last model's) removed per (example, view), so its sum and sum of squares
+    are the side's minus the removed value's. Values are shifted by one constant (the first block's mean)
+    first, so the variance Σ(v − c)²/n − (Σ(v − c)/n)² does not cancel."""
+    t = len(plan.targets)
+    s1 = {True: np.zeros(t), False: np.zeros(t)}
+    s2 = {True: np.zeros(t), False: np.zeros(t)}
+    shift = None
     for a in starts:
         b = min(n, a + block)
-        phi_blk = source.read(a, b)
-        keep_blk = plan.keep[:, a:b]
+        phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
+        if shift is None:
+            shift = float(phi_blk.mean())
+        dev = phi_blk - shift
+        p1 = dev.sum(axis=2)  # per model and example, over views
+        p2 = np.einsum("mbv,mbv->mb", dev, dev)
         cols = np.arange(b - a)
         for member in (True, False):
-            if plan.balanced:
-                order, pos = plan.positions(keep_blk, member)
-                cnt, mean, m2 = loo_moments(side_stats(phi_blk[order, cols[None, :]], sort=False), pos)
-            else:
-                cnt, mean, m2 = _slow_moments(phi_blk, keep_blk, plan, member)
-            acc[member].add(*_block_moments(cnt, mean, m2))
-    return acc[True].std(), acc[False].std()
+            side = keep_blk if member else ~keep_blk
+            k = plan.k_in if member else plan.k_out
+            c = plan.c_in if member else plan.c_out
+            onside = plan.targets_of(side)
+            drops_last = ~onside & (k == c - 1)[:, None]
+            last = plan.last(keep_blk, member)
+            for acc, p in ((s1, p1), (s2, p2)):
+                own = (plan.targets_of(p) * onside).sum(axis=1)
+                acc[member] += (p * side).sum() - own - (drops_last * p[last, cols]).sum(axis=1)
+    spreads = []
+    for member in (True, False):
+        count = n * source.shape[2] * (plan.k_in if member else plan.k_out).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m2 = s2[member] - s1[member] * s1[member] / count
+            spreads.append(np.sqrt(np.maximum(m2, 0.0) / count))
+    return spreads[0], spreads[1]
 
 
 def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool):
