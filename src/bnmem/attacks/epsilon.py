@@ -53,20 +53,22 @@ METHOD = ("Clopper–Pearson, TPR from below and FPR from above at α/(2K) each 
           "log((TPR_low − δ)/FPR_high) and log((1 − FPR_high − δ)/(1 − TPR_low)), 0 when no term is positive")
 
 
-def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> np.ndarray:
+def clopper_pearson(k: np.ndarray | int, n: np.ndarray | int, alpha: np.ndarray | float,
+                    upper: bool) -> np.ndarray:
     """One-sided Clopper–Pearson bound on a binomial proportion.
 
     Args:
         k: successes (array or int), 0 ≤ k ≤ n.
-        n: trials (≥ 1).
-        alpha: the bound fails with probability at most ``alpha``.
+        n: trials (≥ 1; an int, or an array broadcast with ``k``).
+        alpha: the bound fails with probability at most ``alpha`` (a float, or an array as ``n``).
         upper: True for the upper bound ``Beta⁻¹(1 − α; k + 1, n − k)`` (1 at k = n), False for the
             lower bound ``Beta⁻¹(α; k, n − k + 1)`` (0 at k = 0).
 
     Returns:
         float64 array shaped like ``k``.
     """
-    if n < 1 or not 0.0 < alpha < 1.0:
+    n_arr, a_arr = np.asarray(n), np.asarray(alpha, dtype=np.float64)
+    if (n_arr < 1).any() or not ((0.0 < a_arr) & (a_arr < 1.0)).all():
         raise BnmemError(f"Clopper–Pearson needs n ≥ 1 and 0 < alpha < 1, got n={n}, alpha={alpha}")
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
@@ -196,44 +198,21 @@ def _bound(s_in: np.ndarray, s_out: np.ndarray, delta: float, level: float, poin
     if n_in == 0 or n_out == 0:
         return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
     tp, fp = _rank_counts(s_in, s_out, rank_grid(n_out), rank_grid(n_in))
-    k = tp.size
-    alpha = (1.0 - level) / (2.0 * k)
-    need = _contenders(tp, fp, n_in, n_out, alpha, delta)
-    tpr_low, fpr_high = np.full(k, np.nan), np.full(k, np.nan)
-    tpr_low[need] = clopper_pearson(tp[need], n_in, alpha, upper=False)
-    fpr_high[need] = clopper_pearson(fp[need], n_out, alpha, upper=True)
-    a, b = np.full(k, -np.inf), np.full(k, -np.inf)
-    a[need], b[need] = _terms(tpr_low[need], fpr_high[need], delta)
+    alpha = (1.0 - level) / (2.0 * tp.size)
+    return _best(tp, fp, clopper_pearson(tp, n_in, alpha, upper=False), clopper_pearson(fp, n_out, alpha, upper=True),
+                 n_in, n_out, delta, level, point)
+
+
+def _best(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndarray, n_in: int, n_out: int,
+          delta: float, level: float, point: float) -> EpsilonBound:
+    """The largest term over one target's thresholds, and the counts where it is reached."""
+    a, b = _terms(tpr_low, fpr_high, delta)
     ia, ib = int(np.argmax(a)), int(np.argmax(b))
     best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
     if not best > 0:
         i, term, best = ia, "none", 0.0  # the counts at the best tpr/fpr threshold, for the record
     return EpsilonBound(float(best), point, term, int(tp[i]), n_in, int(fp[i]), n_out,
-                        float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), k)
-
-
-# Slack added to the terms' upper bounds (nats): far more than the rounding of the quantiles and logarithms,
-# so a threshold is skipped only when it cannot reach the best term.
-_SLACK = 1e-6
-
-
-def _contenders(tp: np.ndarray, fp: np.ndarray, n_in: int, n_out: int, alpha: float, delta: float) -> np.ndarray:
-    """Indices of the thresholds whose terms can reach (or tie) the best one: the only ones whose
-    Clopper–Pearson bounds are needed (each is a beta quantile, the costly part of the bound).
-
-    A one-sided Clopper–Pearson lower bound at α < 1/2 lies below the observed proportion and the upper
-    bound above it, and both terms of :func:`_terms` grow with the TPR and fall with the FPR, so each term
-    is at most its value at the observed rates. Every threshold whose upper bound reaches the exact term
-    at the most promising threshold is kept (and the first, where ``np.argmax`` of all ``-inf`` lands);
-    the maxima and their first indices are then those over all thresholds.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ua, ub = _terms(tp / n_in, fp / n_out, delta)
-    ua, ub = ua + _SLACK, ub + _SLACK
-    probe = np.unique([int(np.argmax(ua)), int(np.argmax(ub))])
-    la, lb = _terms(clopper_pearson(tp[probe], n_in, alpha, upper=False),
-                    clopper_pearson(fp[probe], n_out, alpha, upper=True), delta)
-    return np.flatnonzero((ua >= np.max(la)) | (ub >= np.max(lb)) | (np.arange(tp.size) == 0))
+                        float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), int(tp.size))
 
 
 def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
@@ -267,7 +246,8 @@ def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
 
 
 def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL) -> list[EpsilonBound]:
-    """:func:`epsilon_lower_bound` of every row of already sorted scores (the same numbers, without re-sorting).
+    """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
+    again, and the beta quantiles of all rows in one call per side.
 
     Args:
         ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
@@ -278,12 +258,33 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL)
     for d in deltas:
         _check_delta_level(float(d), level)
     points = _point_bounds(ranked, deltas)
-    out = []
+    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
     for i in range(ranked.values.shape[0]):
         descending, member = ranked.values[i], ranked.members[i]
-        out.append(_bound(descending[member][::-1], descending[~member][::-1], float(deltas[i]), level,
-                          float(points[i])))
-    return out
+        s_in, s_out = descending[member][::-1], descending[~member][::-1]
+        if s_in.size and s_out.size:
+            counts[i] = (s_in.size, s_out.size, *_rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size)))
+    low: list[np.ndarray] = []
+    high: list[np.ndarray] = []
+    if counts:
+        sizes = [c[2].size for c in counts.values()]
+        tp, fp = (np.concatenate([c[j] for c in counts.values()]) for j in (2, 3))
+        n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
+        alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
+        at = np.cumsum([0] + sizes)[1:-1]
+        low = np.split(clopper_pearson(tp, n_in, alpha, upper=False), at)
+        high = np.split(clopper_pearson(fp, n_out, alpha, upper=True), at)
+    done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
+            for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
+    return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
+            for i in range(ranked.values.shape[0])]
+
+
+def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> EpsilonBound:
+    """The nan bound of a row without members or without non-members (counts kept)."""
+    n_in = int(ranked.members[i].sum())
+    return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, ranked.values.shape[1] - n_in, math.nan, math.nan,
+                        delta, level, 0)
 
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
