@@ -229,19 +229,23 @@ def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
     out = np.full(n_rows, math.nan)
     if n == 0:
         return out
-    rows, fp, tp = ranked.threshold_counts(clip=False)
-    first = np.r_[True, rows[1:] != rows[:-1]]
-    last = np.r_[rows[1:] != rows[:-1], True]
-    corner = (last | np.r_[fp[1:] > fp[:-1], True]) & (first | np.r_[True, tp[1:] > tp[:-1]])
-    rows, fp, tp = rows[corner], fp[corner], tp[corner]
-    n_in = ranked.members.sum(axis=1)
-    n_out = n - n_in
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
-    starts = np.searchsorted(rows, np.arange(n_rows))
-    best = np.maximum(np.maximum.reduceat(a, starts), np.maximum.reduceat(b, starts))
-    ok = (n_in > 0) & (n_out > 0)
-    out[ok] = np.maximum(best[ok], 0.0)
+    at = 0
+    for part in ranked.chunks():
+        rows, fp, tp = part.threshold_counts(clip=False)
+        first = np.r_[True, rows[1:] != rows[:-1]]
+        last = np.r_[rows[1:] != rows[:-1], True]
+        corner = (last | np.r_[fp[1:] > fp[:-1], True]) & (first | np.r_[True, tp[1:] > tp[:-1]])
+        rows, fp, tp = rows[corner], fp[corner], tp[corner]
+        k = part.values.shape[0]
+        n_in = part.members.sum(axis=1)
+        n_out = n - n_in
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[at:at + k][rows])
+        starts = np.searchsorted(rows, np.arange(k))
+        best = np.maximum(np.maximum.reduceat(a, starts), np.maximum.reduceat(b, starts))
+        ok = (n_in > 0) & (n_out > 0)
+        out[at:at + k][ok] = np.maximum(best[ok], 0.0)
+        at += k
     return out
 
 

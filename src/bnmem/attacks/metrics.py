@@ -12,6 +12,7 @@ With n non-members the smallest non-zero FPR is 1/n; for n < 1000 the TPR at
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from scipy.integrate import trapezoid
@@ -89,6 +90,10 @@ def roc_rows(scores: np.ndarray, members: np.ndarray) -> list[tuple[np.ndarray, 
     return rank_rows(scores, members).curves()
 
 
+# Sorted entries processed at a time by the per-row passes: small enough that a chunk's arrays stay in cache.
+CHUNK_ENTRIES = 1 << 17
+
+
 class RankedRows:
     """Every row of a [rows, n] score matrix sorted once, descending, with what each sorted entry is.
 
@@ -106,7 +111,6 @@ class RankedRows:
 
     def __init__(self, values: np.ndarray, members: np.ndarray, columns: np.ndarray):
         self.values, self.members, self.columns = values, members, columns
-        self._counts: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def subset(self, mask: np.ndarray) -> "RankedRows":
         """The rows restricted to the columns where ``mask`` [n] is True, still sorted."""
@@ -127,8 +131,17 @@ class RankedRows:
         # Each row ascending is a sorted run; a stable sort merges the runs (timsort) instead of sorting anew.
         ascending = self.values[:, ::-1].ravel()
         order = np.argsort(ascending, kind="stable")[::-1]
-        return RankedRows(ascending[order].reshape(1, -1), self.members[:, ::-1].ravel()[order].reshape(1, -1),
+        values = ascending[order]
+        del ascending
+        return RankedRows(values.reshape(1, -1), self.members[:, ::-1].ravel()[order].reshape(1, -1),
                           self.columns[:, ::-1].ravel()[order].reshape(1, -1))
+
+    def chunks(self) -> Iterator["RankedRows"]:
+        """The rows in consecutive groups of about :data:`CHUNK_ENTRIES` entries (views, no copies)."""
+        rows, n = self.values.shape
+        step = max(1, CHUNK_ENTRIES // max(n, 1))
+        for r in range(0, rows, step):
+            yield RankedRows(self.values[r:r + step], self.members[r:r + step], self.columns[r:r + step])
 
     def threshold_counts(self, clip: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row and distinct score (descending), the non-members and members scoring at least it.
@@ -140,24 +153,31 @@ class RankedRows:
         Returns:
             ``(rows, fps, tps)``: flat arrays, row index and float64 counts (whole numbers), in row order.
         """
-        if clip and not np.isinf(self.values[:, [0, -1]]).any():  # sorted rows: ±inf would sit at an end
-            clip = False  # nothing to clip: the same thresholds
-        if clip not in self._counts:
-            values = _finite_scores(self.values) if clip else self.values
-            n_rows, n = values.shape
-            ends = np.ones((n_rows, n), dtype=bool)  # the last example of each distinct score: a threshold
-            ends[:, :-1] = values[:, 1:] != values[:, :-1]
-            idx = np.flatnonzero(ends)
-            tps = np.cumsum(self.members, axis=1, dtype=np.float64).ravel()[idx]
-            rows, pos = np.divmod(idx, n)
-            self._counts[clip] = rows, (pos + 1) - tps, tps
-        return self._counts[clip]
+        values = self.values
+        if clip and np.isinf(values[:, [0, -1]]).any():  # sorted rows: ±inf would sit at an end
+            values = _finite_scores(values)
+        n_rows, n = values.shape
+        ends = np.empty((n_rows, n), dtype=bool)  # the last example of each distinct score: a threshold
+        ends[:, -1] = True
+        np.not_equal(values[:, 1:], values[:, :-1], out=ends[:, :-1])
+        idx = np.flatnonzero(ends)
+        tps = np.cumsum(self.members, axis=1, dtype=np.float64).ravel()[idx]
+        rows, pos = np.divmod(idx, n)
+        pos += 1
+        return rows, np.subtract(pos, tps, out=pos.astype(np.float64)), tps
 
     def curves(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Every row's ROC curve, as :func:`roc_rows` documents."""
         n_rows, n = self.values.shape
         if n == 0:
             return [(np.zeros(0), np.zeros(0)) for _ in range(n_rows)]
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for part in self.chunks():
+            out += part._curves()
+        return out
+
+    def _curves(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        n_rows = self.values.shape[0]
         rows, f, t = self.threshold_counts()
         first = np.r_[True, rows[1:] != rows[:-1]]
         last = np.r_[rows[1:] != rows[:-1], True]
@@ -185,12 +205,18 @@ def rank_rows(scores: np.ndarray, members: np.ndarray) -> RankedRows:
     """
     members = np.asarray(members, dtype=bool)
     raw = np.asarray(scores, dtype=np.float64)
-    _checked(raw, members, ndim=2)
+    if raw.shape != members.shape or raw.ndim != 2:
+        raise BnmemError(f"scores {raw.shape} and members {members.shape} must be equal 2-D shapes")
+    if np.isnan(raw).any():
+        raise BnmemError("attack scores contain NaN")
     rows, n = raw.shape
     order = np.argsort(raw, axis=1)[:, ::-1]  # descending; the order within ties does not matter
-    flat = (order + (np.arange(rows) * n)[:, None]).ravel()
-    return RankedRows(raw.ravel()[flat].reshape(rows, n), members.ravel()[flat].reshape(rows, n),
-                      np.ascontiguousarray(order))
+    small = np.int32 if rows * n < 2**31 else np.intp
+    columns = order.astype(small)
+    flat = order
+    flat += (np.arange(rows) * n)[:, None]
+    flat = flat.ravel()
+    return RankedRows(raw.ravel()[flat].reshape(rows, n), members.ravel()[flat].reshape(rows, n), columns)
 
 
 def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:

@@ -190,11 +190,12 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
             metrics[name][sub] = summarize([metrics_from_roc(*c) for c in per_roc])
             if not per_target_curves:
                 per_roc = []
-            metrics[name][sub].update(epsilon_summary(s[:, mask], members[:, mask], deltas, ranked=view))
+            metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view))
             pooled = pool.subset(mask).curves()[0]
             if pooled_points is not None:
                 pooled = thin_curve(*pooled, max_points=pooled_points)
             curves[name][sub] = {"per_target": per_roc, "pooled": pooled} if per_target_curves else {"pooled": pooled}
+        del ranked, pool, view  # before the next attack's arrays exist
     return {
         "metrics": metrics,
         "curves": curves,

@@ -52,8 +52,10 @@ from bnmem.attacks.rmia import (
 from bnmem.attacks.spec import Block
 from bnmem.errors import BnmemError
 
-# Elements of one [targets, block, views] float64 work array (~16 MB).
+# Elements of one [models, block, views] float64 block read from φ (~16 MB).
 WORK_ELEMENTS = 1 << 21
+# Elements of one [targets, slice, views] float64 array of the elementwise work (~2 MB: stays in cache).
+CACHE_ELEMENTS = 1 << 18
 
 
 def _kinds(wanted: set[str]) -> tuple[set[str], set[str], set[str], set[str]]:
@@ -243,24 +245,28 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     rmia_refs = None
     if rmia:
         rmia_refs = np.empty((m, n)), np.empty((t_count, n)), np.empty((t_count, n))
-    for a in starts:
-        b = min(n, a + block)
-        phi_blk = source.read(a, b)
-        keep_blk = plan.keep[:, a:b]
-        x = plan.targets_of(phi_blk)
-        if plan.balanced:
-            fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x)
-        else:
-            fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
-        view = Block(x, fits, sd_in, sd_out)
-        for name in scores:
-            scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
-        if rmia_refs is not None:
-            lp_all, lmean_in, lmean_out = rmia_refs
-            # log p_y = −loss; the loss attack's block shares it when every model is a target
-            lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
-            lp_all[:, a:b] = lp_blk
-            lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
+    # Read a block at a time; work elementwise on slices of it small enough to stay in cache.
+    step = max(1, CACHE_ELEMENTS // max(1, len(plan.targets) * source.shape[2]))
+    for a0 in starts:
+        chunk = source.read(a0, min(n, a0 + block))
+        for a in range(a0, a0 + chunk.shape[1], step):
+            b = min(a0 + chunk.shape[1], a + step)
+            phi_blk = chunk[:, a - a0:b - a0]
+            keep_blk = plan.keep[:, a:b]
+            x = plan.targets_of(phi_blk)
+            if plan.balanced:
+                fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x)
+            else:
+                fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
+            view = Block(x, fits, sd_in, sd_out)
+            for name in scores:
+                scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
+            if rmia_refs is not None:
+                lp_all, lmean_in, lmean_out = rmia_refs
+                # log p_y = −loss; the loss attack's block shares it when every model is a target
+                lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
+                lp_all[:, a:b] = lp_blk
+                lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
     return scores, rmia_refs
 
 
