@@ -1,20 +1,26 @@
-"""Leave-one-out reference statistics by index arithmetic, for every target at once.
+"""Leave-one-out reference statistics for every target at once.
 
 In a leave-one-out evaluation over a balanced keep matrix (every example IN for
 the same number C of models), target t's IN references for example j are the
 example's IN models in model order with one removed: t itself when t trained
 on j, otherwise the last one (the truncation to the smallest count over
 examples, see :func:`bnmem.attacks.keep.split_references`); when t trained on
-nothing, none is removed. The same holds for OUT. So per (example, view) the
-C values are sorted once and summarized by prefix and suffix statistics, and
-each target's median, mean and variance follow in O(1):
+nothing, none is removed. The same holds for OUT.
+
+:class:`Side` is what the streaming evaluator uses: the removed value is t's own
+φ or the last model's, so a few middle order statistics, the mean and M2 of the
+C values and the last value give every target's median (bit for bit) and spread
+elementwise, with no per-target gather. The prefix/suffix summaries below handle
+a removal at any position without cancellation:
 
 - median: the i-th smallest of the C − 1 remaining values is the sorted value
   at i, or at i + 1 from the removed value's rank on;
 - mean and variance: Chan's merge of the prefix before and the suffix after the
   removed position (all terms non-negative, so no cancellation, unlike
-  "total minus the removed value");
-- log of a sum of probabilities: ``logaddexp`` of prefix and suffix log-sums.
+  "total minus the removed value"); :class:`Side` falls back to it where the
+  subtraction would cancel;
+- log of a sum of probabilities: ``logaddexp`` of prefix and suffix log-sums
+  (RMIA's reference means).
 
 Arrays here: ``vals`` [C, B, V] (a side's values in model order), ``pos``
 [T, B] (removed position per target and example, C for none).

@@ -8,12 +8,16 @@ reference code does. What differs is how the work is organised:
 - φ is read in blocks of examples from a :class:`~bnmem.attacks.phi.PhiSource`
   (a memory-mapped ``phi.npy``, a legacy ``logits.npy`` converted per block, or
   an array), for all targets at once;
-- per block, each side's (IN/OUT) reference values are sorted once; every
-  target's leave-one-out median, mean and variance come from index arithmetic
-  (:mod:`bnmem.attacks.loo`) instead of re-gathering and re-reducing all
-  references per target: O(M·N·V·log M) in all instead of O(M²·N·V);
+- per block and side (IN/OUT), each example's reference values are summarized
+  once (:class:`bnmem.attacks.loo.Side`: sorted, mean, M2, last value); every
+  target's leave-one-out median and spread then follow elementwise from its own
+  φ (the value it removes, or the last model's): O(M·N·V) work plus a sort of
+  each example's C values, instead of re-gathering and re-reducing all
+  references per target (O(M²·N·V)); the elementwise work runs on slices of a
+  block small enough to stay in cache;
 - fixed-variance attacks need each target's global spread first, so they add
-  one cheaper pass over the blocks;
+  one cheaper pass over the blocks (shifted sums of the values and their squares
+  minus the removed ones);
 - what is kept across blocks is small: per attack the scores [T, N] (float64),
   and for RMIA the view-averaged log p_y [M, N] and two [T, N] arrays.
 
