@@ -203,6 +203,7 @@ def evaluate_stream(
             scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
             if picked is not None:
                 chosen[f"{name}_a_per_target"] = picked
+        del rmia_refs, pop_lp  # [M, N] and 2 × [T, N]: not held while the metrics are computed
 
     population = (population_name if pop_source is not None
                   else "legacy: the target's non-members (ground truth; not available to an attacker)")
