@@ -28,10 +28,15 @@ import numpy as np
 from scipy import integrate
 from scipy import stats as sps
 
+__all__ = ["MAX_UNITS", "TARGET", "UNDERPOWERED", "power_above", "power_all", "power_band", "power_below",
+           "power_simulated", "power_simulated_all", "units_needed"]
+
 TARGET = 0.8
-# Below this power an inconclusive verdict says nothing about the paper: the report calls it underpowered.
+"""The power a design is sized for (80%): :func:`units_needed`'s default target."""
 UNDERPOWERED = 0.5
+"""Below this power an inconclusive verdict says nothing about the paper: the report calls it underpowered."""
 MAX_UNITS = 10_000
+"""The most units :func:`units_needed` searches before it gives up."""
 
 
 def _valid(n: int, sd: float | None) -> bool:
@@ -85,6 +90,15 @@ def power_band(n: int, sd: float | None, effect: float, band: tuple[float, float
     upper = (hi - lo) / (2 * crit * se)  # beyond this s the interval is wider than the band
     value, _ = integrate.quad(given_s, 0.0, upper, limit=200)
     return float(min(1.0, max(0.0, value)))
+
+
+def sd_upper_bound(sd: float | None, n: int, level: float) -> float | None:
+    """The one-sided ``level`` upper confidence bound on a normal SD estimated from n units:
+    s·sqrt((n − 1) / χ²_{1 − level, n − 1}) (the chi-square lower quantile). None without an SD or with
+    fewer than 2 units; 0 stays 0."""
+    if sd is None or not math.isfinite(sd) or n < 2:
+        return None
+    return float(sd * math.sqrt((n - 1) / sps.chi2.ppf(1.0 - level, n - 1)))
 
 
 def power_all(powers: Iterable[float]) -> float:
