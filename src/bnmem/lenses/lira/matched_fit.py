@@ -33,6 +33,7 @@ from bnmem.errors import BnmemError
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.query import device_inputs, query_model, query_settings
 from bnmem.shadow.training import chunk_dir, chunk_name, shadow_keep, train_shadow_chunk
+from bnmem.texttable import table
 from bnmem.train.trainer import seeded_model
 
 MATCHED_DIR = "matched_fit"
@@ -183,3 +184,21 @@ def matched_fit_block(cfgs: dict[str, ShadowConfig], out: str | Path, ds: Outlie
                      "fpr_at_shadow_threshold": _grid([p["fpr_at_shadow_threshold"] for p in per_epoch])},
         }
     return block
+
+
+def matched_fit_table(block: dict[str, Any], norms: Sequence[str]) -> str:
+    """The block per epoch, means over the shadow models: test accuracy, online-LiRA AUC and the TPR / FPR at
+    the threshold fitted on the references (the report matches the norms' test accuracy on these)."""
+    header = ["epoch"] + [f"{h} {n}" for n in norms for h in ("test acc", "AUC", "TPR@0.1% (shadow thr.)", "FPR")]
+    rows = []
+    for e, epoch in enumerate(block["epochs"]):
+        row = [str(epoch)]
+        for n in norms:
+            att = block[n][ATTACK]
+            means = [np.nanmean(np.array(g[e], dtype=np.float64)) for g in
+                     (block[n]["test_acc"], att["auc_per_target"], att["tpr_at_0.1pct_fpr_shadow"],
+                      att["fpr_at_shadow_threshold"])]
+            row += [f"{means[0]:.3f}", f"{means[1]:.3f}", f"{means[2]:.2%}", f"{means[3]:.2%}"]
+        rows.append(row)
+    return (f"Per epoch ({MATCHED_FIT_OPTION}; the report reads the norms at matched test accuracy), means over "
+            f"shadow models:\n" + table(rows, header))

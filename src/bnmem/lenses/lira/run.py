@@ -41,7 +41,7 @@ from bnmem.figures.roc import plot_lira_roc
 from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.lenses.lira.matched_fit import matched_fit_block, train_job
+from bnmem.lenses.lira.matched_fit import matched_fit_block, matched_fit_table, train_job
 from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
@@ -225,6 +225,7 @@ def summary_table(result: dict[str, Any]) -> str:
                          span("noisy_in")])
     acc_header = ["norm", "lr", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
     sizes = result["subset_sizes"]
+    matched = [] if MATCHED_FIT_OPTION not in result else ["", matched_fit_table(result[MATCHED_FIT_OPTION], norms)]
     return "\n".join([
         f"LiRA leave-one-out over {cond['shadow_models']} shadow models per norm, "
         f"{sizes['all']} examples ({sizes['outliers']} outliers), BN queried in {cond['bn_mode_at_query']} mode, "
@@ -232,6 +233,7 @@ def summary_table(result: dict[str, Any]) -> str:
         table(rows, header),
         "",
         table(acc_rows, acc_header),
+        *matched,
     ])
 
 
