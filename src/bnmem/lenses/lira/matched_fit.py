@@ -143,6 +143,17 @@ def load_epoch_queries(cfg: ShadowConfig, norm_dir: str | Path, ds: OutlierDatas
     return list(epochs or []), np.concatenate(phis, axis=1), {k: np.concatenate(v, axis=1) for k, v in accs.items()}
 
 
+def epoch_query_bytes(cfg: Any, n_train: int) -> int:
+    """Bytes the per-epoch queries write: per norm φ [E, M, N, V] as float32 plus its float32 residual
+    (0 when the option is off)."""
+    if not getattr(cfg, MATCHED_FIT_OPTION, False):
+        return 0
+    from bnmem.data import model_shape
+
+    views = len(cfg.query_views(model_shape(cfg.data)[0]))
+    return len(cfg.norms) * 2 * 4 * cfg.train.epochs * cfg.shadow_models * n_train * views
+
+
 def _grid(a: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(x) else float(x) for x in row] for row in np.asarray(a, dtype=np.float64)]
 

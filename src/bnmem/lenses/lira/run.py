@@ -41,7 +41,7 @@ from bnmem.figures.roc import plot_lira_roc
 from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.lenses.lira.matched_fit import matched_fit_block, matched_fit_table, train_job
+from bnmem.lenses.lira.matched_fit import epoch_query_bytes, matched_fit_block, matched_fit_table, train_job
 from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
@@ -244,6 +244,14 @@ def lira_phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Any, list[d
     return (train_job(cfg) if phase == "train" else fn), specs
 
 
+def lira_estimate(cfg: LiraConfig, n_train: int, parameter_count: Any) -> dict[str, int]:
+    """The shadow engine's bytes (:func:`bnmem.shadow.phases.estimate`), plus the per-epoch queries when
+    ``matched_fit`` is on."""
+    out = estimate(cfg, n_train, parameter_count)
+    extra = epoch_query_bytes(cfg, n_train)
+    return {**out, "per-epoch queries (matched_fit)": extra} if extra else out
+
+
 LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table,
-                        phase_jobs=lira_phase_jobs, estimate=estimate))
+                        phase_jobs=lira_phase_jobs, estimate=lira_estimate))
 assert LENS.phases == PHASES, "the lira spec names the shadow engine's phases"
