@@ -102,3 +102,11 @@ def test_a_pilot_run_gives_the_observed_spread(tmp_path, capsys):
     assert main(["design", str(path), "--pilot", str(run)]) == 0
     assert "calibrated on" in capsys.readouterr().out
     assert main(["design", str(path), "--pilot", str(tmp_path / "missing")]) == 2
+
+
+def test_rows_without_a_planning_effect_say_why_by_their_kind(tmp_path):
+    """Row 3c (beyond the paper) has no planning effect because it is exploratory, not because it is a derivation
+    check; claim 5a is the derivation check."""
+    study = load_study(_write(tmp_path, TINY))
+    assert claim_design(study, "3c").why_not.startswith("exploratory (beyond the paper)")
+    assert claim_design(study, "5a").why_not == "a derivation check: no power"
