@@ -36,7 +36,7 @@ from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.shadow.config import ShadowConfig
 from bnmem.rundir import prepare_run_dir
-from bnmem.train.ensemble import train_models
+from bnmem.train.ensemble import StatesHook, train_models
 from bnmem.train.trainer import seeded_model
 
 SHADOW_DIR = "shadow"
@@ -73,13 +73,16 @@ def chunk_spec(cfg: ShadowConfig, norm: str, norm_dir: str | Path, models: Seque
     }
 
 
-def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+def train_shadow_chunk(spec: dict[str, Any], on_epoch: StatesHook | None = None) -> dict[str, Any]:
     """Executor job: train one chunk of shadow models and save them atomically.
 
     Args:
         spec: ``run_dir`` (the norm's directory, a string), ``config`` (a
             resolved :class:`ShadowConfig` dict), ``norm``, ``models`` (indices),
             optional ``progress``.
+        on_epoch: handed to :func:`~bnmem.train.ensemble.train_models` (the models' states after every
+            epoch, indexed by position in ``models``); a lens's own job wraps this one to pass it
+            (the lira lens's matched-fit queries). It runs before the models are saved and marked done.
 
     Returns:
         Small summary: norm, models, seeds, seconds, ``skipped`` (the chunk was
@@ -98,7 +101,7 @@ def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     keep = shadow_keep(cfg, ds.n_train)
     seeds = [cfg.model_seed(m) for m in models]
     nets = train_models(cfg.model(norm), ds, cfg.train, seeds, [np.flatnonzero(keep[m]) for m in models],
-                        progress=bool(spec.get("progress", False)))
+                        progress=bool(spec.get("progress", False)), on_epoch=on_epoch)
     for m, net in zip(models, nets):
         state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
         io.save_torch(model_file(spec["run_dir"], models, m), state)
