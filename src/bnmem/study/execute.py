@@ -1,15 +1,13 @@
-"""Running a study: its jobs into a run directory, stage by stage or as a dependency graph.
+"""Running a study: its jobs into a run directory, as one dependency graph.
 
-:func:`run_study` plans the jobs (:func:`bnmem.study.run.plan`), writes ``study.json`` and ``index.json``,
-skips the finished jobs and runs the others through an executor, in one of two schedules with the same
-results (jobs fix their own threads and seeds):
+:func:`run_study` plans the jobs once (:func:`bnmem.study.run.plan`, or the plan its caller made), writes
+``study.json`` and ``index.json``, skips the finished jobs and runs the others as one graph
+(:mod:`bnmem.study.graph`: each job once what it reads is written, a lira cell's chunks as its plan's tasks)
+through the executor's ``run_graph``: local worker processes start each job as soon as it is ready, one local
+worker and Ray run it level by level. Jobs fix their own threads and seeds, so the results are the same
+bytes either way.
 
-* stage by stage (:func:`_run_stages`): one local worker and Ray. Every stage's phases (lira's chunks,
-  every cell at once: a cluster has them all in flight), then its jobs, each as one map;
-* as a graph (:mod:`bnmem.study.graph`): local worker processes. Each job as soon as what it reads is
-  written, no barrier between stages.
-
-docs/architecture.md (How a study runs its jobs) describes both.
+docs/architecture.md (How a study runs its jobs) describes it.
 """
 
 from __future__ import annotations
@@ -24,11 +22,11 @@ from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
 from bnmem.names import INDEX_FILE
 from bnmem.study.graph import run_graph
-from bnmem.study.run import (Job, Study, prepare, remove_empty, write_if_changed, index_doc, is_finished,
-                             job_spec, phase_specs, plan, run_job, run_phase_job)
+from bnmem.study.run import (Cell, Job, Study, prepare, remove_empty, write_if_changed, index_doc, is_finished,
+                             job_spec, plan, run_job)
 from bnmem.study.share import SHARED
 
-__all__ = ["StudyResult", "run_phases", "run_study"]
+__all__ = ["StudyResult", "run_study"]
 
 
 @dataclass
@@ -42,25 +40,6 @@ class StudyResult:
     @property
     def failed(self) -> list[dict[str, Any]]:
         return [j for j in self.jobs if j["status"] == "failed"]
-
-
-def run_phases(specs: list[dict[str, Any]], executor: Any, resources: dict[str, Any]) -> None:
-    """Submit the phased work of every lens job in ``specs`` (lira's training, then query chunks), each
-    phase for all cells at once, so a cluster has every cell's chunks in flight together.
-
-    A job that fails here is not an error yet: the lens's own run retries it and reports the failure.
-    """
-    lens_specs = [s for s in specs if s["lens"] != SHARED and registry.get(s["lens"]).phases]
-    phases = dict.fromkeys(p for s in lens_specs for p in registry.get(s["lens"]).phases)
-    for phase in phases:
-        by_fn: dict[Any, list[dict[str, Any]]] = {}
-        for s in lens_specs:
-            if phase in registry.get(s["lens"]).phases:
-                for j in phase_specs(s, phase):
-                    by_fn.setdefault(j["job_fn"], []).append(j)
-        for jobs in by_fn.values():
-            if jobs:
-                executor.map(run_phase_job, jobs, desc=f"{phase} jobs", resources=resources)
 
 
 def pending(specs: list[dict[str, Any]], result: StudyResult) -> list[dict[str, Any]]:
@@ -86,34 +65,9 @@ def stop_on_full_disk(result: StudyResult) -> None:
         raise DiskFullError(full[0]["error"])
 
 
-def _run_stages(jobs: list[Job], out: Path, progress: bool, executor: Any, resources: dict[str, Any],
-                result: StudyResult, name: str) -> None:
-    """Run the jobs stage by stage, each stage's phases then its jobs, as maps (a barrier after each).
-
-    The path of the Ray executor and of one local worker: a cluster gets every cell's chunks of a phase in
-    flight at once, and one worker gains nothing from a graph (stage order gives early results for every
-    cell). Local worker processes run the jobs as a graph (:func:`bnmem.study.graph.run_graph`) instead.
-    """
-    for stage in sorted({j.stage for j in jobs}):
-        todo = pending([job_spec(j, out, progress) for j in jobs if j.stage == stage], result)
-        if not todo:
-            continue
-        run_phases(todo, executor, resources)
-        if executor.name == "local":
-            result.jobs += executor.map(run_job, todo, desc=f"{name} jobs", resources=resources)
-        else:
-            # Lenses that parallelize internally (lira's shadow models) get the
-            # executor itself and run from here; the rest are shipped as jobs.
-            inline = [s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor]
-            shipped = [s for s in todo if s not in inline]
-            if shipped:
-                result.jobs += executor.map(run_job, shipped, desc=f"{name} jobs", resources=resources)
-            result.jobs += [run_job(s, executor) for s in inline]
-        stop_on_full_disk(result)
-
-
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              confirmatory: bool = False, graph: bool | None = None) -> StudyResult:
+              confirmatory: bool = False, graph: bool = True,
+              planned: tuple[list[Cell], list[Job]] | None = None) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -123,9 +77,11 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         progress: progress bars.
         confirmatory: derive every seed from the current analysis plan's SHA-256 and record them in
             study.json (:mod:`bnmem.study.confirmatory`).
-        graph: run the jobs as a dependency graph (:mod:`bnmem.study.graph`: each job as soon as what it
-            reads is written, no barrier between stages) or stage by stage. Default (None): the graph with
-            local worker processes, stages with one local worker or Ray. The results are the same bytes.
+        graph: run the graph as the executor does (local worker processes: each job as soon as what it reads
+            is written); False: level by level, a barrier after each level (what one local worker and Ray
+            do anyway). The results are the same bytes.
+        planned: the study's ``plan(study, seeds)`` when the caller has made it (``bnmem run`` plans once);
+            its seeds must be the confirmatory ones exactly when ``confirmatory`` is set.
 
     Returns:
         The index and one status per job.
@@ -140,7 +96,10 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     from bnmem.analysis_plan import plan_sha256
     from bnmem.executors import get_executor
     out = Path(out).expanduser().resolve()
-    cells, jobs = plan(study, plan_sha256() if confirmatory else None)
+    cells, jobs = planned if planned is not None else plan(study, plan_sha256() if confirmatory else None)
+    if any((c.derived is not None) != confirmatory for c in cells):
+        raise ValueError("run_study: the plan given was made for a " + ("n exploratory" if confirmatory else
+                         " confirmatory") + " run")
     prepare(out, study, confirmatory)
     index = index_doc(study, cells, jobs)
     write_if_changed(out / INDEX_FILE, index)  # first, so a report can read a study in progress
@@ -149,14 +108,19 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     resources = study.resources.model_dump()
     result = StudyResult(out=out, index=index)
     try:
-        if graph is None:
-            graph = executor.name == "local" and getattr(executor, "workers", 1) > 1
-        if graph:
-            todo = pending([job_spec(j, out, progress) for j in jobs], result)
-            result.jobs += run_graph(jobs, todo, executor, resources, study.name) if todo else []
+        todo = pending([job_spec(j, out, progress) for j in jobs], result)
+        # On a cluster, a lens that spreads its own work over the executor and has no cell plan to give the
+        # graph (defenses) runs in the driver with the executor, after the graph (the last stage).
+        inline = [] if executor.name == "local" else [
+            s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor
+            and registry.get(s["lens"]).plan is None]
+        graphed = [s for s in todo if s not in inline]
+        result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph) \
+            if graphed else []
+        stop_on_full_disk(result)
+        for s in inline:
+            result.jobs.append(run_job(s, executor))
             stop_on_full_disk(result)
-        else:
-            _run_stages(jobs, out, progress, executor, resources, result, study.name)
     finally:
         if own:
             executor.close()

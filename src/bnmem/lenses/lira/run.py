@@ -33,7 +33,7 @@ import numpy as np
 
 from bnmem import io
 from bnmem.attacks import spec as attack_spec
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.figures.roc import plot_lira_roc
@@ -48,7 +48,7 @@ from bnmem.names import LIRA
 from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
-from bnmem.shadow.phases import PHASES, estimate, phase_jobs
+from bnmem.shadow.plan import PHASES, ShadowPlan, estimate
 from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import pending_specs, train_shadow_chunk
 # The one paired-difference implementation (the report computes the same interval).
@@ -111,7 +111,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         cfg.model(norm)  # an unknown norm fails before anything is written
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     executor = executor or LocalExecutor(progress=progress)
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)  # the cell's one copy in this process (its chunk jobs here share it)
     cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
     specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
@@ -232,5 +232,5 @@ def summary_table(result: dict[str, Any]) -> str:
 
 
 LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table,
-                        phase_jobs=phase_jobs, estimate=estimate))
+                        plan=ShadowPlan.of, estimate=estimate))
 assert LENS.phases == PHASES, "the lira spec names the shadow engine's phases"
