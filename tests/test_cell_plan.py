@@ -133,7 +133,7 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
     counts: collections.Counter = collections.Counter()
     _counting_loads(monkeypatch, counts)
     tasks = [t.__class__(t.id, partial(_counted, t.fn), t.specs, t.deps, t.after, t.cost)
-             for t in study_tasks(jobs, [job_spec(j, tmp_path, False) for j in jobs])]
+             for t in study_tasks(jobs, [job_spec(j, tmp_path, False) for j in jobs], estimate=False)]
     ex = get_executor("local", progress=False, workers=2)
     try:
         results = ex.run_graph(tasks)

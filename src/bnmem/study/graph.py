@@ -44,14 +44,17 @@ WORKER_PRELOAD = (
 )
 
 
-def study_tasks(jobs: list[Job], todo: list[dict[str, Any]]) -> list[Task]:
+def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = True) -> list[Task]:
     """The graph of the unfinished jobs ``todo`` (specs of ``jobs``): their cell plans' tasks and their order.
 
-    A finished job has no task; what waits for it may start at once.
+    A finished job has no task; what waits for it may start at once. ``estimate``: rank the tasks by the jobs'
+    estimated seconds (:func:`bnmem.study.cost.estimate_seconds`, which times a few training steps: ~6 CPU
+    seconds, most of them torch's first optimizer); False: every job costs 1 (a graph run level by level
+    runs every ready job anyway; the ranks then only order those of one level).
     """
     from bnmem.study.cost import estimate_seconds
 
-    est = estimate_seconds(jobs)
+    est = estimate_seconds(jobs) if estimate else {}
     folder = {j.id: j.folder for j in jobs}
     writers: dict[str, list[str]] = {}  # lens folder -> unfinished shared jobs that write runs into it
     for s in todo:
@@ -85,7 +88,10 @@ def run_graph(jobs: list[Job], todo: list[dict[str, Any]], executor: Any, resour
     """
     from bnmem.executors.base import Executor
 
+    # Local worker processes start each job as soon as it is ready, the highest rank first: only there do the
+    # estimated seconds decide what runs when. One local worker and Ray run the graph level by level.
+    eager = not level_by_level and executor.name == "local" and getattr(executor, "workers", 1) > 1
     runner = partial(Executor.run_graph, executor) if level_by_level else executor.run_graph
-    results = runner(study_tasks(jobs, todo), desc=f"{name}: jobs and chunks", resources=resources,
+    results = runner(study_tasks(jobs, todo, estimate=eager), desc=f"{name}: jobs and chunks", resources=resources,
                      stop=lambda summary: bool(summary.get("disk_full")))
     return [{"id": s["id"], **results[s["id"]][0]} for s in todo if results.get(s["id"])]
