@@ -158,8 +158,20 @@ def test_bnmem_run_plans_the_study_once(tmp_path, monkeypatch, extra):
     """Every name bound to bnmem.study.run.plan is counted: a dry run, a run and a confirmatory run plan once."""
     import sys
 
+    import subprocess
+
+    import bnmem.provenance as prov
     import bnmem.study.run as study_run
     from bnmem.cli import main
+
+    # A confirmatory start is gated on a clean checkout and logged there: a clean one stands in for the project's.
+    root = tmp_path / "checkout"
+    (root / "docs").mkdir(parents=True)
+    (root / prov.ATTEMPTS_LOG).write_text("")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+                       check=True, capture_output=True)
+    monkeypatch.setattr(prov, "checkout_root", lambda: root)
 
     original, calls = study_run.plan, []
 

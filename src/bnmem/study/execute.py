@@ -22,7 +22,7 @@ from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
 from bnmem.names import INDEX_FILE
 from bnmem.study.graph import run_graph
-from bnmem.study.run import (Cell, Job, Study, prepare, remove_empty, write_if_changed, index_doc, is_finished,
+from bnmem.study.run import (Cell, Job, Study, expand_grid, prepare, remove_empty, write_if_changed, index_doc, is_finished,
                              job_spec, plan, run_job)
 from bnmem.study.share import SHARED
 
@@ -66,7 +66,7 @@ def stop_on_full_disk(result: StudyResult) -> None:
 
 
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              confirmatory: bool = False, graph: bool = True,
+              confirmatory: bool = False, graph: bool = True, study_file: str | Path | None = None,
               planned: tuple[list[Cell], list[Job]] | None = None) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
@@ -75,13 +75,16 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         out: run directory.
         executor: an :class:`~bnmem.executors.Executor` (default: local).
         progress: progress bars.
-        confirmatory: derive every seed from the current analysis plan's SHA-256 and record them in
-            study.json (:mod:`bnmem.study.confirmatory`).
+        confirmatory: derive every seed from the current analysis plan's and deciding source's SHA-256 and
+            record them, the commit and the start in study.json (:mod:`bnmem.study.confirmatory`); refused
+            outside a git checkout or on a modified one; the start (or resume) is appended to the attempts log
+            (:mod:`bnmem.provenance`) before the first job.
         graph: run the graph as the executor does (local worker processes: each job as soon as what it reads
             is written); False: level by level, a barrier after each level (what one local worker and Ray
             do anyway). The results are the same bytes.
+        study_file: the study's YAML file, whose hash a confirmatory start logs.
         planned: the study's ``plan(study, seeds)`` when the caller has made it (``bnmem run`` plans once);
-            its seeds must be the confirmatory ones exactly when ``confirmatory`` is set.
+            its seeds must be those of this run (the confirmatory key's exactly when ``confirmatory`` is set).
 
     Returns:
         The index and one status per job.
@@ -91,16 +94,23 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             study stops; rerun to resume), or some job failed (after every other
             job has run; rerunning retries only the failed ones), or a rerun
             that would change whether the run is confirmatory or the plan its
-            seeds came from.
+            seeds came from, or a confirmatory run on a modified checkout.
     """
-    from bnmem.analysis_plan import plan_sha256
+    from bnmem.analysis_plan import CONFIRMATORY_KEY
     from bnmem.executors import get_executor
+    from bnmem.names import STUDY_FILE
+    from bnmem.study.confirmatory import current_key, log_attempt, require_clean_checkout
     out = Path(out).expanduser().resolve()
-    cells, jobs = planned if planned is not None else plan(study, plan_sha256() if confirmatory else None)
-    if any((c.derived is not None) != confirmatory for c in cells):
-        raise ValueError("run_study: the plan given was made for a " + ("n exploratory" if confirmatory else
-                         " confirmatory") + " run")
-    prepare(out, study, confirmatory)
+    state = require_clean_checkout() if confirmatory else None
+    key = current_key() if confirmatory else None
+    if planned is not None and [c.derived for c in planned[0]] != [c.derived for c in expand_grid(study, key)]:
+        raise ValueError("run_study: the plan given was made with other seeds than this run's")
+    cells, jobs = planned if planned is not None else plan(study, key)
+    resumed = (out / STUDY_FILE).exists()
+    prepare(out, study, confirmatory, commit=state.commit if state else None)
+    if state is not None:
+        log_attempt(state, io.read_json(out / STUDY_FILE)[CONFIRMATORY_KEY], resumed, study.name, out,
+                    study_file, executor)
     index = index_doc(study, cells, jobs)
     write_if_changed(out / INDEX_FILE, index)  # first, so a report can read a study in progress
     own = executor is None
