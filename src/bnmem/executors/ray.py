@@ -261,7 +261,7 @@ class RayExecutor(Executor):
         Args:
             fn: module-level job function, importable on every worker (bnmem is
                 installed in the workers' environment).
-            specs: one plain-data dict per job.
+            specs: one dict per job (plain data and typed configs; it pickles).
             desc: progress-bar label, also used in task names and errors.
             resources: per-call override of ``num_cpus``/``num_gpus``/``memory``;
                 other keys are custom Ray resources.
