@@ -119,7 +119,9 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
     eps = ap.PLANNING.get(cid)
     plan = ap.PLAN[cid]
     if not eps:
-        return ClaimDesign(cid, [], why_not="a derivation check: no power")
+        why = ("exploratory (beyond the paper): no planning effect, no power" if plan.kind == ap.BEYOND_PAPER
+               else "a derivation check: no power")
+        return ClaimDesign(cid, [], why_not=why)
     lens = plan.lens
     if lens not in study.lenses.enabled():
         return ClaimDesign(cid, [], why_not=f"the study does not run the {lens} lens")
