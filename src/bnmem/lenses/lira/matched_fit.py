@@ -28,7 +28,9 @@ from bnmem import io
 from bnmem.analysis_plan import MATCH_FPR, MATCHED_FIT_OPTION
 from bnmem.attacks.phi import split_phi
 from bnmem.attacks.shadow_operating_point import ATTACK, shadow_operating_points
-from bnmem.data import OutlierDataset, load_dataset
+from bnmem.allocator import keep_freed_memory
+from bnmem.data import OutlierDataset
+from bnmem.data.loaded import load_once
 from bnmem.errors import BnmemError
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.query import device_inputs, query_model, query_settings
@@ -104,7 +106,7 @@ def train_matched_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BnmemError: the chunk was trained without them (the option was off when it ran).
     """
-    cfg = ShadowConfig.model_validate(spec["config"])
+    cfg = spec["config"] if isinstance(spec["config"], ShadowConfig) else ShadowConfig.model_validate(spec["config"])
     models = [int(m) for m in spec["models"]]
     if io.is_done(chunk_dir(spec["run_dir"], models)):
         if not marker_path(spec["run_dir"], models).exists():
@@ -112,13 +114,24 @@ def train_matched_chunk(spec: dict[str, Any]) -> dict[str, Any]:
                              f"the per-epoch queries of {MATCHED_FIT_OPTION}; delete "
                              f"{chunk_dir(spec['run_dir'], models)} to train them again with them")
         return train_shadow_chunk(spec)  # finished: skipped
-    hook = EpochQueries(cfg, spec["norm"], spec["run_dir"], models, load_dataset(cfg.data))
+    hook = EpochQueries(cfg, spec["norm"], spec["run_dir"], models, load_once(cfg.data))
     return train_shadow_chunk(spec, on_epoch=hook)
 
 
 def train_job(cfg: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The training job of the lira lens's config: with the per-epoch queries when the option is on."""
     return train_matched_chunk if getattr(cfg, MATCHED_FIT_OPTION, False) else train_shadow_chunk
+
+
+def train_matched_chunk_job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Job: :func:`train_matched_chunk` in a study (the process's malloc thresholds first, as every study job)."""
+    keep_freed_memory()
+    return train_matched_chunk(spec)
+
+
+def study_train_job(cfg: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The cell plan's training job when the option is on (None: the shadow engine's own)."""
+    return train_matched_chunk_job if getattr(cfg, MATCHED_FIT_OPTION, False) else None
 
 
 def load_epoch_queries(cfg: ShadowConfig, norm_dir: str | Path, ds: OutlierDataset

@@ -34,14 +34,16 @@ import numpy as np
 from bnmem import io
 from bnmem.analysis_plan import MATCHED_FIT_OPTION
 from bnmem.attacks import spec as attack_spec
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.figures.roc import plot_lira_roc
 from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
-from bnmem.lenses.lira.matched_fit import epoch_query_bytes, matched_fit_block, matched_fit_table, train_job
+from bnmem.lenses.lira.matched_fit import (
+    epoch_query_bytes, matched_fit_block, matched_fit_table, study_train_job, train_job,
+)
 from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
@@ -50,7 +52,7 @@ from bnmem.names import LIRA
 from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
-from bnmem.shadow.phases import PHASES, estimate, phase_jobs
+from bnmem.shadow.plan import PHASES, ShadowPlan, estimate
 from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import pending_specs
 # The one paired-difference implementation (the report computes the same interval).
@@ -113,7 +115,7 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         cfg.model(norm)  # an unknown norm fails before anything is written
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     executor = executor or LocalExecutor(progress=progress)
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)  # the cell's one copy in this process (its chunk jobs here share it)
     cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
     specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
@@ -237,11 +239,10 @@ def summary_table(result: dict[str, Any]) -> str:
     ])
 
 
-def lira_phase_jobs(cfg: LiraConfig, out: Path, phase: str) -> tuple[Any, list[dict[str, Any]]]:
-    """The shadow engine's phases (:func:`bnmem.shadow.phases.phase_jobs`), training with the per-epoch
+def lira_plan(cfg: LiraConfig, out: str | Path) -> ShadowPlan:
+    """The shadow engine's cell plan (:class:`bnmem.shadow.plan.ShadowPlan`), training with the per-epoch
     queries when ``matched_fit`` is on (the same chunks; a job that also queries after every epoch)."""
-    fn, specs = phase_jobs(cfg, out, phase)
-    return (train_job(cfg) if phase == "train" else fn), specs
+    return ShadowPlan.of(cfg, out, train=study_train_job(cfg))
 
 
 def lira_estimate(cfg: LiraConfig, n_train: int, parameter_count: Any) -> dict[str, int]:
@@ -253,5 +254,5 @@ def lira_estimate(cfg: LiraConfig, n_train: int, parameter_count: Any) -> dict[s
 
 
 LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table,
-                        phase_jobs=lira_phase_jobs, estimate=lira_estimate))
+                        plan=lira_plan, estimate=lira_estimate))
 assert LENS.phases == PHASES, "the lira spec names the shadow engine's phases"
