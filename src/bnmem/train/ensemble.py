@@ -15,7 +15,11 @@ Methods:
   norms run over K×C channels and whose linear layers are batched matmuls
   (:mod:`bnmem.train.ensemble_grouped`). The hot path: ~2.6-2.8x the
   sequential throughput in one process on a 2-core CPU
-  (``benchmarks/bench_ensemble.py``).
+  (``benchmarks/bench_ensemble.py``). ResNets likewise
+  (:mod:`bnmem.train.ensemble_grouped_resnet`; on request here, and for the
+  lenses' runs on accelerators, :mod:`bnmem.train.ensemble_runs`): on the CPU
+  their steps are bound by the convolutions' arithmetic, so grouping saves
+  nothing there.
 - ``vmap`` (any architecture): ``torch.func.vmap`` over ``grad`` with stacked
   parameters and buffers (:mod:`bnmem.train.ensemble_vmap`). Meant for GPUs;
   on the CPU it is no faster than the loop (see :func:`resolve_method`).
@@ -56,7 +60,8 @@ from bnmem.config import ModelConfig, TrainConfig
 from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.train.batching import epoch_batches
-from bnmem.train.ensemble_grouped import GroupedLeNet, supports_grouped
+from bnmem.train.ensemble_grouped import GroupedLeNet
+from bnmem.train.ensemble_grouped_resnet import GroupedResNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
 from bnmem.train.optim import lr_at
@@ -85,16 +90,38 @@ ACTIVATION_FACTOR = {"grouped": 64, "vmap": 1024}
 # model in networks of every K from 1 to 32: float32 results are bitwise equal
 # for K a multiple of 4 (then K*C is a multiple of 8 floats for every C in
 # 6, 16, 120, 84), float64 results for every even K.
-GROUPED_MULTIPLE = 4
+GROUPED_MULTIPLE = GroupedLeNet.multiple
 
 Engine = GroupedLeNet | VmapEnsemble
+# Called after every epoch of every model with (epoch (1-based), model indices into ``seeds``, their state
+# dicts at the end of that epoch, in the same order). The states are views of the live training tensors:
+# read them (query, copy) inside the call and keep nothing.
+StatesHook = Callable[[int, list[int], list[dict[str, torch.Tensor]]], None]
+
+# The grouped networks, by the architectures they reproduce (GroupedResNet is a GroupedLeNet).
+GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet)
+# Activations a grouped network of ResNets may hold on the CPU: the chunk is as many models as fit, estimated
+# as for accelerators (input batch x ACTIVATION_FACTOR["vmap"]). The digits ResNet-20 (batch 64) fits
+# CPU_CHUNK models; CIFAR's (3x32x32, batch 128) two.
+CPU_RESNET_ACTIVATION_BUDGET = 4 * 2**30
+
+
+def grouped_engine(model: nn.Module) -> type[GroupedLeNet] | None:
+    """The grouped network that reproduces ``model``'s architecture (LeNet, ResNet), or None."""
+    return next((cls for cls in GROUPED_ENGINES if cls.supports(model)), None)
 
 
 def resolve_method(method: str, model: nn.Module, device: str | torch.device = "cpu") -> str:
     """The method ``train_models`` uses for ``model``'s architecture on ``device``.
 
     ``auto`` picks ``grouped`` for LeNets. For other architectures it picks
-    ``sequential`` on the CPU and ``vmap`` on accelerators. Measured on this
+    ``sequential`` on the CPU and ``vmap`` on accelerators. ``grouped`` also
+    trains ResNets (:class:`GroupedResNet`), on request: on this CPU a
+    ResNet-20 step is bound by its convolutions' arithmetic, and a grouped
+    network of K ResNet-20s was measured no faster than K models one after
+    another (digits, batch 64, 1 thread: 23-26 ms per model and step for
+    K = 1..16 either way; ``benchmarks/bench_lenses_together.py --cases
+    resnet20-training``). Measured on this
     2-core CPU (1 thread, digits, 16 models, CPU time, models/s sequential /
     vmap / grouped): LeNet-BN 32.7 / 32.4 / 82.7, LeNet-none 47.6 / 42.0 /
     108.8, MLP-BN 66 / 56, ResNet-20-BN 3.9 / 3.0, DenseNet-BN 3.5 / 1.7.
@@ -117,11 +144,11 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     if method not in METHODS:
         raise ValueError(f"unknown ensemble method {method!r}; choose one of {', '.join(METHODS)}")
     if method == "auto":
-        if supports_grouped(model):
+        if grouped_engine(model) is GroupedLeNet:
             return "grouped"
         return "sequential" if torch.device(device).type == "cpu" else "vmap"
-    if method == "grouped" and not supports_grouped(model):
-        raise ValueError(f"method 'grouped' trains LeNets with batch/none/group/layer norm only, "
+    if method == "grouped" and grouped_engine(model) is None:
+        raise ValueError(f"method 'grouped' trains LeNets and ResNets with batch/none/group/layer norm only, "
                          f"not {type(model).__name__}; use 'vmap' or 'auto'")
     return method
 
@@ -182,12 +209,19 @@ def _chunks(sizes: list[int], batch_size: int, max_chunk: int, multiple: int = 1
     return out
 
 
-def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype: torch.dtype, method: str) -> int:
-    if device.type == "cpu":
+def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype: torch.dtype, method: str,
+               engine: type[GroupedLeNet] = GroupedLeNet) -> int:
+    """Models per network: ``engine`` is the grouped network's class (its multiple; ResNets' memory)."""
+    deep = engine is not GroupedLeNet
+    if device.type == "cpu" and not deep:
         return CPU_CHUNK
-    per_model = batch_size * int(np.prod(ds.input_shape)) * (torch.finfo(dtype).bits // 8) * ACTIVATION_FACTOR[method]
-    chunk = int(max(1, min(ACCEL_MAX_CHUNK, ACCEL_ACTIVATION_BUDGET // max(per_model, 1))))
-    return max(GROUPED_MULTIPLE, chunk - chunk % GROUPED_MULTIPLE) if method == "grouped" else chunk
+    factor = ACTIVATION_FACTOR["vmap" if deep else method]
+    per_model = batch_size * int(np.prod(ds.input_shape)) * (torch.finfo(dtype).bits // 8) * factor
+    budget, most = (CPU_RESNET_ACTIVATION_BUDGET, CPU_CHUNK) if device.type == "cpu" else (
+        ACCEL_ACTIVATION_BUDGET, ACCEL_MAX_CHUNK)
+    chunk = int(max(1, min(most, budget // max(per_model, 1))))
+    m = engine.multiple
+    return max(m, chunk - chunk % m) if method == "grouped" else chunk
 
 
 def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
@@ -288,18 +322,28 @@ def _write_back(engine: Engine, models: list[nn.Module]) -> None:
         model.load_state_dict(state)
 
 
+def _epoch_states(engine: Engine, n: int) -> list[dict[str, torch.Tensor]]:
+    """The first ``n`` models' state dicts (views of the stacked training tensors; no copy)."""
+    stacked = {**engine.params, **engine.buffers}
+    return [{name: t[i].detach() for name, t in stacked.items()} for i in range(n)]
+
+
 def _train_sequential(models: list[nn.Module], ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
-                      idx: list[np.ndarray], progress: bool | str) -> list[nn.Module]:
+                      idx: list[np.ndarray], progress: bool | str, on_epoch: StatesHook | None = None
+                      ) -> list[nn.Module]:
     out = []
     for k, (model, seed) in enumerate(zip(models, seeds)):
         desc = f"{progress} model {k}" if isinstance(progress, str) else (f"model {k}" if progress else False)
-        out.append(train_model(model, ds, cfg, seed, train_idx=idx[k], measure=False, progress=desc).model)
+        hook = None if on_epoch is None else (
+            lambda epoch, m, k=k: on_epoch(epoch, [k], [dict(m.state_dict())]))  # returns None: no history keys
+        out.append(train_model(model, ds, cfg, seed, train_idx=idx[k], on_epoch=hook, measure=False,
+                               progress=desc).model)
     return out
 
 
 def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
                  train_idx: list[np.ndarray], method: str = "auto", progress: bool | str = True,
-                 init_states: list[dict] | None = None) -> list[nn.Module]:
+                 init_states: list[dict] | None = None, on_epoch: StatesHook | None = None) -> list[nn.Module]:
     """Train K = len(seeds) models of one architecture, norm and recipe at once.
 
     Result-equivalent to ``[train_model(seeded_model(model_cfg, ds, seeds[k]), ds,
@@ -320,6 +364,9 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
         progress: show a tqdm bar (a string is used as its description).
         init_states: optional state dicts to start model k from instead of the
             seeded initialization.
+        on_epoch: called after every epoch with the models' states at its end (:data:`StatesHook`), e.g.
+            to query them at earlier epochs; it must not change them. Models are reported in groups (the
+            vectorized networks train one after the other), every (epoch, model) exactly once.
 
     Returns:
         K models (the class ``build_model`` returns), in ``seeds`` order, on
@@ -332,7 +379,7 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
             unknown ``method``, or ``grouped`` for an architecture it cannot train.
         FloatingPointError: a model's training loss became non-finite.
     """
-    models, _ = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, init_states)
+    models, _ = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, init_states, on_epoch=on_epoch)
     return models
 
 
@@ -375,7 +422,8 @@ def _train_sequential_each(models: list[nn.Module], ds: OutlierDataset, cfg: Tra
 
 def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
                train_idx: list[np.ndarray], method: str, progress: bool | str, init_states: list[dict] | None,
-               lrs: list[float] | None = None) -> tuple[list[nn.Module], list[bool]]:
+               lrs: list[float] | None = None, on_epoch: StatesHook | None = None
+               ) -> tuple[list[nn.Module], list[bool]]:
     """:func:`train_models`, with optional per-model learning rates (then divergence is marked, not raised)."""
     seeds = [int(s) for s in seeds]
     idx = _check_inputs(ds, seeds, list(train_idx), init_states)
@@ -391,30 +439,38 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
         if method == "sequential":
             if lrs is not None:
                 return _train_sequential_each(models, ds, cfg, seeds, idx, lrs, diverged), diverged
-            return _train_sequential(models, ds, cfg, seeds, idx, progress), diverged
+            return _train_sequential(models, ds, cfg, seeds, idx, progress, on_epoch), diverged
         x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
         idx_t = [torch.as_tensor(a) for a in idx]
-        multiple = GROUPED_MULTIPLE if method == "grouped" else 1
-        max_chunk = _max_chunk(device, ds, cfg.batch_size, dtype, method)
+        grouped = grouped_engine(models[0]) if method == "grouped" else None
+        multiple = grouped.multiple if grouped is not None else 1
+        max_chunk = _max_chunk(device, ds, cfg.batch_size, dtype, method, grouped or GroupedLeNet)
         chunks = _chunks([len(a) for a in idx], cfg.batch_size, max_chunk, multiple)
         wd = weight_decay_by_name(models[0], cfg)
         desc = progress if isinstance(progress, str) else f"train {len(seeds)} models ({method})"
         bar = tqdm(total=len(chunks) * cfg.epochs, desc=desc, disable=not progress, leave=False)
         for chunk in chunks:
             members = [models[k] for k in chunk]
-            # Throw-away twins pad the network to a multiple of GROUPED_MULTIPLE
+            # Throw-away twins pad the network to a multiple of the engine's
             # models (they train on their originals' batches; nothing reads them).
             twins = [chunk[i % len(chunk)] for i in range(-len(chunk) % multiple)]
             members += [copy.deepcopy(models[k]) for k in twins]
             chunk = chunk + twins
-            if method == "grouped":
-                engine = GroupedLeNet(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
+            if grouped is not None:
+                engine = grouped(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
             else:
                 engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
+            real = chunk[: len(chunk) - len(twins)]
+
+            def epoch_end(epoch: int, *_: Any, real: list[int] = real, engine: Engine = engine) -> None:
+                bar.update(1)
+                if on_epoch is not None:
+                    on_epoch(epoch, real, _epoch_states(engine, len(real)))
+
             _fit(engine, opt, [idx_t[k] for k in chunk], [seeds[k] for k in chunk], cfg, device,
-                 lambda *_: bar.update(1), aug, None if lrs is None else [lrs[k] for k in chunk], marks)
+                 epoch_end, aug, None if lrs is None else [lrs[k] for k in chunk], marks)
             for k, d in zip(chunk, marks or []):
                 diverged[k] = diverged[k] or d
             _write_back(engine, members[: len(members) - len(twins)])
