@@ -177,7 +177,8 @@ def column_problems(listed: list[tuple[str, str]], declared: Iterable[str], what
 
 
 def dataframe_columns_read(paths: Iterable[Path] = DOCS) -> list[tuple[str, str]]:
-    """(``doc:line``, column) for each ``df.X`` / ``df["X"]`` / ``groupby([...])`` name in the docs' code,
+    """(``doc:line``, column) for each ``df.X`` / ``df["X"]`` / ``groupby([...])`` / ``pivot_table(index=[...])``
+    name in the docs' code,
     where ``df`` is the tidy table (a doc's ``df = bnmem.results.load(...)`` or the like)."""
     methods = {"groupby", "unstack", "mean", "loc", "iloc", "query", "columns", "shape", "head", "pivot_table",
                "to_csv", "merge", "value_counts", "sum", "std", "dropna", "reset_index", "sort_values", "apply",
@@ -191,6 +192,6 @@ def dataframe_columns_read(paths: Iterable[Path] = DOCS) -> list[tuple[str, str]
                 out.append((where, m.group(1)))
         for m in re.finditer(r"\b(?:df|mem|lira|rows)\[\"([a-z_]+)\"\]", line):
             out.append((where, m.group(1)))
-        for m in re.finditer(r"groupby\(\[([^\]]*)\]", line):
+        for m in re.finditer(r"(?:groupby\(|pivot_table\(index=)\[([^\]]*)\]", line):
             out += [(where, n) for n in re.findall(r"\"([a-z_]+)\"", m.group(1))]
     return out
