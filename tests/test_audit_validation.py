@@ -95,12 +95,19 @@ def test_cost_estimate_within_a_factor_two_of_the_measured_training_time(scenari
     assert 0.5 <= ratios[-1] <= 2.0, ratios
 
 
-def test_python_signature_is_explicit_and_equal_to_the_implementation():
-    """Equal signatures; the one catch-all is the shadow copies' fields as keywords (bnmem.config.ShadowCopies)."""
-    public = inspect.signature(bnmem.audit).parameters
-    impl = inspect.signature(audit_run.audit).parameters
-    assert [n for n, p in public.items() if p.kind is p.VAR_KEYWORD] == ["shadow_options"]
-    assert [(n, p.default, p.kind) for n, p in public.items()] == [(n, p.default, p.kind) for n, p in impl.items()]
+def test_python_signature_is_written_once_with_at_most_eight_parameters():
+    """One definition (bnmem.auditing.api): the package and the implementation module name the same function; its
+    options are objects (ShadowCopies, TrainConfig, AuditOptions) whose fields are also accepted as keywords."""
+    from bnmem.auditing.options import AuditOptions
+
+    assert bnmem.audit is audit_run.audit
+    params = inspect.signature(bnmem.audit).parameters
+    assert len(params) <= 8 and [n for n, p in params.items() if p.kind is p.VAR_KEYWORD] == ["fields"]
+    with pytest.raises(BnmemError, match="unknown keyword.*shadow_modles"):
+        bnmem.audit(torch.nn.Linear(3, 2), (torch.zeros(4, 3), torch.zeros(4).long()), shadow_modles=4)
+    with pytest.raises(BnmemError, match="top_k"):
+        bnmem.audit(torch.nn.Linear(3, 2), (torch.zeros(4, 3), torch.zeros(4).long()), options={"top_k": -1})
+    assert set(AuditOptions.model_fields) >= {"top_k", "max_examples", "max_memory", "workers", "fail_at"}
 
 
 def test_workers_from_python(scenario, tmp_path):

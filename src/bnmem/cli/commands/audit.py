@@ -28,12 +28,12 @@ from bnmem.cli.app import (
     Threads,
     TrainSize,
     WeightDecay,
-    Workers,
     app,
     apply_overrides,
     parse_flag_list,
 )
 from bnmem.cli.fields import field_flags, validated, with_flags
+from bnmem.auditing.options import NOT_FLAGS, AuditOptions
 from bnmem.config import ShadowCopies
 from bnmem.errors import BnmemError
 
@@ -44,12 +44,6 @@ ModelFile = Annotated[Path, typer.Option("--model", help="a pickled nn.Module (t
                                                           "file; unpickling runs code: trusted files only",
                                          show_default=False)]
 AuditOut = Annotated[Path, typer.Option(help="output folder (audit.json, audit.md)")]
-TopK = Annotated[int, typer.Option(help="list the K training examples with the largest gradient norms")]
-MaxExamples = Annotated[Optional[int], typer.Option(help="measure gradient norms on at most N training examples "
-                                                         "(seeded subset)")]
-MaxMemory = Annotated[Optional[str], typer.Option(help="memory budget of the gradient-norm measurement, e.g. 8GB "
-                                                       "(default: half the free RAM, or GPU memory with --device cuda)",
-                                                  show_default=False)]
 DataFolder = Annotated[Optional[Path], typer.Option(help="your own images instead of --dataset: class folders under "
                                                          "train/ and test/, or under one folder (seeded split)",
                                                     show_default=False)]
@@ -79,13 +73,15 @@ SameEpochs = Annotated[bool, typer.Option(
                           "steps as your model took with --epochs on the whole training set; each copy has half)")]
 
 
-# The shadow copies' flags, generated from their fields (defaults, help and rules live there); match_steps is
-# --same-epochs (its negation) below.
+# The shadow copies' and the audit's own flags, generated from their fields (defaults, help and rules live
+# there: bnmem.config.ShadowCopies, bnmem.auditing.options.AuditOptions); match_steps is --same-epochs (its
+# negation) below.
 COPY_FLAGS = field_flags(ShadowCopies, skip={"match_steps"})
+OPTION_FLAGS = field_flags(AuditOptions, skip=NOT_FLAGS)
 
 
 @app.command()
-@with_flags(COPY_FLAGS)
+@with_flags(COPY_FLAGS + OPTION_FLAGS)
 def audit(
     model: ModelFile,
     dataset: Dataset = "digits",
@@ -107,15 +103,8 @@ def audit(
     train_size: TrainSize = None,
     data_seed: DataSeed = 0,
     out: AuditOut = Path("runs/audit"),
-    top_k: TopK = 20,
-    max_examples: MaxExamples = 10_000,
     gs_reg: GsReg = 0.0,
     same_epochs: SameEpochs = False,
-    max_memory: MaxMemory = None,
-    workers: Workers = 1,
-    defenses: Annotated[Optional[Path], typer.Option(
-        help="a finished defenses run (bnmem run studies/defenses.yaml): cite its privacy-utility frontier in "
-             "the recommendations")] = None,
     epochs: Epochs = 30,
     lr: Lr = 0.05,
     batch_size: BatchSize = 64,
@@ -127,8 +116,8 @@ def audit(
     device: Device = "cpu",
     set: Set = None,  # noqa: A002 - the flag is --set
     quiet: Quiet = False,
-    **shadow: Any,
-) -> None:
+    **flags: Any,
+) -> int:
     """Audit a trained model on the data it was trained on: norm layers, BN γ/σ, gradient-norm outliers,
     accuracy and (with --shadow-models) membership-inference risk.
 
@@ -140,14 +129,20 @@ def audit(
     """
     from bnmem.auditing.run import audit_file
 
+    shadow = {k: v for k, v in flags.items() if k in ShadowCopies.model_fields}
     copies = validated(ShadowCopies, {**shadow, "match_steps": not same_epochs}, COPY_FLAGS)
+    options = validated(AuditOptions, {**{k: v for k, v in flags.items() if k not in shadow}, "progress": not quiet},
+                        OPTION_FLAGS)
     config = audit_config(locals())
     # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
-    result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples, shadow=copies,
-                        progress=not quiet, max_memory=max_memory, defenses=defenses, workers=workers)
+    result = audit_file(model, config, out=out, shadow=copies, options=options)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
-    typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
+    typer.echo(f"results in {result.out}/ ({', '.join(result.files)})")
+    if result.gate is None:
+        return 0
+    print(f"bnmem: {result.gate['text']}", file=sys.stderr, flush=True)
+    return result.gate["exit_code"]  # the gate's documented code (bnmem.auditing.gate.EXIT_CODES)
 
 
 def audit_config(a: dict[str, Any]) -> AuditConfig:
