@@ -36,8 +36,9 @@ def recipe_text(train: dict[str, Any]) -> str:
     return ", ".join(f"{k} {train[k]}" for k in RECIPE_KEYS if k in train)
 
 
-def shadow_lines(result: dict[str, Any]) -> list[str]:
-    """The shadow copies beside the model, the recipe they used, and the attacks per group with intervals."""
+def shadow_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
+    """The shadow copies beside the model, the recipe they used, the attacks per group with intervals and (unless
+    ``exposure`` is False: the HTML renders it with links) the most exposed files."""
     mem, cal = result.get("membership"), result["risk"].get("calibration")
     if not mem:
         return []
@@ -51,7 +52,30 @@ def shadow_lines(result: dict[str, Any]) -> list[str]:
     steps = f" Training length: {mem['steps']['text']}." if mem.get("steps") else ""
     matched = f" {mem['matched']['text']}" if mem.get("matched") else ""
     lines += [f"Recipe used: {recipe_text(mem['train'])}.{steps}{matched}", ""]
-    return lines + attack_lines(result, mem) + memorization_lines(mem.get("memorization_scores"))
+    return (lines + attack_lines(result, mem) + (exposure_lines(mem.get("exposure")) if exposure else [])
+            + memorization_lines(mem.get("memorization_scores")))
+
+
+def exposure_lines(section: dict[str, Any] | None) -> list[str]:
+    """The most exposed training files (the first rows of exposure.csv)."""
+    if not section:
+        return []
+    lines = [f"## Most exposed training files ({section['file']}: all {section['n']}, ranked)", "",
+             f"{section['definition']}.", "", "| rank | file | group | log-LR [95%] | copies IN | gradient norm |",
+             "|---|---|---|---|---|---|"]
+    for r in section["top"]:
+        name = f"`{r['path']}`" if r["path"] else str(r["index"])
+        lines.append(f"| {r['rank']} | {name} | {r['group']} | {exposure_ci(r)} | {r['copies_in']} | "
+                     f"{fmt(r['gradient_norm'])} |")
+    return lines + [""]
+
+
+def exposure_ci(r: dict[str, Any]) -> str:
+    """'4.21 [1.10, 7.32]' (no interval with fewer than 2 copies IN)."""
+    if r["log_lr"] is None:
+        return "–"
+    return f"{r['log_lr']:.2f}" + (f" [{r['log_lr_lo']:.2f}, {r['log_lr_hi']:.2f}]" if r["log_lr_lo"] is not None
+                                   else "")
 
 
 def attack_lines(result: dict[str, Any], mem: dict[str, Any]) -> list[str]:
@@ -202,6 +226,7 @@ def to_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines + answer_lines(result) + detail_lines(result))
 
 
-def detail_lines(result: dict[str, Any]) -> list[str]:
-    """Everything after the answer (audit.html renders these same lines, so the two reports agree)."""
-    return shadow_lines(result) + comparison_lines(result) + model_lines(result) + gradient_lines(result)
+def detail_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
+    """Everything after the answer (audit.html renders these same lines, so the two reports agree; it renders the
+    exposure table itself, with links to the images: ``exposure=False``)."""
+    return shadow_lines(result, exposure) + comparison_lines(result) + model_lines(result) + gradient_lines(result)

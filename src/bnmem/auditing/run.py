@@ -49,6 +49,7 @@ from torch import nn
 from bnmem import io
 from bnmem.auditing.api import audit  # the public entry point (its signature is written there)
 from bnmem.auditing.data import as_dataset, masks_known
+from bnmem.auditing.exposure import EXPOSURE_FILE
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
 from bnmem.auditing.calibration import match_epochs, model_checks, step_matched
 from bnmem.auditing.compare import gs_reg_comparison
@@ -245,9 +246,10 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
     from bnmem.auditing.markdown import to_markdown
     from bnmem.auditing.report import risk_summary
 
+    table = exposure_table(result, ds, norms)
     for mem in (result.get("membership"), (result.get("gs_reg_comparison") or {}).get("membership")):
         if mem:
-            mem.pop(RAW, None)  # the raw scores served the paired comparison; they are not written
+            mem.pop(RAW, None)  # the raw scores served the table and the paired comparison; they are not written
     result["risk"] = risk_summary(result)
     if frontier is not None:
         result["risk"]["frontier"] = frontier
@@ -260,10 +262,26 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
     files: list[str] = []
     if out is not None:
         io.write_npy(out / "gradient_norms.npy", norms)
+        if table is not None:
+            io.write_text(out / EXPOSURE_FILE, table)
         io.write_text(out / "audit.md", markdown)
         io.write_json(out / "audit.json", result)  # last: a folder holding audit.json holds a finished audit
-        files += ["audit.json", "audit.md", "gradient_norms.npy"]
+        files += ["audit.json", "audit.md", "gradient_norms.npy"] + ([EXPOSURE_FILE] if table is not None else [])
     return AuditResult(data=result, markdown=markdown, out=out, files=files)
+
+
+def exposure_table(result: dict[str, Any], ds: OutlierDataset, norms: np.ndarray) -> str | None:
+    """exposure.csv's text from the copies' raw scores (None without shadow copies); its top rows go into
+    ``result["membership"]["exposure"]`` for the headline and the reports."""
+    from bnmem.auditing.exposure import csv_text, data_root, exposure_rows, exposure_section
+
+    mem = result.get("membership")
+    if not mem or RAW not in mem:
+        return None
+    raw = mem[RAW]
+    cols, rows = exposure_rows(raw["scores"], raw["members"], raw["masks"], ds.info.get("files"), norms)
+    mem["exposure"] = exposure_section(cols, rows, data_root(result))
+    return csv_text(cols, rows)
 
 
 def file_sha256(path: str | Path) -> str:
