@@ -75,6 +75,10 @@ def test_the_leaking_model_fails_the_readme_gate(readme, tmp_path_factory, capsy
     assert code == (REACHED if LEVELS.index(lower) >= LEVELS.index("moderate") else PASSED) == gate["exit_code"]
     assert code == REACHED, res["risk"]["level"]  # measured: moderate to elevated
     assert gate["reading"] == lower and "rule out" in gate["text"]
+    schema = pytest.importorskip("jsonschema")
+    from bnmem.schemas import load_schema
+
+    schema.Draft202012Validator(load_schema()).validate(res)  # a folder audit with files, exposure and a gate
     assert f"bnmem: gate moderate: FAILED (exit {REACHED})" in capsys.readouterr().err
     # The same result under other budgets: a level its lower end does not reach passes; an AUC budget reads the
     # highest lower AUC end; a TPR budget reads the lower Clopper-Pearson end where estimable.

@@ -66,6 +66,7 @@ from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
 from bnmem.measure.memory import parse_size
 from bnmem.errors import BnmemError
+from bnmem.schemas import AUDIT_SCHEMA_VERSION
 
 
 class AuditConfig(StrictModel):
@@ -223,6 +224,7 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
     layers = norm_layer_table(model)
     n_params = int(sum(p.numel() for p in model.parameters()))
     result: dict[str, Any] = {
+        "schema_version": AUDIT_SCHEMA_VERSION,  # bnmem/schemas/audit.schema.json
         "model": {
             "class": getattr(model, "original_name", type(model).__name__),
             "format": TORCHSCRIPT if is_scripted(model) else "nn.Module",
