@@ -253,3 +253,33 @@ def test_a_file_torch_cannot_read_says_what_to_save_without_torchs_internals(sce
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "is not a PyTorch model file" in line and "torch.save(model, path)" in line
     assert "persistent" not in line
+
+
+def test_the_cli_flags_are_generated_from_the_options_objects():
+    """Every field of the data, shadow and audit options is a flag of `bnmem audit`, with the field's default; the
+    command's own hand-written parameters are only the model file, the output folder and the recipe."""
+    from bnmem.auditing.options import NOT_FLAGS, AuditDataFlags, AuditOptions
+    from bnmem.cli.commands.audit import audit as command
+    from bnmem.config import ShadowCopies
+
+    params = inspect.signature(command).parameters
+    for config, skip in ((AuditDataFlags, set()), (AuditOptions, NOT_FLAGS), (ShadowCopies, {"match_steps"})):
+        for name, field in config.model_fields.items():
+            if name in skip:
+                continue
+            assert name in params, name
+            default = params[name].default
+            want = ",".join(map(str, field.default)) if isinstance(field.default, list) else field.default
+            assert default == want, (name, default, want)
+    generated = set(AuditDataFlags.model_fields) | set(AuditOptions.model_fields) | set(ShadowCopies.model_fields)
+    own = {n for n in params if n not in generated}
+    assert own == {"model", "out", "gs_reg", "same_epochs", "epochs", "lr", "batch_size", "optimizer", "momentum",
+                   "weight_decay", "schedule", "threads", "device", "set", "quiet"}
+
+
+def test_data_flag_combinations_are_one_line(tmp_path, capsys):
+    for argv, text in ((["--label-noise", "0.1", "--data-folder", str(tmp_path)], "build a bnmem dataset"),
+                       (["--mean", "0.5", "--mislabeled", "x.csv"], "--mean, --mislabeled only apply with --data-folder")):
+        code = main(["audit", "--model", str(tmp_path / "m.pt"), *argv, "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and text in err[0], err

@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bnmem.config import StrictModel, validation_line
 from bnmem.errors import BnmemError
+from bnmem.names import DATASETS
 
 
 class AuditOptions(StrictModel):
@@ -77,6 +78,71 @@ class AuditOptions(StrictModel):
 
             parse_budget(v)
         return v
+
+
+class AuditDataFlags(StrictModel):
+    """The data a model file was trained on, as ``bnmem audit`` takes it: a bnmem dataset (with the outliers it
+    injects) or the user's own image folder. Each field is a flag (``--data-folder``, ``--mean``, ...); the
+    checked combination becomes ``AuditConfig.data`` / ``AuditConfig.folder`` (:meth:`data_config`,
+    :meth:`folder_config`).
+    """
+
+    dataset: str = Field("digits", description="a bnmem dataset: " + ", ".join(
+        f"{d} (embedded)" if d == "digits" else d for d in DATASETS))
+    data_folder: str | None = Field(None, description=(
+        "your own images instead of --dataset: class folders under train/ and test/, or under one folder (seeded "
+        "split)"))
+    image_size: int | None = Field(None, description="--data-folder: resize images to this square size")
+    channels: int | None = Field(None, description=(
+        "--data-folder: 1 (grayscale) or 3 (RGB); default 3, as torchvision's ImageFolder loads images"))
+    mean: list[float] | None = Field(None, description=(
+        "--data-folder: per-channel mean, e.g. 0.485,0.456,0.406 (default: computed on the training split)"))
+    std: list[float] | None = Field(None, description="--data-folder: per-channel std (with --mean)")
+    normalize: bool = Field(True, description="--data-folder: normalize each channel (given or computed mean/std)")
+    test_fraction: float = Field(0.2, description=(
+        "--data-folder without train/ and test/: test share of each class (seeded by --data-seed)"))
+    transform: str | None = Field(None, description=(
+        "--data-folder: 'module:function' or 'file.py:function' mapping a PIL image to a (C, H, W) tensor"))
+    mislabeled: str | None = Field(None, description=(
+        "--data-folder: CSV of training file names known to be mislabeled (marks the corrupted samples)"))
+    outliers: str | None = Field(None, description=(
+        "--data-folder: CSV of training file names that are rare or atypical but correctly labelled (a group of "
+        "their own; no mislabeling language)"))
+    data_root: str | None = Field(None, description="directory holding the dataset files")
+    download: bool = Field(False, description="download the dataset with torchvision if missing")
+    label_noise: float = Field(0.0, description=(
+        "fraction of training labels flipped to another class (reproduces the corrupted samples of a bnmem "
+        "dataset; with --data-seed)"))
+    ood: float = Field(0.0, description="fraction of the training set that is out-of-distribution")
+    ood_source: str = Field("noise", description="noise, heldout-classes, or a dataset name of the same shape")
+    train_size: int | None = Field(None, description="use only N training examples (seeded subset)")
+    data_seed: int = Field(0, description="seed of the corruption, or of the single-folder split")
+
+    @model_validator(mode="after")
+    def _combination(self) -> "AuditDataFlags":
+        if self.data_folder is not None and (self.label_noise or self.ood or self.train_size is not None):
+            raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
+                             "name the known mislabeled files with --mislabeled instead")
+        folder_only = ("image_size", "channels", "mean", "std", "transform", "mislabeled", "outliers")
+        stray = ["--" + k.replace("_", "-") for k in folder_only if getattr(self, k) is not None]
+        if self.data_folder is None and stray:
+            raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
+        return self
+
+    def folder_config(self) -> dict[str, Any] | None:
+        """``AuditConfig.folder`` (an ImageFolderConfig's fields), or None for a bnmem dataset."""
+        if self.data_folder is None:
+            return None
+        return {"path": self.data_folder, "image_size": self.image_size,
+                **({"channels": self.channels} if self.channels is not None else {}), "mean": self.mean,
+                "std": self.std, "normalize": self.normalize, "test_fraction": self.test_fraction,
+                "seed": self.data_seed, "transform": self.transform, "mislabeled": self.mislabeled}
+
+    def data_config(self) -> dict[str, Any]:
+        """``AuditConfig.data`` (a DataConfig's fields)."""
+        return {"dataset": self.dataset, "data_root": self.data_root, "download": self.download,
+                "label_noise": self.label_noise, "ood": self.ood, "ood_source": self.ood_source,
+                "train_size": self.train_size, "seed": self.data_seed}
 
 
 # Fields of AuditOptions that are not command-line flags (set by the command itself, or Python only).
