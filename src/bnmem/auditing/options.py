@@ -33,6 +33,7 @@ class AuditOptions(StrictModel):
         defenses: a finished defenses run whose privacy–utility frontier the recommendations cite.
         workers: N > 1 trains the shadow copies in N local worker processes.
         fail_at: the CI gate's budget (:mod:`bnmem.auditing.gate`).
+        model_card: also write a "Privacy evaluation" section for a model card here (:mod:`bnmem.auditing.model_card`).
         source: where the model and data came from (written into the result; set by ``bnmem audit``).
         executor: train the shadow copies through it (local worker processes, Ray); not a flag.
     """
@@ -56,6 +57,9 @@ class AuditOptions(StrictModel):
         "fail the audit (exit 3) when the leakage the data rule out (lower ends of the 95% intervals) reaches this "
         "budget: a level (low, moderate, elevated), auc=0.6, tpr@1%=0.05 or tpr@0.1%=0.02; exit 4 when the audit "
         "could not assess the model (never 0); needs --shadow-models"))
+    model_card: str | None = Field(None, description=(
+        "also write a 'Privacy evaluation' section in the Hugging Face model-card convention to this file "
+        "(markdown; appended to an existing card, replacing an earlier such section)"))
     source: dict[str, Any] | None = None
     executor: Any = None
 
@@ -65,7 +69,7 @@ class AuditOptions(StrictModel):
         """A byte count is accepted as a number too (it is kept as text, as the flag gives it)."""
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
-    @field_validator("defenses", mode="before")
+    @field_validator("defenses", "model_card", mode="before")
     @classmethod
     def _path_text(cls, v: Any) -> Any:
         return None if v is None else str(v)

@@ -147,6 +147,10 @@ def check_outputs_wanted(opts: Any, copies: ShadowCopies) -> None:
     """
     if opts.fail_at is not None and not copies.shadow_models:
         raise BnmemError("--fail-at gates on the membership attacks: give --shadow-models too (e.g. 8)")
+    if opts.model_card is not None:
+        from bnmem.auditing.model_card import check_card
+
+        check_card(opts.model_card)
 
 
 def checked_model(model: nn.Module, ds: OutlierDataset,
@@ -267,6 +271,11 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
         if table is not None:
             io.write_text(out / EXPOSURE_FILE, table)
         io.write_text(out / "audit.md", markdown)
+    if opts.model_card is not None:
+        from bnmem.auditing.model_card import card_section, write_card
+
+        write_card(opts.model_card, card_section(result))
+    if out is not None:
         io.write_json(out / "audit.json", result)  # last: a folder holding audit.json holds a finished audit
         files += ["audit.json", "audit.md", "gradient_norms.npy"] + ([EXPOSURE_FILE] if table is not None else [])
     return AuditResult(data=result, markdown=markdown, out=out, files=files)

@@ -95,6 +95,8 @@ def audit(
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ ({', '.join(result.files)})")
+    if options.model_card is not None:
+        typer.echo(f"model card: the Privacy evaluation section is in {options.model_card}")
     if result.gate is None:
         return 0
     print(f"bnmem: {result.gate['text']}", file=sys.stderr, flush=True)
