@@ -24,7 +24,7 @@ def audit_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("hospital")
     s = write_scenario(root)
     out = root / "audit"
-    assert main(["audit", "--quiet", *s["flags"], "--shadow-models", "4", "--out", str(out)]) == 0
+    assert main(["audit", "--quiet", *s["flags"], "--shadow-models", "4", "--canaries", "100", "--out", str(out)]) == 0
     return out
 
 
@@ -100,3 +100,15 @@ def test_exposure_csv_ranks_every_training_file_and_its_top_row_is_the_headlines
     assert all(float(r["log_lr_lo"]) <= float(r["log_lr"]) <= float(r["log_lr_hi"]) for r in rows)
     md = (audit_dir / "audit.md").read_text()
     assert "## Most exposed training files (exposure.csv: all 480, ranked)" in md and f"`{paths[0]}`" in md
+
+
+def test_the_one_run_floor_stands_beside_the_multi_run_one(audit_dir):
+    """The scenario's recipe (plain SGD at lr 0.005, 10 epochs) trained once with 100 noise canaries: its floor and
+    the shadow copies' ε lower bound, both stated as floors, side by side (audit.json, audit.md, the HTML page)."""
+    res = json.loads((audit_dir / "audit.json").read_text())
+    one, eps = res["one_run"], res["risk"]["epsilon"]
+    assert eps is not None and one["multi_run"]["eps_lb"] == eps["eps_lb"] and one["multi_run"]["attack"] == eps["attack"]
+    assert f"the multi-run ε lower bound over the shadow copies is {eps['eps_lb']:.3g}" in one["text"]
+    assert one["training"]["recipe"]["epochs"] == 10  # the recipe as given: one copy on the whole set, as the model
+    page = (audit_dir / "audit.html").read_text() if (audit_dir / "audit.html").exists() else ""
+    assert one["text"] in (audit_dir / "audit.md").read_text() and (not page or html.escape(one["text"]) in page)

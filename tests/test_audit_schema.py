@@ -29,7 +29,7 @@ def audits(tmp_path_factory):
     model = seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0).eval()
     out = tmp_path_factory.mktemp("schema")
     with_copies = bnmem.audit(model, ds, shadow_models=4, train={"epochs": 1}, max_examples=40, top_k=5,
-                              fail_at="moderate", out=out / "copies")
+                              fail_at="moderate", canaries=100, out=out / "copies")
     without = bnmem.audit(model, ds, max_examples=40, top_k=5, out=out / "plain")
     return with_copies, without
 
@@ -47,6 +47,20 @@ def test_audit_json_validates_with_and_without_shadow_copies(audits):
         validate(doc)
     assert json.loads((audits[0].out / "audit.json").read_text())["risk"]["gate"]["budget"] == "moderate"
     assert json.loads((audits[1].out / "audit.json").read_text())["membership"] is None
+
+
+def test_the_one_run_audit_is_in_the_result_and_the_report(audits):
+    """--canaries: the floor beside the multi-run ε lower bound, in audit.json and audit.md."""
+    doc = json.loads((audits[0].out / "audit.json").read_text())
+    one, multi = doc["one_run"], doc["risk"]["epsilon"]
+    assert one["canaries"] == 100 and one["multi_run"] == (multi and {k: multi[k] for k in ("eps_lb", "attack", "group")}
+                                                            | {"where": one["multi_run"]["where"]})
+    assert one["eps_lb"] == max(p["eps_lb"] for p in one["per_k"]) and one["grid"] == [5, 10, 20, 50]
+    md = (audits[0].out / "audit.md").read_text()
+    assert "## One-run audit of the recipe (inserted canaries)" in md and one["text"] in md
+    assert ("not an estimate" in one["text"]) == (one["eps_lb"] > 0)
+    assert ("multi-run ε lower bound over the shadow copies" in one["text"]) == (multi is not None)
+    assert "one_run" not in json.loads((audits[1].out / "audit.json").read_text())
 
 
 def test_exposure_csv_header_is_the_schemas(audits):

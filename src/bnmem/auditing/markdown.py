@@ -226,7 +226,20 @@ def to_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines + answer_lines(result) + detail_lines(result))
 
 
+def one_run_lines(one: dict[str, Any] | None) -> list[str]:
+    """The one-run audit of the recipe: the floor, beside the multi-run one, and its guesses per k."""
+    if not one:
+        return []
+    lines = ["## One-run audit of the recipe (inserted canaries)", "", one["text"], "", f"Method: {one['method']}; "
+             f"canaries: {one['canary_kind']}; {100 * one['in_canaries_fit']:.0f}% of the IN canaries are fitted "
+             f"(the model prefers their random label); {one['seconds']:.0f} s.", "",
+             "| k (each side) | guesses | correct | ε lower bound |", "|---|---|---|---|"]
+    lines += [f"| {p['k']} | {p['guesses']} | {p['correct']} | {p['eps_lb']:.2f} |" for p in one["per_k"]]
+    return lines + [""]
+
+
 def detail_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
     """Everything after the answer (audit.html renders these same lines, so the two reports agree; it renders the
     exposure table itself, with links to the images: ``exposure=False``)."""
-    return shadow_lines(result, exposure) + comparison_lines(result) + model_lines(result) + gradient_lines(result)
+    return (shadow_lines(result, exposure) + one_run_lines(result.get("one_run")) + comparison_lines(result)
+            + model_lines(result) + gradient_lines(result))

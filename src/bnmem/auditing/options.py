@@ -34,6 +34,8 @@ class AuditOptions(StrictModel):
         workers: N > 1 trains the shadow copies in N local worker processes.
         fail_at: the CI gate's budget (:mod:`bnmem.auditing.gate`).
         model_card: also write a "Privacy evaluation" section for a model card here (:mod:`bnmem.auditing.model_card`).
+        canaries: K > 0 also runs the one-run audit of the recipe with K canaries (:mod:`bnmem.auditing.one_run`).
+        one_run_beta: the one-run audit's ε lower bound holds with confidence 1 − β.
         source: where the model and data came from (written into the result; set by ``bnmem audit``).
         executor: train the shadow copies through it (local worker processes, Ray); not a flag.
     """
@@ -60,6 +62,11 @@ class AuditOptions(StrictModel):
     model_card: str | None = Field(None, description=(
         "also write a 'Privacy evaluation' section in the Hugging Face model-card convention to this file "
         "(markdown; appended to an existing card, replacing an earlier such section)"))
+    canaries: int = Field(0, ge=0, description=(
+        "also audit the recipe in one training run (Steinke, Nasr, Jagielski 2023): K canaries, each in or out by "
+        "a fair coin, give an ε lower bound (0: off)"))
+    one_run_beta: float = Field(0.05, gt=0, lt=1, description="--canaries: the ε lower bound holds with "
+                                                              "confidence 1 − β")
     source: dict[str, Any] | None = None
     executor: Any = None
 
@@ -81,6 +88,13 @@ class AuditOptions(StrictModel):
             from bnmem.auditing.gate import parse_budget
 
             parse_budget(v)
+        return v
+
+    @field_validator("canaries")
+    @classmethod
+    def _canaries(cls, v: int) -> int:
+        if 0 < v < 20:
+            raise ValueError(f"must be 0 (off) or at least 20, got {v} (even all guesses right on fewer canaries certify almost nothing)")
         return v
 
 

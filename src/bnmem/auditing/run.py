@@ -120,8 +120,8 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
     frontier = frontier_citation(opts.defenses) if opts.defenses is not None else None  # before any work
     ds = as_dataset(train_data, test_data, masks.get("noisy_mask"), masks.get("ood_mask"))
     rare = check_rare(masks.get("rare_mask"), ds.n_train)
-    if copies.wanted:
-        check_shadow_request(model, copies)  # before any slow work
+    if copies.wanted or opts.canaries:
+        check_shadow_request(model, copies)  # before any slow work (a copy of the architecture must train)
     check_outputs_wanted(opts, copies)
     if opts.max_memory is not None:
         parse_size(opts.max_memory)
@@ -135,7 +135,20 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
             print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if copies.shadow_models:
             shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare)
+    if opts.canaries:
+        result["one_run"] = one_run_section(model, ds, train_cfg, opts)
     return finish(result, norms, out, frontier, opts, ds)
+
+
+def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, opts: Any) -> dict[str, Any]:
+    """The one-run audit of the recipe (:mod:`bnmem.auditing.one_run`): one fresh copy trains with the recipe as
+    given (the whole training set, as your model did) plus the canaries."""
+    from bnmem.auditing.one_run import audit_recipe_once, plain_trainer
+
+    if opts.progress:
+        print(f"one-run audit: training one copy with {opts.canaries} canaries", file=sys.stderr, flush=True)
+    return audit_recipe_once(model, ds, plain_trainer(train, opts.seed, opts.progress), opts.canaries,
+                             seed=opts.seed, beta=opts.one_run_beta, device=train.device)
 
 
 def check_outputs_wanted(opts: Any, copies: ShadowCopies) -> None:
@@ -260,6 +273,15 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
     if frontier is not None:
         result["risk"]["frontier"] = frontier
         result["risk"]["recommendations"].append(frontier["text"])
+    if result.get("one_run"):
+        from bnmem.auditing.one_run import one_run_text
+        from bnmem.auditing.report import ATTACK_NAMES
+
+        eps = result["risk"].get("epsilon")
+        names = {g["group"]: g["name"] for g in result["risk"]["groups"]}
+        multi = {"eps_lb": eps["eps_lb"], "attack": eps["attack"], "group": eps["group"],
+                 "where": f"{ATTACK_NAMES[eps['attack']]} on {names.get(eps['group'], eps['group'])}"} if eps else None
+        result["one_run"].update({"multi_run": multi, "text": one_run_text(result["one_run"], multi)})
     if opts.fail_at is not None:
         from bnmem.auditing.gate import evaluate_gate
 
@@ -333,7 +355,8 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path, 
                 "top_k": opts.top_k, "max_examples": opts.max_examples, "shadow_models": copies.shadow_models,
                 **({} if copies.match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
-                **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {})}
+                **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {}),
+                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {})}
     out = prepare_audit_dir(out, resolved)
     opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
                                    "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
