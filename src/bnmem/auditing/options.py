@@ -34,6 +34,7 @@ class AuditOptions(StrictModel):
         workers: N > 1 trains the shadow copies in N local worker processes.
         fail_at: the CI gate's budget (:mod:`bnmem.auditing.gate`).
         model_card: also write a "Privacy evaluation" section for a model card here (:mod:`bnmem.auditing.model_card`).
+        mlflow: also log the audit as one run to the active MLflow tracking URI (:mod:`bnmem.auditing.tracking`).
         canaries: K > 0 also runs the one-run audit of the recipe with K canaries (:mod:`bnmem.auditing.one_run`).
         one_run_beta: the one-run audit's ε lower bound holds with confidence 1 − β.
         source: where the model and data came from (written into the result; set by ``bnmem audit``).
@@ -62,6 +63,9 @@ class AuditOptions(StrictModel):
     model_card: str | None = Field(None, description=(
         "also write a 'Privacy evaluation' section in the Hugging Face model-card convention to this file "
         "(markdown; appended to an existing card, replacing an earlier such section)"))
+    mlflow: bool = Field(False, description=(
+        "also log the audit (parameters, each group's AUC with both ends, the level, the report files) as one run "
+        "to the active MLflow tracking URI (./mlruns by default; pip install 'bnmem[mlflow]')"))
     canaries: int = Field(0, ge=0, description=(
         "also audit the recipe in one training run (Steinke, Nasr, Jagielski 2023): K canaries, each in or out by "
         "a fair coin, give an ε lower bound (0: off)"))

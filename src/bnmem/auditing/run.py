@@ -90,12 +90,14 @@ class AuditResult:
         markdown: the human-readable report (also ``audit.md``).
         out: where the files went (None when not written).
         files: the files written into ``out``, in the order they were written.
+        mlflow: where the audit was logged with ``mlflow=True`` (``tracking_uri``, ``experiment_id``, ``run_id``).
     """
 
     data: dict[str, Any]
     markdown: str
     out: Path | None = None
     files: list[str] = field(default_factory=list)
+    mlflow: dict[str, str] | None = None
 
     @property
     def risk(self) -> dict[str, Any]:
@@ -122,7 +124,7 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
     rare = check_rare(masks.get("rare_mask"), ds.n_train)
     if copies.wanted or opts.canaries:
         check_shadow_request(model, copies)  # before any slow work (a copy of the architecture must train)
-    check_outputs_wanted(opts, copies)
+    check_outputs_wanted(opts, copies, out)
     if opts.max_memory is not None:
         parse_size(opts.max_memory)
     n_outputs, acc, warnings = checked_model(model, ds, rare)
@@ -151,13 +153,20 @@ def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, op
                              seed=opts.seed, beta=opts.one_run_beta, device=train.device)
 
 
-def check_outputs_wanted(opts: Any, copies: ShadowCopies) -> None:
-    """Options that read the membership attacks need shadow copies: one line naming the fix.
+def check_outputs_wanted(opts: Any, copies: ShadowCopies, out: str | Path | None) -> None:
+    """The outputs asked for can be made: one line naming the fix, before any work.
 
     Raises:
-        BnmemError: ``fail_at`` or ``mlflow``/``model_card`` without shadow copies (a gate would have nothing
-            to read; the card and the run would state "not measured", which the caller did not ask for).
+        BnmemError: ``fail_at`` without shadow copies (a gate would have nothing to read), ``mlflow`` without
+            MLflow installed or without ``out`` (its artifacts are the audit's files), a model card that
+            cannot take the section.
     """
+    if opts.mlflow:
+        from bnmem.auditing.tracking import require_mlflow
+
+        require_mlflow()
+        if out is None:
+            raise BnmemError("mlflow=True logs the audit's files as artifacts: give out= too")
     if opts.fail_at is not None and not copies.shadow_models:
         raise BnmemError("--fail-at gates on the membership attacks: give --shadow-models too (e.g. 8)")
     if opts.model_card is not None:
@@ -300,7 +309,13 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
     if out is not None:
         io.write_json(out / "audit.json", result)  # last: a folder holding audit.json holds a finished audit
         files += ["audit.json", "audit.md", "gradient_norms.npy"] + ([EXPOSURE_FILE] if table is not None else [])
-    return AuditResult(data=result, markdown=markdown, out=out, files=files)
+    logged = None
+    if opts.mlflow and out is not None:
+        from bnmem.auditing.tracking import log_audit
+
+        logged = log_audit(result, out, opts.model_dump(include={"top_k", "max_examples", "fail_at", "canaries",
+                                                                 "one_run_beta"}))
+    return AuditResult(data=result, markdown=markdown, out=out, files=files, mlflow=logged)
 
 
 def exposure_table(result: dict[str, Any], ds: OutlierDataset, norms: np.ndarray) -> str | None:
@@ -347,7 +362,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path, 
     from bnmem.auditing.options import resolve
 
     copies, _, opts, _ = resolve(shadow, None, options, fields)
-    check_outputs_wanted(opts, copies)
+    check_outputs_wanted(opts, copies, out)
     model, fmt, ds, digest = load_checked(model_path, config, copies, opts.max_memory, opts.defenses)
     rare = rare_file_mask(config)
     resolved = {"model": str(model_path), "model_sha256": digest,

@@ -95,6 +95,8 @@ def audit(
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ ({', '.join(result.files)})")
+    if result.mlflow is not None:
+        typer.echo(f"mlflow: run {result.mlflow['run_id']} in {result.mlflow['tracking_uri']}")
     if options.model_card is not None:
         typer.echo(f"model card: the Privacy evaluation section is in {options.model_card}")
     if result.gate is None:
