@@ -229,10 +229,15 @@ def _rates(claims) -> dict[str, float]:
     return {s: statuses.count(s) / len(statuses) for s in (REPRODUCED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE)}
 
 
-def _simulate(module, make_run, draws: int, seed: int, index: int = 0) -> dict[str, float]:
-    """Rates of the row's statuses over ``draws`` runs from ``make_run(rng)``, decided by the report's driver."""
+def _simulate(module, make_run, draws: int, seed: int, index: int = 0, previous: bool = False) -> dict[str, float]:
+    """Rates of the row's statuses over ``draws`` runs from ``make_run(rng)``, decided by the report's driver
+    (``previous``: the verdict under the previous plan's rule, which the report shows beside it)."""
     rng = np.random.default_rng(seed)
-    return _rates([evaluate_rule(module, make_run(rng))[index] for _ in range(draws)])
+    claims = [evaluate_rule(module, make_run(rng))[index] for _ in range(draws)]
+    if previous:
+        return {s: sum(c.previous_status == s for c in claims) / len(claims)
+                for s in (REPRODUCED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE)}
+    return _rates(claims)
 
 
 @pytest.fixture(autouse=True)
@@ -363,24 +368,28 @@ def gs_sim_run(rng, settings, n: int, models: int = 1):
 
 @pytest.mark.parametrize("n", [2, 3, 10])
 def test_claim_4_constructed_null_through_the_report(n):
-    """The issue's constructed null in one of k = 3 settings (the other two with every layer of every model
-    above 1): the row reads reproduced at most at the nominal 2.5% (+ MC). Below 7 replicates it cannot
-    read reproduced at all (GS_MIN_REPLICATES), whatever the data."""
-    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), n), 100, 50 + n)
+    """Plan 4.0's rule (Anderson's bound on the layer fraction; since plan 5.0 the previous verdict and a
+    robustness row), on the issue's constructed null in one of k = 3 settings (the other two with every layer of
+    every model above 1): reproduced at most at the nominal 2.5% (+ MC). Below 7 replicates it cannot read
+    reproduced at all (GS_MIN_REPLICATES), whatever the data. Plan 5.0's own nulls: tests/test_claim4_layers.py."""
+    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), n), 100, 50 + n, previous=True)
     assert rates[REPRODUCED] <= mc_bound(0.025, 100), rates
     if n < GS_MIN_REPLICATES:
         assert rates[REPRODUCED] == 0.0
 
 
 def test_claim_4_twin_with_the_t_interval_fails(monkeypatch):
-    """The planted bug: plan 3.0's t-interval in place of the distribution-free one. Equal replicate means give
+    """Plan 4.0's rule (the previous verdict). The planted bug: plan 3.0's t-interval in place of the
+    distribution-free one. Equal replicate means give
     a zero-width interval, so the constructed null reads reproduced far above 2.5%."""
     from bnmem.report.claims import claim4 as c4
     from bnmem.report.claims.core import estimate
 
     monkeypatch.setattr(c4, "layer_fraction_estimate",
-                        lambda groups: (lambda e: (e, grade(e, null=GS_MAJORITY)))(estimate(groups, "seeds", True)))
-    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), 3), 100, 53)  # ≈ (2/3)³ = 30%
+                        lambda groups, lv=None: (lambda e: (e, grade(e, null=GS_MAJORITY)))(estimate(groups, "seeds",
+                                                                                                  True)))
+    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), 3), 100, 53,
+                      previous=True)  # ≈ (2/3)³ = 30%
     assert rates[REPRODUCED] > mc_bound(0.025, 100), rates
 
 
@@ -487,7 +496,8 @@ def test_claim_5b_twin_deciding_on_the_mean_fails(monkeypatch):
 def test_null_claim_6_at_its_margins():
     """Non-inferiority null: a true drop at the 1-point margin with a large cut reads reproduced in at most
     2.5% (+ MC); no cut at all reads reproduced or contradicted in at most 5% (+ MC). On the claim's own status
-    function (claim 6's evaluation through the report is simulated with its selection, in test_mitigate)."""
+    function; claim 6's rates through the report (nested selection, k = 2 settings, n = 2, 3, 5, 10), exact and
+    with planted-bug twins, are in tests/test_null_teeth.py."""
     draws = 8_000
     rng = np.random.default_rng(56)
     dlo, dhi = t_intervals(rng.normal(MITIGATE_TEST_DROP, 0.01, (draws, 3)), 0.95)

@@ -83,11 +83,14 @@ def test_claim_6_needs_the_cut_and_the_cost_and_a_missing_spread_falls_back_to_t
     assert endpoint_power(drop, 4, None, s) == endpoint_power(drop, 4, drop.sd, s)
 
 
-def test_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_null(monkeypatch):
+def test_plan_4_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_null(monkeypatch):
+    """Plan 4.0's claim-4 endpoint (a TEST_EXACT simulation of its layer-fraction rule). Plan 5.0's claim 4 is
+    computed through the partial-conjunction rule: tests/test_claim4_layers.py."""
     import bnmem.report.power as rp
+    from bnmem.analysis_plan import TEST_EXACT, Endpoint
 
     monkeypatch.setattr(rp, "SIM_RUNS", 300)
-    ep = PLANNING["4"][0]
+    ep = Endpoint("", TEST_EXACT, 0.75, 0.5, 0.22, "smallest effect of interest", "plan 4.0's")
     s = SettingDesign(10, {"": 0.05}, layers=4, seeds=2)
     at_null = endpoint_power(dataclasses.replace(ep, effect=0.5), 10, 0.05, s)
     assert at_null <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / 300)

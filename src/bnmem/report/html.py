@@ -553,7 +553,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}. "
-        f'<span id="plan-line">{esc(plan.headline(short=True))}</span></p>',
+        f'<span id="plan-line">{esc(plan.headline(short=True))}</span>'
+        + (f' <span id="provenance-line">{esc(plan.provenance)}</span>' if plan.provenance else "") + "</p>",
         status_legend(counts, shown_statuses(claims)),
         "</header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, plan.label),
@@ -611,8 +612,8 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (claim 4: a distribution-free interval "
-        f"for a mean in [0, 1]); the percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}) is shown next to "
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (claim 4: one-sided t-tests per BN layer "
+        f"combined by a partial-conjunction test); the percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}) is shown next to "
         "it, never deciding. A claim measured in k settings reads reproduced only if every setting does (an "
         "intersection–union test: 95% each, no adjustment) and contradicted if any one does, tested at "
         "1 − 0.05/k (Bonferroni) so a false 'contradicted' keeps a family-wise 2.5% level.</li>"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    INCONCLUSIVE, PLANNING, POWER_TARGET, REPRODUCED, TEST_ABOVE, TEST_BAND, TEST_BELOW, TEST_EXACT,
+    INCONCLUSIVE, PLANNING, POWER_TARGET, REPRODUCED, TEST_ABOVE, TEST_BAND, TEST_BELOW, TEST_EXACT, TEST_LAYERS,
     UNDERPOWERED_BELOW, Endpoint, reproduced_level,
 )
 from bnmem.power import power_above, power_all, power_band, power_below, power_simulated_all, units_needed
@@ -171,6 +171,10 @@ def endpoint_power(ep: Endpoint, n: int, sd: float | None, s: SettingDesign) -> 
         return power_band(n, sd, effect, ep.band or (threshold, threshold), _alpha())
     if ep.test == TEST_EXACT:
         return _exact_power(ep, n, sd, s)
+    if ep.test == TEST_LAYERS:  # claim 4 (plan 5.0): the partial-conjunction rule's own arithmetic
+        from bnmem.report.claims.layer_test import partial_conjunction_power
+
+        return partial_conjunction_power(n, sd, effect, s.layers, (1.0 - reproduced_level()) / 2.0)
     raise ValueError(f"unknown test {ep.test!r}")
 
 

@@ -102,6 +102,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     lines = [f"# bnmem report — {title}", "",
              f"**{run.plan.label}**", "",
              run.plan.headline(), "",
+             *([run.plan.provenance, ""] if run.plan.provenance else []),
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
              "intervals are 95% with replicates as the unit, at 1 − 0.05/k where a claim's k settings were tested "

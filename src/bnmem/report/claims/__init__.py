@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Callable
 
 from bnmem.analysis_plan import family_level
-from bnmem.report.claims import claim1, claim2, claim3, claim4, claim5, claim6, claim7
+from bnmem.report.claims import claim1, claim2, claim3, claim3c, claim4, claim5, claim6, claim7
 from bnmem.report.claims.core import (
     RANK, ROW_KEYS, Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, grade, grade_v2, vs_paper,
     weakest,
@@ -36,7 +36,7 @@ __all__ = ["Analysis", "Claim", "Evaluation", "PreviousVerdict", "RANK", "ROW_KE
            "evaluate_claims", "evaluate_rule", "grade", "grade_v2", "rule_ids", "vs_paper", "weakest"]
 
 # The rule modules, in the paper's order.
-RULES: tuple[ModuleType, ...] = (claim1, claim2, claim3, claim4, claim5, claim6, claim7)
+RULES: tuple[ModuleType, ...] = (claim1, claim2, claim3, claim3c, claim4, claim5, claim6, claim7)
 
 
 def rule_ids() -> list[str]:
