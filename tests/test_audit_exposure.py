@@ -54,7 +54,7 @@ def test_rows_match_the_loop_and_are_ranked_by_exposure(targets):
     assert all(float(p["log_lr"]) == r["log_lr"] for p, r in zip(parsed, rows))  # full precision
     assert all((p["gradient_norm"] == "") == (r["gradient_norm"] is None) for p, r in zip(parsed, rows))
     top = exposure_section(cols, rows, None)
-    assert f"`{rows[0]['path']}` ({rows[0]['group']})" in top_sentence(top) and top["n"] == n
+    assert f"is {rows[0]['path']} ({rows[0]['group']})" in top_sentence(top) and top["n"] == n
 
 
 def test_one_copy_in_gives_no_interval():

@@ -93,7 +93,7 @@ def test_exposure_csv_ranks_every_training_file_and_its_top_row_is_the_headlines
     assert len(set(paths)) == len(paths) and all(p.startswith("train/") for p in paths)
     lr = [float(r["log_lr"]) for r in rows]
     assert lr == sorted(lr, reverse=True) and [int(r["rank"]) for r in rows] == list(range(1, len(rows) + 1))
-    assert f"The most exposed file is `{rows[0]['path']}`" in res["risk"]["headline"]
+    assert f"The most exposed file is {rows[0]['path']} (" in res["risk"]["headline"]
     assert [r["path"] for r in section["top"]] == paths[: len(section["top"])]
     mislabeled = {line.strip() for line in (audit_dir.parent / "mislabeled.csv").read_text().splitlines()[1:]}
     assert {r["path"] for r in rows if r["group"] == "outlier"} == mislabeled

@@ -127,7 +127,7 @@ def top_sentence(section: dict[str, Any] | None) -> str:
     if not section or not section["top"] or section["top"][0]["log_lr"] is None:
         return ""
     r = section["top"][0]
-    name = f"`{r['path']}`" if r["path"] else f"training example {r['index']}"
+    name = r["path"] if r["path"] else f"training example {r['index']}"  # plain: the headline quotes no code
     ci = (f" [{r['log_lr_lo']:.1f}, {r['log_lr_hi']:.1f}]" if r["log_lr_lo"] is not None else "")
     return (f"The most exposed file is {name} ({r['group']}): membership log-likelihood ratio {r['log_lr']:.1f}{ci} "
             f"over the {r['copies_in']} copies that trained on it ({EXPOSURE_FILE} ranks every training file).")
