@@ -18,7 +18,6 @@ import torch
 from audit_scenario import write_scenario
 
 import bnmem
-from bnmem.auditing import run as audit_run
 from bnmem.auditing.membership import membership_section
 from bnmem.config import TrainConfig
 from bnmem.formatting import count_text
@@ -96,11 +95,12 @@ def test_cost_estimate_within_a_factor_two_of_the_measured_training_time(scenari
 
 
 def test_python_signature_is_written_once_with_at_most_eight_parameters():
-    """One definition (bnmem.auditing.api): the package and the implementation module name the same function; its
-    options are objects (ShadowCopies, TrainConfig, AuditOptions) whose fields are also accepted as keywords."""
+    """One definition (bnmem.auditing.api), which the package re-exports; its options are objects (ShadowCopies,
+    TrainConfig, AuditOptions) whose fields are also accepted as keywords."""
+    from bnmem.auditing import api
     from bnmem.auditing.options import AuditOptions
 
-    assert bnmem.audit is audit_run.audit
+    assert bnmem.audit is api.audit
     params = inspect.signature(bnmem.audit).parameters
     assert len(params) <= 8 and [n for n, p in params.items() if p.kind is p.VAR_KEYWORD] == ["fields"]
     with pytest.raises(BnmemError, match="unknown keyword.*shadow_modles"):

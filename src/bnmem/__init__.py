@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import types
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bnmem.auditing.api import audit

@@ -47,7 +47,6 @@ import torch
 from torch import nn
 
 from bnmem import io
-from bnmem.auditing.api import audit  # the public entry point (its signature is written there)
 from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.exposure import EXPOSURE_FILE
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
