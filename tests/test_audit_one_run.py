@@ -116,3 +116,20 @@ def test_the_audit_fails_a_dp_sgd_recipe_whose_noise_is_removed(digits, monkeypa
     res = dp_run(digits)
     assert res["training"]["dp"]["epsilon"] == pytest.approx(1.0, abs=0.02)
     assert res["eps_lb"] > res["training"]["dp"]["epsilon"], res["per_k"]  # measured: 2.98
+
+
+def test_the_text_reads_both_floors_and_says_why_they_differ():
+    from bnmem.auditing.one_run import one_run_text
+
+    one = {"eps_lb": 4.39, "beta": 0.05, "delta": 1e-5, "canaries": 500, "canaries_in": 245, "correct": 400,
+           "guesses": 400, "k": 200}
+    multi = {"eps_lb": 0.0, "where": "online LiRA on the 20 most-exposed examples"}
+    text = one_run_text(one, multi)
+    assert "below ε = 4.39 holds" in text and "a floor, not an estimate of ε" in text
+    assert "multi-run ε lower bound over the shadow copies is 0 (online LiRA on the 20" in text
+    assert "they differ on whether ε > 0" in text and "the multi-run floor is the weaker" in text
+    assert "they agree" in one_run_text(one, {**multi, "eps_lb": 1.8}) and "weaker" not in one_run_text(
+        one, {**multi, "eps_lb": 1.8})
+    zero = one_run_text({**one, "eps_lb": 0.0, "correct": 200}, {**multi, "eps_lb": 1.8})
+    assert "does not mean the recipe is private" in zero and "the one-run floor is the weaker" in zero
+    assert one_run_text(one, None).endswith("not an estimate of ε.")

@@ -234,5 +234,13 @@ def one_run_text(one: dict[str, Any], multi: dict[str, Any] | None) -> str:
     why = ("both are floors on the same recipe's ε, from different evidence (inserted noise canaries in one run, "
            "δ = {d1:g}; the real examples over the shadow copies, δ = 1/N per copy), so the larger one is the "
            "better floor and neither is an estimate").format(d1=one["delta"])
+    differ = ""
+    if same == "differ":
+        weaker = "multi-run" if m_eps < eps else "one-run"
+        differ = (f" Here the {weaker} floor is the weaker: " + (
+            "the multi-run one is read from the attack and group that set the level, whose few scores per copy "
+            "bound little, while the canaries are built to be memorized" if weaker == "multi-run" else
+            "the recipe did not fit the canaries well enough for the guesses to beat chance, while the real "
+            "examples over the shadow copies did") + ".")
     return (f"{head} Beside it, the multi-run ε lower bound over the shadow copies is {m_eps:.3g} "
-            f"({multi.get('where', multi.get('attack', ''))}); they {same} on whether ε > 0: {why}.")
+            f"({multi.get('where', multi.get('attack', ''))}); they {same} on whether ε > 0: {why}.{differ}")
