@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, render_markdown,
+    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, SMALLER,
+    render_markdown,
 )
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import (
@@ -126,9 +127,13 @@ def test_each_status_is_reachable_through_claim_3():
     def reps(effect):
         return [effect + rng.normal(0, 0.002, 32) + rng.normal(0, 0.002) for _ in range(3)]
 
-    expected = {REPRODUCED: 0.06, DIRECTION_ONLY: 0.02, CONTRADICTED: -0.03}
+    # plan 5.0: the magnitude is in the status (the paper's 3–5 points at a 5% mix: minimum 4); replicate means
+    # effect ± 0.2 points: a 95% interval of effect ± 0.5 points
+    expected = {LARGER: 0.06, REPRODUCED: 0.047, DIRECTION_ONLY: 0.04, SMALLER: 0.02, CONTRADICTED: -0.03}
     for status, effect in expected.items():
-        assert claim_lira(lira_run(reps(effect)), clean=False).status == status, status
+        fixed = [np.full(32, effect + d) for d in (-0.002, 0.0, 0.002)]
+        assert claim_lira(lira_run(fixed), clean=False).status == status, status
+    assert claim_lira(lira_run(reps(0.06)), clean=False).status == LARGER
     noisy = [np.full(32, v) for v in (0.04, -0.05, 0.01)]
     assert claim_lira(lira_run(noisy), clean=False).status == INCONCLUSIVE
     assert claim_lira(make_run([]), clean=False).status == NOT_RUN
@@ -136,10 +141,14 @@ def test_each_status_is_reachable_through_claim_3():
 
 def test_bars_per_outlier_mix():
     """At a 5% mix the paper's bar is 4 points, at 1% it is 3: a gain of 3.5–3.7 points (interval about
-    [+3.35, +3.85]) is direction only at 5% and reproduced at 1%."""
+    [+3.35, +3.85]) is wholly below the bar at 5% (plan 5.0: smaller than the paper; 4.0: direction only) and
+    reproduced at 1%; straddling the 4-point bar it stays direction only."""
     d = [np.full(32, v) for v in (0.035, 0.036, 0.037)]
-    assert claim_lira(lira_run(d, label_noise=0.05), clean=False).status == DIRECTION_ONLY
+    c5 = claim_lira(lira_run(d, label_noise=0.05), clean=False)
+    assert c5.status == SMALLER and c5.previous_status == DIRECTION_ONLY
     assert claim_lira(lira_run(d, label_noise=0.01), clean=False).status == REPRODUCED
+    straddle = [np.full(32, v) for v in (0.037, 0.040, 0.043)]
+    assert claim_lira(lira_run(straddle, label_noise=0.05), clean=False).status == DIRECTION_ONLY
 
 
 def test_single_pair_is_inconclusive():
@@ -165,11 +174,12 @@ def test_claim_3_gives_each_attack_a_verdict_and_states_agreement():
         cells.append(make_cell("lira", r, {LIRA: data}))
     claim = claim_lira(make_run(cells), clean=False)
     verdicts = {a.name: a.status for a in claim.coverdicts()}
-    assert verdicts == {"online LiRA": REPRODUCED, "offline LiRA": REPRODUCED, "RMIA": INCONCLUSIVE}
-    assert claim.status == REPRODUCED and claim.vs_paper == "above"
+    # plan 5.0: online's +9 points lie wholly above the paper's 3–5 (plan 4.0 read reproduced)
+    assert verdicts == {"online LiRA": LARGER, "offline LiRA": REPRODUCED, "RMIA": INCONCLUSIVE}
+    assert claim.status == LARGER and claim.vs_paper == "above" and claim.previous_status == REPRODUCED
     assert "disagree" in claim.agreement_text()
     assert claim.agreement() == (2, 3)  # direction: the plan (= online LiRA), offline LiRA agree; RMIA not
-    assert claim.magnitude_agreement() == (2, 3)
+    assert claim.magnitude_agreement() == (1, 3)  # only the plan's own reads larger than the paper
     assert [claim.label(a) for a in claim.robustness()] == [f"plan {PLAN_VERSION} (online LiRA)", "offline LiRA",
                                                              "RMIA"]
 
@@ -375,7 +385,8 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     assert cov["eval definition"].status == REPRODUCED
     assert cov["batch definition"].status == CONTRADICTED  # epoch 5: 1 − 2 = −1; mean −0.5
     assert claim.status == CONTRADICTED and "disagree" in claim.agreement_text()
-    assert claim.previous_status == CONTRADICTED  # plan 3.0: the same rule at 1 − 0.05/2
+    # plan 4.0's same-epoch window (the previous verdict) agrees here: both clean curves are equal
+    assert claim.previous_status == CONTRADICTED
     expected = area_under([1, 5, 20], np.array([0.0, 1.0, -2.0]))
     assert expected == pytest.approx((0.5 * 4 - 0.5 * 15) / 19)
     panel = {a.name: a for a in claim.robustness()}
@@ -446,8 +457,9 @@ def test_claim_2_matched_fit_uses_a_caliper():
 
 
 def test_report_prints_plan_version_agreement_and_previous_verdicts():
-    """The checklist rows carry the plan version, the agreement counts and the plan 3.0 verdict (here equal: one
-    deciding test per claim, and 3.0 differed from 4.0 only in multiplicity for claims 2 and 3); the HTML has
+    """The checklist rows carry the plan version, the agreement counts and the plan 4.0 verdict (claim 2 equal:
+    the clean curves are equal, so matched progress is the same epoch; claim 3a's +9 points read larger than the
+    paper under 5.0, reproduced under 4.0); the HTML has
     the robustness panel and the plan; summary.csv keeps its columns in order and appends vs_paper & co."""
     from bnmem.report.claims import evaluate_claims
     from bnmem.report.html import render_html
@@ -467,7 +479,7 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     html = render_html(run, claims, {})
     assert f"analysis plan version {PLAN_VERSION}" in html and 'id="plan-line"' in html
     assert 'data-claim="2" data-status="reproduced" data-previous="reproduced"' in html
-    assert 'data-claim="3a" data-status="reproduced" data-previous="reproduced"' in html
+    assert 'data-claim="3a" data-status="larger than the paper" data-previous="reproduced"' in html
     assert 'id="robustness"' in html and 'id="plan"' in html and "Adopted after seeing results" in html
     c3 = next(c for c in claims if c.id == "3a")
     assert "analyses agree on direction" in c3.agreement_text()
@@ -477,10 +489,10 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
                                 "agreement", "coverdicts", "previous_status", "plan_version", "rule", "ci_method",
                                 "where", "conditions")
     rows = {r["id"]: r for r in __import__("csv").DictReader(render_csv(claims).splitlines())}
-    assert rows["3a"]["status"] == REPRODUCED and rows["3a"]["previous_status"] == REPRODUCED
+    assert rows["3a"]["status"] == LARGER and rows["3a"]["previous_status"] == REPRODUCED
     assert rows["3a"]["vs_paper"] == "above" and float(rows["3a"]["paper_low"]) == 0.04
     assert rows["3a"]["agreement"] == "{} of {}".format(*c3.agreement())
-    assert "online LiRA: reproduced" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
+    assert "online LiRA: larger than the paper" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
     assert rows["2"]["previous_status"] == REPRODUCED and rows["2"]["vs_paper"] == ""
     assert rows["5a"]["kind"] == "derivation check" and {r["plan_version"] for r in rows.values()} == {PLAN_VERSION}
     assert rows["7"]["status"] == NOT_RUN
@@ -556,17 +568,18 @@ def test_claim_5a_is_a_derivation_check_and_5b_is_the_kernel_slope():
     assert "5 paired seeds" in c.decisive.method  # one unit per seed: flip and OOD pooled
     median_row = next(x for x in c.robustness() if x.name.startswith("per-run median"))
     assert median_row.value == pytest.approx(1.0, abs=0.01) and median_row.status == REPRODUCED
-    # plan 4.0's band rule: wholly outside the band is contradicted, on either side; 3.0 said direction only
+    # plan 4.0's band rule: wholly outside the band is contradicted, on either side (3.0 said direction only);
+    # plan 5.0 kept it, so the previous (4.0) verdict is the same
     half = _kernel_runs({s: 0.5 + 0.01 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": half}))[1]
-    assert c.status == CONTRADICTED and c.vs_paper == "below" and c.previous_status == DIRECTION_ONLY
+    assert c.status == CONTRADICTED and c.vs_paper == "below" and c.previous_status == CONTRADICTED
     high = _kernel_runs({s: 1.5 + 0.01 * (s - 2) for s in range(5)}, rng)
     assert claim_theory(theory_run(amp, {"runs": high}))[1].status == CONTRADICTED
     # the demo's case: a slope near 0 whose interval includes 0 but lies wholly below 0.9 (3.0: inconclusive)
     zero = _kernel_runs({s: 0.015 + 0.03 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": zero}))[1]
     assert c.decisive.ci_low < 0 < c.decisive.ci_high < 0.9
-    assert c.status == CONTRADICTED and c.previous_status == INCONCLUSIVE
+    assert c.status == CONTRADICTED and c.previous_status == CONTRADICTED  # 4.0's band rule, kept by 5.0
     # straddling an edge of the band: inconclusive
     edge = _kernel_runs({s: 0.9 + 0.05 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": edge}))[1]

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, MITIGATE_CUT, NOT_RUN,
-    REPRODUCED, THEORY_TOL, lira_range,
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, MITIGATE_CUT, NOT_RUN,
+    REPRODUCED, SMALLER, THEORY_TOL, lira_range,
 )
 from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
 from bnmem.report.claims import Claim, Evaluation
@@ -22,6 +22,7 @@ from bnmem.formatting import finite
 
 STATUS_COLORS = {
     REPRODUCED: "#1e8a4c", CHECK_PASSED: "#2a93a8", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
+    LARGER: "#6a9a1f", SMALLER: "#d9731a",
     CONTRADICTED: "#c0392b", CHECK_FAILED: "#a3397f", NOT_RUN: "#9aa0a6",
 }
 # Per claim: the x-axis label, the null (or threshold, or for 5b the prediction) and its name.
