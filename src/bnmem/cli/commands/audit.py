@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 ModelFile = Annotated[Path, typer.Option("--model", help="a pickled nn.Module (torch.save(model)) or a TorchScript "
                                                           "file; unpickling runs code: trusted files only",
                                          show_default=False)]
-AuditOut = Annotated[Path, typer.Option(help="output folder (audit.json, audit.md)")]
+AuditOut = Annotated[Path, typer.Option(help="output folder (audit.json, audit.md; exposure.csv with --shadow-models)")]
 GsReg = Annotated[float, typer.Option(help="train the shadow copies with the γ/σ regularizer of this λ (what "
                                             "bnmem.GammaSigmaPenalty adds to your own loop; 0: off)")]
 SameEpochs = Annotated[bool, typer.Option(
