@@ -47,8 +47,9 @@ def as_scenario(argv: list[str], scenario: dict, out, copies: int = 4) -> list[s
 
 def lower_level(res: dict) -> str:
     """The level the data rule out, recomputed from the groups' lower AUC ends (not read from risk)."""
-    ends = [max(a[g]["ci"]["auc"][0] for a in res["membership"]["leakage"].values() if g in a)
-            for g in ("outliers", "rare", "most_exposed", "all") if any(g in a for a in res["membership"]["leakage"].values())]
+    leakage = res["membership"]["leakage"].values()
+    ends = [max(a[g]["ci"]["auc"][0] for a in leakage if g in a)
+            for g in ("outliers", "rare", "most_exposed", "all") if any(g in a for a in leakage)]
     return band(max(ends), AUC_MODERATE, AUC_ELEVATED)
 
 

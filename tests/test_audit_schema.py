@@ -53,8 +53,8 @@ def test_the_one_run_audit_is_in_the_result_and_the_report(audits):
     """--canaries: the floor beside the multi-run ε lower bound, in audit.json and audit.md."""
     doc = json.loads((audits[0].out / "audit.json").read_text())
     one, multi = doc["one_run"], doc["risk"]["epsilon"]
-    assert one["canaries"] == 100 and one["multi_run"] == (multi and {k: multi[k] for k in ("eps_lb", "attack", "group")}
-                                                            | {"where": one["multi_run"]["where"]})
+    want = multi and {**{k: multi[k] for k in ("eps_lb", "attack", "group")}, "where": one["multi_run"]["where"]}
+    assert one["canaries"] == 100 and one["multi_run"] == want
     assert one["eps_lb"] == max(p["eps_lb"] for p in one["per_k"]) and one["grid"] == [5, 10, 20, 50]
     md = (audits[0].out / "audit.md").read_text()
     assert "## One-run audit of the recipe (inserted canaries)" in md and one["text"] in md

@@ -278,8 +278,9 @@ def test_the_cli_flags_are_generated_from_the_options_objects():
 
 
 def test_data_flag_combinations_are_one_line(tmp_path, capsys):
+    stray = "--mean, --mislabeled only apply with --data-folder"
     for argv, text in ((["--label-noise", "0.1", "--data-folder", str(tmp_path)], "build a bnmem dataset"),
-                       (["--mean", "0.5", "--mislabeled", "x.csv"], "--mean, --mislabeled only apply with --data-folder")):
+                       (["--mean", "0.5", "--mislabeled", "x.csv"], stray)):
         code = main(["audit", "--model", str(tmp_path / "m.pt"), *argv, "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and text in err[0], err

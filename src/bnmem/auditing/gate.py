@@ -83,7 +83,8 @@ def evaluate_gate(result: dict[str, Any], budget: dict[str, Any] | str) -> dict[
     if budget["kind"] == "level":
         reading, setter = risk["level_lower"], max(groups, key=lambda g: LEVELS.index(g["level_lower"]))
         reached = LEVELS.index(reading) >= LEVELS.index(budget["value"])
-        shown = f"the level the data rule out is {reading} (lower ends of the AUC intervals; the level is {risk['level']})"
+        shown = (f"the level the data rule out is {reading} (lower ends of the AUC intervals; the level is "
+                 f"{risk['level']})")
     elif budget["kind"] == "auc":
         setter = max(groups, key=lambda g: g["auc_ci"][0])
         reading = setter["auc_ci"][0]
@@ -108,8 +109,8 @@ def evaluate_gate(result: dict[str, Any], budget: dict[str, Any] | str) -> dict[
 def tpr_lower_ends(result: dict[str, Any], key: str) -> list[tuple[float, str, str]]:
     """``(lower Clopper–Pearson end, group, attack)`` of the TPR at ``key`` wherever it is estimable."""
     leakage = (result.get("membership") or {}).get("leakage") or {}
-    return [(g["ci"][key][0], name, attack) for attack in HEADLINE_ATTACKS for name, g in leakage.get(attack, {}).items()
-            if name in GROUPS and g.get("ci", {}).get(key) is not None]
+    return [(g["ci"][key][0], name, attack) for attack in HEADLINE_ATTACKS
+            for name, g in leakage.get(attack, {}).items() if name in GROUPS and g.get("ci", {}).get(key) is not None]
 
 
 assert set(TPR_KEYS.values()) == set(FPRS)  # the gate spells every FPR the audit measures

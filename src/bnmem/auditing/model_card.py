@@ -74,11 +74,13 @@ def result_lines(result: dict[str, Any]) -> list[str]:
     if risk.get("blocker"):
         lines += [f"Not assessed: {risk['blocker']}", ""]
     if risk["groups"]:
-        lines += ["| group | examples | attack | AUC [95%] | TPR at 1% FPR [95%] | level |", "|---|---|---|---|---|---|"]
+        lines += ["| group | examples | attack | AUC [95%] | TPR at 1% FPR [95%] | level |",
+                  "|---|---|---|---|---|---|"]
         for g in risk["groups"]:
             lk = mem["leakage"][g["attack"]][g["group"]]
             lines.append(f"| {g['name']} | {g['n_examples']} | {ATTACK_NAMES[g['attack']]} | "
-                         f"{_ci(g['auc'], g['auc_ci'])} | {_pct(lk.get('tpr_at_1pct_fpr'), lk['ci'].get('tpr_at_1pct_fpr'))}"
+                         f"{_ci(g['auc'], g['auc_ci'])} | "
+                         f"{_pct(lk.get('tpr_at_1pct_fpr'), lk['ci'].get('tpr_at_1pct_fpr'))}"
                          f" | {g['level']} |")
         lines.append("")
     if risk.get("epsilon"):

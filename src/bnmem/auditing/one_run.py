@@ -56,7 +56,8 @@ _CANARY_STREAM = 0xCA4A
 def p_value(m: int, r: int, v: int, eps: float, delta: float) -> float:
     """P-value of ≥ v correct guesses out of r (m canaries) under the hypothesis that training is (ε, δ)-DP.
 
-    P[Binomial(r, q) ≥ v] + 2mδ · max_{1≤i≤v} P[v − i ≤ Binomial(r, q) < v] / i, q = e^ε / (1 + e^ε), capped at 1.
+    P[Binomial(r, q) ≥ v] + 2mδ · max_{1≤i≤v} P[v − i ≤ Binomial(r, q) < v] / i, q = e^ε / (1 + e^ε),
+    capped at 1.
     """
     if not 0 <= v <= r <= m:
         raise BnmemError(f"one-run audit: need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")

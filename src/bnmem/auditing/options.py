@@ -98,7 +98,8 @@ class AuditOptions(StrictModel):
     @classmethod
     def _canaries(cls, v: int) -> int:
         if 0 < v < 20:
-            raise ValueError(f"must be 0 (off) or at least 20, got {v} (even all guesses right on fewer canaries certify almost nothing)")
+            raise ValueError(f"must be 0 (off) or at least 20, got {v} (even all guesses right on fewer canaries "
+                             "certify almost nothing)")
         return v
 
 

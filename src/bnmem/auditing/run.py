@@ -342,8 +342,8 @@ def file_sha256(path: str | Path) -> str:
 CONFIG_FILE = "audit_config.json"
 
 
-def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path, shadow: ShadowCopies | dict | None = None,
-               options: Any = None, **fields: Any) -> AuditResult:
+def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
+               shadow: ShadowCopies | dict | None = None, options: Any = None, **fields: Any) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
