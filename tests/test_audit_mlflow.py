@@ -24,11 +24,18 @@ def mlruns_here(tmp_path, monkeypatch):
 
 
 def test_the_audit_run_is_read_back_with_its_level_aucs_and_files(mlruns_here, capsys):
-    from audit_scenario import write_scenario
+    """A small digits audit (4 copies of one epoch: every group has an AUC interval) through the command line."""
+    import torch
 
-    s = write_scenario(mlruns_here / "scenario")
-    code = main(["audit", "--quiet", *s["flags"], "--shadow-models", "4", "--fail-at", "elevated", "--mlflow",
-                 "--out", "audit"])
+    from bnmem.config import DataConfig, ModelConfig
+    from bnmem.data import load_dataset
+    from bnmem.train import seeded_model
+
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, train_size=120, seed=0))
+    torch.save(seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0), mlruns_here / "model.pt")
+    code = main(["audit", "--quiet", "--model", "model.pt", "--label-noise", "0.05", "--train-size", "120",
+                 "--max-examples", "40", "--shadow-models", "4", "--epochs", "1", "--lr", "0.005",
+                 "--fail-at", "elevated", "--mlflow", "--out", "audit"])
     res = json.loads((mlruns_here / "audit" / "audit.json").read_text())
     assert code == res["risk"]["gate"]["exit_code"]
     assert (mlruns_here / "mlruns").is_dir() and FILE_STORE_OPT_IN not in os.environ  # the opt-in was scoped
