@@ -21,6 +21,7 @@ from sklearn.metrics import roc_curve
 from bnmem.errors import BnmemError
 
 METRIC_NAMES = ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
+"""The metrics every attack evaluation reports per target and subset (:func:`attack_metrics`)."""
 FPR_LEVELS = {"tpr_at_0.1pct_fpr": 1e-3, "tpr_at_1pct_fpr": 1e-2}
 
 

@@ -29,8 +29,11 @@ from bnmem.errors import BnmemError
 # The built-in attacks as declared in bnmem.attacks.spec (a snapshot at import, for readers of these
 # names; the evaluators and checks ask the registry, so an attack registered later is seen too).
 ALL: tuple[str, ...] = attack_spec.default_attacks()
+"""The attacks an evaluation runs by default (the registry's defaults at import)."""
 AVAILABLE: tuple[str, ...] = attack_spec.available()
+"""Every attack registered at import, the defaults first."""
 EXTRA: tuple[str, ...] = tuple(a for a in AVAILABLE if a not in ALL)
+"""The registered attacks that run only when asked for by name."""
 NEEDS_IN = attack_spec.needing("in")
 NEEDS_OUT = attack_spec.needing("out")
 

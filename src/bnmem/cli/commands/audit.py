@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -13,19 +13,17 @@ from bnmem.cli.app import (
     Device,
     Epochs,
     Lr,
-    Momentum,
     Optimizer,
     Quiet,
     Schedule,
     Set,
     Threads,
-    WeightDecay,
     app,
     apply_overrides,
 )
 from bnmem.cli.fields import FieldFlag, field_flags, validated, with_flags
 from bnmem.auditing.options import NOT_FLAGS, AuditDataFlags, AuditOptions
-from bnmem.config import ShadowCopies
+from bnmem.config import ShadowCopies, TrainConfig
 
 if TYPE_CHECKING:
     from bnmem.auditing.run import AuditConfig
@@ -49,6 +47,18 @@ OPTION_FLAGS = field_flags(AuditOptions, skip=NOT_FLAGS)
 DATA_FLAGS = field_flags(AuditDataFlags, skip=set())
 
 
+# Recipe flags whose bnmem default differs from torch.optim.SGD's: a user who leaves one out trains the shadow
+# copies with another recipe than their model's, silently; the audit says so (recipe_warning).
+TORCH_SGD_DEFAULTS = {"momentum": 0.0, "weight_decay": 0.0}
+BNMEM_DEFAULTS = {k: TrainConfig.model_fields[k].default for k in TORCH_SGD_DEFAULTS}
+AuditMomentum = Annotated[Optional[float], typer.Option(
+    help=f"SGD momentum (default {BNMEM_DEFAULTS['momentum']:g}; torch.optim.SGD's is 0: give your training's)",
+    show_default=False)]
+AuditWeightDecay = Annotated[Optional[float], typer.Option(
+    help=f"weight decay on weight matrices and kernels (default {BNMEM_DEFAULTS['weight_decay']:g}; "
+         "torch.optim.SGD's is 0: give your training's)", show_default=False)]
+
+
 @app.command()
 @with_flags(DATA_FLAGS + COPY_FLAGS + OPTION_FLAGS)
 def audit(
@@ -60,8 +70,8 @@ def audit(
     lr: Lr = 0.05,
     batch_size: BatchSize = 64,
     optimizer: Optimizer = "sgd",
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
+    momentum: AuditMomentum = None,
+    weight_decay: AuditWeightDecay = None,
     schedule: Schedule = "constant",
     threads: Threads = 1,
     device: Device = "cpu",
@@ -86,10 +96,18 @@ def audit(
     data = validated(AuditDataFlags, of(DATA_FLAGS), DATA_FLAGS)
     copies = validated(ShadowCopies, {**of(COPY_FLAGS), "match_steps": not same_epochs}, COPY_FLAGS)
     options = validated(AuditOptions, {**of(OPTION_FLAGS), "progress": not quiet}, OPTION_FLAGS)
+    # None: not given (the recipe default applies, and the warning below names the flag)
+    left_at_default = {k for k, v in (("momentum", momentum), ("weight_decay", weight_decay)) if v is None}
+    momentum = BNMEM_DEFAULTS["momentum"] if momentum is None else momentum
+    weight_decay = BNMEM_DEFAULTS["weight_decay"] if weight_decay is None else weight_decay
     recipe = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "momentum": momentum,
               "weight_decay": weight_decay, "schedule": schedule, "threads": threads, "device": device,
               "gs_reg": gs_reg}
     config = audit_config(data, recipe, set)
+    if copies.shadow_models:
+        warning = recipe_warning(config.train.model_dump(), left_at_default, set or [])
+        if warning:
+            print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
     # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
     result = audit_file(model, config, out=out, shadow=copies, options=options)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
@@ -103,6 +121,21 @@ def audit(
         return 0
     print(f"bnmem: {result.gate['text']}", file=sys.stderr, flush=True)
     return result.gate["exit_code"]  # the gate's documented code (bnmem.auditing.gate.EXIT_CODES)
+
+
+def recipe_warning(train: dict[str, Any], left: set[str], overrides: list[str]) -> str:
+    """The recipe the shadow copies use and the flags left at bnmem's default that differ from PyTorch's
+    (``left``: the recipe flags not given; a ``--set train.KEY=...`` counts as given); '' when none is left."""
+    left = {k for k in left if not any(o.split("=", 1)[0].strip() == f"train.{k}" for o in overrides)}
+    differ = [k for k in TORCH_SGD_DEFAULTS if k in left and train.get(k) != TORCH_SGD_DEFAULTS[k]]
+    if not differ or train.get("optimizer") != "sgd":
+        return ""
+    flags = ", ".join(f"--{k.replace('_', '-')} {train[k]:g} (torch.optim.SGD: {TORCH_SGD_DEFAULTS[k]:g})"
+                      for k in differ)
+    return (f"the shadow copies train with SGD lr {train['lr']:g}, momentum {train['momentum']:g}, weight decay "
+            f"{train['weight_decay']:g}, batch size {train['batch_size']}, {train['schedule']} schedule; left at "
+            f"bnmem's defaults, which differ from PyTorch's: {flags}. Give your training's values (e.g. --momentum "
+            f"0 --weight-decay 0 for a plain torch.optim.SGD) or the copies do not use your recipe")
 
 
 def audit_config(data: AuditDataFlags, recipe: dict[str, Any], overrides: list[str] | None) -> AuditConfig:
