@@ -104,12 +104,11 @@ def audit(
               "weight_decay": weight_decay, "schedule": schedule, "threads": threads, "device": device,
               "gs_reg": gs_reg}
     config = audit_config(data, recipe, set)
-    if copies.shadow_models:
-        warning = recipe_warning(config.train.model_dump(), left_at_default, set or [])
-        if warning:
-            print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
+    warning = recipe_warning(config.train.model_dump(), left_at_default, set or []) if copies.shadow_models else ""
     # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
     result = audit_file(model, config, out=out, shadow=copies, options=options)
+    if warning:  # after the audit: a bad input still ends in one line (the recipe line of the report says it too)
+        print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ ({', '.join(result.files)})")
