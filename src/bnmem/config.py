@@ -6,6 +6,7 @@ override fails with the key's path instead of being silently ignored.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -64,6 +65,41 @@ def validate_rate(v: float) -> float:
     if not 0.0 <= v < 1.0:
         raise ValueError(f"rate {v} is outside [0, 1)")
     return v
+
+
+# torch device names bnmem trains on; whether the device exists is checked when a run starts (check_device_here),
+# so a config written on a GPU machine stays readable (report, export) on one without.
+DEVICE_PATTERN = re.compile(r"^(cpu|cuda|mps|xpu)(:[0-9]+)?$")
+
+
+def check_device(v: str) -> str:
+    """A torch device name: cpu, cuda, cuda:N, mps or xpu."""
+    if not DEVICE_PATTERN.match(v):
+        raise ValueError(f"unknown device {v!r}; use cpu, cuda, cuda:N or mps")
+    return v
+
+
+def check_device_here(device: str, flag: str = "--device") -> None:
+    """Fail with one line when ``device`` is not present on this machine (torch would raise deep inside a run).
+
+    Raises:
+        BnmemError: no CUDA (or that CUDA index), no MPS, no XPU.
+    """
+    kind, _, index = check_device(device).partition(":")
+    if kind == "cpu":
+        return
+    import torch
+
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    elif kind == "mps":
+        count = int(torch.backends.mps.is_available())
+    else:
+        count = torch.xpu.device_count() if hasattr(torch, "xpu") and torch.xpu.is_available() else 0
+    if count == 0:
+        raise BnmemError(f"{flag} {device}: this machine has no {kind} device (torch sees none); use {flag} cpu")
+    if index and int(index) >= count:
+        raise BnmemError(f"{flag} {device}: this machine has {count} {kind} device(s), numbered from 0")
 
 
 class StrictModel(BaseModel):
@@ -138,6 +174,8 @@ class TrainConfig(StrictModel):
         "reflect", description="how shifted-in pixels are filled: reflected, or 0 (the normalized mean colour)"
     )
     device: str = "cpu"
+
+    _device = field_validator("device")(check_device)
 
 
 class ExperimentConfig(StrictModel):

@@ -17,6 +17,7 @@ import typer
 
 from bnmem.cli.app import EXPERIMENT_OPTIONS, Out, Quiet, app, config_defaults, experiment_options
 from bnmem.cli.fields import FieldFlag, validated
+from bnmem.config import check_device_here
 from bnmem.lenses.registry import Lens
 from bnmem.rundir import default_out, removed_if_unstarted
 
@@ -35,6 +36,9 @@ def run_and_report(lens: Lens, config: dict[str, Any], out: Path | None, quiet: 
     before writing any result leaves no folder behind (:func:`bnmem.rundir.removed_if_unstarted`).
     """
     cfg = validated(lens.config, config, flags)
+    train = getattr(cfg, "train", None)
+    if train is not None:
+        check_device_here(train.device)
     out = Path(out) if out is not None else default_out(lens.name, cfg.model_dump(mode="json"))
     with removed_if_unstarted(out):
         result = lens.run(cfg, out, progress=not quiet, **run_kwargs)

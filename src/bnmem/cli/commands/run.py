@@ -56,6 +56,10 @@ def run(
         if dry_run:
             _print_dry_run(spec, confirmatory)
             return
+        if executor != "ray":  # Ray's workers may see devices this process does not
+            from bnmem.config import check_device_here
+
+            check_device_here(spec.train.device, "train.device")
         out = out or Path("runs") / spec.name
         if executor == "ray":
             # Shadow-model chunks of the lira lens are submitted by the lens itself;
