@@ -584,9 +584,13 @@ def run_files(run: Path) -> list[str]:
 @examples(60)
 @given(data=st.data())
 def test_fuzz_damaged_run_directories(finished_run, data):
+    damaged_run_property(finished_run, data, DAMAGES, ["report", "export", "export", "compare", "compare-recompute"])
+
+
+def damaged_run_property(finished_run: Path, data, damages: list[str], commands: list[str]) -> None:
     names = run_files(finished_run)
-    picks = data.draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(DAMAGES)), min_size=1, max_size=2))
-    command = data.draw(st.sampled_from(["report", "export", "export", "compare", "compare-recompute"]))
+    picks = data.draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(damages)), min_size=1, max_size=2))
+    command = data.draw(st.sampled_from(commands))
     with tempfile.TemporaryDirectory(prefix="bnmem-fuzz-") as tmp:
         run = Path(tmp) / "run"
         shutil.copytree(finished_run, run)
@@ -597,6 +601,38 @@ def test_fuzz_damaged_run_directories(finished_run, data):
                 "compare": ["compare", finished_run, run, "--quiet"],
                 "compare-recompute": ["compare", run, finished_run, "--recompute", "--quiet"]}[command]
         run_case(argv, cwd=Path(tmp), watch=run)
+
+
+def test_the_fuzzer_fails_when_a_validator_is_removed(finished_run, monkeypatch):
+    """The planted bug of issue 39's 'done when': the run reader's check that a JSON document is an object, removed
+    (its code before the fuzzer found the crash). The damaged-run family must then fail."""
+    import json
+
+    from bnmem.report import rundata
+
+    def unchecked(path, problems):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            problems.append(f"{path}: unreadable ({e})")
+            return None
+
+    monkeypatch.setattr(rundata, "_read_json", unchecked)
+
+    @settings(max_examples=40, deadline=None)
+    @given(data=st.data())
+    def fuzz(data):
+        damaged_run_property(finished_run, data, ["json-list", "json-empty"], ["export"])
+
+    from hypothesis.errors import HypothesisException
+
+    with pytest.raises(Exception) as caught:  # the crash (a traceback) or the property's assertion
+        fuzz()
+    assert not isinstance(caught.value, HypothesisException), caught.value
+    # and without the planted bug the same cases pass
+    monkeypatch.undo()
+    fuzz()
 
 
 @pytest.mark.parametrize("name, how", [("DONE", "delete"), ("index.json", "half"),
