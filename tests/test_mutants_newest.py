@@ -1,0 +1,116 @@
+"""Cases where the newest rules and a plausible one-token slip of them disagree (issue 39's planted-bug review).
+
+Each expectation is computed by hand from the rule as documented (docs/analysis-plan.md, docs/audit.md, the
+module docstrings), not by calling the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from bnmem.auditing import level
+
+
+# ------------------------------------------------------------------ the audit's two-ended level and its range
+
+@pytest.mark.parametrize("auc, word", [(0.80, "identifiable"), (0.7999, "partly identifiable"),
+                                       (0.60, "partly identifiable"), (0.5999, "slightly detectable"),
+                                       (0.55, "slightly detectable"), (0.5499, "not distinguishable from non-members")])
+def test_words_at_each_threshold(auc, word):
+    assert level.words(auc) == word
+
+
+def test_ends_text_floor_and_ceiling():
+    assert level.ends_text(0.56, 0.57) == "slightly detectable"
+    assert level.ends_text(0.54, 0.61) == "not shown to leak, possibly partly identifiable"
+    assert level.ends_text(0.56, 0.81) == "at least slightly detectable, possibly identifiable"
+    assert level.ends_text(0.55, 0.60) == "at least slightly detectable, possibly partly identifiable"
+
+
+def test_level_range():
+    assert level.level_range("moderate", "moderate") == "moderate"
+    assert level.level_range("low", "elevated") == "low to elevated"
+
+
+# ------------------------------------------------------------------ copies to narrow: copies * (half / room)^2, even
+
+def test_copies_to_narrow_by_hand():
+    # thresholds inside (0.52, 0.62]: 0.55 and 0.60; room = min(0.03, 0.02); half = max(0.06, 0.04)
+    # need = 5 * (0.06 / 0.02)^2 = 45 -> rounded up to an even count: 46
+    assert level.copies_to_narrow(0.58, 0.52, 0.62, 5) == 46
+    # the upper threshold counts when hi equals it (lo < t <= hi) and sets the room here:
+    # room = min(0.035, 0.015) = 0.015, half = max(0.065, 0.015); 4 * (0.065/0.015)^2 = 75.1 -> 76
+    assert level.copies_to_narrow(0.585, 0.52, 0.60, 4) == 76
+    # a lower end on a threshold is above it (lo < t): nothing spanned
+    assert level.copies_to_narrow(0.565, 0.55, 0.58, 8) is None
+    # a point within 0.005 of a threshold: no count settles it
+    assert level.copies_to_narrow(0.552, 0.50, 0.58, 8) is None
+    # only the upper threshold spanned: room = |0.63 - 0.60| = 0.03, half = max(0.04, 0.03):
+    # 10 * (0.04/0.03)^2 = 17.8 -> 18
+    assert level.copies_to_narrow(0.63, 0.59, 0.66, 10) == 18
+
+
+def _group(attack_cis: dict[str, tuple[float, float, float]], shadow_models: int = 8) -> dict:
+    leakage = {a: {"g": {"auc": auc, "ci": {"auc": [lo, hi]}, "n_examples": 30}}
+               for a, (auc, lo, hi) in attack_cis.items()}
+    return {"membership": {"leakage": leakage, "shadow_models": shadow_models}}
+
+
+def test_group_level_takes_the_attack_with_the_highest_lower_bound_not_the_highest_point():
+    result = _group({"lira": (0.66, 0.50, 0.80), "rmia": (0.62, 0.56, 0.68)}, shadow_models=6)
+    g = level.group_level(result, "g")
+    assert g["attack"] == "rmia" and g["auc_ci"] == [0.56, 0.68]
+    assert (g["level_lower"], g["level_upper"], g["level"]) == ("moderate", "elevated", "moderate to elevated")
+    assert g["level_point_auc"] == "elevated" and g["level_lower_bound"] == "moderate"
+    # room = |0.62 - 0.60| = 0.02 (0.55 is below lo), half = max(0.06, 0.06): 6 * 9 = 54
+    assert g["narrow_with"] == 54
+    assert level.group_level(result, "other") is None
+
+
+def test_group_level_settled_interval_has_no_copies_figure():
+    g = level.group_level(_group({"lira": (0.57, 0.56, 0.58)}), "g")
+    assert g["level"] == "moderate" and g["narrow_with"] is None
+
+
+def test_audit_level_is_the_highest_of_each_end_over_groups():
+    groups = [{"level_lower": "moderate", "level_upper": "moderate", "level_point_auc": "moderate",
+               "level_lower_bound": "moderate", "auc_ci": [0.56, 0.59]},
+              {"level_lower": "low", "level_upper": "elevated", "level_point_auc": "low",
+               "level_lower_bound": "low", "auc_ci": [0.50, 0.70]}]
+    out = level.audit_level(groups)
+    assert out == {"level": "moderate to elevated", "level_lower": "moderate", "level_upper": "elevated",
+                   "level_point_auc": "moderate", "level_lower_bound": "moderate"}
+    assert set(level.audit_level([]).values()) == {level.NOT_MEASURED}
+
+
+def test_level_setter_ranks_by_lower_level_then_lower_bound():
+    a = {"level_lower": "moderate", "auc_ci": [0.56, 0.58]}
+    b = {"level_lower": "low", "auc_ci": [0.54, 0.90]}
+    c = {"level_lower": "moderate", "auc_ci": [0.57, 0.575]}
+    assert level.level_setter([a, b]) is a  # a higher lower level wins over a higher upper end
+    assert level.level_setter([a, c, b]) is c  # same lower level: the higher lower bound
+    assert level.level_setter([]) is None
+
+
+# ------------------------------------------------------------------ the confirmatory seed derivation
+
+def _oracle(sha: str, *parts: object, bound: int) -> int:
+    text = "bnmem-confirmatory:" + sha + "".join(f":{p}" for p in parts)
+    return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16) % bound
+
+
+def test_confirmatory_seeds_match_an_independent_derivation():
+    from bnmem.study import confirmatory as c
+
+    sha = "ab" * 32
+    seeds = c.replicate_seeds(sha, 3, 2)
+    for k, s in enumerate(seeds):
+        assert s.data == _oracle(sha, "data", k, bound=2**31)
+        assert s.keep == _oracle(sha, "keep", k, bound=2**31)
+        assert s.query == _oracle(sha, "query", k, bound=2**31)
+        assert s.models == tuple(_oracle(sha, "model", k, j, bound=2**22) for j in range(2))
+        assert s.record() == {"data_seed": s.data, "model_seeds": list(s.models), "keep_seed": s.keep,
+                              "query_seed": s.query}
+        assert s.lens_seeds() == {"keep_seed": s.keep, "query_seed": s.query}
