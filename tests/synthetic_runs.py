@@ -56,12 +56,23 @@ def lira_run(per_replicate_diffs: list[np.ndarray], label_noise: float = 0.05, b
     return make_run(cells)
 
 
-def memorize_data(bn: np.ndarray, none: np.ndarray) -> dict:
-    """A memorize metrics.json: per norm, per seed, the noisy-subset accuracy per epoch ([seeds, epochs])."""
+def clean_curve(epochs: int) -> np.ndarray:
+    """The default clean-subset training accuracy after each epoch: strictly rising from 0.5 to 0.99, the same
+    for both norms, so matched progress (plan 5.0) reads both at the same epoch."""
+    return np.linspace(0.5, 0.99, epochs)
 
-    def block(acc: np.ndarray) -> dict:
-        return {"per_seed": {str(s): {"noisy_acc": [float(x) for x in row]} for s, row in enumerate(acc)},
-                "final": {"noisy_acc": float(acc[:, -1].mean())}, "epochs_to_fit_noisy": {}}
 
-    return {"batch": block(bn), "none": block(none), "conditions": {"norms": NORMS, "label_noise": 0.05},
-            "dataset": dataset_info(0.05)}
+def memorize_data(bn: np.ndarray, none: np.ndarray, clean_bn: np.ndarray | None = None,
+                  clean_none: np.ndarray | None = None) -> dict:
+    """A memorize metrics.json: per norm, per seed, the noisy-subset and clean-subset accuracy per epoch
+    ([seeds, epochs]; clean: :func:`clean_curve` for every seed unless given)."""
+
+    def block(acc: np.ndarray, clean: np.ndarray | None) -> dict:
+        clean = np.broadcast_to(clean_curve(acc.shape[1]) if clean is None else clean, acc.shape)
+        return {"per_seed": {str(s): {"noisy_acc": [float(x) for x in row], "clean_acc": [float(x) for x in c]}
+                             for s, (row, c) in enumerate(zip(acc, clean))},
+                "final": {"noisy_acc": float(acc[:, -1].mean()), "clean_acc": float(clean[:, -1].mean())},
+                "epochs_to_fit_noisy": {}}
+
+    return {"batch": block(bn, clean_bn), "none": block(none, clean_none),
+            "conditions": {"norms": NORMS, "label_noise": 0.05}, "dataset": dataset_info(0.05)}

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, FAMILY_ALPHA, GS_MAJORITY, GS_MIN_REPLICATES, INCONCLUSIVE, MITIGATE_CUT,
-    MITIGATE_TEST_DROP, NOT_RUN, PLAN, REPRODUCED, THEORY_TOL, family_level, lira_range,
+    CONTRADICTED, DIRECTION_ONLY, FAMILY_ALPHA, GS_MAJORITY, GS_MIN_REPLICATES, INCONCLUSIVE, LARGER, MITIGATE_CUT,
+    MITIGATE_TEST_DROP, NOT_RUN, PLAN, REPRODUCED, SMALLER, THEORY_TOL, family_level, lira_range,
 )
 from bnmem.names import GAMMA_SIGMA, LIRA, MEMORIZE
 from bnmem.report.claims import RULES, claim1, claim3, claim4, claim5, evaluate_rule, rule_ids
@@ -224,15 +224,26 @@ def mc_bound(p: float, draws: int) -> float:
     return p + 3 * math.sqrt(p * (1 - p) / draws)
 
 
+CLEARED = "reproduced or larger"  # plan 5.0 (3a/3b): the interval at or above the paper's minimum
+
+
 def _rates(claims) -> dict[str, float]:
     statuses = [c.status for c in claims]
-    return {s: statuses.count(s) / len(statuses) for s in (REPRODUCED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE)}
+    out = {s: statuses.count(s) / len(statuses)
+           for s in (REPRODUCED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, SMALLER)}
+    out[CLEARED] = out[REPRODUCED] + out[LARGER]
+    return out
 
 
-def _simulate(module, make_run, draws: int, seed: int, index: int = 0) -> dict[str, float]:
-    """Rates of the row's statuses over ``draws`` runs from ``make_run(rng)``, decided by the report's driver."""
+def _simulate(module, make_run, draws: int, seed: int, index: int = 0, previous: bool = False) -> dict[str, float]:
+    """Rates of the row's statuses over ``draws`` runs from ``make_run(rng)``, decided by the report's driver
+    (``previous``: the verdict under the previous plan's rule, which the report shows beside it)."""
     rng = np.random.default_rng(seed)
-    return _rates([evaluate_rule(module, make_run(rng))[index] for _ in range(draws)])
+    claims = [evaluate_rule(module, make_run(rng))[index] for _ in range(draws)]
+    if previous:
+        return {s: sum(c.previous_status == s for c in claims) / len(claims)
+                for s in (REPRODUCED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE)}
+    return _rates(claims)
 
 
 @pytest.fixture(autouse=True)
@@ -326,17 +337,17 @@ def lira_sim_run(rng, gains, n: int, targets: int = 8):
 @pytest.mark.parametrize("n", [3])
 def test_claim_3a_null_at_the_papers_minimum(n):
     """One setting's true gain exactly at the paper's 3-point minimum, two well above: the row reads reproduced
-    at most 2.5% (+ MC)."""
+    (plan 5.0: or larger than the paper, which also clears the minimum) at most 2.5% (+ MC)."""
     assert lira_range(0.021) == (0.03, 0.05)
     rates = _simulate(claim3, lambda rng: lira_sim_run(rng, (0.03, 0.08, 0.08), n), SIM_DRAWS, 40 + n)
-    assert rates[REPRODUCED] <= mc_bound(0.025, SIM_DRAWS), rates
+    assert rates[CLEARED] <= mc_bound(0.025, SIM_DRAWS), rates
 
 
 def test_claim_3a_twin_without_the_minimum_fails(monkeypatch):
     """The planted bug: the status ignores the paper's minimum (reproduced once above 0). Caught: ≈ 100%."""
     monkeypatch.setattr("bnmem.report.claims.claim3.lira_range", lambda mix: (0.0, 0.05))
     rates = _simulate(claim3, lambda rng: lira_sim_run(rng, (0.03, 0.08, 0.08), 3), 60, 43)
-    assert rates[REPRODUCED] > mc_bound(0.025, 60), rates
+    assert rates[CLEARED] > mc_bound(0.025, 60), rates
 
 
 def gs_sim_run(rng, settings, n: int, models: int = 1):
@@ -363,24 +374,28 @@ def gs_sim_run(rng, settings, n: int, models: int = 1):
 
 @pytest.mark.parametrize("n", [2, 3, 10])
 def test_claim_4_constructed_null_through_the_report(n):
-    """The issue's constructed null in one of k = 3 settings (the other two with every layer of every model
-    above 1): the row reads reproduced at most at the nominal 2.5% (+ MC). Below 7 replicates it cannot
-    read reproduced at all (GS_MIN_REPLICATES), whatever the data."""
-    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), n), 100, 50 + n)
+    """Plan 4.0's rule (Anderson's bound on the layer fraction; since plan 5.0 the previous verdict and a
+    robustness row), on the issue's constructed null in one of k = 3 settings (the other two with every layer of
+    every model above 1): reproduced at most at the nominal 2.5% (+ MC). Below 7 replicates it cannot read
+    reproduced at all (GS_MIN_REPLICATES), whatever the data. Plan 5.0's own nulls: tests/test_claim4_layers.py."""
+    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), n), 100, 50 + n, previous=True)
     assert rates[REPRODUCED] <= mc_bound(0.025, 100), rates
     if n < GS_MIN_REPLICATES:
         assert rates[REPRODUCED] == 0.0
 
 
 def test_claim_4_twin_with_the_t_interval_fails(monkeypatch):
-    """The planted bug: plan 3.0's t-interval in place of the distribution-free one. Equal replicate means give
+    """Plan 4.0's rule (the previous verdict). The planted bug: plan 3.0's t-interval in place of the
+    distribution-free one. Equal replicate means give
     a zero-width interval, so the constructed null reads reproduced far above 2.5%."""
     from bnmem.report.claims import claim4 as c4
     from bnmem.report.claims.core import estimate
 
     monkeypatch.setattr(c4, "layer_fraction_estimate",
-                        lambda groups: (lambda e: (e, grade(e, null=GS_MAJORITY)))(estimate(groups, "seeds", True)))
-    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), 3), 100, 53)  # ≈ (2/3)³ = 30%
+                        lambda groups, lv=None: (lambda e: (e, grade(e, null=GS_MAJORITY)))(estimate(groups, "seeds",
+                                                                                                  True)))
+    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), 3), 100, 53,
+                      previous=True)  # ≈ (2/3)³ = 30%
     assert rates[REPRODUCED] > mc_bound(0.025, 100), rates
 
 
@@ -487,7 +502,8 @@ def test_claim_5b_twin_deciding_on_the_mean_fails(monkeypatch):
 def test_null_claim_6_at_its_margins():
     """Non-inferiority null: a true drop at the 1-point margin with a large cut reads reproduced in at most
     2.5% (+ MC); no cut at all reads reproduced or contradicted in at most 5% (+ MC). On the claim's own status
-    function (claim 6's evaluation through the report is simulated with its selection, in test_mitigate)."""
+    function; claim 6's rates through the report (nested selection, k = 2 settings, n = 2, 3, 5, 10), exact and
+    with planted-bug twins, are in tests/test_null_teeth.py."""
     draws = 8_000
     rng = np.random.default_rng(56)
     dlo, dhi = t_intervals(rng.normal(MITIGATE_TEST_DROP, 0.01, (draws, 3)), 0.95)

@@ -1,19 +1,48 @@
-"""Confirmatory runs (`bnmem run --confirmatory`): seeds derived from the plan's hash, recorded, and labelled."""
+"""Confirmatory runs (`bnmem run --confirmatory`): seeds derived from the plan's and the deciding source's hash,
+recorded with the commit, refused on a modified checkout, logged in the attempts log, and labelled."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+import bnmem.provenance as prov
 from bnmem import io
 from bnmem.analysis_plan import CONFIRMATORY_KEY, PLAN_VERSION, plan_sha256
 from bnmem.cli import main
-from bnmem.report.preregistration import run_label
+from bnmem.report.preregistration import check_plan, run_label
 from bnmem.study import load_study, plan
-from bnmem.study.confirmatory import MODEL_SEED_BOUND, derive, replicate_seeds
+from bnmem.study.confirmatory import MODEL_SEED_BOUND, current_key, derive, replicate_seeds, seed_key
+
+GIT = shutil.which("git")
+pytestmark = pytest.mark.skipif(GIT is None, reason="git is not installed")
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture(autouse=True)
+def checkout(tmp_path_factory, monkeypatch) -> Path:
+    """A clean git checkout standing in for the project's (its attempts log committed empty): every confirmatory
+    start of these tests is gated on, and logged in, it, never in the real one."""
+    root = tmp_path_factory.mktemp("checkout")
+    _git(root, "init", "-q")
+    (root / "src").mkdir()
+    (root / "src" / "mod.py").write_text("x = 1\n")
+    (root / "docs").mkdir()
+    (root / prov.ATTEMPTS_LOG).write_text("")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "init")
+    monkeypatch.setattr(prov, "checkout_root", lambda: root)
+    return root
 
 # The studies run in this process (--workers 1): their results are the same bytes for any worker count
 # (tests/test_study_graph.py), and spawned workers would import torch again.
@@ -46,12 +75,12 @@ def test_one_changed_character_in_the_plan_changes_every_seed(tmp_path, monkeypa
     import bnmem.analysis_plan as ap
 
     study = load_study(_study(tmp_path))
-    before = _seeds_of(plan(study, plan_sha256())[1])
+    before = _seeds_of(plan(study, current_key())[1])
     text = ap.render_markdown()
     monkeypatch.setattr(ap, "render_markdown", lambda: text[:-2] + ("x" if text[-2] != "x" else "y") + text[-1])
     assert hashlib.sha256(ap.render_markdown().encode()).hexdigest() == plan_sha256() != hashlib.sha256(
         text.encode()).hexdigest()
-    after = _seeds_of(plan(study, plan_sha256())[1])
+    after = _seeds_of(plan(study, current_key())[1])
     assert before.keys() == after.keys()
     for job, (b, a) in ((k, (before[k], after[k])) for k in before):
         for old, new in zip(b, a):
@@ -64,7 +93,8 @@ def test_one_changed_character_in_the_plan_changes_every_seed(tmp_path, monkeypa
 
 
 def test_seeds_are_the_documented_hash_distinct_and_in_range():
-    sha = "ab" * 32
+    sha = seed_key("ab" * 32, "cd" * 32)
+    assert sha == "ab" * 32 + ":" + "cd" * 32
     reps = replicate_seeds(sha, 3, 4)
     expected = int.from_bytes(hashlib.sha256(f"bnmem-confirmatory:{sha}:data:1".encode()).digest()[:8], "big") % 2**31
     assert reps[1].data == expected == derive(sha, "data", 1)
@@ -77,7 +107,7 @@ def test_seeds_are_the_documented_hash_distinct_and_in_range():
 
 def test_confirmatory_cells_take_the_derived_seeds_and_exploratory_ones_the_offsets(tmp_path):
     study = load_study(_study(tmp_path))
-    sha = plan_sha256()
+    sha = current_key()
     cells, jobs = plan(study, sha)
     reps = replicate_seeds(sha, 2, 2)
     for j in jobs:
@@ -99,8 +129,9 @@ def test_run_records_the_derived_seeds_and_refuses_a_rerun_under_another_plan(tm
     path, out = _study(tmp_path, doc), tmp_path / "run"
     assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 0
     rec = io.read_json(out / "study.json")[CONFIRMATORY_KEY]
-    seeds = replicate_seeds(plan_sha256(), 1, 2)[0]
+    seeds = replicate_seeds(current_key(), 1, 2)[0]
     assert rec["plan_sha256"] == plan_sha256() and rec["plan_version"] == PLAN_VERSION
+    assert rec["source_sha256"] == prov.source_sha256() and rec["source_files"] == list(prov.DECIDING_SOURCES)
     assert rec["replicates"] == {"r0": seeds.record()}
     config = io.read_json(out / "digits-lenet-flip0.05" / "memorize" / "config.json")
     assert config["seeds"] == list(seeds.models) and config["data"]["seed"] == seeds.data
@@ -138,3 +169,128 @@ def test_the_demo_study_without_the_flag_plans_the_usual_seeds_and_is_explorator
     prepare(tmp_path, demo)  # study.json as `bnmem run studies/demo.yaml` writes it before its first job
     assert CONFIRMATORY_KEY not in io.read_json(tmp_path / "study.json")
     assert run_label(tmp_path) == EXPLORATORY_SEEN
+
+
+# --- the deciding source, the checkout, the attempts log ----------------------------------------------------
+
+ONE_JOB = {**STUDY, "grid": {**STUDY["grid"], "replicates": 1, "outliers": [{"label_noise": 0.05}]},
+           "lenses": {"memorize": {}}}
+
+
+def _copy_package(dst: Path) -> Path:
+    """A copy of the bnmem package's .py files (the deciding ones and one that is not)."""
+    for p in prov.PACKAGE.rglob("*.py"):
+        if "__pycache__" not in p.parts:
+            target = dst / p.relative_to(prov.PACKAGE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(p.read_bytes())
+    return dst
+
+
+def test_the_source_hash_is_the_documented_one_over_the_declared_files(tmp_path):
+    pkg = _copy_package(tmp_path / "bnmem")
+    files = prov.deciding_files(pkg)
+    rel = [p.relative_to(pkg).as_posix() for p in files]
+    assert rel == sorted(rel) and "report/claims/claim6.py" in rel and "stats.py" in rel
+    assert {"analysis_plan.py", "measure/gradnorms.py", "lenses/mitigate.py", "attacks/lira.py"} <= set(rel)
+    assert not any(r.startswith(("train/", "cli/", "study/")) for r in rel)
+    h = hashlib.sha256()
+    for p, r in zip(files, rel):
+        data = p.read_bytes()
+        h.update(r.encode() + b"\0" + len(data).to_bytes(8, "big") + data)
+    assert prov.source_sha256(pkg) == h.hexdigest() == prov.source_sha256()  # the copy hashes as the original
+
+
+@pytest.mark.parametrize("edited", ["report/claims/claim6.py", "stats.py", "measure/gradnorms.py",
+                                    "lenses/lira/__init__.py", "attacks/metrics.py"])
+def test_seeds_change_when_a_deciding_source_file_changes(tmp_path, monkeypatch, edited):
+    pkg = _copy_package(tmp_path / "bnmem")
+    study = load_study(_study(tmp_path))
+    monkeypatch.setattr(prov, "PACKAGE", pkg)
+    before_hash = prov.source_sha256(pkg)
+    before = _seeds_of(plan(study, current_key())[1])
+    untouched = pkg / "train" / "trainer.py"  # training code is not the deciding source: no re-roll
+    untouched.write_text(untouched.read_text() + "\n# a comment\n")
+    assert prov.source_sha256(pkg) == before_hash
+    target = pkg / edited
+    target.write_text(target.read_text() + " ")  # one character
+    assert prov.source_sha256(pkg) != before_hash
+    after = _seeds_of(plan(study, current_key())[1])
+    seeded = [k for k, v in before.items() if v[0] is not None or v[4] is not None]
+    assert seeded and all(before[k] != after[k] for k in seeded)
+
+
+def test_a_modified_checkout_is_refused_in_one_line_naming_what(tmp_path, checkout, capsys):
+    path, out = _study(tmp_path, ONE_JOB), tmp_path / "run"
+    (checkout / "src" / "mod.py").write_text("x = 2\n")  # a tracked file modified
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bnmem: error: --confirmatory needs an unmodified checkout")
+    assert "1 tracked file(s) modified (src/mod.py)" in err
+    assert not out.exists() and (checkout / prov.ATTEMPTS_LOG).read_text() == ""  # nothing written, nothing logged
+    _git(checkout, "checkout", "--", "src/mod.py")
+    (checkout / "studies").mkdir()
+    (checkout / "studies" / "new.yaml").write_text("name: x\n")  # an untracked study
+    (checkout / "notes.txt").write_text("scratch\n")  # untracked outside src/ and studies/: allowed
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "1 untracked file(s) under src/ or studies/ (studies/new.yaml)" in err
+    assert "notes.txt" not in err
+    (checkout / "studies" / "new.yaml").unlink()
+    # the attempts log may only grow: rewriting a committed line is a modification
+    (checkout / prov.ATTEMPTS_LOG).write_text('{"kind": "start"}\n')
+    _git(checkout, "commit", "-q", "-am", "one attempt")
+    (checkout / prov.ATTEMPTS_LOG).write_text('{"kind": "resume"}\n')
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 2
+    assert "may only be appended to" in capsys.readouterr().err
+
+
+def test_outside_a_git_checkout_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(prov, "checkout_root", lambda: None)
+    assert main(["run", str(_study(tmp_path, ONE_JOB)), "--out", str(tmp_path / "run"), "--quiet",
+                 "--confirmatory", *IN_PROCESS]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a git checkout" in err and not (tmp_path / "run").exists()
+    assert prov.checkout_state(tmp_path).refusal()  # a folder git does not know: no commit to record
+
+
+def test_every_start_is_logged_before_the_first_job_and_the_report_names_the_attempts(tmp_path, checkout,
+                                                                                       monkeypatch):
+    import bnmem.study.execute as ex
+
+    path = _study(tmp_path, ONE_JOB)
+    log = checkout / prov.ATTEMPTS_LOG
+    seen_at_first_job = []
+    real_stages = ex._run_stages
+
+    def stages(*a, **k):
+        seen_at_first_job.append(len(log.read_text().splitlines()))
+        return real_stages(*a, **k)
+
+    monkeypatch.setattr(ex, "_run_stages", stages)
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["run", str(path), "--out", str(first), "--quiet", "--confirmatory", *IN_PROCESS]) == 0
+    assert main(["run", str(path), "--out", str(first), "--quiet", "--confirmatory", *IN_PROCESS]) == 0  # resume
+    assert main(["run", str(path), "--out", str(second), "--quiet", "--confirmatory", *IN_PROCESS]) == 0
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["kind"] for e in entries] == ["start", "resume", "start"]
+    assert seen_at_first_job == [1, 2, 3]  # each line was written before that run's first job
+    head = _git(checkout, "rev-parse", "HEAD").strip()
+    rec = io.read_json(first / "study.json")[CONFIRMATORY_KEY]
+    assert rec["commit"] == head and rec["started"] == entries[0]["time"] == entries[1]["started"]
+    for e, out in zip(entries, (first, first, second)):
+        assert e["study"] == "conf" and e["out"] == str(out.resolve()) and e["workers"] == 1
+        assert e["plan_sha256"] == plan_sha256() and e["plan_version"] == PLAN_VERSION
+        assert e["source_sha256"] == prov.source_sha256() and e["commit"] == head
+        assert e["study_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    # the report: two starts of this study under this plan, and which one each run is
+    text = check_plan(first).provenance
+    assert f"commit {head}" in text and "the deciding source is the same now" in text
+    assert "2 start(s) of study conf under this plan, 1 resume(s); this run is start 1 of 2" in text
+    assert "this run is start 2 of 2" in check_plan(second).provenance
+    # summary.md names them too
+    from bnmem.report.build import build_report
+
+    report = build_report(second)
+    assert "this run is start 2 of 2" in report.markdown.read_text()
+    assert "this run is start 2 of 2" in report.html.read_text()

@@ -264,6 +264,79 @@ def test_push_excess_arithmetic():
     assert push_excess([], ["a"]) is None and push_excess([ep(0.1, 1.0, 0.0)], ["a"]) is None
 
 
+def test_push_contrast_arithmetic():
+    """r_O − r_C by hand: P_O = 2.6, P = 20, G_O = 20, G = 200 over two epochs: r_O = 0.13, r_C = 17.4 / 180."""
+    from bnmem.report.claims.claim7 import push_contrast, window
+
+    def ep(acc, p_o, p, g_o=10.0, g=100.0):
+        return {"outlier_acc": acc, "layers": {"a": {"outlier": p_o, "all": p}, "b": {"outlier": 99.0, "all": 1.0}},
+                "grad_norm_outlier": g_o, "grad_norm_all": g}
+
+    eps = [ep(0.1, 1.3, 10.0), ep(0.2, 1.3, 10.0), ep(0.9, 0.5, 10.0)]
+    v = push_contrast(window(eps, False), ["a"])
+    assert v["r_outlier"] == pytest.approx(0.13) and v["r_clean"] == pytest.approx(17.4 / 180)
+    assert v["contrast"] == pytest.approx(0.13 - 17.4 / 180)
+    assert push_contrast(eps[:1], ["a", "b"])["contrast"] == pytest.approx(100.3 / 10 - (11.0 - 100.3) / 90)
+    # no clean gradient norm (every example an outlier) or no outlier norm: undefined
+    assert push_contrast([ep(0.1, 1.0, 2.0, 10.0, 10.0)], ["a"]) is None and push_contrast([], ["a"]) is None
+
+
+def _scaled_outlier_push(data: dict, add: float = 0.0, factor: float = 1.0) -> dict:
+    """A copy of a gamma_sigma.json whose outliers push factor × P_O + add (per record of every layer), the
+    clean examples' push unchanged (``all`` moves with the outliers')."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for rec in out["push"]["per_seed"].values():
+        for e in rec["epochs"]:
+            for lay in e["layers"].values():
+                new = factor * lay["outlier"] + add
+                lay["all"] += new - lay["outlier"]
+                lay["outlier"] = new
+    return out
+
+
+def _claim7_value(datas: list[dict], stat: str | None = None) -> float:
+    """The claim-7 row's decisive value through the report's evaluation, or (``stat``) a panel row's."""
+    from synthetic_runs import make_cell, make_run
+
+    from bnmem.names import GAMMA_SIGMA
+    from bnmem.report.claims import claim7, evaluate_rule
+
+    claim = evaluate_rule(claim7, make_run([make_cell("flip", r, {GAMMA_SIGMA: d}) for r, d in enumerate(datas)]))[0]
+    ev = claim.deciding()[0]
+    if stat is None:
+        return ev.value
+    return next(a for a in ev.analyses if a.name == stat).value
+
+
+def test_claim_7_statistic_is_monotone_and_linear_in_the_outliers_push():
+    """Issue 36: plan 4.0's ratio moved from −4.6 to −275 and back to −69 as one replicate's outlier push grew,
+    because its denominator is what is left after the outliers' and the clean examples' pushes nearly cancel.
+    The demo's pattern here: outliers push |γ| down by about the clean examples' push. Through the report's
+    own evaluation, plan 5.0's contrast never decreases as the outliers' push grows (by a shift) and is linear
+    in a scale factor on it; the twin (plan 4.0's ratio, the same records and code path) fails the same check."""
+    from bnmem.report.claims import claim7
+
+    # per model P = 10 (norm4), P_O = 1 + excess: the clean examples push ~ +19, the outliers ~ −9
+    datas = [_push_data([-10.0 + 0.2 * r, -9.8 - 0.1 * r], 0.05, 0.0) for r in range(3)]
+    # the outliers' push moves by −14..−6: P = 10 + shift passes through the near-cancellation (P ≈ 0)
+    shifts = np.linspace(-14.0, -6.0, 40)
+    primary = [_claim7_value([_scaled_outlier_push(d, add=a) for d in datas]) for a in shifts]
+    twin = [_claim7_value([_scaled_outlier_push(d, add=a) for d in datas], claim7.V4) for a in shifts]
+    assert np.all(np.diff(primary) >= -1e-12) and primary[-1] > primary[0]
+    # the twin: plan 4.0's ratio decreases somewhere as the outliers' push grows
+    assert np.any(np.diff(twin) < -1e-6)
+    factors = np.array([0.5, 1.0, 1.2, 1.5, 1.8, 1.9, 2.5])
+    lin = np.array([_claim7_value([_scaled_outlier_push(d, factor=f) for d in datas]) for f in factors])
+    fit = np.polyfit(factors, lin, 1)
+    assert np.allclose(np.polyval(fit, factors), lin, rtol=0, atol=1e-9 * max(1.0, np.abs(lin).max()))
+    ratio = np.array([_claim7_value([_scaled_outlier_push(d, factor=f) for d in datas], claim7.V4)
+                      for f in factors])
+    rfit = np.polyfit(factors, ratio, 1)
+    assert not np.allclose(np.polyval(rfit, factors), ratio, rtol=0, atol=1e-3 * np.abs(ratio).max())
+
+
 def _push_data(excess: list[float], label_noise: float, ood: float, after: float = 0.0, v3: float = 0.05) -> dict:
     """gamma_sigma.json with own-loss push records: norm4 (not invariant) with the given before-fit excess per
     seed and ``after`` after the fit; norm1 scale-invariant with a huge outlier push that must not decide."""
@@ -300,21 +373,31 @@ def test_claim_7_flip_and_ood_disagree_the_split_is_visible():
         cells.append(c)
     claim = claim7.evaluate(make_run(cells))[0]
     flip, ood = claim.deciding()
-    assert flip.value == pytest.approx(np.mean([0.31, 0.315, 0.32])) and flip.status == REPRODUCED
+
+    def contrast(exc):  # norm4 before the fit: P_O = 1 + exc, P = 10, G_O = 10, G = 100
+        return (1 + exc) / 10 - (10 - 1 - exc) / 90
+
+    expected = np.mean([np.mean([contrast(0.30 + 0.01 * r), contrast(0.32)]) for r in range(3)])
+    assert flip.value == pytest.approx(expected) and flip.status == REPRODUCED
+    ratio = next(a for a in flip.analyses if a.name == claim7.V4)  # plan 4.0's ratio: shown, not counted
+    assert ratio.value == pytest.approx(np.mean([0.31, 0.315, 0.32])) and not ratio.valid
     assert ood.status == CONTRADICTED and claim.status == CONTRADICTED
     assert "deciding layers norm4" in flip.note and "scale-invariant (described, not deciding): norm1" in flip.note
     layer1 = next(a for a in flip.analyses if a.name.startswith("layer norm1"))
     assert not layer1.valid and "scale-invariant" in layer1.note
     split = split_verdicts(claim)
     assert "label noise 0.05" in split and "ood 0.05" in split.lower() and REPRODUCED in split
-    # plan 3.0's statistic (here: flip below 0, OOD above) is the previous verdict, shown, never deciding
-    assert [p.status for p in claim.previous] == [CONTRADICTED, REPRODUCED]
-    assert claim.previous[0].value == pytest.approx(np.mean([-0.195, -0.205, -0.215]))
+    # plan 4.0's ratio (here the same sides) is the previous verdict, shown, never deciding
+    assert [p.status for p in claim.previous] == [REPRODUCED, CONTRADICTED]
+    assert claim.previous[0].value == pytest.approx(np.mean([0.31, 0.315, 0.32]))
+    v3 = next(a for a in flip.analyses if a.name == claim7.V3)  # plan 3.0's statistic still shown
+    assert v3.value == pytest.approx(np.mean([-0.195, -0.205, -0.215])) and not v3.valid
     from bnmem.report.summary import render_markdown
 
     assert f"- Claim 7: {split}" in render_markdown(make_run(cells), [claim], {})
     table = claim7.push_tables(make_run(cells))
     assert len(table) == 2 and [r[1] for r in table[0].rows] == ["yes", "no"]
+    assert "not measured" in table[0].caption
 
 
 def test_claim_7_not_run_when_only_invariant_layers_or_old_records():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from synthetic_runs import lira_run
 
-from bnmem.analysis_plan import INCONCLUSIVE, PLANNING, REPRODUCED
+from bnmem.analysis_plan import CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, PLANNING, REPRODUCED
 from bnmem.power import power_above
 from bnmem.report.claims import evaluate_claims
 from bnmem.report.forest import forest_panels
@@ -33,8 +33,9 @@ def _lira(means: list[float], spread: float = 0.002, targets: int = 8):
 
 
 def test_power_is_the_noncentral_t_at_the_runs_n_and_observed_spread():
-    means = [0.046, 0.052, 0.049]
+    means = [0.040, 0.052, 0.046]  # straddles the 4-point minimum at a 5% mix: direction only, undecided
     claim = _claim(_lira(means), "3a")
+    assert claim.status == DIRECTION_ONLY
     p = power_of(claim)
     sd = float(np.std(means, ddof=1))
     # 5% mix: the paper's minimum 4 points is the threshold, the range's upper end 5 points the planning effect
@@ -42,8 +43,35 @@ def test_power_is_the_noncentral_t_at_the_runs_n_and_observed_spread():
     assert p.n == 3 and p.unit == "replicates" and p.basis == "observed spread"
     need = p.needed
     assert power_above(need, sd, 0.05, 0.04, 0.025) >= 0.8 > power_above(need - 1, sd, 0.05, 0.04, 0.025)
+    # the smallest effect 3 replicates detect with 80% power: the noncentral t solved for the effect
+    assert power_above(3, sd, p.mde, 0.04, 0.025) == pytest.approx(0.8, abs=1e-6)
+    assert power_above(3, sd, p.mde * 0.99, 0.04, 0.025) < 0.8
     row = next(r for r in claim_rows([claim]) if r["id"] == "3a")
     assert row["power"] == f"{p.power:.3f}" and row["n_for_80"] == str(need) and row["power_n"] == "3"
+    assert float(row["min_effect_80"]) == pytest.approx(p.mde, rel=1e-5)
+    assert p.text().startswith("80% power at 3 replicates only for an effect ≥ +") and "points" in p.text()
+    assert f"~{need} replicates needed for the planning effect" in p.text()
+
+
+def test_decided_rows_show_no_power():
+    """Plan 5.0: power describes a design; beside a decided status it says nothing (issue 36: claim 2 read
+    'reproduced' beside 'power 0.00')."""
+    for means, status in (([0.046, 0.052, 0.049], REPRODUCED), ([0.1, 0.11, 0.105], LARGER),
+                          ([-0.05, -0.06, -0.055], CONTRADICTED)):
+        claim = _claim(_lira(means), "3a")
+        assert claim.status == status
+        p = power_of(claim)
+        assert p.power is not None and not p.shown and p.text() == "—" and p.short_text() == "—"
+        row = next(r for r in claim_rows([claim]) if r["id"] == "3a")
+        assert row["power"] == row["n_for_80"] == row["min_effect_80"] == "" and row["verdict"] == status
+        assert next(h for h in headline_rows([claim]) if h["id"] == "3a")["power"] == "—"
+
+
+def test_an_observed_sd_of_zero_is_observed_not_declared():
+    """Three replicates that agree exactly: SD 0 is the observed spread (report/power.py read 0 as missing)."""
+    claim = _claim(_lira([0.001, 0.001, 0.001], spread=0.0), "3a")
+    assert claim.decisive.sd == 0
+    assert power_of(claim).basis == "observed spread"
 
 
 def test_an_underpowered_inconclusive_row_says_so_and_an_adequate_one_does_not():
@@ -83,11 +111,14 @@ def test_claim_6_needs_the_cut_and_the_cost_and_a_missing_spread_falls_back_to_t
     assert endpoint_power(drop, 4, None, s) == endpoint_power(drop, 4, drop.sd, s)
 
 
-def test_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_null(monkeypatch):
+def test_plan_4_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_null(monkeypatch):
+    """Plan 4.0's claim-4 endpoint (a TEST_EXACT simulation of its layer-fraction rule). Plan 5.0's claim 4 is
+    computed through the partial-conjunction rule: tests/test_claim4_layers.py."""
     import bnmem.report.power as rp
+    from bnmem.analysis_plan import TEST_EXACT, Endpoint
 
     monkeypatch.setattr(rp, "SIM_RUNS", 300)
-    ep = PLANNING["4"][0]
+    ep = Endpoint("", TEST_EXACT, 0.75, 0.5, 0.22, "smallest effect of interest", "plan 4.0's")
     s = SettingDesign(10, {"": 0.05}, layers=4, seeds=2)
     at_null = endpoint_power(dataclasses.replace(ep, effect=0.5), 10, 0.05, s)
     assert at_null <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / 300)
@@ -101,6 +132,9 @@ def test_claim_4_power_is_simulated_through_the_rule_and_holds_its_level_at_the_
 
 def test_reproduced_rows_keep_their_status_text():
     claim = _claim(_lira([0.1, 0.11, 0.105]), "3a")
+    assert claim.status == LARGER  # plan 5.0: wholly above the paper's 3–5 points
+    assert next(r for r in claim_rows([claim]) if r["id"] == "3a")["verdict"] == LARGER
+    claim = _claim(_lira([0.046, 0.052, 0.049]), "3a")
     assert claim.status == REPRODUCED
     assert next(r for r in claim_rows([claim]) if r["id"] == "3a")["verdict"] == REPRODUCED
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, render_markdown,
+    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PLAN, PLAN_VERSION, REPRODUCED, SMALLER,
+    render_markdown,
 )
 from bnmem.names import GAMMA_SIGMA, GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import (
@@ -88,7 +89,7 @@ def status_of(claim) -> str:
 
 def test_plan_is_complete_and_documented():
     """Every claim states all the plan's fields; docs/analysis-plan.md is the module rendered."""
-    assert set(PLAN) == {"1", "2", "3a", "3b", "4", "5a", "5b", "6", "7"}
+    assert set(PLAN) == {"1", "2", "3a", "3b", "3c", "4", "5a", "5b", "6", "7"}
     for p in PLAN.values():
         for f in ("paper", "metric", "checkpoints", "statistic", "unit", "interval", "thresholds", "rule", "why",
                   "previous_rule"):
@@ -126,9 +127,13 @@ def test_each_status_is_reachable_through_claim_3():
     def reps(effect):
         return [effect + rng.normal(0, 0.002, 32) + rng.normal(0, 0.002) for _ in range(3)]
 
-    expected = {REPRODUCED: 0.06, DIRECTION_ONLY: 0.02, CONTRADICTED: -0.03}
+    # plan 5.0: the magnitude is in the status (the paper's 3–5 points at a 5% mix: minimum 4); replicate means
+    # effect ± 0.2 points: a 95% interval of effect ± 0.5 points
+    expected = {LARGER: 0.06, REPRODUCED: 0.047, DIRECTION_ONLY: 0.04, SMALLER: 0.02, CONTRADICTED: -0.03}
     for status, effect in expected.items():
-        assert claim_lira(lira_run(reps(effect)), clean=False).status == status, status
+        fixed = [np.full(32, effect + d) for d in (-0.002, 0.0, 0.002)]
+        assert claim_lira(lira_run(fixed), clean=False).status == status, status
+    assert claim_lira(lira_run(reps(0.06)), clean=False).status == LARGER
     noisy = [np.full(32, v) for v in (0.04, -0.05, 0.01)]
     assert claim_lira(lira_run(noisy), clean=False).status == INCONCLUSIVE
     assert claim_lira(make_run([]), clean=False).status == NOT_RUN
@@ -136,10 +141,14 @@ def test_each_status_is_reachable_through_claim_3():
 
 def test_bars_per_outlier_mix():
     """At a 5% mix the paper's bar is 4 points, at 1% it is 3: a gain of 3.5–3.7 points (interval about
-    [+3.35, +3.85]) is direction only at 5% and reproduced at 1%."""
+    [+3.35, +3.85]) is wholly below the bar at 5% (plan 5.0: smaller than the paper; 4.0: direction only) and
+    reproduced at 1%; straddling the 4-point bar it stays direction only."""
     d = [np.full(32, v) for v in (0.035, 0.036, 0.037)]
-    assert claim_lira(lira_run(d, label_noise=0.05), clean=False).status == DIRECTION_ONLY
+    c5 = claim_lira(lira_run(d, label_noise=0.05), clean=False)
+    assert c5.status == SMALLER and c5.previous_status == DIRECTION_ONLY
     assert claim_lira(lira_run(d, label_noise=0.01), clean=False).status == REPRODUCED
+    straddle = [np.full(32, v) for v in (0.037, 0.040, 0.043)]
+    assert claim_lira(lira_run(straddle, label_noise=0.05), clean=False).status == DIRECTION_ONLY
 
 
 def test_single_pair_is_inconclusive():
@@ -165,11 +174,12 @@ def test_claim_3_gives_each_attack_a_verdict_and_states_agreement():
         cells.append(make_cell("lira", r, {LIRA: data}))
     claim = claim_lira(make_run(cells), clean=False)
     verdicts = {a.name: a.status for a in claim.coverdicts()}
-    assert verdicts == {"online LiRA": REPRODUCED, "offline LiRA": REPRODUCED, "RMIA": INCONCLUSIVE}
-    assert claim.status == REPRODUCED and claim.vs_paper == "above"
+    # plan 5.0: online's +9 points lie wholly above the paper's 3–5 (plan 4.0 read reproduced)
+    assert verdicts == {"online LiRA": LARGER, "offline LiRA": REPRODUCED, "RMIA": INCONCLUSIVE}
+    assert claim.status == LARGER and claim.vs_paper == "above" and claim.previous_status == REPRODUCED
     assert "disagree" in claim.agreement_text()
     assert claim.agreement() == (2, 3)  # direction: the plan (= online LiRA), offline LiRA agree; RMIA not
-    assert claim.magnitude_agreement() == (2, 3)
+    assert claim.magnitude_agreement() == (1, 3)  # only the plan's own reads larger than the paper
     assert [claim.label(a) for a in claim.robustness()] == [f"plan {PLAN_VERSION} (online LiRA)", "offline LiRA",
                                                              "RMIA"]
 
@@ -265,18 +275,21 @@ def test_null_simulation_rarely_reproduces(monkeypatch):
 # ---------------------------------------------------------------- claim 4
 
 
-def test_claim_4_decides_on_layers_with_replicates_as_the_unit():
-    """Every BN layer counts (conv and FC); per replicate the mean over its models; plan 4.0's distribution-free
-    interval for a mean in [0, 1] over replicates (checked against a brute-force integral of Anderson's bound);
-    plan 3.0's t-interval is the previous verdict and an uncounted panel row."""
+def test_claim_4_plan_4_rule_is_the_previous_verdict():
+    """Plan 4.0's rule (every BN layer counts, per replicate the mean over its models of the fraction of layers
+    above 1, Anderson's distribution-free interval over replicates, checked against a brute-force integral) is
+    the previous verdict and a counted robustness row; plan 3.0's t-interval is an uncounted row. Plan 5.0's
+    per-layer tests (tests/test_claim4_layers.py) read inconclusive here: a layer's median takes two values
+    (1.2, 0.8), and 3 replicates show neither side in more than half the layers."""
     from scipy import stats as sps
 
     # (conv1, conv2) channels above 1: a layer's median is above 1 when more than half its channels are
     models = [(5, 12), (5, 12), (5, 4), (5, 12), (1, 12), (5, 12)]  # layer fractions 1, 1, 2/3, 1, 2/3, 1
     claim = claim_gamma_sigma(gs_run(models, replicates=3))
     reps = np.array([1.0, 5 / 6, 5 / 6])  # per replicate, mean over its 2 models
-    d = claim.decisive
-    assert d.value == pytest.approx(reps.mean()) and "over 3 replicates" in d.method
+    assert claim.status == INCONCLUSIVE
+    d = next(a for a in claim.robustness() if a.name.startswith("plan 4.0"))
+    assert d.valid and d.value == pytest.approx(reps.mean()) and "over 3 replicates" in d.method
     eps = sps.ksone.ppf(0.975, 3)
     grid = (np.arange(200_000) + 0.5) / 200_000
     below = np.searchsorted(np.sort(reps), grid, side="right") / 3  # F_n on a fine grid
@@ -284,25 +297,25 @@ def test_claim_4_decides_on_layers_with_replicates_as_the_unit():
     high = 1 - np.maximum(0, 1 - np.searchsorted(np.sort(1 - reps), grid, side="right") / 3 - eps).mean()
     assert (d.ci_low, d.ci_high) == (pytest.approx(low, abs=1e-4), pytest.approx(high, abs=1e-4))
     assert 0 <= d.ci_low and d.ci_high <= 1
-    assert claim.status == INCONCLUSIVE  # three replicates cannot show 'most' without assuming a distribution
+    assert d.status == INCONCLUSIVE == claim.previous_status  # three replicates cannot show 'most' without a law
     half = sps.t.ppf(0.975, 2) * reps.std(ddof=1) / np.sqrt(3)
-    v3 = reps.mean() - half > 0.5
-    assert claim.previous_status == (REPRODUCED if v3 else INCONCLUSIVE)  # plan 3.0: t over replicates
-    panel = {a.name: a for a in claim.robustness()}
-    t_row = next(a for n, a in panel.items() if n.startswith("plan 3.0"))
+    t_row = next(a for a in claim.robustness() if a.name.startswith("plan 3.0"))
     assert not t_row.valid and t_row.ci_low == pytest.approx(reps.mean() - half)
     assert claim.coverdicts() == []  # channel fractions are descriptions, not verdicts
-    assert "described, not deciding" in d.note and "convolutional channels above 1" in d.note
+    assert "described, not deciding" in claim.decisive.note and "convolutional channels above 1" in claim.decisive.note
     # every model with 1 of 3 layers above 1: 8 replicates cannot rule out ½ ([0.18, 0.64]), 30 can
-    assert claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 8, replicates=8)).status == INCONCLUSIVE
+    assert claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 8, replicates=8)).previous_status == INCONCLUSIVE
     low_run = claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 30, replicates=30))
-    assert low_run.status == CONTRADICTED and low_run.decisive.value == pytest.approx(1 / 3)
-    assert low_run.decisive.ci_high < 0.5
+    v4 = next(a for a in low_run.robustness() if a.name.startswith("plan 4.0"))
+    assert low_run.previous_status == CONTRADICTED == v4.status and v4.value == pytest.approx(1 / 3)
+    assert v4.ci_high < 0.5
 
 
 def test_claim_4_issue_example_layers_not_conv_channels():
-    """The demo's shape: conv channels 9% above 1, all channels 91%, layers 2 of 4 in every model. Plan 3.0's
-    t-interval degenerated to [0.50, 0.50]; plan 4.0's interval is a real one inside [0, 1]: inconclusive."""
+    """The demo's shape: conv channels 9% above 1, all channels 91%, layers 2 of 4 in every model (both conv
+    layers below 1, both FC layers above). Plan 3.0's t-interval degenerated to [0.50, 0.50]; plan 4.0's
+    distribution-free interval is a real one inside [0, 1] but inconclusive at n = 3; plan 5.0's per-layer test
+    shows at least half the layers below 1: contradicted (issue 36: 'most layers' is false there)."""
     def data(seed_shift):
         final = {}
         for name, n, frac, med, typ in (("norm1", 6, 0.0, 0.9, "conv"), ("norm2", 16, 0.125, 0.8, "conv"),
@@ -314,11 +327,12 @@ def test_claim_4_issue_example_layers_not_conv_channels():
     run = make_run([make_cell("gs", r, {GAMMA_SIGMA: data(r)}) for r in range(3)])
     claim = claim_gamma_sigma(run)
     d = claim.decisive
-    assert d.value == pytest.approx(0.5) and claim.status == INCONCLUSIVE
-    assert 0 <= d.ci_low < 0.5 < d.ci_high <= 1 and d.ci_high - d.ci_low > 0.5
+    assert claim.status == CONTRADICTED and d.ci_high < 1
     assert "convolutional channels above 1: 9%" in d.note
     assert "all channels above 1: 91%" in d.note
-    assert claim.previous_status == INCONCLUSIVE  # plan 3.0: [0.50, 0.50], touching the null
+    v4 = next(a for a in claim.robustness() if a.name.startswith("plan 4.0"))
+    assert v4.value == pytest.approx(0.5) and v4.status == INCONCLUSIVE == claim.previous_status
+    assert 0 <= v4.ci_low < 0.5 < v4.ci_high <= 1 and v4.ci_high - v4.ci_low > 0.5
     v3 = next(a for a in claim.robustness() if a.name.startswith("plan 3.0"))
     assert (v3.ci_low, v3.ci_high) == (pytest.approx(0.5), pytest.approx(0.5)) and not v3.valid
     # layer by layer (a robustness row): both conv layers clearly below 1, both FC layers above: exactly half
@@ -371,7 +385,8 @@ def test_claim_2_uses_the_checkpoints_before_the_fit_and_needs_both_definitions(
     assert cov["eval definition"].status == REPRODUCED
     assert cov["batch definition"].status == CONTRADICTED  # epoch 5: 1 − 2 = −1; mean −0.5
     assert claim.status == CONTRADICTED and "disagree" in claim.agreement_text()
-    assert claim.previous_status == CONTRADICTED  # plan 3.0: the same rule at 1 − 0.05/2
+    # plan 4.0's same-epoch window (the previous verdict) agrees here: both clean curves are equal
+    assert claim.previous_status == CONTRADICTED
     expected = area_under([1, 5, 20], np.array([0.0, 1.0, -2.0]))
     assert expected == pytest.approx((0.5 * 4 - 0.5 * 15) / 19)
     panel = {a.name: a for a in claim.robustness()}
@@ -442,8 +457,9 @@ def test_claim_2_matched_fit_uses_a_caliper():
 
 
 def test_report_prints_plan_version_agreement_and_previous_verdicts():
-    """The checklist rows carry the plan version, the agreement counts and the plan 3.0 verdict (here equal: one
-    deciding test per claim, and 3.0 differed from 4.0 only in multiplicity for claims 2 and 3); the HTML has
+    """The checklist rows carry the plan version, the agreement counts and the plan 4.0 verdict (claim 2 equal:
+    the clean curves are equal, so matched progress is the same epoch; claim 3a's +9 points read larger than the
+    paper under 5.0, reproduced under 4.0); the HTML has
     the robustness panel and the plan; summary.csv keeps its columns in order and appends vs_paper & co."""
     from bnmem.report.claims import evaluate_claims
     from bnmem.report.html import render_html
@@ -463,7 +479,7 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     html = render_html(run, claims, {})
     assert f"analysis plan version {PLAN_VERSION}" in html and 'id="plan-line"' in html
     assert 'data-claim="2" data-status="reproduced" data-previous="reproduced"' in html
-    assert 'data-claim="3a" data-status="reproduced" data-previous="reproduced"' in html
+    assert 'data-claim="3a" data-status="larger than the paper" data-previous="reproduced"' in html
     assert 'id="robustness"' in html and 'id="plan"' in html and "Adopted after seeing results" in html
     c3 = next(c for c in claims if c.id == "3a")
     assert "analyses agree on direction" in c3.agreement_text()
@@ -473,10 +489,10 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
                                 "agreement", "coverdicts", "previous_status", "plan_version", "rule", "ci_method",
                                 "where", "conditions")
     rows = {r["id"]: r for r in __import__("csv").DictReader(render_csv(claims).splitlines())}
-    assert rows["3a"]["status"] == REPRODUCED and rows["3a"]["previous_status"] == REPRODUCED
+    assert rows["3a"]["status"] == LARGER and rows["3a"]["previous_status"] == REPRODUCED
     assert rows["3a"]["vs_paper"] == "above" and float(rows["3a"]["paper_low"]) == 0.04
     assert rows["3a"]["agreement"] == "{} of {}".format(*c3.agreement())
-    assert "online LiRA: reproduced" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
+    assert "online LiRA: larger than the paper" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
     assert rows["2"]["previous_status"] == REPRODUCED and rows["2"]["vs_paper"] == ""
     assert rows["5a"]["kind"] == "derivation check" and {r["plan_version"] for r in rows.values()} == {PLAN_VERSION}
     assert rows["7"]["status"] == NOT_RUN
@@ -552,17 +568,18 @@ def test_claim_5a_is_a_derivation_check_and_5b_is_the_kernel_slope():
     assert "5 paired seeds" in c.decisive.method  # one unit per seed: flip and OOD pooled
     median_row = next(x for x in c.robustness() if x.name.startswith("per-run median"))
     assert median_row.value == pytest.approx(1.0, abs=0.01) and median_row.status == REPRODUCED
-    # plan 4.0's band rule: wholly outside the band is contradicted, on either side; 3.0 said direction only
+    # plan 4.0's band rule: wholly outside the band is contradicted, on either side (3.0 said direction only);
+    # plan 5.0 kept it, so the previous (4.0) verdict is the same
     half = _kernel_runs({s: 0.5 + 0.01 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": half}))[1]
-    assert c.status == CONTRADICTED and c.vs_paper == "below" and c.previous_status == DIRECTION_ONLY
+    assert c.status == CONTRADICTED and c.vs_paper == "below" and c.previous_status == CONTRADICTED
     high = _kernel_runs({s: 1.5 + 0.01 * (s - 2) for s in range(5)}, rng)
     assert claim_theory(theory_run(amp, {"runs": high}))[1].status == CONTRADICTED
     # the demo's case: a slope near 0 whose interval includes 0 but lies wholly below 0.9 (3.0: inconclusive)
     zero = _kernel_runs({s: 0.015 + 0.03 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": zero}))[1]
     assert c.decisive.ci_low < 0 < c.decisive.ci_high < 0.9
-    assert c.status == CONTRADICTED and c.previous_status == INCONCLUSIVE
+    assert c.status == CONTRADICTED and c.previous_status == CONTRADICTED  # 4.0's band rule, kept by 5.0
     # straddling an edge of the band: inconclusive
     edge = _kernel_runs({s: 0.9 + 0.05 * (s - 2) for s in range(5)}, rng)
     c = claim_theory(theory_run(amp, {"runs": edge}))[1]

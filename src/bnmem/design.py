@@ -5,7 +5,9 @@ A claim's deciding settings in a study are its shared-recipe cells grouped over 
 settings), restricted as the claim's rule restricts them: corrupted settings (claims 1, 2, 3a, 6, 7), clean
 ones (3b), every one (4), the toy model once per study (5b, its seeds the unit). Each setting's spread is
 the pilot run's (``--pilot``: the same setting's SD when the pilot measured it, else the largest SD the pilot
-observed for the claim, said so) or the plan's declared planning SD; the power math and each claim's test
+observed for the claim, said so; plan 5.0: the one-sided 80% upper confidence bound on it,
+:data:`bnmem.analysis_plan.PILOT_SD_BOUND`, since an SD from a few units is uncertain by a large factor) or the
+plan's declared planning SD; the power math and each claim's test
 are :mod:`bnmem.report.power`'s, the ones the report uses.
 """
 
@@ -21,6 +23,7 @@ from typing import Any
 from bnmem import analysis_plan as ap
 from bnmem.errors import BnmemError
 from bnmem.names import STUDY_FILE
+from bnmem.power import sd_upper_bound
 from bnmem.report.power import SettingDesign, design_power, unit_of, units_for
 from bnmem.study.run import Cell, expand_grid, runs_in
 
@@ -92,7 +95,8 @@ def _pilot_sds(pilot: list[Any] | None, cid: str) -> dict[tuple[str, float, floa
                 continue  # an interval over one replicate's seeds: not the spread of replicate means
             key = (str(e.conditions.get("arch")), float(e.conditions.get("label_noise") or 0),
                    float(e.conditions.get("ood") or 0))
-            out[key] = {"": e.sd, **{k: v[1] for k, v in e.spreads.items()}}
+            out[key] = {"": sd_upper_bound(e.sd, e.n, ap.PILOT_SD_BOUND),
+                        **{k: sd_upper_bound(v[1], v[0], ap.PILOT_SD_BOUND) for k, v in e.spreads.items()}}
     return out
 
 
@@ -100,12 +104,13 @@ def _sds_for(cell: Cell, observed: dict[tuple[str, float, float], dict[str, floa
              names: list[str]) -> tuple[dict[str, float | None], str]:
     """The spreads of one setting: the pilot's for the same setting, else its largest for the claim."""
     key = (cell.arch, float(cell.outliers.label_noise), float(cell.outliers.ood))
+    bound = f" ({ap.PILOT_SD_BOUND:.0%} upper bound on its SD)"
     if key in observed:
-        return observed[key], "pilot: same setting"
+        return observed[key], "pilot: same setting" + bound
     if observed:
         pooled = {n: max((v.get(n) for v in observed.values() if v.get(n) is not None), default=None)
                   for n in names}
-        return pooled, "pilot: largest SD of its settings"
+        return pooled, "pilot: largest SD of its settings" + bound
     return {n: None for n in names}, "declared planning SD"
 
 
@@ -114,7 +119,9 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
     eps = ap.PLANNING.get(cid)
     plan = ap.PLAN[cid]
     if not eps:
-        return ClaimDesign(cid, [], why_not="a derivation check: no power")
+        why = ("exploratory (beyond the paper): no planning effect, no power" if plan.kind == ap.BEYOND_PAPER
+               else "a derivation check: no power")
+        return ClaimDesign(cid, [], why_not=why)
     lens = plan.lens
     if lens not in study.lenses.enabled():
         return ClaimDesign(cid, [], why_not=f"the study does not run the {lens} lens")

@@ -87,6 +87,15 @@ def power_band(n: int, sd: float | None, effect: float, band: tuple[float, float
     return float(min(1.0, max(0.0, value)))
 
 
+def sd_upper_bound(sd: float | None, n: int, level: float) -> float | None:
+    """The one-sided ``level`` upper confidence bound on a normal SD estimated from n units:
+    s·sqrt((n − 1) / χ²_{1 − level, n − 1}) (the chi-square lower quantile). None without an SD or with
+    fewer than 2 units; 0 stays 0."""
+    if sd is None or not math.isfinite(sd) or n < 2:
+        return None
+    return float(sd * math.sqrt((n - 1) / sps.chi2.ppf(1.0 - level, n - 1)))
+
+
 def power_all(powers: Iterable[float]) -> float:
     """Intersection–union: every setting must pass (product; a lower bound under positive dependence)."""
     out = 1.0

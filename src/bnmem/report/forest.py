@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, GS_MAJORITY, INCONCLUSIVE, MITIGATE_CUT, NOT_RUN,
-    REPRODUCED, THEORY_TOL, lira_range,
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, MITIGATE_CUT, NOT_RUN,
+    REPRODUCED, SMALLER, THEORY_TOL, lira_range,
 )
 from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
 from bnmem.report.claims import Claim, Evaluation
@@ -22,6 +22,7 @@ from bnmem.formatting import finite
 
 STATUS_COLORS = {
     REPRODUCED: "#1e8a4c", CHECK_PASSED: "#2a93a8", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
+    LARGER: "#6a9a1f", SMALLER: "#d9731a",
     CONTRADICTED: "#c0392b", CHECK_FAILED: "#a3397f", NOT_RUN: "#9aa0a6",
 }
 # Per claim: the x-axis label, the null (or threshold, or for 5b the prediction) and its name.
@@ -30,7 +31,9 @@ AXES = {
     "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
     "3a": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
     "3b": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
-    "4": ("fraction of BN layers with median |γ|/σ > 1 (mean over models)", GS_MAJORITY, "half"),
+    "3c": ("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)", 0.0, "no effect"),
+    "4": ("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
+          "test's bounds", 1.0, "|γ|/σ = 1"),
     "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
     "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 1.0, "the prediction"),
     "6": ("cut in corrupted-subset accuracy by the γ/σ regularizer (fraction of BN's)", 0.0, "no effect"),

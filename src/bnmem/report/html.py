@@ -15,8 +15,8 @@ from typing import Any, Iterable
 
 from bnmem.version import __version__
 from bnmem.analysis_plan import (
-    CHANGELOG, CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, NOT_RUN, PLAN, PLAN_VERSION,
-    PREVIOUS_VERSION, REPRODUCED, STATUSES, plan_sha256,
+    CHANGELOG, CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PLAN,
+    PLAN_VERSION, PREVIOUS_VERSION, REPRODUCED, SMALLER, STATUSES, plan_sha256,
 )
 from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
@@ -48,6 +48,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
           white-space: nowrap; }
 .s-reproduced { background: #d3efd9; color: #14532d; border: 1px solid #7cc48f; }
 .s-direction-only { background: #fdf0c9; color: #6b4a00; border: 1px solid #e2bd55; }
+.s-larger-than-the-paper { background: #e4f1cf; color: #3b5208; border: 1px solid #a4c566; }
+.s-smaller-than-the-paper { background: #fde2c8; color: #7a3b00; border: 1px solid #e8a76a; }
 .s-inconclusive { background: #e3ecf7; color: #23456e; border: 1px solid #94b1d6; }
 .s-contradicted, .s-not-reproduced { background: #fbd9d9; color: #7a1010; border: 1px solid #e48a8a; }
 .s-check-passed { background: #d6eef3; color: #0b4a57; border: 1px dashed #4fa3b5; }
@@ -122,7 +124,9 @@ def status_badge(status: str) -> str:
 # What each status means, for the legend on the first screen (the plan block in Details has the full rules).
 STATUS_MEANINGS = (
     (REPRODUCED, "interval on the paper's side, at or above its minimum"),
+    (LARGER, "on its side, wholly above the paper's range (its minimum cleared, its upper end refuted)"),
     (DIRECTION_ONLY, "on its side, reaching below its minimum"),
+    (SMALLER, "on its side, wholly below the paper's minimum (its magnitude refuted)"),
     (INCONCLUSIVE, "interval includes the null, or none"),
     (CONTRADICTED, "interval on the other side"),
     (CHECK_PASSED, "derivation check (not evidence) within tolerance"),
@@ -302,7 +306,9 @@ def plan_block(sha: str | None = None) -> str:
            "bnmem.analysis_plan; docs/analysis-plan.md; <code>bnmem plan</code> prints it). Statuses are decided "
            "on the interval: <i>reproduced</i> = above the null on the paper's side and, where the paper states a "
            "minimum, at or above it; <i>direction only</i> = above the null but reaching below the stated minimum "
-           "(or failing another stated condition); <i>inconclusive</i> = includes the null or no valid interval; "
+           "(or failing another stated condition); where the paper states a range (3a/3b), <i>larger than the "
+           "paper</i> = wholly above the range, <i>smaller than the paper</i> = above the null but wholly below "
+           "the minimum; <i>inconclusive</i> = includes the null or no valid interval; "
            "<i>contradicted</i> = below the null. <i>vs paper</i> (below / within / above the paper's range) is a "
            "description, not a verdict.</p>",
            '<table class="plan"><thead><tr><th>#</th><th>paper</th><th>metric · checkpoints · statistic</th>'
@@ -553,7 +559,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         '<p class="sub">Reproduction of “Batch Normalization Amplifies Memorization and Privacy Risks” '
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}. "
-        f'<span id="plan-line">{esc(plan.headline(short=True))}</span></p>',
+        f'<span id="plan-line">{esc(plan.headline(short=True))}</span>'
+        + (f' <span id="provenance-line">{esc(plan.provenance)}</span>' if plan.provenance else "") + "</p>",
         status_legend(counts, shown_statuses(claims)),
         "</header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, plan.label),
@@ -611,8 +618,8 @@ def method_text() -> str:
         "the data; conditional on one corruption draw); LiRA targets of one replicate share reference models and "
         "are never treated as independent (a delete-one-model jackknife when the lens wrote one, else no "
         "interval).</li>"
-        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (claim 4: a distribution-free interval "
-        f"for a mean in [0, 1]); the percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}) is shown next to "
+        f"<li><b>Intervals.</b> {LEVEL:.0%} Student t-interval at every n (claim 4: one-sided t-tests per BN layer "
+        f"combined by a partial-conjunction test); the percentile bootstrap ({N_RESAMPLES} resamples, seed {SEED}) is shown next to "
         "it, never deciding. A claim measured in k settings reads reproduced only if every setting does (an "
         "intersection–union test: 95% each, no adjustment) and contradicted if any one does, tested at "
         "1 − 0.05/k (Bonferroni) so a false 'contradicted' keeps a family-wise 2.5% level.</li>"

@@ -7,10 +7,17 @@ the paper's range where the test reads it, and for claim 4 the layers and seeds 
 power of "reproduced" is the product over settings (every setting must pass) of the product over the
 claim's endpoints (claim 6: the cut and the cost); :func:`units_for` finds the units 80% power needs.
 ``bnmem design`` (:mod:`bnmem.design`) calls the same functions with a planned design.
+
+Plan 5.0: power is a property of a design, read before the data decide, so a report shows it only where it
+says something. A decided row (reproduced, contradicted, larger or smaller than the paper, a derivation check)
+shows no power figure; an undecided one (inconclusive, direction only) shows the smallest effect its achieved
+n could have detected with 80% power at the spread it observed (:func:`min_detectable`), and the replicates
+80% power at the declared planning effect would need.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -19,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    INCONCLUSIVE, PLANNING, POWER_TARGET, REPRODUCED, TEST_ABOVE, TEST_BAND, TEST_BELOW, TEST_EXACT,
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, INCONCLUSIVE, LARGER, NOT_RUN, PLANNING, POWER_TARGET, REPRODUCED,
+    SMALLER, TEST_ABOVE, TEST_BAND, TEST_BELOW, TEST_EXACT, TEST_LAYERS,
     UNDERPOWERED_BELOW, Endpoint, reproduced_level,
 )
 from bnmem.power import power_above, power_all, power_band, power_below, power_simulated_all, units_needed
@@ -29,6 +37,8 @@ from bnmem.report.claims.core import at_level
 SIM_RUNS = 400  # Monte Carlo studies per design of an exact rule (claim 4): power ± 0.025 (standard error)
 SIM_SEED = 26
 MAX_UNITS = 1000  # "replicates needed" beyond this reads "more than 1000"
+# Plan 5.0: rows whose status is decided show no power (power describes a design, not a result).
+DECIDED = (REPRODUCED, CONTRADICTED, LARGER, SMALLER, CHECK_PASSED, CHECK_FAILED, NOT_RUN)
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,14 @@ class ClaimPower:
     basis: str = ""
     settings: int = 0
     notes: list[str] = field(default_factory=list)
+    status: str = ""  # the row's status ("" in a design: every figure shown)
+    mde: float | None = None  # the smallest effect 80% power detects at the achieved n (undecided rows)
+    fmt_effect: Any = None  # formats an effect as the claim displays it (default "+0.123")
+
+    @property
+    def shown(self) -> bool:
+        """Whether the row shows a power figure (plan 5.0: never beside a decided status)."""
+        return self.power is not None and self.status not in DECIDED
 
     @property
     def underpowered(self) -> bool:
@@ -74,13 +92,22 @@ class ClaimPower:
 
     def verdict(self, status: str) -> str:
         """The status as the checklist reads it: an underpowered inconclusive row says so."""
-        if status == INCONCLUSIVE and self.underpowered:
+        if status == INCONCLUSIVE and self.underpowered and self.shown:
             return f"{INCONCLUSIVE} (underpowered: power {self.power:.2f}; {self.needed_text()})"
         return status
 
+    def mde_text(self) -> str:
+        """'80% power at 3 replicates only for an effect ≥ +0.120 (observed spread)', or ''."""
+        if self.mde is None or not math.isfinite(self.mde):
+            return ""
+        unit = self.unit if self.n != 1 else self.unit.rstrip("s")
+        return (f"{POWER_TARGET:.0%} power at {self.n} {unit} only for an effect ≥ "
+                f"{(self.fmt_effect or '{:+.3f}'.format)(self.mde)} ({self.basis})")
+
     def short_text(self) -> str:
-        """The headline's compact form of :meth:`text`: '0.52 at 3 rep. (observed SD) · 80%: ~4', or '—'."""
-        if self.power is None:
+        """The headline's compact form of :meth:`text`: '0.52 at 3 rep. (observed SD) · 80%: ~4', or '—'
+        (a decided row: no power)."""
+        if not self.shown:
             return "—"
         unit = "rep." if self.unit == "replicates" else self.unit
         basis = ("declared SD" if self.basis.startswith("declared") else
@@ -90,9 +117,16 @@ class ClaimPower:
             f" · {POWER_TARGET:.0%}: {need}"
 
     def text(self) -> str:
-        """'0.52 at 3 replicates (observed spread); 80%: ~4 replicates', or '—'."""
-        if self.power is None:
+        """An undecided row: the smallest effect its n could detect at 80% and the replicates the planning
+        effect needs ('80% power at 3 replicates only for an effect ≥ +0.120 (observed spread); ~9 replicates
+        needed for the planning effect'); a design: '0.52 at 3 replicates (observed spread); 80%: ~4
+        replicates'; a decided row: '—'."""
+        if not self.shown:
             return "—"
+        if self.status:
+            mde = self.mde_text()
+            return (f"{mde}; " if mde else f"power {self.power:.2f} at {self.n} {self.unit} ({self.basis}); ") + \
+                f"{self.needed_text()} for the planning effect"
         return (f"{self.power:.2f} at {self.n} {self.unit} ({self.basis}); {POWER_TARGET:.0%}: "
                 f"{self.needed_text()}")
 
@@ -171,13 +205,19 @@ def endpoint_power(ep: Endpoint, n: int, sd: float | None, s: SettingDesign) -> 
         return power_band(n, sd, effect, ep.band or (threshold, threshold), _alpha())
     if ep.test == TEST_EXACT:
         return _exact_power(ep, n, sd, s)
+    if ep.test == TEST_LAYERS:  # claim 4 (plan 5.0): the partial-conjunction rule's own arithmetic
+        from bnmem.report.claims.layer_test import partial_conjunction_power
+
+        return partial_conjunction_power(n, sd, effect, s.layers, (1.0 - reproduced_level()) / 2.0)
     raise ValueError(f"unknown test {ep.test!r}")
 
 
-def design_power(cid: str, settings: list[SettingDesign], n: int | None = None) -> float | None:
+def design_power(cid: str, settings: list[SettingDesign], n: int | None = None,
+                 endpoints: tuple[Endpoint, ...] | None = None) -> float | None:
     """The power of claim ``cid``'s "reproduced" over its deciding settings (every one must pass), each at its
-    own n or all at ``n``; None for a claim without a declared test (a derivation check) or no setting."""
-    eps = PLANNING.get(cid)
+    own n or all at ``n`` (``endpoints``: instead of the plan's); None for a claim without a declared test (a
+    derivation check) or no setting."""
+    eps = PLANNING.get(cid) if endpoints is None else endpoints
     if not eps or not settings:
         return None
     per = []
@@ -193,6 +233,31 @@ def units_for(cid: str, settings: list[SettingDesign], target: float = POWER_TAR
     if not PLANNING.get(cid) or not settings:
         return None
     return units_needed(lambda k: design_power(cid, settings, k) or 0.0, target, limit=MAX_UNITS)
+
+
+def min_detectable(cid: str, settings: list[SettingDesign], target: float = POWER_TARGET) -> float | None:
+    """The smallest true effect (the same in every setting) at which claim ``cid``'s "reproduced" has
+    ``target`` power at the settings' own n and spreads: for a claim decided by one one-sided t-test on its
+    number (claims 1, 2, 3a, 3b, 7); None for the others (bands, discrete or two-endpoint rules) or where even
+    an effect of 1000 standard deviations does not reach it (fewer than 2 units)."""
+    eps = PLANNING.get(cid)
+    if not eps or len(eps) != 1 or eps[0].test != TEST_ABOVE or not settings:
+        return None
+    ep = eps[0]
+    sds = [s.sds.get(ep.name) for s in settings]
+    scale = max([abs(v) for v in sds if v is not None and math.isfinite(v)] + [ep.sd, 1e-12])
+    base = max(_limits(ep, s.paper)[1] for s in settings)
+
+    def power_at(effect: float) -> float:
+        return design_power(cid, settings, endpoints=(dataclasses.replace(ep, effect=effect),)) or 0.0
+
+    lo, hi = base, base + 1000 * scale
+    if power_at(hi) < target:
+        return None
+    for _ in range(60):  # power grows with the effect: bisection to ~1e-15 of the bracket
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if power_at(mid) < target else (lo, mid)
+    return hi
 
 
 def unit_of(e: Any) -> str:
@@ -218,12 +283,17 @@ def claim_power(claim: Claim) -> ClaimPower:
     if p is None:
         return ClaimPower(claim.id, None)
     eps = PLANNING[claim.id]
+    # An observed SD of 0 is an observed spread (the units agreed exactly), not a missing one.
     declared = [ep.name or "the claim's number" for ep in eps for s in settings
-                if s.sds.get(ep.name) is None or not math.isfinite(s.sds.get(ep.name) or math.nan)]
+                if (v := s.sds.get(ep.name)) is None or not math.isfinite(v)]
     basis = "observed spread" if not declared else ("declared planning SD for " + ", ".join(dict.fromkeys(declared)))
     ds = claim.deciding()
+    status = claim.status
+    undecided = status not in DECIDED
     return ClaimPower(claim.id, p, min(s.n for s in settings), units_for(claim.id, settings),
-                      unit_of(ds[0]) if ds else "replicates", basis, len(settings))
+                      unit_of(ds[0]) if ds else "replicates", basis, len(settings), status=status,
+                      mde=min_detectable(claim.id, settings) if undecided else None,
+                      fmt_effect=claim.fmt)
 
 
 def power_of(claim: Claim) -> ClaimPower:

@@ -13,6 +13,12 @@ confirmatory only when study.json's ``confirmatory`` record (``bnmem run
 --confirmatory``: every seed derived from the plan's hash) names the plan that
 decides, and exploratory otherwise, in the plan's own words for a study whose
 results were seen (:data:`bnmem.analysis_plan.EXPLORATORY_SEEN`).
+
+For a confirmatory run, :attr:`PlanCheck.provenance` says which commit and deciding
+source (:func:`bnmem.provenance.source_sha256`) the seeds came from, whether the
+source that decides now is the same, and how many confirmatory starts of the same
+study under the same plan the attempts log of this checkout holds, and which one this
+run is (:func:`bnmem.provenance.attempts_line`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from bnmem.analysis_plan import (
     CONFIRMATORY_KEY, EXPLORATORY_SEEN, PLAN_VERSION, RECORD_KEY as PLAN_KEY, SEEN_STUDIES, plan_sha256,
 )
 from bnmem.names import STUDY_FILE
+from bnmem.provenance import attempts_line
 
 FIXED, CHANGED, UNRECORDED = "recorded before the first job", "changed after the run started", "not recorded"
 # Each state in the report headline's short words ("plan 4.0 <words>").
@@ -40,6 +47,7 @@ class PlanCheck:
         recorded_version, recorded_sha256: what study.json recorded (None without a record).
         state: :data:`FIXED`, :data:`CHANGED` or :data:`UNRECORDED`.
         label: the run's confirmatory / exploratory sentence (:func:`run_label`).
+        provenance: for a confirmatory run, its commit, deciding source and attempts (else "").
     """
 
     version: str
@@ -48,6 +56,7 @@ class PlanCheck:
     recorded_sha256: str | None
     state: str
     label: str = ""
+    provenance: str = ""
 
     def headline(self, short: bool = False) -> str:
         """One sentence for the report's headline (``short``: the hash by its first 12 digits, as the page's
@@ -100,6 +109,28 @@ def _label(doc: dict, study: str | None, sha: str) -> str:
             "--confirmatory), so nothing shows its data were unseen when the plan was written")
 
 
+def provenance_text(doc: dict, study: str | None = None) -> str:
+    """For a run with a confirmatory record: the commit and deciding source its seeds came from, whether the
+    deciding source is the same now, and its attempts (:func:`bnmem.provenance.attempts_line`); else ""."""
+    from bnmem.provenance import read_attempts, source_sha256
+
+    rec = doc.get(CONFIRMATORY_KEY)
+    if not isinstance(rec, dict):
+        return ""
+    recorded = rec.get("source_sha256")
+    if not recorded:
+        return ("Its seeds were derived from the plan's hash alone (before plan 5.0): no commit or deciding "
+                "source was recorded.")
+    now = source_sha256()
+    same = ("the deciding source is the same now" if recorded == now else
+            f"the deciding source has changed since (now sha256 {now[:12]}…): these verdicts are decided by "
+            "other code than the run started with")
+    name = study if study is not None else doc.get("name")
+    return (f"Seeds from commit {rec.get('commit')} and deciding source sha256 {str(recorded)[:12]}… "
+            f"(started {rec.get('started')}); {same}. "
+            + attempts_line(read_attempts(), name, str(rec.get("plan_sha256")), rec.get("started")))
+
+
 def check_plan(run_root: str | Path, study: str | None = None) -> PlanCheck:
     """Compare the current plan with the one recorded in ``run_root/study.json`` (if any), and label the run
     (:func:`run_label`; ``study``: its name, default study.json's). Reads study.json and hashes the plan once:
@@ -107,9 +138,10 @@ def check_plan(run_root: str | Path, study: str | None = None) -> PlanCheck:
     sha = plan_sha256()
     doc = _study_doc(run_root)
     label = _label(doc, study, sha)
+    prov = provenance_text(doc, study)
     rec = doc.get(PLAN_KEY)
     if not isinstance(rec, dict) or not rec.get("sha256"):
-        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label)
+        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label, prov)
     version, recorded = str(rec.get("version")), str(rec.get("sha256"))
     state = FIXED if recorded == sha else CHANGED
-    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label)
+    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label, prov)

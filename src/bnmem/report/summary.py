@@ -17,7 +17,8 @@ from bnmem.report.tables import Table
 CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
                "previous_status", "plan_version", "rule", "ci_method", "where", "conditions",
                "vs_paper", "paper_low", "paper_high", "ci_level", "agreement_magnitude", "previous_plan_version",
-               "plan_sha256", "run_label", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict")
+               "plan_sha256", "run_label", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict",
+               "min_effect_80")
 
 
 def _md(text: Any) -> str:
@@ -74,16 +75,28 @@ def claim_rows(claims: list[Claim], label: str = "", sha: str | None = None) -> 
     return out
 
 
+# What each status means (the HTML report's legend says the same beside its colours).
+STATUS_LEGEND = (
+    "Statuses (decided on the interval): *reproduced* = on the paper's side, at or above its stated minimum; "
+    "*larger than the paper* = wholly above the paper's range (3a/3b: its minimum cleared, its upper end refuted); "
+    "*direction only* = on the paper's side, reaching below its minimum (or failing another stated condition); "
+    "*smaller than the paper* = on the paper's side but wholly below its stated minimum (its magnitude refuted); "
+    "*inconclusive* = the interval includes the null, or there is none; *contradicted* = on the other side. "
+    "A row shows its least supportive setting in that order: contradicted, smaller than the paper, inconclusive, "
+    "direction only, larger than the paper, reproduced.")
+
+
 def _power_fields(c: Claim) -> dict[str, str]:
     """The power columns: power of "reproduced" at the run's design, its n and unit, the units 80% power needs,
     what the spread came from, and the status as read (an underpowered inconclusive row says so)."""
     p = power_of(c)
-    if p.power is None:
+    if not p.shown:  # plan 5.0: a decided row (or one without a declared test) shows no power
         return {"power": "", "power_n": "", "power_unit": "", "n_for_80": "", "power_basis": "",
-                "verdict": c.status}
+                "verdict": c.status, "min_effect_80": ""}
+    assert p.power is not None
     return {"power": f"{p.power:.3f}", "power_n": str(p.n), "power_unit": p.unit,
             "n_for_80": "" if p.needed is None else str(p.needed), "power_basis": p.basis,
-            "verdict": p.verdict(c.status)}
+            "verdict": p.verdict(c.status), "min_effect_80": "" if p.mde is None else f"{p.mde:.6g}"}
 
 
 def render_csv(claims: list[Claim], label: str = "", sha: str | None = None) -> str:
@@ -102,6 +115,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     lines = [f"# bnmem report — {title}", "",
              f"**{run.plan.label}**", "",
              run.plan.headline(), "",
+             *([run.plan.provenance, ""] if run.plan.provenance else []),
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
              "intervals are 95% with replicates as the unit, at 1 − 0.05/k where a claim's k settings were tested "
@@ -125,8 +139,10 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         p = power_of(c)
         rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{p.verdict(c.status)}**",
                      p.text(), c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
-    lines += [md_table(["#", "claim", "metric", "value", "CI", "status", "power (80%: units needed)", "vs paper",
+    lines += [md_table(["#", "claim", "metric", "value", "CI", "status",
+                        "power (undecided rows: the effect 80% could detect; units needed)", "vs paper",
                         "robustness", f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
+    lines += [STATUS_LEGEND, ""]
     splits = [f"- Claim {c.id}: {s}" for c in claims if (s := split_verdicts(c))]
     lines += (["Settings that disagree (the row shows the least supportive):", "", *splits, ""] if splits else [])
     lines += ["## Robustness panel", ""]

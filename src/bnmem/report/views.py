@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 from bnmem.lenses import spec as specs
 from bnmem.names import THEORY
+from bnmem.report.claims.claim4 import layer_tables
 from bnmem.report.claims.claim7 import push_tables
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
@@ -189,7 +190,7 @@ LIRA = LensView(
 
 def _gamma_sigma_tables(run: RunData, kind: str) -> list[Table]:
     """Per cell the per-layer table, then claim 7's own-loss push tables."""
-    return per_cell(gamma_sigma_table)(run, kind) + push_tables(run)
+    return per_cell(gamma_sigma_table)(run, kind) + layer_tables(run) + push_tables(run)
 
 
 GAMMA_SIGMA = LensView(

@@ -113,7 +113,8 @@ def _run_stages(jobs: list[Job], out: Path, progress: bool, executor: Any, resou
 
 
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              confirmatory: bool = False, graph: bool | None = None) -> StudyResult:
+              confirmatory: bool = False, graph: bool | None = None,
+              study_file: str | Path | None = None) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -121,8 +122,10 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         out: run directory.
         executor: an :class:`~bnmem.executors.Executor` (default: local).
         progress: progress bars.
-        confirmatory: derive every seed from the current analysis plan's SHA-256 and record them in
-            study.json (:mod:`bnmem.study.confirmatory`).
+        confirmatory: derive every seed from the current analysis plan's and deciding source's SHA-256 and
+            record them, the commit and the start in study.json (:mod:`bnmem.study.confirmatory`); refused
+            outside a git checkout or on a modified one; the start (or resume) is appended to the attempts log
+            (:mod:`bnmem.provenance`) before the first job.
         graph: run the jobs as a dependency graph (:mod:`bnmem.study.graph`: each job as soon as what it
             reads is written, no barrier between stages) or stage by stage. Default (None): the graph with
             local worker processes, stages with one local worker or Ray. The results are the same bytes.
@@ -135,13 +138,21 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             study stops; rerun to resume), or some job failed (after every other
             job has run; rerunning retries only the failed ones), or a rerun
             that would change whether the run is confirmatory or the plan its
-            seeds came from.
+            seeds came from, or a confirmatory run on a modified checkout.
+        study_file: the study's YAML file, whose hash a confirmatory start logs.
     """
-    from bnmem.analysis_plan import plan_sha256
+    from bnmem.analysis_plan import CONFIRMATORY_KEY
     from bnmem.executors import get_executor
+    from bnmem.names import STUDY_FILE
+    from bnmem.study.confirmatory import current_key, log_attempt, require_clean_checkout
     out = Path(out).expanduser().resolve()
-    cells, jobs = plan(study, plan_sha256() if confirmatory else None)
-    prepare(out, study, confirmatory)
+    state = require_clean_checkout() if confirmatory else None
+    cells, jobs = plan(study, current_key() if confirmatory else None)
+    resumed = (out / STUDY_FILE).exists()
+    prepare(out, study, confirmatory, commit=state.commit if state else None)
+    if state is not None:
+        log_attempt(state, io.read_json(out / STUDY_FILE)[CONFIRMATORY_KEY], resumed, study.name, out,
+                    study_file, executor)
     index = index_doc(study, cells, jobs)
     write_if_changed(out / INDEX_FILE, index)  # first, so a report can read a study in progress
     own = executor is None

@@ -60,7 +60,7 @@ from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
 from bnmem.names import ERROR_FILE, INDEX_FILE, STUDY_FILE
-from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicate_seeds, study_seed
+from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicate_seeds, seed_key, study_seed
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
@@ -161,8 +161,8 @@ REPLICATE_SEED_FIELDS = ("keep_seed", "query_seed")
 def expand_grid(study: Study, seeds_from: str | None = None) -> list[Cell]:
     """Cells of the study: datasets × archs × outlier settings, in that nesting order.
 
-    ``seeds_from``: the analysis plan's SHA-256 of a confirmatory run; every replicate's seeds are then
-    derived from it (:mod:`bnmem.study.confirmatory`).
+    ``seeds_from``: the seed key of a confirmatory run (:func:`bnmem.study.confirmatory.seed_key`: the plan's and
+    the deciding source's SHA-256); every replicate's seeds are then derived from it.
     """
     g = study.grid
     datasets = g.datasets or [study.data.dataset]
@@ -273,7 +273,7 @@ def runs_in(study: Study, name: str, cell: Cell) -> bool:
 def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
 
-    ``seeds_from``: a confirmatory run's plan hash; every seed is derived from it (:func:`expand_grid`; a
+    ``seeds_from``: a confirmatory run's seed key (plan and source hashes); every seed is derived from it (:func:`expand_grid`; a
     once-per-study lens's ``seed`` too).
 
     Stages: 0 = once-per-study lenses (theory) and the training runs several
@@ -419,18 +419,24 @@ def write_if_changed(path: Path, doc: Any) -> None:
     io.write_json(path, doc)
 
 
-def confirmatory_record(study: Study, sha: str, version: str) -> dict[str, Any]:
-    """study.json's :data:`CONFIRMATORY_KEY` record: the plan the seeds came from, the rule, every seed."""
-    cells = expand_grid(study, sha)
+def confirmatory_record(study: Study, plan_sha: str, version: str, source_sha: str, commit: str | None = None,
+                        started: str | None = None) -> dict[str, Any]:
+    """study.json's :data:`CONFIRMATORY_KEY` record: the plan and deciding source the seeds came from, the commit,
+    when the run started (its attempts-log entry has the same time), the rule, every seed."""
+    from bnmem.provenance import DECIDING_SOURCES
+
+    key = seed_key(plan_sha, source_sha)
+    cells = expand_grid(study, key)
     seeds = {f"r{c.replicate or 0}": c.derived.record() for c in cells if c.derived}
-    studywide = {n: study_seed(sha, n) for n in study.lenses.enabled()
+    studywide = {n: study_seed(key, n) for n in study.lenses.enabled()
                  if not registry.get(n).per_cell and "seed" in registry.get(n).config.model_fields}
-    return {"plan_version": version, "plan_sha256": sha, "rule": SEED_RULE, "replicates": seeds,
-            **({"study_lenses": studywide} if studywide else {})}
+    return {"plan_version": version, "plan_sha256": plan_sha, "source_sha256": source_sha,
+            "source_files": list(DECIDING_SOURCES), "commit": commit, "started": started, "rule": SEED_RULE,
+            "replicates": seeds, **({"study_lenses": studywide} if studywide else {})}
 
 
-def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None) -> None:
-    """A rerun may not change whether a run is confirmatory, nor the plan its seeds came from."""
+def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None, source: str | None = None) -> None:
+    """A rerun may not change whether a run is confirmatory, nor the plan or deciding source its seeds came from."""
     rec = existing.get(CONFIRMATORY_KEY)
     if rec is None and sha is not None:
         raise BnmemError(f"{out} holds an exploratory run; a confirmatory run derives other seeds: use a new --out")
@@ -441,29 +447,37 @@ def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None) -> None:
         raise BnmemError(f"{out} is confirmatory under plan {rec.get('plan_version')} (sha256 "
                          f"{rec.get('plan_sha256')}), whose hash its seeds came from; the current plan's hash differs, "
                          "so resuming would mix seeds of two plans: start a new --out to confirm the current plan")
+    if rec is not None and rec.get("source_sha256") != source:
+        raise BnmemError(f"{out} is confirmatory with seeds from the deciding source sha256 "
+                         f"{rec.get('source_sha256')} (commit {rec.get('commit')}); the current source's hash differs, "
+                         "so resuming would mix seeds of two sources: check out that commit, or start a new --out")
 
 
-def prepare(out: Path, study: Study, confirmatory: bool = False) -> Path:
+def prepare(out: Path, study: Study, confirmatory: bool = False, commit: str | None = None) -> Path:
     """Write study.json with the analysis plan's version and hash (:data:`PLAN_KEY`) before any job runs, and
-    for a confirmatory run the seeds derived from that hash (:data:`CONFIRMATORY_KEY`); a rerun of the same
-    study resumes and keeps the plan recorded when the run started (a confirmatory one only under that plan)."""
+    for a confirmatory run the seeds derived from that hash and the deciding source's
+    (:data:`CONFIRMATORY_KEY`, with ``commit`` and the start time); a rerun of the same study resumes and keeps
+    the plan recorded when the run started (a confirmatory one only under that plan and source)."""
     from bnmem.analysis_plan import plan_record
+    from bnmem.provenance import source_sha256, utc_now
     from bnmem.rundir import prepare_run_dir
 
     resolved = study.model_dump(mode="json", by_alias=True)
     record = plan_record()
     sha = record["sha256"] if confirmatory else None
+    source = source_sha256() if confirmatory else None
     path = out / STUDY
     try:
         existing = io.read_json(path)
     except (OSError, ValueError):
         existing = None
     if isinstance(existing, dict):
-        _refuse_mixed(out, existing, sha)
+        _refuse_mixed(out, existing, sha, source)
         if {k: v for k, v in existing.items() if k not in (PLAN_KEY, CONFIRMATORY_KEY)} == json.loads(
                 json.dumps(resolved)):
             return out  # same study: resume without touching anything (the recorded plan stays)
-    extra = {CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"])} if sha else {}
+    extra = ({CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"], source, commit, utc_now())}
+             if sha and source else {})
     return prepare_run_dir(out, {**resolved, PLAN_KEY: record, **extra}, name=STUDY)
 
 

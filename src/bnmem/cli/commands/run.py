@@ -31,8 +31,10 @@ def run(
     skip_disk_check: Annotated[bool, typer.Option("--skip-disk-check", help="start even if the free disk is "
                                                   "below the dry-run estimate plus its margin")] = False,
     confirmatory: Annotated[bool, typer.Option("--confirmatory", help="derive every seed (corruption, keep matrix, "
-                                               "models) from the analysis plan's SHA-256 and record them in "
-                                               "study.json: the report calls the run confirmatory")] = False,
+                                               "models) from the SHA-256 of the analysis plan and of the deciding "
+                                               "source, record them and the commit in study.json, and log the start "
+                                               "in docs/confirmatory-attempts.jsonl: the report calls the run "
+                                               "confirmatory. Refused on a modified git checkout")] = False,
 ) -> None:
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
@@ -41,6 +43,10 @@ def run(
 
     if executor != "ray" and ray_address:
         raise BnmemError("--ray-address needs --executor ray")
+    if confirmatory and not dry_run:
+        from bnmem.study.confirmatory import require_clean_checkout
+
+        require_clean_checkout()  # before any worker starts or anything is written (run_study checks again)
     kwargs: dict = {"progress": not quiet}
     ex = None
     if executor != "ray" and not dry_run:
@@ -71,7 +77,7 @@ def run(
         # Data and disk, before the executor starts and before anything is written into --out.
         preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
         ex = ex or get_executor(executor, **kwargs)
-        result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory)
+        result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory, study_file=study)
     finally:
         if ex is not None:
             ex.close()
@@ -80,19 +86,21 @@ def run(
     typer.echo(f"study {spec.name}: {len(result.index['cells'])} cells, {len(result.jobs)} jobs "
                f"({done} run, {skipped} already finished)")
     if confirmatory:
-        typer.echo("confirmatory: every seed was derived from the analysis plan's SHA-256 (study.json, "
-                   "'confirmatory')")
+        from bnmem.provenance import ATTEMPTS_LOG
+
+        typer.echo("confirmatory: every seed was derived from the SHA-256 of the analysis plan and the deciding "
+                   f"source (study.json, 'confirmatory'); this start is logged in {ATTEMPTS_LOG}: commit it")
     typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")
 
 
 def _print_dry_run(spec: Any, confirmatory: bool) -> None:
     """The planned jobs, their disk and their estimated seconds (``--dry-run``)."""
-    from bnmem.analysis_plan import plan_sha256
     from bnmem.study import plan
+    from bnmem.study.confirmatory import current_key
     from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
     from bnmem.study.dryrun import dry_run_text
 
-    cells, jobs = plan(spec, plan_sha256() if confirmatory else None)
+    cells, jobs = plan(spec, current_key() if confirmatory else None)
     cal = Calibration()
     seconds = estimate_seconds(jobs, cal)
     typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))

@@ -12,10 +12,12 @@ deciding evaluations is evaluated a second time with every interval at
 (which one setting decides) at that level and everything else at 95% (a row is
 reproduced only if every setting is). The claim's row (:meth:`Claim.row`) shows
 the least supportive deciding evaluation, the robustness panel's agreement, and
-the verdict under the previous plan version's rule: a module records it when
-the previous rule differs from the current one beyond multiplicity (claims 4
-and 5b); otherwise it is the family-level pass's verdict of every deciding
-setting (plan 3.0 tested every side at 1 − 0.05/k).
+the verdict under the previous plan version's rule (plan 4.0): a module records
+it when the previous rule differs from the current one (plan 5.0: claims 1, 2,
+3a, 3b, 7 and those whose modules say so); otherwise the previous verdict is
+the current one. Either way the previous verdicts go through plan 4.0's
+multiplicity, which 5.0 kept: the 95% pass, or the family-level pass where
+either reads 'contradicted'.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Callable
 
-from bnmem.analysis_plan import family_level
-from bnmem.report.claims import claim1, claim2, claim3, claim4, claim5, claim6, claim7
+from bnmem.analysis_plan import CONTRADICTED, family_level
+from bnmem.report.claims import claim1, claim2, claim3, claim3c, claim4, claim5, claim6, claim7
 from bnmem.report.claims.core import (
     RANK, ROW_KEYS, Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, grade, grade_v2, vs_paper,
     weakest,
@@ -36,7 +38,7 @@ __all__ = ["Analysis", "Claim", "Evaluation", "PreviousVerdict", "RANK", "ROW_KE
            "evaluate_claims", "evaluate_rule", "grade", "grade_v2", "rule_ids", "vs_paper", "weakest"]
 
 # The rule modules, in the paper's order.
-RULES: tuple[ModuleType, ...] = (claim1, claim2, claim3, claim4, claim5, claim6, claim7)
+RULES: tuple[ModuleType, ...] = (claim1, claim2, claim3, claim3c, claim4, claim5, claim6, claim7)
 
 
 def rule_ids() -> list[str]:
@@ -45,10 +47,20 @@ def rule_ids() -> list[str]:
 
 
 def _previous_from(c: Claim) -> list[PreviousVerdict]:
-    """Plan 3.0's verdicts where its rule was the current one at 1 − α/k on both sides."""
+    """The previous plan's verdicts a module recorded, else (the rule did not change) the current ones."""
     if c.previous:
-        return c.previous
+        return list(c.previous)
     return [PreviousVerdict(e.where, e.value, e.status) for e in c.deciding()]
+
+
+def _previous_combined(at_95: list[PreviousVerdict], at_family: list[PreviousVerdict]) -> list[PreviousVerdict]:
+    """Plan 4.0's multiplicity on the previous verdicts: each at 95% unless its family-level twin (the same
+    place, in order) or it reads 'contradicted'."""
+    out = []
+    for i, p in enumerate(at_95):
+        f = at_family[i] if i < len(at_family) and at_family[i].where == p.where else p
+        out.append(f if CONTRADICTED in (p.status, f.status) else p)
+    return out
 
 
 def _with_family_level(evaluate: Callable[[RunData], list[Claim]], run: RunData) -> list[Claim]:
@@ -64,7 +76,7 @@ def _with_family_level(evaluate: Callable[[RunData], list[Claim]], run: RunData)
             continue
         with at_level(family_level(k)):
             fam = mark_variants(evaluate(run)[i])
-        previous = _previous_from(fam)
+        previous = _previous_combined(_previous_from(c), _previous_from(fam))
         c = combine(c, fam, family_level(k))
         c.previous = previous
         out.append(c)

@@ -1,10 +1,17 @@
 """Claim 2: corrupted samples' gradient norms shift up under BN, relative to clean ones (the gradnorms lens).
 
-Plan 3.0's primary statistic uses, per pair (seed), the declared checkpoints at
-which neither norm has fitted half of the corrupted subset yet: after the fit,
-the outliers' gradients shrink because they were fitted (claim 1), so later
-checkpoints would let claim 1 decide claim 2 mechanically. Both gradient
-definitions must agree for the row to be reproduced.
+Plan 5.0's primary compares the norms at matched clean-training progress
+(:mod:`bnmem.report.claims.progress`): per pair (seed), over BN's gradnorm
+checkpoints at which BN has fitted less than half of the corrupted subset and
+whose clean training accuracy the baseline reaches, BN's log corrupted/clean
+median-norm ratio minus the baseline's, linearly interpolated between its two
+checkpoints that bracket the epoch its clean accuracy first equals BN's. A model
+near chance on its clean data has a ratio near 1 by construction, so plan 4.0's
+same-epoch window (checkpoints before either norm fitted half the corrupted
+subset; its robustness row and the previous verdict) let any faster learner
+read "reproduced". Both gradient definitions must agree for the row to be
+reproduced. The clean-accuracy curves are the memorize lens's (the same models:
+same data, initial weights and batch order).
 """
 
 from __future__ import annotations
@@ -19,13 +26,17 @@ from bnmem.names import GRADNORMS, MEMORIZE
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, weakest,
 )
-from bnmem.report.claims.shared import bn_comparison, cond, log_of, where
+from bnmem.report.claims.progress import curve_epochs, first_reach, value_at
+from bnmem.report.claims.shared import bn_comparison, cond, log_of, previous, where
 from bnmem.report.results import Setting, baselines, finite, gradnorm_checkpoints, settings_of
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 IDS = ("2",)
 Reps = list[tuple[CellOutput, LensOutput]]
 CALIPER = 0.15  # matched-fit alternative: both checkpoints within ±0.15 of FIT_LEVEL
+EARLY_V4 = "early window at the same epoch (plan 4.0)"
+NO_MATCH = ("no pair has a checkpoint before BN fitted {fit} of the {sub} whose clean training accuracy the "
+            "baseline reaches between its gradnorm checkpoints (or no clean-accuracy curve: the memorize lens)")
 
 
 def memorization_phase(epochs: list[int], total: int | None) -> list[int]:
@@ -85,6 +96,66 @@ def fit_levels(cell: CellOutput, lens: LensOutput, norm: str, definition: str, s
             fits = np.array([curve[e - 1] if 0 < e <= len(curve) else math.nan for e in epochs])
         out[s] = fits
     return out
+
+
+def clean_curves(cell: CellOutput, norm: str) -> dict[str, np.ndarray]:
+    """seed -> clean-subset training accuracy after every epoch (the cell's memorize lens; {} without it)."""
+    mem = cell.lenses.get(MEMORIZE)
+    curves = ((mem.data.get(norm) or {}).get("per_seed") or {}) if mem is not None else {}
+    out = {}
+    for s, rec in curves.items():
+        vals = (rec or {}).get("clean_acc")
+        if isinstance(vals, list) and vals:
+            out[str(s)] = np.array([math.nan if finite(v) is None else float(v) for v in vals])
+    return out
+
+
+def _own_epochs(lens: LensOutput, norm: str, definition: str) -> list[int]:
+    return sorted(e for e, _ in gradnorm_checkpoints(lens.data[norm].get(definition, {})))
+
+
+def progress_matched(ts: Sequence[int], bn_ratio: np.ndarray, bn_fit: np.ndarray, bn_clean: np.ndarray,
+                     base_ts: Sequence[int], base_ratio: np.ndarray, base_clean: np.ndarray) -> tuple[float, int]:
+    """One pair's plan-5.0 statistic: over BN's checkpoints ``ts`` with corrupted fit ``bn_fit`` below FIT_LEVEL,
+    BN's log ratio minus the baseline's (at its checkpoints ``base_ts``) interpolated at the epoch its clean
+    curve ``base_clean`` (after every epoch) first reaches BN's clean accuracy at t (``bn_clean``, per epoch);
+    the mean over the matched checkpoints and their number ((NaN, 0) without one)."""
+    diffs = []
+    for i, t in enumerate(ts):
+        if not (bn_fit[i] < FIT_LEVEL) or not math.isfinite(bn_ratio[i]) or not 0 < t <= len(bn_clean):
+            continue
+        t_base = first_reach(curve_epochs(base_clean), base_clean, float(bn_clean[t - 1]))
+        u = value_at(base_ts, base_ratio, t_base)
+        if math.isfinite(u):
+            diffs.append(bn_ratio[i] - u)
+    return (float(np.mean(diffs)), len(diffs)) if diffs else (math.nan, 0)
+
+
+def _progress_groups(reps: Reps, other: str, sub: str, definition: str) -> tuple[list[np.ndarray], list[int]]:
+    """Per replicate the per-seed plan-5.0 statistic, and every pair's matched checkpoints."""
+    key = f"{sub}_clean_median_ratio"
+    out, counts = [], []
+    for cell, lens in reps:
+        if other not in lens.data or definition not in lens.data[other] or definition not in lens.data[BN]:
+            continue
+        eps = {n: _own_epochs(lens, n, definition) for n in (BN, other)}
+        rel = {n: _series(lens, n, definition, eps[n], lambda r: log_of(r.get(key))) for n in (BN, other)}
+        fit = fit_levels(cell, lens, BN, definition, sub, eps[BN])
+        clean = {n: clean_curves(cell, n) for n in (BN, other)}
+        seeds = sorted(set(rel[BN]) & set(rel[other]))
+        vals = []
+        for s in seeds:
+            if s not in fit or s not in clean[BN] or s not in clean[other]:
+                vals.append(math.nan)
+                counts.append(0)
+                continue
+            v, m = progress_matched(eps[BN], rel[BN][s], fit[s], clean[BN][s], eps[other], rel[other][s],
+                                    clean[other][s])
+            vals.append(v)
+            counts.append(m)
+        if vals:
+            out.append(np.array(vals))
+    return out, counts
 
 
 def _groups(reps: Reps, other: str, sub: str, definition: str
@@ -164,23 +235,39 @@ def evaluate(run: RunData) -> list[Claim]:
             continue
         for other, deciding in baselines(norms):
             for sub, sub_name in subsets:
-                ev = _evaluation(setting, reps, other, sub, sub_name, definitions, deciding)
+                ev, old_status, old_value = _evaluation(setting, reps, other, sub, sub_name, definitions, deciding)
                 claim.evaluations.append(ev)
+                if deciding and old_status is not None:
+                    previous(claim, ev.where, old_value, old_status)
     return [claim]
 
 
 def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: str,
-                definitions: list[str], deciding: bool) -> Evaluation:
+                definitions: list[str], deciding: bool) -> tuple[Evaluation, str | None, float | None]:
+    """The evaluation, with the row's verdict under plan 4.0 (its same-epoch early window) and its value."""
     cov: list[Analysis] = []
     alts: list[Analysis] = []
+    old: list[Analysis] = []
     notes, epochs_all = [], []
     for d in definitions:
         epochs, groups, shown = _groups(reps, other, sub, d)
         epochs_all = epochs_all or epochs
-        est = estimate(groups["early"], "seeds", True) if any(np.isfinite(g).any() for g in groups["early"]) else None
+        prog, counts = _progress_groups(reps, other, sub, d)
+        has = any(np.isfinite(g).any() for g in prog)
+        est = estimate(prog, "seeds", True) if has else None
+        left = sum(1 for c in counts if c == 0)
+        grid = (f"matched checkpoints per pair {min(counts)}–{max(counts)}" if counts else "no pair") + (
+            f", {left} pair(s) without one left out" if left else "")
         cov.append(Analysis.of(f"{d} definition", est, grade(est),
-                               "" if est else f"no checkpoint before {FIT_LEVEL:.0%} fit (or no fit levels)"))
-        notes.append(f"{d} definition, log {sub}/clean median-ratio difference: " + " | ".join(shown))
+                               grid if est else NO_MATCH.format(fit=f"{FIT_LEVEL:.0%}", sub=sub_name)))
+        notes.append(f"{d} definition ({grid}), log {sub}/clean median-ratio difference at the same epoch: "
+                     + " | ".join(shown))
+        early = estimate(groups["early"], "seeds", True) if any(np.isfinite(g).any() for g in groups["early"]) \
+            else None
+        early_a = Analysis.of(f"{d}: {EARLY_V4}", early, grade(early),
+                              "" if early else f"no checkpoint before {FIT_LEVEL:.0%} fit (or no fit levels)")
+        old.append(early_a)
+        alts.append(early_a)
         # Plan 4.0: analyses using checkpoints after the fit measure claim 1's consequence: shown, not counted.
         late = post_fit(epochs, groups["early_mask"])
         area = estimate(groups["area"], "seeds", True)
@@ -190,7 +277,7 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
             ce = estimate(groups[f"checkpoint {e}"], "seeds", True)
             alts.append(Analysis.of(f"{d}: checkpoint {e} only", ce, grade(ce),
                                     "after the fit in this setting" if e in late else "", valid=e not in late))
-        if est is not None:
+        if early is not None:
             ab = estimate(groups["absolute"], "seeds", True)
             alts.append(Analysis.of(f"{d}: absolute log corrupted median (early checkpoints)", ab, grade(ab)))
         if any(np.isfinite(g).any() for g in groups["matched"]):
@@ -198,14 +285,14 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
             alts.append(Analysis.of(f"{d}: matched fit level ({FIT_LEVEL:.0%} ± {CALIPER:g})", mf, grade(mf)))
     c = cond(setting, reps[0][1], gradient_definition=", ".join(definitions), checkpoints=epochs_all)
     tail = f"{BN} − {other}, {sub_name}"
+    old_status, old_value = _row_status(old)
     ran = [a for a in cov if a.value is not None]
     if not ran:
-        return not_run(where(setting, tail), f"no pair has a checkpoint before either norm fitted "
-                                             f"{FIT_LEVEL:.0%} of the {sub_name} (or no fit levels recorded)", c)
+        ev = not_run(where(setting, tail), NO_MATCH.format(fit=f"{FIT_LEVEL:.0%}", sub=sub_name), c)
+        ev.analyses = alts
+        return ev, old_status, old_value
     decider = weakest(ran)  # reproduced only if every definition is
-    status = decider.status
-    if len(ran) < len(cov) and status == REPRODUCED:
-        status = INCONCLUSIVE  # a definition without early checkpoints cannot agree
+    status = _row_status(cov)[0] or decider.status
     agree = len({a.status for a in cov}) == 1
     note = ("; ".join(notes) + f"; definitions {'agree' if agree else 'disagree'}: "
             + ", ".join(f"{a.name} {a.status}" for a in cov))
@@ -213,5 +300,17 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
                        decider.method, note, n=decider.n, sd=decider.sd)
     ev = Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts, decider.name)
     ev.tests = len(definitions)
-    return ev
+    return ev, old_status, old_value
 
+
+def _row_status(per_definition: list[Analysis]) -> tuple[str | None, float | None]:
+    """The row's status from its definitions' verdicts (the least supportive; reproduced needs every definition
+    to have run) and the deciding value; (None, None) when none ran."""
+    ran = [a for a in per_definition if a.value is not None]
+    if not ran:
+        return None, None
+    decider = weakest(ran)
+    status = decider.status
+    if len(ran) < len(per_definition) and status == REPRODUCED:
+        status = INCONCLUSIVE  # a definition without a statistic cannot agree
+    return status, decider.value

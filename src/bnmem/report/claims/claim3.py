@@ -2,8 +2,10 @@
 
 Plans 3.0 and 4.0 grade the interval against the paper's stated minimum (at
 least 3 points, 4 at a 5% outlier mix) and report "vs paper" (below / within /
-above the paper's range) separately; 4.0 differs only in multiplicity (the
-claims driver records 3.0's verdict: this rule at 1 − α/k on both sides).
+above the paper's range) separately. Plan 5.0 puts the magnitude in the status
+(:func:`grade_magnitude`): "larger than the paper" where the interval lies wholly
+above the range, "smaller than the paper" where it lies above 0 and wholly below
+the minimum; plan 4.0's status is recorded as the previous verdict.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import numpy as np
 from bnmem.analysis_plan import BN, LIRA_ATTACKS, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, NOT_RUN, lira_range
 from bnmem.names import LIRA
 from bnmem.report.claims.core import (
-    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, level, new_claim, not_run,
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_magnitude, level, new_claim,
+    not_run,
 )
-from bnmem.report.claims.shared import ATTACK_NAMES, cond, nanmean, where
+from bnmem.report.claims.shared import ATTACK_NAMES, cond, nanmean, previous, where
 from bnmem.report.results import (
     baselines, finite, fmt, lira_jackknife, lira_norms, lira_summary, outlier_mix, settings_of,
 )
@@ -84,16 +87,17 @@ def _range_note(est: PairedDiff, paper: tuple[float, float]) -> str:
 
 
 def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[float, float], clean: bool) -> None:
-    cov, alts, primary = [], [], None
+    cov, alts, primary, old = [], [], None, None
     for attack in LIRA_ATTACKS:
         est, targets = lira_estimate(reps, other, attack, LIRA_SUBSET)
         if est is None:
             cov.append(Analysis(ATTACK_NAMES[attack], None, None, None, NOT_RUN, "",
                                 f"no {attack} results on subset {LIRA_SUBSET!r}"))
             continue
-        a = Analysis.of(ATTACK_NAMES[attack], est, grade(est, minimum=paper[0]), _range_note(est, paper), paper=paper)
+        a = Analysis.of(ATTACK_NAMES[attack], est, grade_magnitude(est, paper), _range_note(est, paper), paper=paper)
         cov.append(a)
         if attack == LIRA_PRIMARY_ATTACK:
+            old = (est.mean if math.isfinite(est.mean) else None, grade(est, minimum=paper[0]))  # plan 4.0
             primary = Analysis.of(PLAN_ANALYSIS, est, a.status,
                                   "; ".join(x for x in (a.note, _detail(reps, other, attack, targets)) if x),
                                   paper=paper)
@@ -104,10 +108,10 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
         return
     fv, _ = lira_estimate(reps, other, "online_fixed_variance", LIRA_SUBSET)
     if fv is not None:
-        alts.append(Analysis.of(ATTACK_NAMES["online_fixed_variance"], fv, grade(fv, minimum=paper[0]), paper=paper))
+        alts.append(Analysis.of(ATTACK_NAMES["online_fixed_variance"], fv, grade_magnitude(fv, paper), paper=paper))
     ident, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, IDENTITY_BLOCK)
     if ident is not None:
-        alts.append(Analysis.of("online LiRA, identity query view only", ident, grade(ident, minimum=paper[0]),
+        alts.append(Analysis.of("online LiRA, identity query view only", ident, grade_magnitude(ident, paper),
                                 paper=paper))
     if not clean:
         out_est, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, "outliers")
@@ -119,6 +123,8 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
                 if k not in lens0.conditions and k in (lens0.config or {})})
     claim.evaluations.append(Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts,
                                                       ATTACK_NAMES[LIRA_PRIMARY_ATTACK], paper=paper))
+    if deciding and old is not None:
+        previous(claim, where(setting, tail), *old)
 
 
 def evaluate_one(run: RunData, clean: bool) -> Claim:

@@ -1,13 +1,13 @@
 """Claim 4: measured |γ|/σ exceeds 1 in most BN layers (the gamma-sigma lens).
 
-The plan decides on the paper's unit, the layer (every BN layer: convolutional
-and fully connected alike), with replicates as the unit of replication; the
-fractions of channels above 1 (all, convolutional, fully connected) are shown
-as descriptions. A model's fraction of layers above 1 takes a few discrete
-values (LeNet: 0, ¼, ½, ¾, 1), so plan 4.0's interval is distribution-free for a
-mean in [0, 1] (:func:`bnmem.stats.replicated_bounded_mean`); plan 3.0's
-t-interval, whose error rate fails on such values (zero spread reads as
-certainty), is kept as the previous verdict.
+Plan 5.0 decides per BN layer (every BN layer: convolutional, fully connected and shortcut alike): per layer a
+one-sided t-test over replicates of log(median channel |γ|/σ) (seeds averaged per replicate), combined by a
+partial-conjunction test for "more than half of the layers above 1" and, for the refutation, "at least half
+below 1" (:mod:`bnmem.report.claims.layer_test`). The row shows the pivotal layer's |γ|/σ with the test's
+bounds; the per-layer table sits in the claim's section (:func:`layer_tables`). Plan 4.0's rule (Anderson's
+distribution-free bound on each model's fraction of layers above 1) is the previous verdict and a robustness
+row; plan 3.0's t-interval on that fraction and plan 2.0's channel median are shown, not counted. The
+fractions of channels above 1 (all, convolutional, fully connected) are descriptions.
 """
 
 from __future__ import annotations
@@ -17,19 +17,23 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, REPRODUCED
+from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, LEVEL, REPRODUCED
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
+from bnmem.report.claims.layer_test import LayerDecision, decide_layers, layer_test, u_above, u_below
 from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
+from bnmem.report.tables import Table
 from bnmem.stats import (
     PairedDiff, bounded_mean_intervals, difference_stats, median_interval, replicated_bounded_mean, replicated_difference,
 )
 
 IDS = ("4",)
+PLAN4_ANDERSON = ("plan 4.0: the fraction of layers above 1, Anderson's distribution-free bound over replicates "
+                  "(reproduced at 95%, contradicted at 1 − 0.05/k)")
 LAYER_BY_LAYER = "layer by layer: the fraction of layers shown above 1 (each layer's log |γ|/σ, t over replicates)"
 
 
@@ -91,10 +95,11 @@ def _descriptions(reps: list, typed: set[str | None]) -> str:
     return "described, not deciding: " + "; ".join(parts) if parts else ""
 
 
-def layer_fraction_estimate(groups: Sequence[np.ndarray]) -> tuple[PairedDiff, str]:
+def layer_fraction_estimate(groups: Sequence[np.ndarray], lv: float | None = None) -> tuple[PairedDiff, str]:
     """Plan 4.0's decision on per-replicate arrays of per-model layer fractions: the distribution-free
-    interval for a mean in [0, 1] over replicates, at the current level, graded against 'more than half'."""
-    est = replicated_bounded_mean(groups, "seeds", level())
+    interval for a mean in [0, 1] over replicates, at ``lv`` (default: the pass's level), graded against
+    'more than half'."""
+    est = replicated_bounded_mean(groups, "seeds", level() if lv is None else lv)
     return est, grade(est, null=GS_MAJORITY)
 
 
@@ -115,24 +120,19 @@ def per_layer(reps: list, mode: str) -> Analysis | None:
     over seeds of log(median channel |γ|/σ), each at 1 − α/L (Bonferroni over the L layers, so every layer's
     verdict holds at once); 'most' is shown when more than half the layers lie above 1, refuted when at least
     half lie below 1. Its value is the fraction of layers shown above 1 (no interval)."""
-    names = [r["name"] for r in layer_rows(reps[0][1].data, mode)]
+    names, units, _ = layer_units(reps, mode)
     if not names:
         return None
     lv = 1.0 - (1.0 - level()) / len(names)
     above, below, parts = 0, 0, []
-    for name in names:
-        groups = []
-        for _, lens in reps:
-            row = next((r for r in layer_rows(lens.data, mode) if r["name"] == name), {})
-            vals = [finite((v or {}).get("median_ratio")) for v in (row.get("per_seed") or {}).values()]
-            groups.append(np.log([v for v in vals if v is not None and v > 0]))
-        est = replicated_difference(groups, "seeds", True, level=lv)
-        if est.ci_low is None:
+    for name, u in zip(names, units):
+        lo, hi = layer_test(name, u).interval(lv)
+        if lo is None or hi is None:
             parts.append(f"{name}: no interval")
             continue
-        above += est.ci_low > 0
-        below += est.ci_high < 0
-        parts.append(f"{name} |γ|/σ {math.exp(est.mean):.2f} [{math.exp(est.ci_low):.2f}, {math.exp(est.ci_high):.2f}]")
+        above += lo > 0
+        below += hi < 0
+        parts.append(f"{name} |γ|/σ {math.exp(float(np.mean(u))):.2f} [{math.exp(lo):.2f}, {math.exp(hi):.2f}]")
     n = len(names)
     status = (REPRODUCED if above > n / 2 else CONTRADICTED if below >= n / 2 else INCONCLUSIVE)
     return Analysis(LAYER_BY_LAYER, above / n, None, None, status,
@@ -144,9 +144,72 @@ def _layer_groups(reps: list, mode: str) -> list[np.ndarray]:
     return [np.array(list(model_layer_fractions(lens.data, mode).values())) for _, lens in reps]
 
 
+def layer_units(reps: list, mode: str) -> tuple[list[str], list[list[float]], str]:
+    """Per BN layer (every layer of the first replicate, in its order), the units of its t-test: per replicate
+    the mean over its models of log(median channel |γ|/σ); with one replicate, its models. Returns (names,
+    units per layer, the unit word)."""
+    names = [r["name"] for r in layer_rows(reps[0][1].data, mode)]
+    by_rep = [{r["name"]: r for r in layer_rows(lens.data, mode)} for _, lens in reps]
+    per_layer: list[list[float]] = []
+    for name in names:
+        groups = []
+        for rows in by_rep:
+            vals = [finite((v or {}).get("median_ratio")) for v in (rows.get(name, {}).get("per_seed") or {}).values()]
+            groups.append([math.log(v) for v in vals if v is not None and v > 0])
+        if len(groups) >= 2:
+            per_layer.append([math.fsum(g) / len(g) for g in groups if g])
+        else:
+            per_layer.append(groups[0] if groups else [])
+    return names, per_layer, "replicates" if len(reps) >= 2 else "seeds"
+
+
+def layer_decision(reps: list, mode: str) -> tuple[LayerDecision, str]:
+    """Plan 5.0's per-layer partial-conjunction decision at the pass's level (one-sided α = 1 − level)."""
+    names, units, unit = layer_units(reps, mode)
+    return decide_layers([layer_test(n, u) for n, u in zip(names, units)], (1.0 - level()) / 2.0), unit
+
+
+def layer_status(d: LayerDecision) -> str:
+    """Reproduced if the partial-conjunction p for "more than half above 1" is below α (this pass's
+    1 − level); contradicted if the one for "at least half below 1" is; inconclusive otherwise."""
+    alpha = (1.0 - level()) / 2.0  # one-sided, as the other claims' two-sided 95% intervals
+    if d.p_above < alpha:
+        return REPRODUCED
+    if d.p_below < alpha:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def layer_analysis(name: str, reps: list, mode: str, note: str = "") -> Analysis:
+    """The per-layer test as an analysis: the pivotal layer's |γ|/σ with the test's bounds."""
+    d, unit = layer_decision(reps, mode)
+    alpha = (1.0 - level()) / 2.0  # one-sided, as the other claims' two-sided 95% intervals
+    L = d.layers
+    ua, ub = u_above(L), u_below(L)
+    est = d.estimate(unit)
+    cond_ = "" if unit == "replicates" else "; one replicate: over its seeds, conditional on its corruption draw"
+    method = (f"partial conjunction (Benjamini–Heller, Bonferroni) of one-sided t-tests over {est.n} {unit} per "
+              f"layer (n − 1 df): the pivotal layer's (the {ua}-th of {L} by its evidence) lower bound at "
+              f"one-sided {alpha:.3g}/{L - ua + 1}, upper bound at {alpha:.3g}/{L - ub + 1}{cond_}")
+    text = (f"p = {d.p_above:.3g} that more than half of the {L} layers (≥ {ua}) are above 1, p' = "
+            f"{d.p_below:.3g} that at least half (≥ {ub}) are below 1; {d.shown_above(alpha)} of {L} layers shown "
+            f"above 1; pivotal layer {d.pivot.name}")
+    a = Analysis.of(name, est, layer_status(d), "; ".join(x for x in (text, note) if x))
+    a.method = method
+    return a
+
+
+def _anderson(groups: list[np.ndarray]) -> tuple[PairedDiff, str]:
+    """Plan 4.0's rule (the previous verdict and a robustness row): Anderson's bound on the layer fraction,
+    'reproduced' at 95%, 'contradicted' at this pass's level."""
+    est95, s95 = layer_fraction_estimate(groups, LEVEL)
+    estf, sf = layer_fraction_estimate(groups)
+    return (estf, sf) if CONTRADICTED in (s95, sf) else (est95, s95)
+
+
 def evaluate(run: RunData) -> list[Claim]:
-    """Claim 4 in every setting that ran the gamma-sigma lens."""
-    claim = new_claim("4", "gamma_sigma", "{:.2f}", bounds=(0.0, 1.0))  # the HTML section id
+    """Claim 4 in every setting that ran the gamma-sigma lens (each architecture its own setting)."""
+    claim = new_claim("4", "gamma_sigma", "{:.2f}", bounds=(0.0, math.inf))  # the HTML section id
     for setting in settings_of(run, GAMMA_SIGMA):
         reps = setting.lenses(GAMMA_SIGMA)
         rows0 = layer_rows(reps[0][1].data, GS_SIGMA)
@@ -155,28 +218,57 @@ def evaluate(run: RunData) -> list[Claim]:
             continue
         typed = {layer_type(r) for r in rows0}
         groups = _layer_groups(reps, GS_SIGMA)
-        est, status = layer_fraction_estimate(groups)
         n_layers = len(rows0)
         per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
-        primary = Analysis.of(PLAN_ANALYSIS, est, status,
-                              f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
-                              + _descriptions(reps, typed))
-        alts = [a for a in (per_layer(reps, GS_SIGMA),) if a is not None]
+        primary = layer_analysis(PLAN_ANALYSIS, reps, GS_SIGMA,
+                                 f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
+                                 + _descriptions(reps, typed))
+        v4, v4_status = _anderson(groups)
+        alts = [Analysis.of(PLAN4_ANDERSON, v4, v4_status)]
+        alts += [a for a in (per_layer(reps, GS_SIGMA),) if a is not None]
         if layer_rows(reps[0][1].data, "batch"):
-            b, b_status = layer_fraction_estimate(_layer_groups(reps, "batch"))
-            alts.append(Analysis.of("batch σ", b, b_status))
+            alts.append(layer_analysis("batch σ", reps, "batch"))
         v3 = estimate(groups, "seeds", True)  # plan 3.0: t over replicates, invalid on a few discrete values
-        v3_status = grade(v3, null=GS_MAJORITY)
         alts.append(Analysis.of("plan 3.0: t-interval over replicates (invalid on a fraction of a few layers)",
-                                v3, v3_status, valid=False))
+                                v3, grade(v3, null=GS_MAJORITY), valid=False))
         old = _v2(reps, typed)
         alts.append(Analysis.of("plan 2.0: median convolutional-channel fraction over models",
                                 old, grade(old, null=GS_MAJORITY), valid=False))
         c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
                  n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
-        previous(claim, where(setting), v3.mean if math.isfinite(v3.mean) else None, v3_status)
+        previous(claim, where(setting), v4.mean if math.isfinite(v4.mean) else None, v4_status)
     return [claim]
+
+
+def layer_table(setting: Any) -> Table | None:
+    """Claim 4's per-layer table of one setting: per BN layer the units, mean |γ|/σ (geometric mean over
+    units) with its 95% t-interval, p⁺ and p⁻; the caption gives the partial-conjunction p-values."""
+    reps = setting.lenses(GAMMA_SIGMA)
+    names, units, unit = layer_units(reps, GS_SIGMA)
+    if not names:
+        return None
+    tests = [layer_test(n, u) for n, u in zip(names, units)]
+    d = decide_layers(tests, 1.0 - LEVEL)
+    ex = (lambda v: "—" if v is None or not math.isfinite(v) else f"{math.exp(v):.2f}")
+    pf = (lambda p: "—" if not math.isfinite(p) else f"{p:.3g}")
+    rows = []
+    for t in tests:
+        lo, hi = t.interval(LEVEL)
+        rows.append([t.name, str(t.n), ex(t.mean), "—" if lo is None else f"[{ex(lo)}, {ex(hi)}]",
+                     pf(t.p_plus), pf(t.p_minus)])
+    L = len(tests)
+    caption = (f"Per BN layer, over {unit} (per replicate the mean over its models of log median channel |γ|/σ): "
+               f"one-sided t-tests p⁺ (above 1) and p⁻ (below 1). Partial conjunction: p = {d.p_above:.3g} that "
+               f"at least {u_above(L)} of {L} layers are above 1; p' = {d.p_below:.3g} that at least "
+               f"{u_below(L)} are below 1.")
+    return Table(f"Claim 4 per layer — {where(setting)}", ["layer", unit, "|γ|/σ", "95% t-interval", "p⁺", "p⁻"],
+                 rows, caption)
+
+
+def layer_tables(run: RunData) -> list[Table]:
+    """:func:`layer_table` of every setting that ran the gamma-sigma lens."""
+    return [t for s in settings_of(run, GAMMA_SIGMA) if (t := layer_table(s)) is not None]
 
 
 def _v2(reps: list, typed: set[str | None]) -> PairedDiff:

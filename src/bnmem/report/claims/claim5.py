@@ -6,8 +6,9 @@ step's margin change on the kernel alone on x = (γ/σ)² × the plain model's
 margin change on its kernel alone (started from the BN model's effective
 weights: the frozen-statistics prediction for the same parameters). Flip and
 OOD runs of one seed share data and initialization: one cluster. Plan 4.0
-grades it as an equivalence test on the band 1 ± 10% (:func:`grade_band`);
-plan 3.0's rule (:func:`grade_band_v3`) is the previous verdict. The slope is
+grades it as an equivalence test on the band 1 ± 10% (:func:`grade_band`),
+unchanged in plan 5.0 (so the previous verdict is the current one; plan 3.0's
+:func:`grade_band_v3` is no longer shown). The slope is
 dominated by a few high-leverage steps, so the per-run median of y/x is its
 robustness row.
 """
@@ -24,7 +25,7 @@ from bnmem.analysis_plan import (
 )
 from bnmem.names import THEORY
 from bnmem.report.claims.core import (
-    PLAN_ANALYSIS, Analysis, Claim, Evaluation, grade_band, grade_band_v3, new_claim, not_run, stats_of,
+    PLAN_ANALYSIS, Analysis, Claim, Evaluation, grade_band, new_claim, not_run, stats_of,
 )
 from bnmem.report.claims.shared import previous
 from bnmem.report.results import finite, fmt
@@ -166,7 +167,7 @@ def _live(claim: Claim, t: LensOutput, cond: dict[str, Any]) -> None:
             + f"; the derivation predicts 1 (band {BAND[0]:g}–{BAND[1]:g})")
     primary = Analysis.of(PLAN_ANALYSIS, est, grade_band(est, BAND), note, paper=BAND)
     claim.evaluations.append(Evaluation.from_analysis(WHERE, primary, cond, True, [], alts, paper=BAND))
-    previous(claim, WHERE, est.mean if math.isfinite(est.mean) else None, grade_band_v3(est, BAND))
+    # Plan 5.0 kept 4.0's band rule: the previous verdict is this one (the claims driver records it).
 
 
 def evaluate(run: RunData) -> list[Claim]:

@@ -2,7 +2,12 @@
 
 Plan 4.0: inside every replicate the mitigate lens selects the regularized
 variant (λ, τ) on selection seeds that are never evaluated (nested selection,
-``selection.nested``; the validation gate in standard errors); each replicate
+``selection.nested``). Plan 5.0's validation gate is a screen with an
+indifference zone (:func:`bnmem.analysis_plan.mitigate_gate_passes`: drop ≤ 2
+points); the report re-applies the declared criterion to the lens's records
+(each variant's gate drop and standard error, its selection score) under the
+5.0 gate and under plan 4.0's (1 point + 1.645 standard errors), so a run of
+either lens is decided under 5.0 and shows 4.0's selection too; each replicate
 then contributes the cut and the test-accuracy drop of its own selected
 variant on its evaluation seeds. The cost is a non-inferiority test on the
 drop interval's upper end, and the claim is contradicted when the drop's lower
@@ -19,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, MITIGATE_CUT, MITIGATE_SELECTION_REPLICATE, MITIGATE_TEST_DROP,
-    NOT_RUN, PREVIOUS_VERSION, REPRODUCED,
+    BN, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, MITIGATE_CUT, MITIGATE_GATE_COST, MITIGATE_GATE_THRESHOLD,
+    MITIGATE_SELECTION_REPLICATE, MITIGATE_TEST_DROP, NOT_RUN, PREVIOUS_VERSION, REPRODUCED, mitigate_gate_passes,
+    mitigate_gate_power,
 )
 from bnmem.names import MITIGATE
 from bnmem.report.claims.core import (
@@ -154,16 +160,43 @@ def activity(reg: dict[str, Any]) -> str:
     return "penalty activity: " + "; ".join(p for p in parts if p)
 
 
-def nested_choices(reps: Reps) -> list[tuple[int, str, bool]] | None:
-    """Per replicate (its index, the variant its lens selected on its selection seeds, whether the fallback
-    chose); None unless every replicate's lens selected that way (plan 4.0's nested selection)."""
+def gate_choice(lens: LensOutput, rule: str = "5.0") -> tuple[str, bool] | None:
+    """The declared criterion re-applied to one replicate's selection records under plan ``rule``'s validation
+    gate: (the variant, whether the fallback chose); None without nested selection records (a gate drop and
+    standard error per regularized variant).
+
+    Among the variants the gate admits, the lowest selection score (memorization on the selection seeds), ties
+    to the smaller λ, then τ; none admitted: the smallest validation drop (the lens's own rule)."""
+    sel = lens.data.get("selection") or {}
+    gate, score = sel.get("gate") or {}, sel.get("score") or {}
+    regs = regularized(mitigate_variants(lens.data))
+    if not sel.get("nested") or not regs:
+        return None
+    rows = []
+    for lam, name, v in regs:
+        g = gate.get(name) or {}
+        drop, se = finite(g.get("drop")), finite(g.get("se"))
+        if drop is None:
+            return None
+        tau = finite(v.get("gs_tau")) or 0.0
+        ok = mitigate_gate_passes(drop, se if se is not None else float("inf"), rule)
+        rows.append((ok, finite(score.get(name)), drop, lam, tau, name))
+    eligible = [r for r in rows if r[0] and r[1] is not None]
+    if eligible:
+        return min(eligible, key=lambda r: (r[1], r[3], r[4]))[5], False
+    return min(rows, key=lambda r: (r[2], r[3], r[4]))[5], True
+
+
+def nested_choices(reps: Reps, rule: str = "5.0") -> list[tuple[int, str, bool]] | None:
+    """Per replicate (its index, the variant the declared criterion selects on its selection seeds under plan
+    ``rule``'s gate, whether the fallback chose); None unless every replicate's lens selected inside it (plan
+    4.0's nested selection)."""
     out = []
     for cell, lens in reps:
-        sel = lens.data.get("selection") or {}
-        name = sel.get("variant")
-        if not sel.get("nested") or name not in mitigate_variants(lens.data):
+        choice = gate_choice(lens, rule)
+        if choice is None or choice[0] not in mitigate_variants(lens.data):
             return None
-        out.append((replicate_of(cell), str(name), bool(sel.get("fallback"))))
+        out.append((replicate_of(cell), choice[0], choice[1]))
     return out
 
 
@@ -171,18 +204,30 @@ def _lam(lens: LensOutput, name: str) -> float | None:
     return finite((mitigate_variants(lens.data).get(name) or {}).get("gs_reg"))
 
 
+def gate_powers(reps: Reps, rule: str = "5.0") -> list[float]:
+    """Per replicate and regularized variant: the chance its validation gate (plan ``rule``) excludes a variant
+    costing :data:`MITIGATE_GATE_COST`, at the standard error the gate had."""
+    out = []
+    for _, lens in reps:
+        for g in ((lens.data.get("selection") or {}).get("gate") or {}).values():
+            se = finite((g or {}).get("se"))
+            if se is not None and se > 0:
+                out.append(mitigate_gate_power(se, rule=rule))
+    return out
+
+
 def _choices_text(reps: Reps, choices: list[tuple[int, str, bool]]) -> str:
-    """'r0: λ=10 by the criterion; r1: λ=1 by the FALLBACK (...)', with the validation gate's widths."""
-    parts, widths = [], []
+    """'r0: λ=10 by the criterion; r1: λ=1 by the FALLBACK (...)', with the validation gate's power."""
+    parts = []
     for (_, lens), (r, name, fallback) in zip(reps, choices):
         how = "by the FALLBACK (no variant passed the validation gate)" if fallback else "by the criterion"
         parts.append(f"r{r}: {name} (λ={_lam(lens, name):g}) {how}")
-        gate = (lens.data.get("selection") or {}).get("gate") or {}
-        widths += [b for g in gate.values() if (b := finite((g or {}).get("bound"))) is not None]
     text = "selected inside every replicate on selection seeds never evaluated: " + "; ".join(parts)
-    if widths:
-        text += (f" (the validation gate admitted drops up to {min(widths) * 100:.1f}–{max(widths) * 100:.1f} pt: "
-                 "1 pt plus 1.645 standard errors of the validation drop)")
+    now, old = gate_powers(reps), gate_powers(reps, "4.0")
+    if now:
+        text += (f" (the validation gate, drop ≤ {MITIGATE_GATE_THRESHOLD * 100:g} pt, had power "
+                 f"{min(now):.2f}–{max(now):.2f} to exclude a {MITIGATE_GATE_COST * 100:g}-point cost at its standard "
+                 f"errors; plan 4.0's gate, 1 pt + 1.645 standard errors, {min(old):.2f}–{max(old):.2f})")
     return text
 
 
@@ -247,6 +292,14 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
     old = _previous_rule(reps, lens0, key)
     if old is not None and (choices is not None or PREVIOUS_VERSION != "3.0"):
         alts.append(old[3])  # under 3.0's design without nested selection it would repeat the primary
+    if PREVIOUS_VERSION != "3.0" and choices is not None:  # plan 3.0's design stays a robustness row
+        name3, _, ev3, _ = _held_out(reps, key)
+        c3, d3 = _estimates(ev3, [name3] * len(ev3), key)
+        alts.append(Analysis.of(f"plan 3.0 selection ({name3} on replicate {MITIGATE_SELECTION_REPLICATE}, the "
+                                "others evaluated)", c3, status_of(c3, d3), f"test drop {_pts(d3)}"))
+    if PREVIOUS_VERSION != "4.0" and (v4 := _gate_v4(reps, key)) is not None:
+        alts.append(Analysis.of("plan 4.0 selection (validation gate 1 pt + 1.645 standard errors)", v4[0],
+                                status_of(v4[0], v4[1]), f"test drop {_pts(v4[1])}"))
     c = cond(setting, lens0, regularizer_lambda=lams[0] if len(set(lams)) == 1 else None,
              lambda_selection="nested: per replicate on its selection seeds" if choices is not None else how,
              gs_tau=variants[names[0]].get("gs_tau") if names[0] in variants else None,
@@ -261,10 +314,28 @@ def _evaluate_setting(claim: Claim, setting, reps: Reps) -> None:
         previous(claim, where(setting), old[0], old[1])
 
 
+def _gate_v4(reps: Reps, key: str) -> tuple[PairedDiff, PairedDiff, list[str]] | None:
+    """Plan 4.0's nested selection (its gate: 1 pt + 1.645 standard errors): the cut, the drop and the variants."""
+    choices = nested_choices(reps, "4.0")
+    if choices is None:
+        return None
+    names = [n for _, n, _ in choices]
+    cut, drop = _estimates(reps, names, key)
+    return cut, drop, names
+
+
 def _previous_rule(reps: Reps, lens0: LensOutput, key: str) -> tuple[float | None, str, str, Analysis] | None:
     """The verdict under :data:`PREVIOUS_VERSION`'s rule: (value, status, variant, the analysis as a panel row);
     None when it cannot be computed."""
-    if PREVIOUS_VERSION == "3.0":
+    if PREVIOUS_VERSION == "4.0":
+        old = _gate_v4(reps, key)
+        if old is None:
+            return None
+        cut, drop, names = old
+        name = names[0] if len(set(names)) == 1 else ", ".join(names)
+        label = "plan 4.0 selection (validation gate 1 pt + 1.645 standard errors)"
+        st = status_of(cut, drop)
+    elif PREVIOUS_VERSION == "3.0":
         name, _, evaluated, _ = _held_out(reps, key)
         cut, drop = _estimates(evaluated, [name] * len(evaluated), key)
         label = f"plan 3.0 selection ({name} on replicate {MITIGATE_SELECTION_REPLICATE}, the others evaluated)"
@@ -277,7 +348,8 @@ def _previous_rule(reps: Reps, lens0: LensOutput, key: str) -> tuple[float | Non
         label = f"plan {PREVIOUS_VERSION} selection ({name}, every replicate)"
         drop = old_drop
     value = cut.mean if math.isfinite(cut.mean) else None
-    return value, st, name, Analysis.of(label, cut, status_of(cut, drop), valid=PREVIOUS_VERSION == "3.0")
+    return value, st, name, Analysis.of(label, cut, status_of(cut, drop), f"test drop {_pts(drop)}",
+                                        valid=PREVIOUS_VERSION in ("3.0", "4.0"))
 
 
 def _v2(reps: Reps, lens0: LensOutput, key: str) -> tuple[PairedDiff | None, PairedDiff | None, str]:

@@ -1,11 +1,16 @@
 """Claim 7: the feedback loop — outliers drive γ up in trained networks, raising (γ/σ)².
 
-Primary (plan 4.0): per model, over the measured epochs before the outliers are
-fitted and the BN layers that are not scale-invariant, the outliers' push on
-|γ| per unit of their all-parameter gradient norm against everyone's
-(:func:`push_excess`; ``gamma_sigma.json["push"]``, :mod:`bnmem.measure.gamma_push`);
-per replicate the mean over its models. Each example's push is the gradient of
-its own loss. Layers another BN follows are scale-invariant in (γ, β) (their
+Primary (plan 5.0): per model, over the measured epochs before the outliers are
+fitted and the BN layers that are not scale-invariant, the linear contrast
+r_O − r_C of the outliers' push on |γ| per unit of their all-parameter gradient
+norm (r_O = P_O/G_O) and the clean examples' (r_C = (P − P_O)/(G − G_O))
+(:func:`push_contrast`; ``gamma_sigma.json["push"]``, :mod:`bnmem.measure.gamma_push`);
+per replicate the mean over its models. Plan 4.0's ratio (P_O/G_O − P/G)/|P/G|
+(:func:`push_excess`) divides by what is left of the total push after the
+outliers' and the clean examples' pushes nearly cancel, so it is not monotone in
+the outliers' push: it is the previous verdict and a description, never
+counted. Each example's push is the gradient of its own loss. Layers another BN
+follows are scale-invariant in (γ, β) (their
 radial cosine is ≈ 0): flagged, shown per layer, never deciding. Shown too:
 the same after the outliers are fitted (its own verdict), each layer alone,
 and |γ|/σ at the end in a corrupted setting minus the clean one (co-verdict).
@@ -29,6 +34,7 @@ from bnmem.report.rundata import LensOutput, RunData
 from bnmem.report.tables import Table
 
 IDS = ("7",)
+V4 = "plan 4.0's ratio (P_O/G_O − P/G)/|P/G| (a description: not monotone in the outliers' push)"
 COVERDICT = "|γ|/σ corrupted − clean, paired by replicate"
 AFTER_FIT = f"after the fit (outliers' training accuracy ≥ {FIT_LEVEL:.0%})"
 PUSH_VERSION = 2  # the lens's own-loss record (bnmem.measure.gamma_push.PUSH_VERSION)
@@ -83,6 +89,38 @@ def window(epochs: list[dict[str, Any]], fitted: bool | None) -> list[dict[str, 
     return [e for e in epochs if e.get("outlier_acc") is not None and (e["outlier_acc"] >= FIT_LEVEL) == fitted]
 
 
+def _sums(epochs: list[dict[str, Any]], layers: list[str]) -> tuple[float, float, float, float]:
+    """(P_O, P, G_O, G) summed over the epochs and the layers."""
+    p_o = sum(e["layers"][n]["outlier"] for e in epochs for n in layers if n in e["layers"])
+    p = sum(e["layers"][n]["all"] for e in epochs for n in layers if n in e["layers"])
+    g_o = sum(e["grad_norm_outlier"] for e in epochs)
+    g = sum(e["grad_norm_all"] for e in epochs)
+    return p_o, p, g_o, g
+
+
+def push_contrast(epochs: list[dict[str, Any]], layers: list[str]) -> dict[str, float] | None:
+    """One model's plan-5.0 claim-7 statistic over some measured epochs and BN layers (ratios of sums).
+
+    P_O and P are the outliers' and every example's summed push on |γ| (exact: the pass sums every example's
+    own-loss gradient); G_O is the outliers' summed all-parameter gradient norm (every outlier measured) and G
+    everyone's (G_O plus the clean sample's sum scaled up to all clean examples: an unbiased estimate). So
+    P − P_O is the clean examples' push and G − G_O their estimated gradient-norm sum, and
+
+        contrast = r_O − r_C,  r_O = P_O / G_O,  r_C = (P − P_O) / (G − G_O),
+
+    the outliers' push per unit of gradient norm minus the clean examples'. It is linear in P_O at fixed clean
+    push (slope 1/G_O > 0), so it never decreases when the outliers push more. None without epochs, or with no
+    outlier or no clean gradient norm.
+    """
+    p_o, p, g_o, g = _sums(epochs, layers)
+    g_c = g - g_o
+    if not epochs or g_o <= 0 or g_c <= 0:
+        return None
+    r_o, r_c = p_o / g_o, (p - p_o) / g_c
+    return {"contrast": r_o - r_c, "r_outlier": r_o, "r_clean": r_c, "push_share": p_o / p if p else float("nan"),
+            "grad_share": g_o / g, "push": p, "epochs": len(epochs)}
+
+
 def push_excess(epochs: list[dict[str, Any]], layers: list[str]) -> dict[str, float] | None:
     """One model's claim-7 statistic over some measured epochs and BN layers (ratios of sums over both).
 
@@ -90,12 +128,11 @@ def push_excess(epochs: list[dict[str, Any]], layers: list[str]) -> dict[str, fl
     norms: excess = (P_O/G_O − P/G) / |P/G|, the outliers' push per unit of gradient norm over everyone's,
     minus 1; it equals (P_O/P)/(G_O/G) − 1 (their share of the push over their share of the gradient norm)
     whenever the total push is up, and keeps its sign (outliers push |γ| up more than their gradient predicts)
-    when it is not. None without pushes, gradient norms or a nonzero total push.
+    when it is not. None without pushes, gradient norms or a nonzero total push. Plan 4.0's statistic (plan
+    5.0: the previous verdict and a description): its denominator |P/G| is what is left after the outliers'
+    and the clean examples' pushes nearly cancel, so it is not monotone in P_O.
     """
-    p_o = sum(e["layers"][n]["outlier"] for e in epochs for n in layers if n in e["layers"])
-    p = sum(e["layers"][n]["all"] for e in epochs for n in layers if n in e["layers"])
-    g_o = sum(e["grad_norm_outlier"] for e in epochs)
-    g = sum(e["grad_norm_all"] for e in epochs)
+    p_o, p, g_o, g = _sums(epochs, layers)
     if not epochs or g_o <= 0 or g <= 0 or p == 0:
         return None
     rate = p / g
@@ -130,13 +167,18 @@ def scale_invariant(cos: dict[str, float]) -> list[str]:
     return [n for n, c in cos.items() if c < PUSH_INVARIANT_COS]
 
 
-def push_groups(models: list[tuple[int, dict[str, dict[str, Any]]]], layers: list[str], fitted: bool | None
-                ) -> list[np.ndarray]:
-    """Per replicate the per-model excess over ``layers`` in the window (models without one left out)."""
+CONTRAST, RATIO = "contrast", "excess"  # the statistics push_groups can compute
+
+
+def push_groups(models: list[tuple[int, dict[str, dict[str, Any]]]], layers: list[str], fitted: bool | None,
+                stat: str = CONTRAST) -> list[np.ndarray]:
+    """Per replicate the per-model statistic (plan 5.0's contrast, or plan 4.0's ratio ``"excess"``) over
+    ``layers`` in the window (models without one left out)."""
+    fn = push_contrast if stat == CONTRAST else push_excess
     out = []
     for _, seeds in models:
-        vals = [push_excess(window(rec["epochs"], fitted), layers) for rec in seeds.values()]
-        arr = np.array([v["excess"] for v in vals if v is not None and np.isfinite(v["excess"])])
+        vals = [fn(window(rec["epochs"], fitted), layers) for rec in seeds.values()]
+        arr = np.array([v[stat] for v in vals if v is not None and np.isfinite(v[stat])])
         if arr.size:
             out.append(arr)
     return out
@@ -160,8 +202,10 @@ def _v3(models: list[tuple[int, dict[str, dict[str, Any]]]]) -> list[np.ndarray]
 
 def _analyses(models: list, layers: list[str], flagged: list[str], cos: dict[str, float]) -> list[Analysis]:
     """The robustness panel: all measured epochs; each layer alone (scale-invariant ones shown, not counted);
-    plan 3.0's statistic (shown, not counted)."""
+    plan 4.0's ratio and plan 3.0's statistic (shown, not counted)."""
     out = [_graded("all measured epochs", push_groups(models, layers, None))]
+    out.append(_graded(V4, push_groups(models, layers, False, RATIO), "before the fit, the deciding layers",
+                       valid=False))
     for n in cos:
         inv = n in flagged
         note = f"max |radial cos| {cos[n]:.1e}" + (": scale-invariant in (γ, β), described, not counted" if inv
@@ -184,8 +228,10 @@ def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | N
     primary = _graded(PLAN_ANALYSIS, push_groups(models, layers, False),
                       f"deciding layers {', '.join(layers)}; scale-invariant (described, not deciding): "
                       f"{', '.join(flagged) or 'none'}; before the fit (outliers' training accuracy < "
-                      f"{FIT_LEVEL:.0%})")
-    return Evaluation.from_analysis(where(s, "outliers' γ push per unit gradient, before the fit"), primary,
+                      f"{FIT_LEVEL:.0%}); r_O − r_C: the outliers' push on |γ| per unit gradient norm minus the "
+                      "clean examples'")
+    return Evaluation.from_analysis(where(s, "outliers' − clean examples' γ push per unit gradient norm, before "
+                                             "the fit"), primary,
                                     cond(s, lens), True, cov, _analyses(models, layers, flagged, cos),
                                     "")
 
@@ -204,7 +250,7 @@ def evaluate(run: RunData) -> list[Claim]:
         if models:
             ev = _evaluation(s, lens, models, partner)
             claim.evaluations.append(ev)
-            old = next((a for a in ev.analyses if a.name == V3), None)
+            old = next((a for a in ev.analyses if a.name == V4), None)
             if old is not None:
                 previous(claim, ev.where, old.value, old.status)
             continue
@@ -220,8 +266,9 @@ def evaluate(run: RunData) -> list[Claim]:
 
 
 def push_table(s: Setting) -> Table | None:
-    """Claim 7 per BN layer in one corrupted setting: scale-invariance, and the excess before and after the
-    outliers' fit (mean [interval] over replicates, at 95%)."""
+    """Claim 7 per BN layer in one corrupted setting: scale-invariance, the contrast r_O − r_C before and after
+    the outliers' fit (mean [interval] over replicates, at 95%), r_O and r_C before the fit, and plan 4.0's
+    ratio (a description)."""
     models = _models(s)
     if not models:
         return None
@@ -234,18 +281,28 @@ def push_table(s: Setting) -> Table | None:
             a = _graded("", push_groups(models, [n], fitted))
             cells.append("—" if a.value is None else f"{a.value:+.3f}" + (
                 "" if a.ci_low is None else f" [{a.ci_low:+.3f}, {a.ci_high:+.3f}]") + f" ({a.status})")
-        shares = [push_excess(window(rec["epochs"], False), [n]) for _, seeds in models for rec in seeds.values()]
-        shares = [v for v in shares if v is not None]
+        win = [window(rec["epochs"], False) for _, seeds in models for rec in seeds.values()]
+        con = [v for w in win if (v := push_contrast(w, [n])) is not None]
+        rat = [v["excess"] for w in win if (v := push_excess(w, [n])) is not None]
+
+        def mean(vals: list[float]) -> str:
+            return fmt(float(np.mean(vals)) if vals else None, "+.3f")
+
         rows.append([n, "yes" if n in flagged else "no", f"{cos[n]:.1e}", *cells,
-                     fmt(np.mean([v["push_share"] for v in shares]) if shares else None, ".3f"),
-                     fmt(np.mean([v["grad_share"] for v in shares]) if shares else None, ".3f")])
+                     mean([v["r_outlier"] for v in con]), mean([v["r_clean"] for v in con]), mean(rat),
+                     fmt(np.mean([v["grad_share"] for v in con]) if con else None, ".3f")])
     return Table(f"Claim 7 per BN layer — {s.label}",
-                 ["layer", "scale-invariant", "max |radial cos|", "excess before the fit", "excess after the fit",
-                  "outliers' push share (before)", "outliers' gradient-norm share (before)"], rows,
-                 "excess = the outliers' push on |γ| per unit of their gradient norm over everyone's, minus 1 (0: "
-                 "in proportion to their gradients); per model over the window's measured epochs, mean over seeds "
-                 "per replicate, t-interval over replicates (95%, not family-adjusted). Scale-invariant layers "
-                 f"(radial cosine always below {PUSH_INVARIANT_COS:g}) are described here and never decide.")
+                 ["layer", "scale-invariant", "max |radial cos|", "r_O − r_C before the fit",
+                  "r_O − r_C after the fit", "r_O (before)", "r_C (before)", "plan 4.0 ratio (before)",
+                  "outliers' gradient-norm share (before)"], rows,
+                 "r_O, r_C = the outliers' and the clean examples' push on |γ| per unit of their all-parameter "
+                 "gradient norm (0: no push); per model over the window's measured epochs, mean over seeds per "
+                 "replicate, t-interval over replicates (95%, not family-adjusted). Plan 4.0's ratio "
+                 "(P_O/G_O − P/G)/|P/G| is a description (not monotone in the outliers' push). Scale-invariant "
+                 f"layers (radial cosine always below {PUSH_INVARIANT_COS:g}) are described here and never decide: "
+                 "their |γ| grows only at second order (η²‖g‖² per step, g ⟂ (γ, β)), from every example's "
+                 "gradient; the outliers' share of that term is not measured (the pass sums the gradients over "
+                 "batches before any square).")
 
 
 def push_tables(run: RunData) -> list[Table]:

@@ -28,13 +28,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LEVEL, NOT_RUN, PLAN, PLAN_VERSION,
-    REPRODUCED, VS_ABOVE, VS_BELOW, VS_WITHIN,
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, LEVEL, NOT_RUN, PLAN, PLAN_VERSION,
+    REPRODUCED, SMALLER, VS_ABOVE, VS_BELOW, VS_WITHIN,
 )
 from bnmem.stats import SMALL_N, PairedDiff, difference_stats, replicated_difference
 
-# Least supportive first: a claim's row shows its weakest deciding evaluation.
-RANK = {CONTRADICTED: 0, CHECK_FAILED: 0, INCONCLUSIVE: 1, DIRECTION_ONLY: 2, REPRODUCED: 3, CHECK_PASSED: 3}
+# Least supportive first: a claim's row shows its weakest deciding evaluation. Plan 5.0's magnitude statuses
+# (claims 3a/3b): "smaller than the paper" refutes the paper's stated magnitude with an interval, so it ranks
+# between contradicted (which refutes the direction) and inconclusive (which shows nothing); "larger than the
+# paper" clears the paper's minimum but refutes its upper end, so it ranks between direction only and reproduced.
+RANK = {CONTRADICTED: 0, CHECK_FAILED: 0, SMALLER: 0.5, INCONCLUSIVE: 1, DIRECTION_ONLY: 2, LARGER: 2.5,
+        REPRODUCED: 3, CHECK_PASSED: 3}
+# The status a magnitude status falls back to where its family-level interval does not confirm it.
+MAGNITUDE_FALLBACK = {LARGER: REPRODUCED, SMALLER: DIRECTION_ONLY}
 PLAN_ANALYSIS = "plan"
 
 _LEVEL: ContextVar[float] = ContextVar("bnmem_claim_level", default=LEVEL)
@@ -100,6 +106,19 @@ def grade(est: PairedDiff | None, null: float = 0.0, minimum: float | None = Non
     return INCONCLUSIVE
 
 
+def grade_magnitude(est: PairedDiff | None, paper: tuple[float, float]) -> str:
+    """Plan 5.0's status of an estimate the paper states a range for (claims 3a/3b): :func:`grade` against the
+    paper's minimum ``paper[0]``, and "larger than the paper" where the interval lies wholly above the range
+    (lower end above ``paper[1]``), "smaller than the paper" where it lies above 0 but wholly below the minimum
+    (an interval straddling the minimum stays "direction only")."""
+    status = grade(est, minimum=paper[0])
+    if status == REPRODUCED and est is not None and est.ci_low is not None and est.ci_low > paper[1]:
+        return LARGER
+    if status == DIRECTION_ONLY and est is not None and est.ci_high is not None and est.ci_high < paper[0]:
+        return SMALLER
+    return status
+
+
 def grade_band(est: PairedDiff | None, band: tuple[float, float]) -> str:
     """Plan 4.0's status of an estimate the paper predicts to lie in ``band`` (claim 5b's slope 1 ± 10%): an
     equivalence test. Reproduced if the interval lies inside the band (closed); contradicted if it lies wholly
@@ -148,7 +167,7 @@ def vs_paper(est: PairedDiff | None, paper: tuple[float, float] | None) -> str:
 
 def direction(status: str) -> str | None:
     """The side of the null a status says the effect lies on: "+", "−", "0" (undecided), None (not run)."""
-    if status in (REPRODUCED, DIRECTION_ONLY, CHECK_PASSED):
+    if status in (REPRODUCED, LARGER, DIRECTION_ONLY, SMALLER, CHECK_PASSED):
         return "+"
     if status in (CONTRADICTED, CHECK_FAILED):
         return "−"
@@ -283,25 +302,38 @@ def merge_identical(items: list[Analysis]) -> list[Analysis]:
 
 
 def _pick(at_95: Analysis, at_family: Analysis) -> bool:
-    """Whether the family-level analysis decides: only 'contradicted' is tested at 1 − α/k."""
+    """Whether the family-level analysis decides: 'contradicted' is tested at 1 − α/k, and so are plan 5.0's
+    'larger'/'smaller than the paper' where the family-level interval confirms them (one setting decides each)."""
+    if at_95.status in MAGNITUDE_FALLBACK:
+        return at_family.status == at_95.status
     return CONTRADICTED in (at_95.status, at_family.status)
+
+
+def _unconfirmed(a: Analysis) -> Analysis:
+    """A 95% analysis whose magnitude status its family-level twin does not confirm: the status its 95%
+    interval supports without it (larger → reproduced, smaller → direction only)."""
+    if a.status in MAGNITUDE_FALLBACK:
+        a.status = MAGNITUDE_FALLBACK[a.status]
+    return a
 
 
 def _combine_list(at_95: list[Analysis], at_family: list[Analysis]) -> list[Analysis]:
     fam = {a.name: a for a in at_family}
-    return [fam[a.name] if a.name in fam and _pick(a, fam[a.name]) else a for a in at_95]
+    return [fam[a.name] if a.name in fam and _pick(a, fam[a.name]) else _unconfirmed(a) if a.name in fam else a
+            for a in at_95]
 
 
 def combine(at_95: "Claim", at_family: "Claim", family: float) -> "Claim":
     """Plan 4.0's multiplicity: ``at_95`` (every interval at 95%) with each evaluation, co-verdict and
     alternative replaced by its ``at_family`` twin (every interval at ``family`` = 1 − α/k) where either reads
-    'contradicted'. So 'reproduced' (every deciding setting must pass: an intersection–union test) is decided
+    'contradicted' (plan 5.0: or where both read the same magnitude status; a 95% magnitude status the family
+    level does not confirm falls back to reproduced / direction only). So 'reproduced' (every deciding setting must pass: an intersection–union test) is decided
     at 95%, and 'contradicted' (one setting suffices: a union of k tests) at 1 − α/k."""
     out = []
     fams = at_family.evaluations
     for i, a in enumerate(at_95.evaluations):
         f = fams[i] if i < len(fams) and fams[i].where == a.where else a  # the same code: the same evaluations
-        e = f if _pick(a, f) else a
+        e = f if _pick(a, f) else _unconfirmed(a) if f is not a else a
         if e is not a:
             e.level = family
         e.coverdicts = _combine_list(a.coverdicts, f.coverdicts)
@@ -501,10 +533,18 @@ class Claim:
         }
 
 
+def first_sentence(text: str) -> str:
+    """The text up to its first sentence end (". " or a final "."), never cutting inside a number such as
+    "1 − 0.05/k" (plan 4.0's ``split('.')`` cut it to "1 − 0")."""
+    end = text.find(". ")
+    head = text if end < 0 else text[:end]
+    return head[:-1] if head.endswith(".") else head
+
+
 def new_claim(cid: str, section: str, value_format: str = "{:+.3f}", **display: Any) -> Claim:
     """An empty claim with the plan's title, metric and rule (``display``: ``scale``, ``suffix``, ``bounds``)."""
     p = PLAN[cid]
     metric = f"{p.metric}; {p.statistic}"
-    rule = f"{p.rule} [unit: {p.unit.split(':')[0]}; interval: {p.interval.split('.')[0]}]"
+    rule = f"{p.rule} [unit: {p.unit.split(':')[0]}; interval: {first_sentence(p.interval)}]"
     return Claim(cid, p.title, metric, rule, section, value_format, kind=p.kind, previous_rule=p.previous_rule,
                  **display)

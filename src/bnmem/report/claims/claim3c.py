@@ -1,0 +1,132 @@
+"""Row 3c (beyond the paper, exploratory): does BN's membership-inference gain survive at matched fit?
+
+Reads the lira lens's ``matched_fit`` block (written when the lens is asked, ``lenses.lira.matched_fit``)::
+
+    "matched_fit": {"epochs": [1, ..., E],
+                    "<norm>": {"test_acc": [[acc of model m] per epoch],               # [E][M]
+                               "online": {"auc_per_target": [[...] per epoch],            # [E][M]
+                                          "tpr_at_0.1pct_fpr_shadow": [[...] per epoch],  # threshold fitted on
+                                          "fpr_at_shadow_threshold": [[...] per epoch]}}} # the references only
+
+and matches the two arms per replicate (:func:`matched_epochs`, the plan's rule), then decides on the
+paired AUC differences BN@matched − baseline@matched, replicates as the unit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bnmem.analysis_plan import BN, BASELINE, MATCH_FPR, MATCH_PRIOR, MATCH_TOLERANCE, MATCHED_FIT_OPTION
+from bnmem.attacks.shadow_threshold import precision_at_prior
+from bnmem.names import LIRA
+from bnmem.report.claims.core import PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run
+from bnmem.report.claims.shared import cond, where
+from bnmem.report.results import lira_norms, settings_of
+from bnmem.report.rundata import RunData
+
+IDS = ("3c",)
+ATTACK = "online"
+EXPLORATORY = ("beyond the paper: exploratory until a run whose seeds the plan could not have seen (a "
+               "confirmatory run) decides it")
+
+
+def _grid(block: dict[str, Any], norm: str, *keys: str) -> np.ndarray | None:
+    """An [E][M] array of the block (nan where missing), or None."""
+    v: Any = block.get(norm)
+    for k in keys:
+        v = v.get(k) if isinstance(v, dict) else None
+    if not isinstance(v, list) or not v:
+        return None
+    return np.array([[np.nan if x is None else float(x) for x in row] for row in v], dtype=np.float64)
+
+
+def matched_epochs(epochs: list[int], acc_bn: np.ndarray, acc_base: np.ndarray, tol: float = MATCH_TOLERANCE
+                   ) -> tuple[int, int] | None:
+    """The plan's matching rule on per-epoch mean test accuracies: (index of BN's epoch, index of the
+    baseline's). The arm with the lower final accuracy is read at its final epoch; the other at its earliest
+    epoch whose accuracy lies within ``tol`` of that (|acc − target| ≤ tol). None when no epoch does (the arm
+    jumps over the band between two recorded epochs)."""
+    last = len(epochs) - 1
+    if acc_bn[last] >= acc_base[last]:
+        target, other, read_bn = acc_base[last], acc_bn, True  # the usual case: BN fits better, read it earlier
+    else:
+        target, other, read_bn = acc_bn[last], acc_base, False  # the baseline fits better: roles swapped
+    hit = np.flatnonzero(np.abs(other - target) <= tol + 1e-12)
+    if hit.size == 0:
+        return None
+    e = int(hit[0])
+    return (e, last) if read_bn else (last, e)
+
+
+def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
+    """One replicate's matched numbers, or why it has none."""
+    block = data.get("matched_fit")
+    if not isinstance(block, dict) or not block.get("epochs"):
+        return f"no matched-fit queries (the lira lens's `{MATCHED_FIT_OPTION}` option was off)"
+    epochs = [int(e) for e in block["epochs"]]
+    acc_b, acc_o = _grid(block, BN, "test_acc"), _grid(block, other, "test_acc")
+    auc_b, auc_o = _grid(block, BN, ATTACK, "auc_per_target"), _grid(block, other, ATTACK, "auc_per_target")
+    if any(x is None for x in (acc_b, acc_o, auc_b, auc_o)):
+        return f"matched-fit block lacks {BN} or {other} test accuracy or {ATTACK} AUCs"
+    assert acc_b is not None and acc_o is not None and auc_b is not None and auc_o is not None
+    mb, mo = np.nanmean(acc_b, axis=1), np.nanmean(acc_o, axis=1)
+    pick = matched_epochs(epochs, mb, mo)
+    if pick is None:
+        return (f"not matched: no epoch of the better-fitting arm comes within {MATCH_TOLERANCE * 100:g} point of "
+                f"the other's final test accuracy ({BN} {mb[-1]:.3f}, {other} {mo[-1]:.3f})")
+    eb, eo = pick
+    out = {"diffs": auc_b[eb] - auc_o[eo], "epoch_bn": epochs[eb], "epoch_other": epochs[eo],
+           "acc_bn": float(mb[eb]), "acc_other": float(mo[eo])}
+    for norm, e, key in ((BN, eb, "bn"), (other, eo, "other")):
+        tpr = _grid(block, norm, ATTACK, "tpr_at_0.1pct_fpr_shadow")
+        fpr = _grid(block, norm, ATTACK, "fpr_at_shadow_threshold")
+        if tpr is not None and fpr is not None:
+            out[f"tpr_{key}"], out[f"fpr_{key}"] = float(np.nanmean(tpr[e])), float(np.nanmean(fpr[e]))
+    return out
+
+
+def _operating_points(reps: list[dict[str, Any]], other: str) -> str:
+    parts = []
+    for key, norm in (("bn", BN), ("other", other)):
+        t = [r[f"tpr_{key}"] for r in reps if f"tpr_{key}" in r]
+        f = [r[f"fpr_{key}"] for r in reps if f"fpr_{key}" in r]
+        if t and f:
+            tpr, fpr = float(np.mean(t)), float(np.mean(f))
+            prec = precision_at_prior(tpr, fpr, MATCH_PRIOR)
+            parts.append(f"{norm}: TPR {tpr:.2%} at {MATCH_FPR:.1%} FPR (threshold fitted on the shadow models; "
+                         f"realized FPR {fpr:.2%}), precision at a {MATCH_PRIOR:.0%} member prior "
+                         + ("— (nothing flagged)" if math.isnan(prec) else f"{prec:.1%}"))
+    return "; ".join(parts)
+
+
+def evaluate(run: RunData) -> list[Claim]:
+    """Row 3c in every lira setting with BN and the baseline (no normalization)."""
+    claim = new_claim("3c", LIRA, "{:+.1f}", scale=100, suffix="points")
+    for setting in settings_of(run, LIRA):
+        lenses = setting.lenses(LIRA)
+        norms = lira_norms(lenses[0][1].data, lenses[0][1].conditions)
+        tail = f"{BN}@matched − {BASELINE}@matched"
+        if BN not in norms or BASELINE not in norms:
+            claim.evaluations.append(not_run(where(setting), f"norms {norms}: needs {BN} and {BASELINE}"))
+            continue
+        reps = [_replicate(lens.data, BASELINE) for _, lens in lenses]
+        used = [r for r in reps if isinstance(r, dict)]
+        left = [r for r in reps if isinstance(r, str)]
+        if not used:
+            claim.evaluations.append(not_run(where(setting, tail), left[0] if left else "no replicate"))
+            continue
+        est = estimate([r["diffs"] for r in used], "targets", False)
+        epochs = ", ".join(f"{BN} epoch {r['epoch_bn']} ({r['acc_bn']:.3f}) vs {BASELINE} epoch {r['epoch_other']} "
+                           f"({r['acc_other']:.3f})" for r in used)
+        note = "; ".join(x for x in (
+            EXPLORATORY, f"matched test accuracy per replicate: {epochs}",
+            f"{len(left)} of {len(reps)} replicates left out: {'; '.join(dict.fromkeys(left))}" if left else "",
+            _operating_points(used, BASELINE)) if x)
+        primary = Analysis.of(PLAN_ANALYSIS, est, grade(est), note)
+        c = cond(setting, lenses[0][1], attack="online LiRA", subset="all")
+        claim.evaluations.append(Evaluation.from_analysis(where(setting, tail), primary, c, True))
+    return [claim]
+
