@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+import yaml
+from hypothesis import settings
 
 from bnmem.cli import main
 
@@ -132,3 +135,73 @@ def engine_stubs() -> Iterator[pytest.MonkeyPatch]:
         # The dry run times one training step per architecture (torch, seconds): not an input check.
         mp.setattr(bnmem.study.cost, "step_seconds", lambda *a, **k: 1e-4)
         yield mp
+
+
+SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
+
+
+def examples(n: int) -> settings:
+    return settings(max_examples=max(1, int(n * SCALE)), deadline=None)
+
+
+# ---------------------------------------------------------------------------------------------- fixtures (imported by the test_fuzz* modules)
+
+TINY_STUDY = {"name": "fz", "data": {"dataset": "digits", "train_size": 120}, "train": {"epochs": 1, "batch_size": 64},
+              "norms": ["batch", "none"], "grid": {"seeds": [0], "replicates": 1}, "lenses": {"memorize": {}}}
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    """Inputs shared by the families: a tiny valid study, a model that fits digits, an image folder with its
+    fitting model, junk files."""
+    import torch
+    from PIL import Image
+    from torch import nn
+
+    from bnmem.data.sources import dataset_shape
+    from bnmem.models import build_model
+
+    root = tmp_path_factory.mktemp("fuzz-assets")
+    study = root / "study.yaml"
+    study.write_text(yaml.safe_dump(TINY_STUDY))
+    shape, classes = dataset_shape("digits")
+    torch.manual_seed(0)
+    model = root / "model.pt"
+    torch.save(build_model("lenet", shape, classes, "batch"), model)
+    (root / "empty.bin").write_bytes(b"")
+    (root / "junk.bin").write_bytes(b"\x00\xffnot a model\n" * 7)
+    (root / "a_dir").mkdir()
+    # An image folder: 3 classes x 6 RGB 8x8 PNGs in one folder (seeded split), and a CNN that fits it.
+    pictures = root / "pictures"
+    rng = torch.Generator().manual_seed(0)
+    for c in range(3):
+        (pictures / f"c{c}").mkdir(parents=True)
+        for i in range(6):
+            pixels = (torch.rand(8, 8, 3, generator=rng) * 255).to(torch.uint8).numpy()
+            Image.fromarray(pixels, mode="RGB").save(pictures / f"c{c}" / f"img{i}.png")
+    folder_model = root / "folder_model.pt"
+    torch.save(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(4 * 8 * 8, 3)), folder_model)
+    (root / "mislabeled.csv").write_text("file\nc0/img0.png\n")
+    return {"root": root, "study": study, "model": model, "pictures": pictures, "folder_model": folder_model}
+
+
+@pytest.fixture
+def stubs():
+    with engine_stubs() as mp:
+        yield mp
+
+
+def run_case(argv: list[str], cwd: Path | None = None, watch: Path | None = None):
+    """Run ``argv`` in a fresh working directory (default outputs land there); check the property."""
+    with tempfile.TemporaryDirectory(prefix="bnmem-fuzz-") as tmp:
+        here = Path(tmp) if cwd is None else cwd
+        watched = here if watch is None else watch
+        with in_directory(here):
+            before = files_under(watched)
+            r = invoke(argv)
+            after = files_under(watched)
+        check_outcome(r, argv, before, after)
+        return r
+
+
