@@ -93,3 +93,15 @@ def test_a_cell_file_that_is_not_a_json_object_is_a_noted_problem_not_a_crash(tm
     assert _read_json(tmp_path / "config.json", problems) is None and "unreadable" in problems[1]
     (tmp_path / "config.json").write_text(json.dumps({"a": 1}))
     assert _read_json(tmp_path / "config.json", problems) == {"a": 1} and len(problems) == 2
+
+
+def test_a_missing_data_folder_is_named_before_any_channel_advice(tmp_path):
+    """Found by the one-bad-flag family: a mistyped --data-folder got the channel advice (--channels 1) first."""
+    from bnmem.data.sources import dataset_shape
+    from bnmem.models import build_model
+
+    shape, classes = dataset_shape("digits")
+    torch.save(build_model("lenet", shape, classes, "batch"), tmp_path / "model.pt")  # 1 input channel
+    r = invoke(["audit", "--model", tmp_path / "model.pt", "--data-folder", tmp_path / "nowhere",
+                "--out", tmp_path / "o"])
+    assert r.code == 2 and "--data-folder" in error_line(r.err) and "nowhere" in r.err and "--channels" not in r.err

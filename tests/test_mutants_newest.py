@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+
 import pytest
 
 from bnmem.auditing import level
@@ -114,3 +116,89 @@ def test_confirmatory_seeds_match_an_independent_derivation():
         assert s.record() == {"data_seed": s.data, "model_seeds": list(s.models), "keep_seed": s.keep,
                               "query_seed": s.query}
         assert s.lens_seeds() == {"keep_seed": s.keep, "query_seed": s.query}
+
+
+def test_audit_level_and_group_level_return_exactly_their_documented_keys():
+    empty = level.audit_level([])
+    assert empty == {k: level.NOT_MEASURED for k in ("level", "level_lower", "level_upper", "level_point_auc",
+                                                      "level_lower_bound")}
+    result = _group({"lira": (0.57, 0.56, 0.58)}, shadow_models=8)
+    metrics = result["membership"]["leakage"]["lira"]["g"]
+    assert level.group_level(result, "g") == {
+        "group": "g", "attack": "lira", "auc": 0.57, "auc_ci": [0.56, 0.58], "level_lower": "moderate",
+        "level_upper": "moderate", "level": "moderate", "words": "slightly detectable",
+        "level_point_auc": "moderate", "level_lower_bound": "moderate", "narrow_with": None, "metrics": metrics,
+        "n_examples": 30}
+
+
+# ------------------------------------------------------------------ power formulas and n for 80%
+
+def _simulated_interval_ends(n: int, sd: float, effect: float, alpha: float, runs: int = 400_000, seed: int = 0):
+    """The (1 − 2α) t-interval's ends over ``runs`` simulated studies of n normal units (vectorized)."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(effect, sd / np.sqrt(n), runs)
+    s = sd * np.sqrt(rng.chisquare(n - 1, runs) / (n - 1))
+    half = sps.t.ppf(1 - alpha, n - 1) * s / np.sqrt(n)
+    return mean - half, mean + half
+
+
+@pytest.mark.parametrize("n, sd, effect, band, alpha", [(20, 0.3, 0.3, (0.1, 0.5), 0.05),
+                                                        (12, 0.4, 0.25, (0.05, 0.7), 0.3)])
+def test_band_power_on_an_asymmetric_band_matches_a_simulation(n, sd, effect, band, alpha):
+    """A band not centred on 0 (lo + hi ≠ 0) and a large α (critical value < 1) tell the formula's signs apart."""
+    from bnmem.power import power_band
+
+    lo, hi = _simulated_interval_ends(n, sd, effect, alpha)
+    simulated = float(np.mean((lo > band[0]) & (hi < band[1])))
+    assert abs(power_band(n, sd, effect, band, alpha) - simulated) < 0.005  # 400k runs: SE < 0.0008
+
+
+def test_band_power_edges():
+    from bnmem.power import power_band
+
+    assert power_band(1, 1.0, 0.0, (-1.0, 1.0), 0.05) == 0.0  # no interval from one unit
+    assert power_band(10, 0.0, 0.0, (-1.0, 1.0), 0.05) == 1.0
+    assert power_band(10, 0.0, -1.0, (-1.0, 1.0), 0.05) == 0.0  # on an end is not inside
+    assert power_band(10, 0.0, 1.0, (-1.0, 1.0), 0.05) == 0.0
+    assert power_band(10, 1.0, 0.0, (-0.1, 0.1), 0.05) < 0.01  # sd 1 is not sd 0
+
+
+def test_non_inferiority_power_with_a_nonzero_effect_matches_a_simulation():
+    from bnmem.power import power_below
+
+    _, hi = _simulated_interval_ends(15, 1.0, -0.4, 0.05)
+    assert abs(power_below(15, 1.0, -0.4, 0.2, 0.05) - float(np.mean(hi < 0.2))) < 0.005
+
+
+def test_sd_upper_bound_by_the_chi_square_table():
+    from bnmem.power import sd_upper_bound
+
+    # chi-square 10% quantile with 9 df = 4.168159 (tables): 2 * sqrt(9 / 4.168159)
+    assert sd_upper_bound(2.0, 10, 0.9) == pytest.approx(2.0 * np.sqrt(9 / 4.168159), rel=1e-6)
+    assert sd_upper_bound(0.0, 10, 0.9) == 0.0
+    assert sd_upper_bound(None, 10, 0.9) is None and sd_upper_bound(1.0, 1, 0.9) is None
+    assert sd_upper_bound(float("inf"), 10, 0.9) is None
+
+
+def test_units_needed_finds_the_first_n_at_the_target_exactly():
+    from bnmem.power import units_needed
+
+    assert units_needed(lambda n: 0.8 if n >= 37 else 0.5) == 37  # power equal to the target counts
+    assert units_needed(lambda n: 0.8) == 2
+    assert units_needed(lambda n: 1.0 if n >= 9 else 0.0, limit=10) == 9  # doubling passes the limit
+    assert units_needed(lambda n: 1.0 if n >= 11 else 0.0, limit=10) is None
+
+
+def test_simulated_power_defaults_are_2000_runs_from_seed_0():
+    from bnmem.power import power_simulated, power_simulated_all
+
+    def draw(rng, n):
+        return rng.random(n)
+
+    rng = np.random.default_rng(0)
+    expected = sum(bool(rng.random(3)[0] < 0.5) for _ in range(2000)) / 2000
+    assert power_simulated(lambda x: x[0] < 0.5, draw, 3) == expected
+    assert power_simulated_all(lambda studies: np.array([s[0] < 0.5 for s in studies]), draw, 3) == expected
+    assert power_simulated(lambda x: x[0] < 0.5, draw, 3, runs=10, seed=5) != expected

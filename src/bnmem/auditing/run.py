@@ -387,6 +387,9 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
 
         frontier_citation(defenses)
     if config.folder is not None:
+        from bnmem.data.image_folder import scan
+
+        scan(config.folder)  # a mistyped or empty folder first: the channel advice below would not help
         check_channels(model, config.folder)  # before reading the images (their --mean/--std need it too)
         rare_file_mask(config)  # a bad --outliers CSV fails before the images are read
     ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)
