@@ -13,7 +13,7 @@ OUT ?= runs/demo
 # loadgroup ignores xdist_group marks under pytest 9.2 with pytest-xdist 3.8.)
 WORKERS ?= 2
 
-.PHONY: demo test mutate bench clean-venv
+.PHONY: demo test docs mutate bench clean-venv
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bnmem needs Python 3.11 or newer")'
@@ -39,8 +39,10 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(VENV_INSTALL) -e .
 	@touch $@
 
+# The docs extra with the test one: the suite builds the API reference site (mkdocs build --strict) and executes
+# the tutorial notebook (tests/test_api_docs.py, tests/test_tutorial.py).
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
-	$(VENV_INSTALL) -e '.[test]'
+	$(VENV_INSTALL) -e '.[test,docs]'
 	@touch $@
 
 # The whole study on the embedded digits (studies/demo.yaml: every lens but defenses; three outlier settings x
@@ -57,6 +59,10 @@ test: $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile -m "not ray and not chromium"
 	$(PY) -m pytest -q -m "ray or chromium"
+
+# The API reference site into site/ (`.venv/bin/mkdocs serve` serves it at http://127.0.0.1:8000 while you edit).
+docs: $(VENV)/.installed-test
+	$(VENV)/bin/mkdocs build --strict
 
 # Mutation testing of the pure-numpy and bookkeeping modules ([tool.mutmut] in pyproject.toml,
 # docs/testing.md). Results are cached in mutants/: a rerun retests only what changed.

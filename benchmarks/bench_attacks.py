@@ -1,29 +1,29 @@
-"""Leave-one-out attack evaluation at CIFAR scale: time and peak memory of the streaming evaluator.
+"""Leave-one-out attack evaluation at CIFAR scale: CPU seconds and peak memory, a git ref's code against this tree's.
 
 Synthetic φ with a planted membership signal at (M=256 models, N=50,000
 examples, V=18 views; a 10,000-point RMIA population), stored as the query step
 stores it (float32 φ + float32 residual, memory-mapped), every default attack,
-leave-one-out over all 256 targets, subsets all/outliers/inliers. Then, side by
-side on a smaller size both can run, today's in-memory per-target evaluator
-(:func:`bnmem.attacks.evaluate_inputs`) against the streaming one, on the same
-φ, with a check that their AUCs agree.
+leave-one-out over all 256 targets, subsets all/outliers/inliers: the lira
+lens's evaluation of one CIFAR-10 or CIFAR-100 norm (φ does not depend on the
+number of classes). The same φ is evaluated by the code of a git ref (default
+``main``: ``git archive``-d into a scratch directory) and by this tree's, each in
+a fresh child process (so its peak RSS, ru_maxrss, is its own), and every
+per-target metric of every attack and subset is compared. Run::
 
-Each measurement runs in a fresh subprocess, so its peak RSS (ru_maxrss) is
-its own. Run::
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py              # the full size
+    OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --models 32 --examples 2000 --population 1000
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py              # the full size
-    OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --models 32 --examples 2000 --small-models 16
-
-Targets (issue "paper scale"): full size in <= 10 minutes and <= 4 GB peak RSS
-on a 2-core machine. Wall time depends on what else the machine runs; the CPU
-time of the evaluating process is printed next to it. The last line printed is
-the summary.
+Target (issue "the decisive study"): the full size in <= 30 s of CPU and <= 2 GB
+peak RSS. CPU seconds (user + sys of the evaluating process) are the measure:
+wall time depends on what else the machine runs. The last line printed is the
+summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -33,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bnmem.attacks import ALL, AttackInputs, evaluate_inputs, evaluate_stream, keep_matrix
-from bnmem.attacks.phi import NpyPhi, lo_path, split_phi
+ROOT = Path(__file__).resolve().parents[1]
+# Per-target metrics compared between the two codes (every attack and subset).
+COMPARED = ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "eps_lb")
 
 
 def make_phi(out: Path, m: int, n: int, v: int, p: int, seed: int = 0) -> None:
@@ -43,6 +44,9 @@ def make_phi(out: Path, m: int, n: int, v: int, p: int, seed: int = 0) -> None:
     φ = difficulty + susceptibility·IN + per-model noise + per-view jitter, with
     10% "outliers" (low difficulty, high susceptibility), in blocks of examples.
     """
+    from bnmem.attacks import keep_matrix
+    from bnmem.attacks.phi import lo_path, split_phi
+
     rng = np.random.default_rng(seed)
     keep = keep_matrix(m, n, seed)
     np.save(out / "keep.npy", keep)
@@ -66,34 +70,46 @@ def make_phi(out: Path, m: int, n: int, v: int, p: int, seed: int = 0) -> None:
         del hi, lo
 
 
-def child(kind: str, root: Path) -> dict:
-    """One measured evaluation in this process; returns seconds, peak RSS and per-attack mean AUCs."""
+def child(root: Path) -> dict:
+    """One measured evaluation with the code on sys.path; seconds, peak RSS and the per-target metrics."""
+    from bnmem.attacks import ALL, evaluate_stream
+    from bnmem.attacks.phi import NpyPhi
+
     keep = np.load(root / "keep.npy")
     outliers = np.load(root / "outliers.npy")
-    subsets = {"outliers": outliers, "inliers": ~outliers}
     phi, pop = NpyPhi(root / "phi.npy"), NpyPhi(root / "population_phi.npy")
     t0, c0 = time.perf_counter(), time.process_time()
-    if kind == "stream":
-        res = evaluate_stream(phi, keep, subsets, ALL, population_phi=pop)
-    else:  # today's evaluator: everything in memory, each target re-gathers and re-reduces its references
-        inputs = AttackInputs.from_phi(phi.read(0, phi.shape[1]), keep, pop.read(0, pop.shape[1]))
-        res = evaluate_inputs(inputs, subsets, ALL)
+    res = evaluate_stream(phi, keep, {"outliers": outliers, "inliers": ~outliers}, ALL, population_phi=pop)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-        "auc_per_target": {a: {s: res["metrics"][a][s]["auc_per_target"] for s in res["metrics"][a]} for a in ALL},
+        "per_target": {a: {s: {k: res["metrics"][a][s][f"{k}_per_target"] for k in COMPARED}
+                           for s in res["metrics"][a]} for a in ALL},
+        "pooled_points": {a: {s: len(res["curves"][a][s]["pooled"][0]) for s in res["curves"][a]} for a in ALL},
         "auc": {a: res["metrics"][a]["all"]["auc"] for a in ALL},
     }
 
 
-def run_child(kind: str, root: Path) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, "--root", str(root)],
+def run_child(src: Path, root: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run([sys.executable, __file__, "--child", "--root", str(root)], env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode:
-        raise SystemExit(f"{kind} evaluation failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"evaluation with {src} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def largest_difference(old: dict, new: dict) -> dict[str, float]:
+    """Per compared metric, the largest |difference| over attacks, subsets and targets (nan = nan counts as 0)."""
+    out = {}
+    for key in COMPARED:
+        a = np.array([old["per_target"][x][s][key] for x in old["per_target"] for s in old["per_target"][x]], float)
+        b = np.array([new["per_target"][x][s][key] for x in old["per_target"] for s in old["per_target"][x]], float)
+        same_nan = np.isnan(a) & np.isnan(b)
+        out[key] = float(np.max(np.where(same_nan, 0.0, np.abs(a - b)), initial=0.0))
+    return out
 
 
 def main() -> None:
@@ -102,45 +118,57 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=50_000)
     parser.add_argument("--views", type=int, default=18)
     parser.add_argument("--population", type=int, default=10_000)
-    parser.add_argument("--small-models", type=int, default=64)
-    parser.add_argument("--small-examples", type=int, default=4_000)
-    parser.add_argument("--child", choices=["stream", "oracle"])
-    parser.add_argument("--root", type=Path)
-    parser.add_argument("--skip-full", action="store_true", help="only the side-by-side comparison")
+    parser.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
+    parser.add_argument("--skip-ref", action="store_true", help="only this tree's evaluation")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.root)))
+        print(json.dumps(child(args.root)))
         return
+    sys.path.insert(0, str(ROOT / "src"))
+    size = f"M={args.models} N={args.examples} V={args.views} P={args.population}"
     with tempfile.TemporaryDirectory(prefix="bench_attacks_") as tmp:
-        small = Path(tmp) / "small"
-        small.mkdir()
-        make_phi(small, args.small_models, args.small_examples, args.views, args.population // 10, seed=1)
-        old, new = run_child("oracle", small), run_child("stream", small)
-        worst = max(abs(x - y) for a in ALL for s in old["auc_per_target"][a]
-                    for x, y in zip(old["auc_per_target"][a][s], new["auc_per_target"][a][s]))
-        ratio = old["seconds"] / new["seconds"]
-        small_size = f"M={args.small_models} N={args.small_examples} V={args.views}"
-        print(f"side by side at {small_size}: today's evaluator {old['seconds']:.1f} s "
-              f"(CPU {old['cpu_seconds']:.1f} s, {old['peak_rss_gb']:.2f} GB peak RSS), streaming "
-              f"{new['seconds']:.1f} s (CPU {new['cpu_seconds']:.1f} s, {new['peak_rss_gb']:.2f} GB); "
-              f"{ratio:.1f}x faster; max |ΔAUC| per target {worst:.1e}", flush=True)
-        if args.skip_full:
-            return
-        full = Path(tmp) / "full"
-        full.mkdir()
+        data = Path(tmp) / "phi"
+        data.mkdir()
         t0 = time.perf_counter()
-        make_phi(full, args.models, args.examples, args.views, args.population, seed=0)
-        size = sum(f.stat().st_size for f in full.iterdir()) / 2**30
-        print(f"synthetic φ written ({size:.2f} GB on disk) in {time.perf_counter() - t0:.0f} s", flush=True)
-        res = run_child("stream", full)
-        aucs = ", ".join(f"{a} {v:.3f}" for a, v in res["auc"].items())
-        print(f"mean AUC (all examples): {aucs}")
-        ok = res["seconds"] <= 600 and res["peak_rss_gb"] <= 4
-        print(f"bench_attacks: M={args.models} N={args.examples} V={args.views} P={args.population}, "
-              f"{len(ALL)} attacks x 3 subsets, leave-one-out over {args.models} targets: "
-              f"{res['seconds']:.0f} s (CPU {res['cpu_seconds']:.0f} s), peak RSS {res['peak_rss_gb']:.2f} GB "
-              f"({'within' if ok else 'OUTSIDE'} 600 s / 4 GB); at {small_size} the streaming evaluator "
-              f"is {ratio:.1f}x faster than today's ({new['seconds']:.1f} s vs {old['seconds']:.1f} s)")
+        make_phi(data, args.models, args.examples, args.views, args.population)
+        disk = sum(f.stat().st_size for f in data.iterdir()) / 2**30
+        print(f"synthetic φ at {size} written ({disk:.2f} GB on disk) in {time.perf_counter() - t0:.0f} s", flush=True)
+        old = None
+        if not args.skip_ref:
+            ref = Path(tmp) / "ref"
+            ref.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref, "src"], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(ref)], input=archive, check=True)
+            old = run_child(ref / "src", data)
+            print(f"{args.ref}: {old['cpu_seconds']:.1f} CPU s ({old['seconds']:.1f} s wall), "
+                  f"peak RSS {old['peak_rss_gb']:.2f} GB", flush=True)
+        new = run_child(ROOT / "src", data)
+        print(f"this tree: {new['cpu_seconds']:.1f} CPU s ({new['seconds']:.1f} s wall), "
+              f"peak RSS {new['peak_rss_gb']:.2f} GB", flush=True)
+    print("mean AUC (all examples): " + ", ".join(f"{a} {v:.3f}" for a, v in new["auc"].items()))
+    ok = new["cpu_seconds"] <= 30 and new["peak_rss_gb"] <= 2
+    summary = {"size": size, "after_cpu_s": round(new["cpu_seconds"], 1), "after_s": round(new["seconds"], 1),
+               "after_rss_gb": round(new["peak_rss_gb"], 2), "within_30s_2gb": ok}
+    line = (f"bench_attacks: {size}, 7 attacks x 3 subsets, leave-one-out over {args.models} targets: this tree "
+            f"{new['cpu_seconds']:.1f} CPU s, {new['peak_rss_gb']:.2f} GB peak RSS "
+            f"({'within' if ok else 'OUTSIDE'} 30 s / 2 GB)")
+    if old is not None:
+        diff = largest_difference(old, new)
+        same_pool = old["pooled_points"] == new["pooled_points"]
+        print("largest |difference| per target, every attack and subset: "
+              + ", ".join(f"{k} {v:.1e}" for k, v in diff.items())
+              + f"; pooled curves {'the same' if same_pool else 'DIFFERENT'} sizes")
+        summary.update(ref=args.ref, before_cpu_s=round(old["cpu_seconds"], 1), before_s=round(old["seconds"], 1),
+                       before_rss_gb=round(old["peak_rss_gb"], 2),
+                       cpu_ratio=round(old["cpu_seconds"] / new["cpu_seconds"], 2), max_abs_diff=diff,
+                       pooled_same_size=same_pool)
+        line += (f"; {args.ref}: {old['cpu_seconds']:.1f} CPU s, {old['peak_rss_gb']:.2f} GB; "
+                 f"{old['cpu_seconds'] / new['cpu_seconds']:.1f}x less CPU")
+    print(line)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

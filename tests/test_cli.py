@@ -342,6 +342,8 @@ def test_public_names_of_the_package():
 
     text = pydoc.render_doc(bnmem, renderer=pydoc.plaintext)
     assert "class GammaSigmaPenalty" in text and "class BnmemError" in text
+    # short: no nn.Module methods inherited by GammaSigmaPenalty (help(bnmem) ran to 1,271 lines)
+    assert "register_forward_hook" not in text and len(text.splitlines()) < 250, len(text.splitlines())
     functions = text[text.index("\nFUNCTIONS\n"):text.index("\nDATA\n")]
     assert functions.split()[1].startswith("audit(") and "__getattr__" not in functions
     data = text[text.index("\nDATA\n"):]

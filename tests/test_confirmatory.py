@@ -165,7 +165,7 @@ def test_the_demo_study_without_the_flag_plans_the_usual_seeds_and_is_explorator
     demo = load_study(Path(__file__).resolve().parents[1] / "studies" / "demo.yaml")
     cells, _ = plan(demo)
     assert all(c.derived is None for c in cells)
-    assert {c.conditions()["seeds"] == [0] for c in cells} == {True}
+    assert {c.conditions()["seeds"] == [1000 * c.replicate] for c in cells} == {True}  # the usual: 0, 1000, 2000
     prepare(tmp_path, demo)  # study.json as `bnmem run studies/demo.yaml` writes it before its first job
     assert CONFIRMATORY_KEY not in io.read_json(tmp_path / "study.json")
     assert run_label(tmp_path) == EXPLORATORY_SEEN

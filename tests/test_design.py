@@ -104,6 +104,26 @@ def test_a_pilot_run_gives_the_observed_spread(tmp_path, capsys):
     assert main(["design", str(path), "--pilot", str(tmp_path / "missing")]) == 2
 
 
+def test_a_pilot_calibrates_the_theory_lens_and_names_a_finished_lens_without_seconds(tmp_path):
+    """The theory lens's DONE records its seconds, so a pilot calibrates it; a finished lens whose DONE has no
+    seconds (a run from before they were recorded) keeps the declared factor, and the source line says why."""
+    from bnmem import io
+    from bnmem.study.cost import calibrate
+
+    doc = {**TINY, "grid": {**TINY["grid"], "replicates": 1, "outliers": [{"label_noise": 0.05}]},
+           "lenses": {"theory": TINY["lenses"]["theory"]}}
+    path, run = _write(tmp_path, doc), tmp_path / "pilot"
+    assert main(["run", str(path), "--out", str(run), "--quiet", *IN_PROCESS]) == 0
+    jobs = plan(load_study(path))[1]
+    cal = calibrate(run, jobs)
+    done = io.read_json(run / "theory" / "DONE")
+    assert cal.fixed["theory"] == pytest.approx(done["seconds"]) and "for theory (its DONE" in cal.source
+    io.mark_done(run / "theory", {"lens": "theory"})  # as an older run wrote it
+    source = calibrate(run, jobs).source
+    assert "theory (finished, but its DONE recorded no seconds)" in source
+    assert "calibrated on" in source and "for no lens" in source
+
+
 def test_rows_without_a_planning_effect_say_why_by_their_kind(tmp_path):
     """Row 3c (beyond the paper) has no planning effect because it is exploratory, not because it is a derivation
     check; claim 5a is the derivation check."""

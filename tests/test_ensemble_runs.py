@@ -147,3 +147,35 @@ def test_only_regularized_real_members_get_sigma(ds64):
     assert GroupedLeNet(models[:4], ds64.x_train, ds64.y_train, 1.0).penalized is None  # every member
     none = [seeded_model(ModelConfig(arch="lenet", norm="none"), ds64, s).double() for s in range(4)]
     assert GroupedLeNet(none, ds64.x_train, ds64.y_train, 1.0).lam == 0.0  # no BN: no regularizer
+
+
+def _replicate(seed: int):
+    """Replicate ``seed`` of the setting: another corruption and split of the same images (float64)."""
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=seed, train_size=240, val_fraction=0.1))
+    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double(),
+                               x_val=ds.x_val.double())
+
+
+def test_replicates_train_together_each_on_its_own_data(ds64, tmp_path):
+    """Runs of two replicates (different training sets) in one network: each as train_model on its own data
+    (float64, 1e-9), and bitwise as when it trains beside runs of its own replicate only."""
+    other = _replicate(1)
+    assert not torch.equal(other.y_train, ds64.y_train) or not torch.equal(other.x_train, ds64.x_train)
+    mc, cfg = ModelConfig(arch="lenet", norm="batch"), _cfg(1.0, 1.0)
+    data = [ds64, other, ds64, other]
+    seeds = [3, 3, 5, 8]
+    got = train_runs_together(mc, ds64, [cfg] * 4, seeds, [None] * 4, [_hook] * 4, datasets=data)
+    for k, (d, seed) in enumerate(zip(data, seeds)):
+        ref = train_model(seeded_model(mc, d, seed).double(), d, cfg, seed, on_epoch=_hook, progress=False).history
+        for e, (a, b) in enumerate(zip(ref, got[k])):
+            assert a.keys() == b.keys()
+            for key in a:
+                _close(a[key], b[key], f"run {k} epoch {e + 1} {key}")
+    assert got[0] != got[1]  # same seed, other data: another run
+    own = train_runs_together(mc, ds64, [cfg] * 2, [3, 5], [None] * 2, [_hook] * 2)
+    assert own == [got[0], got[2]]
+    with pytest.raises(ValueError, match="datasets"):
+        train_runs_together(mc, ds64, [cfg] * 2, [3, 5], [None] * 2, [None] * 2, datasets=[ds64])
+    with pytest.raises(ValueError, match="dtype"):
+        train_runs_together(mc, ds64, [cfg] * 2, [3, 5], [None] * 2, [None] * 2,
+                            datasets=[ds64, load_dataset(DataConfig(dataset="digits", seed=1, train_size=240))])

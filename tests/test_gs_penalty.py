@@ -39,7 +39,7 @@ def test_penalty_equals_a_float64_hand_computation_and_has_gradients():
     assert float(want.detach()) > 0 and torch.allclose(got, want, rtol=1e-10, atol=0)
     got.backward()
     assert net[1].weight.grad is not None and net[0].weight.grad is not None  # through γ and through σ
-    assert penalty.layers == ["1", "5"] and list(penalty.parameters()) == []
+    assert penalty.layers == ["1", "5"] and repr(penalty) == "GammaSigmaPenalty(lam=0.3, tau=1.0, layers=2)"
 
 
 def test_penalty_is_the_trainers_regularizer():

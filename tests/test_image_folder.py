@@ -110,6 +110,17 @@ def test_unknown_mislabeled_names_are_refused(tree, tmp_path):
         load_image_folder(ImageFolderConfig(path=tree, mislabeled=bad))
 
 
+def test_a_bare_name_in_both_splits_says_it_matches_two(tree, tmp_path):
+    """circle_01.png is in train/circle and test/circle: the error names both, not 'match no image'."""
+    bad = tmp_path / "two.csv"
+    bad.write_text("circle_01.png\n")
+    with pytest.raises(BnmemError) as err:
+        load_image_folder(ImageFolderConfig(path=tree, mislabeled=bad))
+    text = str(err.value)
+    assert "circle_01.png matches 2 files: train/circle/circle_01.png, test/circle/circle_01.png" in text, text
+    assert "match no image" not in text and "relative to the folder" in text
+
+
 def test_cli_audits_a_model_on_the_folder(tree, tmp_path, capsys):
     ds = load_image_folder(ImageFolderConfig(path=tree, channels=1))
     torch.manual_seed(0)

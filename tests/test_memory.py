@@ -42,6 +42,12 @@ def test_plan_chunk_fits_the_budget_and_refuses_one_example_that_does_not_fit():
     assert plan_chunk(fp, "vmap", 10**12) == 256 and plan_chunk(fp, "vmap", 10**12, requested=7) == 7
     with pytest.raises(BnmemError, match=r"cannot hold one example of the vmap .* give at least"):
         plan_chunk(fp, "vmap", fp.model + per // 2)
+    # `--max-memory 8` is 8 bytes: the error shows the 8GB form (only for a budget that small)
+    with pytest.raises(BnmemError, match=r"a number without a unit is bytes: --max-memory 8GB is 8 gigabytes"):
+        plan_chunk(fp, "vmap", parse_size("8"))
+    with pytest.raises(BnmemError) as err:
+        plan_chunk(fp, "vmap", fp.model + per // 2)
+    assert "without a unit" not in str(err.value)
 
 
 BIG = 400 * 2**20

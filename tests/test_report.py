@@ -534,3 +534,30 @@ def test_forest_plot_rows_and_order(study_dir):
     order = [html_text.index(f'id="{sid}"') for sid in ("headline", "forest", "memorization", "details")]
     assert order == sorted(order)
     assert html_text.count("<details") >= 6 and "<details open" not in html_text
+
+
+def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path, monkeypatch):
+    """A setting's per-cell figures are embedded for its first FIGURE_REPLICATES replicates; later replicates'
+    folders are named instead (the decisive study's 10 replicates made an 8.4 MB page). Read from the page."""
+    import bnmem.report.html as page_html
+
+    run = tmp_path / "study"
+    shutil.copytree(study_dir, run)
+    index = json.loads((run / "index.json").read_text())
+    first = index["cells"][0]
+    later = dict(first, id=first["id"] + "-r1", replicate=1, lenses={"memorize": first["id"] + "-r1/memorize"})
+    shutil.copytree(run / first["id"] / "memorize", run / later["id"] / "memorize")
+    index["cells"].append(later)
+    _write(run / "index.json", index)
+
+    def memorize_section(n: int) -> str:
+        monkeypatch.setattr(page_html, "FIGURE_REPLICATES", n)
+        text = build_report(run, tmp_path / f"out{n}").html.read_text(encoding="utf-8")
+        start = text.index('<section id="memorization">')
+        return text[start:text.index("</section>", start)]
+
+    shown = memorize_section(3)
+    assert later["id"] in shown and "are not embedded" not in shown
+    cut = memorize_section(1)
+    assert "Figures of replicates 1 and later are not embedded" in cut
+    assert f"{later['id']}/memorize" in cut and "<h3>" in cut and f"· {later['id']}</h3>" not in cut

@@ -123,9 +123,11 @@ def test_theory_caption_and_panels(drawn, tmp_path):
 def test_claim_display_units_and_ranges():
     """Claim 3 reads in AUC points as the paper states it; a fraction's interval stays inside [0, 1] on the page
     and in the forest plot; the numbers behind them (summary.csv) keep the plan's unit."""
-    from bnmem.analysis_plan import INCONCLUSIVE, REPRODUCED
+    import math
+
+    from bnmem.analysis_plan import DIRECTION_ONLY, INCONCLUSIVE, REPRODUCED
     from bnmem.report.claims.core import Evaluation, new_claim
-    from bnmem.report.forest import claim_rows
+    from bnmem.report.forest import claim_rows, split_verdicts
 
     c3 = new_claim("3a", "lira", "{:+.1f}", scale=100, suffix="points")
     c3.evaluations.append(Evaluation("digits (3 replicates): batch − none", 0.125, 0.081, 0.169, REPRODUCED))
@@ -140,6 +142,12 @@ def test_claim_display_units_and_ranges():
     assert c4.row()["ci_low"] == -0.21  # the computed interval is kept; only its display is clipped
     row = claim_rows(c4)[0]
     assert (row.low, row.high) == (0.0, 1.0)
+    # a split claim's per-setting text (the headline's and summary.md's cell) clips too: claim 6's cut is at most all
+    c6 = new_claim("6", "mitigate", "{:.0%}", bounds=(-math.inf, 1.0))
+    c6.evaluations += [Evaluation("digits · flipped labels (3 replicates)", 0.76, 0.47, 1.05, DIRECTION_ONLY),
+                       Evaluation("digits · OOD inputs (3 replicates)", 0.9, 0.8, 0.97, REPRODUCED)]
+    split = split_verdicts(c6, compact=True)
+    assert "76% [47%, 100%]" in split and "105%" not in split, split
 
 
 def _rgba_plot_png(tmp_path) -> bytes:

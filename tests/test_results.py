@@ -145,12 +145,13 @@ def test_every_column_is_documented():
 
 
 def test_compare_two_runs(run, tmp_path, capsys):
-    """The same run under a doctored summary: the changed claim says what changed, the others 'same'."""
+    """The same run under a doctored summary: the changed claim says what changed (claim 3a, in the report's
+    AUC points; claim 1 is not decided in this 2-epoch study under plan 5.0), the others 'same'."""
     other = tmp_path / "other"
     other.mkdir()
     rows = list(csv.DictReader(open(run / "summary.csv", encoding="utf-8", newline="")))
     for r in rows:
-        if r["id"] == "1":
+        if r["id"] == "3a":
             r["status"], r["value"] = "contradicted", str(float(r["value"]) - 0.5)
     with open(other / "summary.csv", "w", encoding="utf-8", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -159,11 +160,28 @@ def test_compare_two_runs(run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", str(run), str(other)]) == 0
     out = capsys.readouterr().out
-    line1 = next(ln for ln in out.splitlines() if ln.strip().startswith("1 "))
-    assert "contradicted" in line1 and "effect -0.5" in line1 and "status " in line1
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("3a "))
+    assert "contradicted" in line and "effect -50.0 points" in line and "status " in line
     assert "1 of" in out and "claims differ" in out
     assert main(["compare", str(run), str(other), "--markdown"]) == 0
     md = capsys.readouterr().out
     assert md.startswith("| # | claim |") and md.count("| same |") == len(rows) - 1
     assert main(["compare", str(run), str(run), "--recompute"]) == 0
     assert "0 of" in capsys.readouterr().out
+
+
+def test_compare_shows_claims_as_the_report_does():
+    """Claim 3 in AUC points (as the report and the paper), and 3a/3b's titles, which share their first 48
+    characters, in full so they do not read the same."""
+    from bnmem.analysis_plan import PLAN
+    from bnmem.report.compare import Checklist, compare_rows, effect
+
+    row = {"id": "3a", "claim": PLAN["3a"].title,
+           "value": "0.125", "ci_low": "0.081", "ci_high": "0.169", "ci_level": "0.95", "status": "reproduced"}
+    assert effect(row) == "+12.5 [+8.1, +16.9] points"
+    rows = {cid: {**row, "id": cid, "claim": PLAN[cid].title} for cid in ("3a", "3b", "1")}
+    later = {**rows, "3a": {**rows["3a"], "value": "0.15"}}
+    table = compare_rows(Checklist("A", "a", rows), Checklist("B", "b", later))
+    titles = {r[0]: r[1] for r in table}
+    assert titles["3a"] != titles["3b"] and titles["3a"] == PLAN["3a"].title
+    assert "effect +2.5 points" in table[0][-1]

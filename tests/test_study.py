@@ -67,10 +67,15 @@ def _with(path: str, value) -> dict:
 @pytest.mark.parametrize(
     "doc, fragment",
     [
-        (_with("grid.datasetz", ["digits"]), "grid.datasetz: Extra inputs are not permitted"),
-        (_with("train.lrr", 0.1), "train.lrr: Extra inputs are not permitted"),
-        (_with("lenses.lira.shadow_modelz", 8), "lenses.lira.shadow_modelz: Extra inputs are not permitted"),
-        (_with("lenses.theory.stepz", 8), "lenses.theory.stepz: Extra inputs are not permitted"),
+        (_with("grid.datasetz", ["digits"]),
+         "grid.datasetz: Extra inputs are not permitted (did you mean datasets?)"),
+        (_with("train.lrr", 0.1), "train.lrr: Extra inputs are not permitted (did you mean lr?)"),
+        (_with("lenses.lira.shadow_modelz", 8),
+         "lenses.lira.shadow_modelz: Extra inputs are not permitted (did you mean shadow_models?)"),
+        (_with("lenses.theory.stepz", 8), "lenses.theory.stepz: Extra inputs are not permitted (did you mean steps?)"),
+        (_with("grid.outliers", [{"label_noize": 0.1}]), "grid.outliers.0.label_noize: Extra inputs are not "
+                                                         "permitted (did you mean label_noise?)"),
+        (_with("train.zzzz", 1), "train.zzzz: Extra inputs are not permitted"),
         (_with("lenses.rmia", {"gamma": 2}), "rmia: it runs the lira lens and takes no options of its own"),
         (_with("lenses.nonsense", {}), "lenses: unknown lens 'nonsense'; choose one of memorize"),
         (_with("grid.outliers", [{"label_noise": 1.5}]), "grid.outliers.0.label_noise: rate 1.5 is outside [0, 1)"),
@@ -86,6 +91,7 @@ def _with(path: str, value) -> dict:
 def test_bad_study_one_line(tmp_path, capsys, doc, fragment):
     line = one_error_line(capsys, ["run", str(write_study(tmp_path, doc)), "--out", str(tmp_path / "o"), "--quiet"])
     assert fragment in line
+    assert "zzzz" not in line or "did you mean" not in line  # no suggestion where nothing is close
     assert not (tmp_path / "o").exists()  # nothing written before the study validates
 
 
@@ -439,6 +445,8 @@ def test_replicates_and_recipes_expand_into_cells():
     index = index_doc(study, cells, jobs)
     assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
     assert "recipe" not in index["cells"][0]
+    # index.json (and summary.md's cell table) lists the model seeds each replicate trained with
+    assert [c["seeds"] for c in index["cells"]] == [r0["seeds"], r1["seeds"], [0], [1000]] == [[0], [1000]] * 2
 
 
 @pytest.mark.parametrize("off", ["lira", "rmia"])
@@ -449,3 +457,12 @@ def test_switching_a_lens_off_switches_off_its_aliases(off):
     cells, jobs = plan(study)
     assert cells and jobs and not [j for j in jobs if j.lens == "lira"]
     assert [j for j in plan(load_study(STUDIES / "demo.yaml"))[1] if j.lens == "lira"]  # it does plan one when on
+
+
+def test_a_set_typo_gets_did_you_mean(tmp_path, capsys):
+    """`--set train.lrr=0.1` on a study and on a lens command: the closest key is suggested."""
+    study = str(write_study(tmp_path, TINY))
+    line = one_error_line(capsys, ["run", study, "--dry-run", "--set", "train.lrr=0.1"])
+    assert "train.lrr: Extra inputs are not permitted (did you mean lr?)" in line
+    line = one_error_line(capsys, ["memorize", "--epochs", "1", "--set", "train.lrr=0.1", "--out", str(tmp_path / "m")])
+    assert "(did you mean lr?)" in line

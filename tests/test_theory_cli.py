@@ -39,3 +39,14 @@ def test_cli_bad_argument_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "outlier_kind" in err[0]
     assert not (tmp_path / "x").exists()  # validated before the folder is touched
+
+
+def test_summary_prints_no_python_none():
+    """A step never reached reads 'not reached', another missing number '—', never Python's None."""
+    from bnmem.lenses.theory import summary
+
+    text = summary({"summary": {"gamma": {"higher_with_outliers_from_step": None, "x": 0.5},
+                                "margins": {"bn_first_step_all_outliers_fit": None, "other": None}}})
+    assert "None" not in text
+    assert "gamma.higher_with_outliers_from_step: not reached" in text
+    assert "margins.bn_first_step_all_outliers_fit: not reached" in text and "margins.other: —" in text

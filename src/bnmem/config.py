@@ -357,7 +357,8 @@ class ShadowCopies(StrictModel):
         compare_gs_reg: also train the copies with the γ/σ regularizer of this λ, side by side.
         match_accuracy: double the copies' epochs (up to ``max_epochs``) until a probe copy reaches the
             model's training accuracy.
-        max_epochs: the most epochs ``match_accuracy`` tries (default 4x the recipe's).
+        max_epochs: the most epochs ``match_accuracy`` tries (default 4x the copies' epochs: step-matched unless
+            ``match_steps`` is off).
         match_steps: the copies train for as many optimizer steps as the model took (False: ``train.epochs``).
     """
 
@@ -370,8 +371,9 @@ class ShadowCopies(StrictModel):
     match_accuracy: bool = Field(False, description=(
         "with --shadow-models: extend the shadow copies' epochs (doubling, up to --max-epochs) until a probe "
         "copy reaches your model's training accuracy"))
-    max_epochs: int | None = Field(None, ge=1, description="--match-accuracy: the most epochs to try "
-                                                           "(default: 4x --epochs)")
+    max_epochs: int | None = Field(None, ge=1, description=(
+        "--match-accuracy: the most epochs to try (default: 4x the copies' epochs, which by default match your "
+        "model's optimizer steps; 4x --epochs with --same-epochs)"))
     match_steps: bool = True
 
     @model_validator(mode="after")
@@ -417,14 +419,59 @@ def apply_overrides(config: dict[str, Any], overrides: list[str] | None) -> dict
     return config
 
 
-def validation_line(err: ValidationError, prefix: str = "", names: dict[str, str] | None = None) -> str:
+def _model_named(title: str) -> type[BaseModel] | None:
+    """The one config model class called ``title`` (a ValidationError's title), or None."""
+    found, todo = [], [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__name__ == title and sub.__module__.startswith("bnmem."):
+                found.append(sub)
+    return found[0] if len(set(found)) == 1 else None
+
+
+def _keys_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The keys a config model accepts at ``loc`` (following nested models; [] where it cannot tell)."""
+    import typing
+
+    def models_in(ann: Any) -> set[type[BaseModel]]:  # through Optional, Union, list[...], Annotated
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            return {ann}
+        return set().union(*(models_in(a) for a in typing.get_args(ann)))
+
+    for part in loc:
+        if isinstance(part, int):  # an item of a list of models: the model found at the list's key
+            continue
+        if model is None or part not in model.model_fields:
+            return []
+        inner = models_in(model.model_fields[part].annotation)
+        model = inner.pop() if len(inner) == 1 else None
+    return list(model.model_fields) if model is not None else []
+
+
+def did_you_mean(key: str, choices: list[str]) -> str:
+    """' (did you mean X?)' for the closest of ``choices`` to a mistyped ``key``; '' when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(key, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def validation_line(err: ValidationError, prefix: str = "", names: dict[str, str] | None = None,
+                    model: type[BaseModel] | None = None) -> str:
     """'prefix.path: message; ...' for every error of a pydantic ValidationError.
 
-    ``names`` maps a field's dotted path to what the user wrote instead (a flag: ``--shadow-models``).
+    ``names`` maps a field's dotted path to what the user wrote instead (a flag: ``--shadow-models``). An
+    unknown key gets '(did you mean X?)' from the keys ``model`` (default: the bnmem model the error names)
+    accepts there: ``lenses.lira.shadow_modelz: Extra inputs are not permitted (did you mean shadow_models?)``.
     """
+    model = model or _model_named(err.title)
     parts = []
     for e in err.errors():
         path = ".".join(str(p) for p in e["loc"])
         loc = (names or {}).get(path) or ".".join([*([prefix] if prefix else []), *([path] if path else [])])
-        parts.append(f"{loc or 'config'}: {e['msg'].removeprefix('Value error, ')}")
+        hint = ""
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            hint = did_you_mean(str(e["loc"][-1]), _keys_at(model, tuple(e["loc"][:-1])))
+        parts.append(f"{loc or 'config'}: {e['msg'].removeprefix('Value error, ')}{hint}")
     return "; ".join(parts)

@@ -28,10 +28,15 @@ import numpy as np
 from scipy import integrate
 from scipy import stats as sps
 
+__all__ = ["MAX_UNITS", "TARGET", "UNDERPOWERED", "power_above", "power_all", "power_band", "power_below",
+           "power_simulated", "power_simulated_all", "units_needed"]
+
 TARGET = 0.8
-# Below this power an inconclusive verdict says nothing about the paper: the report calls it underpowered.
+"""The power a design is sized for (80%): :func:`units_needed`'s default target."""
 UNDERPOWERED = 0.5
+"""Below this power an inconclusive verdict says nothing about the paper: the report calls it underpowered."""
 MAX_UNITS = 10_000
+"""The most units :func:`units_needed` searches before it gives up."""
 
 
 def _valid(n: int, sd: float | None) -> bool:

@@ -43,6 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
+from bnmem.attacks.metrics import RankedRows, rank_rows
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
@@ -52,20 +53,22 @@ METHOD = ("Clopper–Pearson, TPR from below and FPR from above at α/(2K) each 
           "log((TPR_low − δ)/FPR_high) and log((1 − FPR_high − δ)/(1 − TPR_low)), 0 when no term is positive")
 
 
-def clopper_pearson(k: np.ndarray | int, n: int, alpha: float, upper: bool) -> np.ndarray:
+def clopper_pearson(k: np.ndarray | int, n: np.ndarray | int, alpha: np.ndarray | float,
+                    upper: bool) -> np.ndarray:
     """One-sided Clopper–Pearson bound on a binomial proportion.
 
     Args:
         k: successes (array or int), 0 ≤ k ≤ n.
-        n: trials (≥ 1).
-        alpha: the bound fails with probability at most ``alpha``.
+        n: trials (≥ 1; an int, or an array broadcast with ``k``).
+        alpha: the bound fails with probability at most ``alpha`` (a float, or an array as ``n``).
         upper: True for the upper bound ``Beta⁻¹(1 − α; k + 1, n − k)`` (1 at k = n), False for the
             lower bound ``Beta⁻¹(α; k, n − k + 1)`` (0 at k = 0).
 
     Returns:
         float64 array shaped like ``k``.
     """
-    if n < 1 or not 0.0 < alpha < 1.0:
+    n_arr, a_arr = np.asarray(n), np.asarray(alpha, dtype=np.float64)
+    if (n_arr < 1).any() or not ((0.0 < a_arr) & (a_arr < 1.0)).all():
         raise BnmemError(f"Clopper–Pearson needs n ≥ 1 and 0 < alpha < 1, got n={n}, alpha={alpha}")
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore"):
@@ -178,29 +181,118 @@ def epsilon_lower_bound(scores: np.ndarray, members: np.ndarray, delta: float, l
     Raises:
         BnmemError: malformed scores, members, δ or level.
     """
+    _check_delta_level(delta, level)
+    s_in, s_out = _sorted_classes(scores, members)
+    point = _point_bound(s_in, s_out, delta) if s_in.size and s_out.size else math.nan
+    return _bound(s_in, s_out, delta, level, point)
+
+
+def _check_delta_level(delta: float, level: float) -> None:
     if not 0.0 <= delta <= 1.0 or not 0.0 < level < 1.0:
         raise BnmemError(f"need 0 ≤ delta ≤ 1 and 0 < level < 1, got delta={delta}, level={level}")
-    s_in, s_out = _sorted_classes(scores, members)
+
+
+def _bound(s_in: np.ndarray, s_out: np.ndarray, delta: float, level: float, point: float) -> EpsilonBound:
+    """The bound from one target's member and non-member scores, each sorted ascending, and its point bound."""
     n_in, n_out = int(s_in.size), int(s_out.size)
     if n_in == 0 or n_out == 0:
         return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, n_out, math.nan, math.nan, delta, level, 0)
     tp, fp = _rank_counts(s_in, s_out, rank_grid(n_out), rank_grid(n_in))
-    k = tp.size
-    alpha = (1.0 - level) / (2.0 * k)
-    tpr_low = clopper_pearson(tp, n_in, alpha, upper=False)
-    fpr_high = clopper_pearson(fp, n_out, alpha, upper=True)
+    alpha = (1.0 - level) / (2.0 * tp.size)
+    return _best(tp, fp, clopper_pearson(tp, n_in, alpha, upper=False), clopper_pearson(fp, n_out, alpha, upper=True),
+                 n_in, n_out, delta, level, point)
+
+
+def _best(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndarray, n_in: int, n_out: int,
+          delta: float, level: float, point: float) -> EpsilonBound:
+    """The largest term over one target's thresholds, and the counts where it is reached."""
     a, b = _terms(tpr_low, fpr_high, delta)
-    point = _point_bound(s_in, s_out, delta)
     ia, ib = int(np.argmax(a)), int(np.argmax(b))
     best, i, term = (a[ia], ia, "tpr/fpr") if a[ia] >= b[ib] else (b[ib], ib, "tnr/fnr")
     if not best > 0:
         i, term, best = ia, "none", 0.0  # the counts at the best tpr/fpr threshold, for the record
     return EpsilonBound(float(best), point, term, int(tp[i]), n_in, int(fp[i]), n_out,
-                        float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), k)
+                        float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), int(tp.size))
+
+
+def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
+    """Every row's point bound (:class:`EpsilonBound`'s ``eps_point``) from its ROC counts, in one pass.
+
+    The thresholds of :func:`_point_bound` (every score of either class, and −inf) give the counts above
+    each distinct score: the ROC's points, (0, 0) and, unless a score is −inf, (n_in, n_out). Those two
+    give terms ≤ 0, so the maximum over every ROC point, floored at 0, is the same number. Both terms
+    grow with the TPR and fall with the FPR, so a point followed by members only (the next point is above
+    it) or reached by non-members only (the previous point is left of it) is never above the maximum:
+    only the staircase's upper-left corners are evaluated.
+    """
+    n_rows, n = ranked.values.shape
+    out = np.full(n_rows, math.nan)
+    if n == 0:
+        return out
+    at = 0
+    for part in ranked.chunks():
+        rows, fp, tp = part.threshold_counts(clip=False)
+        first = np.r_[True, rows[1:] != rows[:-1]]
+        last = np.r_[rows[1:] != rows[:-1], True]
+        corner = (last | np.r_[fp[1:] > fp[:-1], True]) & (first | np.r_[True, tp[1:] > tp[:-1]])
+        rows, fp, tp = rows[corner], fp[corner], tp[corner]
+        k = part.values.shape[0]
+        n_in = part.members.sum(axis=1)
+        n_out = n - n_in
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[at:at + k][rows])
+        starts = np.searchsorted(rows, np.arange(k))
+        best = np.maximum(np.maximum.reduceat(a, starts), np.maximum.reduceat(b, starts))
+        ok = (n_in > 0) & (n_out > 0)
+        out[at:at + k][ok] = np.maximum(best[ok], 0.0)
+        at += k
+    return out
+
+
+def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL) -> list[EpsilonBound]:
+    """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
+    again, and the beta quantiles of all rows in one call per side.
+
+    Args:
+        ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
+        deltas: [rows] each target's δ.
+        level: joint confidence per target.
+    """
+    deltas = np.asarray(deltas, dtype=np.float64)
+    for d in deltas:
+        _check_delta_level(float(d), level)
+    points = _point_bounds(ranked, deltas)
+    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
+    for i in range(ranked.values.shape[0]):
+        descending, member = ranked.values[i], ranked.members[i]
+        s_in, s_out = descending[member][::-1], descending[~member][::-1]
+        if s_in.size and s_out.size:
+            counts[i] = (s_in.size, s_out.size, *_rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size)))
+    low: list[np.ndarray] = []
+    high: list[np.ndarray] = []
+    if counts:
+        sizes = [c[2].size for c in counts.values()]
+        tp, fp = (np.concatenate([c[j] for c in counts.values()]) for j in (2, 3))
+        n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
+        alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
+        at = np.cumsum([0] + sizes)[1:-1]
+        low = np.split(clopper_pearson(tp, n_in, alpha, upper=False), at)
+        high = np.split(clopper_pearson(fp, n_out, alpha, upper=True), at)
+    done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
+            for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
+    return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
+            for i in range(ranked.values.shape[0])]
+
+
+def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> EpsilonBound:
+    """The nan bound of a row without members or without non-members (counts kept)."""
+    n_in = int(ranked.members[i].sum())
+    return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, ranked.values.shape[1] - n_in, math.nan, math.nan,
+                        delta, level, 0)
 
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
-                    level: float = LEVEL) -> dict[str, Any]:
+                    level: float = LEVEL, ranked: RankedRows | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -209,6 +301,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         delta: one δ, one per target, or None: 1/(number of examples the target trained on in
             ``members``), the δ = 1/N convention of the DP variants.
         level: joint confidence per target.
+        ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -224,7 +317,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
-    bounds = [epsilon_lower_bound(scores[i], members[i], float(deltas[i]), level) for i in range(t)]
+    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

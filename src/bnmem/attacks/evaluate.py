@@ -203,18 +203,18 @@ def evaluate_attacks(
         dict with keys
 
         - ``metrics``: ``{attack: {subset: summary}}``; a summary holds, for each
-          of ``auc``, ``balanced_acc``, ``tpr_at_0.1pct_fpr``,
-          ``tpr_at_1pct_fpr``: the mean over targets (key = metric name),
-          ``<metric>_std`` (sample std over targets, nan for < 2 targets) and
-          ``<metric>_per_target`` (list in ``targets`` order, so
-          ``auc_per_target`` is in model-index order by default), plus
-          ``n_targets`` (targets whose subset had both members and non-members), and the
-          empirical ε lower bound: ``eps_lb`` (mean over targets), ``eps_lb_std``,
-          ``eps_lb_max``, ``eps_lb_per_target``, ``eps_lb_counts``, ``eps_lb_settings``
-          (:func:`bnmem.attacks.epsilon.epsilon_summary`; δ = 1/(examples the target trained on)).
+            of ``auc``, ``balanced_acc``, ``tpr_at_0.1pct_fpr``,
+            ``tpr_at_1pct_fpr``: the mean over targets (key = metric name),
+            ``<metric>_std`` (sample std over targets, nan for < 2 targets) and
+            ``<metric>_per_target`` (list in ``targets`` order, so
+            ``auc_per_target`` is in model-index order by default), plus
+            ``n_targets`` (targets whose subset had both members and non-members), and the
+            empirical ε lower bound: ``eps_lb`` (mean over targets), ``eps_lb_std``,
+            ``eps_lb_max``, ``eps_lb_per_target``, ``eps_lb_counts``, ``eps_lb_settings``
+            (:func:`bnmem.attacks.epsilon.epsilon_summary`; δ = 1/(examples the target trained on)).
         - ``curves``: ``{attack: {subset: {"per_target": [(fpr, tpr), ...],
-          "pooled": (fpr, tpr)}}}``; ``pooled`` is the ROC of all targets'
-          scores together, as the reference code plots it.
+            "pooled": (fpr, tpr)}}}``; ``pooled`` is the ROC of all targets'
+            scores together, as the reference code plots it.
         - ``scores``: ``{attack: float64 [n_targets, n_examples]}``.
         - ``members``: bool [n_targets, n_examples], the targets' keep rows.
         - ``targets``: list of target indices.

@@ -1,20 +1,26 @@
-"""Leave-one-out reference statistics by index arithmetic, for every target at once.
+"""Leave-one-out reference statistics for every target at once.
 
 In a leave-one-out evaluation over a balanced keep matrix (every example IN for
 the same number C of models), target t's IN references for example j are the
 example's IN models in model order with one removed: t itself when t trained
 on j, otherwise the last one (the truncation to the smallest count over
 examples, see :func:`bnmem.attacks.keep.split_references`); when t trained on
-nothing, none is removed. The same holds for OUT. So per (example, view) the
-C values are sorted once and summarized by prefix and suffix statistics, and
-each target's median, mean and variance follow in O(1):
+nothing, none is removed. The same holds for OUT.
+
+:class:`Side` is what the streaming evaluator uses: the removed value is t's own
+φ or the last model's, so a few middle order statistics, the mean and M2 of the
+C values and the last value give every target's median (bit for bit) and spread
+elementwise, with no per-target gather. The prefix/suffix summaries below handle
+a removal at any position without cancellation:
 
 - median: the i-th smallest of the C − 1 remaining values is the sorted value
   at i, or at i + 1 from the removed value's rank on;
 - mean and variance: Chan's merge of the prefix before and the suffix after the
   removed position (all terms non-negative, so no cancellation, unlike
-  "total minus the removed value");
-- log of a sum of probabilities: ``logaddexp`` of prefix and suffix log-sums.
+  "total minus the removed value"); :class:`Side` falls back to it where the
+  subtraction would cancel;
+- log of a sum of probabilities: ``logaddexp`` of prefix and suffix log-sums
+  (RMIA's reference means).
 
 Arrays here: ``vals`` [C, B, V] (a side's values in model order), ``pos``
 [T, B] (removed position per target and example, C for none).
@@ -199,3 +205,119 @@ def loo_log_mean(pre: np.ndarray, suf: np.ndarray, pos: np.ndarray) -> np.ndarra
     c = pre.shape[0] - 1
     total = np.logaddexp(np.take_along_axis(pre, pos, axis=0), np.take_along_axis(suf, pos + 1, axis=0))
     return total - np.log(np.where(pos < c, c - 1, c))
+
+
+# ---------------------------------------------------------------- one removal per target: its own value or the last
+
+# A removal that leaves less than this fraction of a side's M2 is recomputed exactly (prefix/suffix merge):
+# "M2 minus the removed value's share" loses about log2(1 / fraction) bits to cancellation, here at most 4.
+EXACT_BELOW = 1.0 / 16
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's C reference values per (example, view), summarized for the leave-one-out removals.
+
+    In a leave-one-out evaluation over a balanced keep matrix, target t's references on a side are the
+    side's C values with one removed: t's own value when t is on that side (t's φ itself), otherwise the
+    last model's (the truncation), or none when t has C references there. So per (example, view) a few
+    middle order statistics, the mean and M2 of all C values and the last value are all that every
+    target's median and spread need: O(1) elementwise work per target instead of a gather.
+
+    Attributes:
+        vals: [C, B, V] the values in model order.
+        ranked: [B, V, C] the same sorted per (example, view).
+        mean, m2: [B, V] mean and sum of squared deviations of all C values (two passes).
+        last: [B, V] the last model's value.
+    """
+
+    vals: np.ndarray
+    ranked: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def of(cls, vals: np.ndarray) -> "Side":
+        """Summarize ``vals`` [C, B, V] (float64, model order, C >= 1)."""
+        mean = vals.mean(axis=0)
+        dev = vals - mean
+        return cls(vals, np.sort(vals.transpose(1, 2, 0), axis=-1), mean, np.einsum("cbv,cbv->bv", dev, dev),
+                   vals[-1])
+
+    @property
+    def size(self) -> int:
+        return int(self.vals.shape[0])
+
+    def _rank(self, i: int) -> np.ndarray:
+        return np.ascontiguousarray(self.ranked[..., i])
+
+    def median(self, removed: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Each target's median as ``np.median`` computes it, bit for bit.
+
+        Args:
+            removed: [T, B, V] the value each target removes (read where it removes one).
+            k: [T] references left per target: C − 1 (one removed) or C (none).
+
+        Returns:
+            float64 [T, B, V].
+        """
+        c = self.size
+        one = k == c - 1
+        out = None if one.all() else np.empty(removed.shape)
+        if one.any():
+            lo, hi = (c - 2) // 2, (c - 1) // 2
+            # The i-th smallest of the others is the sorted value at i, or at i + 1 when the removed value
+            # ranks at or below i (with ties, any of the equal values may be the one removed).
+            r = removed if out is None else removed[one]
+            a = np.where(r <= self._rank(lo), self._rank(lo + 1), self._rank(lo))
+            if hi != lo:
+                b = np.where(r <= self._rank(hi), self._rank(hi + 1), self._rank(hi))
+                a = (a + b) / 2  # np.median of an even count: the mean of the two middle values
+            if out is None:
+                return a
+            out[one] = a
+        lo, hi = (c - 1) // 2, c // 2
+        out[~one] = self._rank(lo) if lo == hi else (self._rank(lo) + self._rank(hi)) / 2
+        return out
+
+    def spread(self, removed: np.ndarray, k: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """Each target's population std (ddof 0) of the side's values without the removed one.
+
+        M2 without value r is M2 − (r − mean)²·C/(C − 1); where that keeps less than :data:`EXACT_BELOW`
+        of M2 (the removed value carried almost all the spread) it is recomputed exactly from the lane's
+        values by a prefix/suffix merge (:func:`loo_m2`).
+
+        Args:
+            removed: [T, B, V] the value each target removes (read where it removes one).
+            k: [T] references left per target: C − 1 or C.
+            pos: [T, B] the removed value's model-order position (C: none).
+
+        Returns:
+            float64 [T, B, V].
+        """
+        c = self.size
+        one = k == c - 1
+        out = None if one.all() else np.empty(removed.shape)
+        if one.any():
+            d = (removed if out is None else removed[one]) - self.mean
+            d *= d
+            d *= c / (c - 1.0)
+            m2 = np.subtract(self.m2, d, out=d)
+            bad = ~(m2 >= self.m2 * EXACT_BELOW)
+            if bad.any():
+                m2[bad] = self._exact_m2(np.flatnonzero(one), bad, pos)
+            m2 /= c - 1
+            sd = np.sqrt(m2, out=m2)
+            if out is None:
+                return sd
+            out[one] = sd
+        out[~one] = np.sqrt(self.m2 / c)
+        return out
+
+    def _exact_m2(self, rows: np.ndarray, bad: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """M2 without the removed value at the flagged (row of ``rows``, example, view) places, exactly."""
+        ti, bi, vi = np.nonzero(bad)
+        lanes = self.vals[:, bi, vi]  # [C, F]: each flagged place's own lane
+        _, m2 = loo_m2(side_stats(lanes[:, :, None], sort=False), pos[rows[ti], bi][None, :])
+        return m2[0, :, 0]

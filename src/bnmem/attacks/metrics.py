@@ -12,6 +12,7 @@ With n non-members the smallest non-zero FPR is 1/n; for n < 1000 the TPR at
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from scipy.integrate import trapezoid
@@ -21,6 +22,7 @@ from sklearn.metrics import roc_curve
 from bnmem.errors import BnmemError
 
 METRIC_NAMES = ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
+"""The metrics every attack evaluation reports per target and subset (:func:`attack_metrics`)."""
 FPR_LEVELS = {"tpr_at_0.1pct_fpr": 1e-3, "tpr_at_1pct_fpr": 1e-2}
 
 
@@ -86,33 +88,145 @@ def roc_rows(scores: np.ndarray, members: np.ndarray) -> list[tuple[np.ndarray, 
     Raises:
         BnmemError: shapes differ or scores contain NaN.
     """
-    scores, members = _checked(scores, members, ndim=2)
-    n_rows, n = scores.shape
-    if n == 0:
-        return [(np.zeros(0), np.zeros(0)) for _ in range(n_rows)]
-    order = np.argsort(-scores, axis=1, kind="stable")  # descending; the order within ties does not matter
-    ranked = np.take_along_axis(scores, order, axis=1)
-    tps = np.cumsum(np.take_along_axis(members, order, axis=1), axis=1, dtype=np.float64)
-    fps = np.arange(1, n + 1, dtype=np.float64) - tps
-    ends = np.ones((n_rows, n), dtype=bool)  # the last example of each distinct score: a threshold
-    ends[:, :-1] = ranked[:, 1:] != ranked[:, :-1]
-    rows, cols = np.nonzero(ends)
-    f, t = fps[rows, cols], tps[rows, cols]
-    first = np.r_[True, rows[1:] != rows[:-1]]
-    last = np.r_[rows[1:] != rows[:-1], True]
-    keep = first | last
-    keep[1:-1] |= ((f[2:] - f[1:-1]) - (f[1:-1] - f[:-2]) != 0) | ((t[2:] - t[1:-1]) - (t[1:-1] - t[:-2]) != 0)
-    rows, f, t = rows[keep], f[keep], t[keep]
-    bounds = np.searchsorted(rows, np.arange(n_rows + 1))
-    out = []
-    for r in range(n_rows):
-        fr, tr = f[bounds[r]:bounds[r + 1]], t[bounds[r]:bounds[r + 1]]
-        if fr[-1] <= 0 or tr[-1] <= 0:
-            out.append((np.zeros(0), np.zeros(0)))
-            continue
-        fr, tr = np.concatenate(([0.0], fr)), np.concatenate(([0.0], tr))
-        out.append((fr / fr[-1], tr / tr[-1]))
-    return out
+    return rank_rows(scores, members).curves()
+
+
+# Sorted entries processed at a time by the per-row passes: small enough that a chunk's arrays stay in cache.
+CHUNK_ENTRIES = 1 << 17
+
+
+class RankedRows:
+    """Every row of a [rows, n] score matrix sorted once, descending, with what each sorted entry is.
+
+    Sorting is what a ROC costs; one sort per row serves every row's curve (:meth:`curves`), any subset of
+    the columns (:meth:`subset` keeps the order: no new sort), the ε bounds
+    (:func:`bnmem.attacks.epsilon.epsilon_ranked`) and the pooled curve of all rows together
+    (:meth:`merged`, a merge of the sorted rows into one). The order within ties is arbitrary: every curve
+    is read at the ends of runs of equal scores.
+
+    Attributes:
+        values: [rows, n] float64 scores (±inf kept), descending per row.
+        members: [rows, n] bool, the ground truth of each sorted entry.
+        columns: [rows, n] the column of ``scores`` each sorted entry came from.
+    """
+
+    def __init__(self, values: np.ndarray, members: np.ndarray, columns: np.ndarray):
+        self.values, self.members, self.columns = values, members, columns
+
+    def subset(self, mask: np.ndarray) -> "RankedRows":
+        """The rows restricted to the columns where ``mask`` [n] is True, still sorted."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.all():
+            return self
+        rows = self.values.shape[0]
+        sel = mask[self.columns]  # every row keeps as many entries (each holds each column equally often)
+        k = int(np.count_nonzero(sel)) // max(rows, 1)
+        return RankedRows(self.values[sel].reshape(rows, k), self.members[sel].reshape(rows, k),
+                          self.columns[sel].reshape(rows, k))
+
+    def merged(self) -> "RankedRows":
+        """All rows as one row, sorted: the scores pooled over rows (each entry keeps its column)."""
+        rows, n = self.values.shape
+        if rows <= 1:
+            return self
+        # Each row ascending is a sorted run; a stable sort merges the runs (timsort) instead of sorting anew.
+        ascending = self.values[:, ::-1].ravel()
+        order = np.argsort(ascending, kind="stable")[::-1]
+        values = ascending[order]
+        del ascending
+        return RankedRows(values.reshape(1, -1), self.members[:, ::-1].ravel()[order].reshape(1, -1),
+                          self.columns[:, ::-1].ravel()[order].reshape(1, -1))
+
+    def chunks(self) -> Iterator["RankedRows"]:
+        """The rows in consecutive groups of about :data:`CHUNK_ENTRIES` entries (views, no copies)."""
+        rows, n = self.values.shape
+        step = max(1, CHUNK_ENTRIES // max(n, 1))
+        for r in range(0, rows, step):
+            yield RankedRows(self.values[r:r + step], self.members[r:r + step], self.columns[r:r + step])
+
+    def threshold_counts(self, clip: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row and distinct score (descending), the non-members and members scoring at least it.
+
+        Args:
+            clip: distinct after clipping ±inf to the largest finite floats, as :func:`roc` sees them
+                (False: the raw scores, as the ε bounds compare them).
+
+        Returns:
+            ``(rows, fps, tps)``: flat arrays, row index and counts (whole numbers, exact: float32 below 2^24
+            entries, else float64), in row order.
+        """
+        values = self.values
+        if clip and np.isinf(values[:, [0, -1]]).any():  # sorted rows: ±inf would sit at an end
+            values = _finite_scores(values)
+        n_rows, n = values.shape
+        ends = np.empty((n_rows, n), dtype=bool)  # the last example of each distinct score: a threshold
+        ends[:, -1] = True
+        np.not_equal(values[:, 1:], values[:, :-1], out=ends[:, :-1])
+        idx = np.flatnonzero(ends)
+        del ends
+        # Counts are whole numbers: float32 holds them exactly below 2^24 (half the memory of a pooled row).
+        count = np.float32 if values.size < 2**24 else np.float64
+        tps = np.cumsum(self.members, axis=1, dtype=count).ravel()[idx]
+        if n_rows == 1:
+            rows, pos = np.zeros(idx.size, dtype=np.int8), idx
+        else:
+            rows, pos = np.divmod(idx, n)
+        pos += 1
+        fps = pos.astype(count)
+        fps -= tps
+        return rows, fps, tps
+
+    def curves(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every row's ROC curve, as :func:`roc_rows` documents."""
+        n_rows, n = self.values.shape
+        if n == 0:
+            return [(np.zeros(0), np.zeros(0)) for _ in range(n_rows)]
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for part in self.chunks():
+            out += part._curves()
+        return out
+
+    def _curves(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        n_rows = self.values.shape[0]
+        rows, f, t = self.threshold_counts()
+        first = np.r_[True, rows[1:] != rows[:-1]]
+        last = np.r_[rows[1:] != rows[:-1], True]
+        keep = first | last
+        df, dt = np.diff(f), np.diff(t)
+        keep[1:-1] |= (df[1:] - df[:-1] != 0) | (dt[1:] - dt[:-1] != 0)
+        rows, f, t = rows[keep], f[keep], t[keep]
+        bounds = np.searchsorted(rows, np.arange(n_rows + 1))
+        out = []
+        for r in range(n_rows):
+            fr, tr = f[bounds[r]:bounds[r + 1]], t[bounds[r]:bounds[r + 1]]
+            if fr[-1] <= 0 or tr[-1] <= 0:
+                out.append((np.zeros(0), np.zeros(0)))
+                continue
+            fr, tr = np.concatenate(([0.0], fr)), np.concatenate(([0.0], tr))
+            out.append((fr / fr[-1], tr / tr[-1]))
+        return out
+
+
+def rank_rows(scores: np.ndarray, members: np.ndarray) -> RankedRows:
+    """Sort every row of ``scores`` [rows, n] once, descending (see :class:`RankedRows`).
+
+    Raises:
+        BnmemError: shapes differ or scores contain NaN.
+    """
+    members = np.asarray(members, dtype=bool)
+    raw = np.asarray(scores, dtype=np.float64)
+    if raw.shape != members.shape or raw.ndim != 2:
+        raise BnmemError(f"scores {raw.shape} and members {members.shape} must be equal 2-D shapes")
+    if np.isnan(raw).any():
+        raise BnmemError("attack scores contain NaN")
+    rows, n = raw.shape
+    order = np.argsort(raw, axis=1)[:, ::-1]  # descending; the order within ties does not matter
+    small = np.int32 if rows * n < 2**31 else np.intp
+    columns = order.astype(small)
+    flat = order
+    flat += (np.arange(rows) * n)[:, None]
+    flat = flat.ravel()
+    return RankedRows(raw.ravel()[flat].reshape(rows, n), members.ravel()[flat].reshape(rows, n), columns)
 
 
 def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:

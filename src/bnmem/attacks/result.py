@@ -22,15 +22,18 @@ import numpy as np
 
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import epsilon_summary
-from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, roc_rows
+from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, rank_rows
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
 # The built-in attacks as declared in bnmem.attacks.spec (a snapshot at import, for readers of these
 # names; the evaluators and checks ask the registry, so an attack registered later is seen too).
 ALL: tuple[str, ...] = attack_spec.default_attacks()
+"""The attacks an evaluation runs by default (the registry's defaults at import)."""
 AVAILABLE: tuple[str, ...] = attack_spec.available()
+"""Every attack registered at import, the defaults first."""
 EXTRA: tuple[str, ...] = tuple(a for a in AVAILABLE if a not in ALL)
+"""The registered attacks that run only when asked for by name."""
 NEEDS_IN = attack_spec.needing("in")
 NEEDS_OUT = attack_spec.needing("out")
 
@@ -182,16 +185,20 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
+        ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
+        pool = ranked.merged()
         for sub, mask in masks.items():
-            per_roc = roc_rows(s[:, mask], members[:, mask])  # every target's curve from one sort
+            view = ranked.subset(mask)
+            per_roc = view.curves()
             metrics[name][sub] = summarize([metrics_from_roc(*c) for c in per_roc])
             if not per_target_curves:
                 per_roc = []
-            metrics[name][sub].update(epsilon_summary(s[:, mask], members[:, mask], deltas))
-            pooled = roc_rows(s[:, mask].reshape(1, -1), members[:, mask].reshape(1, -1))[0]
+            metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view))
+            pooled = pool.subset(mask).curves()[0]
             if pooled_points is not None:
                 pooled = thin_curve(*pooled, max_points=pooled_points)
             curves[name][sub] = {"per_target": per_roc, "pooled": pooled} if per_target_curves else {"pooled": pooled}
+        del ranked, pool, view  # before the next attack's arrays exist
     return {
         "metrics": metrics,
         "curves": curves,

@@ -58,8 +58,8 @@ from scipy.special import logsumexp
 from bnmem.attacks.keep import split_references
 from bnmem.errors import BnmemError
 
-# Offline coefficients tried when a is selected on reference models.
 A_GRID: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
+"""The offline coefficients ``a`` tried when it is selected on reference models (:func:`select_offline_a`)."""
 
 
 @dataclass(frozen=True)
@@ -229,9 +229,10 @@ def rmia_scores_against(log_ratio: np.ndarray, population_log_ratio: np.ndarray,
         log_ratio: [n] log( p(x|θ)/p(x) ) of the candidates.
         population_log_ratio: [P] log( p(z|θ)/p(z) ) of the population.
         gamma: γ > 0.
-        candidate_ids, population_ids: optional identities (e.g. dataset
-            indices) of both sets; asserted disjoint, since a scored example must
-            never be its own population point.
+        candidate_ids: optional identities (e.g. dataset indices) of the
+            candidates; asserted disjoint from ``population_ids``, since a scored
+            example must never be its own population point.
+        population_ids: optional identities of the population points.
 
     Returns:
         float64 [n] in [0, 1].

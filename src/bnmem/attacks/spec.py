@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import log_ndtr
 
 from bnmem.attacks.lira import STD_EPS, gaussian_logpdf, global_threshold, lira_offline, lira_online, loss_attack
+from bnmem.attacks.scores import loss_from_phi
 from bnmem.errors import BnmemError
 
 # Where an attack is shown (AttackSpec.shown).
@@ -66,6 +67,12 @@ class Block:
     fits: dict[str, np.ndarray]
     sd_in: np.ndarray | None
     sd_out: np.ndarray | None
+
+    @cached_property
+    def loss(self) -> np.ndarray:
+        """[T, B, V] the targets' cross-entropy −log p_y = softplus(−φ), computed once per block (the loss
+        attack and RMIA's log p_y both read it)."""
+        return loss_from_phi(self.x)
 
 
 @dataclass(frozen=True)
@@ -212,7 +219,7 @@ for _spec in (
     AttackSpec("global_threshold", "global threshold on φ", oracle=lambda r: global_threshold(r.phi_t),
                stream=lambda b: b.x, shown=frozenset({REPORT_TABLE}), rank=6),
     AttackSpec("loss", "loss threshold", oracle=lambda r: loss_attack(r.loss_t),
-               stream=lambda b: -np.logaddexp(0.0, -b.x), shown=_BOTH, rank=5),
+               stream=lambda b: -b.loss, shown=_BOTH, rank=5),
     AttackSpec("rmia", "RMIA", True, True, family="rmia", shown=_BOTH, rank=4),
     # Opt-in: RMIA with the offline setting, next to "rmia" (which uses rmia_params).
     AttackSpec("rmia_offline", "RMIA, offline", False, True, family="rmia", default=False, rank=7),

@@ -8,12 +8,16 @@ reference code does. What differs is how the work is organised:
 - φ is read in blocks of examples from a :class:`~bnmem.attacks.phi.PhiSource`
   (a memory-mapped ``phi.npy``, a legacy ``logits.npy`` converted per block, or
   an array), for all targets at once;
-- per block, each side's (IN/OUT) reference values are sorted once; every
-  target's leave-one-out median, mean and variance come from index arithmetic
-  (:mod:`bnmem.attacks.loo`) instead of re-gathering and re-reducing all
-  references per target: O(M·N·V·log M) in all instead of O(M²·N·V);
+- per block and side (IN/OUT), each example's reference values are summarized
+  once (:class:`bnmem.attacks.loo.Side`: sorted, mean, M2, last value); every
+  target's leave-one-out median and spread then follow elementwise from its own
+  φ (the value it removes, or the last model's): O(M·N·V) work plus a sort of
+  each example's C values, instead of re-gathering and re-reducing all
+  references per target (O(M²·N·V)); the elementwise work runs on slices of a
+  block small enough to stay in cache;
 - fixed-variance attacks need each target's global spread first, so they add
-  one cheaper pass over the blocks;
+  one cheaper pass over the blocks (shifted sums of the values and their squares
+  minus the removed ones);
 - what is kept across blocks is small: per attack the scores [T, N] (float64),
   and for RMIA the view-averaged log p_y [M, N] and two [T, N] arrays.
 
@@ -29,9 +33,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks.keep import first_k_references
-from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
+from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks import spec as attack_spec
+from bnmem.attacks.scores import loss_from_phi
 from bnmem.attacks.result import (
     POOLED_POINTS,
     check_keep,
@@ -51,8 +56,10 @@ from bnmem.attacks.rmia import (
 from bnmem.attacks.spec import Block
 from bnmem.errors import BnmemError
 
-# Elements of one [targets, block, views] float64 work array (~16 MB).
+# Elements of one [models, block, views] float64 block read from φ (~16 MB).
 WORK_ELEMENTS = 1 << 21
+# Elements of one [targets, slice, views] float64 array of the elementwise work (~2 MB: stays in cache).
+CACHE_ELEMENTS = 1 << 18
 
 
 def _kinds(wanted: set[str]) -> tuple[set[str], set[str], set[str], set[str]]:
@@ -110,6 +117,17 @@ class _Plan:
         self.k_out = (col_out[None, :] - ~kt).min(axis=1) if keep.shape[1] else np.zeros(len(targets), int)
         self.c_in = int(col_in[0]) if keep.shape[1] else 0
         self.c_out = keep.shape[0] - self.c_in
+        # Every model a target, in model order: the targets' φ is the block itself (no gather).
+        self.all_targets = bool(np.array_equal(targets, np.arange(keep.shape[0])))
+
+    def targets_of(self, arr: np.ndarray) -> np.ndarray:
+        """The targets' rows of a per-model array."""
+        return arr if self.all_targets else arr[self.targets]
+
+    def last(self, keep_blk: np.ndarray, member: bool) -> np.ndarray:
+        """Per example, the last model (in model order) on the side: the one a non-member target drops."""
+        side = keep_blk if member else ~keep_blk
+        return side.shape[0] - 1 - np.argmax(side[::-1], axis=0)
 
     def positions(self, keep_blk: np.ndarray, member: bool) -> tuple[np.ndarray, np.ndarray]:
         """Model-order indices of the side's models [C, B] and each target's removed position [T, B]."""
@@ -185,6 +203,7 @@ def evaluate_stream(
             scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
             if picked is not None:
                 chosen[f"{name}_a_per_target"] = picked
+        del rmia_refs, pop_lp  # [M, N] and 2 × [T, N]: not held while the metrics are computed
 
     population = (population_name if pop_source is not None
                   else "legacy: the target's non-members (ground truth; not available to an attacker)")
@@ -231,23 +250,28 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     rmia_refs = None
     if rmia:
         rmia_refs = np.empty((m, n)), np.empty((t_count, n)), np.empty((t_count, n))
-    for a in starts:
-        b = min(n, a + block)
-        phi_blk = source.read(a, b)
-        keep_blk = plan.keep[:, a:b]
-        x = phi_blk[plan.targets]
-        if plan.balanced:
-            fits = _fast_fits(phi_blk, keep_blk, plan, wanted)
-        else:
-            fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
-        view = Block(x, fits, sd_in, sd_out)
-        for name in scores:
-            scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
-        if rmia_refs is not None:
-            lp_all, lmean_in, lmean_out = rmia_refs
-            lp_blk = view_log_mean(-np.logaddexp(0.0, -phi_blk))
-            lp_all[:, a:b] = lp_blk
-            lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
+    # Read a block at a time; work elementwise on slices of it small enough to stay in cache.
+    step = max(1, CACHE_ELEMENTS // max(1, len(plan.targets) * source.shape[2]))
+    for a0 in starts:
+        chunk = source.read(a0, min(n, a0 + block))
+        for a in range(a0, a0 + chunk.shape[1], step):
+            b = min(a0 + chunk.shape[1], a + step)
+            phi_blk = chunk[:, a - a0:b - a0]
+            keep_blk = plan.keep[:, a:b]
+            x = plan.targets_of(phi_blk)
+            if plan.balanced:
+                fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x)
+            else:
+                fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
+            view = Block(x, fits, sd_in, sd_out)
+            for name in scores:
+                scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
+            if rmia_refs is not None:
+                lp_all, lmean_in, lmean_out = rmia_refs
+                # log p_y = −loss; the loss attack's block shares it when every model is a target
+                lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
+                lp_all[:, a:b] = lp_blk
+                lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
     return scores, rmia_refs
 
 
@@ -257,12 +281,16 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     pop_lp = np.empty((m, p))
     pblock = max(1, WORK_ELEMENTS // max(1, m * v))
     for a in range(0, p, pblock):
-        pop_lp[:, a : a + pblock] = view_log_mean(-np.logaddexp(0.0, -pop_source.read(a, min(p, a + pblock))))
+        pop_lp[:, a : a + pblock] = view_log_mean(-loss_from_phi(pop_source.read(a, min(p, a + pblock))))
     return pop_lp
 
 
-def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
-    """Leave-one-out medians and spreads [T, B, V] per side by index arithmetic."""
+def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str],
+               x: np.ndarray) -> dict[str, np.ndarray]:
+    """Leave-one-out medians and spreads [T, B, V] per side, elementwise from per-example summaries.
+
+    A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
+    """
     out: dict[str, np.ndarray] = {}
     cols = np.arange(phi_blk.shape[1])[None, :]
     fitted, per_example, _, _ = _kinds(wanted)
@@ -271,11 +299,13 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
         if not wanted & needs & fitted:
             continue
         order, pos = plan.positions(keep_blk, member)
-        stats = side_stats(phi_blk[order, cols])
-        out[f"med_{tag}"] = loo_median(stats, pos, plan.k_in if member else plan.k_out)
+        side = Side.of(phi_blk[order, cols])
+        k = plan.k_in if member else plan.k_out
+        onside = plan.targets_of(keep_blk if member else ~keep_blk)
+        removed = np.where(onside[:, :, None], x, side.last)
+        out[f"med_{tag}"] = side.median(removed, k)
         if wanted & needs & per_example:  # fixed-variance attacks use the global spread
-            cnt, m2 = loo_m2(stats, pos)
-            out[f"sd_{tag}"] = np.sqrt(m2 / cnt)
+            out[f"sd_{tag}"] = side.spread(removed, k, pos)
     return out
 
 
@@ -297,22 +327,56 @@ def _slow_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
     return out
 
 
-def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Each target's std over all its IN (OUT) reference values, examples and views (first pass)."""
-    acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
+    if not plan.balanced:
+        acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
+        for a in starts:
+            b = min(n, a + block)
+            phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
+            for member in (True, False):
+                acc[member].add(*_block_moments(*_slow_moments(phi_blk, keep_blk, plan, member)))
+        return acc[True].std(), acc[False].std()
+    return _balanced_spreads(source, plan, starts, block, n)
+
+
+def _balanced_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_global_spreads` of a balanced keep from sums: a target's values on a side are the side's
+    values with its own (or the last model's) removed per (example, view), so its sum and sum of squares
+    are the side's minus the removed value's. Values are shifted by one constant (the first block's mean)
+    first, so the variance Σ(v − c)²/n − (Σ(v − c)/n)² does not cancel."""
+    t = len(plan.targets)
+    s1 = {True: np.zeros(t), False: np.zeros(t)}
+    s2 = {True: np.zeros(t), False: np.zeros(t)}
+    shift = None
     for a in starts:
         b = min(n, a + block)
-        phi_blk = source.read(a, b)
-        keep_blk = plan.keep[:, a:b]
+        phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
+        if shift is None:
+            shift = float(phi_blk.mean())
+        dev = phi_blk - shift
+        p1 = dev.sum(axis=2)  # per model and example, over views
+        p2 = np.einsum("mbv,mbv->mb", dev, dev)
         cols = np.arange(b - a)
         for member in (True, False):
-            if plan.balanced:
-                order, pos = plan.positions(keep_blk, member)
-                cnt, mean, m2 = loo_moments(side_stats(phi_blk[order, cols[None, :]], sort=False), pos)
-            else:
-                cnt, mean, m2 = _slow_moments(phi_blk, keep_blk, plan, member)
-            acc[member].add(*_block_moments(cnt, mean, m2))
-    return acc[True].std(), acc[False].std()
+            side = keep_blk if member else ~keep_blk
+            k = plan.k_in if member else plan.k_out
+            c = plan.c_in if member else plan.c_out
+            onside = plan.targets_of(side)
+            drops_last = ~onside & (k == c - 1)[:, None]
+            last = plan.last(keep_blk, member)
+            for acc, p in ((s1, p1), (s2, p2)):
+                own = (plan.targets_of(p) * onside).sum(axis=1)
+                acc[member] += (p * side).sum() - own - (drops_last * p[last, cols]).sum(axis=1)
+    spreads = []
+    for member in (True, False):
+        count = n * source.shape[2] * (plan.k_in if member else plan.k_out).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m2 = s2[member] - s1[member] * s1[member] / count
+            spreads.append(np.sqrt(np.maximum(m2, 0.0) / count))
+    return spreads[0], spreads[1]
 
 
 def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool):

@@ -114,8 +114,10 @@ def model_checks(acc: dict[str, Any], ds: OutlierDataset, n_outputs: int) -> lis
     found = []
     if n_outputs > ds.num_classes:
         found.append({"kind": "outputs", "text": (
-            f"the model outputs {n_outputs} scores per example but the data have {ds.num_classes} classes: outputs "
-            f"{ds.num_classes}-{n_outputs - 1} are never a label here; if the model was trained on more classes, "
+            f"the model outputs {n_outputs} scores per example but the data have {ds.num_classes} classes: "
+            + (f"output {ds.num_classes} is" if n_outputs - ds.num_classes == 1
+               else f"outputs {ds.num_classes}–{n_outputs - 1} are")
+            + " never a label here; if the model was trained on more classes, "
             "audit it on the data it was trained on (every class folder), or its outputs and the labels may not "
             "correspond")})
     chance = float(np.bincount(ds.y_train.numpy(), minlength=ds.num_classes).max() / max(ds.n_train, 1))

@@ -71,20 +71,30 @@ def roc_figure(result: dict[str, Any], path: Path) -> str | None:
     without shadow copies)."""
     from bnmem.figures.roc import plot_roc
 
+    import numpy as np
+
     mem = result.get("membership") or {}
     roc, leak = mem.get("roc") or {}, mem.get("leakage") or {}
-    labels = {"all": "whole training set", "outliers": "known outliers", "rare": "rare examples",
-              "most_exposed": "most-exposed examples"}
     chosen = {}
     for g in result["risk"].get("groups") or []:
         curve = (roc.get(g["attack"]) or {}).get(g["group"])
-        if curve and g["group"] in labels:
-            auc = leak[g["attack"]][g["group"]]["auc"]
-            chosen[f"{labels[g['group']]}, {ATTACK_NAMES[g['attack']]} (AUC {auc:.2f})"] = (curve["fpr"], curve["tpr"])
+        if not curve:
+            continue
+        entry = leak[g["attack"]][g["group"]]
+        # The curve only down to the lowest FPR its pooled non-member scores can resolve (1/N): below that the
+        # text calls a TPR not estimable, and a log axis would otherwise stretch the last step to its edge.
+        fpr, tpr = np.asarray(curve["fpr"], float), np.asarray(curve["tpr"], float)
+        n_out = entry.get("nonmember_scores") or 0
+        keep = fpr >= 1.0 / n_out - 1e-12 if n_out else np.ones_like(fpr, bool)
+        if keep.sum() < 2:
+            continue
+        name = g["name"].removeprefix("the ")  # the group as the text names it ('30 files listed as mislabeled')
+        label = f"{name.split(' (')[0]}, {ATTACK_NAMES[g['attack']]} (AUC {entry['auc']:.2f})"
+        chosen[label] = (fpr[keep], tpr[keep])
     if not chosen:
         return None
     plot_roc(chosen, path, title=f"each group's level-setting attack over {mem['shadow_models']} shadow copies "
-                                 "(pooled)")
+                                 "(pooled; FPR from 1/non-member scores)")
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
@@ -95,6 +105,9 @@ def answer_html(result: dict[str, Any]) -> str:
     parts = [f'<p class="risk" id="risk">Risk: {badge(risk["level"])}{esc(risk["title"][len(risk["level"]):])}</p>',
              f'<p class="meta">Basis: {esc(risk["basis"])}.</p>',
              f'<p class="headline" id="headline">{with_code(risk["headline"])}</p>']
+    if risk.get("terms"):  # the jargon above, explained where it is shown
+        parts.append('<p class="meta" id="terms">Terms: ' + "; ".join(
+            f"<b>{esc(k)}</b>: {esc(v)}" for k, v in risk["terms"].items()) + ".</p>")
     warnings = ([cal["warning"]] if cal.get("warning") and cal["warning"] != risk.get("blocker") else [])
     warnings += [w["text"] for w in result.get("warnings") or []]
     parts += [f'<p class="warning" id="calibration-warning">{with_code(w)}</p>' for w in warnings]

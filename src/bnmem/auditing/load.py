@@ -83,6 +83,12 @@ def load_model_file(path: str | Path) -> tuple[nn.Module, str]:
             # weights_only=False unpickles arbitrary objects, which runs code: trusted files only.
             obj = torch.load(path, map_location="cpu", weights_only=False)
         except (AttributeError, ModuleNotFoundError, ImportError) as e:
+            if "__main__" in str(e):  # the class lives in the script that saved it: no path makes it importable
+                raise BnmemError(
+                    f"{path} pickles a model whose class was defined in the script that saved it (__main__), which "
+                    f"no other program can import; move the class into its own module (e.g. mynet.py, then "
+                    f"`from mynet import Net` in the script), save again and audit from that module's folder; or "
+                    f"save a TorchScript file: torch.jit.save(torch.jit.script(model), path)") from None
             raise BnmemError(
                 f"{path} pickles a model whose class cannot be imported here ({_first_line(e)}); make its module "
                 f"importable (PYTHONPATH) or save a TorchScript file with torch.jit.save(torch.jit.script(model), path)"

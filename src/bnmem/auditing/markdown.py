@@ -17,6 +17,8 @@ def answer_lines(result: dict[str, Any]) -> list[str]:
     """Level, the headline paragraph, the calibration warning, findings with levels, cautions, advice."""
     risk = result["risk"]
     lines = [f"## Risk: {risk['title']}", "", f"_Basis: {risk['basis']}._", "", risk["headline"], ""]
+    if risk.get("terms"):  # the jargon above, explained where it is shown
+        lines += ["_Terms: " + "; ".join(f"**{k}**: {v}" for k, v in risk["terms"].items()) + "._", ""]
     cal = risk.get("calibration")
     if cal and cal.get("warning") and cal["warning"] != risk.get("blocker"):
         lines += [f"**Warning:** {cal['warning']}", ""]

@@ -17,7 +17,7 @@ from typing import Any
 from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.advice import SUGGESTED_LAMBDA, comparison_sentence, recommendations
 from bnmem.auditing.calibration import NOT_ASSESSED, calibration, level_blocker
-from bnmem.auditing.findings import GS_MODERATE, bn_summary, explaining_findings, pct, spread_text, tpr_text
+from bnmem.auditing.findings import GS_MODERATE, LEVELS, bn_summary, explaining_findings, pct, spread_text, tpr_text
 from bnmem.auditing.level import (
     AUC_ELEVATED,
     AUC_MODERATE,
@@ -129,6 +129,46 @@ def span_sentence(groups: list[dict[str, Any]], copies: int) -> str:
             f"level is a range, not its lower end{more}.")
 
 
+# The headline's terms, each explained in a line where the audit shows it (audit.md, audit.html): only those the
+# answer uses are listed.
+TERMS = {
+    "online LiRA": "the likelihood-ratio attack (Carlini et al. 2022): an example's score on the target copy "
+                   "against its scores on the other copies that did and did not train on it",
+    "RMIA": "relative membership inference (Zarifzadeh et al. 2024): the example's likelihood ratio on the target "
+            "against population examples no copy trained on (the test split)",
+    "loss threshold": "the simplest attack: a low loss on the target copy reads as member",
+    "most-exposed": "the examples with the largest per-example gradient norms on your model (--top-k of them)",
+    "rule 3": "the current level rule: each group's level from both ends of the 95% interval of its AUC "
+              "(README, 'Audit rules and their history')",
+    "point AUC": "the AUC estimate itself, without its interval (rule 1 read the levels off it)",
+    "ε": "the empirical ε lower bound: the smallest differential-privacy ε the attack's hits and false alarms "
+         "are consistent with at 95% confidence; a floor, not an estimate of ε",
+}
+
+
+def terms_used(*texts: str) -> dict[str, str]:
+    """The :data:`TERMS` that ``texts`` use, in the table's order."""
+    joined = " ".join(texts)
+    return {k: v for k, v in TERMS.items() if k in joined}
+
+
+def setter_sentence(groups: list[dict[str, Any]]) -> str:
+    """Which group sets the audit's level: the one with the highest lower level and, for a range, the one with
+    the highest upper level (the others' intervals reach no higher)."""
+    if not groups:
+        return ""
+    low = level_setter(groups)
+    high = max(groups, key=lambda g: (LEVELS.index(g["level_upper"]), g["auc_ci"][1]))
+    def short(g: dict[str, Any]) -> str:  # the group's name without its parenthesis, then its numbers
+        return f"{g['name'].split(' (')[0]} ({_numbers(g)})"
+
+    others = "; the other groups' intervals reach no higher" if len(groups) > 1 else ""
+    if low is high or (low["level_lower"] == low["level_upper"] and low["level_upper"] == high["level_upper"]):
+        return f"The level is set by {short(low)}{others}."
+    return (f"The level's lower end ({low['level_lower']}) is set by {short(low)}, its upper end "
+            f"({high['level_upper']}) by {short(high)}{others}.")
+
+
 def headline(result: dict[str, Any], groups: list[dict[str, Any]], blocker: str | None,
              eps: dict[str, Any] | None) -> str:
     """One plain paragraph: who is identifiable (both ends), what the data cannot tell, what BN has to do with it."""
@@ -155,6 +195,7 @@ def headline(result: dict[str, Any], groups: list[dict[str, Any]], blocker: str 
         text.append(f"{'Typical training examples' if standing else 'The training set as a whole'}: {whole['words']} "
                     f"({_numbers(whole)}).")
     text.append(f"(Attacks over {mem['shadow_models']} shadow copies of your recipe; 95% intervals.)")
+    text.append(setter_sentence(groups))
     spans = span_sentence(groups, mem["shadow_models"])
     cautious = any(g["cautions"] for g in groups)
     return " ".join([*text, *([spans] if spans else []), bn_share(result, groups)]) + (
@@ -172,12 +213,11 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
     Returns:
         ``{"level", "title", "level_lower", "level_upper", "level_point_auc", "level_lower_bound", "rule",
         "basis", "headline", "groups", "epsilon", "findings", "finding_levels", "finding_kinds",
-        "indicator_level", "cautions", "calibration", "recommendations", "note"}``: ``level`` is a level or a
+        "indicator_level", "cautions", "calibration", "recommendations", "note", "terms"}``: ``terms`` explains
+        each term of :data:`TERMS` the answer uses; ``level`` is a level or a
         range of levels from the attacks, "not assessed" when the copies do not resemble the model, or
         "not measured" without shadow models.
     """
-    from bnmem.auditing.findings import LEVELS
-
     groups = group_findings(result)
     explain = explaining_findings(result)
     cal = calibration(result)
@@ -204,6 +244,7 @@ def risk_summary(result: dict[str, Any]) -> dict[str, Any]:
                     f"{AUC_MODERATE}, {AUC_ELEVATED}); explaining signals are rules of thumb from the study (BN scales outliers' "
                     "margin growth by (γ/σ)²), not calibrated guarantees; thresholds in bnmem.auditing"}
     risk["recommendations"] = recommendations(result, risk)
+    risk["terms"] = terms_used(risk["basis"], risk["headline"], *risk["findings"])
     return risk
 
 

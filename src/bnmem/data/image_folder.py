@@ -191,16 +191,23 @@ def read_mislabeled(csv_path: Path, root: Path, train: list[tuple[Path, int]],
                 index.setdefault("/".join(parts[1:]), (split, i))
             basenames.setdefault(p.name, []).append((split, i))
     mask = np.zeros(len(train), dtype=bool)
-    unknown, in_test = [], 0
+    unknown, ambiguous, in_test = [], [], 0
     for name in names:
         key = name.replace("\\", "/").lstrip("./")
         hit = index.get(key) or (basenames[key][0] if len(basenames.get(key, [])) == 1 else None)
-        if hit is None:
+        if hit is None and len(basenames.get(key, [])) > 1:
+            where = [(train if split == "train" else test)[i][0].relative_to(root).as_posix()
+                     for split, i in basenames[key]]
+            ambiguous.append(f"{name} matches {len(where)} files: {', '.join(where[:3])}")
+        elif hit is None:
             unknown.append(name)
         elif hit[0] == "train":
             mask[hit[1]] = True
         else:
             in_test += 1
+    if ambiguous:
+        raise BnmemError(f"--mislabeled {csv_path}: {len(ambiguous)} bare file names match more than one image "
+                         f"({'; '.join(ambiguous[:2])}); give the path relative to the folder instead")
     if unknown:
         raise BnmemError(f"--mislabeled {csv_path}: {len(unknown)} names match no image in {root} "
                          f"(e.g. {', '.join(unknown[:3])}); give paths relative to the folder")

@@ -78,7 +78,7 @@ def train_fresh_together(model_cfg: ModelConfig, ds: OutlierDataset, runs: Seque
     from bnmem.train.ensemble_runs import can_train_together, train_runs_together
 
     fresh = [r for r in runs if is_fresh(r.job)]
-    if not fresh or not can_train_together(model_cfg, ds):
+    if not fresh or not can_train_together(model_cfg, ds, device=fresh[0].train.device):
         return []
     hooks = [r.make_hook() if r.make_hook is not None else None for r in fresh]
     desc = progress if isinstance(progress, str) else f"{model_cfg.norm}: {len(fresh)} runs together"

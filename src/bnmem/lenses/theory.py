@@ -31,7 +31,9 @@ def summary(result: dict[str, Any]) -> str:
                 out += lines(v, f"{prefix}{k}.")
             elif isinstance(v, float):
                 out.append(f"{prefix}{k}: {v:.4g}")
-            elif v is None or isinstance(v, (int, str)):
+            elif v is None:  # a step that never came (within the run's steps), or a number not measured
+                out.append(f"{prefix}{k}: " + ("not reached" if k.endswith(("_step", "_fit")) else "—"))
+            elif isinstance(v, (int, str)):
                 out.append(f"{prefix}{k}: {v}")
         return out
 

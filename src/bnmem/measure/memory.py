@@ -206,7 +206,10 @@ def plan_chunk(fp: Footprint, method: str, budget: int, requested: int | None = 
         raise BnmemError(
             f"--max-memory {fmt_bytes(budget)} cannot hold one example of the {method} gradient-norm path "
             f"(the float64 model takes {fmt_bytes(fp.model)}, one example about {fmt_bytes(fixed + per - fp.model)}); "
-            f"give at least {fmt_bytes(fixed + per)}")
+            f"give at least {fmt_bytes(fixed + per)}"
+            # `--max-memory 8` is 8 bytes: show the unit the user most likely meant
+            + (f" (a number without a unit is bytes: --max-memory {budget}GB is {budget} gigabytes)"
+               if budget < 2**20 else ""))
     if method == "loop":
         return 1
     cap = MAX_CHUNK if requested is None else requested

@@ -66,15 +66,41 @@ def _float(text: str | None) -> float | None:
 
 
 def effect(row: Row | None) -> str:
-    """'+0.123 [+0.05, +0.2]' or '—'; an interval at another level than 95% (a claim decided in several
-    settings: Bonferroni-adjusted) says its level, e.g. ' (98.3%)'."""
+    """'+0.123 [+0.05, +0.2]' or '—', in the unit the report shows the claim in (claim 3 in AUC points:
+    '+12.5 [+8.1, +16.9] points'; :data:`bnmem.report.claims.core.DISPLAY`); an interval at another level than
+    95% (a claim decided in several settings: Bonferroni-adjusted) says its level, e.g. ' (98.3%)'."""
+    from bnmem.analysis_plan import PLAN
+    from bnmem.report.claims.core import new_claim
     from bnmem.report.headline import level_suffix
 
     if row is None or _float(row.get("value")) is None:
         return "—"
     v, lo, hi = (_float(row.get(k)) for k in ("value", "ci_low", "ci_high"))
     level = level_suffix(_float(row.get("ci_level")))
+    cid = row.get("id", "")
+    if cid in PLAN:  # a claim of this plan: its display format and unit, as on the page
+        return new_claim(cid, "").effect_text(v, lo, hi) + ("" if lo is None or hi is None else level)
     return f"{v:+.3g}" + ("" if lo is None or hi is None else f" [{lo:+.3g}, {hi:+.3g}]{level}")
+
+
+def short_titles(titles: list[str], width: int = 48) -> list[str]:
+    """Each title cut to ``width`` characters, unless that would make two different titles read the same
+    (claims 3a and 3b share their first 48): those are shown in full."""
+    cut = [t if len(t) <= width else t[:width - 1] + "…" for t in titles]
+    clash = {c for c in cut if len({t for t, c2 in zip(titles, cut) if c2 == c}) > 1}
+    return [t if c in clash else c for t, c in zip(titles, cut)]
+
+
+def _display_change(cid: str, delta: float) -> str:
+    """A change of a claim's effect in its display unit ('+2.5 points' for claim 3)."""
+    from bnmem.analysis_plan import PLAN
+    from bnmem.report.claims.core import new_claim
+
+    if cid not in PLAN:
+        return f"{delta:+.3g}"
+    c = new_claim(cid, "")
+    text = c.fmt(delta)
+    return text if text.startswith(("+", "-", "−")) else ("+" if delta >= 0 else "") + text
 
 
 def change(a: Row | None, b: Row | None) -> str:
@@ -86,7 +112,7 @@ def change(a: Row | None, b: Row | None) -> str:
         parts.append(f"status {a.get('status')} → {b.get('status')}")
     va, vb = _float(a.get("value")), _float(b.get("value"))
     if va is not None and vb is not None and va != vb:
-        parts.append(f"effect {vb - va:+.3g}")
+        parts.append(f"effect {_display_change(a.get('id', ''), vb - va)}")
     for key, what in (("plan_version", "plan"), ("rule", "rule"), ("where", "deciding setting")):
         if a.get(key) and b.get(key) and a.get(key) != b.get(key):
             parts.append(f"{what} changed" if key != "plan_version" else f"plan {a[key]} → {b[key]}")
@@ -96,11 +122,11 @@ def change(a: Row | None, b: Row | None) -> str:
 def compare_rows(a: Checklist, b: Checklist) -> list[list[str]]:
     """One row per claim (A's order, then claims only B has)."""
     ids = list(dict.fromkeys([*a.rows, *b.rows]))
+    titles = short_titles([(a.rows.get(cid) or b.rows.get(cid) or {}).get("claim", "") for cid in ids])
     out = []
-    for cid in ids:
+    for cid, title in zip(ids, titles):
         ra, rb = a.rows.get(cid), b.rows.get(cid)
-        title = (ra or rb or {}).get("claim", "")
-        out.append([cid, title[:48], (ra or {}).get("status", "—"), effect(ra), (rb or {}).get("status", "—"),
+        out.append([cid, title, (ra or {}).get("status", "—"), effect(ra), (rb or {}).get("status", "—"),
                     effect(rb), change(ra, rb)])
     return out
 

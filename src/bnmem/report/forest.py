@@ -62,8 +62,9 @@ def split_verdicts(claim: Claim, compact: bool = False) -> str:
     names = [short_where(e.where) for e in ran]
     if compact:  # the replicates are the power cell's and the forest plot's
         names = distinct_parts([_REP_SUFFIX.sub("", n) for n in names])
-    return "split: " + "; ".join(f"{name}: {e.status} {claim.fmt(e.value)}" + (
-        "" if e.ci_low is None else f" [{claim.fmt(e.ci_low)}, {claim.fmt(e.ci_high)}]") for name, e in zip(names, ran))
+    # effect_text clips each interval to the range the quantity can take (a fraction's stays inside [0, 1]).
+    return "split: " + "; ".join(f"{name}: {e.status} {claim.effect_text(e.value, e.ci_low, e.ci_high)}"
+                                 for name, e in zip(names, ran))
 
 
 _PARTS = re.compile(r" · |: |, ")

@@ -21,7 +21,7 @@ from bnmem.analysis_plan import (
 from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.results import fmt
+from bnmem.report.results import fmt, replicate_of
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
 from bnmem.report.views import LensView, outputs, sections
@@ -426,6 +426,12 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
 # the multi-panel figures (gradient norms, ROC panels, the toy model).
 WIDE_FIGURE_PX = 1400
 
+# Each setting's per-cell figures are embedded for its first FIGURE_REPLICATES replicates only; the others
+# are named with the folders that hold their figures. The claims use every replicate; the figures show what
+# a replicate looks like, and a study with many replicates (the decisive study's 10) would otherwise embed
+# every one of them (8.4 MB against the page's 5 MB budget).
+FIGURE_REPLICATES = 3
+
 
 class Embedder:
     """Embeds each distinct figure once: a figure whose bytes were already embedded is a link to the first."""
@@ -463,6 +469,10 @@ def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | No
         out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
         return "\n".join(out)
     out.append(f'<p class="caption">{esc(view.caption)}</p>')
+    cells = [cell for cell, _ in outputs(run, kind)]
+    later = [(cell, lens) for cell, (_, lens) in zip(cells, pairs) if cell is not None
+             and replicate_of(cell) >= FIGURE_REPLICATES]
+    pairs = [p for cell, p in zip(cells, pairs) if cell is None or replicate_of(cell) < FIGURE_REPLICATES]
     for i, (label, lens) in enumerate(pairs):
         figs = [f for k, n in enumerate(_figures_for(lens)) if (f := embed.figure(
             lens.figures[n], f"fig-{sid}-{i}-{k}", f"{kind}: {n}", n)) is not None]
@@ -475,6 +485,10 @@ def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | No
                        f'{esc(lens.path)}</p>')
         out += [html_ for html_, _ in figs]
         out.append("</div>")
+    if later:
+        out.append(f'<p class="note">Figures of replicates {FIGURE_REPLICATES} and later are not embedded (the '
+                   f"claims use every replicate); they are in their cell folders: "
+                   + ", ".join(esc(lens.path) for _, lens in later) + "</p>")
     out.append("</section>")
     return "\n".join(out)
 

@@ -35,6 +35,7 @@ Row = dict[str, Any]
 CONDITION_COLUMNS = ("dataset", "arch", "label_noise", "ood", "ood_source", "recipe")
 MEASURE_COLUMNS = ("lens", "norm", "method", "unit", "unit_id", "subset", "metric", "epoch", "value")
 COLUMNS = ("cell", "setting", "replicate", *CONDITION_COLUMNS, *MEASURE_COLUMNS)
+"""The tidy table's columns, in order (docs/results.md describes each)."""
 # Text columns that may not apply to a row (no OOD inputs; memorize has no method): "-" there.
 NOT_APPLICABLE = "-"
 NOT_APPLICABLE_TEXT = ("ood_source", "method")

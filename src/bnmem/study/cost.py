@@ -144,14 +144,16 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     """Per-lens factors from a finished pilot run: measured seconds (DONE markers) / (work × step time now).
 
     ``jobs`` are the pilot's own planned jobs. A shared-training job's seconds are the sum of those its runs
-    recorded (each ``<norm>/seed<k>/DONE`` of its first target lens). Lenses the pilot did not finish keep the
-    defaults.
+    recorded (each ``<norm>/seed<k>/DONE`` of its first target lens). Lenses the pilot did not finish, and
+    finished ones whose DONE recorded no seconds (runs from before it did), keep the defaults; the source line
+    names each kind.
     """
     root = Path(run_dir)
     folders = shared_folders(jobs)
     cal = Calibration()
     sums: dict[str, list[float]] = {}
     fixed: dict[str, list[float]] = {}
+    unclocked: set[str] = set()  # finished, but its DONE recorded no seconds (a run from before it did)
     for j in jobs:
         if j.lens == SHARED:
             t = j.config["targets"][0]
@@ -160,6 +162,8 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
         else:
             secs = _done_seconds(root / j.folder)
         if secs is None:
+            if j.lens != SHARED and (root / j.folder / io.DONE).is_file():
+                unclocked.add(j.lens)
             continue
         work = job_work(j, folders)
         if work:
@@ -175,9 +179,12 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     for lens, values in fixed.items():
         cal.fixed[lens] = sum(values) / len(values)
     measured = sorted(set(sums) | set(fixed))
-    declared = sorted((set(DEFAULT_FACTORS) | set(DEFAULT_FIXED)) - set(measured))
+    unclocked -= set(measured)
+    declared = sorted((set(DEFAULT_FACTORS) | set(DEFAULT_FIXED)) - set(measured) - unclocked)
     cal.source = (f"calibrated on {root} for {', '.join(measured) or 'no lens'} (its DONE markers), declared "
-                  f"factors for {', '.join(declared) or 'none'}; step times measured now")
+                  f"factors for {', '.join(declared) or 'none'} (not finished in the pilot)"
+                  + (f" and for {', '.join(sorted(unclocked))} (finished, but its DONE recorded no seconds)"
+                     if unclocked else "") + "; step times measured now")
     return cal
 
 

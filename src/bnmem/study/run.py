@@ -136,14 +136,17 @@ class Cell:
         }
 
     def conditions(self) -> dict[str, Any]:
-        """The index.json record of this cell (without its lenses)."""
+        """The index.json record of this cell (without its lenses): ``seeds`` are the model seeds it trained with
+        (replicate k's are shifted by ``REPLICATE_SEED_STRIDE * k``)."""
         o = self.outliers
+        k = self.replicate or 0
         return {
             "id": self.id,
             "dataset": self.dataset,
             "arch": self.arch,
             "norms": list(self.norms),
-            "seeds": list(self.derived.models) if self.derived else list(self.seeds),
+            "seeds": list(self.derived.models) if self.derived else [int(s) + REPLICATE_SEED_STRIDE * k
+                                                                      for s in self.seeds],
             "label_noise": o.label_noise,
             "ood": o.ood,
             "ood_source": o.ood_source if o.ood > 0 else None,

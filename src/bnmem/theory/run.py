@@ -8,6 +8,7 @@ returns the stored summary without simulating again.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,7 @@ def run_theory(cfg: TheoryConfig, out: str | Path, *, progress: bool = False) ->
     if done is not None:
         return done
     (out / io.DONE).unlink(missing_ok=True)
+    t0 = time.perf_counter()
     bar = tqdm(total=1 + len(OUTLIER_KINDS) * cfg.counterfactual_seeds, desc="theory", disable=not progress,
                leave=False)
     with bar:
@@ -136,7 +138,8 @@ def run_theory(cfg: TheoryConfig, out: str | Path, *, progress: bool = False) ->
         plot_theory(sim, summary, runs, out / FIGURE)
     else:
         (out / FIGURE).unlink(missing_ok=True)  # a figure of other settings would mislead
-    io.mark_done(out, {"lens": LENS})
+    # the seconds let `bnmem design --pilot` calibrate the theory lens's time on this run
+    io.mark_done(out, {"lens": LENS, "seconds": time.perf_counter() - t0})
     return json.loads(json.dumps(summary))
 
 

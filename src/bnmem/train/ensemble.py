@@ -15,7 +15,11 @@ Methods:
   norms run over K×C channels and whose linear layers are batched matmuls
   (:mod:`bnmem.train.ensemble_grouped`). The hot path: ~2.6-2.8x the
   sequential throughput in one process on a 2-core CPU
-  (``benchmarks/bench_ensemble.py``).
+  (``benchmarks/bench_ensemble.py``). ResNets likewise
+  (:mod:`bnmem.train.ensemble_grouped_resnet`; on request here, and for the
+  lenses' runs on accelerators, :mod:`bnmem.train.ensemble_runs`): on the CPU
+  their steps are bound by the convolutions' arithmetic, so grouping saves
+  nothing there.
 - ``vmap`` (any architecture): ``torch.func.vmap`` over ``grad`` with stacked
   parameters and buffers (:mod:`bnmem.train.ensemble_vmap`). Meant for GPUs;
   on the CPU it is no faster than the loop (see :func:`resolve_method`).
@@ -56,7 +60,8 @@ from bnmem.config import ModelConfig, TrainConfig
 from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.train.batching import epoch_batches
-from bnmem.train.ensemble_grouped import GroupedLeNet, supports_grouped
+from bnmem.train.ensemble_grouped import GroupedLeNet
+from bnmem.train.ensemble_grouped_resnet import GroupedResNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
 from bnmem.train.optim import lr_at
@@ -85,16 +90,33 @@ ACTIVATION_FACTOR = {"grouped": 64, "vmap": 1024}
 # model in networks of every K from 1 to 32: float32 results are bitwise equal
 # for K a multiple of 4 (then K*C is a multiple of 8 floats for every C in
 # 6, 16, 120, 84), float64 results for every even K.
-GROUPED_MULTIPLE = 4
+GROUPED_MULTIPLE = GroupedLeNet.multiple
 
 Engine = GroupedLeNet | VmapEnsemble
+# The grouped networks, by the architectures they reproduce (GroupedResNet is a GroupedLeNet).
+GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet)
+# Activations a grouped network of ResNets may hold on the CPU: the chunk is as many models as fit, estimated
+# as for accelerators (input batch x ACTIVATION_FACTOR["vmap"]). The digits ResNet-20 (batch 64) fits
+# CPU_CHUNK models; CIFAR's (3x32x32, batch 128) two.
+CPU_RESNET_ACTIVATION_BUDGET = 4 * 2**30
+
+
+def grouped_engine(model: nn.Module) -> type[GroupedLeNet] | None:
+    """The grouped network that reproduces ``model``'s architecture (LeNet, ResNet), or None."""
+    return next((cls for cls in GROUPED_ENGINES if cls.supports(model)), None)
 
 
 def resolve_method(method: str, model: nn.Module, device: str | torch.device = "cpu") -> str:
     """The method ``train_models`` uses for ``model``'s architecture on ``device``.
 
     ``auto`` picks ``grouped`` for LeNets. For other architectures it picks
-    ``sequential`` on the CPU and ``vmap`` on accelerators. Measured on this
+    ``sequential`` on the CPU and ``vmap`` on accelerators. ``grouped`` also
+    trains ResNets (:class:`GroupedResNet`), on request: on this CPU a
+    ResNet-20 step is bound by its convolutions' arithmetic, and a grouped
+    network of K ResNet-20s was measured no faster than K models one after
+    another (digits, batch 64, 1 thread: 23-26 ms per model and step for
+    K = 1..16 either way; ``benchmarks/bench_lenses_together.py --cases
+    resnet20-training``). Measured on this
     2-core CPU (1 thread, digits, 16 models, CPU time, models/s sequential /
     vmap / grouped): LeNet-BN 32.7 / 32.4 / 82.7, LeNet-none 47.6 / 42.0 /
     108.8, MLP-BN 66 / 56, ResNet-20-BN 3.9 / 3.0, DenseNet-BN 3.5 / 1.7.
@@ -117,11 +139,11 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     if method not in METHODS:
         raise ValueError(f"unknown ensemble method {method!r}; choose one of {', '.join(METHODS)}")
     if method == "auto":
-        if supports_grouped(model):
+        if grouped_engine(model) is GroupedLeNet:
             return "grouped"
         return "sequential" if torch.device(device).type == "cpu" else "vmap"
-    if method == "grouped" and not supports_grouped(model):
-        raise ValueError(f"method 'grouped' trains LeNets with batch/none/group/layer norm only, "
+    if method == "grouped" and grouped_engine(model) is None:
+        raise ValueError(f"method 'grouped' trains LeNets and ResNets with batch/none/group/layer norm only, "
                          f"not {type(model).__name__}; use 'vmap' or 'auto'")
     return method
 
@@ -182,12 +204,19 @@ def _chunks(sizes: list[int], batch_size: int, max_chunk: int, multiple: int = 1
     return out
 
 
-def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype: torch.dtype, method: str) -> int:
-    if device.type == "cpu":
+def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype: torch.dtype, method: str,
+               engine: type[GroupedLeNet] = GroupedLeNet) -> int:
+    """Models per network: ``engine`` is the grouped network's class (its multiple; ResNets' memory)."""
+    deep = engine is not GroupedLeNet
+    if device.type == "cpu" and not deep:
         return CPU_CHUNK
-    per_model = batch_size * int(np.prod(ds.input_shape)) * (torch.finfo(dtype).bits // 8) * ACTIVATION_FACTOR[method]
-    chunk = int(max(1, min(ACCEL_MAX_CHUNK, ACCEL_ACTIVATION_BUDGET // max(per_model, 1))))
-    return max(GROUPED_MULTIPLE, chunk - chunk % GROUPED_MULTIPLE) if method == "grouped" else chunk
+    factor = ACTIVATION_FACTOR["vmap" if deep else method]
+    per_model = batch_size * int(np.prod(ds.input_shape)) * (torch.finfo(dtype).bits // 8) * factor
+    budget, most = (CPU_RESNET_ACTIVATION_BUDGET, CPU_CHUNK) if device.type == "cpu" else (
+        ACCEL_ACTIVATION_BUDGET, ACCEL_MAX_CHUNK)
+    chunk = int(max(1, min(most, budget // max(per_model, 1))))
+    m = engine.multiple
+    return max(m, chunk - chunk % m) if method == "grouped" else chunk
 
 
 def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
@@ -394,21 +423,22 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
             return _train_sequential(models, ds, cfg, seeds, idx, progress), diverged
         x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
         idx_t = [torch.as_tensor(a) for a in idx]
-        multiple = GROUPED_MULTIPLE if method == "grouped" else 1
-        max_chunk = _max_chunk(device, ds, cfg.batch_size, dtype, method)
+        grouped = grouped_engine(models[0]) if method == "grouped" else None
+        multiple = grouped.multiple if grouped is not None else 1
+        max_chunk = _max_chunk(device, ds, cfg.batch_size, dtype, method, grouped or GroupedLeNet)
         chunks = _chunks([len(a) for a in idx], cfg.batch_size, max_chunk, multiple)
         wd = weight_decay_by_name(models[0], cfg)
         desc = progress if isinstance(progress, str) else f"train {len(seeds)} models ({method})"
         bar = tqdm(total=len(chunks) * cfg.epochs, desc=desc, disable=not progress, leave=False)
         for chunk in chunks:
             members = [models[k] for k in chunk]
-            # Throw-away twins pad the network to a multiple of GROUPED_MULTIPLE
+            # Throw-away twins pad the network to a multiple of the engine's
             # models (they train on their originals' batches; nothing reads them).
             twins = [chunk[i % len(chunk)] for i in range(-len(chunk) % multiple)]
             members += [copy.deepcopy(models[k]) for k in twins]
             chunk = chunk + twins
-            if method == "grouped":
-                engine = GroupedLeNet(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
+            if grouped is not None:
+                engine = grouped(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
             else:
                 engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
             opt = StackedOptimizer(engine.params, wd, cfg)

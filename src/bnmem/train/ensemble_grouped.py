@@ -177,11 +177,23 @@ class GroupedLeNet:
         ValueError: a model is not a LeNet :func:`supports_grouped` accepts.
     """
 
+    # What the network reproduces (the error message's words), and its norm layers in the regularizer's order
+    # (the models' named_modules order).
+    trains = "LeNets with batch/none/group/layer norm"
+    # Networks hold a multiple of this many models (:data:`bnmem.train.ensemble.GROUPED_MULTIPLE` says why 4).
+    multiple = 4
+    norm_names: tuple[str, ...] = tuple(_NORM_AFTER.values())
+
+    @staticmethod
+    def supports(model: nn.Module) -> bool:
+        """Whether this network reproduces ``model`` (:func:`supports_grouped`)."""
+        return supports_grouped(model)
+
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor,
                  gs_reg: float | list[float] = 0.0, gs_tau: float | list[float] = 1.0,
                  padding: str = "reflect", twins: int = 0) -> None:
-        if not all(supports_grouped(m) for m in models):
-            raise ValueError("the grouped ensemble trains LeNets with batch/none/group/layer norm only")
+        if not all(self.supports(m) for m in models):
+            raise ValueError(f"{type(self).__name__} trains {self.trains} only")
         template = models[0]
         self.k = len(models)
         self.template = template
@@ -238,7 +250,7 @@ class GroupedLeNet:
 
     def _norm(self, h: torch.Tensor, name: str, sigmas: list[torch.Tensor]) -> torch.Tensor:
         """Apply layer ``name``'s norm to h [B, K*C, ...] (channels of model k contiguous)."""
-        m = getattr(self.template, name)
+        m = self.template.get_submodule(name)
         if self.kind == "none":
             return h
         weight = self.params[f"{name}.weight"].reshape(-1)
@@ -306,7 +318,7 @@ class GroupedLeNet:
         """The regularizer per penalized model (all, or :attr:`penalized`) from its BN layers' batch σ:
         λ · mean over channels of relu(|γ|/σ − τ)², and which channels are above τ."""
         rows = self.penalized
-        gammas = [self.params[f"{n}.weight"] for n in _NORM_AFTER.values()]
+        gammas = [self.params[f"{n}.weight"] for n in self.norm_names]
         if rows is not None:
             gammas = [g.index_select(0, rows) for g in gammas]
         ratios = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=1)
@@ -347,7 +359,7 @@ class GroupedLeNet:
                 self.last_above = above
         if self.kind == "batch":
             with torch.no_grad():
-                for name in _NORM_AFTER.values():
+                for name in self.norm_names:
                     self.buffers[f"{name}.num_batches_tracked"].add_(1)
         # d(sum_k loss_k)/d(params of model k) = d loss_k / d(params of model k).
         grads = torch.autograd.grad(losses.sum(), list(self.params.values()))

@@ -91,7 +91,7 @@ class GammaSigmaRegularizer:
         self.modules = []
 
 
-class GammaSigmaPenalty(nn.Module):
+class GammaSigmaPenalty:
     """The γ/σ regularizer for your own training loop: ``loss = loss + penalty()``.
 
     Call it after each training-mode forward pass of ``model``; it returns
@@ -110,14 +110,15 @@ class GammaSigmaPenalty(nn.Module):
         lam: λ, the weight of the penalty (0 turns it off).
         tau: τ, the ratio |γ|/σ above which a channel is penalized.
         layers: names of the BN layers to regularize (default: all).
+
+    A plain callable, not an ``nn.Module``: it owns no parameters and no state (nothing to move to a device, to
+    save, or to hand to an optimizer), and ``help()`` shows its own few methods only.
     """
 
     def __init__(self, model: nn.Module, lam: float = 0.1, tau: float = 1.0, layers: list[str] | None = None) -> None:
-        super().__init__()
         if lam < 0 or tau <= 0:
             raise ValueError(f"GammaSigmaPenalty needs lam >= 0 and tau > 0, got lam={lam}, tau={tau}")
         self.lam, self.tau = float(lam), float(tau)
-        # A plain object, not a submodule: the penalty owns no parameters and no state_dict of the model.
         self._regularizer = GammaSigmaRegularizer(model, self.lam, self.tau, layers)
 
     @property
@@ -125,13 +126,15 @@ class GammaSigmaPenalty(nn.Module):
         """Names of the BN layers the penalty watches."""
         return [n for n, _ in self._regularizer.modules]
 
-    def forward(self) -> torch.Tensor:
+    def __call__(self) -> torch.Tensor:
         """The penalty of the last training-mode forward pass (a scalar tensor)."""
         return self._regularizer(None)
+
+    forward = __call__  # the name an nn.Module user reaches for
 
     def remove(self) -> None:
         """Detach the hooks from the model (the penalty is 0 afterwards)."""
         self._regularizer.remove()
 
-    def extra_repr(self) -> str:
-        return f"lam={self.lam}, tau={self.tau}, layers={len(self.layers)}"
+    def __repr__(self) -> str:
+        return f"GammaSigmaPenalty(lam={self.lam}, tau={self.tau}, layers={len(self.layers)})"

@@ -18,7 +18,6 @@ from bnmem.cli.app import (
     Epochs,
     LabelNoise,
     Lr,
-    Momentum,
     Ood,
     OodSource,
     Optimizer,
@@ -27,14 +26,13 @@ from bnmem.cli.app import (
     Set,
     Threads,
     TrainSize,
-    WeightDecay,
     Workers,
     app,
     apply_overrides,
     parse_flag_list,
 )
 from bnmem.cli.fields import field_flags, validated, with_flags
-from bnmem.config import ShadowCopies
+from bnmem.config import ShadowCopies, TrainConfig
 from bnmem.errors import BnmemError
 
 if TYPE_CHECKING:
@@ -84,6 +82,18 @@ SameEpochs = Annotated[bool, typer.Option(
 COPY_FLAGS = field_flags(ShadowCopies, skip={"match_steps"})
 
 
+# Recipe flags whose bnmem default differs from torch.optim.SGD's: a user who leaves one out trains the shadow
+# copies with another recipe than their model's, silently; the audit says so (recipe_warning).
+TORCH_SGD_DEFAULTS = {"momentum": 0.0, "weight_decay": 0.0}
+BNMEM_DEFAULTS = {k: TrainConfig.model_fields[k].default for k in TORCH_SGD_DEFAULTS}
+AuditMomentum = Annotated[Optional[float], typer.Option(
+    help=f"SGD momentum (default {BNMEM_DEFAULTS['momentum']:g}; torch.optim.SGD's is 0: give your training's)",
+    show_default=False)]
+AuditWeightDecay = Annotated[Optional[float], typer.Option(
+    help=f"weight decay on weight matrices and kernels (default {BNMEM_DEFAULTS['weight_decay']:g}; "
+         "torch.optim.SGD's is 0: give your training's)", show_default=False)]
+
+
 @app.command()
 @with_flags(COPY_FLAGS)
 def audit(
@@ -120,8 +130,8 @@ def audit(
     lr: Lr = 0.05,
     batch_size: BatchSize = 64,
     optimizer: Optimizer = "sgd",
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
+    momentum: AuditMomentum = None,
+    weight_decay: AuditWeightDecay = None,
     schedule: Schedule = "constant",
     threads: Threads = 1,
     device: Device = "cpu",
@@ -141,13 +151,36 @@ def audit(
     from bnmem.auditing.run import audit_file
 
     copies = validated(ShadowCopies, {**shadow, "match_steps": not same_epochs}, COPY_FLAGS)
+    # None: not given (the recipe default applies, and the warning below names the flag)
+    left_at_default = {k for k, v in (("momentum", momentum), ("weight_decay", weight_decay)) if v is None}
+    momentum = BNMEM_DEFAULTS["momentum"] if momentum is None else momentum
+    weight_decay = BNMEM_DEFAULTS["weight_decay"] if weight_decay is None else weight_decay
     config = audit_config(locals())
+    if copies.shadow_models:
+        warning = recipe_warning(config.train.model_dump(), left_at_default, set or [])
+        if warning:
+            print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
     # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
     result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples, shadow=copies,
                         progress=not quiet, max_memory=max_memory, defenses=defenses, workers=workers)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
+
+
+def recipe_warning(train: dict[str, Any], left: set[str], overrides: list[str]) -> str:
+    """The recipe the shadow copies use and the flags left at bnmem's default that differ from PyTorch's
+    (``left``: the recipe flags not given; a ``--set train.KEY=...`` counts as given); '' when none is left."""
+    left = {k for k in left if not any(o.split("=", 1)[0].strip() == f"train.{k}" for o in overrides)}
+    differ = [k for k in TORCH_SGD_DEFAULTS if k in left and train.get(k) != TORCH_SGD_DEFAULTS[k]]
+    if not differ or train.get("optimizer") != "sgd":
+        return ""
+    flags = ", ".join(f"--{k.replace('_', '-')} {train[k]:g} (torch.optim.SGD: {TORCH_SGD_DEFAULTS[k]:g})"
+                      for k in differ)
+    return (f"the shadow copies train with SGD lr {train['lr']:g}, momentum {train['momentum']:g}, weight decay "
+            f"{train['weight_decay']:g}, batch size {train['batch_size']}, {train['schedule']} schedule; left at "
+            f"bnmem's defaults, which differ from PyTorch's: {flags}. Give your training's values (e.g. --momentum "
+            f"0 --weight-decay 0 for a plain torch.optim.SGD) or the copies do not use your recipe")
 
 
 def audit_config(a: dict[str, Any]) -> AuditConfig:

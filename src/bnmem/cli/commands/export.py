@@ -15,6 +15,8 @@ ExportOut = Annotated[Optional[Path], typer.Option("--out", help="file to write 
 
 
 FORMATS = ("csv", "parquet")
+# Where the table goes without --out, per format (inside the run directory).
+DEFAULT_FILES = {"csv": "results.csv", "parquet": "results.parquet"}
 
 
 def check_format(fmt: str) -> None:
@@ -52,6 +54,6 @@ def export(run_dir: RunDir, format: Format = "csv", out: ExportOut = None,  # no
 
     check_format(format)  # before the slow load
     df = load(run_dir, progress=not quiet)
-    path = out or Path(run_dir) / f"results.{format}"
+    path = out or Path(run_dir) / DEFAULT_FILES[format]
     io.write_bytes(path, table_bytes(df, format))
     typer.echo(f"{path}: {len(df)} rows, {len(df.columns)} columns ({', '.join(df.columns)})")

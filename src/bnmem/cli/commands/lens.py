@@ -91,4 +91,8 @@ def build_lens_command(name: str) -> None:
     command.__doc__ = (f"{lens.title or 'The ' + name + ' lens'}: the flags below, with the lens's own defaults; "
                        "any other config field via --set KEY=VALUE.")
     app.registered_commands.remove(info)
-    app.command(name)(experiment_options(omit=("n_seeds",) if lens.one_seed else (), **defaults)(command))
+    # A one-seed lens (defenses) has no --n-seeds: its seed flags' help says what the one seed is.
+    one_seed_helps = {"seed": "one base seed (replicates and shadow models derive theirs from it) (default: {})",
+                      "seeds": "a one-item list: the base seed, as --seed gives it"}
+    app.command(name)(experiment_options(omit=("n_seeds",) if lens.one_seed else (),
+                                         helps=one_seed_helps if lens.one_seed else None, **defaults)(command))

@@ -16,7 +16,8 @@ from bnmem.config import ShadowProtocol
 # query_seed stays reachable through --set.
 SHADOW_FLAGS = field_flags(ShadowProtocol, skip={"query_seed"})
 
-ExecutorName = Annotated[str, typer.Option("--executor", help="where shadow-model jobs run: local (in this process) or ray")]
+ExecutorName = Annotated[str, typer.Option("--executor", help=(
+    "where shadow-model jobs run: local (this machine: in this process, or in --workers processes) or ray"))]
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address, auto or HOST:PORT (default: start a local Ray)")]
 GpusPerJob = Annotated[float, typer.Option(help="GPUs each Ray job reserves (0.25: four jobs share a GPU); for --device cuda")]
 

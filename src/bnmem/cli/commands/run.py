@@ -11,7 +11,9 @@ from bnmem.cli.app import Quiet, RunWorkers, Set, app, available_cores
 
 StudyFile = Annotated[Path, typer.Argument(help="study YAML file (see studies/)", show_default=False)]
 StudyOut = Annotated[Optional[Path], typer.Option(help="run directory (default: runs/<study name>); rerun to resume")]
-ExecutorName = Annotated[str, typer.Option("--executor", help="where jobs run: local (in this process) or ray")]
+ExecutorName = Annotated[str, typer.Option("--executor", help=(
+    "where jobs run: local (this machine: --workers processes, as a dependency graph; with one worker, in this "
+    "process) or ray"))]
 RayAddress = Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local Ray)")]
 
 

@@ -221,7 +221,7 @@ def _matched(bn: np.ndarray, ot: np.ndarray, fb: np.ndarray, fo: np.ndarray) -> 
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 2 in every setting that ran the gradnorms lens."""
-    claim = new_claim("2", GRADNORMS, "{:+.2f}")
+    claim = new_claim("2", GRADNORMS)
     for setting in settings_of(run, GRADNORMS):
         reps = setting.lenses(GRADNORMS)
         lens0 = reps[0][1]

@@ -129,7 +129,7 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
 
 def evaluate_one(run: RunData, clean: bool) -> Claim:
     """Claim 3a (with injected outliers) or 3b (clean data)."""
-    claim = new_claim("3b" if clean else "3a", LIRA, "{:+.1f}", scale=100, suffix="points")  # as the paper
+    claim = new_claim("3b" if clean else "3a", LIRA)  # in points, as the paper (DISPLAY)
     for setting in settings_of(run, LIRA):
         cell0 = setting.first
         if cell0.corrupted is None or cell0.corrupted == clean:

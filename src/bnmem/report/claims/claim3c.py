@@ -104,7 +104,7 @@ def _operating_points(reps: list[dict[str, Any]], other: str) -> str:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Row 3c in every lira setting with BN and the baseline (no normalization)."""
-    claim = new_claim("3c", LIRA, "{:+.1f}", scale=100, suffix="points")
+    claim = new_claim("3c", LIRA)  # in points (DISPLAY)
     for setting in settings_of(run, LIRA):
         lenses = setting.lenses(LIRA)
         norms = lira_norms(lenses[0][1].data, lenses[0][1].conditions)

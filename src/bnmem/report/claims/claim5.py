@@ -172,8 +172,8 @@ def _live(claim: Claim, t: LensOutput, cond: dict[str, Any]) -> None:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claims 5a and 5b from the theory lens."""
-    frozen = new_claim("5a", THEORY, "{:.1%}", bounds=(0.0, math.inf))
-    live = new_claim("5b", THEORY, "{:.2f}")
+    frozen = new_claim("5a", THEORY)
+    live = new_claim("5b", THEORY)
     t = run.theory
     if t is None:
         return [frozen, live]

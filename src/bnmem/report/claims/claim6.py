@@ -384,7 +384,7 @@ def _privacy(reps: Reps, names: list[str], attack: str) -> Analysis | None:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 6 in every setting that ran the mitigate lens."""
-    claim = new_claim("6", MITIGATE, "{:.0%}", bounds=(-math.inf, 1.0))  # a cut is at most all
+    claim = new_claim("6", MITIGATE)
     for setting in settings_of(run, MITIGATE):
         _evaluate_setting(claim, setting, setting.lenses(MITIGATE))
     return [claim]
