@@ -26,7 +26,7 @@ def test_a_missing_cuda_device_is_one_line_before_anything_is_read_or_written(tm
 
 
 def test_check_device_here_counts_devices(monkeypatch):
-    from bnmem.config import check_device_here
+    from bnmem.train.device import check_device_here
     from bnmem.errors import BnmemError
 
     check_device_here("cpu")

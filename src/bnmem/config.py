@@ -67,8 +67,9 @@ def validate_rate(v: float) -> float:
     return v
 
 
-# torch device names bnmem trains on; whether the device exists is checked when a run starts (check_device_here),
-# so a config written on a GPU machine stays readable (report, export) on one without.
+# torch device names bnmem trains on; whether the device exists is checked when a run starts,
+# so a config written on a GPU machine stays readable (report, export) on one without
+# (bnmem.train.device.check_device_here).
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda|mps|xpu)(:[0-9]+)?$")
 
 
@@ -77,29 +78,6 @@ def check_device(v: str) -> str:
     if not DEVICE_PATTERN.match(v):
         raise ValueError(f"unknown device {v!r}; use cpu, cuda, cuda:N or mps")
     return v
-
-
-def check_device_here(device: str, flag: str = "--device") -> None:
-    """Fail with one line when ``device`` is not present on this machine (torch would raise deep inside a run).
-
-    Raises:
-        BnmemError: no CUDA (or that CUDA index), no MPS, no XPU.
-    """
-    kind, _, index = check_device(device).partition(":")
-    if kind == "cpu":
-        return
-    import torch
-
-    if kind == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    elif kind == "mps":
-        count = int(torch.backends.mps.is_available())
-    else:
-        count = torch.xpu.device_count() if hasattr(torch, "xpu") and torch.xpu.is_available() else 0
-    if count == 0:
-        raise BnmemError(f"{flag} {device}: this machine has no {kind} device (torch sees none); use {flag} cpu")
-    if index and int(index) >= count:
-        raise BnmemError(f"{flag} {device}: this machine has {count} {kind} device(s), numbered from 0")
 
 
 class StrictModel(BaseModel):

@@ -373,7 +373,7 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
         ``(model, file format, data, sha256 of the file)``.
     """
     from bnmem.auditing.load import load_model_file
-    from bnmem.config import check_device_here
+    from bnmem.train.device import check_device_here
     from bnmem.data import load_dataset
 
     check_device_here(config.train.device)  # before the file is read: torch's own error is a traceback

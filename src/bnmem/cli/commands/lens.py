@@ -17,7 +17,6 @@ import typer
 
 from bnmem.cli.app import EXPERIMENT_OPTIONS, Out, Quiet, app, config_defaults, experiment_options
 from bnmem.cli.fields import FieldFlag, validated
-from bnmem.config import check_device_here
 from bnmem.lenses.registry import Lens
 from bnmem.rundir import default_out, removed_if_unstarted
 
@@ -38,6 +37,8 @@ def run_and_report(lens: Lens, config: dict[str, Any], out: Path | None, quiet: 
     cfg = validated(lens.config, config, flags)
     train = getattr(cfg, "train", None)
     if train is not None:
+        from bnmem.train.device import check_device_here  # torch: imported by the command that runs, not by --help
+
         check_device_here(train.device)
     out = Path(out) if out is not None else default_out(lens.name, cfg.model_dump(mode="json"))
     with removed_if_unstarted(out):

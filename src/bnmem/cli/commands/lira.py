@@ -42,7 +42,7 @@ def lira(
 
     Shadow model m's seed derives from one base seed and is the same for every norm.
     """
-    from bnmem.config import check_device_here
+    from bnmem.train.device import check_device_here
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
     from bnmem.lenses.lira import LiraConfig, run_lira, summary_table

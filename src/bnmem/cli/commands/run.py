@@ -65,7 +65,7 @@ def run(
             _print_dry_run(spec, confirmatory)
             return
         if executor != "ray":  # Ray's workers may see devices this process does not
-            from bnmem.config import check_device_here
+            from bnmem.train.device import check_device_here
 
             check_device_here(spec.train.device, "train.device")
         out = out or Path("runs") / spec.name
