@@ -178,6 +178,8 @@ def test_sd_upper_bound_by_the_chi_square_table():
     # chi-square 10% quantile with 9 df = 4.168159 (tables): 2 * sqrt(9 / 4.168159)
     assert sd_upper_bound(2.0, 10, 0.9) == pytest.approx(2.0 * np.sqrt(9 / 4.168159), rel=1e-6)
     assert sd_upper_bound(0.0, 10, 0.9) == 0.0
+    # two units (one degree of freedom) are enough: chi-square 10% quantile with 1 df = 0.01579077
+    assert sd_upper_bound(1.0, 2, 0.9) == pytest.approx(np.sqrt(1 / 0.01579077), rel=1e-5)
     assert sd_upper_bound(None, 10, 0.9) is None and sd_upper_bound(1.0, 1, 0.9) is None
     assert sd_upper_bound(float("inf"), 10, 0.9) is None
 
@@ -189,6 +191,7 @@ def test_units_needed_finds_the_first_n_at_the_target_exactly():
     assert units_needed(lambda n: 0.8) == 2
     assert units_needed(lambda n: 1.0 if n >= 9 else 0.0, limit=10) == 9  # doubling passes the limit
     assert units_needed(lambda n: 1.0 if n >= 11 else 0.0, limit=10) is None
+    assert units_needed(lambda n: 0.8 if n >= 10 else 0.5, limit=10) == 10  # the target at the limit itself
 
 
 def test_simulated_power_defaults_are_2000_runs_from_seed_0():
