@@ -1,7 +1,9 @@
-"""A study stage by stage vs as a dependency graph: wall time and worker utilization, same local workers.
+"""A study's graph level by level vs each job as soon as it is ready: wall time and worker utilization, same
+local workers.
 
 Runs one study twice into fresh temporary directories with the local executor and ``--workers`` worker
-processes: once stage by stage (``run_study(..., graph=False)``: a barrier after every stage and every
+processes: once level by level (``run_study(..., graph=False)``: a barrier after every level of the graph,
+as one worker and Ray run it; before issue 37 the comparison was with a barrier after every stage and every
 lira phase) and once as a graph (``graph=True``: each job as soon as what it reads is written, costliest
 chain first). Every job is timed where it runs; *utilization* is the jobs' summed seconds over
 (wall seconds x workers), and *ideal* is the summed seconds / workers (no idle worker). It then checks that

@@ -107,7 +107,7 @@ def undeclared_file_mentions(declared: dict[str, str], paths: Iterable[Path] = D
     for where, name in mentioned_files(paths):
         if name in declared or name in NOT_RUN_FILES:
             continue
-        if any(p.name == name for p in (ROOT / "docs").glob("*")) or any((ROOT / "tests" / "data").glob(name)):
+        if any(p.name == name for p in (ROOT / "docs").rglob("*")) or any((ROOT / "tests" / "data").glob(name)):
             continue  # a file of the repository (docs/analysis-plan.md, tests/data/...)
         if name.endswith((".md", ".txt")) and any(ROOT.glob(f"*/{name}")) or (ROOT / name).exists():
             continue

@@ -46,4 +46,11 @@ def test_every_study_job_sets_it(tmp_path, monkeypatch):
     result = study_run.run_job({"id": "x", "lens": "memorize", "config": {}, "out": str(tmp_path / "x"),
                                 "progress": False})
     assert calls == [1] and result["status"] == "failed"
-    assert study_run.run_phase_job({"job_fn": "builtins:len", "a": 1}) == 1 and calls == [1, 1]
+    # a lira cell's plan: its recipe, training and query jobs (each the engine's function after the setting)
+    from bnmem.shadow import plan as shadow_plan
+
+    monkeypatch.setattr(shadow_plan, "keep_freed_memory", lambda: calls.append(2))
+    for fn in (shadow_plan.select_recipe_job, shadow_plan.train_chunk_job, shadow_plan.query_chunk_job):
+        with pytest.raises(KeyError):  # an empty spec: the engine's job fails after the setting
+            fn({})
+    assert calls == [1, 2, 2, 2]

@@ -1,37 +1,46 @@
-"""A lira cell loads its data and its models as few times as the work needs (issue 28):
-the query jobs measure γ/σ while each model is loaded, finished chunks are skipped without loading
-the data, and asking a study's phases what is pending never trains."""
+"""A lira cell is planned once and loads its data and models as few times as the work needs (issues 28, 37):
+the dataset at most once per process per cell (none in the driver that lists the jobs), each model once (the
+query jobs measure γ/σ while it is loaded), finished chunks skipped without loading anything, asking what is
+pending never trains, and `bnmem run` plans the study once."""
 
 from __future__ import annotations
 
 import collections
 import json
+import os
+from functools import partial
+from pathlib import Path
 
 import pytest
 
 from bnmem import io
 from bnmem.config import DataConfig, TrainConfig
+from bnmem.data import loaded
 from bnmem.lenses.lira import LiraConfig, run_lira
 from bnmem.lenses.lira import shadow_gamma_sigma as sgs
-from bnmem.shadow import phases, query, training
-
-# Every module that loads the dataset on a lira cell's path, by the name it imported.
-LOADERS = [phases, query, training, sgs, __import__("bnmem.lenses.lira.run", fromlist=["run"])]
+from bnmem.shadow import query, training
+from bnmem.shadow.plan import ShadowPlan
 
 
-def _config() -> LiraConfig:
+def _config(**kw) -> LiraConfig:
     return LiraConfig(data=DataConfig(dataset="digits", label_noise=0.05, train_size=120), norms=["batch", "none"],
-                      shadow_models=4, chunk_size=2, views=["identity"], train=TrainConfig(epochs=1, batch_size=32))
+                      shadow_models=4, chunk_size=2, views=["identity"], train=TrainConfig(epochs=1, batch_size=32),
+                      **kw)
+
+
+def _counting_loads(mp: pytest.MonkeyPatch, counts: collections.Counter) -> None:
+    """Count every dataset load (the one loader :func:`bnmem.data.loaded.load_once` calls), from an empty cache."""
+    loaded.forget()
+    original = loaded.load_dataset
+    mp.setattr(loaded, "load_dataset", lambda cfg: (counts.update(["data"]), original(cfg))[1])
 
 
 @pytest.fixture(scope="module")
 def counted_run(tmp_path_factory):
-    """A tiny lira run, counting load_dataset and shadow-model loads."""
+    """A tiny lira run in this process, counting dataset and shadow-model loads."""
     counts: collections.Counter = collections.Counter()
     mp = pytest.MonkeyPatch()
-    for module in LOADERS:
-        original = module.load_dataset
-        mp.setattr(module, "load_dataset", lambda cfg, _f=original: (counts.update(["data"]), _f(cfg))[1])
+    _counting_loads(mp, counts)
     for module in (query, training):
         original = module.load_shadow_model
         mp.setattr(module, "load_shadow_model",
@@ -41,13 +50,15 @@ def counted_run(tmp_path_factory):
         run_lira(_config(), out, progress=False)
     finally:
         mp.undo()
+        loaded.forget()
     return out, counts
 
 
-def test_data_and_models_are_loaded_once_per_use(counted_run):
-    """Once in the lens, once per training chunk, once per query chunk (2 norms x 2 chunks); each model once."""
+def test_data_and_models_are_loaded_once_per_process(counted_run):
+    """One process, one cell: the data once (was: once in the lens and once per training and query chunk, 9
+    here), each model once."""
     _, counts = counted_run
-    assert counts["data"] == 1 + 2 * 2 + 2 * 2, counts
+    assert counts["data"] == 1, counts
     assert counts["model"] == 2 * 4, counts  # the query's loads only: γ/σ is measured there
 
 
@@ -65,11 +76,115 @@ def test_gamma_sigma_from_the_query_equals_loading_the_models_again(counted_run,
     assert doc["summary"]["n_layers"] >= 1 and len(doc["summary"]["median_ratio"]["per_model"]) == 4
 
 
-def test_a_finished_query_chunk_loads_nothing(counted_run, monkeypatch):
+def test_a_finished_cell_loads_nothing_and_lists_nothing(counted_run, monkeypatch):
     out, _ = counted_run
     cfg = _config()
-    monkeypatch.setattr(query, "load_dataset", lambda cfg: pytest.fail("a finished chunk loaded the data"))
+    loaded.forget()
+    monkeypatch.setattr(loaded, "load_dataset", lambda cfg: pytest.fail("a finished chunk loaded the data"))
     spec = training.chunk_spec(cfg, "batch", out / "batch", cfg.chunks()[0])
     assert query.query_shadow_chunk(spec)["skipped"] is True
-    for phase in phases.PHASES:  # a finished cell: nothing pending in any phase
-        assert phases.phase_jobs(cfg, out, phase)[1] == []
+    assert training.train_shadow_chunk(spec)["skipped"] is True
+    plan = ShadowPlan.of(cfg, out)
+    assert plan.recipe_specs() == plan.train_specs() == plan.query_specs() == []
+
+
+def test_chunk_jobs_receive_the_typed_config_and_never_validate_it(tmp_path, monkeypatch):
+    """The plan validated the config once; its chunk specs carry that object, and a job does not validate."""
+    from bnmem.shadow.config import ShadowConfig
+
+    cfg = _config()
+    plan = ShadowPlan.of(cfg, tmp_path)
+    specs = plan.train_specs()
+    assert len(specs) == 4 and all(s["config"] is cfg for s in specs)
+
+    def refuse(*a, **k):
+        raise AssertionError("a chunk job validated its config again")
+
+    monkeypatch.setattr(ShadowConfig, "model_validate", classmethod(refuse))
+    monkeypatch.setattr(LiraConfig, "model_validate", classmethod(refuse))
+    assert training.train_shadow_chunk(specs[0])["skipped"] is False
+    assert query.query_shadow_chunk({**specs[0]})["skipped"] is False
+
+
+# --- worker processes ----------------------------------------------------------------------------
+
+
+def _counted(job, spec):
+    """Run ``job(spec)`` in a worker; report the worker and how many datasets it has loaded so far."""
+    summary = job(spec)
+    return {**summary, "pid": os.getpid(), "loads": sum(loaded.LOADS.values())}
+
+
+def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_path, monkeypatch):
+    """A per-norm cell's whole graph (recipe, chunks, lens job) over two worker processes: each worker loads
+    the dataset at most once whatever it runs, and the driver, which lists every task, loads it never."""
+    from bnmem.executors import get_executor
+    from bnmem.study import Study, plan
+    from bnmem.study.graph import study_tasks
+    from bnmem.study.run import job_spec
+
+    study = Study.model_validate({
+        "name": "once", "data": {"dataset": "digits", "train_size": 150, "val_fraction": 0.2,
+                                 "label_noise": 0.05},
+        "train": {"epochs": 1, "batch_size": 32}, "grid": {"norms": ["batch", "none"], "seeds": [0],
+                                                            "recipes": ["per-norm"]},
+        "lenses": {"lira": {"shadow_models": 4, "chunk_size": 1, "views": ["identity"], "lr_grid": [0.05, 0.1]}}})
+    _, jobs = plan(study)
+    counts: collections.Counter = collections.Counter()
+    _counting_loads(monkeypatch, counts)
+    tasks = [t.__class__(t.id, partial(_counted, t.fn), t.specs, t.deps, t.after, t.cost)
+             for t in study_tasks(jobs, [job_spec(j, tmp_path, False) for j in jobs], estimate=False)]
+    ex = get_executor("local", progress=False, workers=2)
+    try:
+        results = ex.run_graph(tasks)
+    finally:
+        ex.close()
+    summaries = [s for rs in results.values() for s in rs]
+    assert len(summaries) == 1 + 2 * 4 + 2 * 4 + 1  # recipe, 8 training and 8 query chunks, the lens job
+    assert all(s.get("status") != "failed" and not s.get("failed") for s in summaries), summaries
+    by_worker = collections.defaultdict(int)
+    for s in summaries:
+        by_worker[s["pid"]] = max(by_worker[s["pid"]], s["loads"])
+    assert set(by_worker.values()) <= {0, 1} and sum(by_worker.values()) >= 1, by_worker
+    assert counts["data"] == 0 and os.getpid() not in by_worker
+    assert io.is_done(tmp_path / jobs[0].folder) and (tmp_path / jobs[0].folder / "metrics.json").exists()
+
+
+# --- one plan per `bnmem run` ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [["--dry-run"], ["--workers", "1"], ["--workers", "1", "--confirmatory"]])
+def test_bnmem_run_plans_the_study_once(tmp_path, monkeypatch, extra):
+    """Every name bound to bnmem.study.run.plan is counted: a dry run, a run and a confirmatory run plan once."""
+    import sys
+
+    import subprocess
+
+    import bnmem.provenance as prov
+    import bnmem.study.run as study_run
+    from bnmem.cli import main
+
+    # A confirmatory start is gated on a clean checkout and logged there: a clean one stands in for the project's.
+    root = tmp_path / "checkout"
+    (root / "docs").mkdir(parents=True)
+    (root / prov.ATTEMPTS_LOG).write_text("")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+                       check=True, capture_output=True)
+    monkeypatch.setattr(prov, "checkout_root", lambda: root)
+
+    original, calls = study_run.plan, []
+
+    def counted(*a, **k):
+        calls.append(a[1:] or k)
+        return original(*a, **k)
+
+    import bnmem.cli.commands.run  # noqa: F401 - bound names of every loaded module are patched below
+    import bnmem.study.execute  # noqa: F401
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("bnmem") and getattr(module, "plan", None) is original:
+            monkeypatch.setattr(module, "plan", counted)
+    path = Path(tmp_path / "s.yaml")
+    path.write_text("name: once\nlenses: {theory: {steps: 5, plot: false}}\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", *extra]) == 0
+    assert len(calls) == 1, calls

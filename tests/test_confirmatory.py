@@ -261,13 +261,13 @@ def test_every_start_is_logged_before_the_first_job_and_the_report_names_the_att
     path = _study(tmp_path, ONE_JOB)
     log = checkout / prov.ATTEMPTS_LOG
     seen_at_first_job = []
-    real_stages = ex._run_stages
+    real_pending = ex.pending
 
-    def stages(*a, **k):
+    def pending(*a, **k):  # what the study runs is decided here, right before its first job
         seen_at_first_job.append(len(log.read_text().splitlines()))
-        return real_stages(*a, **k)
+        return real_pending(*a, **k)
 
-    monkeypatch.setattr(ex, "_run_stages", stages)
+    monkeypatch.setattr(ex, "pending", pending)
     first, second = tmp_path / "first", tmp_path / "second"
     assert main(["run", str(path), "--out", str(first), "--quiet", "--confirmatory", *IN_PROCESS]) == 0
     assert main(["run", str(path), "--out", str(first), "--quiet", "--confirmatory", *IN_PROCESS]) == 0  # resume

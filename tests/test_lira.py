@@ -2,6 +2,7 @@
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -342,7 +343,8 @@ class RecordingExecutor(Executor):
     def map(self, fn, specs, desc="jobs", resources=None):
         results = []
         for spec in specs:
-            json.dumps(spec)  # specs must be plain data (a Ray worker gets them serialized)
+            # specs must pickle (a worker process or a Ray worker receives them pickled) and come back equal
+            assert pickle.loads(pickle.dumps(spec)) == spec
             if fn.__name__ == "train_shadow_chunk":
                 if self.fail_after is not None and len(self.specs) >= self.fail_after:
                     raise Interrupted()

@@ -57,11 +57,11 @@ def test_run_records_the_plan_before_the_first_job(tmp_path, monkeypatch):
     class Stop(Exception):
         pass
 
-    def first_job(specs, executor, resources):
+    def first_job(*args, **kwargs):
         seen.append(io.read_json(out / "study.json").get("analysis_plan"))
         raise Stop
 
-    monkeypatch.setattr(study_run, "run_phases", first_job)
+    monkeypatch.setattr(study_run, "run_graph", first_job)
     with pytest.raises(Stop):
         study_run.run_study(load_study(path), out, progress=False)
     assert seen == [plan_record()] and seen[0]["version"] == PLAN_VERSION

@@ -157,6 +157,27 @@ def _lira_config():
 
 
 @pytest.mark.ray
+def test_a_job_graph_runs_on_ray_level_by_level(rex, tmp_path):
+    """A study's graph on Ray (the executors' default run_graph: its jobs are ``partial(guarded, job)``, not
+    functions): b's jobs are listed only once a has finished, and each job's bits are the local ones."""
+    from bnmem.executors.graph import Task
+
+    first = {"out": str(tmp_path / "ray"), "index": 0, "seed": 0, "steps": 2}
+    listed = []
+
+    def after_a():
+        listed.append(job_dir(tmp_path / "ray", 0).joinpath("DONE").exists())
+        return [{**first, "index": 1, "seed": 1}]
+
+    res = rex.run_graph([Task("a", selftest_job, [first]), Task("b", selftest_job, after_a, deps=("a",))])
+    assert listed == [True] and [res["a"][0]["index"], res["b"][0]["index"]] == [0, 1]
+    local = get_executor("local", progress=False).map(
+        selftest_job, [{**first, "out": str(tmp_path / "local")}, {**first, "out": str(tmp_path / "local"),
+                                                                    "index": 1, "seed": 1}])
+    assert [r["checksum"] for r in local] == [res["a"][0]["checksum"], res["b"][0]["checksum"]]
+
+
+@pytest.mark.ray
 def test_lira_identical_under_local_and_ray_despite_a_killed_worker(ray_cluster, rex, tmp_path):
     """Digits LiRA (200 examples, 4 shadow models in chunks of 2, 2 epochs, two norms): the Ray run,
     with one shadow-chunk worker SIGKILLed mid-training, gives the local run's bits."""

@@ -26,7 +26,7 @@ MAX_SKIPPED = 5
 LENS_COMMANDS = ("memorize", "lira", "gradnorms", "gamma-sigma", "mitigate")
 # The demo study at tiny size (one replicate, two outlier settings, few epochs and models).
 DEMO_SETS = ["train.epochs=2", "grid.replicates=1", "grid.seeds=[0]", "data.train_size=150",
-             "grid.outliers=[{label_noise: 0.1}, {}]", "lenses.lira.shadow_models=4",
+             "grid.outliers=[{label_noise: 0.1}, {}]", "lenses.lira.shadow_models=6",  # matched_fit: >= 6
              "lenses.mitigate.lira_models=0", "lenses.mitigate.fixed_epoch=1", "lenses.mitigate.lambdas=[1.0]",
              "lenses.gradnorms.at=[1, 2]", "lenses.gradnorms.batch_subset=60", "lenses.theory.steps=20"]
 DRY_RUN_BATCH = 8

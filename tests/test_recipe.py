@@ -183,24 +183,31 @@ def test_selection_through_the_ensemble_equals_one_by_one(ds64, tmp_path):
 
 
 def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
-    """Asking for pending work never trains: the recipe phase's job selects, then the train phase uses it."""
+    """Asking for pending work never trains: the cell plan's recipe job selects, then its training chunks use
+    it (each a norm's typed config with the selected learning rate)."""
     from bnmem.lenses.lira import LiraConfig
-    from bnmem.shadow.phases import phase_jobs
+    from bnmem.shadow.plan import ShadowPlan
 
     data = DataConfig(dataset="digits", label_noise=0.05, train_size=200, val_fraction=0.2, seed=0)
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
                      train=TrainConfig(epochs=1, batch_size=32))
-    for phase in ("train", "query"):  # before the selection: nothing pending, nothing trained
-        assert phase_jobs(cfg, tmp_path, phase)[1] == []
+    plan = ShadowPlan.of(cfg, tmp_path)
+    assert plan.train_specs() == [] and plan.query_specs() == []  # before the selection: nothing pending
     assert not (tmp_path / "recipe").exists()
-    select, jobs = phase_jobs(cfg, tmp_path, "recipe")
+    select, _, _ = plan.tasks("cell/lira", 1.0)
+    jobs = plan.recipe_specs()
     assert len(jobs) == 1 and not (tmp_path / "recipe").exists()
-    select(jobs[0])
-    assert phase_jobs(cfg, tmp_path, "recipe")[1] == []  # selected: nothing left in this phase
-    _, specs = phase_jobs(cfg, tmp_path, "train")
+    select.fn(jobs[0])
+    assert plan.recipe_specs() == []  # selected: nothing left in this phase
+    specs = plan.train_specs()
     import json
 
     sel = json.loads((tmp_path / "recipe" / recipe.RECIPE_FILE).read_text())  # the recipe job's selection
     assert sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]" and len(specs) == 2
     for spec in specs:
-        assert spec["config"]["train"]["lr"] == sel["per_norm"][spec["norm"]]["lr"]
+        assert spec["config"].train.lr == sel["per_norm"][spec["norm"]]["lr"]
+    # the selection the lens makes with the data loaded resolves each norm's config the same way
+    from bnmem.data import load_dataset
+    from bnmem.shadow.recipe import norm_configs
+
+    assert {s["norm"]: s["config"] for s in specs} == norm_configs(cfg, load_dataset(data), tmp_path)[0]

@@ -1,4 +1,5 @@
-"""Job graphs: the graph runner's order, concurrency and failures; a study through the graph equals stage by stage."""
+"""Job graphs: the graph runner's order, concurrency and failures; a study's graph run by worker processes equals
+the same graph run level by level in one process."""
 
 from __future__ import annotations
 
@@ -232,7 +233,8 @@ def _result_files(root: Path) -> dict[str, bytes]:
 def test_study_graph_edges():
     """Stage-1 lenses run after their cell's shared runs; lira's phases chain; theory needs nothing."""
     from bnmem.study import Study, plan
-    from bnmem.study.graph import phase_task_id, study_tasks
+    from bnmem.shadow.plan import phase_task_id
+    from bnmem.study.graph import study_tasks
     from bnmem.study.run import job_spec
 
     _, jobs = plan(Study.model_validate(SMALL))
@@ -254,8 +256,8 @@ def test_study_graph_edges():
 
 
 def test_a_study_through_the_graph_equals_stage_by_stage(tmp_path):
-    """Worker processes (forked from `bnmem run`'s fork server) run the study as a graph; one worker runs it
-    stage by stage: the same bytes. A job that
+    """Worker processes (forked from `bnmem run`'s fork server) run the study's graph, each job as soon as it is
+    ready; one worker runs it level by level: the same bytes. A job that
     fails in the graph (theory: a file stands where its folder goes) is reported as stage by stage, the others
     finish, and the rerun runs only it."""
     from bnmem import io

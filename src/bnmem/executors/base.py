@@ -1,7 +1,9 @@
 """The executor interface: run many independent jobs, wherever.
 
 A job is a pure, module-level function ``fn(spec) -> summary`` where ``spec`` is a
-small plain-data dict (JSON-able: paths as strings) and the function writes its
+small dict that pickles (plain data, paths as strings, and typed configs validated
+once where the job was planned: a worker receives them pickled, not as data to
+validate again) and the function writes its
 results into the run directory (shared storage) itself, atomically, ending with
 a completion marker, and returns only a small summary dict. Jobs fix their own
 torch thread count, so results do not depend on which executor ran them.
@@ -30,7 +32,7 @@ class Executor(ABC):
 
         Args:
             fn: the job function (module-level, importable by workers).
-            specs: one plain-data dict per job.
+            specs: one dict per job (plain data and typed configs; it pickles).
             desc: progress-bar label.
             resources: per-job resource request, e.g. ``{"num_cpus": 1, "num_gpus": 0.25}``
                 (ignored by the local executor).

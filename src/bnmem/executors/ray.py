@@ -19,6 +19,8 @@ only when the ``ray`` executor is asked for, never by ``import bnmem``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import socket
@@ -43,6 +45,20 @@ RAY_MISSING = "ray is not installed; pip install 'bnmem[ray]'"
 # Keys of a per-call ``resources`` dict that are Ray task options; any other key
 # is a custom resource (e.g. ``{"accelerator_type_a100": 1}``).
 _TASK_OPTION_KEYS = ("num_cpus", "num_gpus", "memory")
+
+
+def _call(fn: JobFn, spec: dict[str, Any]) -> dict[str, Any]:
+    """A Ray task running a job callable that is not a plain function (a ``functools.partial``)."""
+    return fn(spec)
+
+
+def _job_name(fn: Any) -> str:
+    """The name of the job function ``fn`` runs: its own, or the innermost of a ``functools.partial``
+    (``partial(guarded, train_chunk_job)``: ``train_chunk_job``)."""
+    while isinstance(fn, functools.partial):
+        inner = [a for a in fn.args if callable(a)]
+        fn = inner[-1] if inner else fn.func
+    return getattr(fn, "__name__", "job")
 
 
 class JobFailedError(BnmemError):
@@ -245,7 +261,7 @@ class RayExecutor(Executor):
         Args:
             fn: module-level job function, importable on every worker (bnmem is
                 installed in the workers' environment).
-            specs: one plain-data dict per job.
+            specs: one dict per job (plain data and typed configs; it pickles).
             desc: progress-bar label, also used in task names and errors.
             resources: per-call override of ``num_cpus``/``num_gpus``/``memory``;
                 other keys are custom Ray resources.
@@ -263,9 +279,13 @@ class RayExecutor(Executor):
         options = self._task_options(resources)
         self.start()
         self._check_fits(options)
-        remote_fn = ray.remote(**options)(fn)
-        name = getattr(fn, "__name__", "job")
-        refs = [remote_fn.options(name=f"{desc}:{name}[{i}]").remote(spec) for i, spec in enumerate(specs)]
+        name = _job_name(fn)
+        if inspect.isfunction(fn):
+            remote_fn = ray.remote(**options)(fn)
+            refs = [remote_fn.options(name=f"{desc}:{name}[{i}]").remote(spec) for i, spec in enumerate(specs)]
+        else:  # e.g. a graph's functools.partial(guarded, job): Ray makes tasks of functions only
+            remote_call = ray.remote(**options)(_call)
+            refs = [remote_call.options(name=f"{desc}:{name}[{i}]").remote(fn, spec) for i, spec in enumerate(specs)]
         index_of = {ref: i for i, ref in enumerate(refs)}
         results: list[dict[str, Any] | None] = [None] * len(specs)
         pending = list(refs)

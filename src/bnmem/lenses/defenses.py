@@ -69,7 +69,7 @@ from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
-from bnmem.shadow.phases import estimate as shadow_estimate
+from bnmem.shadow.plan import estimate as shadow_estimate
 from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs

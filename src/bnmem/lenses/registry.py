@@ -42,6 +42,19 @@ class Runner(Protocol):
     def __call__(self, cfg: Any, out: Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]: ...
 
 
+class CellPlan(Protocol):
+    """A lens's planned work in one cell, built once from its validated config and folder (the lira lens's
+    :class:`~bnmem.shadow.plan.ShadowPlan`)."""
+
+    # The share of the lens job's estimated seconds left to the job itself after these tasks (the order only).
+    lens_share: float
+
+    def tasks(self, job_id: str, cost: float) -> list[Any]:
+        """The :class:`~bnmem.executors.graph.Task` s a study runs before the lens job ``job_id`` (a chain: the
+        lens job runs after the last), listed lazily from what is on disk; ``cost``: the job's estimated seconds."""
+        ...
+
+
 # hook(cfg, ds, job, seed) -> EpochHook | None: the per-epoch measurement a lens attaches to
 # each of its (norm, seed) training runs (job = that run's folder, where it may write arrays).
 HookFactory = Callable[[Any, Any, Path, int], Callable | None]
@@ -66,8 +79,8 @@ class Lens:
         run: its :class:`Runner`.
         summary: ``summary(results) -> str``, the table a command prints.
         hook: the per-epoch measurement :data:`HookFactory` (None: none).
-        phase_jobs: ``phase_jobs(cfg, out, phase) -> (job function, specs)``: the
-            unfinished jobs of one of the spec's ``phases``.
+        plan: ``plan(cfg, out) -> CellPlan``: the lens's work in one cell as graph tasks (the spec's
+            ``phases``), which a study runs for every cell at once before ``run`` (which finds it finished).
         estimate: ``estimate(cfg, n_train, parameter_count) -> {kind: bytes}``: what the
             lens writes besides per-(norm, seed) models (``bnmem run --dry-run``);
             ``parameter_count(arch, dataset, norm)`` counts a model's weights.
@@ -78,7 +91,7 @@ class Lens:
     run: Runner
     summary: Callable[[dict[str, Any]], str] | None = None
     hook: HookFactory | None = None
-    phase_jobs: Callable[[Any, Path, str], tuple[Callable, list[dict[str, Any]]]] | None = None
+    plan: Callable[[Any, Path], CellPlan] | None = None
     estimate: Callable[[Any, int, Callable[[str, str, str], int]], dict[str, int]] | None = None
 
     @classmethod

@@ -58,10 +58,10 @@ class LensSpec:
         one_seed: takes the cell's first seed only (LiRA derives every shadow
             model's seed from one base seed).
         bn_only: measures BatchNorm layers only (its cell norms become ``[batch]``).
-        uses_executor: spreads its own work over the executor it is given (lira's
-            shadow-model chunks); a study runs it in the driver instead of shipping it.
-        phases: names of the job phases a study may run for every cell at once
-            before calling ``run`` (which then finds that work finished).
+        uses_executor: spreads its own work over the executor it is given (shadow-model
+            chunks); on a cluster a study runs such a lens without a cell plan in the driver.
+        phases: names of the tasks of its cell plan (the runtime ``plan``), which a study
+            runs for every cell before calling ``run`` (which then finds that work finished).
     """
 
     name: str

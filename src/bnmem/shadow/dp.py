@@ -59,7 +59,7 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BnmemError: BN norm, Opacus missing, or an unreachable budget.
     """
-    cfg = ShadowConfig.model_validate(spec["config"])
+    cfg: ShadowConfig = spec["config"]
     dp = DPConfig.model_validate(spec["dp"])
     norm, models, run_dir = spec["norm"], [int(m) for m in spec["models"]], spec["run_dir"]
     check_dp_norm(norm)

@@ -46,7 +46,8 @@ import torch
 from torch import nn
 
 from bnmem import io
-from bnmem.data import OutlierDataset, load_dataset, model_shape
+from bnmem.data import OutlierDataset, model_shape
+from bnmem.data.loaded import load_once
 from bnmem.data.views import View
 from bnmem.errors import BnmemError
 from bnmem.attacks.phi import (
@@ -267,13 +268,13 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Returns:
         The chunk's json content plus ``skipped``.
     """
-    cfg = ShadowConfig.model_validate(spec["config"])
+    cfg: ShadowConfig = spec["config"]
     norm, models, norm_dir = spec["norm"], [int(m) for m in spec["models"]], Path(spec["run_dir"])
     settings = query_settings(cfg)
     marker = norm_dir / QUERY_DIR / f"{chunk_name(models)}.json"
     if marker.exists() and io.read_json(marker).get("settings") == settings:
         return {**io.read_json(marker), "skipped": True}  # finished: the data need not even be loaded
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     views = cfg.query_views(ds.input_shape)
     keep = shadow_keep(cfg, ds.n_train)
     phi = np.empty((len(models), ds.n_train, len(views)), dtype=np.float64)
@@ -367,7 +368,7 @@ def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: E
     norm_dir = prepare_norm_dir(cfg, norm, norm_dir)
     if not all_trained(cfg, norm_dir):
         raise BnmemError(f"not every shadow model in {norm_dir} is trained; run train_shadow_models first")
-    ds = ds if ds is not None else load_dataset(cfg.data)
+    ds = ds if ds is not None else load_once(cfg.data)
     settings = query_settings(cfg, ds)
     final = norm_dir / QUERY_FILE
     if final.exists() and io.read_json(final).get("settings") == settings:

@@ -31,12 +31,13 @@ from torch import nn
 
 from bnmem import io
 from bnmem.attacks import keep_matrix
-from bnmem.data import OutlierDataset, load_dataset
+from bnmem.data import OutlierDataset
+from bnmem.data.loaded import load_once
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.shadow.config import ShadowConfig
 from bnmem.rundir import prepare_run_dir
-from bnmem.train.ensemble import train_models
+from bnmem.train.ensemble import StatesHook, train_models
 from bnmem.train.trainer import seeded_model
 
 SHADOW_DIR = "shadow"
@@ -62,24 +63,27 @@ def shadow_keep(cfg: ShadowConfig, n_train: int) -> np.ndarray:
 
 def chunk_spec(cfg: ShadowConfig, norm: str, norm_dir: str | Path, models: Sequence[int],
                progress: bool = False) -> dict[str, Any]:
-    """The plain-data spec of one training job."""
+    """The spec of one training (or query) job: the typed config, validated once where it was made (a worker
+    receives it pickled, not as a dict to validate again), and plain data."""
     return {
         "run_dir": str(Path(norm_dir).resolve()),
-        # The protocol's fields only: a lens's subclass may add its own, which jobs do not read.
-        "config": cfg.model_dump(mode="json", include=set(ShadowConfig.model_fields)),
+        "config": cfg,
         "norm": norm,
         "models": [int(m) for m in models],
         "progress": bool(progress),
     }
 
 
-def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+def train_shadow_chunk(spec: dict[str, Any], on_epoch: StatesHook | None = None) -> dict[str, Any]:
     """Executor job: train one chunk of shadow models and save them atomically.
 
     Args:
-        spec: ``run_dir`` (the norm's directory, a string), ``config`` (a
-            resolved :class:`ShadowConfig` dict), ``norm``, ``models`` (indices),
-            optional ``progress``.
+        spec: ``run_dir`` (the norm's directory, a string), ``config`` (the
+            :class:`ShadowConfig`, its recipe resolved), ``norm``, ``models`` (indices),
+            optional ``progress`` (:func:`chunk_spec`).
+        on_epoch: handed to :func:`~bnmem.train.ensemble.train_models` (the models' states after every
+            epoch, indexed by position in ``models``); a lens's own job wraps this one to pass it
+            (the lira lens's matched-fit queries). It runs before the models are saved and marked done.
 
     Returns:
         Small summary: norm, models, seeds, seconds, ``skipped`` (the chunk was
@@ -88,17 +92,17 @@ def train_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BnmemError: bad config or data problems.
     """
-    cfg = ShadowConfig.model_validate(spec["config"])
+    cfg: ShadowConfig = spec["config"]
     norm, models = spec["norm"], [int(m) for m in spec["models"]]
     out = chunk_dir(spec["run_dir"], models)
     if io.is_done(out):
         return {**io.read_json(out / io.DONE), "skipped": True}
     t0 = time.perf_counter()
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     keep = shadow_keep(cfg, ds.n_train)
     seeds = [cfg.model_seed(m) for m in models]
     nets = train_models(cfg.model(norm), ds, cfg.train, seeds, [np.flatnonzero(keep[m]) for m in models],
-                        progress=bool(spec.get("progress", False)))
+                        progress=bool(spec.get("progress", False)), on_epoch=on_epoch)
     for m, net in zip(models, nets):
         state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
         io.save_torch(model_file(spec["run_dir"], models, m), state)
@@ -197,5 +201,5 @@ def load_shadow_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path,
     Raises:
         BnmemError: some chunk is not finished.
     """
-    ds = ds if ds is not None else load_dataset(cfg.data)
+    ds = ds if ds is not None else load_once(cfg.data)
     return [load_shadow_model(cfg, norm, norm_dir, ds, m) for m in range(cfg.shadow_models)]

@@ -1,15 +1,13 @@
-"""Running a study: its jobs into a run directory, stage by stage or as a dependency graph.
+"""Running a study: its jobs into a run directory, as one dependency graph.
 
-:func:`run_study` plans the jobs (:func:`bnmem.study.run.plan`), writes ``study.json`` and ``index.json``,
-skips the finished jobs and runs the others through an executor, in one of two schedules with the same
-results (jobs fix their own threads and seeds):
+:func:`run_study` plans the jobs once (:func:`bnmem.study.run.plan`, or the plan its caller made), writes
+``study.json`` and ``index.json``, skips the finished jobs and runs the others as one graph
+(:mod:`bnmem.study.graph`: each job once what it reads is written, a lira cell's chunks as its plan's tasks)
+through the executor's ``run_graph``: local worker processes start each job as soon as it is ready, one local
+worker and Ray run it level by level. Jobs fix their own threads and seeds, so the results are the same
+bytes either way.
 
-* stage by stage (:func:`_run_stages`): one local worker and Ray. Every stage's phases (lira's chunks,
-  every cell at once: a cluster has them all in flight), then its jobs, each as one map;
-* as a graph (:mod:`bnmem.study.graph`): local worker processes. Each job as soon as what it reads is
-  written, no barrier between stages.
-
-docs/architecture.md (How a study runs its jobs) describes both.
+docs/architecture.md (How a study runs its jobs) describes it.
 """
 
 from __future__ import annotations
@@ -24,11 +22,11 @@ from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
 from bnmem.names import INDEX_FILE
 from bnmem.study.graph import run_graph
-from bnmem.study.run import (Job, Study, prepare, remove_empty, write_if_changed, index_doc, is_finished,
-                             job_spec, phase_specs, plan, run_job, run_phase_job)
+from bnmem.study.run import (Cell, Job, Study, expand_grid, prepare, remove_empty, write_if_changed, index_doc, is_finished,
+                             job_spec, plan, run_job)
 from bnmem.study.share import SHARED
 
-__all__ = ["StudyResult", "run_phases", "run_study"]
+__all__ = ["StudyResult", "run_study"]
 
 
 @dataclass
@@ -42,25 +40,6 @@ class StudyResult:
     @property
     def failed(self) -> list[dict[str, Any]]:
         return [j for j in self.jobs if j["status"] == "failed"]
-
-
-def run_phases(specs: list[dict[str, Any]], executor: Any, resources: dict[str, Any]) -> None:
-    """Submit the phased work of every lens job in ``specs`` (lira's training, then query chunks), each
-    phase for all cells at once, so a cluster has every cell's chunks in flight together.
-
-    A job that fails here is not an error yet: the lens's own run retries it and reports the failure.
-    """
-    lens_specs = [s for s in specs if s["lens"] != SHARED and registry.get(s["lens"]).phases]
-    phases = dict.fromkeys(p for s in lens_specs for p in registry.get(s["lens"]).phases)
-    for phase in phases:
-        by_fn: dict[Any, list[dict[str, Any]]] = {}
-        for s in lens_specs:
-            if phase in registry.get(s["lens"]).phases:
-                for j in phase_specs(s, phase):
-                    by_fn.setdefault(j["job_fn"], []).append(j)
-        for jobs in by_fn.values():
-            if jobs:
-                executor.map(run_phase_job, jobs, desc=f"{phase} jobs", resources=resources)
 
 
 def pending(specs: list[dict[str, Any]], result: StudyResult) -> list[dict[str, Any]]:
@@ -86,35 +65,9 @@ def stop_on_full_disk(result: StudyResult) -> None:
         raise DiskFullError(full[0]["error"])
 
 
-def _run_stages(jobs: list[Job], out: Path, progress: bool, executor: Any, resources: dict[str, Any],
-                result: StudyResult, name: str) -> None:
-    """Run the jobs stage by stage, each stage's phases then its jobs, as maps (a barrier after each).
-
-    The path of the Ray executor and of one local worker: a cluster gets every cell's chunks of a phase in
-    flight at once, and one worker gains nothing from a graph (stage order gives early results for every
-    cell). Local worker processes run the jobs as a graph (:func:`bnmem.study.graph.run_graph`) instead.
-    """
-    for stage in sorted({j.stage for j in jobs}):
-        todo = pending([job_spec(j, out, progress) for j in jobs if j.stage == stage], result)
-        if not todo:
-            continue
-        run_phases(todo, executor, resources)
-        if executor.name == "local":
-            result.jobs += executor.map(run_job, todo, desc=f"{name} jobs", resources=resources)
-        else:
-            # Lenses that parallelize internally (lira's shadow models) get the
-            # executor itself and run from here; the rest are shipped as jobs.
-            inline = [s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor]
-            shipped = [s for s in todo if s not in inline]
-            if shipped:
-                result.jobs += executor.map(run_job, shipped, desc=f"{name} jobs", resources=resources)
-            result.jobs += [run_job(s, executor) for s in inline]
-        stop_on_full_disk(result)
-
-
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
-              confirmatory: bool = False, graph: bool | None = None,
-              study_file: str | Path | None = None) -> StudyResult:
+              confirmatory: bool = False, graph: bool = True, study_file: str | Path | None = None,
+              planned: tuple[list[Cell], list[Job]] | None = None) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -126,9 +79,12 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             record them, the commit and the start in study.json (:mod:`bnmem.study.confirmatory`); refused
             outside a git checkout or on a modified one; the start (or resume) is appended to the attempts log
             (:mod:`bnmem.provenance`) before the first job.
-        graph: run the jobs as a dependency graph (:mod:`bnmem.study.graph`: each job as soon as what it
-            reads is written, no barrier between stages) or stage by stage. Default (None): the graph with
-            local worker processes, stages with one local worker or Ray. The results are the same bytes.
+        graph: run the graph as the executor does (local worker processes: each job as soon as what it reads
+            is written); False: level by level, a barrier after each level (what one local worker and Ray
+            do anyway). The results are the same bytes.
+        study_file: the study's YAML file, whose hash a confirmatory start logs.
+        planned: the study's ``plan(study, seeds)`` when the caller has made it (``bnmem run`` plans once);
+            its seeds must be those of this run (the confirmatory key's exactly when ``confirmatory`` is set).
 
     Returns:
         The index and one status per job.
@@ -139,7 +95,6 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             job has run; rerunning retries only the failed ones), or a rerun
             that would change whether the run is confirmatory or the plan its
             seeds came from, or a confirmatory run on a modified checkout.
-        study_file: the study's YAML file, whose hash a confirmatory start logs.
     """
     from bnmem.analysis_plan import CONFIRMATORY_KEY
     from bnmem.executors import get_executor
@@ -147,7 +102,10 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     from bnmem.study.confirmatory import current_key, log_attempt, require_clean_checkout
     out = Path(out).expanduser().resolve()
     state = require_clean_checkout() if confirmatory else None
-    cells, jobs = plan(study, current_key() if confirmatory else None)
+    key = current_key() if confirmatory else None
+    if planned is not None and [c.derived for c in planned[0]] != [c.derived for c in expand_grid(study, key)]:
+        raise ValueError("run_study: the plan given was made with other seeds than this run's")
+    cells, jobs = planned if planned is not None else plan(study, key)
     resumed = (out / STUDY_FILE).exists()
     prepare(out, study, confirmatory, commit=state.commit if state else None)
     if state is not None:
@@ -160,14 +118,19 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     resources = study.resources.model_dump()
     result = StudyResult(out=out, index=index)
     try:
-        if graph is None:
-            graph = executor.name == "local" and getattr(executor, "workers", 1) > 1
-        if graph:
-            todo = pending([job_spec(j, out, progress) for j in jobs], result)
-            result.jobs += run_graph(jobs, todo, executor, resources, study.name) if todo else []
+        todo = pending([job_spec(j, out, progress) for j in jobs], result)
+        # On a cluster, a lens that spreads its own work over the executor and has no cell plan to give the
+        # graph (defenses) runs in the driver with the executor, after the graph (the last stage).
+        inline = [] if executor.name == "local" else [
+            s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor
+            and registry.get(s["lens"]).plan is None]
+        graphed = [s for s in todo if s not in inline]
+        result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph) \
+            if graphed else []
+        stop_on_full_disk(result)
+        for s in inline:
+            result.jobs.append(run_job(s, executor))
             stop_on_full_disk(result)
-        else:
-            _run_stages(jobs, out, progress, executor, resources, result, study.name)
     finally:
         if own:
             executor.close()

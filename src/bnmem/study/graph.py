@@ -1,38 +1,34 @@
-"""A study's jobs as a dependency graph, for local worker processes: no barrier between stages.
+"""A study's jobs as one dependency graph, which every executor runs (local worker processes as soon as a job
+is ready; one local worker and Ray level by level): no barrier between stages.
 
-Run stage by stage (:func:`bnmem.study.execute._run_stages`), one worker idles at every barrier while the
-other finishes the stage's longest job. Here each job starts as soon as what it reads has been written,
-the costliest chain first (:mod:`bnmem.executors.graph`). The edges are what each job reads that
-another writes:
+Each job starts as soon as what it reads has been written, the costliest chain first
+(:mod:`bnmem.executors.graph`). The edges are what each job reads that another writes:
 
 * a shared-training job (``<cell>/_shared/<norm>``) writes finished ``<norm>/seed<k>`` runs into the
   folders of the lenses it serves (memorize, gradnorms, gamma-sigma, mitigate of its cell): each of those
-  lens jobs runs after it. Only after: if it failed, the lens trains the run itself, as stage by stage;
-* a lens with phases (lira) lists its recipe selection, training chunks and query chunks from what is
-  on disk: training after the recipe (a per-norm cell's chunks carry the selected learning rate), queries
-  after training (they load the trained models), each needing the one before; the lens job itself runs
-  after its queries (failed or not: it retries what is missing and reports the failure, as stage by stage);
+  lens jobs runs after it. Only after: if it failed, the lens trains the run itself;
+* a lens with a cell plan (lira: :class:`~bnmem.shadow.plan.ShadowPlan`, built once per cell from the
+  config :func:`~bnmem.study.run.plan` validated) gives its own tasks: a per-norm cell's recipe selection,
+  training chunks, query chunks, each needing the one before and listed from what is on disk when it is
+  ready; the lens job itself runs after the last (failed or not: it retries what is missing and reports the
+  failure);
 * theory, and every lens job of a cell that has no shared run, need nothing.
 
 No lens reads another lens's folder, and a cell reads nothing of another cell, so these are all the edges.
-Every job is the same function with the same spec as stage by stage, and jobs fix their own threads and
-seeds: the results are byte-identical (tests/test_study_graph.py).
+Jobs fix their own threads and seeds: the results are the same bytes whichever executor runs the graph, and
+in whichever order (tests/test_study_graph.py).
 """
 
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from bnmem.executors.graph import Task
 from bnmem.lenses import registry
-from bnmem.study.run import Job, phase_specs, run_job, run_phase_job
+from bnmem.study.run import Job, run_job
 from bnmem.study.share import SHARED
-
-# A lens with phases: the share of its estimated seconds each phase and the lens job itself take (what
-# matters is only the order: a chain's rank is the sum of its parts). Recipe selection runs in per-norm cells.
-PHASE_SHARE = {"recipe": 0.25, "train": 0.5, "query": 0.1}
-LENS_SHARE_AFTER_PHASES = 0.15
 
 # What a study's local worker processes import once, in the fork server (bnmem.executors.local), instead of
 # once per worker (~5 of the ~6.5 CPU seconds of a worker's imports; workers still import sklearn, which
@@ -48,19 +44,17 @@ WORKER_PRELOAD = (
 )
 
 
-def phase_task_id(job_id: str, phase: str) -> str:
-    """The graph id of one phase of a lens job."""
-    return f"{job_id}#{phase}"
+def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = True) -> list[Task]:
+    """The graph of the unfinished jobs ``todo`` (specs of ``jobs``): their cell plans' tasks and their order.
 
-
-def study_tasks(jobs: list[Job], todo: list[dict[str, Any]]) -> list[Task]:
-    """The graph of the unfinished jobs ``todo`` (specs of ``jobs``): their phases and their order.
-
-    A finished job has no task; what waits for it may start at once.
+    A finished job has no task; what waits for it may start at once. ``estimate``: rank the tasks by the jobs'
+    estimated seconds (:func:`bnmem.study.cost.estimate_seconds`, which times a few training steps: ~6 CPU
+    seconds, most of them torch's first optimizer); False: every job costs 1 (a graph run level by level
+    runs every ready job anyway; the ranks then only order those of one level).
     """
     from bnmem.study.cost import estimate_seconds
 
-    est = estimate_seconds(jobs)
+    est = estimate_seconds(jobs) if estimate else {}
     folder = {j.id: j.folder for j in jobs}
     writers: dict[str, list[str]] = {}  # lens folder -> unfinished shared jobs that write runs into it
     for s in todo:
@@ -70,32 +64,34 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]]) -> list[Task]:
     tasks = []
     for s in todo:
         cost, after = est.get(s["id"], 1.0), list(writers.get(folder[s["id"]], []))
-        phases = registry.get(s["lens"]).phases if s["lens"] != SHARED else ()
-        prev: str | None = None
-        for phase in phases:
-            share = PHASE_SHARE.get(phase, 0.1)
-            if phase == "recipe" and s["config"].get("recipe") != "per-norm":
-                share = 0.0  # nothing to select: the task lists no job
-            tid = phase_task_id(s["id"], phase)
-            tasks.append(Task(tid, run_phase_job, partial(phase_specs, s, phase), deps=(prev,) if prev else (),
-                              cost=share * cost))
-            prev = tid
-        if prev:
-            after.append(prev)
-            cost *= LENS_SHARE_AFTER_PHASES
+        lens = registry.get(s["lens"]) if s["lens"] != SHARED else None
+        if lens is not None and lens.plan is not None:
+            cfg = s["model"] if s.get("model") is not None else lens.config.model_validate(s["config"])
+            cell = lens.plan(cfg, Path(s["out"]))
+            chain = cell.tasks(s["id"], cost)
+            tasks += chain
+            after.append(chain[-1].id)
+            cost *= cell.lens_share
         tasks.append(Task(s["id"], run_job, [s], after=tuple(after), cost=cost))
     return tasks
 
 
 def run_graph(jobs: list[Job], todo: list[dict[str, Any]], executor: Any, resources: dict[str, Any],
-              name: str) -> list[dict[str, Any]]:
+              name: str, level_by_level: bool = False) -> list[dict[str, Any]]:
     """Run the unfinished jobs ``todo`` (specs of ``jobs``) as one graph over ``executor``, under one
-    progress bar over every job and chunk.
+    progress bar over every job and chunk; ``level_by_level``: as any executor's default ``run_graph`` does
+    (every ready job, a barrier, the jobs that became ready...), whatever ``executor`` would do.
 
     Returns:
         The summary of each job of ``todo`` that ran, in the order of ``todo``; after a full disk (no further
         job starts, those running finish) the jobs not started have none.
     """
-    results = executor.run_graph(study_tasks(jobs, todo), desc=f"{name}: jobs and chunks",
-                                 resources=resources, stop=lambda summary: bool(summary.get("disk_full")))
+    from bnmem.executors.base import Executor
+
+    # Local worker processes start each job as soon as it is ready, the highest rank first: only there do the
+    # estimated seconds decide what runs when. One local worker and Ray run the graph level by level.
+    eager = not level_by_level and executor.name == "local" and getattr(executor, "workers", 1) > 1
+    runner = partial(Executor.run_graph, executor) if level_by_level else executor.run_graph
+    results = runner(study_tasks(jobs, todo, estimate=eager), desc=f"{name}: jobs and chunks", resources=resources,
+                     stop=lambda summary: bool(summary.get("disk_full")))
     return [{"id": s["id"], **results[s["id"]][0]} for s in todo if results.get(s["id"])]

@@ -37,17 +37,16 @@ Run directory::
     <out>/DONE                     written when every job has finished
 
 This module plans the jobs and runs one job (:func:`run_job`); :mod:`bnmem.study.execute` runs a whole
-study (:func:`~bnmem.study.execute.run_study`), stage by stage or as a graph (:mod:`bnmem.study.graph`).
+study (:func:`~bnmem.study.execute.run_study`) as one dependency graph (:mod:`bnmem.study.graph`).
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,8 @@ from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicat
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
-__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "job_spec", "load_study", "plan", "run_job"]
+__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "job_spec", "load_study", "plan", "read_study",
+           "run_job"]
 
 INDEX = INDEX_FILE
 
@@ -80,7 +80,8 @@ CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
 
 
 def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
-    """Load, override (``a.b=c``) and validate a study, including every lens config of every cell.
+    """Load, override (``a.b=c``) and validate a study, including every lens config of every cell
+    (:func:`read_study`, then :func:`plan`).
 
     Raises:
         BnmemError: unreadable/malformed file, a bad override, or a lens option
@@ -88,11 +89,22 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
         pydantic.ValidationError: a bad key or value of the study itself (the
             command line turns it into one line with the key's path).
     """
-    doc = read_study_yaml(path)
-    doc.setdefault("name", Path(path).stem)
-    study = Study.model_validate(apply_overrides(doc, overrides))
+    study = read_study(path, overrides)
     plan(study)  # validates every lens's config now, not hours into the run
     return study
+
+
+def read_study(path: str | Path, overrides: list[str] | None = None) -> Study:
+    """Load, override (``a.b=c``) and validate a study's own keys; its lens options are validated when it is
+    planned (:func:`plan`: ``bnmem run`` plans once, before anything runs or is written).
+
+    Raises:
+        BnmemError: unreadable/malformed file or a bad override.
+        pydantic.ValidationError: a bad key or value of the study itself.
+    """
+    doc = read_study_yaml(path)
+    doc.setdefault("name", Path(path).stem)
+    return Study.model_validate(apply_overrides(doc, overrides))
 
 
 # --- grid expansion --------------------------------------------------------------------
@@ -198,7 +210,10 @@ class Job:
         folder: results folder relative to the run directory.
         config: the lens's validated config, as plain data (for a shared run:
             a :func:`bnmem.study.share.shared_runs` entry).
-        stage: jobs of a stage start once every earlier stage has finished.
+        stage: the registry's order of lenses: the order of the job list (the dry run's table and times);
+            what runs when is the dependency graph's (:mod:`bnmem.study.graph`).
+        model: the lens's config as :func:`plan` validated it (None for a shared run); the job and the
+            lens's cell plan receive it, never validating ``config`` again.
     """
 
     id: str
@@ -206,6 +221,7 @@ class Job:
     folder: str
     config: dict[str, Any]
     stage: int = 0
+    model: Any = field(default=None, compare=False, repr=False)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +233,12 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
-    """The validated config of per-cell lens ``name`` in ``cell``, as plain data.
+    """The validated config of per-cell lens ``name`` in ``cell``, as plain data (:func:`lens_model`'s)."""
+    return lens_model(study, cell, name).model_dump(mode="json")
+
+
+def lens_model(study: Study, cell: Cell, name: str) -> Any:
+    """The validated config of per-cell lens ``name`` in ``cell`` (its lens's pydantic model).
 
     Raises:
         BnmemError: an option the lens does not accept, or one that would
@@ -258,7 +279,7 @@ def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
             if key in lens.config.model_fields:
                 default = lens.config.model_fields[key].default
                 cfg[key] = int(cfg.get(key, default if default is not None else 0)) + cell.replicate
-    return lens.validate(cfg, where).model_dump(mode="json")
+    return lens.validate(cfg, where)
 
 
 def runs_in(study: Study, name: str, cell: Cell) -> bool:
@@ -297,17 +318,18 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
                 opts["seed"] = study_seed(seeds_from, lens.name)
             cfg = lens.validate(opts, f"lenses.{lens.name}")
             jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, config=cfg.model_dump(mode="json"),
-                            stage=lens.stage))
+                            stage=lens.stage, model=cfg))
     for cell in cells:
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
         # A lens allotted to part of the grid (its `replicates` / `archs` options) skips the other cells.
-        configs = {lens.name: lens_config(study, cell, lens.name) for lens in enabled if lens.per_cell
-                   and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)
-                   and runs_in(study, lens.name, cell)}
+        models = {lens.name: lens_model(study, cell, lens.name) for lens in enabled if lens.per_cell
+                  and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)
+                  and runs_in(study, lens.name, cell)}
+        configs = {name: m.model_dump(mode="json") for name, m in models.items()}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
                  for r in shared_runs(cell.id, configs)]
         jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,
-                     stage=registry.get(name).stage)
+                     stage=registry.get(name).stage, model=models[name])
                  for name, cfg in configs.items()]
     # Within a stage: once-per-study lenses, then shared training runs, then per-cell lenses in registry order.
     studywide = [lens.name for lens in enabled if not lens.per_cell]
@@ -340,8 +362,10 @@ def index_doc(study: Study, cells: list[Cell], jobs: list[Job]) -> dict[str, Any
 
 
 def job_spec(job: Job, out: Path, progress: bool) -> dict[str, Any]:
-    """The plain-data spec :func:`run_job` receives (absolute paths, so any worker can run it)."""
-    spec = {"id": job.id, "lens": job.lens, "config": job.config, "out": str(out / job.folder), "progress": progress}
+    """The spec :func:`run_job` receives (absolute paths, so any worker can run it): plain data, and the
+    lens's validated config (``model``, as :func:`plan` made it) that the job runs with."""
+    spec = {"id": job.id, "lens": job.lens, "config": job.config, "out": str(out / job.folder), "progress": progress,
+            "model": job.model}
     if job.lens == SHARED:
         spec.update(norm=job.config["norm"], seeds=job.config["seeds"], training=job.config["training"],
                     targets=[{**t, "out": str(out / t["folder"])} for t in job.config["targets"]])
@@ -379,7 +403,10 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
             run_shared_training(spec)
         else:
             lens = registry.get(spec["lens"])
-            lens.run(lens.config.model_validate(spec["config"]), out, progress=spec["progress"], executor=executor)
+            cfg = spec.get("model")
+            if cfg is None:  # a spec not made by plan(): plain data only
+                cfg = lens.config.model_validate(spec["config"])
+            lens.run(cfg, out, progress=spec["progress"], executor=executor)
     except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
         msg = str(e).splitlines()[0] if str(e) else ""
         error = msg if isinstance(e, BnmemError) else f"{type(e).__name__}: {msg}"
@@ -390,7 +417,7 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         failed = {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error,
                   "traceback": str(out / ERROR)}
         if isinstance(e, DiskFullError):
-            failed["disk_full"] = True  # the study stops after this stage: the next jobs would fail too
+            failed["disk_full"] = True  # the study starts no further job: they would fail too
         return failed
     seconds = time.perf_counter() - t0
     if spec["lens"] == SHARED:
@@ -482,31 +509,3 @@ def prepare(out: Path, study: Study, confirmatory: bool = False, commit: str | N
     extra = ({CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"], source, commit, utc_now())}
              if sha and source else {})
     return prepare_run_dir(out, {**resolved, PLAN_KEY: record, **extra}, name=STUDY)
-
-
-def phase_specs(spec: dict[str, Any], phase: str) -> list[dict[str, Any]]:
-    """The unfinished :func:`run_phase_job` specs of one phase of a lens job (asking never trains).
-
-    A lens whose listing fails gives none: its lens job fails with the same error, recorded there.
-    """
-    lens = registry.get(spec["lens"])
-    try:
-        fn, jobs = lens.phase_jobs(lens.config.model_validate(spec["config"]), Path(spec["out"]), phase)
-    except Exception:  # noqa: BLE001 - its lens job will fail with the same error, recorded there
-        return []
-    name = f"{fn.__module__}:{fn.__name__}"
-    return [{**j, "progress": False, "job_fn": name} for j in jobs]
-
-
-def run_phase_job(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run a phase job named by ``spec["job_fn"]`` (``module:function``); report instead of raising.
-
-    Module-level and plain-data in, so any executor (Ray included) can ship it.
-    """
-    module, name = spec["job_fn"].split(":")
-    keep_freed_memory()
-    fn = getattr(importlib.import_module(module), name)
-    try:
-        return fn({k: v for k, v in spec.items() if k != "job_fn"})
-    except Exception as e:  # noqa: BLE001 - retried and reported by the lens job itself
-        return {"failed": f"{type(e).__name__}: {e}"}

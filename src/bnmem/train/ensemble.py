@@ -93,6 +93,11 @@ ACTIVATION_FACTOR = {"grouped": 64, "vmap": 1024}
 GROUPED_MULTIPLE = GroupedLeNet.multiple
 
 Engine = GroupedLeNet | VmapEnsemble
+# Called after every epoch of every model with (epoch (1-based), model indices into ``seeds``, their state
+# dicts at the end of that epoch, in the same order). The states are views of the live training tensors:
+# read them (query, copy) inside the call and keep nothing.
+StatesHook = Callable[[int, list[int], list[dict[str, torch.Tensor]]], None]
+
 # The grouped networks, by the architectures they reproduce (GroupedResNet is a GroupedLeNet).
 GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet)
 # Activations a grouped network of ResNets may hold on the CPU: the chunk is as many models as fit, estimated
@@ -317,18 +322,28 @@ def _write_back(engine: Engine, models: list[nn.Module]) -> None:
         model.load_state_dict(state)
 
 
+def _epoch_states(engine: Engine, n: int) -> list[dict[str, torch.Tensor]]:
+    """The first ``n`` models' state dicts (views of the stacked training tensors; no copy)."""
+    stacked = {**engine.params, **engine.buffers}
+    return [{name: t[i].detach() for name, t in stacked.items()} for i in range(n)]
+
+
 def _train_sequential(models: list[nn.Module], ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
-                      idx: list[np.ndarray], progress: bool | str) -> list[nn.Module]:
+                      idx: list[np.ndarray], progress: bool | str, on_epoch: StatesHook | None = None
+                      ) -> list[nn.Module]:
     out = []
     for k, (model, seed) in enumerate(zip(models, seeds)):
         desc = f"{progress} model {k}" if isinstance(progress, str) else (f"model {k}" if progress else False)
-        out.append(train_model(model, ds, cfg, seed, train_idx=idx[k], measure=False, progress=desc).model)
+        hook = None if on_epoch is None else (
+            lambda epoch, m, k=k: on_epoch(epoch, [k], [dict(m.state_dict())]))  # returns None: no history keys
+        out.append(train_model(model, ds, cfg, seed, train_idx=idx[k], on_epoch=hook, measure=False,
+                               progress=desc).model)
     return out
 
 
 def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
                  train_idx: list[np.ndarray], method: str = "auto", progress: bool | str = True,
-                 init_states: list[dict] | None = None) -> list[nn.Module]:
+                 init_states: list[dict] | None = None, on_epoch: StatesHook | None = None) -> list[nn.Module]:
     """Train K = len(seeds) models of one architecture, norm and recipe at once.
 
     Result-equivalent to ``[train_model(seeded_model(model_cfg, ds, seeds[k]), ds,
@@ -349,6 +364,9 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
         progress: show a tqdm bar (a string is used as its description).
         init_states: optional state dicts to start model k from instead of the
             seeded initialization.
+        on_epoch: called after every epoch with the models' states at its end (:data:`StatesHook`), e.g.
+            to query them at earlier epochs; it must not change them. Models are reported in groups (the
+            vectorized networks train one after the other), every (epoch, model) exactly once.
 
     Returns:
         K models (the class ``build_model`` returns), in ``seeds`` order, on
@@ -361,7 +379,7 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
             unknown ``method``, or ``grouped`` for an architecture it cannot train.
         FloatingPointError: a model's training loss became non-finite.
     """
-    models, _ = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, init_states)
+    models, _ = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, init_states, on_epoch=on_epoch)
     return models
 
 
@@ -404,7 +422,8 @@ def _train_sequential_each(models: list[nn.Module], ds: OutlierDataset, cfg: Tra
 
 def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
                train_idx: list[np.ndarray], method: str, progress: bool | str, init_states: list[dict] | None,
-               lrs: list[float] | None = None) -> tuple[list[nn.Module], list[bool]]:
+               lrs: list[float] | None = None, on_epoch: StatesHook | None = None
+               ) -> tuple[list[nn.Module], list[bool]]:
     """:func:`train_models`, with optional per-model learning rates (then divergence is marked, not raised)."""
     seeds = [int(s) for s in seeds]
     idx = _check_inputs(ds, seeds, list(train_idx), init_states)
@@ -420,7 +439,7 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
         if method == "sequential":
             if lrs is not None:
                 return _train_sequential_each(models, ds, cfg, seeds, idx, lrs, diverged), diverged
-            return _train_sequential(models, ds, cfg, seeds, idx, progress), diverged
+            return _train_sequential(models, ds, cfg, seeds, idx, progress, on_epoch), diverged
         x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
         idx_t = [torch.as_tensor(a) for a in idx]
         grouped = grouped_engine(models[0]) if method == "grouped" else None
@@ -443,8 +462,15 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
                 engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
+            real = chunk[: len(chunk) - len(twins)]
+
+            def epoch_end(epoch: int, *_: Any, real: list[int] = real, engine: Engine = engine) -> None:
+                bar.update(1)
+                if on_epoch is not None:
+                    on_epoch(epoch, real, _epoch_states(engine, len(real)))
+
             _fit(engine, opt, [idx_t[k] for k in chunk], [seeds[k] for k in chunk], cfg, device,
-                 lambda *_: bar.update(1), aug, None if lrs is None else [lrs[k] for k in chunk], marks)
+                 epoch_end, aug, None if lrs is None else [lrs[k] for k in chunk], marks)
             for k, d in zip(chunk, marks or []):
                 diverged[k] = diverged[k] or d
             _write_back(engine, members[: len(members) - len(twins)])

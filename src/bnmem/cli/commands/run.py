@@ -41,7 +41,8 @@ def run(
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
-    from bnmem.study import load_study, plan, run_study
+    from bnmem.study import plan, read_study, run_study
+    from bnmem.study.confirmatory import current_key
 
     if executor != "ray" and ray_address:
         raise BnmemError("--ray-address needs --executor ray")
@@ -60,9 +61,12 @@ def run(
     elif executor == "ray" and workers not in (None, 1):
         raise BnmemError("--workers is for the local executor; Ray schedules by the study's resources")
     try:
-        spec = load_study(study, [*(set or []), *(["data.download=true"] if download else [])])
+        spec = read_study(study, [*(set or []), *(["data.download=true"] if download else [])])
+        # The one plan of this run: it validates every lens's options (before anything is written) and is what
+        # the dry run prints, the preflight checks and the run runs.
+        planned = plan(spec, current_key() if confirmatory else None)
         if dry_run:
-            _print_dry_run(spec, confirmatory)
+            _print_dry_run(spec, planned)
             return
         if executor != "ray":  # Ray's workers may see devices this process does not
             from bnmem.train.device import check_device_here
@@ -77,9 +81,10 @@ def run(
         from bnmem.study.preflight import preflight
 
         # Data and disk, before the executor starts and before anything is written into --out.
-        preflight(plan(spec)[1], out.expanduser().resolve(), disk=not skip_disk_check)
+        preflight(planned[1], out.expanduser().resolve(), disk=not skip_disk_check)
         ex = ex or get_executor(executor, **kwargs)
-        result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory, study_file=study)
+        result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory, study_file=study,
+                           planned=planned)
     finally:
         if ex is not None:
             ex.close()
@@ -95,14 +100,12 @@ def run(
     typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")
 
 
-def _print_dry_run(spec: Any, confirmatory: bool) -> None:
+def _print_dry_run(spec: Any, planned: tuple[list[Any], list[Any]]) -> None:
     """The planned jobs, their disk and their estimated seconds (``--dry-run``)."""
-    from bnmem.study import plan
-    from bnmem.study.confirmatory import current_key
     from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
     from bnmem.study.dryrun import dry_run_text
 
-    cells, jobs = plan(spec, current_key() if confirmatory else None)
+    cells, jobs = planned
     cal = Calibration()
     seconds = estimate_seconds(jobs, cal)
     typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))

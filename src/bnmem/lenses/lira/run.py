@@ -32,14 +32,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnmem import io
+from bnmem.analysis_plan import MATCHED_FIT_OPTION
 from bnmem.attacks import spec as attack_spec
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
 from bnmem.figures.roc import plot_lira_roc
 from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
+from bnmem.lenses.lira.matched_fit import (
+    epoch_query_bytes, matched_fit_block, matched_fit_table, study_train_job, train_job,
+)
 from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
@@ -48,9 +52,9 @@ from bnmem.names import LIRA
 from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
-from bnmem.shadow.phases import PHASES, estimate, phase_jobs
+from bnmem.shadow.plan import PHASES, ShadowPlan, estimate
 from bnmem.shadow.recipe import norm_configs
-from bnmem.shadow.training import pending_specs, train_shadow_chunk
+from bnmem.shadow.training import pending_specs
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, paired_summary as paired_differences
 from bnmem.texttable import table
@@ -111,12 +115,12 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
         cfg.model(norm)  # an unknown norm fails before anything is written
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     executor = executor or LocalExecutor(progress=progress)
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)  # the cell's one copy in this process (its chunk jobs here share it)
     cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
     specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
     if specs:
-        executor.map(train_shadow_chunk, specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
+        executor.map(train_job(cfg), specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
     entries = {norm: query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
     result = _metrics(cfg, cfgs, selection, entries, ds.summary(), ds.n_val)
     reference, others = _reference(cfg)
@@ -129,6 +133,8 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     result["memorization"] = lens_memorization(out, cfg.norms, reference, ds, _title(cfg))
     if jackknife:
         attach_jackknife(result["paired"], out, reference, others)
+    if cfg.matched_fit:  # row 3c: the attack at every epoch, the report matches the norms' test accuracy
+        result[MATCHED_FIT_OPTION] = matched_fit_block(cfgs, out, ds)
     io.write_json(out / LENS.results, result)
     plot_lira_roc(entries, out / "roc.png", attack_spec.default_attacks(), title=_title(cfg))
     shadow_gamma_sigma(cfg, out)  # the BN shadow models are there: γ/σ over M models at no extra training
@@ -221,6 +227,7 @@ def summary_table(result: dict[str, Any]) -> str:
                          span("noisy_in")])
     acc_header = ["norm", "lr", "train IN acc [min, max]", "train OUT acc", "test acc", "noisy IN fitted"]
     sizes = result["subset_sizes"]
+    matched = [] if MATCHED_FIT_OPTION not in result else ["", matched_fit_table(result[MATCHED_FIT_OPTION], norms)]
     return "\n".join([
         f"LiRA leave-one-out over {cond['shadow_models']} shadow models per norm, "
         f"{sizes['all']} examples ({sizes['outliers']} outliers), BN queried in {cond['bn_mode_at_query']} mode, "
@@ -228,9 +235,24 @@ def summary_table(result: dict[str, Any]) -> str:
         table(rows, header),
         "",
         table(acc_rows, acc_header),
+        *matched,
     ])
 
 
+def lira_plan(cfg: LiraConfig, out: str | Path) -> ShadowPlan:
+    """The shadow engine's cell plan (:class:`bnmem.shadow.plan.ShadowPlan`), training with the per-epoch
+    queries when ``matched_fit`` is on (the same chunks; a job that also queries after every epoch)."""
+    return ShadowPlan.of(cfg, out, train=study_train_job(cfg))
+
+
+def lira_estimate(cfg: LiraConfig, n_train: int, parameter_count: Any) -> dict[str, int]:
+    """The shadow engine's bytes (:func:`bnmem.shadow.phases.estimate`), plus the per-epoch queries when
+    ``matched_fit`` is on."""
+    out = estimate(cfg, n_train, parameter_count)
+    extra = epoch_query_bytes(cfg, n_train)
+    return {**out, "per-epoch queries (matched_fit)": extra} if extra else out
+
+
 LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table,
-                        phase_jobs=phase_jobs, estimate=estimate))
+                        plan=lira_plan, estimate=lira_estimate))
 assert LENS.phases == PHASES, "the lira spec names the shadow engine's phases"

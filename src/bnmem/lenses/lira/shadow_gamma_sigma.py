@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from bnmem import io
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.shadow.query import chunk_bn_ratios
 from bnmem.shadow.training import load_shadow_models
@@ -39,7 +39,7 @@ def shadow_gamma_sigma(cfg: LiraConfig, out: Path) -> dict[str, Any] | None:
     # Measured by the query jobs while each model was loaded; a run queried before they recorded it loads them.
     stats = chunk_bn_ratios(cfg, out / "batch")
     if stats is None:
-        ds = load_dataset(cfg.data)
+        ds = load_once(cfg.data)
         stats = [gamma_sigma_stats(m, mode="running") for m in load_shadow_models(cfg, "batch", out / "batch", ds)]
 
     def spread(values: list[float]) -> dict[str, Any]:
