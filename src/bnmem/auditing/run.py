@@ -405,8 +405,10 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
         ``(model, file format, data, sha256 of the file)``.
     """
     from bnmem.auditing.load import load_model_file
+    from bnmem.train.device import check_device_here
     from bnmem.data import load_dataset
 
+    check_device_here(config.train.device)  # before the file is read: torch's own error is a traceback
     model, fmt = load_model_file(model_path)
     if copies.wanted:
         check_shadow_request(model, copies)
@@ -417,6 +419,9 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
 
         frontier_citation(defenses)
     if config.folder is not None:
+        from bnmem.data.image_folder import scan
+
+        scan(config.folder)  # a mistyped or empty folder first: the channel advice below would not help
         check_channels(model, config.folder)  # before reading the images (their --mean/--std need it too)
         rare_file_mask(config)  # a bad --outliers CSV fails before the images are read
     ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)
