@@ -123,6 +123,24 @@ def write_scenario(root: Path, seed: int = 0) -> dict:
                       "--mislabeled", str(mislabeled), *DATA_FLAGS, *RECIPE_FLAGS]}
 
 
+
+def write_clean_scenario(root: Path, seed: int = 0) -> dict:
+    """The same folder without its mislabeled files, and a model trained by the same loop on what is left: the
+    model a team would ship after removing the files it knew were wrong. Its flags carry no --mislabeled."""
+    import shutil
+
+    root = Path(root)
+    pictures, mislabeled = write_pictures(root / "with-mislabeled", seed)
+    clean = root / "pictures"
+    shutil.copytree(pictures, clean)
+    with open(mislabeled, newline="") as f:
+        for (name,) in list(csv.reader(f))[1:]:
+            (clean / name).unlink()
+    model = train_user_model(clean, seed)
+    torch.save(model, root / "model.pt")
+    return {"pictures": clean, "model": root / "model.pt", "removed": N_MISLABELED,
+            "flags": ["--model", str(root / "model.pt"), "--data-folder", str(clean), *DATA_FLAGS, *RECIPE_FLAGS]}
+
 if __name__ == "__main__":
     import json
 

@@ -14,7 +14,7 @@ from torch import nn
 
 import bnmem
 from bnmem.shadow.copies import fresh_copy
-from bnmem.auditing.run import audit
+from bnmem.auditing.api import audit
 from bnmem.cli import main
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset

@@ -24,7 +24,7 @@ def audit_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("hospital")
     s = write_scenario(root)
     out = root / "audit"
-    assert main(["audit", "--quiet", *s["flags"], "--shadow-models", "4", "--out", str(out)]) == 0
+    assert main(["audit", "--quiet", *s["flags"], "--shadow-models", "4", "--canaries", "100", "--out", str(out)]) == 0
     return out
 
 
@@ -47,8 +47,12 @@ def test_report_writes_a_self_contained_audit_page(audit_dir, capsys):
         assert f"<code>{f}</code>" in page, f
     recipe = res["membership"]["train"]
     assert f"momentum {recipe['momentum']}" in page and f"weight_decay {recipe['weight_decay']}" in page
-    # self-contained: no scripts, no links or sources outside the page
-    assert "<script" not in page and not re.search(r'(src|href)="(?!data:)', page)
+    # self-contained: no scripts, no links or sources outside the page but the most exposed files' own images
+    assert "<script" not in page and not re.search(r'src="(?!data:)', page)
+    top = res["membership"]["exposure"]["top"]
+    links = re.findall(r'href="([^"]*)"', page)
+    assert links == [(Path(res["data"]["source"]).resolve() / r["path"]).as_uri() for r in top]
+    assert all(Path(r["path"]).suffix == ".png" and (Path(res["data"]["source"]) / r["path"]).is_file() for r in top)
 
 
 def test_report_refuses_a_folder_without_a_finished_audit(tmp_path, capsys):
@@ -74,3 +78,38 @@ def test_audit_page_renders_in_headless_chromium(audit_dir, tmp_path):
                    timeout=HANG_GUARD_S)
     img = mpimg.imread(shot)
     assert img.shape[:2] == (1600, 1280) and img[..., :3].mean(axis=2).std() > 0.05  # drawn, not blank
+
+
+def test_exposure_csv_ranks_every_training_file_and_its_top_row_is_the_headlines(audit_dir):
+    """exposure.csv: one row per training file, sorted by exposure; its first row is the file the headline names;
+    audit.json keeps its first rows; the listed mislabeled files carry their group."""
+    import csv
+
+    res = json.loads((audit_dir / "audit.json").read_text())
+    rows = list(csv.DictReader((audit_dir / "exposure.csv").open()))
+    section = res["membership"]["exposure"]
+    assert len(rows) == res["data"]["n_train"] == section["n"] and list(rows[0]) == section["columns"]
+    paths = [r["path"] for r in rows]
+    assert len(set(paths)) == len(paths) and all(p.startswith("train/") for p in paths)
+    lr = [float(r["log_lr"]) for r in rows]
+    assert lr == sorted(lr, reverse=True) and [int(r["rank"]) for r in rows] == list(range(1, len(rows) + 1))
+    assert f"The most exposed file is {rows[0]['path']} (" in res["risk"]["headline"]
+    assert [r["path"] for r in section["top"]] == paths[: len(section["top"])]
+    mislabeled = {line.strip() for line in (audit_dir.parent / "mislabeled.csv").read_text().splitlines()[1:]}
+    assert {r["path"] for r in rows if r["group"] == "outlier"} == mislabeled
+    assert all(float(r["log_lr_lo"]) <= float(r["log_lr"]) <= float(r["log_lr_hi"]) for r in rows)
+    md = (audit_dir / "audit.md").read_text()
+    assert "## Most exposed training files (exposure.csv: all 480, ranked)" in md and f"`{paths[0]}`" in md
+
+
+def test_the_one_run_floor_stands_beside_the_multi_run_one(audit_dir):
+    """The scenario's recipe (plain SGD at lr 0.005, 10 epochs) trained once with 100 noise canaries: its floor and
+    the shadow copies' ε lower bound, both stated as floors, side by side (audit.json, audit.md, the HTML page)."""
+    res = json.loads((audit_dir / "audit.json").read_text())
+    one, eps = res["one_run"], res["risk"]["epsilon"]
+    assert eps is not None and one["multi_run"]["eps_lb"] == eps["eps_lb"]
+    assert one["multi_run"]["attack"] == eps["attack"]
+    assert f"the multi-run ε lower bound over the shadow copies is {eps['eps_lb']:.3g}" in one["text"]
+    assert one["training"]["recipe"]["epochs"] == 10  # the recipe as given: one copy on the whole set, as the model
+    page = (audit_dir / "audit.html").read_text() if (audit_dir / "audit.html").exists() else ""
+    assert one["text"] in (audit_dir / "audit.md").read_text() and (not page or html.escape(one["text"]) in page)

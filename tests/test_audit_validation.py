@@ -18,7 +18,6 @@ import torch
 from audit_scenario import write_scenario
 
 import bnmem
-from bnmem.auditing import run as audit_run
 from bnmem.auditing.membership import membership_section
 from bnmem.config import TrainConfig
 from bnmem.formatting import count_text
@@ -95,12 +94,20 @@ def test_cost_estimate_within_a_factor_two_of_the_measured_training_time(scenari
     assert 0.5 <= ratios[-1] <= 2.0, ratios
 
 
-def test_python_signature_is_explicit_and_equal_to_the_implementation():
-    """Equal signatures; the one catch-all is the shadow copies' fields as keywords (bnmem.config.ShadowCopies)."""
-    public = inspect.signature(bnmem.audit).parameters
-    impl = inspect.signature(audit_run.audit).parameters
-    assert [n for n, p in public.items() if p.kind is p.VAR_KEYWORD] == ["shadow_options"]
-    assert [(n, p.default, p.kind) for n, p in public.items()] == [(n, p.default, p.kind) for n, p in impl.items()]
+def test_python_signature_is_written_once_with_at_most_eight_parameters():
+    """One definition (bnmem.auditing.api), which the package re-exports; its options are objects (ShadowCopies,
+    TrainConfig, AuditOptions) whose fields are also accepted as keywords."""
+    from bnmem.auditing import api
+    from bnmem.auditing.options import AuditOptions
+
+    assert bnmem.audit is api.audit
+    params = inspect.signature(bnmem.audit).parameters
+    assert len(params) <= 8 and [n for n, p in params.items() if p.kind is p.VAR_KEYWORD] == ["fields"]
+    with pytest.raises(BnmemError, match="unknown keyword.*shadow_modles"):
+        bnmem.audit(torch.nn.Linear(3, 2), (torch.zeros(4, 3), torch.zeros(4).long()), shadow_modles=4)
+    with pytest.raises(BnmemError, match="top_k"):
+        bnmem.audit(torch.nn.Linear(3, 2), (torch.zeros(4, 3), torch.zeros(4).long()), options={"top_k": -1})
+    assert set(AuditOptions.model_fields) >= {"top_k", "max_examples", "max_memory", "workers", "fail_at"}
 
 
 def test_workers_from_python(scenario, tmp_path):
@@ -246,3 +253,34 @@ def test_a_file_torch_cannot_read_says_what_to_save_without_torchs_internals(sce
     line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "is not a PyTorch model file" in line and "torch.save(model, path)" in line
     assert "persistent" not in line
+
+
+def test_the_cli_flags_are_generated_from_the_options_objects():
+    """Every field of the data, shadow and audit options is a flag of `bnmem audit`, with the field's default; the
+    command's own hand-written parameters are only the model file, the output folder and the recipe."""
+    from bnmem.auditing.options import NOT_FLAGS, AuditDataFlags, AuditOptions
+    from bnmem.cli.commands.audit import audit as command
+    from bnmem.config import ShadowCopies
+
+    params = inspect.signature(command).parameters
+    for config, skip in ((AuditDataFlags, set()), (AuditOptions, NOT_FLAGS), (ShadowCopies, {"match_steps"})):
+        for name, field in config.model_fields.items():
+            if name in skip:
+                continue
+            assert name in params, name
+            default = params[name].default
+            want = ",".join(map(str, field.default)) if isinstance(field.default, list) else field.default
+            assert default == want, (name, default, want)
+    generated = set(AuditDataFlags.model_fields) | set(AuditOptions.model_fields) | set(ShadowCopies.model_fields)
+    own = {n for n in params if n not in generated}
+    assert own == {"model", "out", "gs_reg", "same_epochs", "epochs", "lr", "batch_size", "optimizer", "momentum",
+                   "weight_decay", "schedule", "threads", "device", "set", "quiet"}
+
+
+def test_data_flag_combinations_are_one_line(tmp_path, capsys):
+    stray = "--mean, --mislabeled only apply with --data-folder"
+    for argv, text in ((["--label-noise", "0.1", "--data-folder", str(tmp_path)], "build a bnmem dataset"),
+                       (["--mean", "0.5", "--mislabeled", "x.csv"], stray)):
+        code = main(["audit", "--model", str(tmp_path / "m.pt"), *argv, "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and text in err[0], err

@@ -6,6 +6,7 @@ override fails with the key's path instead of being silently ignored.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -63,6 +64,19 @@ def validate_rate(v: float) -> float:
     """An outlier rate must lie in [0, 1) (1 would leave no clean example)."""
     if not 0.0 <= v < 1.0:
         raise ValueError(f"rate {v} is outside [0, 1)")
+    return v
+
+
+# torch device names bnmem trains on; whether the device exists is checked when a run starts,
+# so a config written on a GPU machine stays readable (report, export) on one without
+# (bnmem.train.device.check_device_here).
+DEVICE_PATTERN = re.compile(r"^(cpu|cuda|mps|xpu)(:[0-9]+)?$")
+
+
+def check_device(v: str) -> str:
+    """A torch device name: cpu, cuda, cuda:N, mps or xpu."""
+    if not DEVICE_PATTERN.match(v):
+        raise ValueError(f"unknown device {v!r}; use cpu, cuda, cuda:N or mps")
     return v
 
 
@@ -138,6 +152,8 @@ class TrainConfig(StrictModel):
         "reflect", description="how shifted-in pixels are filled: reflected, or 0 (the normalized mean colour)"
     )
     device: str = "cpu"
+
+    _device = field_validator("device")(check_device)
 
 
 class ExperimentConfig(StrictModel):

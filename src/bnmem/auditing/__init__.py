@@ -2,7 +2,7 @@
 
 Modules:
 
-* :mod:`~bnmem.auditing.run`: :func:`~bnmem.auditing.run.audit` and
+* :mod:`~bnmem.auditing.run`: :func:`~bnmem.auditing.run.run_audit` (``bnmem.audit``'s body) and
   :func:`~bnmem.auditing.run.audit_file`, the entry points, and the result type;
 * :mod:`~bnmem.auditing.load`: reading a model file and checking it accepts the data;
 * :mod:`~bnmem.auditing.data`: ``(x, y)`` tensors and known-corrupted masks as a dataset;
@@ -17,5 +17,11 @@ Modules:
 * :mod:`~bnmem.auditing.findings`: the BN and accuracy signals that explain the leakage;
 * :mod:`~bnmem.auditing.report`: the headline paragraph, ε in its place, the risk summary;
 * :mod:`~bnmem.auditing.advice`: recommendations conditioned on the findings;
-* :mod:`~bnmem.auditing.markdown` / :mod:`~bnmem.auditing.html`: ``audit.md`` and ``audit.html``.
+* :mod:`~bnmem.auditing.markdown` / :mod:`~bnmem.auditing.html`: ``audit.md`` and ``audit.html``;
+* :mod:`~bnmem.auditing.api`: ``bnmem.audit``'s signature (torch-free); :mod:`~bnmem.auditing.options`: the
+  options objects its keywords and ``bnmem audit``'s flags are generated from;
+* :mod:`~bnmem.auditing.gate`: ``--fail-at``, the CI gate and its exit codes;
+* :mod:`~bnmem.auditing.exposure`: ``exposure.csv``, every training file ranked by exposure;
+* :mod:`~bnmem.auditing.one_run`: ``--canaries``, the one-run audit of the recipe;
+* :mod:`~bnmem.auditing.model_card`: ``--model-card``; :mod:`~bnmem.auditing.tracking`: ``--mlflow``.
 """

@@ -6,8 +6,9 @@ its level (log-log, pooled over targets), then every section of ``audit.md`` aft
 rendered from the same lines (:func:`bnmem.auditing.markdown.detail_lines`), so the page carries
 everything the markdown does: the shadow copies and their recipe, the attacks per group, ε, the
 per-target means, the memorization scores, the regularizer comparison, γ/σ, gradient norms and
-accuracy. CSS is inline and the figure a base64 PNG: no scripts, fonts or links, so the file
-opens offline and can be mailed as is.
+accuracy. The most exposed files (the first rows of ``exposure.csv``) link to their images in the
+audited folder (``file:`` links: they open where that folder is). CSS is inline and the figure a
+base64 PNG: no scripts, fonts or other links, so the file opens offline and can be mailed as is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from bnmem import io
 from bnmem.auditing.report import ATTACK_NAMES
-from bnmem.formatting import count_text
+from bnmem.formatting import count_text, fmt
 from bnmem.errors import BnmemError
 
 HTML_FILE, ROC_FILE = "audit.html", "audit_roc.png"
@@ -166,7 +167,26 @@ def measured_html(result: dict[str, Any], roc_uri: str | None) -> str:
                   f'<figure><img src="{roc_uri}" alt="ROC of each group under the attack that sets its level">'
                   "<figcaption>Log-log ROC, pooled over the target copies; dashed diagonal = guessing."
                   "</figcaption></figure>"]
-    return "\n".join(parts + [markdown_html(detail_lines(result))])
+    return "\n".join(parts + [exposure_html((result.get("membership") or {}).get("exposure")),
+                             markdown_html(detail_lines(result, exposure=False))])
+
+
+def exposure_html(section: dict[str, Any] | None) -> str:
+    """The most exposed files, each linked to its image (a file: link into the audited folder)."""
+    from bnmem.auditing.markdown import exposure_ci
+
+    if not section:
+        return ""
+    rows = []
+    for r in section["top"]:
+        name = esc(r["path"] or r["index"])
+        if r["path"] and section.get("root"):
+            name = f'<a href="{esc(Path(section["root"], r["path"]).as_uri())}">{name}</a>'
+        rows.append([str(r["rank"]), name, esc(r["group"]), esc(exposure_ci(r)), str(r["copies_in"]),
+                     esc(fmt(r["gradient_norm"]))])
+    return (f"<h2>Most exposed training files ({esc(section['file'])}: all {section['n']}, ranked)</h2>"
+            f"<p>{esc(section['definition'])}.</p>"
+            + table(["rank", "file", "group", "log-LR [95%]", "copies IN", "gradient norm"], rows))
 
 
 def render_audit_html(result: dict[str, Any], roc_uri: str | None) -> str:

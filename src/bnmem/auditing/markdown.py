@@ -38,8 +38,9 @@ def recipe_text(train: dict[str, Any]) -> str:
     return ", ".join(f"{k} {train[k]}" for k in RECIPE_KEYS if k in train)
 
 
-def shadow_lines(result: dict[str, Any]) -> list[str]:
-    """The shadow copies beside the model, the recipe they used, and the attacks per group with intervals."""
+def shadow_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
+    """The shadow copies beside the model, the recipe they used, the attacks per group with intervals and (unless
+    ``exposure`` is False: the HTML renders it with links) the most exposed files."""
     mem, cal = result.get("membership"), result["risk"].get("calibration")
     if not mem:
         return []
@@ -53,7 +54,30 @@ def shadow_lines(result: dict[str, Any]) -> list[str]:
     steps = f" Training length: {mem['steps']['text']}." if mem.get("steps") else ""
     matched = f" {mem['matched']['text']}" if mem.get("matched") else ""
     lines += [f"Recipe used: {recipe_text(mem['train'])}.{steps}{matched}", ""]
-    return lines + attack_lines(result, mem) + memorization_lines(mem.get("memorization_scores"))
+    return (lines + attack_lines(result, mem) + (exposure_lines(mem.get("exposure")) if exposure else [])
+            + memorization_lines(mem.get("memorization_scores")))
+
+
+def exposure_lines(section: dict[str, Any] | None) -> list[str]:
+    """The most exposed training files (the first rows of exposure.csv)."""
+    if not section:
+        return []
+    lines = [f"## Most exposed training files ({section['file']}: all {section['n']}, ranked)", "",
+             f"{section['definition']}.", "", "| rank | file | group | log-LR [95%] | copies IN | gradient norm |",
+             "|---|---|---|---|---|---|"]
+    for r in section["top"]:
+        name = f"`{r['path']}`" if r["path"] else str(r["index"])
+        lines.append(f"| {r['rank']} | {name} | {r['group']} | {exposure_ci(r)} | {r['copies_in']} | "
+                     f"{fmt(r['gradient_norm'])} |")
+    return lines + [""]
+
+
+def exposure_ci(r: dict[str, Any]) -> str:
+    """'4.21 [1.10, 7.32]' (no interval with fewer than 2 copies IN)."""
+    if r["log_lr"] is None:
+        return "–"
+    return f"{r['log_lr']:.2f}" + (f" [{r['log_lr_lo']:.2f}, {r['log_lr_hi']:.2f}]" if r["log_lr_lo"] is not None
+                                   else "")
 
 
 def attack_lines(result: dict[str, Any], mem: dict[str, Any]) -> list[str]:
@@ -204,6 +228,20 @@ def to_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines + answer_lines(result) + detail_lines(result))
 
 
-def detail_lines(result: dict[str, Any]) -> list[str]:
-    """Everything after the answer (audit.html renders these same lines, so the two reports agree)."""
-    return shadow_lines(result) + comparison_lines(result) + model_lines(result) + gradient_lines(result)
+def one_run_lines(one: dict[str, Any] | None) -> list[str]:
+    """The one-run audit of the recipe: the floor, beside the multi-run one, and its guesses per k."""
+    if not one:
+        return []
+    lines = ["## One-run audit of the recipe (inserted canaries)", "", one["text"], "", f"Method: {one['method']}; "
+             f"canaries: {one['canary_kind']}; {100 * one['in_canaries_fit']:.0f}% of the IN canaries are fitted "
+             f"(the model prefers their random label); {one['seconds']:.0f} s.", "",
+             "| k (each side) | guesses | correct | ε lower bound |", "|---|---|---|---|"]
+    lines += [f"| {p['k']} | {p['guesses']} | {p['correct']} | {p['eps_lb']:.2f} |" for p in one["per_k"]]
+    return lines + [""]
+
+
+def detail_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
+    """Everything after the answer (audit.html renders these same lines, so the two reports agree; it renders the
+    exposure table itself, with links to the images: ``exposure=False``)."""
+    return (shadow_lines(result, exposure) + one_run_lines(result.get("one_run")) + comparison_lines(result)
+            + model_lines(result) + gradient_lines(result))

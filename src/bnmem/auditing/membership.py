@@ -24,6 +24,7 @@ from torch import nn
 
 from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.data import masks_known
+from bnmem.auditing.exposure import EXPOSURE_ATTACK
 from bnmem.auditing.leakage import HEADLINE_ATTACKS, leakage_section
 from bnmem.auditing.load import is_scripted
 from bnmem.config import ShadowCopies, TrainConfig, check_shadow_models, validation_line
@@ -153,13 +154,15 @@ def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_ph
     masks = {"all": np.ones(ds.n_train, bool), **subsets}
     population = f"the test split (n={ds.x_test.shape[0]}; no copy trained on it)"
     # The attacks whose spec is shown in the audit (bnmem.attacks.spec).
-    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=attack_spec.shown_in(attack_spec.AUDIT),
-                          population_phi=pop_phi,
+    shown = attack_spec.shown_in(attack_spec.AUDIT)
+    # exposure.csv's per-example likelihood ratio comes from one more attack, scored but not shown.
+    extra = () if EXPOSURE_ATTACK in shown else (EXPOSURE_ATTACK,)
+    res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=shown + extra, population_phi=pop_phi,
                           population_name=population)
     return {
         "rmia_population": population,
         "attacks": {a: {s: {k: v[k] for k in SECTION_METRICS if k in v} for s, v in subs.items()}
-                    for a, subs in res["metrics"].items()},
+                    for a, subs in res["metrics"].items() if a in shown},
         "subset_sizes": res["subset_sizes"],
         "leakage": leakage_section(res["scores"], res["members"], masks, seed=seed),
         "roc": {a: {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()} for s, c in curves.items()}

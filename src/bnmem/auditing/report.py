@@ -16,6 +16,7 @@ from typing import Any
 
 from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.advice import SUGGESTED_LAMBDA, comparison_sentence, recommendations
+from bnmem.auditing.exposure import top_sentence
 from bnmem.auditing.calibration import NOT_ASSESSED, calibration, level_blocker
 from bnmem.auditing.findings import GS_MODERATE, LEVELS, bn_summary, explaining_findings, pct, spread_text, tpr_text
 from bnmem.auditing.level import (
@@ -198,7 +199,8 @@ def headline(result: dict[str, Any], groups: list[dict[str, Any]], blocker: str 
     text.append(setter_sentence(groups))
     spans = span_sentence(groups, mem["shadow_models"])
     cautious = any(g["cautions"] for g in groups)
-    return " ".join([*text, *([spans] if spans else []), bn_share(result, groups)]) + (
+    top = top_sentence(mem.get("exposure"))
+    return " ".join([*text, *([top] if top else []), *([spans] if spans else []), bn_share(result, groups)]) + (
         f" {eps['text']}" if eps and eps["informative"] else "") + (
         " Some of these numbers rest on few scores (see Cautions)." if cautious else "")
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -48,6 +48,7 @@ from torch import nn
 
 from bnmem import io
 from bnmem.auditing.data import as_dataset, masks_known
+from bnmem.auditing.exposure import EXPOSURE_FILE
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
 from bnmem.auditing.calibration import match_epochs, model_checks, step_matched
 from bnmem.auditing.compare import gs_reg_comparison
@@ -64,6 +65,7 @@ from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
 from bnmem.measure.memory import parse_size
 from bnmem.errors import BnmemError
+from bnmem.schemas import AUDIT_SCHEMA_VERSION
 
 
 class AuditConfig(StrictModel):
@@ -86,97 +88,90 @@ class AuditResult:
         data: the full result (also ``audit.json``).
         markdown: the human-readable report (also ``audit.md``).
         out: where the files went (None when not written).
+        files: the files written into ``out``, in the order they were written.
+        mlflow: where the audit was logged with ``mlflow=True`` (``tracking_uri``, ``experiment_id``, ``run_id``).
     """
 
     data: dict[str, Any]
     markdown: str
     out: Path | None = None
+    files: list[str] = field(default_factory=list)
+    mlflow: dict[str, str] | None = None
 
     @property
     def risk(self) -> dict[str, Any]:
         return self.data["risk"]
 
+    @property
+    def gate(self) -> dict[str, Any] | None:
+        """The CI gate's outcome (``fail_at`` given; :mod:`bnmem.auditing.gate`): ``state``, ``exit_code``, ``text``."""
+        return self.data["risk"].get("gate")
 
-def audit(
-    model: nn.Module,
-    train_data: OutlierDataset | tuple[torch.Tensor, torch.Tensor],
-    test_data: tuple[torch.Tensor, torch.Tensor] | None = None,
-    *,
-    noisy_mask: np.ndarray | None = None,
-    ood_mask: np.ndarray | None = None,
-    top_k: int = 20,
-    max_examples: int | None = 10_000,
-    shadow: ShadowCopies | dict | None = None,
-    train: TrainConfig | dict | None = None,
-    out: str | Path | None = None,
-    seed: int = 0,
-    progress: bool = False,
-    source: dict[str, Any] | None = None,
-    max_memory: int | str | None = None,
-    defenses: str | Path | None = None,
-    executor: Any = None,
-    workers: int = 1,
-    gs_reg: float | None = None,
-    rare_mask: np.ndarray | None = None,
-    **shadow_options: Any,
-) -> AuditResult:
-    """Audit ``model`` on the data it was trained on.
 
-    Args:
-        model: any classifier ``nn.Module`` returning logits (or a TorchScript module).
-        train_data: its training data, an :class:`OutlierDataset` or ``(x, y)`` tensors in the model's
-            input format; ``test_data``: held-out ``(x, y)`` (an OutlierDataset has its own).
-        noisy_mask, ood_mask: known mislabeled / OOD training examples (bool), for ``(x, y)`` data.
-        top_k: largest gradient norms to list (also the "most exposed" group of the attacks).
-        max_examples: gradient norms on at most this many training examples (seeded subset; None: all).
-        shadow: the shadow copies, a :class:`bnmem.config.ShadowCopies` (or dict), or its fields as keywords
-            (``shadow_models=16``, ``compare_gs_reg``, ``match_accuracy``, ``max_epochs``, ``match_steps``: each
-            explained there); ``shadow_models`` M > 0 measures membership leakage with M copies (an nn.Module).
-        train: the shadow copies' recipe (TrainConfig or dict; default TrainConfig()).
-        out: write ``audit.json`` and ``audit.md`` here (None: don't write).
-        seed: seed of the probe batch and the gradient-norm subset.
-        progress: progress output (on stderr).
-        source: where the model and data came from (written into the result).
-        max_memory: gradient-norm memory budget, bytes or text such as ``"8GB"`` (None: half the free memory).
-        defenses: a finished defenses run whose privacy–utility frontier the recommendations cite.
-        executor: train the shadow copies through it (the copies are the same either way);
-            ``workers``: N > 1 local worker processes instead (a script needs an
-            ``if __name__ == "__main__":`` guard).
-        gs_reg: λ of the γ/σ regularizer the shadow copies train with (what
-            :class:`bnmem.GammaSigmaPenalty` adds to your loop).
-        rare_mask: training examples known to be rare or atypical but correctly labelled (bool), a group
-            of their own, described without mislabeling language.
-
-    Returns:
-        An :class:`AuditResult`.
-
-    Raises:
-        BnmemError: the model does not accept the data, malformed data or options, shadow models asked for a
-            TorchScript model, or a memory budget that cannot hold one example. Nothing is written into ``out``
-            before the inputs have been checked.
-    """
+def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, train: Any, options: Any,
+              out: str | Path | None, fields: dict[str, Any]) -> AuditResult:
+    """:func:`bnmem.audit`'s body (its arguments, as that function received them; documented there)."""
+    from bnmem.auditing.options import AuditData, resolve
     from bnmem.auditing.report import frontier_citation
 
-    frontier = frontier_citation(defenses) if defenses is not None else None  # a bad path fails before any work
-    ds = as_dataset(train_data, test_data, noisy_mask, ood_mask)
-    rare = check_rare(rare_mask, ds.n_train)
-    train_cfg = recipe(train, gs_reg)
-    copies = shadow_copies(shadow, **shadow_options)
-    if copies.wanted:
-        check_shadow_request(model, copies)  # before any slow work
-    if max_memory is not None:
-        parse_size(max_memory)
+    copies, train_cfg, opts, masks = resolve(shadow, train, options, fields)
+    if isinstance(train_data, AuditData):
+        masks = {**{k: getattr(train_data, k) for k in ("noisy_mask", "ood_mask", "rare_mask")}, **masks}
+        train_data, test_data = train_data.train, train_data.test if test_data is None else test_data
+    frontier = frontier_citation(opts.defenses) if opts.defenses is not None else None  # before any work
+    ds = as_dataset(train_data, test_data, masks.get("noisy_mask"), masks.get("ood_mask"))
+    rare = check_rare(masks.get("rare_mask"), ds.n_train)
+    if copies.wanted or opts.canaries:
+        check_shadow_request(model, copies)  # before any slow work (a copy of the architecture must train)
+    check_outputs_wanted(opts, copies, out)
+    if opts.max_memory is not None:
+        parse_size(opts.max_memory)
     n_outputs, acc, warnings = checked_model(model, ds, rare)
     out = io.ensure_dir(out) if out is not None else None  # only now: every input has been checked
-    with shadow_executor(executor, workers, progress) as ex:
-        result, norms = measure(model, ds, n_outputs, top_k=top_k, max_examples=max_examples, seed=seed,
-                                max_memory=max_memory, source=source, rare=rare)
+    with shadow_executor(opts.executor, opts.workers, opts.progress) as ex:
+        result, norms = measure(model, ds, n_outputs, top_k=opts.top_k, max_examples=opts.max_examples,
+                                seed=opts.seed, max_memory=opts.max_memory, source=opts.source, rare=rare)
         result["accuracy"], result["warnings"], result["membership"] = acc, warnings, None
         for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
             print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if copies.shadow_models:
-            shadow_sections(result, model, ds, train_cfg, copies, out, progress, ex, rare=rare)
-    return finish(result, norms, out, frontier)
+            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare)
+    if opts.canaries:
+        result["one_run"] = one_run_section(model, ds, train_cfg, opts)
+    return finish(result, norms, out, frontier, opts, ds)
+
+
+def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, opts: Any) -> dict[str, Any]:
+    """The one-run audit of the recipe (:mod:`bnmem.auditing.one_run`): one fresh copy trains with the recipe as
+    given (the whole training set, as your model did) plus the canaries."""
+    from bnmem.auditing.one_run import audit_recipe_once, plain_trainer
+
+    if opts.progress:
+        print(f"one-run audit: training one copy with {opts.canaries} canaries", file=sys.stderr, flush=True)
+    return audit_recipe_once(model, ds, plain_trainer(train, opts.seed, opts.progress), opts.canaries,
+                             seed=opts.seed, beta=opts.one_run_beta, device=train.device)
+
+
+def check_outputs_wanted(opts: Any, copies: ShadowCopies, out: str | Path | None) -> None:
+    """The outputs asked for can be made: one line naming the fix, before any work.
+
+    Raises:
+        BnmemError: ``fail_at`` without shadow copies (a gate would have nothing to read), ``mlflow`` without
+            MLflow installed or without ``out`` (its artifacts are the audit's files), a model card that
+            cannot take the section.
+    """
+    if opts.mlflow:
+        from bnmem.auditing.tracking import require_mlflow
+
+        require_mlflow()
+        if out is None:
+            raise BnmemError("mlflow=True logs the audit's files as artifacts: give out= too")
+    if opts.fail_at is not None and not copies.shadow_models:
+        raise BnmemError("--fail-at gates on the membership attacks: give --shadow-models too (e.g. 8)")
+    if opts.model_card is not None:
+        from bnmem.auditing.model_card import check_card
+
+        check_card(opts.model_card)
 
 
 def checked_model(model: nn.Module, ds: OutlierDataset,
@@ -230,12 +225,6 @@ def extra_groups(exposed: np.ndarray, rare: np.ndarray | None, n: int) -> dict[s
     return {**groups, **({"rare": rare} if rare is not None else {})}
 
 
-def recipe(train: TrainConfig | dict | None, gs_reg: float | None) -> TrainConfig:
-    """The shadow copies' recipe: ``train`` (default TrainConfig()), with ``gs_reg`` as its λ when given."""
-    cfg = train if isinstance(train, TrainConfig) else TrainConfig.model_validate(train or {})
-    return cfg if gs_reg is None else cfg.model_copy(update={"gs_reg": TrainConfig(gs_reg=gs_reg).gs_reg})
-
-
 @contextmanager
 def shadow_executor(executor: Any, workers: int, progress: bool) -> Iterator[Any]:
     """``executor`` as given, or a local pool of ``workers`` processes (closed on exit), or None."""
@@ -260,6 +249,7 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
     layers = norm_layer_table(model)
     n_params = int(sum(p.numel() for p in model.parameters()))
     result: dict[str, Any] = {
+        "schema_version": AUDIT_SCHEMA_VERSION,  # bnmem/schemas/audit.schema.json
         "model": {
             "class": getattr(model, "original_name", type(model).__name__),
             "format": TORCHSCRIPT if is_scripted(model) else "nn.Module",
@@ -277,25 +267,68 @@ def measure(model: nn.Module, ds: OutlierDataset, n_outputs: int, *, top_k: int,
     return result, norms
 
 
-def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None,
-           frontier: dict[str, Any] | None) -> AuditResult:
-    """The risk summary and the report, written into ``out`` (the audit's last step)."""
+def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier: dict[str, Any] | None,
+           opts: Any, ds: OutlierDataset) -> AuditResult:
+    """The risk summary, the gate and the report, written into ``out`` (the audit's last step; audit.json last)."""
     from bnmem.auditing.markdown import to_markdown
     from bnmem.auditing.report import risk_summary
 
+    table = exposure_table(result, ds, norms)
     for mem in (result.get("membership"), (result.get("gs_reg_comparison") or {}).get("membership")):
         if mem:
-            mem.pop(RAW, None)  # the raw scores served the paired comparison; they are not written
+            mem.pop(RAW, None)  # the raw scores served the table and the paired comparison; they are not written
     result["risk"] = risk_summary(result)
     if frontier is not None:
         result["risk"]["frontier"] = frontier
         result["risk"]["recommendations"].append(frontier["text"])
+    if result.get("one_run"):
+        from bnmem.auditing.one_run import one_run_text
+        from bnmem.auditing.report import ATTACK_NAMES
+
+        eps = result["risk"].get("epsilon")
+        names = {g["group"]: g["name"] for g in result["risk"]["groups"]}
+        multi = {"eps_lb": eps["eps_lb"], "attack": eps["attack"], "group": eps["group"],
+                 "where": f"{ATTACK_NAMES[eps['attack']]} on {names.get(eps['group'], eps['group'])}"} if eps else None
+        result["one_run"].update({"multi_run": multi, "text": one_run_text(result["one_run"], multi)})
+    if opts.fail_at is not None:
+        from bnmem.auditing.gate import evaluate_gate
+
+        result["risk"]["gate"] = evaluate_gate(result, opts.fail_at)
     markdown = to_markdown(result)
+    files: list[str] = []
     if out is not None:
         io.write_npy(out / "gradient_norms.npy", norms)
-        io.write_json(out / "audit.json", result)
+        if table is not None:
+            io.write_text(out / EXPOSURE_FILE, table)
         io.write_text(out / "audit.md", markdown)
-    return AuditResult(data=result, markdown=markdown, out=out)
+    if opts.model_card is not None:
+        from bnmem.auditing.model_card import card_section, write_card
+
+        write_card(opts.model_card, card_section(result))
+    if out is not None:
+        io.write_json(out / "audit.json", result)  # last: a folder holding audit.json holds a finished audit
+        files += ["audit.json", "audit.md", "gradient_norms.npy"] + ([EXPOSURE_FILE] if table is not None else [])
+    logged = None
+    if opts.mlflow and out is not None:
+        from bnmem.auditing.tracking import log_audit
+
+        logged = log_audit(result, out, opts.model_dump(include={"top_k", "max_examples", "fail_at", "canaries",
+                                                                 "one_run_beta"}))
+    return AuditResult(data=result, markdown=markdown, out=out, files=files, mlflow=logged)
+
+
+def exposure_table(result: dict[str, Any], ds: OutlierDataset, norms: np.ndarray) -> str | None:
+    """exposure.csv's text from the copies' raw scores (None without shadow copies); its top rows go into
+    ``result["membership"]["exposure"]`` for the headline and the reports."""
+    from bnmem.auditing.exposure import csv_text, data_root, exposure_rows, exposure_section
+
+    mem = result.get("membership")
+    if not mem or RAW not in mem:
+        return None
+    raw = mem[RAW]
+    cols, rows = exposure_rows(raw["scores"], raw["members"], raw["masks"], ds.info.get("files"), norms)
+    mem["exposure"] = exposure_section(cols, rows, data_root(result))
+    return csv_text(cols, rows)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -310,10 +343,7 @@ CONFIG_FILE = "audit_config.json"
 
 
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
-               top_k: int = 20, max_examples: int | None = 10_000, shadow: ShadowCopies | dict | None = None,
-               progress: bool = False, max_memory: int | str | None = None,
-               defenses: str | Path | None = None, executor: Any = None, workers: int = 1,
-               **shadow_options: Any) -> AuditResult:
+               shadow: ShadowCopies | dict | None = None, options: Any = None, **fields: Any) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -322,27 +352,29 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
         out: output folder (a rerun with other settings is refused once it holds finished work).
-        top_k, max_examples, shadow (or its fields as keywords), progress, max_memory, defenses, executor,
-        workers: see :func:`audit` (``--gs-reg`` is ``config.train.gs_reg``; ``config.outliers`` becomes
-        ``rare_mask``).
+        shadow, options, fields: as :func:`bnmem.audit` (``--gs-reg`` is ``config.train.gs_reg``;
+            ``config.outliers`` becomes ``rare_mask``).
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
-    copies = shadow_copies(shadow, **shadow_options)
-    model, fmt, ds, digest = load_checked(model_path, config, copies, max_memory, defenses)
+    from bnmem.auditing.options import resolve
+
+    copies, _, opts, _ = resolve(shadow, None, options, fields)
+    check_outputs_wanted(opts, copies, out)
+    model, fmt, ds, digest = load_checked(model_path, config, copies, opts.max_memory, opts.defenses)
     rare = rare_file_mask(config)
     resolved = {"model": str(model_path), "model_sha256": digest,
                 **config.model_dump(mode="json", exclude={"folder", "outliers"} if config.folder is None else {"data"}),
-                "top_k": top_k, "max_examples": max_examples, "shadow_models": copies.shadow_models,
+                "top_k": opts.top_k, "max_examples": opts.max_examples, "shadow_models": copies.shadow_models,
                 **({} if copies.match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
-                **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {})}
+                **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {}),
+                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {})}
     out = prepare_audit_dir(out, resolved)
-    return audit(model, ds, top_k=top_k, max_examples=max_examples, shadow=copies,
-                 train=config.train, out=out, seed=(config.folder or config.data).seed, progress=progress,
-                 max_memory=max_memory, defenses=defenses, executor=executor, workers=workers, rare_mask=rare,
-                 source={"file": str(model_path), "file_format": fmt, "sha256": digest})
+    opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
+                                   "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
+    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare})
 
 
 def rare_file_mask(config: AuditConfig) -> np.ndarray | None:
@@ -373,8 +405,10 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
         ``(model, file format, data, sha256 of the file)``.
     """
     from bnmem.auditing.load import load_model_file
+    from bnmem.train.device import check_device_here
     from bnmem.data import load_dataset
 
+    check_device_here(config.train.device)  # before the file is read: torch's own error is a traceback
     model, fmt = load_model_file(model_path)
     if copies.wanted:
         check_shadow_request(model, copies)
@@ -385,6 +419,9 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
 
         frontier_citation(defenses)
     if config.folder is not None:
+        from bnmem.data.image_folder import scan
+
+        scan(config.folder)  # a mistyped or empty folder first: the channel advice below would not help
         check_channels(model, config.folder)  # before reading the images (their --mean/--std need it too)
         rare_file_mask(config)  # a bad --outliers CSV fails before the images are read
     ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)

@@ -107,6 +107,10 @@ def parse_flag_list(value: str, kind: type, flag: str, what: str) -> list:
         raise BnmemError(f"{flag} must be a comma list of {what}, got {value!r}") from e
 
 
+# The most model seeds one command takes (a count beyond it is a typo; its list alone would take gigabytes).
+MAX_SEEDS = 10_000
+
+
 def seed_list(seed: int | None, n_seeds: int | None, seeds: str | None, default_first: int = 0,
               default_count: int = 3) -> list[int]:
     """The model seeds of ``--seed``/``--n-seeds`` or ``--seeds LIST`` (one convention for every command).
@@ -133,6 +137,8 @@ def seed_list(seed: int | None, n_seeds: int | None, seeds: str | None, default_
     n = default_count if n_seeds is None else n_seeds
     if n < 1:
         raise BnmemError(f"--n-seeds must be at least 1, got {n}")
+    if n > MAX_SEEDS:  # the list itself would fill the memory before any check of the config
+        raise BnmemError(f"--n-seeds {n} is more than the {MAX_SEEDS} model seeds bnmem trains in one run")
     first = default_first if seed is None else seed
     return list(range(first, first + n))
 

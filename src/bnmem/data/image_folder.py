@@ -167,12 +167,17 @@ def read_mislabeled(csv_path: Path, root: Path, train: list[tuple[Path, int]],
         The (n_train,) bool mask and how many listed files are in the test split.
 
     Raises:
-        BnmemError: a missing CSV, or names that match no image.
+        BnmemError: a missing or binary CSV, or names that match no image.
     """
     if not csv_path.is_file():
         raise BnmemError(f"--mislabeled {csv_path} does not exist")
-    with open(csv_path, newline="") as f:
-        names = [row[0].strip() for row in csv.reader(f) if row and row[0].strip()]
+    try:
+        # UTF-8 whatever the locale (file names are not ASCII everywhere); -sig: a spreadsheet's byte-order mark
+        with open(csv_path, newline="", encoding="utf-8-sig") as f:
+            names = [row[0].strip() for row in csv.reader(f) if row and row[0].strip()]
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise BnmemError(f"--mislabeled {csv_path} is not a text CSV of file names (UTF-8): "
+                         f"{type(e).__name__}") from None
     if names and names[0].lower() in ("file", "filename", "path", "file_name", "name"):
         names = names[1:]
     index: dict[str, tuple[str, int]] = {}

@@ -155,7 +155,7 @@ class DefensesConfig(ExperimentConfig):
     @classmethod
     def _one_seed(cls, v: list[int]) -> list[int]:
         if len(v) != 1 or v[0] < 0:
-            raise BnmemError(f"the defenses lens takes one base seed >= 0 (replicate r uses seed + r), got {v}")
+            raise ValueError(f"the defenses lens takes one base seed >= 0 (replicate r uses seed + r), got {v}")
         return v
 
     @field_validator("norms")

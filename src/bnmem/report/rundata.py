@@ -135,13 +135,19 @@ class RunData:
         return check_plan(self.root, self.study)
 
 
-def _read_json(path: Path, problems: list[str]) -> Any:
+def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    """A run's JSON document (every one bnmem writes is an object); None, with a problem noted, when it is
+    unreadable or something else (a damaged or foreign file)."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         problems.append(f"{path}: unreadable ({e.__class__.__name__}: {e})")
         return None
+    if not isinstance(doc, dict):
+        problems.append(f"{path}: not a JSON object (a {type(doc).__name__}): damaged or not written by bnmem")
+        return None
+    return doc
 
 
 def _lens_of(doc: Any) -> str | None:

@@ -19,6 +19,11 @@ from bnmem.config import (
 )
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
+from bnmem.power import MAX_UNITS
+
+# The most replicates a study may ask for: what `bnmem design --propose` can propose (power's search limit, plus the
+# replicate that selects claim 6's λ). More would take hours to plan, not a typo's one error line.
+MAX_REPLICATES = MAX_UNITS + 1
 
 class Outliers(StrictModel):
     """One outlier setting of the grid: flipped labels and/or OOD inputs."""
@@ -64,7 +69,7 @@ class Grid(StrictModel):
     outliers: list[Outliers] | None = None
     seeds: list[int] | None = None
 
-    replicates: int = Field(1, ge=1, description="independent replicates of every cell (data, keep-matrix "
+    replicates: int = Field(1, ge=1, le=MAX_REPLICATES, description="independent replicates of every cell (data, keep-matrix "
                                                  "and model seeds all change with the replicate)")
     recipes: list[Literal["shared", "per-norm"]] = Field(
         ["shared"], min_length=1, description="training recipes compared: the shared recipe (the paper's setting) "
@@ -113,7 +118,7 @@ class LensOptions(StrictModel):
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     epochs: int | None = Field(None, ge=1, description="short for train.epochs (or the lens's own epochs field)")
-    replicates: int | None = Field(None, ge=1, description="run the lens on the first N replicates only "
+    replicates: int | None = Field(None, ge=1, le=MAX_REPLICATES, description="run the lens on the first N replicates only "
                                                            "(default: all); a lens with a replicates field of "
                                                            "its own (defenses) takes it as that")
     archs: list[str] | None = Field(None, description="run the lens only in these architectures' cells (default: "

@@ -10,30 +10,20 @@ import typer
 
 from bnmem.cli.app import (
     BatchSize,
-    DataRoot,
-    DataSeed,
-    Dataset,
     Device,
-    Download,
     Epochs,
-    LabelNoise,
     Lr,
-    Ood,
-    OodSource,
     Optimizer,
     Quiet,
     Schedule,
     Set,
     Threads,
-    TrainSize,
-    Workers,
     app,
     apply_overrides,
-    parse_flag_list,
 )
-from bnmem.cli.fields import field_flags, validated, with_flags
+from bnmem.cli.fields import FieldFlag, field_flags, validated, with_flags
+from bnmem.auditing.options import NOT_FLAGS, AuditDataFlags, AuditOptions
 from bnmem.config import ShadowCopies, TrainConfig
-from bnmem.errors import BnmemError
 
 if TYPE_CHECKING:
     from bnmem.auditing.run import AuditConfig
@@ -41,45 +31,20 @@ if TYPE_CHECKING:
 ModelFile = Annotated[Path, typer.Option("--model", help="a pickled nn.Module (torch.save(model)) or a TorchScript "
                                                           "file; unpickling runs code: trusted files only",
                                          show_default=False)]
-AuditOut = Annotated[Path, typer.Option(help="output folder (audit.json, audit.md)")]
-TopK = Annotated[int, typer.Option(help="list the K training examples with the largest gradient norms")]
-MaxExamples = Annotated[Optional[int], typer.Option(help="measure gradient norms on at most N training examples "
-                                                         "(seeded subset)")]
-MaxMemory = Annotated[Optional[str], typer.Option(help="memory budget of the gradient-norm measurement, e.g. 8GB "
-                                                       "(default: half the free RAM, or GPU memory with --device cuda)",
-                                                  show_default=False)]
-DataFolder = Annotated[Optional[Path], typer.Option(help="your own images instead of --dataset: class folders under "
-                                                         "train/ and test/, or under one folder (seeded split)",
-                                                    show_default=False)]
-ImageSize = Annotated[Optional[int], typer.Option(help="--data-folder: resize images to this square size")]
-Channels = Annotated[Optional[int], typer.Option(help="--data-folder: 1 (grayscale) or 3 (RGB); default 3, as "
-                                                      "torchvision's ImageFolder loads images", show_default=False)]
-Mean = Annotated[Optional[str], typer.Option(help="--data-folder: per-channel mean, e.g. 0.485,0.456,0.406 "
-                                                  "(default: computed on the training split)")]
-Std = Annotated[Optional[str], typer.Option(help="--data-folder: per-channel std (with --mean)")]
-Normalize = Annotated[bool, typer.Option("--normalize/--no-normalize",
-                                         help="--data-folder: normalize each channel (given or computed mean/std)")]
-TestFraction = Annotated[float, typer.Option(help="--data-folder without train/ and test/: test share of each "
-                                                  "class (seeded by --data-seed)")]
-TransformHook = Annotated[Optional[str], typer.Option("--transform", help="--data-folder: 'module:function' or "
-                                                      "'file.py:function' mapping a PIL image to a (C, H, W) tensor",
-                                                      show_default=False)]
+AuditOut = Annotated[Path, typer.Option(help="output folder (audit.json, audit.md; exposure.csv with --shadow-models)")]
 GsReg = Annotated[float, typer.Option(help="train the shadow copies with the γ/σ regularizer of this λ (what "
                                             "bnmem.GammaSigmaPenalty adds to your own loop; 0: off)")]
-Mislabeled = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names known to be "
-                                                         "mislabeled (marks the corrupted samples)",
-                                                    show_default=False)]
-Outliers = Annotated[Optional[Path], typer.Option(help="--data-folder: CSV of training file names that are rare or "
-                                                       "atypical but correctly labelled (a group of their own; no "
-                                                       "mislabeling language)", show_default=False)]
 SameEpochs = Annotated[bool, typer.Option(
     "--same-epochs", help="with --shadow-models: train the copies for --epochs as given (default: as many optimizer "
                           "steps as your model took with --epochs on the whole training set; each copy has half)")]
 
 
-# The shadow copies' flags, generated from their fields (defaults, help and rules live there); match_steps is
+# The shadow copies' and the audit's own flags, generated from their fields (defaults, help and rules live
+# there: bnmem.config.ShadowCopies, bnmem.auditing.options.AuditOptions and AuditDataFlags); match_steps is
 # --same-epochs (its negation) below.
 COPY_FLAGS = field_flags(ShadowCopies, skip={"match_steps"})
+OPTION_FLAGS = field_flags(AuditOptions, skip=NOT_FLAGS)
+DATA_FLAGS = field_flags(AuditDataFlags, skip=set())
 
 
 # Recipe flags whose bnmem default differs from torch.optim.SGD's: a user who leaves one out trains the shadow
@@ -95,37 +60,12 @@ AuditWeightDecay = Annotated[Optional[float], typer.Option(
 
 
 @app.command()
-@with_flags(COPY_FLAGS)
+@with_flags(DATA_FLAGS + COPY_FLAGS + OPTION_FLAGS)
 def audit(
     model: ModelFile,
-    dataset: Dataset = "digits",
-    data_folder: DataFolder = None,
-    image_size: ImageSize = None,
-    channels: Channels = None,
-    mean: Mean = None,
-    std: Std = None,
-    normalize: Normalize = True,
-    test_fraction: TestFraction = 0.2,
-    transform: TransformHook = None,
-    mislabeled: Mislabeled = None,
-    outliers: Outliers = None,
-    data_root: DataRoot = None,
-    download: Download = False,
-    label_noise: LabelNoise = 0.0,
-    ood: Ood = 0.0,
-    ood_source: OodSource = "noise",
-    train_size: TrainSize = None,
-    data_seed: DataSeed = 0,
     out: AuditOut = Path("runs/audit"),
-    top_k: TopK = 20,
-    max_examples: MaxExamples = 10_000,
     gs_reg: GsReg = 0.0,
     same_epochs: SameEpochs = False,
-    max_memory: MaxMemory = None,
-    workers: Workers = 1,
-    defenses: Annotated[Optional[Path], typer.Option(
-        help="a finished defenses run (bnmem run studies/defenses.yaml): cite its privacy-utility frontier in "
-             "the recommendations")] = None,
     epochs: Epochs = 30,
     lr: Lr = 0.05,
     batch_size: BatchSize = 64,
@@ -137,8 +77,8 @@ def audit(
     device: Device = "cpu",
     set: Set = None,  # noqa: A002 - the flag is --set
     quiet: Quiet = False,
-    **shadow: Any,
-) -> None:
+    **flags: Any,
+) -> int:
     """Audit a trained model on the data it was trained on: norm layers, BN γ/σ, gradient-norm outliers,
     accuracy and (with --shadow-models) membership-inference risk.
 
@@ -150,22 +90,36 @@ def audit(
     """
     from bnmem.auditing.run import audit_file
 
-    copies = validated(ShadowCopies, {**shadow, "match_steps": not same_epochs}, COPY_FLAGS)
+    def of(flags_of: list[FieldFlag]) -> dict[str, Any]:
+        return {f.name: flags[f.name] for f in flags_of}
+
+    data = validated(AuditDataFlags, of(DATA_FLAGS), DATA_FLAGS)
+    copies = validated(ShadowCopies, {**of(COPY_FLAGS), "match_steps": not same_epochs}, COPY_FLAGS)
+    options = validated(AuditOptions, {**of(OPTION_FLAGS), "progress": not quiet}, OPTION_FLAGS)
     # None: not given (the recipe default applies, and the warning below names the flag)
     left_at_default = {k for k, v in (("momentum", momentum), ("weight_decay", weight_decay)) if v is None}
     momentum = BNMEM_DEFAULTS["momentum"] if momentum is None else momentum
     weight_decay = BNMEM_DEFAULTS["weight_decay"] if weight_decay is None else weight_decay
-    config = audit_config(locals())
-    if copies.shadow_models:
-        warning = recipe_warning(config.train.model_dump(), left_at_default, set or [])
-        if warning:
-            print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
+    recipe = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "optimizer": optimizer, "momentum": momentum,
+              "weight_decay": weight_decay, "schedule": schedule, "threads": threads, "device": device,
+              "gs_reg": gs_reg}
+    config = audit_config(data, recipe, set)
+    warning = recipe_warning(config.train.model_dump(), left_at_default, set or []) if copies.shadow_models else ""
     # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
-    result = audit_file(model, config, out=out, top_k=top_k, max_examples=max_examples, shadow=copies,
-                        progress=not quiet, max_memory=max_memory, defenses=defenses, workers=workers)
+    result = audit_file(model, config, out=out, shadow=copies, options=options)
+    if warning:  # after the audit: a bad input still ends in one line (the recipe line of the report says it too)
+        print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
-    typer.echo(f"results in {result.out}/ (audit.json, audit.md, gradient_norms.npy)")
+    typer.echo(f"results in {result.out}/ ({', '.join(result.files)})")
+    if result.mlflow is not None:
+        typer.echo(f"mlflow: run {result.mlflow['run_id']} in {result.mlflow['tracking_uri']}")
+    if options.model_card is not None:
+        typer.echo(f"model card: the Privacy evaluation section is in {options.model_card}")
+    if result.gate is None:
+        return 0
+    print(f"bnmem: {result.gate['text']}", file=sys.stderr, flush=True)
+    return result.gate["exit_code"]  # the gate's documented code (bnmem.auditing.gate.EXIT_CODES)
 
 
 def recipe_warning(train: dict[str, Any], left: set[str], overrides: list[str]) -> str:
@@ -183,34 +137,9 @@ def recipe_warning(train: dict[str, Any], left: set[str], overrides: list[str]) 
             f"0 --weight-decay 0 for a plain torch.optim.SGD) or the copies do not use your recipe")
 
 
-def audit_config(a: dict[str, Any]) -> AuditConfig:
-    """The audit's config from the command's arguments (``locals()`` of :func:`audit`), flag combinations checked.
-
-    Raises:
-        BnmemError: data-folder flags without --data-folder, or bnmem-dataset flags with it.
-    """
+def audit_config(data: AuditDataFlags, recipe: dict[str, Any], overrides: list[str] | None) -> AuditConfig:
+    """The audit's config: the data flags (their combination already checked), the recipe, ``--set`` over them."""
     from bnmem.auditing.run import AuditConfig
 
-    if a["data_folder"] is not None and (a["label_noise"] or a["ood"] or a["train_size"] is not None):
-        raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
-                         "name the known mislabeled files with --mislabeled instead")
-    folder_only = {"--image-size": "image_size", "--channels": "channels", "--mean": "mean", "--std": "std",
-                   "--transform": "transform", "--mislabeled": "mislabeled", "--outliers": "outliers"}
-    stray = [flag for flag, key in folder_only.items() if a[key] is not None]
-    if a["data_folder"] is None and stray:
-        raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
-    folder = None if a["data_folder"] is None else {
-        "path": str(a["data_folder"]), "image_size": a["image_size"],
-        **({"channels": a["channels"]} if a["channels"] is not None else {}),
-        "mean": parse_flag_list(a["mean"], float, "--mean", "numbers") if a["mean"] else None,
-        "std": parse_flag_list(a["std"], float, "--std", "numbers") if a["std"] else None,
-        "normalize": a["normalize"], "test_fraction": a["test_fraction"], "seed": a["data_seed"],
-        "transform": a["transform"], "mislabeled": str(a["mislabeled"]) if a["mislabeled"] else None}
-    data = {"dataset": a["dataset"], "data_root": str(a["data_root"]) if a["data_root"] else None,
-            "download": a["download"], "label_noise": a["label_noise"], "ood": a["ood"],
-            "ood_source": a["ood_source"], "train_size": a["train_size"], "seed": a["data_seed"]}
-    recipe = {k: a[k] for k in ("epochs", "lr", "batch_size", "optimizer", "momentum", "weight_decay", "schedule",
-                                 "threads", "device", "gs_reg")}
-    return AuditConfig.model_validate(apply_overrides({"data": data, "folder": folder, "train": recipe,
-                                                       "outliers": str(a["outliers"]) if a["outliers"] else None},
-                                                      a["set"]))
+    return AuditConfig.model_validate(apply_overrides({"data": data.data_config(), "folder": data.folder_config(),
+                                                       "train": recipe, "outliers": data.outliers}, overrides))

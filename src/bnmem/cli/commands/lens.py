@@ -35,6 +35,11 @@ def run_and_report(lens: Lens, config: dict[str, Any], out: Path | None, quiet: 
     before writing any result leaves no folder behind (:func:`bnmem.rundir.removed_if_unstarted`).
     """
     cfg = validated(lens.config, config, flags)
+    train = getattr(cfg, "train", None)
+    if train is not None:
+        from bnmem.train.device import check_device_here  # torch: imported by the command that runs, not by --help
+
+        check_device_here(train.device)
     out = Path(out) if out is not None else default_out(lens.name, cfg.model_dump(mode="json"))
     with removed_if_unstarted(out):
         result = lens.run(cfg, out, progress=not quiet, **run_kwargs)

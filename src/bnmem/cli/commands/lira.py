@@ -42,6 +42,7 @@ def lira(
 
     Shadow model m's seed derives from one base seed and is the same for every norm.
     """
+    from bnmem.train.device import check_device_here
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
     from bnmem.lenses.lira import LiraConfig, run_lira, summary_table
@@ -49,6 +50,8 @@ def lira(
 
     # --set overrides (already in exp) win over the flags' defaults; a bad value names its flag.
     cfg = validated(LiraConfig, {**protocol, **exp}, SHADOW_FLAGS)
+    if executor != "ray":
+        check_device_here(cfg.train.device)  # Ray's workers may see devices this process does not
     if executor != "ray" and (ray_address or gpus_per_job):
         raise BnmemError("--ray-address and --gpus-per-job need --executor ray")
     kwargs: dict[str, Any] = {"progress": not quiet}

@@ -68,6 +68,10 @@ def run(
         if dry_run:
             _print_dry_run(spec, planned)
             return
+        if executor != "ray":  # Ray's workers may see devices this process does not
+            from bnmem.train.device import check_device_here
+
+            check_device_here(spec.train.device, "train.device")
         out = out or Path("runs") / spec.name
         if executor == "ray":
             # Shadow-model chunks of the lira lens are submitted by the lens itself;
