@@ -131,7 +131,7 @@ def engine_stubs() -> Iterator[pytest.MonkeyPatch]:
         mp.setattr(bnmem.theory, "run_theory", _reached)
         mp.setattr(bnmem.study.preflight, "preflight", _reached)
         mp.setattr(bnmem.executors, "get_executor", lambda *a, **k: _DummyExecutor())
-        mp.setattr(bnmem.auditing.run, "audit", _reached)
+        mp.setattr(bnmem.auditing.run, "run_audit", _reached)
         # The dry run times one training step per architecture (torch, seconds): not an input check.
         mp.setattr(bnmem.study.cost, "step_seconds", lambda *a, **k: 1e-4)
         yield mp

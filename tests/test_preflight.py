@@ -55,7 +55,9 @@ def error_lines(capsys) -> list[str]:
 def test_missing_dataset_stops_before_any_job(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BNMEM_DATA", str(tmp_path / "empty"))
     out = tmp_path / "out"
-    assert main(["run", str(ROOT / "studies" / "mnist.yaml"), "--out", str(out), "--quiet"]) == 2
+    # --set train.device=cpu: the study declares cuda, which a machine without one refuses before the preflight
+    assert main(["run", str(ROOT / "studies" / "mnist.yaml"), "--out", str(out), "--quiet",
+                 "--set", "train.device=cpu"]) == 2
     err = error_lines(capsys)
     assert len(err) == 1, err
     assert "preflight: dataset mnist not found" in err[0] and "--download" in err[0]

@@ -30,8 +30,10 @@ def design_command(study: Annotated[Path, typer.Argument(help="study YAML file",
     from bnmem.study.schema import read_study_yaml
     from bnmem.texttable import table
 
+    if pilot is not None and (not str(pilot).strip() or str(pilot) == "." and not (pilot / "index.json").exists()):
+        raise BnmemError(f"--pilot {str(pilot)!r}: give the run directory of a finished study (with index.json)")
     if pilot is not None and not pilot.is_dir():
-        raise BnmemError(f"pilot run {pilot} is not a run directory")
+        raise BnmemError(f"--pilot {pilot}: not a run directory")
     if propose is not None and propose.exists():
         raise BnmemError(f"{propose} exists; choose a new file for the proposed study")
     spec = load_study(study, set)
