@@ -177,8 +177,10 @@ def file_sha256(path: str | Path) -> str:
 
 
 def utc_now() -> str:
-    """The current UTC time, ISO 8601 to the second (``2026-12-04T10:00:00Z``)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current UTC time, ISO 8601 to the microsecond (``2026-12-04T10:00:00.123456Z``): a start's time is
+    what names it in the attempts log, and two starts can fall in one second (records before 2026-12-04 12:00
+    are to the second)."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def append_attempt(root: Path, entry: dict[str, Any]) -> Path:

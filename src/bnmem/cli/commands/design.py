@@ -26,12 +26,13 @@ def design_command(study: Annotated[Path, typer.Argument(help="study YAML file",
     from bnmem.analysis_plan import POWER_TARGET
     from bnmem.design import design_table, evaluate_design, proposal
     from bnmem.errors import BnmemError
+    from bnmem.names import INDEX_FILE
     from bnmem.study import load_study
     from bnmem.study.schema import read_study_yaml
     from bnmem.texttable import table
 
-    if pilot is not None and (not str(pilot).strip() or str(pilot) == "." and not (pilot / "index.json").exists()):
-        raise BnmemError(f"--pilot {str(pilot)!r}: give the run directory of a finished study (with index.json)")
+    if pilot is not None and (not str(pilot).strip() or str(pilot) == "." and not (pilot / INDEX_FILE).exists()):
+        raise BnmemError(f"--pilot {str(pilot)!r}: give the run directory of a finished study (with {INDEX_FILE})")
     if pilot is not None and not pilot.is_dir():
         raise BnmemError(f"--pilot {pilot}: not a run directory")
     if propose is not None and propose.exists():
