@@ -202,7 +202,9 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 # shared-training job per norm (2); per clean cell gamma-sigma and lira (memorize, gradnorms, mitigate: clean: false).
 READY = {"demo": (9, 1 + 6 * (5 + 2) + 3 * 2), **{name: (12, 1 + 12 * (5 + 2))
                                                   for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
-LENSES_OF = {"defenses": {"defenses"}}
+LENSES_OF = {"defenses": {"defenses"},
+             # the decisive study's follow-ups for the claims it could not power (issue 37)
+             "decisive-claim2": {"memorize", "gradnorms"}, "decisive-claim6": {"mitigate", "lira"}}
 
 
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.yaml")), ids=lambda p: p.name)
