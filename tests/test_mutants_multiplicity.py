@@ -1,0 +1,409 @@
+"""Multiplicity beyond one evaluation (issue 39): the family size k, the family level 1 − 0.05/k, the two passes
+and their combination (evaluations, co-verdicts, the previous plan's verdicts), and claim 4's family-level pass
+over several settings (intersection–union at one-sided 0.025 for 'reproduced', Bonferroni 0.025/k for
+'contradicted').
+
+Every expected value is computed here from its definition (scipy's one-sample t-test, the t quantile, hand
+arithmetic), never by the production functions, and each fixture sits where the right rule and a one-token slip
+of it (α for α/k, k counted from the wrong evaluations, the wrong pass kept, ≤ for <) disagree. No training;
+each test takes well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from bnmem.analysis_plan import (
+    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, REPRODUCED, SMALLER, family_level,
+)
+from bnmem.names import GAMMA_SIGMA
+from bnmem.report.claims import claim4, evaluate_rule
+from bnmem.report.claims import layer_test as lt
+from bnmem.report.claims.core import (
+    Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, level, weakest,
+)
+
+from synthetic_runs import make_cell, make_run
+
+
+# ---------------------------------------------------------------- the family level and k
+
+
+def test_family_level_is_one_minus_005_over_k_for_every_k():
+    assert family_level(0) == 0.95  # no deciding test: the 95% pass alone
+    for k in (1, 2, 3, 5, 12):
+        assert family_level(k) == pytest.approx(1 - 0.05 / k, abs=1e-15)
+
+
+def _ev(where: str, status: str, lo: float | None = None, hi: float | None = None, value: float | None = None,
+        deciding: bool = True, tests: int = 1, **kw) -> Evaluation:
+    v = value if value is not None else (None if lo is None or hi is None else (lo + hi) / 2)
+    return Evaluation(where, v, lo, hi, status, deciding=deciding, tests=tests, **kw)
+
+
+def _claim(*evs: Evaluation, cid: str = "1") -> Claim:
+    c = Claim(cid, "t", "m", "r", "s")
+    c.evaluations = list(evs)
+    return c
+
+
+def test_k_counts_the_tests_of_the_deciding_evaluations_that_ran():
+    c = _claim(_ev("a", REPRODUCED, 0.1, 0.3, tests=2),  # claim 2: two gradient definitions in one setting
+               _ev("b", INCONCLUSIVE, -0.1, 0.3),
+               _ev("c", REPRODUCED, 0.1, 0.3, tests=3, deciding=False),  # a robustness variant: not counted
+               _ev("d", NOT_RUN, tests=4))  # did not run: not counted
+    assert c.family_size() == 3
+    assert [e.where for e in c.deciding()] == ["a", "b"]
+    assert _claim().family_size() == 0
+
+
+def test_the_least_supportive_is_by_rank_then_by_the_lowest_lower_end():
+    a, b = _ev("a", REPRODUCED, 0.30, 0.5), _ev("b", REPRODUCED, 0.10, 0.5)
+    assert weakest([a, b]).where == "b" and weakest([b, a]).where == "b"
+    c = _ev("c", DIRECTION_ONLY, 0.40, 0.9)
+    assert weakest([a, b, c]).where == "c"  # the rank decides before the bound
+    no_interval = _ev("n", REPRODUCED, value=0.05)  # no interval: its value stands for its lower end
+    assert weakest([a, no_interval]).where == "n"
+    nothing = _ev("x", REPRODUCED, value=None)  # no number at all: after every number
+    nan = _ev("y", REPRODUCED, value=math.nan)
+    assert weakest([nothing, a]).where == "a" and weakest([nan, a]).where == "a"
+    unknown = _ev("u", "some future status", 0.9, 1.0)  # an unknown status ranks as inconclusive
+    assert weakest([unknown, c]).where == "u" and weakest([unknown, _ev("i", INCONCLUSIVE, 0.5, 1)]).where == "i"
+
+
+# ---------------------------------------------------------------- combine: which pass decides
+
+
+def _pair(s95: str, sfam: str, name: str = "x") -> tuple[Analysis, Analysis]:
+    return (Analysis(name, 0.5, 0.1, 0.9, s95, method="95"), Analysis(name, 0.5, 0.0, 1.0, sfam, method="fam"))
+
+
+@pytest.mark.parametrize("s95, sfam, expected, from_family", [
+    (REPRODUCED, INCONCLUSIVE, REPRODUCED, False),  # 'reproduced' is decided at 95% (intersection–union)
+    (DIRECTION_ONLY, INCONCLUSIVE, DIRECTION_ONLY, False),
+    (CONTRADICTED, INCONCLUSIVE, INCONCLUSIVE, True),  # 'contradicted' must hold at 1 − α/k
+    (CONTRADICTED, CONTRADICTED, CONTRADICTED, True),
+    (INCONCLUSIVE, CONTRADICTED, CONTRADICTED, True),  # either pass reading contradicted hands over
+    (LARGER, LARGER, LARGER, True),  # a magnitude status the family level confirms
+    (LARGER, REPRODUCED, REPRODUCED, False),  # ... not confirmed: what the 95% interval supports
+    (SMALLER, SMALLER, SMALLER, True),
+    (SMALLER, DIRECTION_ONLY, DIRECTION_ONLY, False),
+    (SMALLER, CONTRADICTED, DIRECTION_ONLY, False),  # a magnitude status: only its own confirmation counts
+])
+def test_combine_keeps_the_95_pass_unless_contradicted_or_a_confirmed_magnitude(s95, sfam, expected, from_family):
+    fam_level = family_level(4)
+    a95, afam = _pair(s95, sfam)
+    c95 = _claim(Evaluation("s", 0.5, 0.1, 0.9, s95, method="95", coverdicts=[a95], analyses=[_pair(s95, sfam)[0]]))
+    cfam = _claim(Evaluation("s", 0.5, 0.0, 1.0, sfam, method="fam", coverdicts=[afam],
+                             analyses=[_pair(s95, sfam)[1]]))
+    out = combine(c95, cfam, fam_level)
+    e = out.evaluations[0]
+    assert e.status == expected and e.method == ("fam" if from_family else "95")
+    assert e.level == (fam_level if from_family else 0.95)
+    assert (e.ci_low, e.ci_high) == ((0.0, 1.0) if from_family else (0.1, 0.9))
+    for a in (e.coverdicts[0], e.analyses[0]):  # co-verdicts and the robustness rows by the same rule
+        assert a.status == expected and a.method == ("fam" if from_family else "95")
+    assert out.level == fam_level
+
+
+def test_combine_matches_co_verdicts_by_name_and_evaluations_by_place():
+    fam_level = family_level(2)
+    c95 = _claim(Evaluation("s0", 0.5, -0.9, -0.1, CONTRADICTED, coverdicts=[
+        Analysis("online", 0.5, -0.9, -0.1, CONTRADICTED), Analysis("rmia", 0.5, -0.9, -0.1, CONTRADICTED),
+        Analysis("only here", 0.5, 0.1, 0.9, LARGER)]),
+        Evaluation("s1", 0.5, -0.9, -0.1, CONTRADICTED))
+    cfam = _claim(Evaluation("s0", 0.5, -1.0, 0.1, INCONCLUSIVE, coverdicts=[
+        Analysis("rmia", 0.5, -1.0, -0.05, CONTRADICTED), Analysis("online", 0.5, -1.0, 0.1, INCONCLUSIVE)]),
+        Evaluation("other place", 0.5, -1.0, 0.1, INCONCLUSIVE))
+    out = combine(c95, cfam, fam_level)
+    e0, e1 = out.evaluations
+    assert e0.status == INCONCLUSIVE and e0.level == fam_level
+    assert [(a.name, a.status, a.ci_high) for a in e0.coverdicts] == [
+        ("online", INCONCLUSIVE, 0.1), ("rmia", CONTRADICTED, -0.05),
+        ("only here", LARGER, 0.9)]  # no family twin: kept as it is
+    # the second evaluation's family twin is another place: its 95% verdict stands, at 95%
+    assert e1.status == CONTRADICTED and e1.level == 0.95 and e1.ci_high == -0.1
+    assert out.status == INCONCLUSIVE or out.status == CONTRADICTED
+    assert out.decisive is e1
+
+
+# ---------------------------------------------------------------- both passes through evaluate_rule
+
+
+class _FakeModule:
+    """A rule module whose claims' intervals are mean ± z·se at the pass's level (level() read at call time):
+    per claim a list of (where, mean, se, tests). Records each pass's level."""
+
+    def __init__(self, claims, previous=None):
+        self.claims, self.previous, self.levels = claims, previous or {}, []
+
+    def evaluate(self, run):
+        self.levels.append(level())
+        z = sps.norm.ppf(1 - (1 - level()) / 2)
+        out = []
+        for i, settings in enumerate(self.claims):
+            evs = []
+            for where, mean, se, tests in settings:
+                lo, hi = mean - z * se, mean + z * se
+                status = REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else INCONCLUSIVE
+                evs.append(Evaluation(where, mean, lo, hi, status, tests=tests))
+            c = _claim(*evs, cid=str(i + 1))
+            c.previous = [PreviousVerdict(*p) for p in self.previous.get(i, [])]
+            out.append(c)
+        return out
+
+
+def test_the_family_pass_runs_at_1_minus_005_over_k_with_k_from_the_tests():
+    # z at 95%: 1.960; at 1 − 0.05/3: 2.394. Setting "b": −0.45 ± z·0.2 is below 0 at 95% (upper −0.058) but not at
+    # 1 − 0.05/3 (upper +0.029): the row is inconclusive with k = 3 (two tests in "a", one in "b") and would be
+    # contradicted with k counted as 2 settings (1 − 0.05/2: z 2.241, upper −0.002).
+    assert -0.45 + 1.96 * 0.2 < 0 < -0.45 + sps.norm.ppf(1 - 0.05 / 6) * 0.2
+    assert -0.45 + sps.norm.ppf(1 - 0.05 / 4) * 0.2 < 0
+    m = _FakeModule([[("a", 1.0, 0.1, 2), ("b", -0.45, 0.2, 1)]])
+    (c,) = evaluate_rule(m, None)
+    assert m.levels == [0.95, pytest.approx(1 - 0.05 / 3, abs=1e-15)]
+    a, b = c.evaluations
+    assert a.status == REPRODUCED and a.level == 0.95 and a.ci_low == pytest.approx(1.0 - 1.959964 * 0.1, abs=1e-6)
+    assert b.status == INCONCLUSIVE and b.level == pytest.approx(1 - 0.05 / 3)
+    assert b.ci_high == pytest.approx(-0.45 + sps.norm.ppf(1 - 0.05 / 6) * 0.2)
+    assert c.status == INCONCLUSIVE and c.level == pytest.approx(1 - 0.05 / 3) and c.row()["k"] == 3
+    assert c.row()["level"] == pytest.approx(1 - 0.05 / 3)
+    # previous verdicts (none recorded: the current rule's) go through the same multiplicity
+    assert [(p.where, p.status) for p in c.previous] == [("a", REPRODUCED), ("b", INCONCLUSIVE)]
+
+
+def test_one_deciding_test_is_one_pass_and_each_claim_its_own_k():
+    m = _FakeModule([[("only", -0.45, 0.2, 1)], [("p", 1.0, 0.1, 1), ("q", -0.9, 0.2, 1)]])
+    first, second = evaluate_rule(m, None)
+    # k = 1: no second pass for the first claim; its 95% 'contradicted' stands, at 95%
+    assert first.status == CONTRADICTED and first.level == 0.95 and first.evaluations[0].level == 0.95
+    assert [(p.where, p.status) for p in first.previous] == [("only", CONTRADICTED)]
+    # the second claim (k = 2) is re-evaluated from its own place in the module's list, at 1 − 0.05/2
+    assert m.levels == [0.95, pytest.approx(0.975, abs=1e-15)]
+    q = second.evaluations[1]
+    assert q.status == CONTRADICTED and q.level == pytest.approx(0.975)
+    assert q.ci_high == pytest.approx(-0.9 + sps.norm.ppf(1 - 0.0125) * 0.2)
+    assert second.status == CONTRADICTED and second.level == pytest.approx(0.975)
+
+
+def test_the_previous_verdicts_take_the_family_twin_where_either_reads_contradicted():
+    prev = {0: [("a", 0.3, REPRODUCED), ("b", -0.2, CONTRADICTED), ("c", -0.1, INCONCLUSIVE)]}
+
+    class Module(_FakeModule):
+        def evaluate(self, run):
+            out = super().evaluate(run)
+            if level() != 0.95:  # at the family level the previous rule reads differently
+                out[0].previous = [PreviousVerdict("a", 0.31, INCONCLUSIVE), PreviousVerdict("b", -0.21, INCONCLUSIVE),
+                                   PreviousVerdict("c", -0.11, CONTRADICTED)]
+            return out
+
+    m = Module([[("x", 1.0, 0.1, 1), ("y", 1.0, 0.1, 1)]], prev)
+    (c,) = evaluate_rule(m, None)
+    assert [(p.where, p.value, p.status) for p in c.previous] == [
+        ("a", 0.3, REPRODUCED),  # neither contradicted: the 95% verdict
+        ("b", -0.21, INCONCLUSIVE),  # contradicted at 95% only: the family twin
+        ("c", -0.11, CONTRADICTED)]  # contradicted at the family level: the family twin
+    assert c.previous_status == CONTRADICTED
+
+    # a twin at another place, or missing, never replaces a verdict
+    class Shifted(_FakeModule):
+        def evaluate(self, run):
+            out = super().evaluate(run)
+            if level() != 0.95:
+                out[0].previous = [PreviousVerdict("z", 0.0, INCONCLUSIVE)]
+            return out
+
+    (c2,) = evaluate_rule(Shifted([[("x", 1.0, 0.1, 1), ("y", 1.0, 0.1, 1)]], prev), None)
+    assert [(p.where, p.value, p.status) for p in c2.previous] == [
+        ("a", 0.3, REPRODUCED), ("b", -0.2, CONTRADICTED), ("c", -0.1, INCONCLUSIVE)]
+
+
+# ---------------------------------------------------------------- claim 4 over several settings
+
+def gs_exact_run(settings):
+    """Claim-4 runs with exactly the given units: per setting (arch, [per layer, per replicate] log ratios), one
+    seed per replicate (so a layer's units are its replicates' log ratios); a setting with no layers has no
+    per-layer γ/σ (not run)."""
+    cells = []
+    for k, (arch, units) in enumerate(settings):
+        units = np.asarray(units, dtype=float)
+        n = units.shape[1] if units.size else 2
+        for r in range(n):
+            final = {f"bn{i}": {"n_channels": 8, "layer_type": "conv", "median_ratio": 1.0, "per_seed": {
+                "0": {"median_ratio": float(np.exp(units[i, r])), "frac_above_1": float(units[i, r] > 0)}}}
+                for i in range(units.shape[0])} if units.size else {}
+            noise = 0.01 * (k + 1)
+            data = {"final": {"running": final}, "conditions": {"norms": ["batch"], "label_noise": noise}}
+            cell = make_cell(f"g{arch}", r, {GAMMA_SIGMA: data}, label_noise=noise, seeds=[0])
+            cell.conditions["arch"] = arch
+            cells.append(cell)
+    return make_run(cells)
+
+
+def p_less(x) -> float:
+    return float(sps.ttest_1samp(np.asarray(x, dtype=float), 0.0, alternative="less").pvalue)
+
+
+def p_greater(x) -> float:
+    return float(sps.ttest_1samp(np.asarray(x, dtype=float), 0.0, alternative="greater").pvalue)
+
+
+UP = [[2.0, 2.1, 2.2]] * 4  # four layers far above 1: reproduced at any level used here
+
+
+def _below(shift: float) -> list[list[float]]:
+    """Four layers (u' = 2 of L = 4: p' = 3·p⁻ of the second-strongest): two below 1 by ``shift`` with a fixed
+    spread, two far above."""
+    x = [-shift - 0.1, -shift, -shift + 0.1]
+    return [x, x, [2.0, 2.1, 2.2], [2.0, 2.1, 2.2]]
+
+
+def _shift_for(p_prime: float) -> float:
+    """The shift at which p' = 3·p⁻ equals ``p_prime`` (n = 3, sd 0.1: se = 0.1/√3)."""
+    t = -sps.t.ppf(p_prime / 3, 2)
+    return t * 0.1 / math.sqrt(3)
+
+
+def test_claim_4_contradicted_needs_0025_over_k_and_not_run_settings_do_not_count():
+    # p' = 0.02: below one-sided 0.025 (contradicted in one setting) but above 0.025/2
+    b = _below(_shift_for(0.02))
+    assert 3 * p_less(b[0]) == pytest.approx(0.02)
+    alone = evaluate_rule(claim4, gs_exact_run([("lenet", b)]))[0]
+    assert alone.status == CONTRADICTED and alone.family_size() == 1 and alone.decisive.level == 0.95
+    # beside a setting that reproduces (k = 2), the family pass at 0.025/2 does not confirm it
+    two = evaluate_rule(claim4, gs_exact_run([("alexnet", UP), ("lenet", b), ("vgg", [])]))[0]
+    assert two.family_size() == 2  # the setting without per-layer γ/σ did not run
+    assert [e.status for e in two.evaluations] == [REPRODUCED, INCONCLUSIVE, NOT_RUN]
+    assert two.status == INCONCLUSIVE and two.evaluations[1].level == pytest.approx(0.975)
+    assert two.evaluations[0].level == 0.95
+
+
+def test_claim_4_contradicted_at_0025_over_k_shows_the_family_level_bound():
+    # p' = 0.01: below 0.025/2 (contradicted with k = 2) but above 0.025/3 (not with k = 3)
+    b = _below(_shift_for(0.01))
+    x = np.asarray(b[0])
+    two = evaluate_rule(claim4, gs_exact_run([("alexnet", UP), ("lenet", b)]))[0]
+    assert two.status == CONTRADICTED and two.decisive.where.startswith("digits · lenet")
+    d = two.decisive
+    # the pivotal layer's upper bound at one-sided 0.025/2 / (L − u' + 1) = 0.0125/3, on the ratio scale
+    half = sps.t.ppf(1 - 0.0125 / 3, 2) * x.std(ddof=1) / math.sqrt(3)
+    assert d.ci_high == pytest.approx(math.exp(x.mean() + half), rel=1e-9) and d.ci_high < 1
+    assert d.level == pytest.approx(0.975) and two.row()["k"] == 2
+    three = evaluate_rule(claim4, gs_exact_run([("alexnet", UP), ("lenet", b), ("vgg", UP)]))[0]
+    assert three.family_size() == 3 and three.status == INCONCLUSIVE
+    assert three.decisive.level == pytest.approx(1 - 0.05 / 3)
+
+
+def test_claim_4_reproduced_is_decided_at_0025_in_every_setting_without_bonferroni():
+    # a setting whose p for "more than half above 1" is 0.02 (u = 3 of 4: p = 2·p⁺ of the third-strongest):
+    # reproduced at one-sided 0.025 though not at 0.025/2; with a second reproducing setting the row is reproduced
+    t = -sps.t.ppf(0.01, 2)
+    s = t * 0.1 / math.sqrt(3)
+    x = [s - 0.1, s, s + 0.1]
+    a = [x, x, x, [-2.0, -2.1, -2.2]]
+    assert 2 * p_greater(x) == pytest.approx(0.02)
+    two = evaluate_rule(claim4, gs_exact_run([("lenet", a), ("alexnet", UP)]))[0]
+    assert two.status == REPRODUCED and [e.status for e in two.evaluations] == [REPRODUCED, REPRODUCED]
+    d = two.decisive  # the least supportive: the lenet setting, its lower bound at 0.025 / (L − u + 1) = 0.0125
+    half = sps.t.ppf(1 - 0.0125, 2) * 0.1 / math.sqrt(3)
+    assert d.where.startswith("digits · lenet") and d.level == 0.95
+    assert d.ci_low == pytest.approx(math.exp(s - half), rel=1e-9) and d.ci_low > 1
+    # the same setting where one layer fewer is above 1 ("half", not "more than half") is not reproduced
+    half_up = evaluate_rule(claim4, gs_exact_run([("lenet", [x, x, [-2.0, -2.1, -2.2], [-2.0, -2.1, -2.2]])]))[0]
+    assert half_up.status == CONTRADICTED  # exactly half below 1, clearly: 'at least half below'
+
+
+ALPHA = (1.0 - 0.95) / 2.0  # one-sided α as floats compute it (0.025000000000000022): a p equal to it is not below it
+
+
+@pytest.mark.parametrize("p_above, p_below, expected", [
+    (0.0249, 0.9, REPRODUCED), (ALPHA, 0.9, INCONCLUSIVE), (0.9, 0.0249, CONTRADICTED), (0.9, ALPHA, INCONCLUSIVE),
+    (0.01, 0.01, REPRODUCED)])
+def test_layer_status_at_95_and_at_the_family_level(p_above, p_below, expected):
+    t = lt.layer_test("l", [0.1, 0.2, 0.3])
+    d = lt.LayerDecision((t,), p_above, p_below, t, None, None)
+    assert claim4.layer_status(d) == expected
+    with at_level(family_level(2)):  # one-sided 0.0125
+        assert claim4.layer_status(d) == (expected if min(p_above, p_below) < 0.0125 else INCONCLUSIVE)
+
+
+# ---------------------------------------------------------------- the layer test's own numbers
+
+
+def test_layer_test_numbers_by_hand():
+    t = lt.layer_test("l", [0.1, 0.2, 0.6, math.nan, None])  # non-finite units are dropped
+    assert t.n == 3 and t.mean == pytest.approx(0.3)
+    sd = math.sqrt(((0.1 - 0.3) ** 2 + (0.2 - 0.3) ** 2 + (0.6 - 0.3) ** 2) / 2)  # n − 1
+    assert t.sd == pytest.approx(sd) and t.se == pytest.approx(sd / math.sqrt(3))
+    assert t.p_plus == pytest.approx(p_greater([0.1, 0.2, 0.6])) and t.p_plus + t.p_minus == pytest.approx(1.0)
+    assert t.bound(0.05, upper=True) == pytest.approx(0.3 + sps.t.ppf(0.95, 2) * sd / math.sqrt(3))
+    assert t.bound(0.05, upper=False) == pytest.approx(0.3 - sps.t.ppf(0.95, 2) * sd / math.sqrt(3))
+    lo, hi = t.interval(0.9)
+    assert (lo, hi) == (pytest.approx(t.bound(0.05, False)), pytest.approx(t.bound(0.05, True)))
+    two = lt.layer_test("l", [0.0, 1.0])  # two units are enough
+    assert two.defined and two.p_plus == pytest.approx(0.25)  # t = 1 with 1 df: P(T > 1) = 1/4
+    one = lt.layer_test("l", [0.4])
+    assert one.n == 1 and one.mean == 0.4 and math.isnan(one.sd) and math.isnan(one.se) and not one.defined
+    empty = lt.layer_test("l", [])
+    assert empty.n == 0 and math.isnan(empty.mean)
+
+
+def test_partial_conjunction_edges():
+    assert lt.partial_conjunction([0.01, 0.02], 0) == 1.0 and lt.partial_conjunction([0.01, 0.02], 3) == 1.0
+    assert lt.partial_conjunction([0.01, 0.02], 2) == pytest.approx(0.02)  # L − u + 1 = 1
+    assert lt.partial_conjunction([0.01, 0.02], 1) == pytest.approx(0.02)  # 2 · 0.01
+    assert lt.partial_conjunction([0.3, 0.9], 1) == 1.0  # capped at 1
+    assert lt.partial_conjunction([math.inf, 0.2, 0.1], 2) == pytest.approx(0.4)  # a non-finite p counts as 1
+
+
+def test_pivot_and_the_shown_count_by_hand():
+    # four layers with p⁺ ordered b < a < d < c; u = 3: the pivot is d; u' = 2 on p⁻ (ordered c < d < a < b): d too
+    units = {"a": [0.5, 0.6, 0.7], "b": [0.9, 1.0, 1.1], "c": [-0.7, -0.6, -0.5], "d": [0.05, 0.1, 0.3]}
+    tests = [lt.layer_test(n, u) for n, u in units.items()]
+    d = lt.decide_layers(tests, 0.05)
+    assert d.pivot.name == "d" and d.layers == 4
+    pd = p_greater(units["d"])
+    assert d.p_above == pytest.approx(min(1.0, 2 * pd))
+    assert d.p_below == pytest.approx(min(1.0, 3 * p_less(units["d"])))
+    x = np.asarray(units["d"])
+    se = x.std(ddof=1) / math.sqrt(3)
+    assert d.low == pytest.approx(x.mean() - sps.t.ppf(1 - 0.05 / 2, 2) * se)
+    assert d.high == pytest.approx(x.mean() + sps.t.ppf(1 - 0.05 / 3, 2) * se)
+    # shown above 1 at α: the largest v with every partial-conjunction p for 1..v below α
+    pp = sorted(p_greater(u) for u in units.values())
+    expected = 0
+    for v in range(1, 5):
+        if min(1.0, (4 - v + 1) * pp[v - 1]) < 0.05 and expected == v - 1:
+            expected = v
+    assert d.shown_above(0.05) == expected and expected == 2
+    est = d.estimate("replicates")
+    assert est.mean == pytest.approx(math.exp(x.mean())) and est.ci_low == pytest.approx(math.exp(d.low))
+    assert est.ci_high == pytest.approx(math.exp(d.high)) and est.n == 3 and est.sd == pytest.approx(x.std(ddof=1))
+    # ties in p are broken by name (a stable pivot)
+    same = [lt.layer_test(n, [0.1, 0.2, 0.3]) for n in ("z", "y", "x")]
+    assert lt.decide_layers(same, 0.05).pivot.name == "y"  # u = 2 of 3: the second name in order
+    # an undefined layer (no spread) counts as p = 1: it is never the strongest
+    flat = lt.layer_test("a0", [0.2, 0.2, 0.2])
+    mixed = lt.decide_layers([flat, lt.layer_test("b", [0.5, 0.6, 0.7])], 0.05)
+    assert mixed.pivot.name == "a0" and mixed.estimate("replicates").ci_low is None
+
+
+def test_partial_conjunction_power_by_hand():
+    # L = 4: u = 3, each layer at α/2; power = P(Binomial(4, q) ≥ 3)
+    q = float(sps.nct.sf(sps.t.ppf(1 - 0.025 / 2, 4), 4, 0.2 * math.sqrt(5) / 0.3))
+    expected = 4 * q ** 3 * (1 - q) + q ** 4
+    assert lt.partial_conjunction_power(5, 0.3, 0.2, 4, 0.025) == pytest.approx(expected, rel=1e-9)
+    # L = 3: u = 2, each at α/2; P(≥ 2 of 3)
+    q3 = float(sps.nct.sf(sps.t.ppf(1 - 0.025 / 2, 2), 2, 0.2 * math.sqrt(3) / 0.3))
+    assert lt.partial_conjunction_power(3, 0.3, 0.2, 3, 0.025) == pytest.approx(3 * q3 ** 2 * (1 - q3) + q3 ** 3)
+    assert lt.partial_conjunction_power(2, 0.3, 0.2, 1, 0.025) == pytest.approx(
+        float(sps.nct.sf(sps.t.ppf(0.975, 1), 1, 0.2 * math.sqrt(2) / 0.3)))  # one layer, n = 2
+    assert lt.partial_conjunction_power(5, 0.0, 0.2, 4, 0.025) == 1.0  # no spread: every layer passes
+    assert lt.partial_conjunction_power(5, 0.0, 0.0, 4, 0.025) == 0.0  # ... unless the effect is not above 0
+    assert lt.partial_conjunction_power(5, 0.3, 0.2, 0, 0.025) == 0.0
+    assert lt.partial_conjunction_power(5, None, 0.2, 4, 0.025) == 0.0
+    assert lt.partial_conjunction_power(5, math.inf, 0.2, 4, 0.025) == 0.0
