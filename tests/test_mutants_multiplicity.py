@@ -293,6 +293,11 @@ def test_claim_4_contradicted_at_0025_over_k_shows_the_family_level_bound():
     half = sps.t.ppf(1 - 0.0125 / 3, 2) * x.std(ddof=1) / math.sqrt(3)
     assert d.ci_high == pytest.approx(math.exp(x.mean() + half), rel=1e-9) and d.ci_high < 1
     assert d.level == pytest.approx(0.975) and two.row()["k"] == 2
+    # what the row says: the family level's one-sided α split as the test splits it, and both p-values
+    assert "lower bound at one-sided 0.0125/2, upper bound at 0.0125/3" in d.method and "over 3 replicates" in d.method
+    p_minus = p_less(x)
+    assert d.note.startswith(f"p = 1 that more than half of the 4 layers (≥ 3) are above 1, p' = {3 * p_minus:.3g} "
+                             "that at least half (≥ 2) are below 1; 2 of 4 layers shown above 1; pivotal layer bn")
     three = evaluate_rule(claim4, gs_exact_run([("alexnet", UP), ("lenet", b), ("vgg", UP)]))[0]
     assert three.family_size() == 3 and three.status == INCONCLUSIVE
     assert three.decisive.level == pytest.approx(1 - 0.05 / 3)
@@ -356,7 +361,7 @@ def test_partial_conjunction_edges():
     assert lt.partial_conjunction([0.01, 0.02], 0) == 1.0 and lt.partial_conjunction([0.01, 0.02], 3) == 1.0
     assert lt.partial_conjunction([0.01, 0.02], 2) == pytest.approx(0.02)  # L − u + 1 = 1
     assert lt.partial_conjunction([0.01, 0.02], 1) == pytest.approx(0.02)  # 2 · 0.01
-    assert lt.partial_conjunction([0.3, 0.9], 1) == 1.0  # capped at 1
+    assert lt.partial_conjunction([0.6, 0.9], 1) == 1.0  # 1.2, capped at 1
     assert lt.partial_conjunction([math.inf, 0.2, 0.1], 2) == pytest.approx(0.4)  # a non-finite p counts as 1
 
 
@@ -407,3 +412,14 @@ def test_partial_conjunction_power_by_hand():
     assert lt.partial_conjunction_power(5, 0.3, 0.2, 0, 0.025) == 0.0
     assert lt.partial_conjunction_power(5, None, 0.2, 4, 0.025) == 0.0
     assert lt.partial_conjunction_power(5, math.inf, 0.2, 4, 0.025) == 0.0
+
+
+def test_every_rule_is_evaluated_in_the_papers_order_with_its_own_multiplicity():
+    from bnmem.report.claims import evaluate_claims, rule_ids
+
+    b = _below(_shift_for(0.02))
+    claims = evaluate_claims(gs_exact_run([("alexnet", UP), ("lenet", b)]))
+    assert [c.id for c in claims] == rule_ids()
+    four = next(c for c in claims if c.id == "4")
+    assert four.status == INCONCLUSIVE and four.family_size() == 2 and four.level == pytest.approx(0.975)
+    assert all(c.status == NOT_RUN for c in claims if c.id != "4")  # no other lens ran
