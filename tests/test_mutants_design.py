@@ -160,6 +160,7 @@ def test_claim_6_design_under_nested_selection_and_without(monkeypatch, study, n
 def test_claim_4_design_counts_every_setting_its_layers_and_its_seeds(study):
     d = design.claim_design(study, "4")
     layers = design.bn_layers("lenet", "digits")
+    assert layers == 4  # LeNet: two convolutional BN layers (BatchNorm2d) and two fully connected (BatchNorm1d)
     assert [(s.n, s.layers, s.seeds) for s in d.settings] == [(3, layers, 2)] * 3  # clean included
     from bnmem.report.claims.layer_test import partial_conjunction_power
 
