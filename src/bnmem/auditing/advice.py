@@ -78,8 +78,8 @@ def example_advice(result: dict[str, Any], risk: dict[str, Any]) -> list[str]:
         # top-k gradient norms; its level is the group's, so each example's own exposure is exposure.csv's.
         g = standing["outliers"]
         recs.append(f"Review {g['name']} before release: as a group they may stand out to a membership attacker "
-                    f"(their level: {g['level']}); {EXPOSURE_FILE} ranks every training file by its own exposure (theirs in the "
-                    "group outlier). Correct or remove them and retrain.")
+                    f"(their level: {g['level']}); {EXPOSURE_FILE} ranks every training file by its own exposure "
+                    "(theirs in the group outlier). Correct or remove them and retrain.")
     if "rare" in standing:
         recs.append("The examples listed as rare stand out to an attacker although their labels are right (keep them "
                     "as they are): collect more examples like them so they stop being rare, or limit what the model "
