@@ -325,3 +325,43 @@ def test_units_needed_from_a_start_and_by_bisection():
     assert units_needed(lambda n: 0.9 if n >= 7 else 0.85, target=0.9) == 7
     assert units_needed(lambda n: 0.79 if n < 1000 else 0.81, limit=1000) == 1000
     assert units_needed(lambda n: 1.0 if n >= 3 else 0.0) == 3  # one doubling, then nothing to bisect
+
+
+# ---------------------------------------------------------------- every claim's settings in one study
+
+WIDE = {"name": "wide", "data": {"dataset": "digits", "train_size": 120}, "train": {"epochs": 10, "batch_size": 32},
+        "grid": {"norms": ["batch", "none"], "seeds": [0, 1, 2], "replicates": 3,
+                 "outliers": [{"label_noise": 0.05}, {"ood": 0.01}, {}]},
+        "lenses": {"memorize": {}, "gradnorms": {"definitions": ["eval"]}, "lira": {"replicates": 2},
+                   "theory": {"counterfactual_seeds": 4, "steps": 5, "plot": False}}}
+
+
+def test_every_claims_settings_units_tests_and_paper_range(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(WIDE))
+    study = load_study(path)
+    rows = {d.cid: d for d in (design.claim_design(study, cid) for cid in ("1", "2", "3a", "3b", "3c", "4", "5a",
+                                                                          "5b", "6"))}
+    one = rows["1"]  # corrupted settings only: flip and OOD, 3 replicates each, one test
+    assert [(s.n, s.tests, s.paper) for s in one.settings] == [(3, 1, None), (3, 1, None)]
+    assert rows["2"].settings[0].tests == 1  # one gradient definition declared: one test per setting
+    three_a = rows["3a"]  # the lira lens's allotment (2 replicates) and the paper's range for the mixture
+    assert [(s.n, s.paper) for s in three_a.settings] == [(2, (0.04, 0.05)), (2, (0.03, 0.05))]
+    assert [(s.n, s.paper) for s in rows["3b"].settings] == [(2, (0.03, 0.05))]  # the clean setting only
+    assert rows["3c"].why_not == "exploratory (beyond the paper): no planning effect, no power"
+    assert rows["5a"].why_not == "a derivation check: no power"
+    assert rows["4"].why_not == "the study does not run the gamma-sigma lens"
+    assert rows["6"].why_not == "the study does not run the mitigate lens"
+    toy = rows["5b"]  # the toy model once per study, its seeds the unit
+    assert [s.n for s in toy.settings] == [4] and toy.unit == "seeds of the toy model"
+    assert toy.basis == "declared planning SD" and toy.settings[0].sds == {"": None}
+    pilot = design.claim_design(study, "5b", [_c("5b", _e("lenet", 0.02, 3, replicates=1), _e("mlp", 0.05, 3,
+                                                                                                  replicates=1))])
+    assert pilot.basis == "pilot" and pilot.settings[0].sds[""] == pytest.approx(0.05 * math.sqrt(2 / chi2_q20_df2()))
+    # the default gradient definitions are two (eval and batch): both must pass in every setting
+    both = {**WIDE, "lenses": {"gradnorms": {}}}
+    path.write_text(yaml.safe_dump(both))
+    assert [s.tests for s in design.claim_design(load_study(path), "2").settings] == [2, 2]
+    # the toy model's default 5 seeds
+    path.write_text(yaml.safe_dump({**WIDE, "lenses": {"theory": {}}}))
+    assert [s.n for s in design.claim_design(load_study(path), "5b").settings] == [5]
