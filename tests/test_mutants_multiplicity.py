@@ -62,8 +62,8 @@ def test_k_counts_the_tests_of_the_deciding_evaluations_that_ran():
 
 
 def test_the_least_supportive_is_by_rank_then_by_the_lowest_lower_end():
-    a, b = _ev("a", REPRODUCED, 0.30, 0.5), _ev("b", REPRODUCED, 0.10, 0.5)
-    assert weakest([a, b]).where == "b" and weakest([b, a]).where == "b"
+    a, b = _ev("a", REPRODUCED, 0.30, 0.5, value=0.05), _ev("b", REPRODUCED, 0.10, 0.5, value=0.3)
+    assert weakest([a, b]).where == "b" and weakest([b, a]).where == "b"  # the lower end, not the value
     c = _ev("c", DIRECTION_ONLY, 0.40, 0.9)
     assert weakest([a, b, c]).where == "c"  # the rank decides before the bound
     no_interval = _ev("n", REPRODUCED, value=0.05)  # no interval: its value stands for its lower end
@@ -181,7 +181,7 @@ def test_one_deciding_test_is_one_pass_and_each_claim_its_own_k():
     first, second = evaluate_rule(m, None)
     # k = 1: no second pass for the first claim; its 95% 'contradicted' stands, at 95%
     assert first.status == CONTRADICTED and first.level == 0.95 and first.evaluations[0].level == 0.95
-    assert [(p.where, p.status) for p in first.previous] == [("only", CONTRADICTED)]
+    assert [(p.where, p.value, p.status) for p in first.previous] == [("only", -0.45, CONTRADICTED)]
     # the second claim (k = 2) is re-evaluated from its own place in the module's list, at 1 − 0.05/2
     assert m.levels == [0.95, pytest.approx(0.975, abs=1e-15)]
     q = second.evaluations[1]
@@ -298,6 +298,8 @@ def test_claim_4_contradicted_at_0025_over_k_shows_the_family_level_bound():
     p_minus = p_less(x)
     assert d.note.startswith(f"p = 1 that more than half of the 4 layers (≥ 3) are above 1, p' = {3 * p_minus:.3g} "
                              "that at least half (≥ 2) are below 1; 2 of 4 layers shown above 1; pivotal layer bn")
+    assert "; BN layers with median |γ|/σ > 1 per replicate (mean over seeds): " in d.note  # the note follows
+
     three = evaluate_rule(claim4, gs_exact_run([("alexnet", UP), ("lenet", b), ("vgg", UP)]))[0]
     assert three.family_size() == 3 and three.status == INCONCLUSIVE
     assert three.decisive.level == pytest.approx(1 - 0.05 / 3)
@@ -394,7 +396,22 @@ def test_pivot_and_the_shown_count_by_hand():
     # an undefined layer (no spread) counts as p = 1: it is never the strongest
     flat = lt.layer_test("a0", [0.2, 0.2, 0.2])
     mixed = lt.decide_layers([flat, lt.layer_test("b", [0.5, 0.6, 0.7])], 0.05)
-    assert mixed.pivot.name == "a0" and mixed.estimate("replicates").ci_low is None
+    assert mixed.pivot.name == "a0" and mixed.high is not None  # the refutation's pivot is "b", defined
+    est = mixed.estimate("replicates")
+    assert est.ci_low is None and est.ci_high is None  # one missing end: no interval shown at all
+    # an undefined test counts as p = 1 exactly: it ties with a p of 1 and the name decides
+    one = lt.LayerTest("b", 3, -9.0, 0.1, 1.0, 0.0)
+    undefined = lt.LayerTest("a", 1, 0.3, math.nan, math.nan, math.nan)
+    assert lt._pivot([one, undefined], 1, True).name == "a"
+
+
+@pytest.mark.parametrize("p_plus, shown", [([0.9, 0.5, 0.7], 0), ([1e-6, 0.5, 0.9], 1), ([1e-6, 0.01, 0.9], 2),
+                                           ([1e-6, 1e-5, 0.01], 3)])
+def test_the_shown_count_by_hand(p_plus, shown):
+    """v = the largest count with (L − u + 1)·p_(u) < α for every u ≤ v (L = 3, α = 0.05): 3·p₁, 2·p₂, p₃."""
+    tests = tuple(lt.LayerTest(f"l{i}", 3, 0.1, 0.1, p, 1 - p) for i, p in enumerate(p_plus))
+    d = lt.LayerDecision(tests, 1.0, 1.0, tests[0], None, None)
+    assert d.shown_above(0.05) == shown
 
 
 def test_partial_conjunction_power_by_hand():
@@ -423,3 +440,21 @@ def test_every_rule_is_evaluated_in_the_papers_order_with_its_own_multiplicity()
     four = next(c for c in claims if c.id == "4")
     assert four.status == INCONCLUSIVE and four.family_size() == 2 and four.level == pytest.approx(0.975)
     assert all(c.status == NOT_RUN for c in claims if c.id != "4")  # no other lens ran
+
+
+def test_claim_4_at_one_replicate_says_its_units_are_seeds_and_batch_sigma_is_a_named_row():
+    x = [[0.5, 0.6, 0.7, 0.8]] * 3  # three layers, one replicate of four seeds, all above 1
+    cells = []
+    final = {f"bn{i}": {"n_channels": 8, "layer_type": "conv", "median_ratio": 1.0, "per_seed": {
+        str(s): {"median_ratio": float(np.exp(x[i][s])), "frac_above_1": 1.0} for s in range(4)}} for i in range(3)}
+    data = {"final": {"running": final, "batch": final}, "conditions": {"norms": ["batch"], "label_noise": 0.01}}
+    cell = make_cell("glenet", 0, {GAMMA_SIGMA: data}, label_noise=0.01, seeds=[0, 1, 2, 3])
+    cell.conditions["arch"] = "lenet"
+    cells.append(cell)
+    claim = evaluate_rule(claim4, make_run(cells))[0]
+    e = claim.decisive
+    assert claim.status == REPRODUCED and e.n == 4
+    assert "over 4 seeds per layer" in e.method and e.method.endswith("; one replicate: over its seeds, conditional "
+                                                                      "on its corruption draw")
+    batch = [a for a in e.analyses if a.name == "batch σ"]
+    assert len(batch) == 1 and batch[0].status == REPRODUCED
