@@ -458,3 +458,11 @@ def test_claim_4_at_one_replicate_says_its_units_are_seeds_and_batch_sigma_is_a_
                                                                       "on its corruption draw")
     batch = [a for a in e.analyses if a.name == "batch σ"]
     assert len(batch) == 1 and batch[0].status == REPRODUCED
+    assert batch[0].note.endswith("shown above 1; pivotal layer bn1")  # its own text, nothing appended
+
+
+def test_combine_with_a_shorter_family_pass_keeps_the_95_verdicts_as_they_are():
+    c95 = _claim(Evaluation("s0", 0.5, 0.1, 0.9, REPRODUCED), Evaluation("s1", 0.5, 0.2, 0.9, LARGER))
+    cfam = _claim(Evaluation("s0", 0.5, -0.1, 1.1, INCONCLUSIVE))
+    out = combine(c95, cfam, family_level(2))
+    assert [(e.status, e.level) for e in out.evaluations] == [(REPRODUCED, 0.95), (LARGER, 0.95)]
