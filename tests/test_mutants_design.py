@@ -246,6 +246,7 @@ def test_beta_draw_by_hand():
     np.testing.assert_array_equal(got, np.random.default_rng(3).beta(0.75 * 11, 0.25 * 11, 5))
     np.testing.assert_array_equal(_beta_draw(rng, 0.7, 0.0, 3), [0.7] * 3)  # no spread: constant
     np.testing.assert_array_equal(_beta_draw(rng, 0.75, 0.5, 2), [0.75] * 2)  # beyond what a beta allows (0.1875)
+    np.testing.assert_array_equal(_beta_draw(rng, 0.5, 0.5, 2), [0.5] * 2)  # exactly at it (0.25 = 0.5·0.5)
     r1, r2 = np.random.default_rng(4), np.random.default_rng(4)
     _beta_draw(r1, 0.75, math.sqrt(0.18), 2)  # just inside it: a beta draw
     assert r1.random() != r2.random()
@@ -352,6 +353,7 @@ def test_every_claims_settings_units_tests_and_paper_range(tmp_path):
     assert rows["5a"].why_not == "a derivation check: no power"
     assert rows["4"].why_not == "the study does not run the gamma-sigma lens"
     assert rows["6"].why_not == "the study does not run the mitigate lens"
+    assert rows["3c"].settings == [] and rows["4"].settings == [] and rows["3c"].power is None
     toy = rows["5b"]  # the toy model once per study, its seeds the unit
     assert [s.n for s in toy.settings] == [4] and toy.unit == "seeds of the toy model"
     assert toy.basis == "declared planning SD" and toy.settings[0].sds == {"": None}
