@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
-from bnmem.attacks.metrics import RankedRows, rank_rows
+from bnmem.attacks.metrics import RankedRows, Thresholds, rank_rows
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
@@ -223,33 +223,52 @@ def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
     give terms ≤ 0, so the maximum over every ROC point, floored at 0, is the same number. Both terms
     grow with the TPR and fall with the FPR, so a point followed by members only (the next point is above
     it) or reached by non-members only (the previous point is left of it) is never above the maximum:
-    only the staircase's upper-left corners are evaluated.
+    only the staircase's upper-left corners are evaluated (:func:`chunk_point_bounds`).
     """
     n_rows, n = ranked.values.shape
     out = np.full(n_rows, math.nan)
     if n == 0:
         return out
-    at = 0
-    for part in ranked.chunks():
-        rows, fp, tp = part.threshold_counts(clip=False)
-        first = np.r_[True, rows[1:] != rows[:-1]]
-        last = np.r_[rows[1:] != rows[:-1], True]
-        corner = (last | np.r_[fp[1:] > fp[:-1], True]) & (first | np.r_[True, tp[1:] > tp[:-1]])
-        rows, fp, tp = rows[corner], fp[corner], tp[corner]
-        k = part.values.shape[0]
-        n_in = part.members.sum(axis=1)
-        n_out = n - n_in
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[at:at + k][rows])
-        starts = np.searchsorted(rows, np.arange(k))
-        best = np.maximum(np.maximum.reduceat(a, starts), np.maximum.reduceat(b, starts))
-        ok = (n_in > 0) & (n_out > 0)
-        out[at:at + k][ok] = np.maximum(best[ok], 0.0)
-        at += k
+    for at, part, _, raw in ranked.roc_passes():
+        out[at:at + part.values.shape[0]] = chunk_point_bounds(part, raw, deltas[at:at + part.values.shape[0]])
     return out
 
 
-def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL) -> list[EpsilonBound]:
+def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
+    """The point bounds of a chunk's rows (:func:`_point_bounds`) from its raw counts ``th``
+    (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class."""
+    fp, tp = th.fps, th.tps
+    starts = th.starts
+    edge = np.zeros(fp.size, dtype=bool)  # each row's first entry (then: its last)
+    edge[starts] = True
+    later = np.empty(fp.size, dtype=bool)  # the next step adds non-members (or the row ends)
+    later[-1] = True
+    np.greater(fp[1:], fp[:-1], out=later[:-1])
+    earlier = np.empty(fp.size, dtype=bool)  # the step here added members (or the row starts)
+    earlier[0] = True
+    np.greater(tp[1:], tp[:-1], out=earlier[1:])
+    earlier |= edge
+    edge[starts] = False
+    edge[starts + th.sizes - 1] = True
+    later |= edge
+    corner = np.flatnonzero(later & earlier)  # every row has one: its first step that adds non-members
+    fp, tp = fp[corner], tp[corner]
+    k = part.values.shape[0]
+    cstarts = np.searchsorted(corner, starts)
+    rows = np.repeat(np.arange(k), np.diff(np.append(cstarts, corner.size)))
+    n_in = part.members.sum(axis=1)
+    n_out = part.values.shape[1] - n_in
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
+    best = np.maximum(np.maximum.reduceat(a, cstarts), np.maximum.reduceat(b, cstarts))
+    out = np.full(k, math.nan)
+    ok = (n_in > 0) & (n_out > 0)
+    out[ok] = np.maximum(best[ok], 0.0)
+    return out
+
+
+def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
+                   points: np.ndarray | None = None) -> list[EpsilonBound]:
     """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
     again, and the beta quantiles of all rows in one call per side.
 
@@ -257,11 +276,14 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL)
         ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
         deltas: [rows] each target's δ.
         level: joint confidence per target.
+        points: the rows' point bounds when already computed (:func:`chunk_point_bounds`, in the same pass
+            as the ROC curves); None: computed here.
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
         _check_delta_level(float(d), level)
-    points = _point_bounds(ranked, deltas)
+    if points is None:
+        points = _point_bounds(ranked, deltas)
     counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
     for i in range(ranked.values.shape[0]):
         descending, member = ranked.values[i], ranked.members[i]
@@ -292,7 +314,8 @@ def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> Epsi
 
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
-                    level: float = LEVEL, ranked: RankedRows | None = None) -> dict[str, Any]:
+                    level: float = LEVEL, ranked: RankedRows | None = None,
+                    points: np.ndarray | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -302,6 +325,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
             ``members``), the δ = 1/N convention of the DP variants.
         level: joint confidence per target.
         ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
+        points: the per-target point bounds already computed from ``ranked`` (:func:`epsilon_ranked`).
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -317,7 +341,8 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
-    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level)
+    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
+                            points=points)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")
