@@ -215,28 +215,17 @@ def _best(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndar
                         float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), int(tp.size))
 
 
-def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
-    """Every row's point bound (:class:`EpsilonBound`'s ``eps_point``) from its ROC counts, in one pass.
+def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
+    """The point bounds (:class:`EpsilonBound`'s ``eps_point``) of a chunk's rows from its raw ROC counts
+    ``th`` (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class.
 
     The thresholds of :func:`_point_bound` (every score of either class, and −inf) give the counts above
     each distinct score: the ROC's points, (0, 0) and, unless a score is −inf, (n_in, n_out). Those two
     give terms ≤ 0, so the maximum over every ROC point, floored at 0, is the same number. Both terms
     grow with the TPR and fall with the FPR, so a point followed by members only (the next point is above
     it) or reached by non-members only (the previous point is left of it) is never above the maximum:
-    only the staircase's upper-left corners are evaluated (:func:`chunk_point_bounds`).
+    only the staircase's upper-left corners are evaluated.
     """
-    n_rows, n = ranked.values.shape
-    out = np.full(n_rows, math.nan)
-    if n == 0:
-        return out
-    for at, part, _, raw in ranked.roc_passes():
-        out[at:at + part.values.shape[0]] = chunk_point_bounds(part, raw, deltas[at:at + part.values.shape[0]])
-    return out
-
-
-def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
-    """The point bounds of a chunk's rows (:func:`_point_bounds`) from its raw counts ``th``
-    (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class."""
     fp, tp = th.fps, th.tps
     starts = th.starts
     edge = np.zeros(fp.size, dtype=bool)  # each row's first entry (then: its last)
@@ -267,8 +256,80 @@ def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> 
     return out
 
 
+@dataclass
+class RankCounts:
+    """What the ε bounds of sorted rows need from their scores, gathered chunk by chunk from the ROC counts
+    (:meth:`bnmem.attacks.metrics.RankedRows.roc_passes`, the same pass as the curves).
+
+    Attributes:
+        points: [rows] each row's point bound (nan for a row lacking a class).
+        counts: row -> (n_in, n_out, tp, fp) at the rank thresholds, for the rows with both classes.
+    """
+
+    points: np.ndarray
+    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]]
+
+    @classmethod
+    def empty(cls, n_rows: int) -> "RankCounts":
+        return cls(np.full(n_rows, math.nan), {})
+
+    @classmethod
+    def of(cls, ranked: RankedRows, deltas: np.ndarray) -> "RankCounts":
+        """Gathered here, in a pass of their own."""
+        out = cls.empty(ranked.values.shape[0])
+        if ranked.values.shape[1]:
+            for at, part, _, raw in ranked.roc_passes():
+                out.add(at, part, raw, deltas[at:at + part.values.shape[0]])
+        return out
+
+    def add(self, at: int, part: RankedRows, raw: Thresholds, deltas: np.ndarray) -> None:
+        """Add a chunk of rows starting at row ``at``, with its raw counts (``clip=False``) and δs."""
+        self.points[at:at + part.values.shape[0]] = chunk_point_bounds(part, raw, deltas)
+        for i, c in enumerate(chunk_rank_counts(part, raw)):
+            if c is not None:
+                self.counts[at + i] = c
+
+
+def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, np.ndarray, np.ndarray] | None]:
+    """Per row of a chunk, :func:`_rank_counts` at the rank grids (None for a row lacking a class), read off
+    the raw ROC counts ``th`` instead of searching each class's sorted scores.
+
+    Members (non-members) scoring above a threshold are those in the runs of equal scores before the run
+    holding it: the (k+1)-th largest non-member lies in the first run with more than k non-members at or
+    above it, the j-th smallest member in the first run with more than n_in − j members, and −inf (rank
+    n_out, or j = 0) above everything but a final −inf run.
+    """
+    k_rows, n = part.values.shape
+    n_in = part.members.sum(axis=1)
+    n_out = n - n_in
+    fps, tps = th.fps.astype(np.int64), th.tps.astype(np.int64)
+    starts = th.starts
+    lasts = starts + th.sizes - 1
+    # Row r's counts shifted by r·(n + 1): one increasing array per class, searched for every row at once.
+    off = np.arange(k_rows, dtype=np.int64) * (n + 1)
+    row_off = np.repeat(off, th.sizes)
+    key_f, key_t = fps + row_off, tps + row_off
+    ends_neg_inf = part.values[:, -1] == -np.inf
+    out: list[tuple[int, int, np.ndarray, np.ndarray] | None] = []
+    for r in range(k_rows):
+        ni, no = int(n_in[r]), int(n_out[r])
+        if not (ni and no):
+            out.append(None)
+            continue
+        gk, gj = rank_grid(no), rank_grid(ni)
+        above_neg_inf = lasts[r] if ends_neg_inf[r] else lasts[r] + 1  # the run after those above −inf
+        run = np.concatenate([
+            np.where(gk < no, np.searchsorted(key_f, gk + off[r], side="right"), above_neg_inf),
+            np.where(gj >= 1, np.searchsorted(key_t, (ni - gj) + off[r], side="right"), above_neg_inf),
+        ]) - 1  # the last run strictly above the threshold
+        inside = run >= starts[r]
+        run = np.where(inside, run, 0)
+        out.append((ni, no, np.where(inside, tps[run], 0), np.where(inside, fps[run], 0)))
+    return out
+
+
 def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
-                   points: np.ndarray | None = None) -> list[EpsilonBound]:
+                   rank_counts: RankCounts | None = None) -> list[EpsilonBound]:
     """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
     again, and the beta quantiles of all rows in one call per side.
 
@@ -276,20 +337,15 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
         deltas: [rows] each target's δ.
         level: joint confidence per target.
-        points: the rows' point bounds when already computed (:func:`chunk_point_bounds`, in the same pass
-            as the ROC curves); None: computed here.
+        rank_counts: what the bounds read from the scores when already gathered (:class:`RankCounts`, in
+            the same pass as the ROC curves); None: gathered here.
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
         _check_delta_level(float(d), level)
-    if points is None:
-        points = _point_bounds(ranked, deltas)
-    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
-    for i in range(ranked.values.shape[0]):
-        descending, member = ranked.values[i], ranked.members[i]
-        s_in, s_out = descending[member][::-1], descending[~member][::-1]
-        if s_in.size and s_out.size:
-            counts[i] = (s_in.size, s_out.size, *_rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size)))
+    if rank_counts is None:
+        rank_counts = RankCounts.of(ranked, deltas)
+    points, counts = rank_counts.points, rank_counts.counts
     low: list[np.ndarray] = []
     high: list[np.ndarray] = []
     if counts:
@@ -315,7 +371,7 @@ def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> Epsi
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
                     level: float = LEVEL, ranked: RankedRows | None = None,
-                    points: np.ndarray | None = None) -> dict[str, Any]:
+                    rank_counts: RankCounts | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -325,7 +381,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
             ``members``), the δ = 1/N convention of the DP variants.
         level: joint confidence per target.
         ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
-        points: the per-target point bounds already computed from ``ranked`` (:func:`epsilon_ranked`).
+        rank_counts: what the bounds read from ``ranked``, already gathered (:class:`RankCounts`).
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -342,7 +398,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
     bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
-                            points=points)
+                            rank_counts=rank_counts)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")
