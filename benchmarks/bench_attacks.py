@@ -8,7 +8,9 @@ lens's evaluation of one CIFAR-10 or CIFAR-100 norm (φ does not depend on the
 number of classes). The same φ is evaluated by the code of a git ref (default
 ``main``: ``git archive``-d into a scratch directory) and by this tree's, each in
 a fresh child process (so its peak RSS, ru_maxrss, is its own), and every
-per-target metric of every attack and subset is compared. Run::
+per-target metric of every attack and subset is compared, and so are SHA-256
+digests of every score, every metric and every pooled curve (a change that
+should alter no number must leave them identical). Run::
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py              # the full size
     OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --models 32 --examples 2000 --population 1000
@@ -22,6 +24,7 @@ summary.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -81,15 +84,33 @@ def child(root: Path) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     res = evaluate_stream(phi, keep, {"outliers": outliers, "inliers": ~outliers}, ALL, population_phi=pop)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gb": rss,
+        "digests": digests(res),
         "per_target": {a: {s: {k: res["metrics"][a][s][f"{k}_per_target"] for k in COMPARED}
                            for s in res["metrics"][a]} for a in ALL},
         "pooled_points": {a: {s: len(res["curves"][a][s]["pooled"][0]) for s in res["curves"][a]} for a in ALL},
         "auc": {a: res["metrics"][a]["all"]["auc"] for a in ALL},
     }
+
+
+def digests(res: dict) -> dict[str, str]:
+    """SHA-256 of every attack's scores (their bytes), of all metrics (every number of every attack and
+    subset, ε counts included) and of every pooled curve: equal digests = not one bit changed."""
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    def plain(x):
+        return x.item() if isinstance(x, np.generic) else x.tolist() if isinstance(x, np.ndarray) else str(x)
+
+    out = {f"scores/{a}": sha(np.ascontiguousarray(s).tobytes()) for a, s in res["scores"].items()}
+    out["metrics"] = sha(json.dumps(res["metrics"], sort_keys=True, default=plain).encode())
+    out["pooled curves"] = sha(b"".join(np.ascontiguousarray(arr).tobytes() for a in res["curves"]
+                                        for sub in res["curves"][a] for arr in res["curves"][a][sub]["pooled"]))
+    return out
 
 
 def run_child(src: Path, root: Path) -> dict:
@@ -161,6 +182,10 @@ def main() -> None:
         print("largest |difference| per target, every attack and subset: "
               + ", ".join(f"{k} {v:.1e}" for k, v in diff.items())
               + f"; pooled curves {'the same' if same_pool else 'DIFFERENT'} sizes")
+        differ = sorted(k for k in new["digests"] if old["digests"].get(k) != new["digests"][k])
+        print("bit for bit (SHA-256 of every score, every metric and every pooled curve): "
+              + ("identical" if not differ else "DIFFERENT in " + ", ".join(differ)))
+        summary["bit_identical"] = not differ
         summary.update(ref=args.ref, before_cpu_s=round(old["cpu_seconds"], 1), before_s=round(old["seconds"], 1),
                        before_rss_gb=round(old["peak_rss_gb"], 2),
                        cpu_ratio=round(old["cpu_seconds"] / new["cpu_seconds"], 2), max_abs_diff=diff,
