@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import log_ndtr, logsumexp
 from scipy.stats import norm
+from sklearn.metrics import auc as sk_auc
 
 from bnmem.attacks import AttackInputs, evaluate_inputs, evaluate_stream, lira_statistic, spec
 from bnmem.attacks import metrics as metrics_module
@@ -23,7 +24,7 @@ from bnmem.attacks.epsilon import (
 )
 from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.loo import EXACT_BELOW, Side
-from bnmem.attacks.metrics import rank_rows, roc
+from bnmem.attacks.metrics import FPR_LEVELS, metrics_from_roc, rank_rows, roc
 from bnmem.attacks.result import evaluation_result
 from bnmem.attacks.rmia import logsumexp_last
 from bnmem.attacks.scores import loss_from_phi
@@ -241,3 +242,31 @@ def test_roc_curves_and_epsilon_over_chunks_equal_one_chunk(chunk, monkeypatch):
                 np.testing.assert_array_equal(got["curves"][name][sub]["per_target"][i][1], tpr)
             assert got["metrics"][name][sub]["eps_lb_counts"] == want["metrics"][name][sub]["eps_lb_counts"]
             assert got["metrics"][name][sub]["eps_lb_per_target"] == want["metrics"][name][sub]["eps_lb_per_target"]
+
+
+def test_metrics_from_roc_is_scipy_trapezoid_and_the_masked_maximum_bit_for_bit():
+    """AUC written out as scipy.integrate.trapezoid computes it, TPR at low FPR by binary search on a rising
+    curve: the same numbers as the wrapper and the masked maximum, on real, non-monotone and falling curves."""
+    from scipy.integrate import trapezoid
+
+    rng = np.random.default_rng(4)
+    curves = []
+    for n in (2, 3, 50, 2000):
+        members = rng.uniform(size=n) < 0.5
+        members[:2] = [True, False]
+        curves.append(roc(np.round(rng.normal(size=n) + members, 1), members))  # ties
+        curves.append(roc(rng.normal(size=n) + 3 * members, members))
+        fpr = np.sort(rng.uniform(size=n))
+        curves.append((fpr, rng.uniform(size=n)))  # rising FPR, TPR not monotone
+        curves.append((fpr[::-1].copy(), np.sort(rng.uniform(size=n))[::-1].copy()))  # falling
+    curves.append((np.array([0.0, 0.0005, 0.0005, 0.01, 0.01, 1.0]), np.array([0.0, 0.1, 0.2, 0.3, 0.5, 1.0])))
+    for fpr, tpr in curves:
+        got = metrics_from_roc(fpr, tpr)
+        rising = bool(np.all(fpr[1:] >= fpr[:-1]))
+        want_auc = float(trapezoid(tpr, fpr)) if rising else float(sk_auc(fpr, tpr))
+        assert got["auc"] == want_auc
+        assert got["balanced_acc"] == float(np.max((tpr + 1.0 - fpr) / 2.0))
+        for name, level in FPR_LEVELS.items():
+            ok = fpr <= level
+            want = float(np.max(tpr[ok])) if ok.any() else float("nan")
+            assert got[name] == want or (want != want and got[name] != got[name]), (name, got[name], want)

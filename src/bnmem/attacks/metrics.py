@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import trapezoid
 from sklearn.metrics import auc as _trapezoid_auc
 from sklearn.metrics import roc_curve
 
@@ -304,14 +303,20 @@ def metrics_from_roc(fpr: np.ndarray, tpr: np.ndarray) -> dict[str, float]:
     if fpr.size == 0:
         return {name: math.nan for name in METRIC_NAMES}
     # sklearn's auc is the trapezoid rule after checking x's direction; a curve from roc rises, so the
-    # check (the costly part: argument validation) is only made when it does not.
+    # check (the costly part: argument validation) is only made when it does not. The rule is written out
+    # as scipy.integrate.trapezoid computes it for 1-D float64 (the same operations: no wrapper per call).
     rising = bool(np.all(fpr[1:] >= fpr[:-1]))
-    out = {
-        "auc": float(trapezoid(tpr, fpr)) if rising else float(_trapezoid_auc(fpr, tpr)),
-        "balanced_acc": float(np.max((tpr + 1.0 - fpr) / 2.0)),
-    }
+    auc = np.add.reduce((fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2.0) if rising else _trapezoid_auc(fpr, tpr)
+    out = {"auc": float(auc), "balanced_acc": float(np.max((tpr + 1.0 - fpr) / 2.0))}
+    # On a curve whose FPR and TPR both rise, the points with FPR <= level are a prefix and the largest TPR
+    # among them is its last: a binary search instead of a pass per level.
+    prefix = rising and bool(np.all(tpr[1:] >= tpr[:-1]))
     for name, level in FPR_LEVELS.items():
-        out[name] = tpr_at_fpr(fpr, tpr, level)
+        if prefix:
+            end = int(np.searchsorted(fpr, level, side="right"))
+            out[name] = float(tpr[end - 1]) if end else math.nan
+        else:
+            out[name] = tpr_at_fpr(fpr, tpr, level)
     return out
 
 
