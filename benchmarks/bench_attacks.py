@@ -14,6 +14,7 @@ should alter no number must leave them identical). Run::
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py              # the full size
     OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --models 32 --examples 2000 --population 1000
+    python benchmarks/docs_numbers.py --attacks-bench FILE    # after a full-size run with --json FILE
 
 Target (issue "the decisive study"): the full size in <= 30 s of CPU and <= 2 GB
 peak RSS. CPU seconds (user + sys of the evaluating process) are the measure:
@@ -141,6 +142,7 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=10_000)
     parser.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
     parser.add_argument("--skip-ref", action="store_true", help="only this tree's evaluation")
+    parser.add_argument("--json", type=Path, help="also write the summary here (benchmarks/docs_numbers.py --attacks-bench)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -148,6 +150,7 @@ def main() -> None:
         print(json.dumps(child(args.root)))
         return
     sys.path.insert(0, str(ROOT / "src"))
+    load_start = os.getloadavg()[0]
     size = f"M={args.models} N={args.examples} V={args.views} P={args.population}"
     with tempfile.TemporaryDirectory(prefix="bench_attacks_") as tmp:
         data = Path(tmp) / "phi"
@@ -192,8 +195,11 @@ def main() -> None:
                        pooled_same_size=same_pool)
         line += (f"; {args.ref}: {old['cpu_seconds']:.1f} CPU s, {old['peak_rss_gb']:.2f} GB; "
                  f"{old['cpu_seconds'] / new['cpu_seconds']:.1f}x less CPU")
+    summary["load_avg"] = [round(load_start, 1), round(os.getloadavg()[0], 1)]  # 1-min load at start and end
     print(line)
     print(json.dumps(summary))
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
