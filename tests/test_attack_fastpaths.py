@@ -11,7 +11,7 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import norm
 from sklearn.metrics import auc as sk_auc
 
-from bnmem.attacks import AttackInputs, evaluate_inputs, evaluate_stream, lira_statistic, spec
+from bnmem.attacks import AttackInputs, evaluate_inputs, evaluate_stream, keep_matrix, lira_statistic, spec
 from bnmem.attacks import metrics as metrics_module
 from bnmem.attacks.epsilon import (
     _point_bound,
@@ -28,6 +28,7 @@ from bnmem.attacks.metrics import FPR_LEVELS, metrics_from_roc, rank_rows, roc
 from bnmem.attacks.result import evaluation_result
 from bnmem.attacks.rmia import logsumexp_last
 from bnmem.attacks.scores import loss_from_phi
+from bnmem.attacks.streaming import _Plan
 from test_attacks import synthetic
 from test_streaming import assert_same
 
@@ -270,3 +271,17 @@ def test_metrics_from_roc_is_scipy_trapezoid_and_the_masked_maximum_bit_for_bit(
             ok = fpr <= level
             want = float(np.max(tpr[ok])) if ok.any() else float("nan")
             assert got[name] == want or (want != want and got[name] != got[name]), (name, got[name], want)
+
+
+@pytest.mark.parametrize("m, n, seed", [(4, 30, 0), (8, 200, 1), (16, 333, 2)])
+def test_side_model_order_is_the_stable_argsort(m, n, seed):
+    """The streaming plan's per-example model order (read off the nonzeros) is a stable argsort of ~side."""
+    keep = keep_matrix(m, n, seed)
+    for targets in (np.arange(m), np.array([0, m - 1])):
+        plan = _Plan(keep, targets)
+        for member in (True, False):
+            side = keep if member else ~keep
+            order, _ = plan.positions(keep, member)
+            want = np.argsort(~side, axis=0, kind="stable")[: (plan.c_in if member else plan.c_out)]
+            assert order.dtype == want.dtype and order.flags.c_contiguous
+            np.testing.assert_array_equal(order, want)
