@@ -24,15 +24,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_startup import SITECUSTOMIZE, _median, run_traced  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench_startup import _median, before_and_after, interleaved, print_side_by_side, run_traced  # noqa: E402
 
 STUDY = """name: cellplan
 data: {dataset: digits, seed: 0, val_fraction: 0.1, train_size: 300}
@@ -74,24 +70,8 @@ def main() -> None:
     ap.add_argument("--before", default="main", help="git ref measured as BEFORE (default: main)")
     ap.add_argument("--repeats", type=int, default=1)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-cell-plan-") as tmp:
-        scratch = Path(tmp)
-        (scratch / "cellplan.yaml").write_text(STUDY)
-        site = scratch / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        before = scratch / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
-                       check=True, capture_output=True)
-        for src in (before / "src", ROOT / "src"):
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
-        samples: dict[str, list[dict]] = {"before": [], "after": []}
-        try:
-            for i in range(args.repeats):
-                samples["before"].append(measure("before", before / "src", site, scratch, i))
-                samples["after"].append(measure("after", ROOT / "src", site, scratch, i))
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
+    with before_and_after(args.before, "cellplan.yaml", STUDY) as (scratch, site, before_src):
+        samples = interleaved(args.repeats, before_src, lambda label, src, i: measure(label, src, site, scratch, i))
     commands = ("dry-run", "run w1", "run w2")
     result: dict = {k: {c: _median([x[c] for x in v]) for c in commands} for k, v in samples.items()}
     identical = {}
@@ -100,13 +80,7 @@ def main() -> None:
         identical[f"w{w}"] = {"files": len(a), "same_names": a.keys() == b.keys(),
                               "differ": sorted(k for k in a if k in b and a[k] != b[k])}
     result["identical"] = identical
-    print(f"{'':30} {'before':>8} {'after':>8}")
-    for c in commands:
-        b, a = result["before"][c], result["after"][c]
-        for key in sorted(set(b) | set(a)):
-            print(f"{c + ': ' + key:30} {b.get(key, 0):8.2f} {a.get(key, 0):8.2f}")
-        cpu = [sum(v for k, v in side.items() if k.endswith("cpu_s")) for side in (b, a)]
-        print(f"{c + ': all processes cpu_s':30} {cpu[0]:8.2f} {cpu[1]:8.2f}")
+    print_side_by_side(result, commands, 30)
     print("result files identical:", identical)
     print(json.dumps({**result, "before_ref": args.before, "repeats": args.repeats}))
 

@@ -24,6 +24,7 @@ The last line printed is a JSON summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +120,49 @@ def measure(label: str, src: Path, site: Path, args: argparse.Namespace, scratch
     return {"run": run, "report": run_traced([bnmem, "report", str(rep)], src, site, cold), "report_dir": rep}
 
 
+@contextlib.contextmanager
+def before_and_after(ref: str, study_file: str, study: str) -> Iterator[tuple[Path, Path, Path]]:
+    """A scratch folder with ``study`` written to ``study_file``, the tracing ``sitecustomize`` in ``site/``
+    and ``ref`` checked out as BEFORE (``git worktree add``; removed on exit), both ``src`` folders compiled
+    first (so timing starts warm): yields (scratch, site, BEFORE's src)."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{Path(study_file).stem}-") as tmp:
+        scratch = Path(tmp)
+        (scratch / study_file).write_text(study)
+        site = scratch / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        before = scratch / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), ref],
+                       check=True, capture_output=True)
+        try:
+            for src in (before / "src", ROOT / "src"):  # both warm: bnmem's own bytecode compiled before timing
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
+            yield scratch, site, before / "src"
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
+
+
+def interleaved(repeats: int, before_src: Path, measure: Callable[[str, Path, int], dict]) -> dict[str, list[dict]]:
+    """``measure(label, src, i)`` for BEFORE then AFTER, ``repeats`` times: a busy minute falls on both."""
+    samples: dict[str, list[dict]] = {"before": [], "after": []}
+    for i in range(repeats):
+        samples["before"].append(measure("before", before_src, i))
+        samples["after"].append(measure("after", ROOT / "src", i))
+    return samples
+
+
+def print_side_by_side(result: dict, commands: tuple[str, ...], width: int) -> None:
+    """BEFORE and AFTER side by side (``result[side][command]``: seconds by key), per command and role, with
+    each command's CPU seconds summed over its processes."""
+    print(f"{'':{width}} {'before':>8} {'after':>8}")
+    for cmd in commands:
+        b, a = result["before"][cmd], result["after"][cmd]
+        for key in sorted(set(b) | set(a)):
+            print(f"{cmd + ': ' + key:{width}} {b.get(key, 0):8.2f} {a.get(key, 0):8.2f}")
+        cpu = [sum(v for k, v in side.items() if k.endswith("cpu_s")) for side in (b, a)]
+        print(f"{cmd + ': all processes cpu_s':{width}} {cpu[0]:8.2f} {cpu[1]:8.2f}")
+
+
 def _median(samples: list[dict[str, float]]) -> dict[str, float]:
     keys = sorted({k for s in samples for k in s})
     return {k: round(statistics.median(s.get(k, 0.0) for s in samples), 2) for k in keys}
@@ -141,24 +186,9 @@ def main() -> None:
                     "(copied; default: the benchmark study's output)")
     ap.add_argument("--cold", action="store_true", help="no bytecode: every module compiled again per command")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
-        scratch = Path(tmp)
-        (scratch / "startup.yaml").write_text(STUDY)
-        site = scratch / "site"
-        site.mkdir()
-        (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        before = scratch / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
-                       check=True, capture_output=True)
-        for src in (before / "src", ROOT / "src"):  # both warm: bnmem's own bytecode compiled before timing
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
-        samples: dict[str, list[dict]] = {"before": [], "after": []}
-        try:
-            for i in range(args.repeats):  # interleaved: a busy minute falls on both
-                samples["before"].append(measure("before", before / "src", site, args, scratch, i))
-                samples["after"].append(measure("after", ROOT / "src", site, args, scratch, i))
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False)
+    with before_and_after(args.before, "startup.yaml", STUDY) as (scratch, site, before_src):
+        samples = interleaved(args.repeats, before_src,
+                              lambda label, src, i: measure(label, src, site, args, scratch, i))
         result: dict = {k: {"run": _median([x["run"] for x in v]), "report": _median([x["report"] for x in v]),
                             "report_dir": str(v[-1]["report_dir"])} for k, v in samples.items()}
         result["report_identical"] = same_report(Path(result["before"]["report_dir"]),
@@ -169,14 +199,7 @@ def main() -> None:
 
 def print_table(result: dict) -> None:
     """BEFORE and AFTER side by side, per command and role."""
-    print(f"{'':34} {'before':>8} {'after':>8}")
-    for cmd in ("run", "report"):
-        b, a = result["before"][cmd], result["after"][cmd]
-        for key in sorted(set(b) | set(a)):
-            print(f"{cmd + ': ' + key:34} {b.get(key, 0):8.2f} {a.get(key, 0):8.2f}")
-        cpu_b = sum(v for k, v in b.items() if k.endswith("cpu_s"))
-        cpu_a = sum(v for k, v in a.items() if k.endswith("cpu_s"))
-        print(f"{cmd + ': all processes cpu_s':34} {cpu_b:8.2f} {cpu_a:8.2f}")
+    print_side_by_side(result, ("run", "report"), 34)
     print("report files identical:", result["report_identical"])
 
 

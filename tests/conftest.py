@@ -46,3 +46,22 @@ def memoized_noise_multiplier():
         yield
     finally:
         engine.get_noise_multiplier = original
+
+
+@pytest.fixture(scope="module")
+def ds():
+    """The noisy digits most training tests use (tests/digits_data.py's NOISY); a module that needs other data
+    defines its own ``ds``."""
+    from digits_data import NOISY
+
+    from bnmem.data import load_dataset
+
+    return load_dataset(NOISY)
+
+
+@pytest.fixture(scope="module")
+def ds64(ds):
+    """The module's ``ds`` in float64 (a module can define its own)."""
+    from digits_data import as_float64
+
+    return as_float64(ds)

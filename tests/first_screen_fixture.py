@@ -1,6 +1,6 @@
 """The demo's first screen as data: its headline rows, forest-plot panels and the statuses on screen.
 
-``tests/test_report_chromium.py`` renders the report's first screen from this fixture at full size (the nine
+``tests/test_report_chromium.py`` renders the report's first screen from this fixture at full size (all ten
 claims of the demo with their longest texts), which a tiny test run cannot reach. Refresh it after the demo or the
 headline's wording changes::
 

@@ -15,6 +15,7 @@ from torch import nn
 import bnmem
 from bnmem.shadow.copies import fresh_copy
 from bnmem.auditing.api import audit
+from bnmem.formatting import eps_value
 from bnmem.cli import main
 from bnmem.config import DataConfig, ModelConfig, TrainConfig
 from bnmem.data import load_dataset
@@ -245,7 +246,7 @@ def test_python_api_user_sequential_with_bn_and_shadow_models(ds):
     eps = d["risk"]["epsilon"]  # from the attack and group that set the level, in the headline only when > 0
     if eps is not None:
         assert eps["eps_lb"] == mem["attacks"][eps["attack"]][eps["group"]]["eps_lb"] >= 0
-        assert (f"below ε = {eps['eps_lb']:.2f}" in d["risk"]["headline"]) == (eps["eps_lb"] > 0)
+        assert (f"below ε = {eps_value(eps['eps_lb'])}" in d["risk"]["headline"]) == (eps["eps_lb"] > 0)
     ms = mem["memorization_scores"]
     assert ms["by_subset"]["all"]["n"] == ds.n_train and len(ms["top_memorized"]["index"]) == 10
     assert ms["top_memorized"]["mem"] == sorted(ms["top_memorized"]["mem"], reverse=True)

@@ -37,8 +37,7 @@ import pytest
 import torch
 
 import bnmem.train.ensemble as ensemble
-from bnmem.config import DataConfig, ModelConfig, TrainConfig
-from bnmem.data import load_dataset
+from bnmem.config import ModelConfig, TrainConfig
 from bnmem.models import LeNet
 from bnmem.train import seeded_model, train_model
 from bnmem.train.batching import epoch_batches
@@ -48,16 +47,6 @@ from bnmem.train.optim import build_optimizer
 
 SEEDS = [3, 5, 8]
 BATCH = 16
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0))
-
-
-@pytest.fixture(scope="module")
-def ds64(ds):
-    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double())
 
 
 def _in_sets(sizes: tuple[int, ...], seed: int = 0, pool: int = 300) -> list[np.ndarray]:

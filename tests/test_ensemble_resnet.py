@@ -32,16 +32,6 @@ SEEDS = [3, 5, 8]
 SIZES = (40, 35, 48)
 
 
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0))
-
-
-@pytest.fixture(scope="module")
-def ds64(ds):
-    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double())
-
-
 @pytest.mark.parametrize("norm", ["batch", "none", "group"])
 def test_float64_grouped_resnet20_matches_one_by_one(ds64, norm):
     """Two epochs with momentum, weight decay, a cosine schedule and (BN) the γ/σ regularizer on all 19 BN

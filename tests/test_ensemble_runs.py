@@ -21,14 +21,14 @@ from bnmem.data import load_dataset
 from bnmem.train import seeded_model, train_model
 from bnmem.train.ensemble_runs import can_train_together, train_runs_together
 
+from digits_data import load64
+
 TOL = 1e-9
 
 
 @pytest.fixture(scope="module")
 def ds64():
-    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0, train_size=240, val_fraction=0.1))
-    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double(),
-                               x_val=ds.x_val.double())
+    return load64(DataConfig(dataset="digits", label_noise=0.05, seed=0, train_size=240, val_fraction=0.1))
 
 
 def _hook(epoch: int, model) -> dict:
@@ -151,9 +151,7 @@ def test_only_regularized_real_members_get_sigma(ds64):
 
 def _replicate(seed: int):
     """Replicate ``seed`` of the setting: another corruption and split of the same images (float64)."""
-    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=seed, train_size=240, val_fraction=0.1))
-    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double(),
-                               x_val=ds.x_val.double())
+    return load64(DataConfig(dataset="digits", label_noise=0.05, seed=seed, train_size=240, val_fraction=0.1))
 
 
 def test_replicates_train_together_each_on_its_own_data(ds64, tmp_path):

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bnmem.formatting import DASH, EM_DASH, finite, fmt, interval, mean_pm, pct
+from bnmem.formatting import DASH, EM_DASH, eps_value, finite, fmt, interval, mean_pm, pct
 from bnmem.report import results
 
 MISSING = [None, math.nan, np.float32("nan"), math.inf, -math.inf, "abc", [1.0], {}]
@@ -39,3 +39,23 @@ def test_mean_pm_is_mean_plus_minus_half_the_interval():
     assert mean_pm({"mean": 0.5, "ci": [0.4, 0.7]}) == "0.500 ±0.150"
     assert mean_pm({"mean": 0.0123, "ci": [0.01, 0.02]}, 1, scale=100) == "1.2 ±0.5"
     assert mean_pm({"mean": 2.0, "ci": None}, 2) == "2.00" and mean_pm(None) == "-"
+
+
+def test_a_positive_epsilon_never_prints_as_zero_and_infinity_is_named():
+    assert eps_value(1.234) == "1.23" and eps_value(0.0) == "0.00" and eps_value(4.0, 1) == "4.0"
+    assert eps_value(0.0032) == "0.0032" and eps_value(np.float32(0.004)) == "0.004" and eps_value(1e-7) == "1e-07"
+    assert eps_value(0.0032, 3) == "0.003"  # enough digits: the fixed format stands
+    assert eps_value(math.inf) == "∞" and eps_value(np.float64("inf")) == "∞"
+    assert eps_value(-math.inf) == eps_value(math.nan) == eps_value(None) == DASH
+
+
+def test_the_audit_texts_show_a_tiny_epsilon_floor_and_an_infinite_accountant_epsilon():
+    from bnmem.auditing.one_run import one_run_text
+    from bnmem.lenses.defenses_text import audit_text
+
+    one = {"eps_lb": 0.0032, "beta": 0.05, "delta": 1e-5, "canaries": 500, "canaries_in": 245, "correct": 140,
+           "guesses": 270, "k": 135}
+    assert "guarantee below ε = 0.0032 holds" in one_run_text(one, None)
+    res = {"variant_names": ["dp"], "variants": {"dp": {"epsilon": {"mean": math.inf},
+                                                         "dp_audit": {"passed": True, "eps_lb_max": 0.002}}}}
+    assert "is 0.002 (95% family-wise) against the accountant's ε = ∞:" in audit_text(res)

@@ -125,10 +125,9 @@ def test_lira_per_norm_trains_each_norm_with_its_selected_recipe(tmp_path):
 
 @pytest.fixture(scope="module")
 def ds64():
-    import dataclasses
+    from digits_data import load64
 
-    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0))
-    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double(), x_val=ds.x_val.double())
+    return load64(DataConfig(dataset="digits", label_noise=0.05, train_size=300, val_fraction=0.2, seed=0))
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])

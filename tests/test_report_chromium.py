@@ -65,14 +65,13 @@ def test_rendered_dom_has_every_claim_row(report, tmp_path):
     assert "data:image/png;base64," in dom
 
 
-@pytest.mark.xfail(reason="plan 5.0 (row 3c, the 'larger/smaller than the paper' statuses) changed the demo's first "
-                          "screen; its forest-region check against tests/data/demo_first_screen.json fails until the "
-                          "fixture is regenerated from a plan-5.0 demo (open: issue 37's closing note)", strict=False)
 def test_first_screen_is_legend_headline_then_forest_and_details_are_folded(report, tmp_path):
     """At 1400x900 the status legend, every headline cell in full (no cell's text overflows its box or ends in
     an ellipsis) and the whole forest plot with its caption are on the first screen; the page goes headline,
     forest plot, lens figures, then the details (conditions, checklist...) closed."""
     import matplotlib.image as mpimg
+
+    from bnmem.report.forest import STATUS_COLORS, forest_panels
 
     rep, _ = report
     layout = probe(rep.html, tmp_path)
@@ -93,36 +92,57 @@ def test_first_screen_is_legend_headline_then_forest_and_details_are_folded(repo
     screenshot(rep.html, shot, tmp_path)
     img = mpimg.imread(shot)[..., :3]
     assert img.shape[:2] == (900, 1400)
-    for key in ("legend", "forest"):
-        top, bottom = int(layout[key][0]), int(layout[key][1])
-        region = img[top:bottom]
-        r, g, b = region[..., 0], region[..., 1], region[..., 2]
-        assert ((np.abs(r - g) > 0.15) | (np.abs(g - b) > 0.15)).mean() > 0.002, key
+    top, bottom = int(layout["legend"][0]), int(layout["legend"][1])
+    r, g, b = img[top:bottom, ..., 0], img[top:bottom, ..., 1], img[top:bottom, ..., 2]
+    assert ((np.abs(r - g) > 0.15) | (np.abs(g - b) > 0.15)).mean() > 0.002  # the legend's coloured badges
+    # every status the forest plot draws a row in has its colour inside the probe's forest box
+    drawn = {row.status for panel in forest_panels(rep.claims) for row in panel.rows if row.value is not None}
+    assert drawn  # the tiny run decides some claims (the toy-model checks at least)
+    forest = img[int(layout["forest"][0]):int(layout["forest"][1])]
+    for status in drawn:
+        rgb = np.array([int(STATUS_COLORS[status][i:i + 2], 16) / 255 for i in (1, 3, 5)])
+        assert (np.abs(forest - rgb).max(axis=2) < 0.08).sum() >= 20, status
 
 
-def test_the_demos_full_first_screen_fits(report, tmp_path, monkeypatch):
-    """The demo's nine claims with their longest texts (tests/data/demo_first_screen.json, captured from a demo
-    run by tests/first_screen_fixture.py): at 1400x900 the legend, every headline cell in full and the whole
-    forest plot with its caption are on the first screen."""
+@pytest.fixture(scope="module")
+def demo_layout(report, tmp_path_factory):
+    """The probe's record of the report's first screen drawn from the demo's headline rows, forest panels and
+    statuses (tests/data/demo_first_screen.json, captured from a demo run by tests/first_screen_fixture.py): the
+    demo's claims (all of the plan's) with their longest texts, which a tiny test run cannot reach."""
     import first_screen_fixture
 
+    from bnmem.analysis_plan import PLAN
     from bnmem.report import headline, html
     from bnmem.report.build import build_report
     from bnmem.report.forest import draw_forest
 
     demo = first_screen_fixture.load()
-    assert len(demo["headline_rows"]) == 9 and any(h["split"] for h in demo["headline_rows"])
+    # a fixture captured under an older plan (other claims) is stale: regenerate it from a demo of this plan
+    assert [h["id"] for h in demo["headline_rows"]] == list(PLAN) and any(h["split"] for h in demo["headline_rows"])
+    scratch = tmp_path_factory.mktemp("demo-screen")
 
     def demo_forest(claims):
-        return draw_forest(demo["panels"], tmp_path / "forest.png").read_bytes()
+        return draw_forest(demo["panels"], scratch / "forest.png").read_bytes()
 
-    monkeypatch.setattr(headline, "headline_rows", lambda claims, state="": demo["headline_rows"])
-    monkeypatch.setattr(headline, "forest_png", demo_forest)
-    monkeypatch.setattr(html, "shown_statuses", lambda claims: set(demo["shown"]))
-    _, root = report
-    page = build_report(root, tmp_path / "out").html
-    assert page.read_text(encoding="utf-8").count('<tr class="headline"') == 9
-    layout = probe(page, tmp_path)
-    assert layout["overflowing"] == []
-    assert layout["legend"][1] <= layout["headline"][0] + 1 <= layout["forest"][0] + 2
-    assert layout["forest_figure"][1] <= FIRST_SCREEN[1], layout["forest_figure"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(headline, "headline_rows", lambda claims, state="": demo["headline_rows"])
+        mp.setattr(headline, "forest_png", demo_forest)
+        mp.setattr(html, "shown_statuses", lambda claims: set(demo["shown"]))
+        page = build_report(report[1], scratch / "out").html
+    assert page.read_text(encoding="utf-8").count('<tr class="headline"') == len(PLAN)
+    return probe(page, scratch)
+
+
+def test_the_demos_headline_cells_fit(demo_layout):
+    """At 1400x900 every headline cell of the demo shows in full (the longest statuses wrap inside their
+    column), legend above the headline above the forest plot."""
+    assert demo_layout["overflowing"] == []
+    assert demo_layout["legend"][1] <= demo_layout["headline"][0] + 1 <= demo_layout["forest"][0] + 2
+
+
+@pytest.mark.xfail(reason="the plan-5.0 demo's first screen does not fit: its ten headline rows (row 3c, split texts "
+                          "under rows 1, 3c, 4 and 6) end at 699 px and the forest plot's caption at 1108 px of 900 "
+                          "(fixture regenerated from runs/demo50); a layout decision for the report", strict=True)
+def test_the_demos_forest_plot_is_on_the_first_screen(demo_layout):
+    """At 1400x900 the demo's whole forest plot with its caption is on the first screen."""
+    assert demo_layout["forest_figure"][1] <= FIRST_SCREEN[1], demo_layout["forest_figure"]

@@ -10,7 +10,6 @@ back, never trained again, and the rest train together.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -25,20 +24,17 @@ from bnmem.lenses.gradnorms import GradNormsConfig, gradnorm_file, measure_hook 
 from bnmem.lenses.runs import run_folder, train_run, train_runs
 from bnmem.study import share
 
+from digits_data import load64
+
 TOL = 1e-9
 DATA = {"dataset": "digits", "label_noise": 0.05, "seed": 0, "train_size": 180, "val_fraction": 0.1}
 TRAIN = {"epochs": 2, "batch_size": 32, "lr": 0.05}
 SEEDS = [3, 7]
 
 
-def _ds64(data: DataConfig):
-    ds = load_dataset(data)
-    return dataclasses.replace(ds, x_train=ds.x_train.double(), x_test=ds.x_test.double(), x_val=ds.x_val.double())
-
-
 @pytest.fixture(scope="module")
 def ds64():
-    return _ds64(DataConfig(**DATA))
+    return load64(DataConfig(**DATA))
 
 
 def _close(a, b, where: str) -> None:
@@ -118,7 +114,7 @@ def test_float64_shared_runs_together_match_each_lens_alone(ds64, tmp_path, monk
     """A study's shared job (seeds together, every lens's hook) hands each lens what it gets training alone."""
     import bnmem.data
 
-    monkeypatch.setattr(bnmem.data, "load_dataset", lambda data: _ds64(data))
+    monkeypatch.setattr(bnmem.data, "load_dataset", load64)
     spec, _ = _shared_spec(tmp_path / "study")
     assert spec["seeds"] == SEEDS and sorted(t["lens"] for t in spec["targets"]) == ["gamma-sigma", "gradnorms"]
     share.run_shared_training(spec)

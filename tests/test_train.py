@@ -5,17 +5,11 @@ import pytest
 import torch
 
 from bnmem import io
-from bnmem.config import DataConfig, ModelConfig, TrainConfig
-from bnmem.data import load_dataset
+from bnmem.config import ModelConfig, TrainConfig
 from bnmem.measure.predict import predict_logits
 from bnmem.train import seeded_model, train_model
 from bnmem.train.batching import epoch_batches
 from bnmem.train.optim import build_optimizer, lr_at
-
-
-@pytest.fixture(scope="module")
-def ds():
-    return load_dataset(DataConfig(dataset="digits", label_noise=0.05, seed=0))
 
 
 def _train(ds, norm="batch", epochs=2, run_dir=None, on_epoch=None, seed=0, **kw):

@@ -61,6 +61,20 @@ def mean_pm(s: dict[str, Any] | None, digits: int = 3, *, scale: float = 1.0, mi
     return text
 
 
+def eps_value(v: Any, digits: int = 2, *, missing: str = DASH) -> str:
+    """A privacy ε with ``digits`` decimals, except where that would misread it: a positive ε that rounds to
+    zero in two significant digits (0.0032, 1e-07; never '0.00', which reads as no leakage at all), an
+    infinite one as '∞' (no guarantee); ``missing`` for None and NaN."""
+    f = finite(v)
+    if f is None:
+        try:
+            return "∞" if float(v) == math.inf else missing
+        except (TypeError, ValueError):
+            return missing
+    text = format(f, f".{digits}f")
+    return format(f, ".2g") if f > 0 and float(text) == 0 else text
+
+
 def count_text(n: int) -> str:
     """A count in sensible units: 950, 24k, 6.4k, 11.2M, 1.3G."""
     for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bnmem.formatting import eps_value
+
 Interval = tuple[float, float] | None
 
 
@@ -96,7 +98,7 @@ def _ci(v: float, ci: Interval, digits: int = 3) -> str:
 
 
 def _describe(p: FrontPoint) -> str:
-    eps = "" if p.epsilon is None else f", ε = {p.epsilon:.2f}"
+    eps = "" if p.epsilon is None else f", ε = {eps_value(p.epsilon)}"
     return f"{p.name} (test accuracy {_ci(p.accuracy, p.accuracy_ci)}, risk {_ci(p.risk, p.risk_ci)}{eps})"
 
 

@@ -28,6 +28,7 @@ Arrays here: ``vals`` [C, B, V] (a side's values in model order), ``pos``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -263,23 +264,22 @@ class Side:
             float64 [T, B, V].
         """
         c = self.size
-        one = k == c - 1
-        out = None if one.all() else np.empty(removed.shape)
-        if one.any():
+
+        def without_one(r: np.ndarray, one: np.ndarray) -> np.ndarray:
             lo, hi = (c - 2) // 2, (c - 1) // 2
             # The i-th smallest of the others is the sorted value at i, or at i + 1 when the removed value
             # ranks at or below i (with ties, any of the equal values may be the one removed).
-            r = removed if out is None else removed[one]
             a = np.where(r <= self._rank(lo), self._rank(lo + 1), self._rank(lo))
             if hi != lo:
                 b = np.where(r <= self._rank(hi), self._rank(hi + 1), self._rank(hi))
                 a = (a + b) / 2  # np.median of an even count: the mean of the two middle values
-            if out is None:
-                return a
-            out[one] = a
-        lo, hi = (c - 1) // 2, c // 2
-        out[~one] = self._rank(lo) if lo == hi else (self._rank(lo) + self._rank(hi)) / 2
-        return out
+            return a
+
+        def of_all() -> np.ndarray:
+            lo, hi = (c - 1) // 2, c // 2
+            return self._rank(lo) if lo == hi else (self._rank(lo) + self._rank(hi)) / 2
+
+        return self._per_target(removed, k, without_one, of_all)
 
     def spread(self, removed: np.ndarray, k: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """Each target's population std (ddof 0) of the side's values without the removed one.
@@ -297,10 +297,9 @@ class Side:
             float64 [T, B, V].
         """
         c = self.size
-        one = k == c - 1
-        out = None if one.all() else np.empty(removed.shape)
-        if one.any():
-            d = (removed if out is None else removed[one]) - self.mean
+
+        def without_one(r: np.ndarray, one: np.ndarray) -> np.ndarray:
+            d = r - self.mean
             d *= d
             d *= c / (c - 1.0)
             m2 = np.subtract(self.m2, d, out=d)
@@ -308,11 +307,23 @@ class Side:
             if bad.any():
                 m2[bad] = self._exact_m2(np.flatnonzero(one), bad, pos)
             m2 /= c - 1
-            sd = np.sqrt(m2, out=m2)
-            if out is None:
-                return sd
-            out[one] = sd
-        out[~one] = np.sqrt(self.m2 / c)
+            return np.sqrt(m2, out=m2)
+
+        return self._per_target(removed, k, without_one, lambda: np.sqrt(self.m2 / c))
+
+    def _per_target(self, removed: np.ndarray, k: np.ndarray,
+                    without_one: Callable[[np.ndarray, np.ndarray], np.ndarray],
+                    of_all: Callable[[], np.ndarray]) -> np.ndarray:
+        """[T, B, V]: ``without_one(r, one)`` for the targets that remove one value (``one``: [T] which; ``r``:
+        their removed values), ``of_all()`` ([B, V]) for those that remove none; when every target removes
+        one, ``without_one``'s own array is returned (no copy)."""
+        one = k == self.size - 1
+        if one.all():
+            return without_one(removed, one)
+        out = np.empty(removed.shape)
+        if one.any():
+            out[one] = without_one(removed[one], one)
+        out[~one] = of_all()
         return out
 
     def _exact_m2(self, rows: np.ndarray, bad: np.ndarray, pos: np.ndarray) -> np.ndarray:

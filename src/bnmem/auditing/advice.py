@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bnmem.attacks import spec as attack_spec
+from bnmem.auditing.exposure import EXPOSURE_FILE
 from bnmem.auditing.findings import GS_MODERATE, bn_summary, pct
 
 README_LOOP = "README.md#audit-your-own-model-in-five-minutes"
@@ -70,11 +71,15 @@ def regularizer_advice(result: dict[str, Any], risk: dict[str, Any]) -> list[str
 
 def example_advice(result: dict[str, Any], risk: dict[str, Any]) -> list[str]:
     """What to do about the examples that stand out, by their kind."""
-    standing = {g["group"] for g in risk["groups"] if g["level_upper"] != "low"}
+    standing = {g["group"]: g for g in risk["groups"] if g["level_upper"] != "low"}
     recs = []
     if "outliers" in standing:
-        recs.append("Review the files listed as mislabeled before release: they are the ones an attacker singles out "
-                    "(audit.json, gradient_norms → top_k, with file names); relabel or remove them and retrain.")
+        # The group is the data's own outlier masks (--mislabeled files, or an array's noisy/OOD masks), not the
+        # top-k gradient norms; its level is the group's, so each example's own exposure is exposure.csv's.
+        g = standing["outliers"]
+        recs.append(f"Review {g['name']} before release: as a group they may stand out to a membership attacker "
+                    f"(their level: {g['level']}); {EXPOSURE_FILE} ranks every training file by its own exposure "
+                    "(theirs in the group outlier). Correct or remove them and retrain.")
     if "rare" in standing:
         recs.append("The examples listed as rare stand out to an attacker although their labels are right (keep them "
                     "as they are): collect more examples like them so they stop being rare, or limit what the model "

@@ -8,7 +8,7 @@ from typing import Any
 from bnmem.auditing.findings import ci_text as _ci, pct, tpr_text
 from bnmem.auditing.leakage import FPRS, estimable
 from bnmem.auditing.report import ATTACK_NAMES
-from bnmem.formatting import count_text, fmt
+from bnmem.formatting import count_text, eps_value, fmt
 
 RECIPE_KEYS = ("epochs", "lr", "batch_size", "optimizer", "momentum", "weight_decay", "schedule", "augment", "gs_reg")
 
@@ -236,7 +236,7 @@ def one_run_lines(one: dict[str, Any] | None) -> list[str]:
              f"canaries: {one['canary_kind']}; {100 * one['in_canaries_fit']:.0f}% of the IN canaries are fitted "
              f"(the model prefers their random label); {one['seconds']:.0f} s.", "",
              "| k (each side) | guesses | correct | ε lower bound |", "|---|---|---|---|"]
-    lines += [f"| {p['k']} | {p['guesses']} | {p['correct']} | {p['eps_lb']:.2f} |" for p in one["per_k"]]
+    lines += [f"| {p['k']} | {p['guesses']} | {p['correct']} | {eps_value(p['eps_lb'])} |" for p in one["per_k"]]
     return lines + [""]
 
 

@@ -43,6 +43,7 @@ from torch import nn
 from bnmem.config import TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
+from bnmem.formatting import eps_value
 
 GUESS_GRID = (5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 DELTA = 1e-5
@@ -223,8 +224,8 @@ def one_run_text(one: dict[str, Any], multi: dict[str, Any] | None) -> str:
     head = (f"One-run audit of the recipe ({one['canaries']} canaries, {one['canaries_in']} IN by a fair coin; "
             f"{one['correct']} of {one['guesses']} guesses right at k = {one['k']}): ")
     if eps > 0:
-        head += (f"no (ε, δ = {one['delta']:g}) differential-privacy guarantee below ε = {eps:.2f} holds for this "
-                 f"recipe ({conf:.0f}% confidence): a floor, not an estimate of ε.")
+        head += (f"no (ε, δ = {one['delta']:g}) differential-privacy guarantee below ε = {eps_value(eps)} holds for "
+                 f"this recipe ({conf:.0f}% confidence): a floor, not an estimate of ε.")
     else:
         head += (f"ε lower bound 0 at {conf:.0f}% confidence: the guesses are within what chance allows, which does "
                  "not mean the recipe is private.")

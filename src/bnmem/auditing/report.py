@@ -28,6 +28,7 @@ from bnmem.auditing.level import (
     group_level,
     level_setter,
 )
+from bnmem.formatting import eps_value
 from bnmem.names import METRICS_FILE
 
 # Each attack's label, as its spec declares it (bnmem.attacks.spec).
@@ -101,9 +102,10 @@ def epsilon_finding(result: dict[str, Any], groups: list[dict[str, Any]]) -> dic
         return None
     eps, where = v["eps_lb"], f"{ATTACK_NAMES[setter['attack']]} on {setter['name']}"
     if eps > 0:
-        worst = f", largest over the copies {v['eps_lb_max']:.2f}" if v.get("eps_lb_max") is not None else ""
-        text = (f"No (ε, δ = 1/N) differential-privacy guarantee below ε = {eps:.2f} is possible for this recipe: a "
-                f"floor from {where} (95% confidence per copy, mean over the copies{worst}), not an estimate of ε.")
+        worst = f", largest over the copies {eps_value(v['eps_lb_max'])}" if v.get("eps_lb_max") is not None else ""
+        text = (f"No (ε, δ = 1/N) differential-privacy guarantee below ε = {eps_value(eps)} is possible for this "
+                f"recipe: a floor from {where} (95% confidence per copy, mean over the copies{worst}), not an "
+                "estimate of ε.")
     else:
         text = (f"Empirical ε lower bound 0 ({where}): no evidence against any ε; the attack's hits and false "
                 "alarms stay within what chance allows at 95% confidence with these counts, which does not mean "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bnmem.formatting import mean_pm
+from bnmem.formatting import eps_value, mean_pm
 from bnmem.frontier import recommendation, risk_name, setting_text
 from bnmem.texttable import table
 
@@ -19,7 +19,7 @@ def _audit_cell(v: dict[str, Any]) -> str:
     audit = v.get("dp_audit")
     if audit is None:
         return "-"
-    return ("yes" if audit["passed"] else "NO") + f" (max {audit['eps_lb_max']:.2f})"
+    return ("yes" if audit["passed"] else "NO") + f" (max {eps_value(audit['eps_lb_max'])})"
 
 
 def audit_text(result: dict[str, Any]) -> str:
@@ -34,8 +34,8 @@ def audit_text(result: dict[str, Any]) -> str:
         verdict = ("consistent with the accountant" if audit["passed"] else
                    "MORE leakage than the accountant's ε allows: the DP pipeline is broken somewhere")
         lines.append(f"{name}: the largest empirical ε lower bound over attacks, subsets, targets and replicates "
-                     f"is {audit['eps_lb_max']:.2f} (95% family-wise) against the accountant's ε = {eps:.2f}: "
-                     f"{verdict}.")
+                     f"is {eps_value(audit['eps_lb_max'])} (95% family-wise) against the accountant's "
+                     f"ε = {eps_value(eps)}: {verdict}.")
     return "\n".join(lines)
 
 

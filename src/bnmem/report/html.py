@@ -79,7 +79,7 @@ table.headline th:nth-child(1) { width: 96px; } table.headline th:nth-child(2) {
 table.headline th:nth-child(3) { width: 24%; } table.headline th:nth-child(4) { width: 15%; }
 table.headline th:nth-child(5) { width: 14%; } table.headline th:nth-child(6) { width: 20.5%; }
 table.headline span.split { font-size: 11px; }
-table.headline .status { font-size: 12px; padding: 1px 8px; }
+table.headline .status { font-size: 12px; padding: 1px 8px; white-space: normal; }  /* long statuses wrap */
 p.run-label { margin: 2px 0; font-size: 13px; }
 header h1 { margin: 0 0 2px; font-size: 21px; display: inline-block; margin-right: 18px; }
 header nav { display: inline-block; }

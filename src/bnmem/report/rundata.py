@@ -257,6 +257,9 @@ def _load_study(root: Path, problems: list[str], progress: bool = False) -> RunD
                                    file=sys.stderr, leave=False)):
         cid = str(entry.get("id", f"cell{i}"))
         cond = {k: entry.get(k) for k in CONDITION_KEYS if k in entry}
+        # The study index names a cell's recipe only when it is not the shared one (Cell.index_entry): the
+        # recipe belongs to the cell, so cells of one setting pool whichever of their lenses name it.
+        cond.setdefault("recipe", "shared")
         cell = CellOutput(cid, cond)
         seen: set[str] = set()
         for name, rel in (entry.get("lenses") or {}).items():
