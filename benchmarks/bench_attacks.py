@@ -142,7 +142,8 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=10_000)
     parser.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
     parser.add_argument("--skip-ref", action="store_true", help="only this tree's evaluation")
-    parser.add_argument("--json", type=Path, help="also write the summary here (benchmarks/docs_numbers.py --attacks-bench)")
+    parser.add_argument("--json", type=Path,
+                        help="also write the summary here (for benchmarks/docs_numbers.py --attacks-bench)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -137,7 +137,8 @@ def attacks_numbers(path: Path) -> dict[str, str]:
     out = {"attacks.after_cpu_s": f"{b['after_cpu_s']:.0f}", "attacks.after_gb": f"{b['after_rss_gb']:.2f}",
            "attacks.load": f"{b['load_avg'][0]:.1f}–{b['load_avg'][1]:.1f}"}
     if "before_cpu_s" in b:
-        out.update({"attacks.before_cpu_s": f"{b['before_cpu_s']:.0f}", "attacks.before_gb": f"{b['before_rss_gb']:.2f}",
+        out.update({"attacks.before_cpu_s": f"{b['before_cpu_s']:.0f}",
+                    "attacks.before_gb": f"{b['before_rss_gb']:.2f}",
                     "attacks.cpu_ratio": f"{b['cpu_ratio']:.1f}",
                     "attacks.identical": "identical" if b.get("bit_identical") else "NOT identical"})
     return out
