@@ -130,13 +130,14 @@ class RankedRows:
         rows, n = self.values.shape
         if rows <= 1:
             return self
-        # Each row ascending is a sorted run; a stable sort merges the runs (timsort) instead of sorting anew.
-        ascending = self.values[:, ::-1].ravel()
-        order = np.argsort(ascending, kind="stable")[::-1]
-        values = ascending[order]
-        del ascending
-        return RankedRows(values.reshape(1, -1), self.members[:, ::-1].ravel()[order].reshape(1, -1),
-                          self.columns[:, ::-1].ravel()[order].reshape(1, -1))
+        # Each row negated is an ascending run; a stable sort merges the runs (timsort) instead of sorting
+        # anew, and its order is descending in the scores themselves (no reversed copies). Within a run of
+        # equal scores the order differs from other merges, which no curve reads (the class docstring).
+        negated = np.negative(self.values.ravel())
+        order = np.argsort(negated, kind="stable")
+        del negated
+        return RankedRows(*(np.take(a.ravel(), order).reshape(1, -1)
+                            for a in (self.values, self.members, self.columns)))
 
     def chunks(self) -> Iterator["RankedRows"]:
         """The rows in consecutive groups of about :data:`CHUNK_ENTRIES` entries (views, no copies)."""
