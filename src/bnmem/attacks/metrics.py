@@ -166,7 +166,10 @@ class RankedRows:
         # Counts are whole numbers: float32 holds them exactly below 2^24 (half the memory of a pooled row).
         # They are summed as integers (several times faster than a float cumsum) and converted once.
         count = np.float32 if values.size < 2**24 else np.float64
-        tps = np.cumsum(self.members, axis=1, dtype=np.int32 if n < 2**31 else np.int64).ravel()[idx].astype(count)
+        cum = np.cumsum(self.members, axis=1, dtype=np.int32 if n < 2**31 else np.int64)
+        tps = np.take(cum.ravel(), idx)
+        del cum  # before the conversion: a pooled row's arrays are large
+        tps = tps.astype(count)
         if n_rows > 1:  # the position within its row (a subtraction per row: no integer division)
             idx -= np.repeat(np.arange(n_rows) * n, sizes)
         idx += 1
@@ -238,9 +241,10 @@ def curves_from(th: Thresholds) -> list[tuple[np.ndarray, np.ndarray]]:
         keep[1:-1] |= dt[1:] != dt[:-1]
     keep[starts] = True  # every row's first and last point
     keep[starts + th.sizes - 1] = True
-    kept = np.flatnonzero(keep)
-    f, t = f[kept], t[kept]
-    bounds = np.append(np.searchsorted(kept, starts), kept.size)
+    # Kept points per row, then the kept counts (no index array: a pooled row has millions of points).
+    per_row = np.add.reduceat(keep, starts, dtype=np.intp) if starts.size > 1 else np.array([np.count_nonzero(keep)])
+    f, t = np.compress(keep, f), np.compress(keep, t)
+    bounds = np.concatenate(([0], np.cumsum(per_row)))
     out = []
     for r in range(th.sizes.size):
         fr, tr = f[bounds[r]:bounds[r + 1]], t[bounds[r]:bounds[r + 1]]
