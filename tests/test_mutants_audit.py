@@ -135,6 +135,8 @@ def test_chance_flag_at_the_largest_class_share_plus_the_margin():
     skewed = _ds([2, 2, 2, 0], 3)  # 75%
     assert [f["kind"] for f in cal.model_checks({"train_acc": 0.8}, skewed, 3)] == ["chance"]
     assert cal.model_checks({"train_acc": 0.8125}, skewed, 3) == []
+    # one training example: always answering its class is right every time (chance 100%, not 50%)
+    assert [f["kind"] for f in cal.model_checks({"train_acc": 1.0}, _ds([1], 2), 2)] == ["chance"]
 
 
 def test_outputs_flag_names_the_extra_outputs():
@@ -163,6 +165,9 @@ def test_level_blocker_chance_first_then_the_gate():
 
 # ------------------------------------------------------------------ --match-accuracy's doubling (no training)
 
+MODEL, DATA = "the model", "the data"
+
+
 @pytest.fixture
 def probe(monkeypatch):
     """The probe copy's training accuracy read from a table by epochs (what a trained copy would reach)."""
@@ -170,6 +175,7 @@ def probe(monkeypatch):
 
     def use(table):
         def fake(model, ds, train, shadow_models):
+            assert (model, ds) == (MODEL, DATA)  # the audit's own model and data reach the probe
             calls.append((train.epochs, shadow_models))
             return table[train.epochs]
         monkeypatch.setattr(cal, "probe_accuracy", fake)
@@ -179,7 +185,7 @@ def probe(monkeypatch):
 
 def test_match_epochs_doubles_until_within_the_margin_below_the_target(probe):
     calls = probe({3: 0.5, 6: 0.625, 12: 0.75, 24: 0.875})
-    cfg, rec = cal.match_epochs(None, None, TrainConfig(epochs=3), target=0.875, shadow_models=8)
+    cfg, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=3), target=0.875, shadow_models=8)
     # 0.75 is 12.5 points below 0.875: not within the margin. The default budget is 4 x 3 = 12 epochs, so the
     # probe stops at 12 without reaching the target (24 epochs, which would, is never tried).
     assert calls == [(3, 8), (6, 8), (12, 8)]
@@ -194,7 +200,7 @@ def test_match_epochs_doubles_until_within_the_margin_below_the_target(probe):
 def test_match_epochs_stops_at_the_first_probe_within_the_margin(probe):
     probe({4: 0.5, 8: 0.8, 16: 0.9})
     # target 0.9, margin 0.1: 0.8 >= 0.9 - 0.1 reaches it (the margin's edge counts)
-    cfg, rec = cal.match_epochs(None, None, TrainConfig(epochs=4), target=0.9, shadow_models=4, max_epochs=40)
+    cfg, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=4), target=0.9, shadow_models=4, max_epochs=40)
     assert (rec["reached"], rec["epochs"], cfg.epochs, rec["max_epochs"]) == (True, 8, 8, 40)
     assert rec["text"] == ("--match-accuracy (one probe copy on its half): 4 epochs → 50%, 8 epochs → 80%; the "
                            "copies train 8 epochs to match your model's 90%.")
@@ -202,12 +208,12 @@ def test_match_epochs_stops_at_the_first_probe_within_the_margin(probe):
 
 def test_match_epochs_last_step_is_cut_to_the_budget(probe):
     calls = probe({5: 0.1, 10: 0.2, 13: 0.3})
-    cfg, rec = cal.match_epochs(None, None, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=13,
+    cfg, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=13,
                                 margin=0.05)
     assert [c[0] for c in calls] == [5, 10, 13] and rec["epochs"] == 13 and not rec["reached"]
     assert rec["margin"] == 0.05 and "(within 5 points)" in rec["text"]
     probe({5: 0.9})
-    _, rec = cal.match_epochs(None, None, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=5)
+    _, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=5)
     assert rec["trail"] == [{"epochs": 5, "train_acc": 0.9}] and rec["reached"]
 
 
@@ -215,7 +221,7 @@ def test_match_epochs_refuses_a_budget_below_the_recipe():
     from bnmem.errors import BnmemError
 
     with pytest.raises(BnmemError, match="--max-epochs 4 is below the copies' 5 epochs"):
-        cal.match_epochs(None, None, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=4)
+        cal.match_epochs(MODEL, DATA, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=4)
 
 
 # ------------------------------------------------------------------ the report's copies figure and level setter
@@ -292,6 +298,7 @@ def test_epsilon_finding_reads_the_setters_attack_and_group():
     one = report.epsilon_finding({"membership": {"attacks": {"loss": {"all": {"eps_lb": 0.5}}}}}, [b])
     assert one["text"].startswith("No (ε, δ = 1/N) differential-privacy guarantee below ε = 0.50 is possible") and \
         "mean over the copies), not an estimate" in one["text"] and one["eps_lb_max"] is None
+    assert one["informative"] is True and one["eps_lb"] == 0.5  # any ε floor above 0 informs, not only above 1
 
 
 # ------------------------------------------------------------------ bnmem.audit's defaults are bnmem audit's

@@ -37,9 +37,11 @@ def _lens(kind, data):
 
 MEMORIZE = {"conditions": {"norms": ["batch", "none", "group"]},
             "batch": {"per_seed": {"0": {"clean_acc": [0.5, 0.75], "noisy_acc": [0.25, NAN],
-                                         "ood_acc": [None, None], "loss": [1.0], "val_acc": "n/a"},
+                                         "ood_acc": [None, None], "loss": [1.0], "val_acc": "n/a",
+                                         "train_acc": [None, 0.625]},
                                    "7": [1, 2]}},
-            "none": {"per_seed": {"1": {"test_acc": [0.875], "noisy_orig_acc": [math.inf, 0.125]}}},
+            "none": {"per_seed": {"5": "not a record", "1": {"loss": [0.5], "test_acc": [0.875],
+                                                            "noisy_orig_acc": [math.inf, 0.125]}}},
             "group": {"per_seed": "missing"}}
 
 
@@ -49,6 +51,7 @@ def test_memorize_rows_epochs_start_at_one_and_a_nan_is_a_row():
         ("memorize", "batch", "", "seed", 0, "clean", "accuracy", 2, 0.75),
         ("memorize", "batch", "", "seed", 0, "noisy", "accuracy", 1, 0.25),
         ("memorize", "batch", "", "seed", 0, "noisy", "accuracy", 2, "nan"),
+        ("memorize", "batch", "", "seed", 0, "train", "accuracy", 2, 0.625),  # epoch 1 not measured: no row
         ("memorize", "none", "", "seed", 1, "test", "accuracy", 1, 0.875),
         ("memorize", "none", "", "seed", 1, "noisy", "accuracy_original_label", 1, "nan"),
         ("memorize", "none", "", "seed", 1, "noisy", "accuracy_original_label", 2, 0.125),
@@ -61,7 +64,8 @@ def test_memorize_rows_epochs_start_at_one_and_a_nan_is_a_row():
 
 
 LIRA = {"conditions": {"norms": ["batch", "none"]},
-        "batch": {"online": {"all": {"auc": 0.65, "auc_per_target": [0.6, NAN, 0.7],
+        "batch": {"online": {"all": {"auc": 0.65, "auc_ci": [0.55, 0.75], "tpr_per_target": 0.5,
+                                     "auc_per_target": [0.6, NAN, 0.7],
                                      "tpr_at_1pct_fpr_per_target": [NAN, NAN, NAN], "per_target": 3},
                              "outliers": "absent",
                              "noisy": {"eps_lb_per_target": [NAN, 0.25], "auc_per_target": [NAN]}},
@@ -85,12 +89,13 @@ def test_gradnorms_rows_by_checkpoint_epoch():
     data = {"conditions": {"norms": ["batch"]},
             "batch": {"eval": {"epoch_10": {"per_seed": {"0": {"median_clean": 2.5}}},
                                "epoch_2": {"per_seed": {"0": {"median_clean": 1.5, "median_noisy": None,
-                                                              "mean_clean": 9.0},
+                                                              "mean_clean": 9.0, "median_all": 3.0},
                                                         "3": {"median_ood": 4.0}}},
                                "final": {"per_seed": {"0": {"median_clean": 7.0}}}},
                       "batch_mode": "not a block"}}
     assert _rows(readers.gradnorms_rows(_lens("gradnorms", data))) == [
         ("gradnorms", "batch", "eval", "seed", 0, "clean", "median_grad_norm", 2, 1.5),
+        ("gradnorms", "batch", "eval", "seed", 0, "all", "median_grad_norm", 2, 3.0),
         ("gradnorms", "batch", "eval", "seed", 3, "ood", "median_grad_norm", 2, 4.0),
         ("gradnorms", "batch", "eval", "seed", 0, "clean", "median_grad_norm", 10, 2.5),
     ]
@@ -98,11 +103,10 @@ def test_gradnorms_rows_by_checkpoint_epoch():
 
 def test_gamma_sigma_rows_at_the_last_epoch():
     data = {"conditions": {"epochs": 5},
-            "final": {"running": {"norm1": {"per_seed": {"0": {"median_ratio": 1.25, "frac_above_1": 0.5},
+            "final": {"batch": "not layers", "running": {"norm1": {"per_seed": {"0": {"median_ratio": 1.25, "frac_above_1": 0.5},
                                                          "1": {"median_ratio": None, "frac_above_1": 0.0},
                                                          "2": "bad"}},
-                                  "norm2": None},
-                      "batch": "not layers"}}
+                                  "norm2": None}}}
     assert _rows(readers.gamma_sigma_rows(_lens("gamma-sigma", data))) == [
         ("gamma-sigma", "batch", "running", "seed", 0, "norm1", "median_ratio", 5, 1.25),
         ("gamma-sigma", "batch", "running", "seed", 0, "norm1", "frac_above_1", 5, 0.5),
@@ -113,17 +117,19 @@ def test_gamma_sigma_rows_at_the_last_epoch():
 
 
 def test_mitigate_rows_curves_and_one_auc_per_variant_and_attack():
-    data = {"variants": ["batch", "batch+gs1", "missing"],
+    data = {"variants": ["batch", "none", "batch+gs1", "missing"],
             "batch": {"norm": "batch", "per_seed": {"0": {"clean_acc": [0.5]}},
                       "lira": {"attacks": {"online": {"all": {"auc": 0.6}, "noisy": {"auc": None}, "x": 3},
                                            "loss": None}}},
             "batch+gs1": {"per_seed": {"0": {"train_acc": [0.25, 0.5]}},
                           "lira": {"attack": "online", "all": {"auc": 0.55}}},
-            "none": {"per_seed": {"0": {"clean_acc": [0.9]}}},  # not a listed variant
+            "none": {"per_seed": {"0": {"clean_acc": [0.875]}}, "lira": None},
+            "group": {"per_seed": {"0": {"clean_acc": [0.9]}}},  # not a listed variant
             "x": {"variants": 1}}
     assert _rows(readers.mitigate_rows(_lens("mitigate", data))) == [
         ("mitigate", "batch", "batch", "seed", 0, "clean", "accuracy", 1, 0.5),
         ("mitigate", "batch", "batch online", "shadow_models", None, "all", "auc", None, 0.6),
+        ("mitigate", "none", "none", "seed", 0, "clean", "accuracy", 1, 0.875),
         ("mitigate", "batch+gs1", "batch+gs1", "seed", 0, "train", "accuracy", 1, 0.25),
         ("mitigate", "batch+gs1", "batch+gs1", "seed", 0, "train", "accuracy", 2, 0.5),
         ("mitigate", "batch+gs1", "batch+gs1 online", "shadow_models", None, "all", "auc", None, 0.55),
