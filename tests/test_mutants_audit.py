@@ -91,6 +91,13 @@ def test_copies_that_over_fit_are_not_assessed_and_get_the_over_fit_fix():
         "--epochs as given rather than for your model's number of steps.")
 
 
+def test_gap_points_are_a_hundred_times_the_gap():
+    # 75 points: 101 x 0.75 would print 76
+    got = cal.calibration(_result(0.1875, 0.9375))
+    assert got["warning"].startswith("The shadow copies reach 94% training accuracy on their half, 75 points above "
+                                      "your model's 19% (declared margin 10): they fit their half more")
+
+
 def test_copies_that_under_fit_get_match_accuracy_then_a_larger_budget():
     got = cal.calibration(_result(0.875, 0.5, epochs=12))
     assert got["warning"] == (
@@ -133,8 +140,11 @@ def test_chance_flag_at_the_largest_class_share_plus_the_margin():
     assert cal.model_checks({"train_acc": None}, ds, 3) == []
     # chance is the largest class's share, not the mean share (1/3 here) nor the smallest
     skewed = _ds([2, 2, 2, 0], 3)  # 75%
-    assert [f["kind"] for f in cal.model_checks({"train_acc": 0.8}, skewed, 3)] == ["chance"]
+    (flag,) = cal.model_checks({"train_acc": 0.8}, skewed, 3)
+    assert "is 80%, no more than 5 points above chance (75%, always the largest class)" in flag["text"]
     assert cal.model_checks({"train_acc": 0.8125}, skewed, 3) == []
+    # an empty training set (the guard max(n, 1) is there for it): no chance flag, no crash
+    assert cal.model_checks({"train_acc": None}, _ds([], 3), 3) == []
     # one training example: always answering its class is right every time (chance 100%, not 50%)
     assert [f["kind"] for f in cal.model_checks({"train_acc": 1.0}, _ds([1], 2), 2)] == ["chance"]
 
@@ -144,7 +154,10 @@ def test_outputs_flag_names_the_extra_outputs():
     assert one["kind"] == "outputs" and one["text"].startswith(
         "the model outputs 4 scores per example but the data have 3 classes: output 3 is never a label here; ")
     (two,) = cal.model_checks({"train_acc": 1.0}, _ds([0, 1, 2], 3), 6)
-    assert "data have 3 classes: outputs 3–5 are never a label here; if the model" in two["text"]
+    assert two["text"] == (
+        "the model outputs 6 scores per example but the data have 3 classes: outputs 3–5 are never a label here; if "
+        "the model was trained on more classes, audit it on the data it was trained on (every class folder), or its "
+        "outputs and the labels may not correspond")
     assert cal.model_checks({"train_acc": 1.0}, _ds([0, 1, 2], 3), 3) == []
     both = cal.model_checks({"train_acc": 0.25}, _ds([0, 1, 2], 3), 5)
     assert [f["kind"] for f in both] == ["outputs", "chance"]
@@ -185,15 +198,15 @@ def probe(monkeypatch):
 
 def test_match_epochs_doubles_until_within_the_margin_below_the_target(probe):
     calls = probe({3: 0.5, 6: 0.625, 12: 0.75, 24: 0.875})
-    cfg, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=3), target=0.875, shadow_models=8)
-    # 0.75 is 12.5 points below 0.875: not within the margin. The default budget is 4 x 3 = 12 epochs, so the
+    cfg, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=3), target=0.9375, shadow_models=8)
+    # 0.75 is 18.75 points below 0.9375: not within the margin. The default budget is 4 x 3 = 12 epochs, so the
     # probe stops at 12 without reaching the target (24 epochs, which would, is never tried).
     assert calls == [(3, 8), (6, 8), (12, 8)]
-    assert rec == {"target": 0.875, "margin": 0.10, "max_epochs": 12, "trail": [
+    assert rec == {"target": 0.9375, "margin": 0.10, "max_epochs": 12, "trail": [
         {"epochs": 3, "train_acc": 0.5}, {"epochs": 6, "train_acc": 0.625}, {"epochs": 12, "train_acc": 0.75}],
         "reached": False, "epochs": 12, "text": (
             "--match-accuracy (one probe copy on its half): 3 epochs → 50%, 6 epochs → 62%, 12 epochs → 75%; the "
-            "budget of 12 epochs did not reach your model's 88% (within 10 points); the copies train 12 epochs.")}
+            "budget of 12 epochs did not reach your model's 94% (within 10 points); the copies train 12 epochs.")}
     assert cfg.epochs == 12
 
 
@@ -212,6 +225,10 @@ def test_match_epochs_last_step_is_cut_to_the_budget(probe):
                                 margin=0.05)
     assert [c[0] for c in calls] == [5, 10, 13] and rec["epochs"] == 13 and not rec["reached"]
     assert rec["margin"] == 0.05 and "(within 5 points)" in rec["text"]
+    probe({5: 0.1, 10: 0.2})
+    _, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=5), target=1.0, shadow_models=4, max_epochs=10,
+                              margin=0.75)
+    assert "(within 75 points)" in rec["text"]  # 101 x 0.75 would print 76
     probe({5: 0.9})
     _, rec = cal.match_epochs(MODEL, DATA, TrainConfig(epochs=5), target=0.9, shadow_models=4, max_epochs=5)
     assert rec["trail"] == [{"epochs": 5, "train_acc": 0.9}] and rec["reached"]

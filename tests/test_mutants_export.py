@@ -121,7 +121,7 @@ def test_mitigate_rows_curves_and_one_auc_per_variant_and_attack():
             "batch": {"norm": "batch", "per_seed": {"0": {"clean_acc": [0.5]}},
                       "lira": {"attacks": {"online": {"all": {"auc": 0.6}, "noisy": {"auc": None}, "x": 3},
                                            "loss": None}}},
-            "batch+gs1": {"per_seed": {"0": {"train_acc": [0.25, 0.5]}},
+            "batch+gs1": {"norm": "batch", "per_seed": {"0": {"train_acc": [0.25, 0.5]}},
                           "lira": {"attack": "online", "all": {"auc": 0.55}}},
             "none": {"per_seed": {"0": {"clean_acc": [0.875]}}, "lira": None},
             "group": {"per_seed": {"0": {"clean_acc": [0.9]}}},  # not a listed variant
@@ -130,9 +130,9 @@ def test_mitigate_rows_curves_and_one_auc_per_variant_and_attack():
         ("mitigate", "batch", "batch", "seed", 0, "clean", "accuracy", 1, 0.5),
         ("mitigate", "batch", "batch online", "shadow_models", None, "all", "auc", None, 0.6),
         ("mitigate", "none", "none", "seed", 0, "clean", "accuracy", 1, 0.875),
-        ("mitigate", "batch+gs1", "batch+gs1", "seed", 0, "train", "accuracy", 1, 0.25),
-        ("mitigate", "batch+gs1", "batch+gs1", "seed", 0, "train", "accuracy", 2, 0.5),
-        ("mitigate", "batch+gs1", "batch+gs1 online", "shadow_models", None, "all", "auc", None, 0.55),
+        ("mitigate", "batch", "batch+gs1", "seed", 0, "train", "accuracy", 1, 0.25),  # the variant's norm
+        ("mitigate", "batch", "batch+gs1", "seed", 0, "train", "accuracy", 2, 0.5),
+        ("mitigate", "batch", "batch+gs1 online", "shadow_models", None, "all", "auc", None, 0.55),
     ]
     no_lira = {"variants": ["v"], "v": {"per_seed": {}, "lira": "off"}}
     assert list(readers.mitigate_rows(_lens("mitigate", no_lira))) == []
@@ -196,13 +196,23 @@ def test_tidy_rows_conditions_settings_and_replicates_by_hand():
             *({**head1, **r} for r in mem),
             *({**head2, **r} for r in mem),
             # the custom lens has no conditions of its own: the cell's alone (a None there stays None)
-            {**head2, "arch": None, "label_noise": None, "recipe": "shared", "lens": "custom", "norm": None, "method": None, "unit": None, "unit_id": None, "subset": None,
+            {**head2, "arch": None, "label_noise": None, "recipe": "shared", "lens": "custom", "norm": None,
+             "method": None, "unit": None, "unit_id": None, "subset": None,
              "metric": "x", "epoch": None, "value": 7.0},
             {**head3, "lens": "custom", "norm": None, "method": None, "unit": None, "unit_id": None, "subset": None,
              "metric": "y", "epoch": None, "value": 1.0}]
     got = tidy.tidy_rows(_run())
     assert [list(r) for r in got] == [list(tidy.COLUMNS)] * len(want)  # every column, in the documented order
     assert _rows(got, tidy.COLUMNS) == _rows(want, tidy.COLUMNS)
+
+
+def test_setting_labels_name_a_per_norm_recipe_only():
+    flip = {"dataset": "digits", "arch": "lenet", "label_noise": 0.1}
+    run = RunData(root=Path("."), layout="study", study="s", theory=None, environment=None, cells=[
+        CellOutput("a", {**flip, "recipe": "shared"}, {"custom": _lens("custom", {"v": 1})}),
+        CellOutput("b", {**flip, "recipe": "per-norm"}, {"custom": _lens("custom", {"v": 2})})])
+    assert [(r["setting"], r["recipe"]) for r in tidy.tidy_rows(run)] == [
+        ("digits · lenet · label noise 0.1", "shared"), ("digits · lenet · label noise 0.1 · per-norm recipe", "per-norm")]
 
 
 def test_columns_are_the_documented_ones_in_order():
@@ -222,6 +232,8 @@ def test_load_types_and_not_applicable_text(monkeypatch):
         return _run()
 
     monkeypatch.setattr(tidy, "load_run", fake_load_run)
+    tidy.load("quiet")
+    assert seen["args"] == ("quiet", False)  # no progress bar unless asked
     df = tidy.load("somewhere", progress=True)
     assert seen["args"] == ("somewhere", True)
     assert list(df.columns) == list(tidy.COLUMNS) and len(df) == 9
@@ -240,6 +252,14 @@ def test_load_types_and_not_applicable_text(monkeypatch):
     assert df["label_noise"].tolist()[5:7] == [0.0, 0.0] and math.isnan(df["label_noise"][7])
     assert df["ood"].tolist()[5] == 0.2 and df["recipe"].tolist()[5:8] == ["per-norm", "per-norm", "shared"]
     assert pd.api.types.is_object_dtype(df["ood_source"]) or pd.api.types.is_string_dtype(df["ood_source"])
+
+
+def test_a_run_without_rows_is_an_empty_table_with_every_column(monkeypatch):
+    only_theory = RunData(root=Path("."), layout="study", study="s", theory=None, environment=None,
+                          cells=[CellOutput("c", {"dataset": "digits"}, {"theory": _lens("theory", {"x": 1})})])
+    monkeypatch.setattr(tidy, "load_run", lambda run_dir, progress=False: only_theory)
+    df = tidy.load("r")
+    assert list(df.columns) == list(tidy.COLUMNS) and len(df) == 0
 
 
 def test_results_load_is_the_tidy_table(monkeypatch):
@@ -275,11 +295,11 @@ def test_seed_key_current_key_and_study_seed(monkeypatch):
     assert c.MODEL_SEED_BOUND == 2**22
 
 
-def test_colliding_model_seeds_are_rehashed_with_an_attempt_counter(monkeypatch):
+@pytest.mark.parametrize("key", ["cd" * 32, "00" * 32])  # "00...": one model needs three rehashes
+def test_colliding_model_seeds_are_rehashed_with_an_attempt_counter(monkeypatch, key):
     from bnmem.study import confirmatory as c
 
     monkeypatch.setattr(c, "MODEL_SEED_BOUND", 8)  # 8 values for 6 models: collisions are certain
-    key = "cd" * 32
     used, want = set(), []
     for k in range(2):
         for j in range(3):
@@ -355,4 +375,6 @@ def test_require_clean_checkout_and_log_attempt(monkeypatch, tmp_path):
     assert (entry["kind"], entry["time"], entry["started"]) == (prov.RESUME, "NOW", "T0")
     assert (entry["study_file"], entry["study_sha256"]) == (str(tmp_path / "s.yaml"), "sha(s.yaml)")
     assert (entry["executor"], entry["workers"]) == ("ray", 6)
+    c.log_attempt(state, record, True, "conf", "out", executor=object())  # an executor that names neither
+    assert (logged[-1][1]["executor"], logged[-1][1]["workers"]) == (None, None)
     assert prov.START != prov.RESUME
