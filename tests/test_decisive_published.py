@@ -1,4 +1,4 @@
-"""The published decisive study (docs/decisive/) and its follow-ups (docs/decisive/claim6/ ...)
+"""The published decisive study (docs/decisive/) and its follow-ups (docs/decisive/claim6/, docs/decisive/claim2/)
 name the plan and commit they ran under, consistently.
 
 Each summary's plan hash and commit must be its study.json's; the plan hash must be the hash of the analysis plan
@@ -24,6 +24,7 @@ REPORT_BUDGET = 5 * 1024 * 1024
 PUBLISHED = {
     "decisive": (DOCS, "decisive", "## What the decisive study found", None),
     "claim6": (DOCS / "claim6", "decisive-claim6", "### The follow-ups", ("6", "3c")),
+    "claim2": (DOCS / "claim2", "decisive-claim2", "### The follow-ups", ("2",)),
 }
 RUNS = pytest.mark.parametrize("run", sorted(PUBLISHED))
 

@@ -561,3 +561,30 @@ def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path,
     cut = memorize_section(1)
     assert "Figures of replicates 1 and later are not embedded" in cut
     assert f"{later['id']}/memorize" in cut and "<h3>" in cut and f"· {later['id']}</h3>" not in cut
+
+
+def test_tables_and_conditions_of_later_replicates_are_left_out(study_dir, tmp_path, monkeypatch):
+    """Key tables and condition blocks, like figures, are shown for a setting's first replicates only (the
+    decisive study's 240-replicate follow-up made a 7.3 MB page, 3.7 MB of it gradient-norm tables)."""
+    import bnmem.report.results as results
+
+    run = tmp_path / "study"
+    shutil.copytree(study_dir, run)
+    index = json.loads((run / "index.json").read_text())
+    first = index["cells"][0]
+    later = dict(first, id=first["id"] + "-r1", replicate=1, lenses={"memorize": first["id"] + "-r1/memorize"})
+    shutil.copytree(run / first["id"] / "memorize", run / later["id"] / "memorize")
+    index["cells"].append(later)
+    _write(run / "index.json", index)
+
+    def page(n: int) -> str:
+        monkeypatch.setattr(results, "SHOWN_REPLICATES", n)
+        return build_report(run, tmp_path / f"out{n}").html.read_text(encoding="utf-8")
+
+    every = page(3)
+    assert f"{later['id']} / memorize" in every and "and later (1 cells) are not" not in every
+    cut = page(1)
+    assert f"{later['id']} / memorize" not in cut
+    assert "Tables of replicates" in cut and "Conditions of replicates" in cut
+    tables = lambda text: text[text.index('id="tables-memorization"'):].split("</details>")[0]  # noqa: E731
+    assert tables(cut).count("<table") == tables(every).count("<table") - 1

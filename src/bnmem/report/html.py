@@ -21,7 +21,7 @@ from bnmem.analysis_plan import (
 from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.results import fmt, replicate_of
+from bnmem.report.results import SHOWN_REPLICATES, fmt, replicate_of, shown
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
 from bnmem.report.views import LensView, outputs, sections
@@ -426,11 +426,7 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
 # the multi-panel figures (gradient norms, ROC panels, the toy model).
 WIDE_FIGURE_PX = 1400
 
-# Each setting's per-cell figures are embedded for its first FIGURE_REPLICATES replicates only; the others
-# are named with the folders that hold their figures. The claims use every replicate; the figures show what
-# a replicate looks like, and a study with many replicates (the decisive study's 10) would otherwise embed
-# every one of them (8.4 MB against the page's 5 MB budget).
-FIGURE_REPLICATES = 3
+FIGURE_REPLICATES = SHOWN_REPLICATES  # see bnmem.report.results.SHOWN_REPLICATES
 
 
 class Embedder:
@@ -590,8 +586,12 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         parts.append(figure_section(run, kind, view, embed))
         sid = view.section
         if tables.get(sid):  # the key tables of the section, folded under its figures
+            later = sum(1 for cell, _ in outputs(run, kind) if not shown(cell))
+            note = (f'<p class="note">Tables of replicates {SHOWN_REPLICATES} and later ({later} cells) are not '
+                    "shown (the claims use every replicate): summary.csv and each cell folder hold them.</p>"
+                    if later else "")
             parts.append(_fold(f"tables-{sid}", f"{view.heading}: tables ({len(tables[sid])})",
-                               "\n".join(render_table(t) for t in tables[sid])))
+                               "\n".join(render_table(t) for t in tables[sid]) + note))
     checklist_body = (
         '<p class="caption">Each claim of the paper, the number measured here, its 95% confidence interval and '
         f"its status under analysis plan {PLAN_VERSION}, how many alternative analyses agree, and the verdict under "
@@ -646,8 +646,13 @@ def method_text() -> str:
 def full_conditions(run: RunData) -> str:
     """Each lens's complete conditions block, folded, for the reader who needs every setting."""
     out = ['<details id="all-conditions"><summary>All conditions: every lens\'s complete conditions</summary>']
-    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
+    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells if shown(cell)
                                                 for kind, lens in cell.lenses.items()]
+    later = [cell.id for cell in run.cells if not shown(cell)]
+    if later:  # the same conditions but their seeds (study.json lists every replicate's seeds)
+        out.append(f'<p class="note">Conditions of replicates {SHOWN_REPLICATES} and later ({len(later)} cells) '
+                   "are not repeated here: they differ from their setting's first replicates only in their seeds "
+                   "(study.json lists every replicate's), and each cell folder holds its own config.json.</p>")
     if run.theory is not None:
         lenses = [*lenses, (run.theory.kind, run.theory)]
     for label, lens in lenses:

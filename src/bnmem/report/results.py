@@ -75,6 +75,19 @@ class Setting:
         return [(c, c.lenses[kind]) for c in self.cells if kind in c.lenses]
 
 
+# Per-cell figures, key tables and condition blocks are shown for each setting's first SHOWN_REPLICATES
+# replicates only; the others are named with their folders. The claims use every replicate; what is shown is
+# what a replicate looks like, and a study with many replicates would otherwise embed every one of them (the
+# decisive study's 10 replicates: 8.4 MB of figures; its claim-2 follow-up's 240: 3.7 MB of gradient-norm
+# tables, against the page's 5 MB budget).
+SHOWN_REPLICATES = 3
+
+
+def shown(cell: CellOutput | None) -> bool:
+    """Whether a cell's own figures and tables are shown: a study-wide output, or one of the first replicates."""
+    return cell is None or replicate_of(cell) < SHOWN_REPLICATES
+
+
 def setting_key(cell: CellOutput) -> str:
     """The conditions that define a setting, as a canonical string (the training recipe counts too, when
     only a lens's own conditions name it, so shared and per-norm recipes never pool as replicates)."""

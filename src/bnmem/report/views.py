@@ -23,6 +23,7 @@ from bnmem.names import THEORY
 from bnmem.report.claims.claim4 import layer_tables
 from bnmem.report.claims.claim7 import push_tables
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
+from bnmem.report.results import shown
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 from bnmem.report.tables import (
     Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
@@ -71,6 +72,8 @@ def per_cell(table: Callable[[CellOutput, LensOutput], Table | list[Table]]) -> 
     def build(run: RunData, kind: str) -> list[Table]:
         out: list[Table] = []
         for cell, lens in run.lenses(kind):
+            if not shown(cell):  # a setting's later replicates: the claims use them, the page shows the first
+                continue
             t = table(cell, lens)
             out += t if isinstance(t, list) else [t]
         return out
