@@ -71,6 +71,7 @@ $(VENV)/.installed-mutate: pyproject.toml $(VENV)/.installed-test
 	@touch $@
 
 mutate: $(VENV)/.installed-mutate
+	@$(PY) tests/mutation_score.py --reset-stale-cache
 	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run
 	@$(PY) tests/mutation_score.py
 

@@ -8,10 +8,13 @@ lens's evaluation of one CIFAR-10 or CIFAR-100 norm (φ does not depend on the
 number of classes). The same φ is evaluated by the code of a git ref (default
 ``main``: ``git archive``-d into a scratch directory) and by this tree's, each in
 a fresh child process (so its peak RSS, ru_maxrss, is its own), and every
-per-target metric of every attack and subset is compared. Run::
+per-target metric of every attack and subset is compared, and so are SHA-256
+digests of every score, every metric and every pooled curve (a change that
+should alter no number must leave them identical). Run::
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py              # the full size
     OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --models 32 --examples 2000 --population 1000
+    python benchmarks/docs_numbers.py --attacks-bench FILE    # after a full-size run with --json FILE
 
 Target (issue "the decisive study"): the full size in <= 30 s of CPU and <= 2 GB
 peak RSS. CPU seconds (user + sys of the evaluating process) are the measure:
@@ -22,6 +25,7 @@ summary.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -81,15 +85,33 @@ def child(root: Path) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     res = evaluate_stream(phi, keep, {"outliers": outliers, "inliers": ~outliers}, ALL, population_phi=pop)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gb": rss,
+        "digests": digests(res),
         "per_target": {a: {s: {k: res["metrics"][a][s][f"{k}_per_target"] for k in COMPARED}
                            for s in res["metrics"][a]} for a in ALL},
         "pooled_points": {a: {s: len(res["curves"][a][s]["pooled"][0]) for s in res["curves"][a]} for a in ALL},
         "auc": {a: res["metrics"][a]["all"]["auc"] for a in ALL},
     }
+
+
+def digests(res: dict) -> dict[str, str]:
+    """SHA-256 of every attack's scores (their bytes), of all metrics (every number of every attack and
+    subset, ε counts included) and of every pooled curve: equal digests = not one bit changed."""
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+
+    def plain(x):
+        return x.item() if isinstance(x, np.generic) else x.tolist() if isinstance(x, np.ndarray) else str(x)
+
+    out = {f"scores/{a}": sha(np.ascontiguousarray(s).tobytes()) for a, s in res["scores"].items()}
+    out["metrics"] = sha(json.dumps(res["metrics"], sort_keys=True, default=plain).encode())
+    out["pooled curves"] = sha(b"".join(np.ascontiguousarray(arr).tobytes() for a in res["curves"]
+                                        for sub in res["curves"][a] for arr in res["curves"][a][sub]["pooled"]))
+    return out
 
 
 def run_child(src: Path, root: Path) -> dict:
@@ -120,6 +142,8 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=10_000)
     parser.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
     parser.add_argument("--skip-ref", action="store_true", help="only this tree's evaluation")
+    parser.add_argument("--json", type=Path,
+                        help="also write the summary here (for benchmarks/docs_numbers.py --attacks-bench)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -127,6 +151,7 @@ def main() -> None:
         print(json.dumps(child(args.root)))
         return
     sys.path.insert(0, str(ROOT / "src"))
+    load_start = os.getloadavg()[0]
     size = f"M={args.models} N={args.examples} V={args.views} P={args.population}"
     with tempfile.TemporaryDirectory(prefix="bench_attacks_") as tmp:
         data = Path(tmp) / "phi"
@@ -161,14 +186,21 @@ def main() -> None:
         print("largest |difference| per target, every attack and subset: "
               + ", ".join(f"{k} {v:.1e}" for k, v in diff.items())
               + f"; pooled curves {'the same' if same_pool else 'DIFFERENT'} sizes")
+        differ = sorted(k for k in new["digests"] if old["digests"].get(k) != new["digests"][k])
+        print("bit for bit (SHA-256 of every score, every metric and every pooled curve): "
+              + ("identical" if not differ else "DIFFERENT in " + ", ".join(differ)))
+        summary["bit_identical"] = not differ
         summary.update(ref=args.ref, before_cpu_s=round(old["cpu_seconds"], 1), before_s=round(old["seconds"], 1),
                        before_rss_gb=round(old["peak_rss_gb"], 2),
                        cpu_ratio=round(old["cpu_seconds"] / new["cpu_seconds"], 2), max_abs_diff=diff,
                        pooled_same_size=same_pool)
         line += (f"; {args.ref}: {old['cpu_seconds']:.1f} CPU s, {old['peak_rss_gb']:.2f} GB; "
                  f"{old['cpu_seconds'] / new['cpu_seconds']:.1f}x less CPU")
+    summary["load_avg"] = [round(load_start, 1), round(os.getloadavg()[0], 1)]  # 1-min load at start and end
     print(line)
     print(json.dumps(summary))
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ that no longer matches; tests/test_docs_numbers.py fails while one differs. Run:
     python benchmarks/docs_numbers.py --report-bench report-bench.json    # from benchmarks/bench_report.py --json
     python benchmarks/docs_numbers.py --lira runs/lira                    # a `bnmem lira` run directory
     python benchmarks/docs_numbers.py --demo-bench demo-bench.json        # from benchmarks/bench_demo.py --json
+    python benchmarks/docs_numbers.py --attacks-bench attacks.json        # from benchmarks/bench_attacks.py --json
     python benchmarks/docs_numbers.py --check                             # only list the stale lines
 
 Then edit the listed doc lines (or the templates, when a sentence changes) until --check is clean.
@@ -129,11 +130,27 @@ def demo_numbers(path: Path) -> dict[str, str]:
             "demo.rounds": str(len(b.get("rounds", [b])))}
 
 
+def attacks_numbers(path: Path) -> dict[str, str]:
+    """The CIFAR-scale attack evaluation's CPU seconds and peak RSS, this tree's and (when measured side by
+    side) the reference's, from benchmarks/bench_attacks.py --json."""
+    b = json.loads(path.read_text(encoding="utf-8"))
+    out = {"attacks.after_cpu_s": f"{b['after_cpu_s']:.0f}", "attacks.after_gb": f"{b['after_rss_gb']:.2f}",
+           "attacks.load": f"{b['load_avg'][0]:.1f}–{b['load_avg'][1]:.1f}"}
+    if "before_cpu_s" in b:
+        out.update({"attacks.before_cpu_s": f"{b['before_cpu_s']:.0f}",
+                    "attacks.before_gb": f"{b['before_rss_gb']:.2f}",
+                    "attacks.cpu_ratio": f"{b['cpu_ratio']:.1f}",
+                    "attacks.identical": "identical" if b.get("bit_identical") else "NOT identical"})
+    return out
+
+
 SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "theory": (theory_numbers, "bnmem theory --out runs/theory (the defaults)"),
     "report_bench": (report_numbers, "python benchmarks/bench_report.py runs/demo --json FILE"),
     "lira": (lira_disk_numbers, "bnmem lira --dataset digits --shadow-models 16 --views identity,shift --epochs 1"),
     "demo_bench": (demo_numbers, "python benchmarks/bench_demo.py --json FILE (a fresh clone, make demo)"),
+    "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 nice -n 5 python benchmarks/bench_attacks.py --json FILE "
+                                       "(M=256 N=50000 V=18 P=10000, main side by side)"),
 }
 
 

@@ -3,12 +3,24 @@
 Reads ``mutmut results --all true`` ("<module>.x_<function>__mutmut_<k>: <status>" per line)
 and prints, per module, killed / tested and the survivors by name. Exit status 0 always:
 the score is a report, not a gate.
+
+``--reset-stale-cache`` (run by `make mutate` before mutmut) removes ``mutants/`` when the
+``[tool.mutmut]`` table of pyproject.toml changed since the folder was made. mutmut 3.8 reuses
+``mutants/`` incrementally and does not notice a module added to ``only_mutate``: the module's
+plain copy already there counts as "unmodified" (never mutated), and once it is mutated the test
+map collected before is kept (its config fingerprint leaves ``only_mutate`` out and no test is
+new), so every mutant of the module reads "no tests" although tests call it (issue 39: all 211
+mutants of ``bnmem.study.confirmatory``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import shutil
 import subprocess
+import tomllib
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -17,7 +29,29 @@ LINE = re.compile(r"^\s*(?P<name>[\w.]+?)\.x[_ǁ](?P<fn>\S+?)__mutmut_\d+: (?P<s
 KILLED = {"killed", "timeout", "caught by type check"}
 
 
+STAMP = Path("mutants") / ".bnmem-mutmut-config"
+
+
+def reset_stale_cache(pyproject: Path = Path("pyproject.toml")) -> bool:
+    """Remove ``mutants/`` when ``[tool.mutmut]`` differs from the table it was made with; True when removed."""
+    table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("mutmut", {})
+    digest = hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()
+    old = STAMP.read_text().strip() if STAMP.exists() else None
+    removed = False
+    if STAMP.parent.exists() and old != digest:
+        print("mutants/ was made with another [tool.mutmut] table (or by hand): removed, so every module is "
+              "mutated and its tests are mapped afresh")
+        shutil.rmtree(STAMP.parent)
+        removed = True
+    STAMP.parent.mkdir(exist_ok=True)
+    STAMP.write_text(digest + "\n")
+    return removed
+
+
 def main() -> int:
+    if "--reset-stale-cache" in sys.argv[1:]:
+        reset_stale_cache()
+        return 0
     mutmut = Path(sys.executable).with_name("mutmut")
     out = subprocess.run([str(mutmut), "results", "--all", "true"], capture_output=True, text=True).stdout
     counts: dict[str, Counter] = defaultdict(Counter)

@@ -1,17 +1,34 @@
 """The attack evaluation's fast paths against slow, obviously-correct oracles (loops, float64, numpy/sklearn):
 leave-one-out medians and spreads from per-example summaries, the fixed-variance spreads from shifted sums,
-the ε point bound from ROC corners, the pooled curve from merged rows, and the vectorized softplus."""
+the ε point bound from ROC corners and the rank counts from the ROC counts, the pooled curve from merged rows,
+the vectorized softplus, RMIA's view log-mean (SciPy's logsumexp) and the LiRA scorers' shared values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.special import log_ndtr, logsumexp
+from scipy.stats import norm
+from sklearn.metrics import auc as sk_auc
 
-from bnmem.attacks import AttackInputs, evaluate_inputs, evaluate_stream, lira_statistic
-from bnmem.attacks.epsilon import _point_bound, _sorted_classes, epsilon_ranked
+from bnmem.attacks import AttackInputs, evaluate_inputs, evaluate_stream, keep_matrix, lira_statistic, spec
+from bnmem.attacks import metrics as metrics_module
+from bnmem.attacks.epsilon import (
+    _point_bound,
+    _rank_counts,
+    _sorted_classes,
+    chunk_rank_counts,
+    epsilon_lower_bound,
+    epsilon_ranked,
+    rank_grid,
+)
+from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.loo import EXACT_BELOW, Side
-from bnmem.attacks.metrics import rank_rows, roc
+from bnmem.attacks.metrics import FPR_LEVELS, metrics_from_roc, rank_rows, roc
+from bnmem.attacks.result import evaluation_result
+from bnmem.attacks.rmia import logsumexp_last
 from bnmem.attacks.scores import loss_from_phi
+from bnmem.attacks.streaming import _Plan
 from test_attacks import synthetic
 from test_streaming import assert_same
 
@@ -108,3 +125,163 @@ def test_loss_from_phi_is_logaddexp_to_rounding():
     got, want = loss_from_phi(phi), np.logaddexp(0.0, -phi)
     np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
     assert loss_from_phi(np.array([0.0]))[0] == np.log(2.0)
+
+
+# ---------------------------------------------------------------- shared passes of the evaluation (bit for bit)
+
+
+def test_logsumexp_last_is_scipys_bit_for_bit():
+    rng = np.random.default_rng(0)
+    for shape in [(3, 5, 18), (7, 1), (2, 3, 4, 9), (400, 18), (5, 2)]:
+        for kind in ("spread", "ties", "neg_inf", "tiny"):
+            a = rng.normal(0, 30, shape)
+            if kind == "ties":
+                a = np.round(a / 20)  # several values equal to the maximum
+            elif kind == "neg_inf":
+                a[rng.random(shape) < 0.3] = -np.inf
+            elif kind == "tiny":
+                a = -np.abs(a) * 1e-18
+            got, want = logsumexp_last(a), logsumexp(a, axis=-1)
+            assert got.shape == want.shape and np.array_equal(got, want), (shape, kind)
+            assert np.array_equal(logsumexp_last(a[..., ::2]), logsumexp(a[..., ::2], axis=-1))  # strided
+    edge = np.array([[1.0, np.inf], [-np.inf, -np.inf], [np.nan, 1.0], [0.0, -0.0]])
+    np.testing.assert_array_equal(logsumexp_last(edge), logsumexp(edge, axis=-1))  # SciPy's own answer
+    assert logsumexp_last(np.zeros((3, 0))).shape == (3,)
+
+
+def test_streaming_lira_scorers_are_the_reference_formulas_bit_for_bit():
+    """The shared standardized values change no bit of online / offline LiRA (per-example and fixed)."""
+    rng = np.random.default_rng(1)
+    t, b, v = 5, 7, 3
+    x = rng.normal(0, 3, (t, b, v))
+    fits = {key: rng.normal(0, 1, (t, b, v)) for key in ("med_in", "med_out")}
+    for key in ("sd_in", "sd_out"):
+        fits[key] = np.abs(rng.normal(0, 1, (t, b, v)))
+        fits[key][0, 0] = 0.0  # zero spread: STD_EPS
+    x[1, 1] = fits["med_out"][1, 1]  # zero deviations (signed zeros)
+    sd_in, sd_out = np.abs(rng.normal(0, 1, t)), np.abs(rng.normal(0, 1, t))
+    c = np.log(np.sqrt(2 * np.pi))
+
+    def logpdf(x, loc, scale):  # scipy.stats.norm.logpdf's order of operations
+        y = (x - loc) / scale
+        return (-(y**2) / 2.0 - c) - np.log(scale)
+
+    block = spec.Block(x, fits, sd_in, sd_out)
+    for fixed in (False, True):
+        s_in = (sd_in[:, None, None] if fixed else fits["sd_in"]) + STD_EPS
+        s_out = (sd_out[:, None, None] if fixed else fits["sd_out"]) + STD_EPS
+        suffix = "_fixed_variance" if fixed else ""
+        online = logpdf(x, fits["med_in"], s_in) - logpdf(x, fits["med_out"], s_out)
+        offline = -log_ndtr(-(x - fits["med_out"]) / s_out)
+        for name, want in ((f"offline{suffix}", offline), (f"online{suffix}", online)):
+            got = spec.get(name).stream(block)
+            assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want)), name
+    np.testing.assert_allclose(online, norm.logpdf(x, fits["med_in"], s_in) - norm.logpdf(x, fits["med_out"], s_out),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [5, 1 << 17])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_epsilon_ranked_is_the_per_target_bound_bit_for_bit(seed, chunk, monkeypatch):
+    """Rank counts read off the ROC counts (ties, ±inf, one-class rows, several rows per chunk or one)
+    against epsilon_lower_bound, which sorts each class and searches it."""
+    monkeypatch.setattr(metrics_module, "CHUNK_ENTRIES", chunk)
+    for scores, members in _rows(seed):
+        members = members.copy()
+        members[1] = True  # a row without non-members
+        deltas = np.array([1e-3, 0.0, 0.02, 1e-3])
+        got = epsilon_ranked(rank_rows(scores, members), deltas)
+        for i in range(scores.shape[0]):
+            want = epsilon_lower_bound(scores[i], members[i], float(deltas[i]))
+            for key, value in want.to_dict().items():
+                other = getattr(got[i], key)
+                assert type(other) is type(value), (key, type(other), type(value))
+                assert other == value or (value != value and other != other), (i, key, other, value)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rank_counts_from_roc_counts_are_the_class_searches(seed):
+    """tp, fp at every rank threshold (non-member ranks, then member ranks) as _rank_counts finds them by
+    searching each class's sorted scores; ties, ±inf at both ends, one-class rows."""
+    for scores, members in _rows(seed):
+        members = members.copy()
+        members[1] = False  # a row without members
+        ranked = rank_rows(scores, members)
+        got = chunk_rank_counts(ranked, ranked.thresholds(clip=False))
+        for i, counts in enumerate(got):
+            s_in, s_out = _sorted_classes(scores[i], members[i])
+            if not (s_in.size and s_out.size):
+                assert counts is None
+                continue
+            tp, fp = _rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size))
+            assert counts[:2] == (s_in.size, s_out.size) and type(counts[0]) is int
+            np.testing.assert_array_equal(counts[2], tp)
+            np.testing.assert_array_equal(counts[3], fp)
+            assert counts[2].dtype == tp.dtype and counts[3].dtype == fp.dtype
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 17])
+def test_roc_curves_and_epsilon_over_chunks_equal_one_chunk(chunk, monkeypatch):
+    """evaluation_result's single pass (curves and ε from one count per chunk) with many chunks."""
+    rng = np.random.default_rng(3)
+    t, n = 9, 50
+    members = rng.uniform(size=(t, n)) < 0.5
+    scores = {"tied": rng.integers(0, 5, size=(t, n)).astype(np.float64), "cont": rng.normal(size=(t, n))}
+    scores["cont"][0, :4] = [np.inf, -np.inf, np.inf, -np.inf]
+    masks = {"all": np.ones(n, bool), "odd": np.arange(n) % 2 == 1}
+    want = evaluation_result(scores, members, list(range(t)), masks, {})
+    monkeypatch.setattr(metrics_module, "CHUNK_ENTRIES", chunk)
+    got = evaluation_result(scores, members, list(range(t)), masks, {})
+    for name in scores:
+        for sub in masks:
+            for c_got, c_want in zip(got["curves"][name][sub]["per_target"], want["curves"][name][sub]["per_target"]):
+                np.testing.assert_array_equal(c_got[0], c_want[0])
+                np.testing.assert_array_equal(c_got[1], c_want[1])
+            for i in range(t):
+                fpr, tpr = roc(scores[name][i, masks[sub]], members[i, masks[sub]])
+                np.testing.assert_array_equal(got["curves"][name][sub]["per_target"][i][0], fpr)
+                np.testing.assert_array_equal(got["curves"][name][sub]["per_target"][i][1], tpr)
+            assert got["metrics"][name][sub]["eps_lb_counts"] == want["metrics"][name][sub]["eps_lb_counts"]
+            assert got["metrics"][name][sub]["eps_lb_per_target"] == want["metrics"][name][sub]["eps_lb_per_target"]
+
+
+def test_metrics_from_roc_is_scipy_trapezoid_and_the_masked_maximum_bit_for_bit():
+    """AUC written out as scipy.integrate.trapezoid computes it, TPR at low FPR by binary search on a rising
+    curve: the same numbers as the wrapper and the masked maximum, on real, non-monotone and falling curves."""
+    from scipy.integrate import trapezoid
+
+    rng = np.random.default_rng(4)
+    curves = []
+    for n in (2, 3, 50, 2000):
+        members = rng.uniform(size=n) < 0.5
+        members[:2] = [True, False]
+        curves.append(roc(np.round(rng.normal(size=n) + members, 1), members))  # ties
+        curves.append(roc(rng.normal(size=n) + 3 * members, members))
+        fpr = np.sort(rng.uniform(size=n))
+        curves.append((fpr, rng.uniform(size=n)))  # rising FPR, TPR not monotone
+        curves.append((fpr[::-1].copy(), np.sort(rng.uniform(size=n))[::-1].copy()))  # falling
+    curves.append((np.array([0.0, 0.0005, 0.0005, 0.01, 0.01, 1.0]), np.array([0.0, 0.1, 0.2, 0.3, 0.5, 1.0])))
+    for fpr, tpr in curves:
+        got = metrics_from_roc(fpr, tpr)
+        rising = bool(np.all(fpr[1:] >= fpr[:-1]))
+        want_auc = float(trapezoid(tpr, fpr)) if rising else float(sk_auc(fpr, tpr))
+        assert got["auc"] == want_auc
+        assert got["balanced_acc"] == float(np.max((tpr + 1.0 - fpr) / 2.0))
+        for name, level in FPR_LEVELS.items():
+            ok = fpr <= level
+            want = float(np.max(tpr[ok])) if ok.any() else float("nan")
+            assert got[name] == want or (want != want and got[name] != got[name]), (name, got[name], want)
+
+
+@pytest.mark.parametrize("m, n, seed", [(4, 30, 0), (8, 200, 1), (16, 333, 2)])
+def test_side_model_order_is_the_stable_argsort(m, n, seed):
+    """The streaming plan's per-example model order (read off the nonzeros) is a stable argsort of ~side."""
+    keep = keep_matrix(m, n, seed)
+    for targets in (np.arange(m), np.array([0, m - 1])):
+        plan = _Plan(keep, targets)
+        for member in (True, False):
+            side = keep if member else ~keep
+            order, _ = plan.positions(keep, member)
+            want = np.argsort(~side, axis=0, kind="stable")[: (plan.c_in if member else plan.c_out)]
+            assert order.dtype == want.dtype and order.flags.c_contiguous
+            np.testing.assert_array_equal(order, want)

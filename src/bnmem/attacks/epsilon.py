@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
-from bnmem.attacks.metrics import RankedRows, rank_rows
+from bnmem.attacks.metrics import RankedRows, Thresholds, rank_rows
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
@@ -215,8 +215,9 @@ def _best(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndar
                         float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), int(tp.size))
 
 
-def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
-    """Every row's point bound (:class:`EpsilonBound`'s ``eps_point``) from its ROC counts, in one pass.
+def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
+    """The point bounds (:class:`EpsilonBound`'s ``eps_point``) of a chunk's rows from its raw ROC counts
+    ``th`` (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class.
 
     The thresholds of :func:`_point_bound` (every score of either class, and −inf) give the counts above
     each distinct score: the ROC's points, (0, 0) and, unless a score is −inf, (n_in, n_out). Those two
@@ -225,31 +226,110 @@ def _point_bounds(ranked: RankedRows, deltas: np.ndarray) -> np.ndarray:
     it) or reached by non-members only (the previous point is left of it) is never above the maximum:
     only the staircase's upper-left corners are evaluated.
     """
-    n_rows, n = ranked.values.shape
-    out = np.full(n_rows, math.nan)
-    if n == 0:
-        return out
-    at = 0
-    for part in ranked.chunks():
-        rows, fp, tp = part.threshold_counts(clip=False)
-        first = np.r_[True, rows[1:] != rows[:-1]]
-        last = np.r_[rows[1:] != rows[:-1], True]
-        corner = (last | np.r_[fp[1:] > fp[:-1], True]) & (first | np.r_[True, tp[1:] > tp[:-1]])
-        rows, fp, tp = rows[corner], fp[corner], tp[corner]
-        k = part.values.shape[0]
-        n_in = part.members.sum(axis=1)
-        n_out = n - n_in
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[at:at + k][rows])
-        starts = np.searchsorted(rows, np.arange(k))
-        best = np.maximum(np.maximum.reduceat(a, starts), np.maximum.reduceat(b, starts))
-        ok = (n_in > 0) & (n_out > 0)
-        out[at:at + k][ok] = np.maximum(best[ok], 0.0)
-        at += k
+    fp, tp = th.fps, th.tps
+    starts = th.starts
+    edge = np.zeros(fp.size, dtype=bool)  # each row's first entry (then: its last)
+    edge[starts] = True
+    later = np.empty(fp.size, dtype=bool)  # the next step adds non-members (or the row ends)
+    later[-1] = True
+    np.greater(fp[1:], fp[:-1], out=later[:-1])
+    earlier = np.empty(fp.size, dtype=bool)  # the step here added members (or the row starts)
+    earlier[0] = True
+    np.greater(tp[1:], tp[:-1], out=earlier[1:])
+    earlier |= edge
+    edge[starts] = False
+    edge[starts + th.sizes - 1] = True
+    later |= edge
+    corner = np.flatnonzero(later & earlier)  # every row has one: its first step that adds non-members
+    fp, tp = fp[corner], tp[corner]
+    k = part.values.shape[0]
+    cstarts = np.searchsorted(corner, starts)
+    rows = np.repeat(np.arange(k), np.diff(np.append(cstarts, corner.size)))
+    n_in = part.members.sum(axis=1)
+    n_out = part.values.shape[1] - n_in
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
+    best = np.maximum(np.maximum.reduceat(a, cstarts), np.maximum.reduceat(b, cstarts))
+    out = np.full(k, math.nan)
+    ok = (n_in > 0) & (n_out > 0)
+    out[ok] = np.maximum(best[ok], 0.0)
     return out
 
 
-def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL) -> list[EpsilonBound]:
+@dataclass
+class RankCounts:
+    """What the ε bounds of sorted rows need from their scores, gathered chunk by chunk from the ROC counts
+    (:meth:`bnmem.attacks.metrics.RankedRows.roc_passes`, the same pass as the curves).
+
+    Attributes:
+        points: [rows] each row's point bound (nan for a row lacking a class).
+        counts: row -> (n_in, n_out, tp, fp) at the rank thresholds, for the rows with both classes.
+    """
+
+    points: np.ndarray
+    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]]
+
+    @classmethod
+    def empty(cls, n_rows: int) -> "RankCounts":
+        return cls(np.full(n_rows, math.nan), {})
+
+    @classmethod
+    def of(cls, ranked: RankedRows, deltas: np.ndarray) -> "RankCounts":
+        """Gathered here, in a pass of their own."""
+        out = cls.empty(ranked.values.shape[0])
+        if ranked.values.shape[1]:
+            for at, part, _, raw in ranked.roc_passes():
+                out.add(at, part, raw, deltas[at:at + part.values.shape[0]])
+        return out
+
+    def add(self, at: int, part: RankedRows, raw: Thresholds, deltas: np.ndarray) -> None:
+        """Add a chunk of rows starting at row ``at``, with its raw counts (``clip=False``) and δs."""
+        self.points[at:at + part.values.shape[0]] = chunk_point_bounds(part, raw, deltas)
+        for i, c in enumerate(chunk_rank_counts(part, raw)):
+            if c is not None:
+                self.counts[at + i] = c
+
+
+def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, np.ndarray, np.ndarray] | None]:
+    """Per row of a chunk, :func:`_rank_counts` at the rank grids (None for a row lacking a class), read off
+    the raw ROC counts ``th`` instead of searching each class's sorted scores.
+
+    Members (non-members) scoring above a threshold are those in the runs of equal scores before the run
+    holding it: the (k+1)-th largest non-member lies in the first run with more than k non-members at or
+    above it, the j-th smallest member in the first run with more than n_in − j members, and −inf (rank
+    n_out, or j = 0) above everything but a final −inf run.
+    """
+    k_rows, n = part.values.shape
+    n_in = part.members.sum(axis=1)
+    n_out = n - n_in
+    fps, tps = th.fps.astype(np.int64), th.tps.astype(np.int64)
+    starts = th.starts
+    lasts = starts + th.sizes - 1
+    # Row r's counts shifted by r·(n + 1): one increasing array per class, searched for every row at once.
+    off = np.arange(k_rows, dtype=np.int64) * (n + 1)
+    row_off = np.repeat(off, th.sizes)
+    key_f, key_t = fps + row_off, tps + row_off
+    ends_neg_inf = part.values[:, -1] == -np.inf
+    out: list[tuple[int, int, np.ndarray, np.ndarray] | None] = []
+    for r in range(k_rows):
+        ni, no = int(n_in[r]), int(n_out[r])
+        if not (ni and no):
+            out.append(None)
+            continue
+        gk, gj = rank_grid(no), rank_grid(ni)
+        above_neg_inf = lasts[r] if ends_neg_inf[r] else lasts[r] + 1  # the run after those above −inf
+        run = np.concatenate([
+            np.where(gk < no, np.searchsorted(key_f, gk + off[r], side="right"), above_neg_inf),
+            np.where(gj >= 1, np.searchsorted(key_t, (ni - gj) + off[r], side="right"), above_neg_inf),
+        ]) - 1  # the last run strictly above the threshold
+        inside = run >= starts[r]
+        run = np.where(inside, run, 0)
+        out.append((ni, no, np.where(inside, tps[run], 0), np.where(inside, fps[run], 0)))
+    return out
+
+
+def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
+                   rank_counts: RankCounts | None = None) -> list[EpsilonBound]:
     """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
     again, and the beta quantiles of all rows in one call per side.
 
@@ -257,17 +337,15 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL)
         ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
         deltas: [rows] each target's δ.
         level: joint confidence per target.
+        rank_counts: what the bounds read from the scores when already gathered (:class:`RankCounts`, in
+            the same pass as the ROC curves); None: gathered here.
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
         _check_delta_level(float(d), level)
-    points = _point_bounds(ranked, deltas)
-    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}
-    for i in range(ranked.values.shape[0]):
-        descending, member = ranked.values[i], ranked.members[i]
-        s_in, s_out = descending[member][::-1], descending[~member][::-1]
-        if s_in.size and s_out.size:
-            counts[i] = (s_in.size, s_out.size, *_rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size)))
+    if rank_counts is None:
+        rank_counts = RankCounts.of(ranked, deltas)
+    points, counts = rank_counts.points, rank_counts.counts
     low: list[np.ndarray] = []
     high: list[np.ndarray] = []
     if counts:
@@ -292,7 +370,8 @@ def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> Epsi
 
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
-                    level: float = LEVEL, ranked: RankedRows | None = None) -> dict[str, Any]:
+                    level: float = LEVEL, ranked: RankedRows | None = None,
+                    rank_counts: RankCounts | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -302,6 +381,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
             ``members``), the δ = 1/N convention of the DP variants.
         level: joint confidence per target.
         ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
+        rank_counts: what the bounds read from ``ranked``, already gathered (:class:`RankCounts`).
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -317,7 +397,8 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
-    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level)
+    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
+                            rank_counts=rank_counts)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

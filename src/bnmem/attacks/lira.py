@@ -47,8 +47,18 @@ _LOG_SQRT_2PI = np.log(np.sqrt(2 * np.pi))
 
 def gaussian_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Gaussian log density, with scipy.stats.norm.logpdf's order of operations (the streaming scorers')."""
-    y = (x - loc) / scale
-    return (-(y**2) / 2.0 - _LOG_SQRT_2PI) - np.log(scale)
+    return standard_logpdf((x - loc) / scale, np.log(scale))
+
+
+def standard_logpdf(y: np.ndarray, log_scale: np.ndarray) -> np.ndarray:
+    """:func:`gaussian_logpdf` from the standardized value y = (x − loc) / scale and log(scale): the same
+    operations in the same order, (−y²/2 − log √(2π)) − log(scale), in one buffer."""
+    out = np.square(y)
+    np.negative(out, out=out)
+    out /= 2.0
+    out -= _LOG_SQRT_2PI
+    out -= log_scale
+    return out
 
 
 @dataclass(frozen=True)

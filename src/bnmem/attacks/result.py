@@ -21,8 +21,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks import spec as attack_spec
-from bnmem.attacks.epsilon import epsilon_summary
-from bnmem.attacks.metrics import METRIC_NAMES, metrics_from_roc, rank_rows
+from bnmem.attacks.epsilon import RankCounts, epsilon_summary
+from bnmem.attacks.metrics import METRIC_NAMES, RankedRows, curves_from, metrics_from_roc, rank_rows
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
@@ -165,6 +165,19 @@ def settings(params: RMIAParams, population: str, shape: tuple[int, int, int], r
     return {**head, "rmia_population": population, "n_models": m, "n_examples": n, "n_views": v, **extra}
 
 
+def _curves_and_counts(view: RankedRows, deltas: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]],
+                                                                        RankCounts]:
+    """Every target's ROC curve and what its ε bound reads, from one count of each chunk's thresholds."""
+    counts = RankCounts.empty(view.values.shape[0])
+    if view.values.shape[1] == 0:
+        return view.curves(), counts
+    curves: list[tuple[np.ndarray, np.ndarray]] = []
+    for at, part, clipped, raw in view.roc_passes():
+        curves += curves_from(clipped)
+        counts.add(at, part, raw, deltas[at:at + part.values.shape[0]])
+    return curves, counts
+
+
 def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, targets: list[int],
                       masks: dict[str, np.ndarray], settings: dict[str, Any], *,
                       per_target_curves: bool = True, pooled_points: int | None = None) -> dict[str, Any]:
@@ -189,11 +202,12 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
         pool = ranked.merged()
         for sub, mask in masks.items():
             view = ranked.subset(mask)
-            per_roc = view.curves()
+            per_roc, counts = _curves_and_counts(view, deltas)
             metrics[name][sub] = summarize([metrics_from_roc(*c) for c in per_roc])
             if not per_target_curves:
                 per_roc = []
-            metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view))
+            metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
+                                                      rank_counts=counts))
             pooled = pool.subset(mask).curves()[0]
             if pooled_points is not None:
                 pooled = thin_curve(*pooled, max_points=pooled_points)

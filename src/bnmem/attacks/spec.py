@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 from scipy.special import log_ndtr
 
-from bnmem.attacks.lira import STD_EPS, gaussian_logpdf, global_threshold, lira_offline, lira_online, loss_attack
+from bnmem.attacks.lira import STD_EPS, global_threshold, lira_offline, lira_online, loss_attack, standard_logpdf
 from bnmem.attacks.scores import loss_from_phi
 from bnmem.errors import BnmemError
 
@@ -67,6 +67,27 @@ class Block:
     fits: dict[str, np.ndarray]
     sd_in: np.ndarray | None
     sd_out: np.ndarray | None
+    _cache: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def scale(self, side: str, fixed: bool) -> np.ndarray:
+        """The reference Gaussian's scale on ``side`` (``"in"`` / ``"out"``): the spread plus STD_EPS,
+        [T, B, V] per example or [T, 1, 1] global (``fixed``); computed once per block and shared."""
+        return self._shared(("scale", side, fixed), lambda: (
+            getattr(self, f"sd_{side}")[:, None, None] if fixed else self.fits[f"sd_{side}"]) + STD_EPS)
+
+    def standardized(self, side: str, fixed: bool) -> np.ndarray:
+        """(x − median) / scale on ``side`` [T, B, V], shared by the online and offline scorers (the offline
+        argument −(x − median) / scale is its negation, bit for bit: IEEE division is sign-symmetric)."""
+        return self._shared(("z", side, fixed), lambda: np.divide(self.deviation(side), self.scale(side, fixed)))
+
+    def deviation(self, side: str) -> np.ndarray:
+        """x − median on ``side`` [T, B, V] (per-example and fixed-variance scorers share it)."""
+        return self._shared(("d", side), lambda: self.x - self.fits[f"med_{side}"])
+
+    def _shared(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
 
     @cached_property
     def loss(self) -> np.ndarray:
@@ -189,18 +210,20 @@ LABELS: Mapping[str, str] = _Labels()
 
 
 def _online(fixed: bool) -> Callable[[Block], np.ndarray]:
+    # gaussian_logpdf(x, med_in, scale_in) − gaussian_logpdf(x, med_out, scale_out), from the block's shared
+    # standardized values (the same operations, bit for bit).
     def score(b: Block) -> np.ndarray:
-        sd_in = b.sd_in[:, None, None] if fixed else b.fits["sd_in"]
-        sd_out = b.sd_out[:, None, None] if fixed else b.fits["sd_out"]
-        return gaussian_logpdf(b.x, b.fits["med_in"], sd_in + STD_EPS) - gaussian_logpdf(
-            b.x, b.fits["med_out"], sd_out + STD_EPS)
+        out = standard_logpdf(b.standardized("in", fixed), np.log(b.scale("in", fixed)))
+        out -= standard_logpdf(b.standardized("out", fixed), np.log(b.scale("out", fixed)))
+        return out
     return score
 
 
 def _offline(fixed: bool) -> Callable[[Block], np.ndarray]:
+    # −log_ndtr(−(x − med_out) / scale_out), with (x − med_out) / scale_out shared with the online scorer.
     def score(b: Block) -> np.ndarray:
-        sd_out = b.sd_out[:, None, None] if fixed else b.fits["sd_out"]
-        return -log_ndtr(-(b.x - b.fits["med_out"]) / (sd_out + STD_EPS))
+        out = log_ndtr(np.negative(b.standardized("out", fixed)))
+        return np.negative(out, out=out)
     return score
 
 

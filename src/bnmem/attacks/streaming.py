@@ -134,7 +134,9 @@ class _Plan:
         side = keep_blk if member else ~keep_blk
         c = self.c_in if member else self.c_out
         k = self.k_in if member else self.k_out
-        order = np.argsort(~side, axis=0, kind="stable")[:c]
+        # Each example's c side models in model order (what a stable argsort of ~side puts first), read off
+        # the nonzeros of side.T: sorted by example, then model; every example has exactly c (balanced keep).
+        order = np.ascontiguousarray(np.nonzero(side.T)[1].reshape(side.shape[1], c).T)
         cum = np.cumsum(side, axis=0)[self.targets] - 1
         other = np.where(k == c - 1, c - 1, c)[:, None]
         return order, np.where(side[self.targets], cum, other)
@@ -259,8 +261,10 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             phi_blk = chunk[:, a - a0:b - a0]
             keep_blk = plan.keep[:, a:b]
             x = plan.targets_of(phi_blk)
+            # Each side's model order and removed positions, shared by the LiRA fits and RMIA's means.
+            positions = _Positions(plan, keep_blk)
             if plan.balanced:
-                fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x)
+                fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x, positions)
             else:
                 fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
             view = Block(x, fits, sd_in, sd_out)
@@ -271,7 +275,7 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
                 # log p_y = −loss; the loss attack's block shares it when every model is a target
                 lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
                 lp_all[:, a:b] = lp_blk
-                lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan)
+                lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
     return scores, rmia_refs
 
 
@@ -285,8 +289,21 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     return pop_lp
 
 
+class _Positions:
+    """:meth:`_Plan.positions` of one slice of examples, per side, computed on first use."""
+
+    def __init__(self, plan: _Plan, keep_blk: np.ndarray):
+        self.plan, self.keep_blk = plan, keep_blk
+        self._done: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, member: bool) -> tuple[np.ndarray, np.ndarray]:
+        if member not in self._done:
+            self._done[member] = self.plan.positions(self.keep_blk, member)
+        return self._done[member]
+
+
 def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str],
-               x: np.ndarray) -> dict[str, np.ndarray]:
+               x: np.ndarray, positions: _Positions | None = None) -> dict[str, np.ndarray]:
     """Leave-one-out medians and spreads [T, B, V] per side, elementwise from per-example summaries.
 
     A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
@@ -298,7 +315,7 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
         needs = attack_spec.needing(tag)
         if not wanted & needs & fitted:
             continue
-        order, pos = plan.positions(keep_blk, member)
+        order, pos = (positions or _Positions(plan, keep_blk))(member)
         side = Side.of(phi_blk[order, cols])
         k = plan.k_in if member else plan.k_out
         onside = plan.targets_of(keep_blk if member else ~keep_blk)
@@ -395,13 +412,14 @@ def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member
     return cnt, mean, m2
 
 
-def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
+                    positions: _Positions | None = None) -> tuple[np.ndarray, np.ndarray]:
     """log of the mean p_y over each target's IN and OUT references [T, B] (−inf where a side is empty)."""
     cols = np.arange(lp_blk.shape[1])
     outs = []
     for member, k in ((True, plan.k_in), (False, plan.k_out)):
         if plan.balanced:
-            order, pos = plan.positions(keep_blk, member)
+            order, pos = (positions or _Positions(plan, keep_blk))(member)
             pre, suf = log_prefix_suffix(lp_blk[order, cols[None, :]])
             with np.errstate(divide="ignore"):
                 outs.append(loo_log_mean(pre, suf, pos))
