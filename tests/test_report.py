@@ -536,11 +536,9 @@ def test_forest_plot_rows_and_order(study_dir):
     assert html_text.count("<details") >= 6 and "<details open" not in html_text
 
 
-def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path, monkeypatch):
-    """A setting's per-cell figures are embedded for its first FIGURE_REPLICATES replicates; later replicates'
-    folders are named instead (the decisive study's 10 replicates made an 8.4 MB page). Read from the page."""
-    import bnmem.report.html as page_html
-
+def _with_later_replicate(study_dir: Path, tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the study run whose first cell's memorize lens also ran as replicate 1 (a later replicate of the
+    same setting); the run's folder and the added index entry."""
     run = tmp_path / "study"
     shutil.copytree(study_dir, run)
     index = json.loads((run / "index.json").read_text())
@@ -549,6 +547,15 @@ def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path,
     shutil.copytree(run / first["id"] / "memorize", run / later["id"] / "memorize")
     index["cells"].append(later)
     _write(run / "index.json", index)
+    return run, later
+
+
+def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path, monkeypatch):
+    """A setting's per-cell figures are embedded for its first FIGURE_REPLICATES replicates; later replicates'
+    folders are named instead (the decisive study's 10 replicates made an 8.4 MB page). Read from the page."""
+    import bnmem.report.html as page_html
+
+    run, later = _with_later_replicate(study_dir, tmp_path)
 
     def memorize_section(n: int) -> str:
         monkeypatch.setattr(page_html, "FIGURE_REPLICATES", n)
@@ -568,14 +575,7 @@ def test_tables_and_conditions_of_later_replicates_are_left_out(study_dir, tmp_p
     decisive study's 240-replicate follow-up made a 7.3 MB page, 3.7 MB of it gradient-norm tables)."""
     import bnmem.report.results as results
 
-    run = tmp_path / "study"
-    shutil.copytree(study_dir, run)
-    index = json.loads((run / "index.json").read_text())
-    first = index["cells"][0]
-    later = dict(first, id=first["id"] + "-r1", replicate=1, lenses={"memorize": first["id"] + "-r1/memorize"})
-    shutil.copytree(run / first["id"] / "memorize", run / later["id"] / "memorize")
-    index["cells"].append(later)
-    _write(run / "index.json", index)
+    run, later = _with_later_replicate(study_dir, tmp_path)
 
     def page(n: int) -> str:
         monkeypatch.setattr(results, "SHOWN_REPLICATES", n)
