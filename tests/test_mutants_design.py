@@ -367,3 +367,55 @@ def test_every_claims_settings_units_tests_and_paper_range(tmp_path):
     # the toy model's default 5 seeds
     path.write_text(yaml.safe_dump({**WIDE, "lenses": {"theory": {}}}))
     assert [s.n for s in design.claim_design(load_study(path), "5b").settings] == [5]
+
+
+# ---------------------------------------------------------------- third pass: the rest of `bnmem design`'s numbers
+
+
+def test_a_one_replicate_evaluation_does_not_hide_the_pilot_settings_after_it():
+    """A pilot's claim lists a setting measured over one replicate's seeds (not a spread of replicate means)
+    before one measured over three replicates: the first is skipped, the second still read."""
+    pilot = [_c("1", _e("mlp", 0.5, 4, replicates=1), _e("lenet", 0.02, 3), _e("vgg", 0.5, 4, replicates=1),
+                _e("resnet20", 0.05, 5, ood=0.01))]
+    got = design._pilot_sds(pilot, "1")
+    assert set(got) == {("lenet", 0.05, 0.0), ("resnet20", 0.05, 0.01)}
+    assert got[("resnet20", 0.05, 0.01)][""] == pytest.approx(0.05 * math.sqrt(4 / chi2_q20_df4()), rel=1e-9)
+
+
+def _row(cid: str, needed: int | None, unit: str = "replicates", power: float | None = 0.5):
+    return design.ClaimDesign(cid, [], unit=unit, power=power, needed=needed)
+
+
+def test_the_proposal_by_hand_per_lens_the_largest_need_and_the_grid_the_largest_lens():
+    """Per lens the most replicates any of its claims needs (at least 2), the grid's replicates the largest lens,
+    a lens at the grid's count without an option of its own (a lens with no options, YAML's null, gains one), the
+    toy model's seeds what 5b needs; the claims no
+    number of units reaches listed; rows without power ignored. Every expected value written out by hand."""
+    rows = [_row("3c", None, power=None),  # exploratory: no power, nothing to size
+            _row("7", None),  # no number of units reaches it
+            _row("5b", 7, unit="seeds of the toy model"),
+            _row("3a", 6), _row("3b", 4),  # one lens (lira): the larger need
+            _row("1", 1),  # memorize needs one replicate: a lens still gets two
+            _row("4", 9)]  # gamma-sigma: the largest, so the grid's
+    doc = {"name": "pilot", "grid": {"replicates": 3, "seeds": [0, 1]},
+           "lenses": {"memorize": None, "lira": {"replicates": 2, "x": 1}, "gamma_sigma": {"replicates": 3},
+                      "theory": {"steps": 5}}}
+    before = yaml.safe_dump(doc)
+    got, unreachable = design.proposal(doc, rows)
+    assert unreachable == ["7"]
+    assert got == {"name": "pilot-proposed", "grid": {"replicates": 9, "seeds": [0, 1]},
+                   "lenses": {"memorize": {"replicates": 2}, "lira": {"replicates": 6, "x": 1}, "gamma_sigma": {},
+                              "theory": {"steps": 5, "counterfactual_seeds": 7}}}
+    assert yaml.safe_dump(doc) == before  # the study given is not changed
+
+
+def test_the_proposal_without_replicate_rows_keeps_the_grid_and_reads_a_list_of_lenses():
+    got, unreachable = design.proposal({"grid": {"replicates": 4}, "lenses": ["theory", "memorize"]},
+                                       [_row("5b", 1, unit="seeds of the toy model")])
+    # no claim sized in replicates: the grid's own count; the toy model at least two seeds
+    assert unreachable == [] and got["grid"] == {"replicates": 4}
+    assert got["lenses"] == {"theory": {"counterfactual_seeds": 2}, "memorize": {}}
+    assert got["name"] == "study-proposed"
+    # neither a grid nor lenses in the document: one replicate (the schema's default), no lens options
+    bare, _ = design.proposal({"name": "bare"}, [])
+    assert bare == {"name": "bare-proposed", "grid": {"replicates": 1}, "lenses": {}}
