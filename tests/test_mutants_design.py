@@ -419,3 +419,30 @@ def test_the_proposal_without_replicate_rows_keeps_the_grid_and_reads_a_list_of_
     # neither a grid nor lenses in the document: one replicate (the schema's default), no lens options
     bare, _ = design.proposal({"name": "bare"}, [])
     assert bare == {"name": "bare-proposed", "grid": {"replicates": 1}, "lenses": {}}
+
+
+def test_the_printed_design_table_by_hand():
+    """Claim, settings, the distinct n (sorted) with their unit, power to two decimals, units for 80% ('-' when no
+    number reaches it), where the spreads came from; a row without power says why in the last cell only."""
+    rows = [design.ClaimDesign("3c", [], why_not="exploratory"),
+            design.ClaimDesign("1", [SettingDesign(3, {}), SettingDesign(2, {}), SettingDesign(3, {})],
+                               basis="declared planning SD", power=0.4567, needed=12),
+            design.ClaimDesign("5b", [SettingDesign(4, {})], unit="seeds of the toy model", basis="pilot",
+                               power=0.996, needed=None)]
+    assert design.design_table(rows) == [["3c", "-", "-", "-", "-", "exploratory"],
+                                         ["1", "3", "2,3 replicates", "0.46", "12", "declared planning SD"],
+                                         ["5b", "1", "4 seeds of the toy model", "1.00", "-", "pilot"]]
+    assert [design.fmt_power(p) for p in (None, math.nan, math.inf, 0.456, 0.0)] == ["-", "-", "-", "0.46", "0.00"]
+
+
+def test_per_norm_recipe_cells_do_not_decide_and_do_not_hide_the_shared_ones(tmp_path):
+    """A grid comparing recipes lists each setting's per-norm cells before its shared ones when asked in that order:
+    only the shared cells decide (the paper's setting), every one of them still counted."""
+    doc = {**STUDY, "data": {**STUDY["data"], "val_fraction": 0.1},
+           "grid": {**STUDY["grid"], "recipes": ["per-norm", "shared"]}, "lenses": {"memorize": {}}}
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    d = design.claim_design(load_study(path), "1")
+    assert [s.n for s in d.settings] == [3, 3]  # flip and OOD, three shared replicates each
+    ep = PLANNING["1"][0]
+    assert d.power == pytest.approx(power_above(3, ep.sd, ep.effect, 0.0, 0.025) ** 2, rel=1e-9)
