@@ -446,3 +446,26 @@ def test_per_norm_recipe_cells_do_not_decide_and_do_not_hide_the_shared_ones(tmp
     assert [s.n for s in d.settings] == [3, 3]  # flip and OOD, three shared replicates each
     ep = PLANNING["1"][0]
     assert d.power == pytest.approx(power_above(3, ep.sd, ep.effect, 0.0, 0.025) ** 2, rel=1e-9)
+
+
+def test_a_lens_allotted_to_one_arch_skips_the_others_settings_and_reads_each_mixtures_paper_range(tmp_path):
+    """The lira lens runs on the MLP only: LeNet's settings (listed first) are skipped, the MLP's still decide; an
+    OOD mixture of 5% reads the paper's range for 5% outliers (4 to 5 points), not the clean one (3 to 5)."""
+    doc = {**STUDY, "grid": {**STUDY["grid"], "archs": ["lenet", "mlp"], "replicates": 2,
+                             "outliers": [{"label_noise": 0.05}, {"ood": 0.05}, {"ood": 0.02}]},
+           "lenses": {"lira": {"archs": ["mlp"]}}}
+    path = tmp_path / "a.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    d = design.claim_design(load_study(path), "3a")
+    assert [(s.n, s.paper) for s in d.settings] == [(2, (0.04, 0.05)), (2, (0.04, 0.05)), (2, (0.03, 0.05))]
+
+
+def test_one_replicate_per_setting_is_a_design_of_one_unit(tmp_path):
+    """A grid of one replicate: every setting has one unit, which no t-test can use (power 0)."""
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "replicates": 1}, "lenses": {"memorize": {}}}))
+    d = design.claim_design(load_study(path), "1")
+    assert [s.n for s in d.settings] == [1, 1] and d.power == 0.0
+    ep = PLANNING["1"][0]
+    assert power_above(d.needed, ep.sd, ep.effect, 0.0, 0.025) ** 2 >= 0.8
+    assert power_above(d.needed - 1, ep.sd, ep.effect, 0.0, 0.025) ** 2 < 0.8
