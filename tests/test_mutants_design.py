@@ -469,3 +469,20 @@ def test_one_replicate_per_setting_is_a_design_of_one_unit(tmp_path):
     ep = PLANNING["1"][0]
     assert power_above(d.needed, ep.sd, ep.effect, 0.0, 0.025) ** 2 >= 0.8
     assert power_above(d.needed - 1, ep.sd, ep.effect, 0.0, 0.025) ** 2 < 0.8
+
+
+def test_claim_4_design_reads_each_archs_own_layer_count(tmp_path):
+    """ResNet-20 has 21 BN layers (one after the stem, two in each of its nine blocks, one in each of its two
+    projection shortcuts), the MLP two (one per hidden layer): claim 4's rule counts layers, so its design must
+    use each architecture's own count, not LeNet's four."""
+    doc = {**STUDY, "grid": {**STUDY["grid"], "archs": ["resnet20", "mlp"], "outliers": [{}]},
+           "lenses": {"gamma-sigma": {}}}
+    path = tmp_path / "r20.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    d = design.claim_design(load_study(path), "4")
+    assert [(s.n, s.layers) for s in d.settings] == [(3, 1 + 2 * 9 + 2), (3, 2)]
+    from bnmem.report.claims.layer_test import partial_conjunction_power
+
+    ep = PLANNING["4"][0]
+    assert d.power == pytest.approx(partial_conjunction_power(3, ep.sd, ep.effect, 21, 0.025)
+                                    * partial_conjunction_power(3, ep.sd, ep.effect, 2, 0.025), rel=1e-9)
