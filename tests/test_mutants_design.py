@@ -486,3 +486,35 @@ def test_claim_4_design_reads_each_archs_own_layer_count(tmp_path):
     ep = PLANNING["4"][0]
     assert d.power == pytest.approx(partial_conjunction_power(3, ep.sd, ep.effect, 21, 0.025)
                                     * partial_conjunction_power(3, ep.sd, ep.effect, 2, 0.025), rel=1e-9)
+
+
+def test_units_for_stops_at_a_thousand_units_and_reads_its_target():
+    """'n for 80%' reads 'more than 1000' beyond 1000 units (the report's limit, not bnmem.power's 10,000): claim 1
+    at an SD of 1 needs about 3,100 replicates (normal approximation: ((1.96 + 0.84)·1/0.05)² ≈ 3,136)."""
+    ep = PLANNING["1"][0]
+    wide = [SettingDesign(3, {"": 1.0})]
+    assert power_above(1000, 1.0, ep.effect, 0.0, 0.025) < 0.8 <= power_above(10_000, 1.0, ep.effect, 0.0, 0.025)
+    assert units_for("1", wide) is None
+    # another target: the smallest n whose power reaches it, found here by a plain scan
+    s = [SettingDesign(3, {"": 0.03})]
+    half = next(n for n in range(2, 200) if power_above(n, 0.03, ep.effect, 0.0, 0.025) >= 0.5)
+    assert units_for("1", s, target=0.5) == half and half < units_for("1", s)
+
+
+def test_a_band_endpoint_without_a_band_has_no_power():
+    """A band test given no band reads the band of zero width at its threshold: nothing lies strictly inside it."""
+    band = dataclasses.replace(PLANNING["5b"][0], band=None, threshold=1.0)
+    assert endpoint_power(band, 50, 0.01, SettingDesign(50, {})) == 0.0
+
+
+def test_a_lens_that_runs_but_measures_no_deciding_setting_says_so(tmp_path):
+    """Claim 1 decides on corrupted settings only: a study of clean data runs the memorize lens but has none, and
+    claim 3b (clean settings) none in a study of corrupted data. The row has no power and says why."""
+    path = tmp_path / "clean.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "outliers": [{}]}, "lenses": {"memorize": {}}}))
+    d = design.claim_design(load_study(path), "1")
+    assert (d.cid, d.settings, d.power, d.needed) == ("1", [], None, None)
+    assert design.design_table([d]) == [["1", "-", "-", "-", "-", "no setting of the study measures it"]]
+    path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "outliers": [{"ood": 0.05}]},
+                                    "lenses": {"lira": {}}}))
+    assert design.claim_design(load_study(path), "3b").why_not == "no setting of the study measures it"
