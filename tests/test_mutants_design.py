@@ -518,3 +518,14 @@ def test_a_lens_that_runs_but_measures_no_deciding_setting_says_so(tmp_path):
     path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "outliers": [{"ood": 0.05}]},
                                     "lenses": {"lira": {}}}))
     assert design.claim_design(load_study(path), "3b").why_not == "no setting of the study measures it"
+
+
+def test_an_endpoint_reading_the_papers_range_without_one_has_no_effect_or_threshold():
+    """Claim 3a's effect and threshold are the paper's range for the setting; a setting without a range has
+    neither (NaN: unknown), rather than failing."""
+    from bnmem.report.power import _limits
+
+    assert _limits(PLANNING["3a"][0], (0.04, 0.05)) == (0.05, 0.04)
+    effect, threshold = _limits(PLANNING["3a"][0], None)
+    assert math.isnan(effect) and math.isnan(threshold)
+    assert _limits(PLANNING["1"][0], (0.04, 0.05)) == (PLANNING["1"][0].effect, PLANNING["1"][0].threshold)
