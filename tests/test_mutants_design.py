@@ -1,6 +1,8 @@
 """`bnmem design` beyond its default path (issue 39): the pilot's SDs and their 80% chi-square upper bound, the
 largest SD of the pilot's settings where the same setting was not measured, claim 6 with and without nested
-selection, claim 4's simulated noise with several seeds; and the power formulas' remaining edges.
+selection, claim 4's simulated noise with several seeds; and the power formulas' remaining edges. Third pass (the
+mutants mutmut had not reached): the proposal and the printed table written out by hand, the settings a study's
+recipes, allotments, replicates and architectures give each claim, units_for's limit and target.
 
 Expected values are computed here independently: the chi-square quantile in closed form (2 degrees of freedom:
 −2·ln(1 − p)) or by bisection on its closed-form CDF (4 degrees of freedom), claim 4's simulation as a slow loop
@@ -499,12 +501,6 @@ def test_units_for_stops_at_a_thousand_units_and_reads_its_target():
     s = [SettingDesign(3, {"": 0.03})]
     half = next(n for n in range(2, 200) if power_above(n, 0.03, ep.effect, 0.0, 0.025) >= 0.5)
     assert units_for("1", s, target=0.5) == half and half < units_for("1", s)
-
-
-def test_a_band_endpoint_without_a_band_has_no_power():
-    """A band test given no band reads the band of zero width at its threshold: nothing lies strictly inside it."""
-    band = dataclasses.replace(PLANNING["5b"][0], band=None, threshold=1.0)
-    assert endpoint_power(band, 50, 0.01, SettingDesign(50, {})) == 0.0
 
 
 def test_a_lens_that_runs_but_measures_no_deciding_setting_says_so(tmp_path):
