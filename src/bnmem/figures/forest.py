@@ -1,10 +1,11 @@
 """The forest plot (forest.png): every claim's effect and 95% interval, one row per setting.
 
 One small panel per claim (each on its own axis: the claims measure different
-things), stacked in three columns (each panel sized by its rows). A row is a point and its interval, coloured by
+things), stacked in columns (each panel sized by its rows). A row is a point and its interval, coloured by
 its status; the null (or the plan's threshold) is a dashed line; where the paper
 states a range, that range is shaded behind the row. Rows that do not decide
-(a robustness variant, another baseline) are drawn hollow.
+(a robustness variant, another baseline) are drawn hollow. The legend sits under the column of panels with the
+most room when it fits there, else in a row under the figure.
 """
 
 from __future__ import annotations
@@ -181,6 +182,12 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
         ncols: columns of panels (fewer when there are fewer panels).
         note: a last legend entry (e.g. what every row shares and its label leaves out).
     """
+    save_figure(forest_figure(panels, colors, width, ncols, note), path, dpi=100)
+
+
+def forest_figure(panels: list[ForestPanel], colors: dict[str, str], width: float = 17.0, ncols: int = 3,
+                  note: str = "") -> Figure:
+    """The figure :func:`plot_forest` writes (same arguments, no path)."""
     panels = [p if p.rows else ForestPanel(p.title, p.xlabel, p.null, p.null_label,
                                            [ForestRow("not run", None, None, None, "not run")]) for p in panels]
     ncols = max(1, min(ncols, len(panels)))
@@ -226,7 +233,7 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
     else:
         fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=len(handles),
                    fontsize=LEGEND_PT, frameon=False)
-    save_figure(fig, path, dpi=100)
+    return fig
 
 
 def _legend_handles(panels: list[ForestPanel], colors: dict[str, str], note: str) -> list:
