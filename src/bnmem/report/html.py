@@ -115,6 +115,7 @@ details details > summary { font-weight: 400; font-size: 13px; }
   main { max-width: none; padding: 0; }
   nav { display: none; }
   figure, tr, .status { break-inside: avoid; }
+  table.headline tr.headline { break-after: avoid; }  /* a claim's row stays with its power and split line */
   h2, h3 { break-after: avoid; }
   a { color: inherit; text-decoration: none; }
 }
