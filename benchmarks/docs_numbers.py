@@ -102,6 +102,8 @@ def report_numbers(path: Path) -> dict[str, str]:
         out["report.load_s"] = f"{b['load_ms'] / 1000:.2f}"
     if b.get("forest_figure_bottom_px") is not None:
         out["report.forest_bottom_px"] = str(b["forest_figure_bottom_px"])
+    if b.get("headline_bottom_px") is not None:
+        out["report.headline_bottom_px"] = str(b["headline_bottom_px"])
     return out
 
 
