@@ -525,3 +525,34 @@ def test_an_endpoint_reading_the_papers_range_without_one_has_no_effect_or_thres
     effect, threshold = _limits(PLANNING["3a"][0], None)
     assert math.isnan(effect) and math.isnan(threshold)
     assert _limits(PLANNING["1"][0], (0.04, 0.05)) == (PLANNING["1"][0].effect, PLANNING["1"][0].threshold)
+
+
+def test_bnmem_design_with_a_pilot_reads_its_spreads_and_refuses_a_missing_one(monkeypatch, tmp_path):
+    """`bnmem design --pilot RUN`: every claim's row takes its spreads from the pilot's claims (the flip setting its
+    own 80% bound, the others the largest), as claim_design does given them; a directory is read even without its
+    study.json (the run loader says what it lacks); a path that is neither is refused in one line."""
+    import bnmem.report.rundata as rundata
+    from synthetic_runs import make_cell, make_run, memorize_data
+
+    from bnmem.errors import BnmemError
+    from bnmem.names import MEMORIZE
+    from bnmem.report.claims import evaluate_claims
+
+    rng = np.random.default_rng(3)
+    cells = [make_cell("m", r, {MEMORIZE: memorize_data(0.6 + rng.normal(0, 0.03) + rng.normal(0, 0.01, (2, 3)),
+                                                          np.full((2, 3), 0.5))}) for r in range(3)]
+    loaded = []
+    monkeypatch.setattr(rundata, "load_run", lambda d: loaded.append(d) or make_run(cells))
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "lenses": {"memorize": {}}}))
+    study = load_study(path)
+    rows = {r.cid: r for r in design.evaluate_design(study, tmp_path)}
+    assert loaded == [tmp_path]
+    one = rows["1"]
+    assert one.basis == "pilot: largest SD of its settings" + BOUND + "; pilot: same setting" + BOUND
+    expected = design.claim_design(study, "1", evaluate_claims(make_run(cells)))
+    assert one.power == pytest.approx(expected.power, rel=1e-12) and one.needed == expected.needed
+    assert one.power != pytest.approx(design.claim_design(study, "1").power)  # the declared SD gives another
+    with pytest.raises(BnmemError, match="pilot run .*missing does not exist"):
+        design.evaluate_design(study, tmp_path / "missing")
+    assert loaded == [tmp_path]
