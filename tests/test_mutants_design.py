@@ -1,6 +1,8 @@
 """`bnmem design` beyond its default path (issue 39): the pilot's SDs and their 80% chi-square upper bound, the
 largest SD of the pilot's settings where the same setting was not measured, claim 6 with and without nested
-selection, claim 4's simulated noise with several seeds; and the power formulas' remaining edges.
+selection, claim 4's simulated noise with several seeds; and the power formulas' remaining edges. Third pass (the
+mutants mutmut had not reached): the proposal and the printed table written out by hand, the settings a study's
+recipes, allotments, replicates and architectures give each claim, units_for's limit and target.
 
 Expected values are computed here independently: the chi-square quantile in closed form (2 degrees of freedom:
 −2·ln(1 − p)) or by bisection on its closed-form CDF (4 degrees of freedom), claim 4's simulation as a slow loop
@@ -367,3 +369,190 @@ def test_every_claims_settings_units_tests_and_paper_range(tmp_path):
     # the toy model's default 5 seeds
     path.write_text(yaml.safe_dump({**WIDE, "lenses": {"theory": {}}}))
     assert [s.n for s in design.claim_design(load_study(path), "5b").settings] == [5]
+
+
+# ---------------------------------------------------------------- third pass: the rest of `bnmem design`'s numbers
+
+
+def test_a_one_replicate_evaluation_does_not_hide_the_pilot_settings_after_it():
+    """A pilot's claim lists a setting measured over one replicate's seeds (not a spread of replicate means)
+    before one measured over three replicates: the first is skipped, the second still read."""
+    pilot = [_c("1", _e("mlp", 0.5, 4, replicates=1), _e("lenet", 0.02, 3), _e("vgg", 0.5, 4, replicates=1),
+                _e("resnet20", 0.05, 5, ood=0.01))]
+    got = design._pilot_sds(pilot, "1")
+    assert set(got) == {("lenet", 0.05, 0.0), ("resnet20", 0.05, 0.01)}
+    assert got[("resnet20", 0.05, 0.01)][""] == pytest.approx(0.05 * math.sqrt(4 / chi2_q20_df4()), rel=1e-9)
+
+
+def _row(cid: str, needed: int | None, unit: str = "replicates", power: float | None = 0.5):
+    return design.ClaimDesign(cid, [], unit=unit, power=power, needed=needed)
+
+
+def test_the_proposal_by_hand_per_lens_the_largest_need_and_the_grid_the_largest_lens():
+    """Per lens the most replicates any of its claims needs (at least 2), the grid's replicates the largest lens,
+    a lens at the grid's count without an option of its own (a lens with no options, YAML's null, gains one), the
+    toy model's seeds what 5b needs; the claims no
+    number of units reaches listed; rows without power ignored. Every expected value written out by hand."""
+    rows = [_row("3c", None, power=None),  # exploratory: no power, nothing to size
+            _row("7", None),  # no number of units reaches it
+            _row("5b", 7, unit="seeds of the toy model"),
+            _row("3a", 6), _row("3b", 4),  # one lens (lira): the larger need
+            _row("1", 1),  # memorize needs one replicate: a lens still gets two
+            _row("4", 9)]  # gamma-sigma: the largest, so the grid's
+    doc = {"name": "pilot", "grid": {"replicates": 3, "seeds": [0, 1]},
+           "lenses": {"memorize": None, "lira": {"replicates": 2, "x": 1}, "gamma_sigma": {"replicates": 3},
+                      "theory": {"steps": 5}}}
+    before = yaml.safe_dump(doc)
+    got, unreachable = design.proposal(doc, rows)
+    assert unreachable == ["7"]
+    assert got == {"name": "pilot-proposed", "grid": {"replicates": 9, "seeds": [0, 1]},
+                   "lenses": {"memorize": {"replicates": 2}, "lira": {"replicates": 6, "x": 1}, "gamma_sigma": {},
+                              "theory": {"steps": 5, "counterfactual_seeds": 7}}}
+    assert yaml.safe_dump(doc) == before  # the study given is not changed
+
+
+def test_the_proposal_without_replicate_rows_keeps_the_grid_and_reads_a_list_of_lenses():
+    got, unreachable = design.proposal({"grid": {"replicates": 4}, "lenses": ["theory", "memorize"]},
+                                       [_row("5b", 1, unit="seeds of the toy model")])
+    # no claim sized in replicates: the grid's own count; the toy model at least two seeds
+    assert unreachable == [] and got["grid"] == {"replicates": 4}
+    assert got["lenses"] == {"theory": {"counterfactual_seeds": 2}, "memorize": {}}
+    assert got["name"] == "study-proposed"
+    # neither a grid nor lenses in the document: one replicate (the schema's default), no lens options
+    bare, _ = design.proposal({"name": "bare"}, [])
+    assert bare == {"name": "bare-proposed", "grid": {"replicates": 1}, "lenses": {}}
+
+
+def test_the_printed_design_table_by_hand():
+    """Claim, settings, the distinct n (sorted) with their unit, power to two decimals, units for 80% ('-' when no
+    number reaches it), where the spreads came from; a row without power says why in the last cell only."""
+    rows = [design.ClaimDesign("3c", [], why_not="exploratory"),
+            design.ClaimDesign("1", [SettingDesign(3, {}), SettingDesign(2, {}), SettingDesign(3, {})],
+                               basis="declared planning SD", power=0.4567, needed=12),
+            design.ClaimDesign("5b", [SettingDesign(4, {})], unit="seeds of the toy model", basis="pilot",
+                               power=0.996, needed=None)]
+    assert design.design_table(rows) == [["3c", "-", "-", "-", "-", "exploratory"],
+                                         ["1", "3", "2,3 replicates", "0.46", "12", "declared planning SD"],
+                                         ["5b", "1", "4 seeds of the toy model", "1.00", "-", "pilot"]]
+    assert [design.fmt_power(p) for p in (None, math.nan, math.inf, 0.456, 0.0)] == ["-", "-", "-", "0.46", "0.00"]
+
+
+def test_per_norm_recipe_cells_do_not_decide_and_do_not_hide_the_shared_ones(tmp_path):
+    """A grid comparing recipes lists each setting's per-norm cells before its shared ones when asked in that order:
+    only the shared cells decide (the paper's setting), every one of them still counted."""
+    doc = {**STUDY, "data": {**STUDY["data"], "val_fraction": 0.1},
+           "grid": {**STUDY["grid"], "recipes": ["per-norm", "shared"]}, "lenses": {"memorize": {}}}
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    d = design.claim_design(load_study(path), "1")
+    assert [s.n for s in d.settings] == [3, 3]  # flip and OOD, three shared replicates each
+    ep = PLANNING["1"][0]
+    assert d.power == pytest.approx(power_above(3, ep.sd, ep.effect, 0.0, 0.025) ** 2, rel=1e-9)
+
+
+def test_a_lens_allotted_to_one_arch_skips_the_others_settings_and_reads_each_mixtures_paper_range(tmp_path):
+    """The lira lens runs on the MLP only: LeNet's settings (listed first) are skipped, the MLP's still decide; an
+    OOD mixture of 5% reads the paper's range for 5% outliers (4 to 5 points), not the clean one (3 to 5)."""
+    doc = {**STUDY, "grid": {**STUDY["grid"], "archs": ["lenet", "mlp"], "replicates": 2,
+                             "outliers": [{"label_noise": 0.05}, {"ood": 0.05}, {"ood": 0.02}]},
+           "lenses": {"lira": {"archs": ["mlp"]}}}
+    path = tmp_path / "a.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    d = design.claim_design(load_study(path), "3a")
+    assert [(s.n, s.paper) for s in d.settings] == [(2, (0.04, 0.05)), (2, (0.04, 0.05)), (2, (0.03, 0.05))]
+
+
+def test_one_replicate_per_setting_is_a_design_of_one_unit(tmp_path):
+    """A grid of one replicate: every setting has one unit, which no t-test can use (power 0)."""
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "replicates": 1}, "lenses": {"memorize": {}}}))
+    d = design.claim_design(load_study(path), "1")
+    assert [s.n for s in d.settings] == [1, 1] and d.power == 0.0
+    ep = PLANNING["1"][0]
+    assert power_above(d.needed, ep.sd, ep.effect, 0.0, 0.025) ** 2 >= 0.8
+    assert power_above(d.needed - 1, ep.sd, ep.effect, 0.0, 0.025) ** 2 < 0.8
+
+
+def test_claim_4_design_reads_each_archs_own_layer_count(tmp_path):
+    """ResNet-20 has 21 BN layers (one after the stem, two in each of its nine blocks, one in each of its two
+    projection shortcuts), the MLP two (one per hidden layer): claim 4's rule counts layers, so its design must
+    use each architecture's own count, not LeNet's four."""
+    doc = {**STUDY, "grid": {**STUDY["grid"], "archs": ["resnet20", "mlp"], "outliers": [{}]},
+           "lenses": {"gamma-sigma": {}}}
+    path = tmp_path / "r20.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    d = design.claim_design(load_study(path), "4")
+    assert [(s.n, s.layers) for s in d.settings] == [(3, 1 + 2 * 9 + 2), (3, 2)]
+    from bnmem.report.claims.layer_test import partial_conjunction_power
+
+    ep = PLANNING["4"][0]
+    assert d.power == pytest.approx(partial_conjunction_power(3, ep.sd, ep.effect, 21, 0.025)
+                                    * partial_conjunction_power(3, ep.sd, ep.effect, 2, 0.025), rel=1e-9)
+
+
+def test_units_for_stops_at_a_thousand_units_and_reads_its_target():
+    """'n for 80%' reads 'more than 1000' beyond 1000 units (the report's limit, not bnmem.power's 10,000): claim 1
+    at an SD of 1 needs about 3,100 replicates (normal approximation: ((1.96 + 0.84)·1/0.05)² ≈ 3,136)."""
+    ep = PLANNING["1"][0]
+    wide = [SettingDesign(3, {"": 1.0})]
+    assert power_above(1000, 1.0, ep.effect, 0.0, 0.025) < 0.8 <= power_above(10_000, 1.0, ep.effect, 0.0, 0.025)
+    assert units_for("1", wide) is None
+    # another target: the smallest n whose power reaches it, found here by a plain scan
+    s = [SettingDesign(3, {"": 0.03})]
+    half = next(n for n in range(2, 200) if power_above(n, 0.03, ep.effect, 0.0, 0.025) >= 0.5)
+    assert units_for("1", s, target=0.5) == half and half < units_for("1", s)
+
+
+def test_a_lens_that_runs_but_measures_no_deciding_setting_says_so(tmp_path):
+    """Claim 1 decides on corrupted settings only: a study of clean data runs the memorize lens but has none, and
+    claim 3b (clean settings) none in a study of corrupted data. The row has no power and says why."""
+    path = tmp_path / "clean.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "outliers": [{}]}, "lenses": {"memorize": {}}}))
+    d = design.claim_design(load_study(path), "1")
+    assert (d.cid, d.settings, d.power, d.needed) == ("1", [], None, None)
+    assert design.design_table([d]) == [["1", "-", "-", "-", "-", "no setting of the study measures it"]]
+    path.write_text(yaml.safe_dump({**STUDY, "grid": {**STUDY["grid"], "outliers": [{"ood": 0.05}]},
+                                    "lenses": {"lira": {}}}))
+    assert design.claim_design(load_study(path), "3b").why_not == "no setting of the study measures it"
+
+
+def test_an_endpoint_reading_the_papers_range_without_one_has_no_effect_or_threshold():
+    """Claim 3a's effect and threshold are the paper's range for the setting; a setting without a range has
+    neither (NaN: unknown), rather than failing."""
+    from bnmem.report.power import _limits
+
+    assert _limits(PLANNING["3a"][0], (0.04, 0.05)) == (0.05, 0.04)
+    effect, threshold = _limits(PLANNING["3a"][0], None)
+    assert math.isnan(effect) and math.isnan(threshold)
+    assert _limits(PLANNING["1"][0], (0.04, 0.05)) == (PLANNING["1"][0].effect, PLANNING["1"][0].threshold)
+
+
+def test_bnmem_design_with_a_pilot_reads_its_spreads_and_refuses_a_missing_one(monkeypatch, tmp_path):
+    """`bnmem design --pilot RUN`: every claim's row takes its spreads from the pilot's claims (the flip setting its
+    own 80% bound, the others the largest), as claim_design does given them; a directory is read even without its
+    study.json (the run loader says what it lacks); a path that is neither is refused in one line."""
+    import bnmem.report.rundata as rundata
+    from synthetic_runs import make_cell, make_run, memorize_data
+
+    from bnmem.errors import BnmemError
+    from bnmem.names import MEMORIZE
+    from bnmem.report.claims import evaluate_claims
+
+    rng = np.random.default_rng(3)
+    cells = [make_cell("m", r, {MEMORIZE: memorize_data(0.6 + rng.normal(0, 0.03) + rng.normal(0, 0.01, (2, 3)),
+                                                          np.full((2, 3), 0.5))}) for r in range(3)]
+    loaded = []
+    monkeypatch.setattr(rundata, "load_run", lambda d: loaded.append(d) or make_run(cells))
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**STUDY, "lenses": {"memorize": {}}}))
+    study = load_study(path)
+    rows = {r.cid: r for r in design.evaluate_design(study, tmp_path)}
+    assert loaded == [tmp_path]
+    one = rows["1"]
+    assert one.basis == "pilot: largest SD of its settings" + BOUND + "; pilot: same setting" + BOUND
+    expected = design.claim_design(study, "1", evaluate_claims(make_run(cells)))
+    assert one.power == pytest.approx(expected.power, rel=1e-12) and one.needed == expected.needed
+    assert one.power != pytest.approx(design.claim_design(study, "1").power)  # the declared SD gives another
+    with pytest.raises(BnmemError, match="pilot run .*missing does not exist"):
+        design.evaluate_design(study, tmp_path / "missing")
+    assert loaded == [tmp_path]
