@@ -210,6 +210,33 @@ def test_cached_clopper_pearson_is_clopper_pearson_bit_for_bit():
     assert len(cache) < 2 * 3 * 400  # repeats were served from the cache
 
 
+def test_npy_phi_reads_what_a_memory_map_holds(tmp_path):
+    """One pread per model (bnmem's float32 files, header versions 1.0 and 2.0) and the memory-mapped way
+    (any other layout) against np.load of the two files, bit for bit, for blocks at either end and inside."""
+    from bnmem.attacks.phi import NpyPhi, lo_path
+
+    rng = np.random.default_rng(0)
+    phi = rng.normal(size=(5, 37, 3)) * 10
+    hi = phi.astype(np.float32)
+    lo = (phi - hi).astype(np.float32)
+    cases = {"v1": (hi, lo, (1, 0)), "v2": (hi, lo, (2, 0)), "f64": (phi, None, None),
+             "fortran": (np.asfortranarray(hi), np.asfortranarray(lo), None)}
+    for name, (a, b, version) in cases.items():
+        path = tmp_path / f"{name}.npy"
+        for arr, where in ((a, path), (b, lo_path(path))):
+            if arr is not None:
+                with open(where, "wb") as f:
+                    np.lib.format.write_array(f, arr, version=version)
+        src = NpyPhi(path)
+        assert (src._offsets[path] is not None) == (version is not None)
+        for start, stop in ((0, 37), (0, 1), (36, 37), (5, 23)):
+            want = np.load(path).astype(np.float64)[:, start:stop]
+            if b is not None:
+                want += np.load(lo_path(path))[:, start:stop]
+            got = src.read(start, stop)
+            assert got.dtype == np.float64 and got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
 def test_loss_from_phi_is_logaddexp_to_rounding():
     phi = np.concatenate([np.linspace(-800, 800, 20001), [0.0, -0.0, 1e-300, -1e-300, 36.7, -36.7]])
     got, want = loss_from_phi(phi), np.logaddexp(0.0, -phi)
