@@ -18,9 +18,7 @@ from bnmem.attacks.epsilon import (
     _point_bound,
     _rank_counts,
     _sorted_classes,
-    cached_clopper_pearson,
     chunk_rank_counts,
-    clopper_pearson,
     epsilon_lower_bound,
     epsilon_ranked,
     rank_grid,
@@ -194,20 +192,6 @@ def test_count_levels_is_the_largest_count_within_each_level():
     for n_out in (1, 7, 1000, 6_400_000, 12_345_677):
         c = pooled.count_levels(grid, n_out)
         assert ((c / float(n_out) <= grid) & ((c == n_out) | ((c + 1) / float(n_out) > grid))).all()
-
-
-def test_cached_clopper_pearson_is_clopper_pearson_bit_for_bit():
-    """Repeats within a call and across calls (a shared cache), k = 0 and k = n, both sides."""
-    rng = np.random.default_rng(0)
-    cache: dict = {}
-    for _ in range(3):
-        n = rng.integers(1, 30, 400)
-        k = np.minimum(rng.integers(0, 30, 400), n)
-        alpha = rng.choice([0.05 / 8, 0.05 / 10, 0.01], 400)
-        for upper in (False, True):
-            got = cached_clopper_pearson(k, n, alpha, upper, cache)
-            assert got.tobytes() == clopper_pearson(k, n, alpha, upper).tobytes()
-    assert len(cache) < 2 * 3 * 400  # repeats were served from the cache
 
 
 def test_npy_phi_reads_what_a_memory_map_holds(tmp_path):

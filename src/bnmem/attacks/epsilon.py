@@ -79,28 +79,6 @@ def clopper_pearson(k: np.ndarray | int, n: np.ndarray | int, alpha: np.ndarray 
     return np.asarray(out, dtype=np.float64)
 
 
-def cached_clopper_pearson(k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool,
-                           cache: dict[tuple[bool, float, float, float], float]) -> np.ndarray:
-    """:func:`clopper_pearson` elementwise, each distinct (k, n, α) computed once and kept in ``cache``.
-
-    Bounds repeat: at the rank thresholds the non-member count above a non-member rank is the rank itself,
-    whatever the attack, so every attack of one evaluation asks the same quantiles of the same targets.
-    """
-    k, n, alpha = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (k, n, alpha)))
-    if k.size == 0:
-        return clopper_pearson(k, n, alpha, upper)
-    table, inv = np.unique(np.stack([k.ravel(), n.ravel(), alpha.ravel()], axis=1), axis=0, return_inverse=True)
-    keys = [(upper, *row) for row in table.tolist()]
-    found = [cache.get(key) for key in keys]
-    missing = np.array([i for i, v in enumerate(found) if v is None], dtype=np.intp)
-    vals = np.array([math.nan if v is None else v for v in found])
-    if missing.size:
-        new = clopper_pearson(table[missing, 0], table[missing, 1], table[missing, 2], upper)
-        vals[missing] = new
-        cache.update(zip((keys[i] for i in missing.tolist()), new.tolist()))
-    return vals[inv.ravel()].reshape(k.shape)
-
-
 def rank_grid(n: int, ratio: float = GRID_RATIO) -> np.ndarray:
     """Ranks 0..n on a geometric grid from both ends: 0, 1, 2, …, ⌊ratio^i⌋, … and n minus the same
     (read-only: one array per (n, ratio), shared by every target and attack with that many examples)."""
@@ -351,8 +329,7 @@ def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, 
 
 
 def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
-                   rank_counts: RankCounts | None = None,
-                   cache: dict[tuple[bool, float, float, float], float] | None = None) -> list[EpsilonBound]:
+                   rank_counts: RankCounts | None = None) -> list[EpsilonBound]:
     """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
     again, and the beta quantiles of all rows in one call per side.
 
@@ -362,8 +339,6 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         level: joint confidence per target.
         rank_counts: what the bounds read from the scores when already gathered (:class:`RankCounts`, in
             the same pass as the ROC curves); None: gathered here.
-        cache: beta quantiles already computed (:func:`cached_clopper_pearson`; e.g. one per evaluation,
-            shared by its attacks); None: computed here.
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
@@ -379,9 +354,8 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
         alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
         at = np.cumsum([0] + sizes)[1:-1]
-        cache = {} if cache is None else cache
-        low = np.split(cached_clopper_pearson(tp, n_in, alpha, False, cache), at)
-        high = np.split(cached_clopper_pearson(fp, n_out, alpha, True, cache), at)
+        low = np.split(clopper_pearson(tp, n_in, alpha, upper=False), at)
+        high = np.split(clopper_pearson(fp, n_out, alpha, upper=True), at)
     done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
             for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
     return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
@@ -397,8 +371,7 @@ def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> Epsi
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
                     level: float = LEVEL, ranked: RankedRows | None = None,
-                    rank_counts: RankCounts | None = None,
-                    cache: dict[tuple[bool, float, float, float], float] | None = None) -> dict[str, Any]:
+                    rank_counts: RankCounts | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -409,7 +382,6 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         level: joint confidence per target.
         ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
         rank_counts: what the bounds read from ``ranked``, already gathered (:class:`RankCounts`).
-        cache: beta quantiles already computed (:func:`epsilon_ranked`).
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -426,7 +398,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
     bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
-                            rank_counts=rank_counts, cache=cache)
+                            rank_counts=rank_counts)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

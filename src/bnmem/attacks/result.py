@@ -179,7 +179,6 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     curves: dict[str, dict[str, Any]] = {}
     # ε_lb's δ: 1/(examples the target trained on), the DP variants' convention, on every subset.
     deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
-    quantiles: dict = {}  # the ε bounds' beta quantiles, shared by the attacks (the same targets and counts)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
@@ -192,7 +191,7 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
             if not per_target_curves:
                 per_roc = []
             metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
-                                                      rank_counts=counts, cache=quantiles))
+                                                      rank_counts=counts))
             if pool is not None:
                 pooled = pool.subset(mask).curves()[0]
             else:
