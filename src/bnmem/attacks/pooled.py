@@ -122,7 +122,12 @@ class _Splitters:
         for r in range(rows):
             asc = np.negative(values[r])  # ascending: -v <= -s  <=>  v >= s
             ge[r] = np.searchsorted(asc, neg_sig, side="right")
-            gt[r] = np.searchsorted(asc, neg_sig, side="left")
+            # Entries above a splitter: as many as at or above it, unless the last of those equals it (a tie:
+            # searched again; with continuous scores only a row's own sampled values).
+            g = gt[r]
+            g[:] = ge[r]
+            tie = np.flatnonzero((g > 0) & (asc[np.maximum(g - 1, 0)] == neg_sig))
+            g[tie] = np.searchsorted(asc, neg_sig[tie], side="left")
         cum = np.zeros((rows, n + 1), dtype=np.int32 if n < 2**31 else np.int64)
         np.cumsum(view.members, axis=1, out=cum[:, 1:])
         row_base = (np.arange(rows, dtype=np.int64) * (n + 1))[:, None]
