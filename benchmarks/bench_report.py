@@ -63,6 +63,7 @@ def main() -> None:
                 "headline_cells_overflowing": p["overflowing"],
                 "forest_with_caption_on_first_screen": bool(p["forest_figure"])
                 and p["forest_figure"][1] <= FIRST_SCREEN[1],
+                "headline_bottom_px": p["headline"] and round(p["headline"][1]),
                 "forest_figure_bottom_px": p["forest_figure"] and round(p["forest_figure"][1]),
             })
         else:

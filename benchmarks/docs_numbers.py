@@ -10,6 +10,7 @@ that no longer matches; tests/test_docs_numbers.py fails while one differs. Run:
     python benchmarks/docs_numbers.py --lira runs/lira                    # a `bnmem lira` run directory
     python benchmarks/docs_numbers.py --demo-bench demo-bench.json        # from benchmarks/bench_demo.py --json
     python benchmarks/docs_numbers.py --attacks-bench attacks.json        # from benchmarks/bench_attacks.py --json
+    python benchmarks/docs_numbers.py --gpu-cell cell.json                # from benchmarks/gpu_check.py --only d --json
     python benchmarks/docs_numbers.py --check                             # only list the stale lines
 
 Then edit the listed doc lines (or the templates, when a sentence changes) until --check is clean.
@@ -101,6 +102,8 @@ def report_numbers(path: Path) -> dict[str, str]:
         out["report.load_s"] = f"{b['load_ms'] / 1000:.2f}"
     if b.get("forest_figure_bottom_px") is not None:
         out["report.forest_bottom_px"] = str(b["forest_figure_bottom_px"])
+    if b.get("headline_bottom_px") is not None:
+        out["report.headline_bottom_px"] = str(b["headline_bottom_px"])
     return out
 
 
@@ -144,6 +147,16 @@ def attacks_numbers(path: Path) -> dict[str, str]:
     return out
 
 
+def gpu_cell_numbers(path: Path) -> dict[str, str]:
+    """The CIFAR-10 LiRA cell on a GPU (benchmarks/gpu_check.py check (d)): seconds per shadow model."""
+    b = json.loads(path.read_text(encoding="utf-8"))
+    epoch = b["train_s_per_shadow_model_epoch"]
+    return {"gpu.device": b["device"], "gpu.torch": b["torch"].split("+")[0], "gpu.epochs": str(b["epochs"]),
+            "gpu.models": str(b["shadow_models_per_norm"]), "gpu.cell_s": f"{b['cell_wall_s']:.0f}",
+            "gpu.batch_epoch_s": f"{epoch['batch']:.2f}", "gpu.none_epoch_s": f"{epoch['none']:.2f}",
+            "gpu.all_in_s": f"{b['all_in_s_per_shadow_model']:.1f}"}
+
+
 SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "theory": (theory_numbers, "bnmem theory --out runs/theory (the defaults)"),
     "report_bench": (report_numbers, "python benchmarks/bench_report.py runs/demo --json FILE"),
@@ -151,6 +164,8 @@ SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "demo_bench": (demo_numbers, "python benchmarks/bench_demo.py --json FILE (a fresh clone, make demo)"),
     "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 nice -n 5 python benchmarks/bench_attacks.py --json FILE "
                                        "(M=256 N=50000 V=18 P=10000, main side by side)"),
+    "gpu_cell": (gpu_cell_numbers, "python benchmarks/gpu_check.py --device cuda --only d --json FILE (one NVIDIA "
+                                   "H200 lent through the device tool, 2026-12-04)"),
 }
 
 

@@ -5,11 +5,18 @@ On a CUDA machine (``python benchmarks/gpu_check.py``):
 (a) one training step of the vmap ensemble against the plain trainer, ResNet-20
     and DenseNet with BN, in float64: every parameter and BN buffer must agree
     to 1e-9;
-(b) a small CIFAR-shaped synthetic study (memorize + lira, BN vs none) end to
-    end on the device, through the same ``run_study`` as on the CPU;
+(b) a small CIFAR-shaped synthetic study (every lens, BN vs none) end to end on
+    the device, through the same ``run_study`` as on the CPU;
 (c) shadow models per second for ResNet-20 on CIFAR-shaped data: the ensemble
     engine (vmap) against one model after another, and the chunk size the
-    ensemble's memory sizing chose.
+    ensemble's memory sizing chose;
+(d) one CIFAR-10 LiRA cell at CIFAR-10's full size (50,000 training and 10,000
+    test images in torchvision's on-disk format, synthetic content: the device
+    machine cannot download) through the command line, ``bnmem run`` with
+    ``--set train.device=cuda``: BN and no norm, ResNet-20, crop-flip training
+    and its 18 query views; the time per shadow model (training, from the
+    chunks' DONE markers, and all-in: the cell's wall time over its models).
+    ``--json FILE`` writes (d)'s numbers for docs/numbers.json.
 
 ``--device cpu`` runs the same three checks at tiny sizes (the test suite runs
 it), so the script itself cannot rot on machines without a GPU. Prints one line
@@ -95,24 +102,36 @@ def write_cifar10(root: Path, n_train: int, n_test: int, seed: int = 0) -> None:
 
 
 def check_study(device: str, tiny: bool, out: Path) -> bool:
-    """(b) a CIFAR-shaped study end to end on the device, through the real data loader and study runner."""
+    """(b) a CIFAR-shaped study with every lens end to end on the device, through the real data loader and
+    study runner; each failed job's error and the last lines of its traceback are printed."""
+    from bnmem.errors import BnmemError
     from bnmem.report.build import build_report
     from bnmem.study import Study, run_study
 
     write_cifar10(out / "data", n_train=80 if tiny else 2000, n_test=40 if tiny else 500)
+    epochs = 1 if tiny else 3
     study = Study.model_validate({
         "name": "gpu-check", "data": {"dataset": "cifar10", "data_root": str(out / "data")}, "arch": "resnet20",
-        "train": {"epochs": 1 if tiny else 3, "batch_size": 32 if tiny else 128, "device": device},
-        "grid": {"norms": ["batch", "none"], "seeds": [0]},
-        "lenses": {"memorize": {}, "lira": {"shadow_models": 4 if tiny else 16, "views": ["identity"]}},
+        "train": {"epochs": epochs, "batch_size": 32 if tiny else 128, "device": device},
+        "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}]},
+        "lenses": {"memorize": {}, "gradnorms": {"at": [1, epochs], "definitions": ["eval", "batch"]},
+                   "gamma-sigma": {}, "mitigate": {"lambdas": [1.0], "fixed_epoch": epochs, "lira_models": 4},
+                   "lira": {"shadow_models": 6 if tiny else 16, "views": ["identity"], "matched_fit": True},
+                   "rmia": {}, "theory": {}},
     })
     t0 = time.perf_counter()
-    result = run_study(study, out / "study", progress=False)
+    try:
+        result = run_study(study, out / "study", progress=False)
+        failed, n_jobs = result.failed, len(result.jobs)
+    except BnmemError as e:
+        print(f"(b) {e}")
+        failed, n_jobs = [{"id": "?"}], 0
     seconds = time.perf_counter() - t0
-    rep = build_report(out / "study")
-    ok = not result.failed and rep.html.exists()
-    print(f"(b) CIFAR-shaped study (memorize + lira, BN vs none) on {device}: {len(result.jobs)} jobs in "
-          f"{seconds:.1f} s, report written: {'ok' if ok else 'FAIL'}")
+    for err in sorted((out / "study").glob("*/*/ERROR.txt")):
+        print(f"(b) FAILED {err.parent.relative_to(out / 'study')}:\n" + "\n".join(err.read_text().splitlines()[-12:]))
+    ok = not failed and build_report(out / "study").html.exists()
+    print(f"(b) CIFAR-shaped study (every lens, BN vs none) on {device}: {n_jobs} jobs in {seconds:.1f} s, "
+          f"report written: {'ok' if ok else 'FAIL'}")
     return ok
 
 
@@ -144,10 +163,68 @@ def measure_throughput(device: str, tiny: bool) -> None:
           f"(ratio {rates['vmap'] / rates['sequential']:.2f}x); chunk sizing chose {chunk} models per chunk{mem}")
 
 
+LIRA_CELL = {"arch": "resnet20", "shadow_models": 8, "epochs": 2, "batch_size": 256, "outliers": {"label_noise": 0.01}}
+
+
+def check_lira_cell(device: str, tiny: bool, out: Path) -> dict | None:
+    """(d) one CIFAR-10 LiRA cell through ``bnmem run --set train.device=DEVICE``; its time per shadow model."""
+    import json
+    import os
+    import subprocess
+
+    import yaml
+
+    n_train, n_test = (100, 40) if tiny else (50_000, 10_000)
+    models, epochs = (4, 1) if tiny else (LIRA_CELL["shadow_models"], LIRA_CELL["epochs"])
+    write_cifar10(out / "data", n_train=n_train, n_test=n_test, seed=1)
+    study = {
+        "name": "gpu-lira-cell", "data": {"dataset": "cifar10", "data_root": str(out / "data")},
+        "arch": LIRA_CELL["arch"],
+        "train": {"epochs": epochs, "batch_size": 32 if tiny else LIRA_CELL["batch_size"], "augment": "crop-flip"},
+        "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [LIRA_CELL["outliers"]]},
+        "lenses": {"lira": {"shadow_models": models, "chunk_size": models, "epochs": epochs}},
+    }
+    path = out / "gpu-lira-cell.yaml"
+    path.write_text(yaml.safe_dump(study))
+    run_dir = out / "lira-cell"
+    cmd = [sys.executable, "-m", "bnmem", "run", str(path), "--out", str(run_dir), "--workers", "1", "--quiet",
+           "--set", f"train.device={device}"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")]))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    chunks = [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/lira/*/shadow/*/DONE"))]
+    trained = sum(len(c["models"]) for c in chunks)
+    ok = proc.returncode == 0 and trained == 2 * models
+    if not ok:
+        print(f"(d) CIFAR-10 LiRA cell on {device}: FAIL (exit {proc.returncode}, {trained} of {2 * models} "
+              f"shadow models trained)\n{proc.stderr[-2000:]}")
+        return None
+    per_model = {c["norm"]: c["seconds"] / len(c["models"]) for c in chunks}
+    result = {
+        "device": torch.cuda.get_device_name() if device.startswith("cuda") else device,
+        "arch": LIRA_CELL["arch"], "train_examples": n_train, "test_examples": n_test, "epochs": epochs,
+        "batch_size": study["train"]["batch_size"], "shadow_models_per_norm": models,
+        "train_s_per_shadow_model": per_model,
+        "train_s_per_shadow_model_epoch": {k: v / epochs for k, v in per_model.items()},
+        "cell_wall_s": seconds, "all_in_s_per_shadow_model": seconds / (2 * models),
+        "torch": torch.__version__,
+    }
+    print(f"(d) CIFAR-10 LiRA cell ({n_train:,} training images, {LIRA_CELL['arch']}, BN and none, {models} shadow "
+          f"models per norm, {epochs} epoch{'s' if epochs > 1 else ''}, 18 query views) via `bnmem run --set train.device={device}`: ok in "
+          f"{seconds:.1f} s; training "
+          + ", ".join(f"{k} {v:.2f} s per shadow model ({v / epochs:.2f} s per epoch)" for k, v in per_model.items())
+          + f"; all-in {result['all_in_s_per_shadow_model']:.2f} s per shadow model")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (tiny sizes)")
     parser.add_argument("--out", type=Path, default=None, help="where the study of check (b) goes (default: temp)")
+    parser.add_argument("--json", type=Path, default=None, help="write check (d)'s numbers to this file")
+    parser.add_argument("--only", choices=["abc", "d"], default=None, help="run only checks a-c, or only d")
     args = parser.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("gpu_check: no CUDA device here; run with --device cpu for the tiny CPU version", file=sys.stderr)
@@ -156,9 +233,18 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
-        ok = check_one_step(args.device, tiny)
-        ok &= check_study(args.device, tiny, out)
-        measure_throughput(args.device, tiny)
+        ok = True
+        if args.only != "d":
+            ok &= check_one_step(args.device, tiny)
+            ok &= check_study(args.device, tiny, out)
+            measure_throughput(args.device, tiny)
+        if args.only != "abc":
+            cell = check_lira_cell(args.device, tiny, out)
+            ok &= cell is not None
+            if cell is not None and args.json:
+                import json
+
+                args.json.write_text(json.dumps(cell, indent=2) + "\n")
     print("gpu_check: all checks passed" if ok else "gpu_check: a check FAILED")
     return 0 if ok else 1
 

@@ -349,3 +349,32 @@ def test_divergence_is_reported_with_the_seed(ds):
     mc, cfg = ModelConfig(arch="lenet", norm="none"), _sgd(epochs=1, lr=1e20, gs_reg=0.0)
     with pytest.raises(FloatingPointError, match="seed"):
         train_models(mc, ds, cfg, SEEDS[:2], _in_sets((40, 37)), progress=False)
+
+
+@pytest.mark.parametrize("augmented", [False, True])
+def test_vmap_nchw_batches_give_the_channels_last_steps(ds64, augmented):
+    """On accelerators the vmap engine hands each model an NCHW batch (CUDA's batch norm refuses a
+    channels_last one under vmap); on the CPU it hands a channels_last view. Same step either way (float64)."""
+    from bnmem.data import augment
+    from bnmem.train.ensemble_vmap import VmapEnsemble
+
+    mc = ModelConfig(arch="resnet20", norm="batch")
+    models = [seeded_model(mc, ds64, s).to(torch.float64) for s in SEEDS]
+    x, y = ds64.x_train, ds64.y_train
+    sel = torch.as_tensor(np.stack(_in_sets((BATCH,) * len(SEEDS))))
+    aug = None
+    if augmented:
+        spec = augment.spec_of(_sgd(epochs=1).model_copy(update={"augment": "shift"}), ds64.input_shape, ds64.name)
+        aug = augment.epoch_params(spec, 1, BATCH * len(SEEDS), 0, 0)[0].view(len(SEEDS), BATCH, 3)
+    out = {}
+    for fmt in (True, False):
+        engine = VmapEnsemble([m for m in models], x, y, channels_last=fmt)
+        assert engine._inputs(sel, aug).is_contiguous() is (not fmt)
+        losses, grads = engine.losses_and_grads(sel, aug)
+        out[fmt] = (losses, grads, {k: v.clone() for k, v in engine.buffers.items()})
+    (l1, g1, b1), (l2, g2, b2) = out[True], out[False]
+    assert torch.allclose(l1, l2, rtol=0, atol=1e-12)
+    for name in g1:
+        assert torch.allclose(g1[name], g2[name], rtol=0, atol=1e-10), name
+    for name in b1:
+        assert torch.allclose(b1[name].double(), b2[name].double(), rtol=0, atol=1e-12), name

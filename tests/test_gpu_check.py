@@ -18,5 +18,6 @@ def test_gpu_check_cpu_fallback(tmp_path, capsys):
     assert mod.main(["--device", "cpu", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("vmap ensemble vs plain trainer") == 4 and "FAIL" not in out
-    assert "(b) CIFAR-shaped study" in out and "(c) ResNet-20" in out and "all checks passed" in out
+    assert "(b) CIFAR-shaped study (every lens" in out and "(c) ResNet-20" in out and "all checks passed" in out
+    assert "(d) CIFAR-10 LiRA cell" in out and "8 jobs in" in out
     assert (tmp_path / "study" / "report.html").is_file()

@@ -203,3 +203,36 @@ def test_report_embeds_each_distinct_figure_once(tmp_path):
     assert first.count("data:image/png;base64,") == 1 and 'id="fig-a"' in first
     assert "data:image" not in second and 'href="#fig-a"' in second
     assert embed.figure(tmp_path / "missing.png", "x", "x", "x") is None
+
+
+def _forest_boxes(ncols: int):
+    """The demo's forest plot (tests/data/demo_first_screen.json) drawn in ``ncols`` columns: (figure width px,
+    legend box, every panel's box with its tick and axis labels, every title's box)."""
+    import copy
+
+    import first_screen_fixture
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from bnmem.figures.forest import forest_figure
+    from bnmem.report.forest import STATUS_COLORS, shared_replicates
+
+    panels = copy.deepcopy(first_screen_fixture.load()["panels"])
+    note = shared_replicates(panels)
+    fig = forest_figure(panels, STATUS_COLORS, ncols=ncols, note=note)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    return (fig.bbox.width, fig.legends[0].get_window_extent(renderer),
+            [ax.get_tightbbox(renderer) for ax in fig.axes], [t.get_window_extent(renderer) for t in fig.texts])
+
+
+def test_forest_legend_sits_in_free_room_without_covering_a_panel():
+    """In the report's five columns the demo's legend goes under the column of panels with the most room, inside
+    that column and over no panel, tick label or title; in one column there is no such room and it goes under
+    every panel."""
+    width, legend, axes, titles = _forest_boxes(5)
+    col = width / 5
+    k = int(legend.x0 // col)
+    assert legend.x1 <= (k + 1) * col  # inside one column
+    assert legend.y0 < 0.05 * legend.height + 5  # at the bottom of the figure
+    assert not any(legend.overlaps(box) for box in axes + titles)
+    width, legend, axes, _ = _forest_boxes(1)
+    assert legend.y1 <= min(box.y0 for box in axes) + 1 and legend.width > width / 2  # one row under the panels

@@ -148,3 +148,36 @@ def test_compact_split_names_stop_at_the_parts_that_tell_settings_apart():
         "label noise 0.05", "OOD 0.05 (noise)"]
     assert distinct_parts(["d · a · x: y", "d · a · x: z"]) == ["y", "z"]  # shared leading parts dropped
     assert distinct_parts(["d · a · x, p", "d · b · x, q"]) == ["a", "b"]
+
+
+def test_headline_says_a_shared_rule_history_once_and_keeps_a_column_when_they_differ(monkeypatch):
+    """The headline's rule history: a column headed by the plan's record while the claims' histories differ;
+    said once beside the run's label when every claim shares it. A claim's power and split settings are on one
+    line under its row, spanning the columns after '#', and a decided row without a split has no such line."""
+    import re
+
+    from bnmem.report import headline
+    from bnmem.report.html import headline_block
+    from bnmem.report.preregistration import FIXED
+
+    def row(cid, rule, power="—", split=""):
+        return {"id": cid, "status": "inconclusive", "title": f"claim {cid}", "effect": "+0.1 [-0.1, +0.3]",
+                "paper": "the paper's words", "rule": rule, "split": split, "power_short": power,
+                "underpowered": power != "—"}
+
+    rows = [row("1", "rule unchanged in 9.9", power="0.10 at 3 rep. (observed SD) · 80%: ~40",
+                split="split: a: reproduced +1; b: inconclusive +0"), row("2", "rule written after seeing data")]
+    monkeypatch.setattr(headline, "headline_rows", lambda claims, state="": rows)
+    page = headline_block([], FIXED, "exploratory: a label")
+    assert page.count("<th>") == 6 and "every claim's" not in page
+    assert 'data-label="plan ' in page and "rule unchanged in 9.9</td>" in page
+    more = re.findall(r'<tr class="headline-more" data-claim="(\w+)"><td colspan="2"></td><td class="note" '
+                      r'colspan="(\d)">(.*?)</td></tr>', page)
+    assert [(cid, span) for cid, span, _ in more] == [("1", "4")]  # claim, effect, paper, rule
+    assert "0.10 at 3 rep." in more[0][2] and "<b>underpowered</b>" in more[0][2] and "b: inconclusive +0" in more[0][2]
+    rows[1]["rule"] = rows[0]["rule"]
+    page = headline_block([], FIXED, "exploratory: a label")
+    assert page.count("<th>") == 5 and "rule unchanged in 9.9</td>" not in page
+    assert re.search(r'id="run-label"><b>exploratory: a label</b> <span class="note" id="rule-history">· plan '
+                     r"[\d.]+ \(recorded before this run\): every claim's rule unchanged in 9.9</span>", page)
+    assert 'colspan="3"' in page

@@ -1,10 +1,11 @@
 """The forest plot (forest.png): every claim's effect and 95% interval, one row per setting.
 
 One small panel per claim (each on its own axis: the claims measure different
-things), stacked in three columns (each panel sized by its rows). A row is a point and its interval, coloured by
+things), stacked in columns (each panel sized by its rows). A row is a point and its interval, coloured by
 its status; the null (or the plan's threshold) is a dashed line; where the paper
 states a range, that range is shaded behind the row. Rows that do not decide
-(a robustness variant, another baseline) are drawn hollow.
+(a robustness variant, another baseline) are drawn hollow. The legend sits under the column of panels with the
+most room when it fits there, else in a row under the figure.
 """
 
 from __future__ import annotations
@@ -96,7 +97,10 @@ ROW_H = 0.13  # per row (labels at 7.5 pt)
 TITLE_LINE_H = 0.16  # per line of the panel title (9 pt bold)
 AXIS_H = 0.31  # tick labels and the x label
 GAP_H = 0.05
-LEGEND_H = 0.32
+LEGEND_H = 0.32  # the legend in one row under the figure
+LEGEND_ROW_H = 0.18  # per row of entries of a legend in columns (8 pt)
+LEGEND_PT = 8.0
+LEGEND_KW = {"handlelength": 1.6, "handletextpad": 0.6, "columnspacing": 1.2}  # a legend in a column, in em
 LABEL_PT, TITLE_PT, AXIS_PT = 7.5, 9.0, 7.0
 XLABEL_LINE_H = 0.11  # per extra line of a wrapped x label
 
@@ -178,6 +182,12 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
         ncols: columns of panels (fewer when there are fewer panels).
         note: a last legend entry (e.g. what every row shares and its label leaves out).
     """
+    save_figure(forest_figure(panels, colors, width, ncols, note), path, dpi=100)
+
+
+def forest_figure(panels: list[ForestPanel], colors: dict[str, str], width: float = 17.0, ncols: int = 3,
+                  note: str = "") -> Figure:
+    """The figure :func:`plot_forest` writes (same arguments, no path)."""
     panels = [p if p.rows else ForestPanel(p.title, p.xlabel, p.null, p.null_label,
                                            [ForestRow("not run", None, None, None, "not run")]) for p in panels]
     ncols = max(1, min(ncols, len(panels)))
@@ -189,7 +199,14 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
     w = col_w - label_w - 0.3  # the axes' width
     heights = {id(p): _panel_height(p, col_w - 0.4, label_in, w) for p in panels}
     cols = _columns(panels, ncols, [heights[id(p)] for p in panels])
-    height = max(sum(heights[id(p)] for p in c) for c in cols) + LEGEND_H
+    handles = _legend_handles(panels, colors, note)
+    col_h = [sum(heights[id(p)] for p in c) for c in cols]
+    # The legend goes, in two columns of entries, under the column of panels with the most room when it fits
+    # there (the figure is no taller than its panels); else in one row under the whole figure.
+    roomy = max(range(len(cols)), key=lambda k: max(col_h) - col_h[k])
+    in_column = (max(col_h) - col_h[roomy] >= _legend_height(handles, 2)
+                 and _legend_width(handles, 2) <= col_w - 0.1)
+    height = max(col_h) + (0 if in_column else LEGEND_H)
     fig = Figure(figsize=(width, height))
     for k, col in enumerate(cols):
         x0 = k * col_w + label_w
@@ -210,6 +227,17 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
             xlabel = _wrap(panel.xlabel, w, AXIS_PT, bold=False)
             _draw_panel(ax, replace(panel, xlabel="\n".join(xlabel)), colors, labels)
             top -= h + AXIS_H + (len(xlabel) - 1) * XLABEL_LINE_H + GAP_H
+    if in_column:
+        fig.legend(handles=handles, loc="lower left", bbox_to_anchor=((roomy * col_w + 0.05) / width, 0.0), ncols=2,
+                   fontsize=LEGEND_PT, frameon=False, borderaxespad=0.0, **LEGEND_KW)
+    else:
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=len(handles),
+                   fontsize=LEGEND_PT, frameon=False)
+    return fig
+
+
+def _legend_handles(panels: list[ForestPanel], colors: dict[str, str], note: str) -> list:
+    """The legend's entries: each status drawn, hollow points, the null line, the paper's shading, ``note``."""
     present = list(dict.fromkeys(r.status for p in panels for r in p.rows if _finite(r.value)))
     handles = [Line2D([], [], color=colors.get(s, "#555555"), marker="o", lw=2.2, label=s) for s in present]
     handles += [Line2D([], [], color="#555555", marker="o", mfc="white", lw=0, label="not deciding"),
@@ -217,6 +245,20 @@ def plot_forest(panels: list[ForestPanel], path: str | Path, colors: dict[str, s
                 Patch(color=PAPER_SHADE, alpha=0.45, label="paper's range")]
     if note:
         handles.append(Line2D([], [], lw=0, label=note))
-    fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=len(handles), fontsize=8,
-               frameon=False)
-    save_figure(fig, path, dpi=100)
+    return handles
+
+
+def _legend_height(handles: list, ncols: int) -> float:
+    """Inches a legend of ``handles`` in ``ncols`` columns takes (matplotlib's default spacing at LEGEND_PT)."""
+    return math.ceil(len(handles) / ncols) * LEGEND_ROW_H + 0.1
+
+
+def _legend_width(handles: list, ncols: int) -> float:
+    """Inches a legend of ``handles`` in ``ncols`` columns takes (matplotlib fills it column by column): per
+    column the handle and its pad (:data:`LEGEND_KW`) and the widest label, and the space between columns."""
+    em = LEGEND_PT / 72
+    per = math.ceil(len(handles) / ncols)
+    widest = [max(_text_width(h.get_label(), LEGEND_PT) for h in handles[k:k + per])
+              for k in range(0, len(handles), per)]
+    return sum(widest) + len(widest) * (LEGEND_KW["handlelength"] + LEGEND_KW["handletextpad"]) * em \
+        + (len(widest) - 1) * LEGEND_KW["columnspacing"] * em + 0.15

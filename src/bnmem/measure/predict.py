@@ -51,7 +51,8 @@ def predict_logits(
 
     Args:
         model: any classifier.
-        x: inputs [N, ...] on the model's device.
+        x: inputs [N, ...], on any device: each chunk goes to the model's (datasets stay on the CPU while
+            the model trains on an accelerator).
         batch_size: chunk size (in ``batch`` mode it is also the normalization batch).
         bn_mode: ``eval`` (running statistics) or ``batch`` (query-batch statistics).
 
@@ -59,7 +60,9 @@ def predict_logits(
         Logits [N, n_classes] (float32 on CPU).
     """
     out = []
+    ref = next(model.parameters(), None)
+    device = ref.device if ref is not None else x.device
     with bn_query_mode(model, bn_mode):
         for i in range(0, x.shape[0], batch_size):
-            out.append(model(to_layout(x[i : i + batch_size])).float().cpu())
+            out.append(model(to_layout(x[i : i + batch_size].to(device))).float().cpu())
     return torch.cat(out) if out else torch.empty(0)

@@ -183,6 +183,6 @@ def write_forest(claims: list[Claim], path: str | Path) -> Path:
 def draw_forest(panels: list[ForestPanel], path: str | Path) -> Path:
     """Draw the report's forest plot of ``panels`` (:func:`forest_panels`) into ``path``."""
     note = shared_replicates(panels)
-    # Four columns of panels keep the plot short enough to share the first screen with the headline table.
-    plot_forest(panels, path, STATUS_COLORS, ncols=4, note=note)
+    # Five columns of panels keep the plot short enough to share the first screen with the headline table.
+    plot_forest(panels, path, STATUS_COLORS, ncols=5, note=note)
     return Path(path)

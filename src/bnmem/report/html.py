@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from bnmem.version import __version__
 from bnmem.analysis_plan import (
     CHANGELOG, CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PLAN,
-    PLAN_VERSION, PREVIOUS_VERSION, REPRODUCED, SMALLER, STATUSES, plan_sha256,
+    PLAN_VERSION, POWER_TARGET, PREVIOUS_VERSION, REPRODUCED, SMALLER, STATUSES, plan_sha256,
 )
 from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
@@ -72,19 +72,30 @@ table.headline th, table.headline td { vertical-align: middle; padding: 0 6px; f
                                        overflow-wrap: anywhere; }
 table.headline td.note { font-size: 11.5px; }
 table.headline td.num { white-space: normal; }
-p.legend { font-size: 11.5px; color: #4a525a; margin: 2px 0 2px; line-height: 1.8; }
+p.legend { font-size: 11.5px; color: #4a525a; margin: 2px 0 2px; line-height: 1.55; }
 p.legend .legend-item { margin-right: 10px; white-space: nowrap; }
 p.legend .status { font-size: 11.5px; padding: 0 7px; }
-table.headline th:nth-child(1) { width: 96px; } table.headline th:nth-child(2) { width: 24px; }
-table.headline th:nth-child(3) { width: 24%; } table.headline th:nth-child(4) { width: 15%; }
-table.headline th:nth-child(5) { width: 14%; } table.headline th:nth-child(6) { width: 20.5%; }
-table.headline span.split { font-size: 11px; }
+table.headline th:nth-child(1) { width: 96px; } table.headline th:nth-child(2) { width: 28px; }
+table.headline th:nth-child(3) { width: 35%; } table.headline th:nth-child(4) { width: 15%; }
+table.headline th:nth-child(6) { width: 14%; }  /* the rule column, when the claims' rule histories differ */
+/* a claim's second line (power, split settings) runs across the table under its row */
+table.headline tr.headline-more td { border-top-style: hidden; font-size: 11px; padding: 0 6px 1px; }
+@media (max-width: 760px) {  /* a phone: each claim a block of lines, its cells labelled, nothing squeezed */
+  table.headline, table.headline tbody, table.headline tr, table.headline td { display: block; width: auto; }
+  table.headline thead, table.headline tr.headline-more td:first-child { display: none; }
+  table.headline tr.headline { border-top: 1px solid #d5d9de; padding-top: 3px; }
+  table.headline td { border: none; padding: 1px 4px; }
+  table.headline td:nth-child(-n+2) { display: inline-block; }
+  table.headline td.num { text-align: left; }
+  table.headline td[data-label]::before { content: attr(data-label) ": "; color: #59636e; }
+  p.legend .legend-item { white-space: normal; }
+}
 table.headline .status { font-size: 12px; padding: 1px 8px; white-space: normal; }  /* long statuses wrap */
 p.run-label { margin: 2px 0; font-size: 13px; }
-header h1 { margin: 0 0 2px; font-size: 21px; display: inline-block; margin-right: 18px; }
+header h1 { margin: 0 0 2px; font-size: 20px; display: inline-block; margin-right: 18px; }
 header nav { display: inline-block; }
-header .sub { margin: 0 0 2px; font-size: 13px; }
-header nav { margin: 2px 0 6px; font-size: 13px; }
+header .sub { margin: 0 0 2px; font-size: 12px; line-height: 1.3; }
+header nav { margin: 0 0 2px; font-size: 13px; }
 header { margin-bottom: 4px; }
 #headline h2, #forest h2 { display: none; }
 figure.forest { margin: 4px 0 10px; }
@@ -104,6 +115,7 @@ details details > summary { font-weight: 400; font-size: 13px; }
   main { max-width: none; padding: 0; }
   nav { display: none; }
   figure, tr, .status { break-inside: avoid; }
+  table.headline tr.headline { break-after: avoid; }  /* a claim's row stays with its power and split line */
   h2, h3 { break-after: avoid; }
   a { color: inherit; text-decoration: none; }
 }
@@ -499,28 +511,43 @@ def _figures_for(lens: LensOutput) -> list[str]:
 
 
 def headline_block(claims: list[Claim], plan_state: str = "", label: str = "") -> str:
-    """The run's label (:func:`bnmem.report.preregistration.run_label`) in full, then one line per claim:
-    status pill, claim, effect [CI], the design's power, the paper's value, the claim's rule history; the run's
-    record of the plan (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state) heads its
-    column, being the same for every row."""
+    """The run's label (:func:`bnmem.report.preregistration.run_label`) in full, then one row per claim: status
+    pill, claim, effect [CI], the paper's value and the claim's rule history, the run's record of the plan
+    (``plan_state``: :func:`bnmem.report.preregistration.check_plan`'s state) heading the rule column; under a
+    row, on one line across the table, the design's power and, when the claim's settings disagree, each
+    setting's verdict (a column of them was mostly empty, and their text is too long for a cell of one).
+    A rule history every claim shares is said once, beside the run's label, instead of in a column."""
     from bnmem.report.headline import headline_rows, plan_header
 
+    heads = headline_rows(claims, plan_state)
+    histories = {h["rule"] for h in heads}
+    shared_rule = histories.pop() if len(histories) == 1 else ""
     rows = []
-    for h in headline_rows(claims, plan_state):
+    for h in heads:
         rows.append(
             f'<tr class="headline" data-claim="{esc(h["id"])}" data-status="{esc(h["status"])}">'
             f'<td>{status_badge(h["status"])}</td><td><b>{esc(h["id"])}</b></td>'
             f'<td><a href="#details-{esc(h["id"])}">{esc(h["title"])}</a></td>'
-            f'<td class="num">{esc(h["effect"])}'
-            + (f'<br><span class="note split">{esc(h["split"])}</span>' if h.get("split") else "") + "</td>"
-            f'<td class="note">{esc(h["power_short"])}'
-            + (' · <b>underpowered</b>' if h["underpowered"] else "") + "</td>"
-            f'<td class="note">{esc(h["paper"])}</td>'
-            f'<td class="note">{esc(h["rule"])}</td></tr>')
-    banner = f'<p class="run-label" id="run-label"><b>{esc(label)}</b></p>' if label else ""
+            f'<td class="num" data-label="effect [CI]">{esc(h["effect"])}</td>'
+            f'<td class="note" data-label="the paper">{esc(h["paper"])}</td>'
+            + ("" if shared_rule else f'<td class="note" data-label="{esc(plan_header(plan_state))}">'
+                                      f'{esc(h["rule"])}</td>') + "</tr>")
+        more = []
+        if h["power_short"] not in ("", "—"):
+            more.append(f'power at this design · for {POWER_TARGET:.0%}: {esc(h["power_short"])}'
+                        + (" · <b>underpowered</b>" if h["underpowered"] else ""))
+        if h.get("split"):
+            more.append(f'<span class="split">{esc(h["split"])}</span>')
+        if more:
+            rows.append(f'<tr class="headline-more" data-claim="{esc(h["id"])}"><td colspan="2"></td>'
+                        f'<td class="note" colspan="{3 if shared_rule else 4}">{" — ".join(more)}</td></tr>')
+    history = (f' <span class="note" id="rule-history">· {esc(plan_header(plan_state))}: every claim\'s '
+               f"{esc(shared_rule)}</span>") if shared_rule else ""
+    banner = (f'<p class="run-label" id="run-label"><b>{esc(label)}</b>{history}</p>' if label
+              else f'<p class="run-label">{history}</p>' if history else "")
     return (banner + '<table class="headline"><thead><tr><th>status</th><th>#</th><th>claim</th><th>effect [CI]</th>'
-            f"<th>power at this design · for 80%</th><th>the paper</th><th>{esc(plan_header(plan_state))}</th>"
-            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+            "<th>the paper</th>" + ("" if shared_rule else f"<th>{esc(plan_header(plan_state))}</th>")
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def forest_block(claims: list[Claim]) -> str:

@@ -46,10 +46,13 @@ class VmapEnsemble:
             like :class:`bnmem.train.regularizer.GammaSigmaRegularizer`.
         gs_tau: τ of the regularizer.
         padding: padding mode of the training augmentation (when batches come with parameters).
+        channels_last: present each model's image batch channels_last (default: on the CPU only). CUDA's
+            batch norm cannot run under vmap on a channels_last input ("Tensor.clone(memory_format) inside
+            vmap", seen with PyTorch 2.11 on an H200), and NCHW max-pooling is slow only on the CPU.
     """
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
-                 gs_tau: float = 1.0, padding: str = "reflect") -> None:
+                 gs_tau: float = 1.0, padding: str = "reflect", channels_last: bool | None = None) -> None:
         self.k = len(models)
         params, buffers = stack_module_state(models)
         self.params: dict[str, torch.Tensor] = {n: p.detach() for n, p in params.items()}
@@ -65,6 +68,7 @@ class VmapEnsemble:
         self.x_all, self.y_all = x_all, y_all
         self.padding = padding
         self._images = x_all.ndim == 4
+        self._channels_last = x_all.device.type == "cpu" if channels_last is None else channels_last
         if self._images:
             # [N, H, W, C]: gathered batches can then be presented to vmap as a
             # [K, B, C, H, W] view whose per-model slices are channels_last, and
@@ -98,6 +102,8 @@ class VmapEnsemble:
             b, k, h, w, c = x.shape
             x = augment.apply_nhwc(x.view(b * k, h, w, c), aug.transpose(0, 1).reshape(-1, 3),
                                    self.padding).view(b, k, h, w, c)
+        if not self._channels_last:
+            return x.permute(1, 0, 4, 2, 3).contiguous()  # [K, B, C, H, W], each model's batch NCHW
         x = x.permute(0, 2, 3, 1, 4).contiguous()  # memory (b, h, w, k, c)
         return x.permute(3, 0, 4, 1, 2)  # logical [K, B, C, H, W]
 
