@@ -19,6 +19,8 @@ from bnmem.attacks.epsilon import (
     _rank_counts,
     _sorted_classes,
     chunk_rank_counts,
+    clopper_pearson,
+    distinct_clopper_pearson,
     epsilon_lower_bound,
     epsilon_ranked,
     rank_grid,
@@ -192,6 +194,18 @@ def test_count_levels_is_the_largest_count_within_each_level():
     for n_out in (1, 7, 1000, 6_400_000, 12_345_677):
         c = pooled.count_levels(grid, n_out)
         assert ((c / float(n_out) <= grid) & ((c == n_out) | ((c + 1) / float(n_out) > grid))).all()
+
+
+def test_distinct_clopper_pearson_is_clopper_pearson_bit_for_bit():
+    """Repeated (k, n, α) triples (and triples differing in one of the three only), k = 0 and k = n, both sides."""
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 12, 3000)
+    k = np.minimum(rng.integers(0, 12, 3000), n)
+    alpha = rng.choice([0.05 / 8, 0.05 / 10, 0.05 / 12], 3000)
+    for upper in (False, True):
+        got = distinct_clopper_pearson(k, n, alpha, upper)
+        assert got.tobytes() == clopper_pearson(k, n, alpha, upper).tobytes()
+    assert distinct_clopper_pearson(k[:0], n[:0], alpha[:0], True).size == 0
 
 
 def test_npy_phi_reads_what_a_memory_map_holds(tmp_path):
