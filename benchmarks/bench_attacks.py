@@ -7,7 +7,7 @@ leave-one-out over all 256 targets, subsets all/outliers/inliers: the lira
 lens's evaluation of one CIFAR-10 or CIFAR-100 norm (φ does not depend on the
 number of classes). The same φ is evaluated by the code of a git ref (default
 ``main``: ``git archive``-d into a scratch directory) and by this tree's, each in
-a fresh child process (so its peak RSS, ru_maxrss, is its own), and every
+a fresh child process (so its peak RSS, VmHWM, is its own), and every
 per-target metric of every attack and subset is compared, and so are SHA-256
 digests of every score, every metric and every pooled curve (a change that
 should alter no number must leave them identical). Run::
@@ -85,7 +85,7 @@ def child(root: Path) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     res = evaluate_stream(phi, keep, {"outliers": outliers, "inliers": ~outliers}, ALL, population_phi=pop)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    rss = peak_rss_gb()
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
@@ -96,6 +96,19 @@ def child(root: Path) -> dict:
         "pooled_points": {a: {s: len(res["curves"][a][s]["pooled"][0]) for s in res["curves"][a]} for a in ALL},
         "auc": {a: res["metrics"][a]["all"]["auc"] for a in ALL},
     }
+
+
+def peak_rss_gb() -> float:
+    """This process's peak resident memory in GB: VmHWM, the high-water mark of its own address space. On
+    Linux ru_maxrss also keeps the parent's at the fork that started this process (the parent had just
+    written φ through memory maps: about 2 GB), so it is read only where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def digests(res: dict) -> dict[str, str]:

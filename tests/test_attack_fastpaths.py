@@ -1,6 +1,7 @@
 """The attack evaluation's fast paths against slow, obviously-correct oracles (loops, float64, numpy/sklearn):
 leave-one-out medians and spreads from per-example summaries, the fixed-variance spreads from shifted sums,
-the ε point bound from ROC corners and the rank counts from the ROC counts, the pooled curve from merged rows,
+the ε point bound from ROC corners and the rank counts from the ROC counts, the pooled curve from merged rows
+and its thinned form from counts at splitters,
 the vectorized softplus, RMIA's view log-mean (SciPy's logsumexp) and the LiRA scorers' shared values."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from bnmem.attacks.epsilon import (
     _rank_counts,
     _sorted_classes,
     chunk_rank_counts,
+    clopper_pearson,
+    distinct_clopper_pearson,
     epsilon_lower_bound,
     epsilon_ranked,
     rank_grid,
@@ -25,7 +28,8 @@ from bnmem.attacks.epsilon import (
 from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.loo import EXACT_BELOW, Side
 from bnmem.attacks.metrics import FPR_LEVELS, metrics_from_roc, rank_rows, roc
-from bnmem.attacks.result import evaluation_result
+from bnmem.attacks import pooled
+from bnmem.attacks.result import evaluation_result, thin_curve
 from bnmem.attacks.rmia import logsumexp_last
 from bnmem.attacks.scores import loss_from_phi
 from bnmem.attacks.streaming import _Plan
@@ -118,6 +122,117 @@ def test_pooled_curve_from_merged_rows_is_roc_of_all_scores(seed):
             ofpr, otpr = roc(scores[:, mask].ravel(), members[:, mask].ravel())
             np.testing.assert_array_equal(fpr, ofpr)
             np.testing.assert_array_equal(tpr, otpr)
+
+
+def _oracle_thinned(scores: np.ndarray, members: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled curve the obvious way: sklearn's ROC of all scores together, then thin_curve."""
+    if members.all() or not members.any():
+        return np.zeros(0), np.zeros(0)
+    return thin_curve(*roc(scores.ravel(), members.ravel()), max_points=max_points)
+
+
+def _pooled_cases(seed: int):
+    """Rows of continuous scores, few distinct values (ties within and across rows), ±inf and ±0, the largest
+    float next to +inf, and separated classes (long runs of one class: kept points far apart)."""
+    rng = np.random.default_rng(seed)
+    for trial in range(25):
+        rows, n = int(rng.integers(2, 12)), int(rng.integers(20, 300))
+        members = rng.uniform(size=(rows, n)) < rng.uniform(0.1, 0.9)
+        kind = trial % 5
+        if kind == 0:
+            s = rng.normal(size=(rows, n))
+        elif kind == 1:
+            s = rng.integers(0, int(rng.integers(2, 40)), size=(rows, n)).astype(np.float64)
+        elif kind == 2:
+            s = rng.normal(size=(rows, n))
+            for value, p in ((np.inf, 0.1), (-np.inf, 0.1), (np.finfo(float).max, 0.05), (0.0, 0.05), (-0.0, 0.05)):
+                s[rng.uniform(size=s.shape) < p] = value
+        elif kind == 3:
+            s = rng.normal(size=(rows, n)) + 4.0 * members  # nearly separated
+        else:
+            s = np.round(rng.normal(size=(rows, n)), 1) + 0.5 * members
+        yield s, members, rng.uniform(size=n) < 0.6
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_thinned_pooled_curve_equals_thin_curve_of_all_scores(seed, monkeypatch):
+    """The counts-and-buckets path (every size forced through it, splitters every 1..7 entries or the default,
+    buckets gathered a few at a time) against sklearn's ROC of the pooled scores, thinned: bit for bit, for
+    curves shorter than max_points too (there it must fall back and keep every point)."""
+    monkeypatch.setattr(pooled, "MERGE_BELOW", 0)
+    monkeypatch.setattr(pooled, "GATHER_BATCH", 50)
+    fast = 0
+    for scores, members, mask in _pooled_cases(seed):
+        ranked = rank_rows(scores, members)
+        for view, s, m in ((ranked, scores, members), (ranked.subset(mask), scores[:, mask], members[:, mask])):
+            for max_points in (4, 10, 40, 4000):
+                want = _oracle_thinned(s, m, max_points)
+                for stride in (1, 3, 7, None):
+                    got = pooled.thinned_pooled_curve(view, max_points, stride=stride)
+                    for g, w in zip(got, want):
+                        assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+                    if 0 < m.sum() < m.size:
+                        splitters = pooled._Splitters(view, stride)
+                        fast += splitters.thinned(int(m.sum()), m.size - int(m.sum()), max_points) is not None
+    assert fast > 50  # the fast path itself was compared, not only its fallback
+
+
+def test_thinned_pooled_curve_falls_back_when_the_curve_may_be_short(monkeypatch):
+    """Separated classes: the whole curve has 3 points, so thin_curve keeps them all; the counts cannot show
+    more than max_points points and the rows are merged."""
+    monkeypatch.setattr(pooled, "MERGE_BELOW", 0)
+    members = np.tile(np.arange(200) < 100, (5, 1))
+    scores = np.where(members, 2.0, 1.0) + np.linspace(0, 0.5, 200)
+    ranked = rank_rows(scores, members)
+    assert pooled._Splitters(ranked, 3).thinned(500, 500, 4) is None
+    got = pooled.thinned_pooled_curve(ranked, 4, stride=3)
+    np.testing.assert_array_equal(got[0], _oracle_thinned(scores, members, 4)[0])
+
+
+def test_count_levels_is_the_largest_count_within_each_level():
+    grid = pooled.fpr_grid(4000)
+    for n_out in (1, 7, 1000, 6_400_000, 12_345_677):
+        c = pooled.count_levels(grid, n_out)
+        assert ((c / float(n_out) <= grid) & ((c == n_out) | ((c + 1) / float(n_out) > grid))).all()
+
+
+def test_distinct_clopper_pearson_is_clopper_pearson_bit_for_bit():
+    """Repeated (k, n, α) triples (and triples differing in one of the three only), k = 0 and k = n, both sides."""
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 12, 3000)
+    k = np.minimum(rng.integers(0, 12, 3000), n)
+    alpha = rng.choice([0.05 / 8, 0.05 / 10, 0.05 / 12], 3000)
+    for upper in (False, True):
+        got = distinct_clopper_pearson(k, n, alpha, upper)
+        assert got.tobytes() == clopper_pearson(k, n, alpha, upper).tobytes()
+    assert distinct_clopper_pearson(k[:0], n[:0], alpha[:0], True).size == 0
+
+
+def test_npy_phi_reads_what_a_memory_map_holds(tmp_path):
+    """One pread per model (bnmem's float32 files, header versions 1.0 and 2.0) and the memory-mapped way
+    (any other layout) against np.load of the two files, bit for bit, for blocks at either end and inside."""
+    from bnmem.attacks.phi import NpyPhi, lo_path
+
+    rng = np.random.default_rng(0)
+    phi = rng.normal(size=(5, 37, 3)) * 10
+    hi = phi.astype(np.float32)
+    lo = (phi - hi).astype(np.float32)
+    cases = {"v1": (hi, lo, (1, 0)), "v2": (hi, lo, (2, 0)), "f64": (phi, None, None),
+             "fortran": (np.asfortranarray(hi), np.asfortranarray(lo), None)}
+    for name, (a, b, version) in cases.items():
+        path = tmp_path / f"{name}.npy"
+        for arr, where in ((a, path), (b, lo_path(path))):
+            if arr is not None:
+                with open(where, "wb") as f:
+                    np.lib.format.write_array(f, arr, version=version)
+        src = NpyPhi(path)
+        assert (src._offsets[path] is not None) == (version is not None)
+        for start, stop in ((0, 37), (0, 1), (36, 37), (5, 23)):
+            want = np.load(path).astype(np.float64)[:, start:stop]
+            if b is not None:
+                want += np.load(lo_path(path))[:, start:stop]
+            got = src.read(start, stop)
+            assert got.dtype == np.float64 and got.tobytes() == np.ascontiguousarray(want).tobytes()
 
 
 def test_loss_from_phi_is_logaddexp_to_rounding():

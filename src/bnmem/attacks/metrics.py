@@ -269,13 +269,20 @@ def rank_rows(scores: np.ndarray, members: np.ndarray) -> RankedRows:
     if np.isnan(raw).any():
         raise BnmemError("attack scores contain NaN")
     rows, n = raw.shape
-    order = np.argsort(raw, axis=1)[:, ::-1]  # descending; the order within ties does not matter
     small = np.int32 if rows * n < 2**31 else np.intp
-    columns = order.astype(small)
-    flat = order
-    flat += (np.arange(rows) * n)[:, None]
-    flat = flat.ravel()
-    return RankedRows(raw.ravel()[flat].reshape(rows, n), members.ravel()[flat].reshape(rows, n), columns)
+    values = np.empty((rows, n))
+    ranked_members = np.empty((rows, n), dtype=bool)
+    columns = np.empty((rows, n), dtype=small)
+    # A few rows at a time: each row's sort is its own, and the index arrays stay small (no [rows, n] int64
+    # temporaries: fresh memory costs page faults).
+    step = max(1, CHUNK_ENTRIES // max(n, 1))
+    for r in range(0, rows, step):
+        part = slice(r, r + step)
+        order = np.argsort(raw[part], axis=1)[:, ::-1]  # descending; the order within ties does not matter
+        columns[part] = order
+        values[part] = np.take_along_axis(raw[part], order, axis=1)
+        ranked_members[part] = np.take_along_axis(members[part], order, axis=1)
+    return RankedRows(values, ranked_members, columns)
 
 
 def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:

@@ -27,6 +27,7 @@ more than one block.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -104,12 +105,47 @@ class ArrayPhi:
         return np.asarray(self.phi[:, start:stop], dtype=np.float64)
 
 
-class NpyPhi:
-    """φ in a ``.npy`` file (plus its ``_lo`` residual when present), memory-mapped afresh per block.
+def _data_offset(path: Path, shape: tuple[int, ...]) -> int | None:
+    """Where the data of a C-ordered native float32 ``.npy`` of ``shape`` starts (None: another layout)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            got, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            got, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            return None
+        ok = tuple(got) == tuple(shape) and not fortran and dtype == np.dtype(np.float32) and dtype.isnative
+        return f.tell() if ok else None
 
-    A fresh map per read, dropped right after the copy, keeps the file's pages
-    out of the process's resident set (a map held open for the whole pass would
-    count every page it touched).
+
+def _pread_block(path: Path, offset: int, shape: tuple[int, int, int], start: int, stop: int) -> np.ndarray:
+    """float32 [M, stop − start, V] of a C-ordered float32 array stored from ``offset``: one read per model."""
+    m, n, v = shape
+    out = np.empty((m, stop - start, v), dtype=np.float32)
+    row = (stop - start) * v * 4
+    view = memoryview(out).cast("B")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for i in range(m):
+            at, done = offset + (i * n + start) * v * 4, 0
+            while done < row:
+                got = os.preadv(fd, [view[i * row + done:(i + 1) * row]], at + done)
+                if got <= 0:
+                    raise BnmemError(f"{path}: file ends before examples {start}..{stop - 1} of model {i}")
+                done += got
+    finally:
+        os.close(fd)
+    return out
+
+
+class NpyPhi:
+    """φ in a ``.npy`` file (plus its ``_lo`` residual when present), read a block at a time.
+
+    A float32 C-ordered file (what bnmem writes) is read with one ``pread`` per model into a fresh buffer,
+    which keeps the file's pages out of the process's resident set and costs no page faults on the file's
+    pages; any other layout is memory-mapped afresh per read and the map dropped right after the copy (a map
+    held open for the whole pass would count every page it touched).
     """
 
     def __init__(self, path: str | Path):
@@ -126,15 +162,23 @@ class NpyPhi:
             if tuple(mm.shape) != self.shape:
                 raise BnmemError(f"{self.lo} has shape {mm.shape}, {self.path} has {self.shape}")
             del mm
+        self._offsets = {p: _data_offset(p, self.shape) if hasattr(os, "preadv") else None
+                         for p in (self.path, self.lo) if p is not None}
+
+    def _part(self, path: Path, start: int, stop: int) -> np.ndarray:
+        """The stored values [M, stop − start, V] of one file, in its own dtype."""
+        offset = self._offsets[path]
+        if offset is not None:
+            return _pread_block(path, offset, self.shape, start, stop)
+        mm = np.load(path, mmap_mode="r")
+        out = np.array(mm[:, start:stop])
+        del mm
+        return out
 
     def read(self, start: int, stop: int) -> np.ndarray:
-        mm = np.load(self.path, mmap_mode="r")
-        out = np.array(mm[:, start:stop], dtype=np.float64)
-        del mm
+        out = self._part(self.path, start, stop).astype(np.float64)
         if self.lo is not None:
-            mm = np.load(self.lo, mmap_mode="r")
-            out += mm[:, start:stop]
-            del mm
+            out += self._part(self.lo, start, stop)
         if not np.isfinite(out).all():
             raise BnmemError(f"{self.path}: phi contains NaN or inf in examples {start}..{stop - 1}")
         return out

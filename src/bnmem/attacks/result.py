@@ -23,6 +23,7 @@ import numpy as np
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import RankCounts, epsilon_summary
 from bnmem.attacks.metrics import METRIC_NAMES, RankedRows, curves_from, metrics_from_roc, rank_rows
+from bnmem.attacks.pooled import POOLED_POINTS, thin_curve, thinned_pooled_curve  # noqa: F401 (re-exported)
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
@@ -36,9 +37,6 @@ EXTRA: tuple[str, ...] = tuple(a for a in AVAILABLE if a not in ALL)
 """The registered attacks that run only when asked for by name."""
 NEEDS_IN = attack_spec.needing("in")
 NEEDS_OUT = attack_spec.needing("out")
-
-# Pooled ROC curves (all targets' scores together) are only drawn; the streaming evaluator thins them.
-POOLED_POINTS = 4000
 
 
 def check_keep(keep: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -142,21 +140,6 @@ def summarize(per_target: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def thin_curve(fpr: np.ndarray, tpr: np.ndarray, max_points: int = POOLED_POINTS) -> tuple[np.ndarray, np.ndarray]:
-    """A ROC curve cut to about ``max_points`` points spread evenly on log and linear FPR axes.
-
-    Keeps both ends and, per grid level, the last point at or below it, so a
-    log-log plot looks the same; metrics are never computed from a thinned curve.
-    """
-    if fpr.size <= max_points:
-        return fpr, tpr
-    half = max_points // 2
-    grid = np.concatenate([np.logspace(-7, 0, half), np.linspace(0, 1, half)])
-    idx = np.searchsorted(fpr, grid, side="right") - 1
-    idx = np.unique(np.concatenate([[0, fpr.size - 1], np.clip(idx, 0, fpr.size - 1)]))
-    return fpr[idx], tpr[idx]
-
-
 def settings(params: RMIAParams, population: str, shape: tuple[int, int, int], rmia_a: str | None = None,
              **extra: Any) -> dict[str, Any]:
     """The ``settings`` block: RMIA parameters, how its population was chosen, [models, examples, views], extras."""
@@ -199,7 +182,8 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
-        pool = ranked.merged()
+        # The whole pooled curve needs the rows merged; a thinned one is found from counts (bnmem.attacks.pooled).
+        pool = ranked.merged() if pooled_points is None else None
         for sub, mask in masks.items():
             view = ranked.subset(mask)
             per_roc, counts = _curves_and_counts(view, deltas)
@@ -208,9 +192,10 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
                 per_roc = []
             metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
                                                       rank_counts=counts))
-            pooled = pool.subset(mask).curves()[0]
-            if pooled_points is not None:
-                pooled = thin_curve(*pooled, max_points=pooled_points)
+            if pool is not None:
+                pooled = pool.subset(mask).curves()[0]
+            else:
+                pooled = thinned_pooled_curve(view, pooled_points)
             curves[name][sub] = {"per_target": per_roc, "pooled": pooled} if per_target_curves else {"pooled": pooled}
         del ranked, pool, view  # before the next attack's arrays exist
     return {

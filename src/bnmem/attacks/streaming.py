@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bnmem.allocator import keep_freed_memory
 from bnmem.attacks.keep import first_k_references
 from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean
 from bnmem.attacks.phi import ArrayPhi, PhiSource
@@ -182,6 +183,9 @@ def evaluate_stream(
     Raises:
         BnmemError: malformed inputs, unknown attack, too few models.
     """
+    # The evaluation allocates and frees MB-sized arrays thousands of times: keep freed blocks in the process
+    # rather than page-faulting them in afresh each time (as every study job does; results do not change).
+    keep_freed_memory()
     source = phi if hasattr(phi, "read") else ArrayPhi(phi)
     m, n, v = source.shape
     keep = check_keep(keep, (m, n))
@@ -193,15 +197,21 @@ def evaluate_stream(
     pop_source = _population_source(population_phi, population_ids, m, n, v)
     if block is None:
         block = max(1, WORK_ELEMENTS // max(1, len(tgt) * v))
-    scores, rmia_refs = _block_scores(source, plan, attacks, block)
+    # RMIA's online setting, or a fixed offline a: each candidate's log(p(x|θ)/p(x)) is known block by block,
+    # and kept in the attack's own score array until the population turns it into a score. Selecting the
+    # offline a reads every model's log p_y over all candidates: that keeps them ([M, N] and 2 × [T, N]).
+    onlines = {name: params.online if name == "rmia" else False for name in attacks
+               if attack_spec.get(name).family == "rmia"}
+    ratios = None if any(not o and params.a is None for o in onlines.values()) else onlines
+    scores, rmia_refs = _block_scores(source, plan, attacks, block, ratios, params.a)
 
     chosen: dict[str, Any] = {}
-    if rmia_refs is not None:
+    if onlines:
         pop_lp = None if pop_source is None else _population_log_p(pop_source)
-        for name in attacks:
-            if attack_spec.get(name).family != "rmia":
+        for name, online in onlines.items():
+            if ratios is not None:
+                _rmia_from_ratios(scores[name], keep, tgt, pop_lp, online, params.a, params.gamma)
                 continue
-            online = params.online if name == "rmia" else False
             scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
             if picked is not None:
                 chosen[f"{name}_a_per_target"] = picked
@@ -232,13 +242,16 @@ def _population_source(population_phi: PhiSource | np.ndarray | None, population
     return pop_source
 
 
-def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
+def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int,
+                  ratios: dict[str, bool] | None = None, rmia_a: float | None = None
                   ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
     """One pass over the blocks of examples (after the fixed-variance pass, when needed).
 
     Returns the LiRA-family and baseline scores [T, N] per attack, and for RMIA (None when not
-    requested) the view-averaged log p_y of every model [M, N] and each target's log mean p_y
-    over its IN and OUT references [T, N].
+    requested, or given ``ratios``) the view-averaged log p_y of every model [M, N] and each target's
+    log mean p_y over its IN and OUT references [T, N]. With ``ratios`` (RMIA attack -> online; offline
+    ones with the fixed ``rmia_a``) each RMIA attack's entry holds the candidates' log(p(x|θ)/p(x)) [T, N]
+    instead (:func:`_rmia_from_ratios` makes scores of them).
     """
     m, n, _ = source.shape
     wanted = set(attacks)
@@ -248,9 +261,9 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     if fixed and n:
         sd_in, sd_out = _global_spreads(source, plan, starts, block, n)
     t_count = len(plan.targets)
-    scores = {a: np.empty((t_count, n)) for a in attacks if a not in rmia}
+    scores = {a: np.empty((t_count, n)) for a in attacks if a not in rmia or ratios is not None}
     rmia_refs = None
-    if rmia:
+    if rmia and ratios is None:
         rmia_refs = np.empty((m, n)), np.empty((t_count, n)), np.empty((t_count, n))
     # Read a block at a time; work elementwise on slices of it small enough to stay in cache.
     step = max(1, CACHE_ELEMENTS // max(1, len(plan.targets) * source.shape[2]))
@@ -269,7 +282,14 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
                 fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
             view = Block(x, fits, sd_in, sd_out)
             for name in scores:
-                scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
+                if name not in rmia:
+                    scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
+            if rmia and ratios is not None:
+                lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
+                lmean_in, lmean_out = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
+                for name, online in ratios.items():
+                    scores[name][:, a:b] = plan.targets_of(lp_blk) - _rmia_marginal(lmean_in, lmean_out, online,
+                                                                                   rmia_a)
             if rmia_refs is not None:
                 lp_all, lmean_in, lmean_out = rmia_refs
                 # log p_y = −loss; the loss attack's block shares it when every model is a target
@@ -436,38 +456,49 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
     return outs[0], outs[1]
 
 
+def _rmia_marginal(lmean_in: np.ndarray, lmean_out: np.ndarray, online: bool, a: float | None) -> np.ndarray:
+    """log p(x) from the reference means: ½(IN + OUT) online, ½((1 + a)·OUT + 1 − a) offline (elementwise)."""
+    if online:
+        return np.logaddexp(lmean_in, lmean_out) - np.log(2.0)
+    with np.errstate(divide="ignore"):
+        return np.logaddexp(np.log1p(a) + lmean_out, np.log1p(-a)) - np.log(2.0)
+
+
+def _rmia_from_ratios(ratios: np.ndarray, keep: np.ndarray, tgt: np.ndarray, pop_lp: np.ndarray | None,
+                      online: bool, a: float | None, gamma: float) -> None:
+    """Each target's row of log(p(x|θ)/p(x)) [T, N] replaced by its RMIA scores, in place (as :func:`_rmia`)."""
+    pop = None if pop_lp is None else (pop_lp, *log_prefix_suffix(pop_lp))
+    for i, t in enumerate(tgt):
+        ratios[i] = _rmia_row(ratios[i], int(t), keep, pop, online, a, gamma)
+
+
+def _rmia_row(log_r: np.ndarray, t: int, keep: np.ndarray, pop: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+              online: bool, a: float | None, gamma: float) -> np.ndarray:
+    """Target t's RMIA scores from its candidates' log(p(x|θ)/p(x)): against the population ``pop`` (its log
+    p_y [M, P] and their prefix/suffix log-sums over models), or the legacy one (t's non-members)."""
+    if pop is None:
+        return rmia_scores(log_r, ~keep[t], gamma)
+    pop_lp, pop_pre, pop_suf = pop
+    # Every model is OUT for a population point: the target's references are all other models, so p(z) is a
+    # leave-one-out mean over models (prefix/suffix sums).
+    ref_mean = loo_log_mean(pop_pre, pop_suf, np.full((1, pop_lp.shape[1]), t, dtype=np.intp))[0]
+    pop_marg = ref_mean if online else _rmia_marginal(None, ref_mean, False, a)
+    return rmia_scores_against(log_r, pop_lp[t] - pop_marg, gamma)
+
+
 def _rmia(lp_all: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray, keep: np.ndarray, tgt: np.ndarray,
           pop_lp: np.ndarray | None, online: bool, params: RMIAParams) -> tuple[np.ndarray, list[float] | None]:
     """RMIA scores [T, N] from the reference means; offline a per target (selected when params.a is None)."""
     out = np.empty((len(tgt), lp_all.shape[1]))
-    if pop_lp is not None:
-        # Every model is OUT for a population point: the target's references are all
-        # other models, so p(z) is a leave-one-out mean over models (prefix/suffix sums).
-        pop_pre, pop_suf = log_prefix_suffix(pop_lp)
+    pop = None if pop_lp is None else (pop_lp, *log_prefix_suffix(pop_lp))
     chosen: list[float] | None = [] if (not online and params.a is None) else None
     for i, t in enumerate(tgt):
-        if online:
-            marg = np.logaddexp(lmean_in[i], lmean_out[i]) - np.log(2.0)
-            a = None
-        else:
-            a = params.a
-            if a is None:
-                a, _ = select_offline_a(lp_all, keep, int(t), params.gamma, pop_lp)
-                chosen.append(a)
-            with np.errstate(divide="ignore"):
-                marg = np.logaddexp(np.log1p(a) + lmean_out[i], np.log1p(-a)) - np.log(2.0)
-        log_r = lp_all[t] - marg
-        if pop_lp is None:
-            out[i] = rmia_scores(log_r, ~keep[t], params.gamma)
-        else:
-            pos = np.full((1, pop_lp.shape[1]), t, dtype=np.intp)
-            ref_mean = loo_log_mean(pop_pre, pop_suf, pos)[0]
-            if online:
-                pop_marg = ref_mean
-            else:
-                with np.errstate(divide="ignore"):
-                    pop_marg = np.logaddexp(np.log1p(a) + ref_mean, np.log1p(-a)) - np.log(2.0)
-            out[i] = rmia_scores_against(log_r, pop_lp[t] - pop_marg, params.gamma)
+        a = None if online else params.a
+        if not online and a is None:
+            a, _ = select_offline_a(lp_all, keep, int(t), params.gamma, pop_lp)
+            chosen.append(a)
+        log_r = lp_all[t] - _rmia_marginal(lmean_in[i], lmean_out[i], online, a)
+        out[i] = _rmia_row(log_r, int(t), keep, pop, online, a, params.gamma)
     return out, chosen
 
 
