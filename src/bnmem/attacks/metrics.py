@@ -181,11 +181,6 @@ class RankedRows:
         """Whether some score is ±inf (sorted rows: it would sit at an end)."""
         return bool(self.values.size) and bool(np.isinf(self.values[:, [0, -1]]).any())
 
-    def threshold_counts(self, clip: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`thresholds` as flat ``(rows, fps, tps)``: each entry's row index and its counts."""
-        th = self.thresholds(clip)
-        return th.rows, th.fps, th.tps
-
     def roc_passes(self) -> Iterator[tuple[int, "RankedRows", "Thresholds", "Thresholds"]]:
         """Per chunk (:meth:`chunks`): its first row, the chunk, and its thresholds as the ROC curves read
         them (±inf clipped) and as the ε bounds compare them (raw; the same object unless a score is
@@ -221,11 +216,6 @@ class Thresholds:
     def starts(self) -> np.ndarray:
         """Where each row's entries start."""
         return np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.intp)
-
-    @property
-    def rows(self) -> np.ndarray:
-        """Each entry's row index."""
-        return np.repeat(np.arange(self.sizes.size), self.sizes)
 
 
 def curves_from(th: Thresholds) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -284,18 +284,17 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             for name in scores:
                 if name not in rmia:
                     scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
-            if rmia and ratios is not None:
-                lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
-                lmean_in, lmean_out = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
-                for name, online in ratios.items():
-                    scores[name][:, a:b] = plan.targets_of(lp_blk) - _rmia_marginal(lmean_in, lmean_out, online,
-                                                                                   rmia_a)
-            if rmia_refs is not None:
-                lp_all, lmean_in, lmean_out = rmia_refs
+            if rmia:
                 # log p_y = −loss; the loss attack's block shares it when every model is a target
                 lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
-                lp_all[:, a:b] = lp_blk
-                lmean_in[:, a:b], lmean_out[:, a:b] = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
+                mean_in, mean_out = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
+                if ratios is not None:
+                    for name, online in ratios.items():
+                        scores[name][:, a:b] = plan.targets_of(lp_blk) - _rmia_marginal(mean_in, mean_out, online,
+                                                                                       rmia_a)
+                else:
+                    lp_all, lmean_in, lmean_out = rmia_refs
+                    lp_all[:, a:b], lmean_in[:, a:b], lmean_out[:, a:b] = lp_blk, mean_in, mean_out
     return scores, rmia_refs
 
 
@@ -323,7 +322,7 @@ class _Positions:
 
 
 def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str],
-               x: np.ndarray, positions: _Positions | None = None) -> dict[str, np.ndarray]:
+               x: np.ndarray, positions: _Positions) -> dict[str, np.ndarray]:
     """Leave-one-out medians and spreads [T, B, V] per side, elementwise from per-example summaries.
 
     A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
@@ -335,7 +334,7 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
         needs = attack_spec.needing(tag)
         if not wanted & needs & fitted:
             continue
-        order, pos = (positions or _Positions(plan, keep_blk))(member)
+        order, pos = positions(member)
         side = Side.of(phi_blk[order, cols])
         k = plan.k_in if member else plan.k_out
         onside = plan.targets_of(keep_blk if member else ~keep_blk)
@@ -433,13 +432,13 @@ def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member
 
 
 def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
-                    positions: _Positions | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    positions: _Positions) -> tuple[np.ndarray, np.ndarray]:
     """log of the mean p_y over each target's IN and OUT references [T, B] (−inf where a side is empty)."""
     cols = np.arange(lp_blk.shape[1])
     outs = []
     for member, k in ((True, plan.k_in), (False, plan.k_out)):
         if plan.balanced:
-            order, pos = (positions or _Positions(plan, keep_blk))(member)
+            order, pos = positions(member)
             pre, suf = log_prefix_suffix(lp_blk[order, cols[None, :]])
             with np.errstate(divide="ignore"):
                 outs.append(loo_log_mean(pre, suf, pos))
