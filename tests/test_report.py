@@ -551,14 +551,14 @@ def _with_later_replicate(study_dir: Path, tmp_path: Path) -> tuple[Path, dict]:
 
 
 def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path, monkeypatch):
-    """A setting's per-cell figures are embedded for its first FIGURE_REPLICATES replicates; later replicates'
+    """A setting's per-cell figures are embedded for its first SHOWN_REPLICATES replicates; later replicates'
     folders are named instead (the decisive study's 10 replicates made an 8.4 MB page). Read from the page."""
-    import bnmem.report.html as page_html
+    import bnmem.report.results as results
 
     run, later = _with_later_replicate(study_dir, tmp_path)
 
     def memorize_section(n: int) -> str:
-        monkeypatch.setattr(page_html, "FIGURE_REPLICATES", n)
+        monkeypatch.setattr(results, "SHOWN_REPLICATES", n)
         text = build_report(run, tmp_path / f"out{n}").html.read_text(encoding="utf-8")
         start = text.index('<section id="memorization">')
         return text[start:text.index("</section>", start)]

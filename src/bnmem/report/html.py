@@ -21,7 +21,8 @@ from bnmem.analysis_plan import (
 from bnmem.names import GRADNORMS, LIRA, MEMORIZE
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report.results import SHOWN_REPLICATES, fmt, replicate_of, shown
+from bnmem.report import results as report_results  # its SHOWN_REPLICATES, read at call time
+from bnmem.report.results import fmt, shown
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table
 from bnmem.report.views import LensView, outputs, sections
@@ -438,9 +439,6 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
 # the multi-panel figures (gradient norms, ROC panels, the toy model).
 WIDE_FIGURE_PX = 1400
 
-FIGURE_REPLICATES = SHOWN_REPLICATES  # see bnmem.report.results.SHOWN_REPLICATES
-
-
 class Embedder:
     """Embeds each distinct figure once: a figure whose bytes were already embedded is a link to the first."""
 
@@ -477,10 +475,10 @@ def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | No
         out.append(f'<p class="notrun">not run: no {esc(kind)} results in this run directory</p></section>')
         return "\n".join(out)
     out.append(f'<p class="caption">{esc(view.caption)}</p>')
+    # A setting's first replicates only (bnmem.report.results.shown); the later ones are named below.
     cells = [cell for cell, _ in outputs(run, kind)]
-    later = [(cell, lens) for cell, (_, lens) in zip(cells, pairs) if cell is not None
-             and replicate_of(cell) >= FIGURE_REPLICATES]
-    pairs = [p for cell, p in zip(cells, pairs) if cell is None or replicate_of(cell) < FIGURE_REPLICATES]
+    later = [lens for cell, (_, lens) in zip(cells, pairs) if not shown(cell)]
+    pairs = [p for cell, p in zip(cells, pairs) if shown(cell)]
     for i, (label, lens) in enumerate(pairs):
         figs = [f for k, n in enumerate(_figures_for(lens)) if (f := embed.figure(
             lens.figures[n], f"fig-{sid}-{i}-{k}", f"{kind}: {n}", n)) is not None]
@@ -494,9 +492,9 @@ def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | No
         out += [html_ for html_, _ in figs]
         out.append("</div>")
     if later:
-        out.append(f'<p class="note">Figures of replicates {FIGURE_REPLICATES} and later are not embedded (the '
-                   f"claims use every replicate); they are in their cell folders: "
-                   + ", ".join(esc(lens.path) for _, lens in later) + "</p>")
+        out.append(f'<p class="note">Figures of replicates {report_results.SHOWN_REPLICATES} and later are not '
+                   f"embedded (the claims use every replicate); they are in their cell folders: "
+                   + ", ".join(esc(lens.path) for lens in later) + "</p>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -614,8 +612,9 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         sid = view.section
         if tables.get(sid):  # the key tables of the section, folded under its figures
             later = sum(1 for cell, _ in outputs(run, kind) if not shown(cell))
-            note = (f'<p class="note">Tables of replicates {SHOWN_REPLICATES} and later ({later} cells) are not '
-                    "shown (the claims use every replicate): summary.csv and each cell folder hold them.</p>"
+            note = (f'<p class="note">Tables of replicates {report_results.SHOWN_REPLICATES} and later ({later} '
+                    "cells) are not shown (the claims use every replicate): summary.csv and each cell folder hold "
+                    "them.</p>"
                     if later else "")
             parts.append(_fold(f"tables-{sid}", f"{view.heading}: tables ({len(tables[sid])})",
                                "\n".join(render_table(t) for t in tables[sid]) + note))
@@ -677,9 +676,10 @@ def full_conditions(run: RunData) -> str:
                                                 for kind, lens in cell.lenses.items()]
     later = [cell.id for cell in run.cells if not shown(cell)]
     if later:  # the same conditions but their seeds (study.json lists every replicate's seeds)
-        out.append(f'<p class="note">Conditions of replicates {SHOWN_REPLICATES} and later ({len(later)} cells) '
-                   "are not repeated here: they differ from their setting's first replicates only in their seeds "
-                   "(study.json lists every replicate's), and each cell folder holds its own config.json.</p>")
+        out.append(f'<p class="note">Conditions of replicates {report_results.SHOWN_REPLICATES} and later '
+                   f"({len(later)} cells) are not repeated here: they differ from their setting's first replicates "
+                   "only in their seeds (study.json lists every replicate's), and each cell folder holds its own "
+                   "config.json.</p>")
     if run.theory is not None:
         lenses = [*lenses, (run.theory.kind, run.theory)]
     for label, lens in lenses:
