@@ -26,6 +26,9 @@ per check and exits non-zero when a check fails.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -168,10 +171,6 @@ LIRA_CELL = {"arch": "resnet20", "shadow_models": 8, "epochs": 2, "batch_size": 
 
 def check_lira_cell(device: str, tiny: bool, out: Path) -> dict | None:
     """(d) one CIFAR-10 LiRA cell through ``bnmem run --set train.device=DEVICE``; its time per shadow model."""
-    import json
-    import os
-    import subprocess
-
     import yaml
 
     n_train, n_test = (100, 40) if tiny else (50_000, 10_000)
@@ -242,8 +241,6 @@ def main(argv: list[str] | None = None) -> int:
             cell = check_lira_cell(args.device, tiny, out)
             ok &= cell is not None
             if cell is not None and args.json:
-                import json
-
                 args.json.write_text(json.dumps(cell, indent=2) + "\n")
     print("gpu_check: all checks passed" if ok else "gpu_check: a check FAILED")
     return 0 if ok else 1
