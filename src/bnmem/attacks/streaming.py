@@ -205,17 +205,8 @@ def evaluate_stream(
     ratios = None if any(not o and params.a is None for o in onlines.values()) else onlines
     scores, rmia_refs = _block_scores(source, plan, attacks, block, ratios, params.a)
 
-    chosen: dict[str, Any] = {}
-    if onlines:
-        pop_lp = None if pop_source is None else _population_log_p(pop_source)
-        for name, online in onlines.items():
-            if ratios is not None:
-                _rmia_from_ratios(scores[name], keep, tgt, pop_lp, online, params.a, params.gamma)
-                continue
-            scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
-            if picked is not None:
-                chosen[f"{name}_a_per_target"] = picked
-        del rmia_refs, pop_lp  # [M, N] and 2 × [T, N]: not held while the metrics are computed
+    chosen = _rmia_into(scores, rmia_refs, onlines, ratios is not None, keep, tgt, pop_source, params)
+    del rmia_refs  # [M, N] and 2 × [T, N]: not held while the metrics are computed
 
     population = (population_name if pop_source is not None
                   else "legacy: the target's non-members (ground truth; not available to an attacker)")
@@ -226,6 +217,25 @@ def evaluate_stream(
         **chosen)
     return evaluation_result({a: scores[a] for a in attacks}, keep[tgt], targets, masks, run_settings,
                              per_target_curves=False, pooled_points=POOLED_POINTS)
+
+
+def _rmia_into(scores: dict[str, np.ndarray], rmia_refs: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+               onlines: dict[str, bool], from_ratios: bool, keep: np.ndarray, tgt: np.ndarray,
+               pop_source: PhiSource | None, params: RMIAParams) -> dict[str, Any]:
+    """Each RMIA attack's scores [T, N] into ``scores``: from its block-wise ratios (``from_ratios``) or from
+    the reference arrays ``rmia_refs``. Returns the offline a chosen per target, where one was selected."""
+    chosen: dict[str, Any] = {}
+    if not onlines:
+        return chosen
+    pop_lp = None if pop_source is None else _population_log_p(pop_source)
+    for name, online in onlines.items():
+        if from_ratios:
+            _rmia_from_ratios(scores[name], keep, tgt, pop_lp, online, params.a, params.gamma)
+            continue
+        scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
+        if picked is not None:
+            chosen[f"{name}_a_per_target"] = picked
+    return chosen
 
 
 def _population_source(population_phi: PhiSource | np.ndarray | None, population_ids: np.ndarray | None,
