@@ -147,6 +147,25 @@ def largest_difference(old: dict, new: dict) -> dict[str, float]:
     return out
 
 
+def _phi_dir(args: argparse.Namespace, tmp: Path, size: str) -> Path:
+    """The directory holding the synthetic φ: ``--phi-dir`` (reused when it holds this size, written
+    otherwise) or a fresh one under ``tmp``. A size stamp is written last, so a half-written directory is
+    never reused."""
+    data = args.phi_dir if args.phi_dir is not None else tmp / "phi"
+    stamp = data / "size.txt"
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == size:
+        print(f"synthetic φ at {size} reused from {data}", flush=True)
+        return data
+    data.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    make_phi(data, args.models, args.examples, args.views, args.population)
+    disk = sum(f.stat().st_size for f in data.iterdir()) / 2**30
+    stamp.write_text(size, encoding="utf-8")
+    print(f"synthetic φ at {size} written ({disk:.2f} GB on disk) in {time.perf_counter() - t0:.0f} s", flush=True)
+    return data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=256)
@@ -155,6 +174,9 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=10_000)
     parser.add_argument("--ref", default="main", help="the git ref whose code is 'before'")
     parser.add_argument("--skip-ref", action="store_true", help="only this tree's evaluation")
+    parser.add_argument("--phi-dir", type=Path,
+                        help="reuse the synthetic φ written there by an earlier run of this size (written there "
+                             "first when missing); default: a fresh temporary copy")
     parser.add_argument("--json", type=Path,
                         help="also write the summary here (for benchmarks/docs_numbers.py --attacks-bench)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -167,12 +189,7 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     size = f"M={args.models} N={args.examples} V={args.views} P={args.population}"
     with tempfile.TemporaryDirectory(prefix="bench_attacks_") as tmp:
-        data = Path(tmp) / "phi"
-        data.mkdir()
-        t0 = time.perf_counter()
-        make_phi(data, args.models, args.examples, args.views, args.population)
-        disk = sum(f.stat().st_size for f in data.iterdir()) / 2**30
-        print(f"synthetic φ at {size} written ({disk:.2f} GB on disk) in {time.perf_counter() - t0:.0f} s", flush=True)
+        data = _phi_dir(args, Path(tmp), size)
         old = None
         if not args.skip_ref:
             ref = Path(tmp) / "ref"
