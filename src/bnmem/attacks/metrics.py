@@ -268,11 +268,58 @@ def rank_rows(scores: np.ndarray, members: np.ndarray) -> RankedRows:
     step = max(1, CHUNK_ENTRIES // max(n, 1))
     for r in range(0, rows, step):
         part = slice(r, r + step)
-        order = np.argsort(raw[part], axis=1)[:, ::-1]  # descending; the order within ties does not matter
-        columns[part] = order
-        values[part] = np.take_along_axis(raw[part], order, axis=1)
-        ranked_members[part] = np.take_along_axis(members[part], order, axis=1)
+        chunk = np.ascontiguousarray(raw[part])
+        flat = descending_order(chunk).astype(small)  # positions in the chunk's flat entries
+        values[part] = np.take(chunk.ravel(), flat)  # a flat gather: about half of take_along_axis's time
+        ranked_members[part] = np.take(np.ascontiguousarray(members[part]).ravel(), flat)
+        flat -= (np.arange(flat.shape[0], dtype=small) * n)[:, None]
+        columns[part] = flat
     return RankedRows(values, ranked_members, columns)
+
+
+_SIGN = np.uint64(63)
+_HIGH = np.uint64(32)
+
+
+def descending_keys(values: np.ndarray) -> np.ndarray:
+    """uint64 keys whose ascending order is the descending order of the float64 ``values`` (no NaN): the
+    bits of a negative number as they are, those of a positive one with all but the sign bit flipped. ±0
+    get neighbouring keys (equal scores: their order is never read); ±inf the extreme ones."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    return bits ^ (((bits >> _SIGN) - np.uint64(1)) >> np.uint64(1))
+
+
+def descending_order(values: np.ndarray) -> np.ndarray:
+    """Per row of ``values`` [rows, n] (float64, no NaN), the flat positions (row r's offset by r·n) that
+    sort it descending, as an int64 [rows, n] array; ties in any order.
+
+    A comparison sort costs about 60 ns an entry on 50,000-long rows; this is a radix sort, which costs
+    about half: two stable passes (numpy's radix sort of 16-bit keys) on the high 32 bits of
+    :func:`descending_keys` (sign, exponent and 20 mantissa bits), then, only in the runs of equal high
+    bits whose full keys came out of order, a comparison sort of those few entries by the full key. Keys in
+    different runs are already ordered by their high bits, so one sort of all the entries in such runs
+    orders each run in place.
+    """
+    rows, n = values.shape
+    keys = descending_keys(values)
+    offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
+    # Least significant digit first: bits 32-47, then 48-63 (astype keeps the low 16 bits of the shift).
+    first = np.argsort((keys >> _HIGH).astype(np.uint16), axis=1, kind="stable")
+    first += offsets
+    top = (keys >> np.uint64(48)).astype(np.uint16)
+    order = np.argsort(np.take(top.ravel(), first), axis=1, kind="stable")
+    order += offsets
+    order = np.take(first.ravel(), order)
+    ranked = np.take(keys.ravel(), order)
+    wrong = ranked[:, 1:] < ranked[:, :-1]
+    if wrong.any():
+        for r in np.flatnonzero(wrong.any(axis=1)):
+            high = ranked[r] >> _HIGH
+            run = np.zeros(n, dtype=np.int64)  # runs of equal high bits, numbered
+            np.cumsum(high[1:] != high[:-1], out=run[1:])
+            fix = np.flatnonzero(np.isin(run, run[1:][wrong[r]]))
+            order[r, fix] = order[r, fix[np.argsort(ranked[r, fix], kind="stable")]]
+    return order
 
 
 def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:
