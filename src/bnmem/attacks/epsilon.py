@@ -79,18 +79,62 @@ def clopper_pearson(k: np.ndarray | int, n: np.ndarray | int, alpha: np.ndarray 
     return np.asarray(out, dtype=np.float64)
 
 
-def distinct_clopper_pearson(k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool) -> np.ndarray:
+def distinct_clopper_pearson(k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool,
+                             known: "KnownQuantiles | None" = None) -> np.ndarray:
     """:func:`clopper_pearson` of whole-number arrays ``k``, ``n`` and ``alpha`` (all 1-D, one length), each
     distinct (k, n, α) computed once: targets with as many examples of a class share the counts at the same
-    ranks (about a third of an evaluation's quantiles repeat)."""
+    ranks (about a third of an evaluation's quantiles repeat). With ``known``, also once across calls."""
     k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
     alpha = np.asarray(alpha, dtype=np.float64)
     if k.size == 0:
         return clopper_pearson(k, n, alpha, upper)
+    if known is not None:
+        return known.bounds(k, n, alpha, upper)
     levels, which = np.unique(alpha, return_inverse=True)
     key = (k * (int(n.max()) + 1) + n) * levels.size + which.ravel()  # k <= n: no overflow below ~10^12 trials
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return clopper_pearson(k[first], n[first], alpha[first], upper)[inverse.ravel()]
+
+
+class KnownQuantiles:
+    """The Clopper–Pearson bounds computed so far (one evaluation's), each (k, n, α, side) once.
+
+    Across the attacks of an evaluation many repeat: at a non-member rank threshold the false positives
+    are the rank itself whatever the attack (and at a member rank the true positives), and n and α depend
+    only on the target's class sizes. The bounds are :func:`clopper_pearson`'s, element by element, so a
+    remembered one is the number a new call would give.
+    """
+
+    _BITS = 32  # a key is k·2^32 + n
+
+    def __init__(self) -> None:
+        # (upper, α) -> (sorted keys, their bounds)
+        self._known: dict[tuple[bool, float], tuple[np.ndarray, np.ndarray]] = {}
+
+    def bounds(self, k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool) -> np.ndarray:
+        """:func:`clopper_pearson` of int64 ``k``, ``n`` and float64 ``alpha`` (1-D, one length), each new
+        (k, n, α) computed and remembered, the others read back."""
+        if int(n.max()) >= 1 << self._BITS or int(n.min()) < 1 or int(k.min()) < 0:
+            return clopper_pearson(k, n, alpha, upper)  # no key for them (the call raises on n < 1)
+        out = np.empty(k.size)
+        levels, which = np.unique(alpha, return_inverse=True)
+        which = which.ravel()
+        for i, level in enumerate(levels.tolist()):
+            at = np.flatnonzero(which == i) if levels.size > 1 else slice(None)
+            keys, inverse = np.unique((k[at] << self._BITS) | n[at], return_inverse=True)
+            old_keys, old = self._known.get((upper, level), (np.zeros(0, np.int64), np.zeros(0)))
+            pos = np.minimum(np.searchsorted(old_keys, keys), max(old_keys.size - 1, 0))
+            hit = old_keys[pos] == keys if old_keys.size else np.zeros(keys.size, dtype=bool)
+            vals = np.empty(keys.size)
+            vals[hit] = old[pos[hit]]
+            new = keys[~hit]
+            vals[~hit] = clopper_pearson(new >> self._BITS, new & ((1 << self._BITS) - 1), level, upper)
+            if new.size:
+                both = np.concatenate([old_keys, new])
+                order = np.argsort(both, kind="stable")
+                self._known[(upper, level)] = (both[order], np.concatenate([old, vals[~hit]])[order])
+            out[at] = vals[inverse.ravel()]
+        return out
 
 
 def rank_grid(n: int, ratio: float = GRID_RATIO) -> np.ndarray:
@@ -343,7 +387,8 @@ def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, 
 
 
 def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
-                   rank_counts: RankCounts | None = None) -> list[EpsilonBound]:
+                   rank_counts: RankCounts | None = None, known: KnownQuantiles | None = None
+                   ) -> list[EpsilonBound]:
     """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
     again, and the beta quantiles of all rows in one call per side.
 
@@ -353,6 +398,7 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         level: joint confidence per target.
         rank_counts: what the bounds read from the scores when already gathered (:class:`RankCounts`, in
             the same pass as the ROC curves); None: gathered here.
+        known: the quantiles computed so far in this evaluation (:class:`KnownQuantiles`; None: none).
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
@@ -368,8 +414,8 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
         alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
         at = np.cumsum([0] + sizes)[1:-1]
-        low = np.split(distinct_clopper_pearson(tp, n_in, alpha, upper=False), at)
-        high = np.split(distinct_clopper_pearson(fp, n_out, alpha, upper=True), at)
+        low = np.split(distinct_clopper_pearson(tp, n_in, alpha, upper=False, known=known), at)
+        high = np.split(distinct_clopper_pearson(fp, n_out, alpha, upper=True, known=known), at)
     done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
             for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
     return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
@@ -385,7 +431,7 @@ def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> Epsi
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
                     level: float = LEVEL, ranked: RankedRows | None = None,
-                    rank_counts: RankCounts | None = None) -> dict[str, Any]:
+                    rank_counts: RankCounts | None = None, known: KnownQuantiles | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -396,6 +442,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         level: joint confidence per target.
         ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
         rank_counts: what the bounds read from ``ranked``, already gathered (:class:`RankCounts`).
+        known: the quantiles computed so far in this evaluation, shared by its calls (:class:`KnownQuantiles`).
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -412,7 +459,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
     bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
-                            rank_counts=rank_counts)
+                            rank_counts=rank_counts, known=known)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

@@ -269,57 +269,50 @@ def rank_rows(scores: np.ndarray, members: np.ndarray) -> RankedRows:
     for r in range(0, rows, step):
         part = slice(r, r + step)
         chunk = np.ascontiguousarray(raw[part])
-        flat = descending_order(chunk).astype(small)  # positions in the chunk's flat entries
-        values[part] = np.take(chunk.ravel(), flat)  # a flat gather: about half of take_along_axis's time
-        ranked_members[part] = np.take(np.ascontiguousarray(members[part]).ravel(), flat)
-        flat -= (np.arange(flat.shape[0], dtype=small) * n)[:, None]
-        columns[part] = flat
+        flat = sort_descending(chunk, values[part], small)  # positions in the chunk's flat entries
+        # Flat gathers straight into the results (mode="clip": no buffered copy; every position is valid).
+        np.take(np.ascontiguousarray(members[part]).ravel(), flat, out=ranked_members[part], mode="clip")
+        np.subtract(flat, (np.arange(flat.shape[0], dtype=small) * n)[:, None], out=columns[part])
     return RankedRows(values, ranked_members, columns)
 
 
-_SIGN = np.uint64(63)
-_HIGH = np.uint64(32)
+def sort_descending(chunk: np.ndarray, out: np.ndarray, dtype: type = np.intp) -> np.ndarray:
+    """Sort every row of ``chunk`` [rows, n] (C-contiguous float64, no NaN) descending into ``out`` (same
+    shape), and return the positions it took them from in ``chunk``'s flat entries (row r's offset by r·n),
+    as ``dtype``; ties in any order.
 
-
-def descending_keys(values: np.ndarray) -> np.ndarray:
-    """uint64 keys whose ascending order is the descending order of the float64 ``values`` (no NaN): the
-    bits of a negative number as they are, those of a positive one with all but the sign bit flipped. ±0
-    get neighbouring keys (equal scores: their order is never read); ±inf the extreme ones."""
-    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
-    return bits ^ (((bits >> _SIGN) - np.uint64(1)) >> np.uint64(1))
-
-
-def descending_order(values: np.ndarray) -> np.ndarray:
-    """Per row of ``values`` [rows, n] (float64, no NaN), the flat positions (row r's offset by r·n) that
-    sort it descending, as an int64 [rows, n] array; ties in any order.
-
-    A comparison sort costs about 60 ns an entry on 50,000-long rows; this is a radix sort, which costs
-    about half: two stable passes (numpy's radix sort of 16-bit keys) on the high 32 bits of
-    :func:`descending_keys` (sign, exponent and 20 mantissa bits), then, only in the runs of equal high
-    bits whose full keys came out of order, a comparison sort of those few entries by the full key. Keys in
-    different runs are already ordered by their high bits, so one sort of all the entries in such runs
-    orders each run in place.
+    A comparison sort costs about 60 ns an entry on 50,000-long rows; this radix sort about half. Keys whose
+    ascending order is the descending order of the scores (a float's bits, all but the sign flipped where it
+    is positive; ±0 neighbours, ±inf at the ends) are sorted on their high 32 bits (sign, exponent and 20
+    mantissa bits) by two stable passes of numpy's radix sort of 16-bit keys. Only entries whose high bits
+    are equal can then be out of order; in the runs of equal high bits holding such a pair (a few dozen
+    entries a row), the entries are sorted again by value. Entries in different runs are already ordered by
+    their high bits, so one sort of all of those entries orders each run in place.
     """
-    rows, n = values.shape
-    keys = descending_keys(values)
+    rows, n = chunk.shape
+    bits = chunk.view(np.uint64).reshape(rows, n)
+    high = (bits >> np.uint64(32)).astype(np.uint32)
+    high ^= ((high >> np.uint32(31)) - np.uint32(1)) >> np.uint32(1)  # the key's high half
     offsets = (np.arange(rows, dtype=np.int64) * n)[:, None]
-    # Least significant digit first: bits 32-47, then 48-63 (astype keeps the low 16 bits of the shift).
-    first = np.argsort((keys >> _HIGH).astype(np.uint16), axis=1, kind="stable")
-    first += offsets
-    top = (keys >> np.uint64(48)).astype(np.uint16)
-    order = np.argsort(np.take(top.ravel(), first), axis=1, kind="stable")
+    order = np.argsort(high.astype(np.uint16), axis=1, kind="stable")  # least significant digit first
     order += offsets
-    order = np.take(first.ravel(), order)
-    ranked = np.take(keys.ravel(), order)
-    wrong = ranked[:, 1:] < ranked[:, :-1]
-    if wrong.any():
-        for r in np.flatnonzero(wrong.any(axis=1)):
-            high = ranked[r] >> _HIGH
-            run = np.zeros(n, dtype=np.int64)  # runs of equal high bits, numbered
-            np.cumsum(high[1:] != high[:-1], out=run[1:])
-            fix = np.flatnonzero(np.isin(run, run[1:][wrong[r]]))
-            order[r, fix] = order[r, fix[np.argsort(ranked[r, fix], kind="stable")]]
-    return order
+    top = np.take((high >> np.uint32(16)).astype(np.uint16).ravel(), order)
+    second = np.argsort(top, axis=1, kind="stable")
+    second += offsets
+    flat = np.take(order.ravel(), second).astype(dtype)
+    np.take(chunk.ravel(), flat, out=out, mode="clip")
+    wrong = out[:, 1:] > out[:, :-1]
+    for r in np.flatnonzero(wrong.any(axis=1)) if wrong.any() else ():
+        row_high = out[r].view(np.uint64) >> np.uint64(32)  # equal high bits of the value <=> of the key
+        run = np.zeros(n, dtype=np.intp)  # runs of equal high bits, numbered
+        np.cumsum(row_high[1:] != row_high[:-1], out=run[1:])
+        bad = np.zeros(int(run[-1]) + 1, dtype=bool)
+        bad[run[1:][wrong[r]]] = True
+        fix = np.flatnonzero(bad[run])
+        again = np.argsort(np.negative(out[r, fix]), kind="stable")
+        flat[r, fix] = flat[r, fix[again]]
+        out[r, fix] = out[r, fix[again]]
+    return flat
 
 
 def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, level: float) -> float:

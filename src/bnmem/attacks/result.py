@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks import spec as attack_spec
-from bnmem.attacks.epsilon import RankCounts, epsilon_summary
+from bnmem.attacks.epsilon import KnownQuantiles, RankCounts, epsilon_summary
 from bnmem.attacks.metrics import METRIC_NAMES, RankedRows, curves_from, metrics_from_roc, rank_rows
 from bnmem.attacks.pooled import POOLED_POINTS, thin_curve, thinned_pooled_curve  # noqa: F401 (re-exported)
 from bnmem.attacks.rmia import RMIAParams
@@ -179,6 +179,7 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     curves: dict[str, dict[str, Any]] = {}
     # ε_lb's δ: 1/(examples the target trained on), the DP variants' convention, on every subset.
     deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
+    known = KnownQuantiles()  # Clopper–Pearson bounds repeat across attacks (same class sizes and ranks)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
@@ -191,7 +192,7 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
             if not per_target_curves:
                 per_roc = []
             metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
-                                                      rank_counts=counts))
+                                                      rank_counts=counts, known=known))
             if pool is not None:
                 pooled = pool.subset(mask).curves()[0]
             else:
