@@ -303,8 +303,7 @@ def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> 
     k = part.values.shape[0]
     cstarts = np.searchsorted(corner, starts)
     rows = np.repeat(np.arange(k), np.diff(np.append(cstarts, corner.size)))
-    n_in = part.members.sum(axis=1)
-    n_out = part.values.shape[1] - n_in
+    n_in, n_out = class_sizes(th)
     with np.errstate(divide="ignore", invalid="ignore"):
         a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
     best = np.maximum(np.maximum.reduceat(a, cstarts), np.maximum.reduceat(b, cstarts))
@@ -357,33 +356,37 @@ def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, 
     above it, the j-th smallest member in the first run with more than n_in − j members, and −inf (rank
     n_out, or j = 0) above everything but a final −inf run.
     """
-    k_rows, n = part.values.shape
-    n_in = part.members.sum(axis=1)
-    n_out = n - n_in
-    fps, tps = th.fps.astype(np.int64), th.tps.astype(np.int64)
+    k_rows = part.values.shape[0]
     starts = th.starts
-    lasts = starts + th.sizes - 1
-    # Row r's counts shifted by r·(n + 1): one increasing array per class, searched for every row at once.
-    off = np.arange(k_rows, dtype=np.int64) * (n + 1)
-    row_off = np.repeat(off, th.sizes)
-    key_f, key_t = fps + row_off, tps + row_off
+    ends = starts + th.sizes
+    n_in, n_out = class_sizes(th)
     ends_neg_inf = part.values[:, -1] == -np.inf
+    count = th.fps.dtype.type  # the counts' float type: whole numbers, exact (so are the searched ranks)
     out: list[tuple[int, int, np.ndarray, np.ndarray] | None] = []
     for r in range(k_rows):
         ni, no = int(n_in[r]), int(n_out[r])
         if not (ni and no):
             out.append(None)
             continue
+        # The row's own counts (increasing), searched for its ranks.
+        fps, tps = th.fps[starts[r]:ends[r]], th.tps[starts[r]:ends[r]]
         gk, gj = rank_grid(no), rank_grid(ni)
-        above_neg_inf = lasts[r] if ends_neg_inf[r] else lasts[r] + 1  # the run after those above −inf
+        above_neg_inf = fps.size - 1 if ends_neg_inf[r] else fps.size  # the run after those above −inf
         run = np.concatenate([
-            np.where(gk < no, np.searchsorted(key_f, gk + off[r], side="right"), above_neg_inf),
-            np.where(gj >= 1, np.searchsorted(key_t, (ni - gj) + off[r], side="right"), above_neg_inf),
+            np.where(gk < no, np.searchsorted(fps, gk.astype(count), side="right"), above_neg_inf),
+            np.where(gj >= 1, np.searchsorted(tps, (ni - gj).astype(count), side="right"), above_neg_inf),
         ]) - 1  # the last run strictly above the threshold
-        inside = run >= starts[r]
+        inside = run >= 0
         run = np.where(inside, run, 0)
-        out.append((ni, no, np.where(inside, tps[run], 0), np.where(inside, fps[run], 0)))
+        out.append((ni, no, np.where(inside, tps[run], 0).astype(np.int64),
+                    np.where(inside, fps[run], 0).astype(np.int64)))
     return out
+
+
+def class_sizes(th: Thresholds) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's members and non-members (int64): the counts at its last threshold, at or above every score."""
+    lasts = th.starts + th.sizes - 1
+    return th.tps[lasts].astype(np.int64), th.fps[lasts].astype(np.int64)
 
 
 def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
