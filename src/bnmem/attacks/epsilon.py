@@ -416,13 +416,78 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         tp, fp = (np.concatenate([c[j] for c in counts.values()]) for j in (2, 3))
         n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
         alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
-        at = np.cumsum([0] + sizes)[1:-1]
-        low = np.split(distinct_clopper_pearson(tp, n_in, alpha, upper=False, known=known), at)
-        high = np.split(distinct_clopper_pearson(fp, n_out, alpha, upper=True, known=known), at)
+        bounds = np.cumsum([0] + sizes)
+        row_deltas = np.repeat(deltas[list(counts)], sizes)
+        by_rank = np.repeat([rank_grid(c[1]).size for c in counts.values()], sizes)  # the non-member ranks first
+        by_rank = np.arange(tp.size) - np.repeat(bounds[:-1], sizes) < by_rank
+        tpr_low, fpr_high = _deciding_quantiles(tp, fp, n_in, n_out, alpha, row_deltas, bounds[:-1], by_rank, known)
+        low, high = np.split(tpr_low, bounds[1:-1]), np.split(fpr_high, bounds[1:-1])
     done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
             for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
     return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
             for i in range(ranked.values.shape[0])]
+
+
+# How far below a row's known term a threshold's bound from the point estimates may lie and still be
+# evaluated: covers the rounding of two logarithms and a subtraction (~1e-15) many times over.
+_PRUNE_MARGIN = 1e-9
+
+
+def _deciding_quantiles(tp: np.ndarray, fp: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, alpha: np.ndarray,
+                        deltas: np.ndarray, starts: np.ndarray, non_member_rank: np.ndarray,
+                        known: KnownQuantiles | None) -> tuple[np.ndarray, np.ndarray]:
+    """TPR_low and FPR_high (:func:`clopper_pearson`) at every threshold of the rows (flat, row r's from
+    ``starts[r]``) where they can decide :func:`_best`; elsewhere 0 and 1, which make both terms −inf.
+
+    The beta quantiles are most of the bounds' cost, and few thresholds can give a row's largest term.
+    At a non-member rank threshold (``non_member_rank``) FPR_high is computed (its count is the rank itself
+    with continuous scores: the same quantile for every attack, remembered by ``known``), and so is TPR_low
+    at a member rank threshold; the other side is bounded by its point estimate: a one-sided
+    Clopper–Pearson bound at α < 1/2 lies on its side of it (TPR_low ≤ tp/n_in, FPR_high ≥ fp/n_out), and
+    both terms grow with TPR_low and fall with FPR_high, so those terms bound the true ones from above.
+    Per row, the true terms are evaluated where the bounds are largest; every threshold whose bound is not
+    below that value (less a margin for rounding) is evaluated too. Every threshold that can reach the
+    row's largest term of either kind, ties included, is then exact, and so are :func:`_best`'s maxima,
+    the first index reaching each and the counts and bounds it records there: the numbers of evaluating
+    every threshold.
+    """
+    sizes = np.diff(np.append(starts, tp.size))
+    tpr_low, fpr_high = np.zeros(tp.size), np.ones(tp.size)
+    at_f, at_t = np.flatnonzero(non_member_rank), np.flatnonzero(~non_member_rank)
+    fpr_high[at_f] = distinct_clopper_pearson(fp[at_f], n_out[at_f], alpha[at_f], upper=True, known=known)
+    tpr_low[at_t] = distinct_clopper_pearson(tp[at_t], n_in[at_t], alpha[at_t], upper=False, known=known)
+    low_bound, high_bound = tp / n_in, fp / n_out
+    low_bound[at_t], high_bound[at_f] = tpr_low[at_t], fpr_high[at_f]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        top_a, top_b = _terms(low_bound, high_bound, deltas)
+    seeds = np.concatenate([_first_max(top_a, starts, sizes), _first_max(top_b, starts, sizes)])
+    _fill(tpr_low, fpr_high, seeds, non_member_rank, tp, fp, n_in, n_out, alpha, known)
+    seed_a, seed_b = _terms(tpr_low[seeds], fpr_high[seeds], deltas[seeds])
+    rows = starts.size
+    floor_a, floor_b = seed_a[:rows], seed_b[rows:]  # each kind's true term where its bound is largest
+    with np.errstate(invalid="ignore"):  # -inf less the margin stays -inf: every threshold is evaluated
+        need = ((top_a >= np.repeat(floor_a - _PRUNE_MARGIN * (1.0 + np.abs(floor_a)), sizes))
+                | (top_b >= np.repeat(floor_b - _PRUNE_MARGIN * (1.0 + np.abs(floor_b)), sizes)))
+    need[seeds] = True
+    _fill(tpr_low, fpr_high, np.flatnonzero(need), non_member_rank, tp, fp, n_in, n_out, alpha, known)
+    tpr_low[~need], fpr_high[~need] = 0.0, 1.0
+    return tpr_low, fpr_high
+
+
+def _fill(tpr_low: np.ndarray, fpr_high: np.ndarray, at: np.ndarray, non_member_rank: np.ndarray, tp: np.ndarray,
+          fp: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, alpha: np.ndarray, known: KnownQuantiles | None) -> None:
+    """Compute the bound not yet computed at the thresholds ``at``: TPR_low at a non-member rank, FPR_high at
+    a member rank."""
+    f, t = at[~non_member_rank[at]], at[non_member_rank[at]]
+    tpr_low[t] = distinct_clopper_pearson(tp[t], n_in[t], alpha[t], upper=False, known=known)
+    fpr_high[f] = distinct_clopper_pearson(fp[f], n_out[f], alpha[f], upper=True, known=known)
+
+
+def _first_max(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per row of ``values`` (flat, row r's from ``starts[r]``), the flat index of its first largest entry."""
+    largest = np.maximum.reduceat(values, starts)
+    index = np.where(values == np.repeat(largest, sizes), np.arange(values.size), values.size)
+    return np.minimum.reduceat(index, starts)
 
 
 def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> EpsilonBound:
