@@ -12,7 +12,7 @@ With n non-members the smallest non-zero FPR is 1/n; for n < 1000 the TPR at
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,20 +110,33 @@ class RankedRows:
         columns: [rows, n] the column of ``scores`` each sorted entry came from.
     """
 
-    def __init__(self, values: np.ndarray, members: np.ndarray, columns: np.ndarray):
-        self.values, self.members, self.columns = values, members, columns
+    def __init__(self, values: np.ndarray, members: np.ndarray,
+                 columns: np.ndarray | Callable[[], np.ndarray]):
+        self.values, self.members = values, members
+        self._columns = columns  # or how to find them, when first read (a subset's often never are)
+
+    @property
+    def columns(self) -> np.ndarray:
+        if callable(self._columns):
+            self._columns = self._columns()
+        return self._columns
 
     def subset(self, mask: np.ndarray) -> "RankedRows":
-        """The rows restricted to the columns where ``mask`` [n] is True, still sorted."""
+        """The rows restricted to the columns where ``mask`` [n] is True, still sorted (their columns picked
+        when first read: the metrics, ε bounds and thinned pooled curve never do)."""
         mask = np.asarray(mask, dtype=bool)
         if mask.all():
             return self
         rows = self.values.shape[0]
         sel = mask[self.columns].ravel()  # every row keeps as many entries (each holds each column equally often)
         k = int(np.count_nonzero(sel)) // max(rows, 1)
-        # np.compress picks the same entries in the same order as boolean indexing, in about 2/3 of the time.
-        return RankedRows(*(np.compress(sel, a.ravel()).reshape(rows, k)
-                            for a in (self.values, self.members, self.columns)))
+        columns = self.columns
+
+        def picked(a: np.ndarray) -> np.ndarray:
+            # np.compress picks the same entries in the same order as boolean indexing, in about 2/3 of the time.
+            return np.compress(sel, a.ravel()).reshape(rows, k)
+
+        return RankedRows(picked(self.values), picked(self.members), lambda: picked(columns))
 
     def merged(self) -> "RankedRows":
         """All rows as one row, sorted: the scores pooled over rows (each entry keeps its column)."""
