@@ -273,6 +273,26 @@ def _best(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndar
                         float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), int(tp.size))
 
 
+def _best_rows(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndarray, starts: np.ndarray,
+               sizes: np.ndarray, n_in: list[int], n_out: list[int], deltas: np.ndarray, level: float,
+               points: np.ndarray) -> list[EpsilonBound]:
+    """:func:`_best` of every row at once (flat arrays, row r's ``sizes[r]`` from ``starts[r]``): the same
+    terms element by element, the same first maxima, the same choice between them."""
+    a, b = _terms(tpr_low, fpr_high, np.repeat(deltas, sizes))
+    ia, ib = _first_max(a, starts, sizes), _first_max(b, starts, sizes)
+    best_a, best_b = a[ia], b[ib]
+    first = best_a >= best_b
+    best, at = np.where(first, best_a, best_b), np.where(first, ia, ib)
+    positive = best > 0
+    at = np.where(positive, at, ia)  # none positive: the counts at the best tpr/fpr threshold, for the record
+    best = np.where(positive, best, 0.0)
+    terms = np.where(positive, np.where(first, "tpr/fpr", "tnr/fnr"), "none").tolist()
+    return [EpsilonBound(e, pt, term, t, ni, f, no, lo, hi, d, float(level), k)
+            for e, pt, term, t, ni, f, no, lo, hi, d, k in zip(
+                best.tolist(), points.tolist(), terms, tp[at].tolist(), n_in, fp[at].tolist(), n_out,
+                tpr_low[at].tolist(), fpr_high[at].tolist(), deltas.tolist(), sizes.tolist())]
+
+
 def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
     """The point bounds (:class:`EpsilonBound`'s ``eps_point``) of a chunk's rows from its raw ROC counts
     ``th`` (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class.
@@ -409,8 +429,7 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
     if rank_counts is None:
         rank_counts = RankCounts.of(ranked, deltas)
     points, counts = rank_counts.points, rank_counts.counts
-    low: list[np.ndarray] = []
-    high: list[np.ndarray] = []
+    done: dict[int, EpsilonBound] = {}
     if counts:
         sizes = [c[2].size for c in counts.values()]
         tp, fp = (np.concatenate([c[j] for c in counts.values()]) for j in (2, 3))
@@ -421,9 +440,10 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         by_rank = np.repeat([rank_grid(c[1]).size for c in counts.values()], sizes)  # the non-member ranks first
         by_rank = np.arange(tp.size) - np.repeat(bounds[:-1], sizes) < by_rank
         tpr_low, fpr_high = _deciding_quantiles(tp, fp, n_in, n_out, alpha, row_deltas, bounds[:-1], by_rank, known)
-        low, high = np.split(tpr_low, bounds[1:-1]), np.split(fpr_high, bounds[1:-1])
-    done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
-            for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
+        rows = list(counts)
+        done = dict(zip(rows, _best_rows(tp, fp, tpr_low, fpr_high, bounds[:-1], np.array(sizes),
+                                         [c[0] for c in counts.values()], [c[1] for c in counts.values()],
+                                         deltas[rows], level, points[rows])))
     return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
             for i in range(ranked.values.shape[0])]
 
