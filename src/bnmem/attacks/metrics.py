@@ -275,35 +275,31 @@ class KeptPoints:
     def metrics(self) -> dict[str, np.ndarray]:
         """Per row, :func:`metrics_from_roc` of its curve (:meth:`curves`), bit for bit, without the curves.
 
-        The curve's rates come from the same divisions, here of one flat float64 array holding every row's
-        points with a 0 before each row's; a row's AUC is the same ``np.add.reduce`` over the same trapezoid
-        terms (a slice of the flat terms: the same pairwise sum); the balanced accuracy is the maximum of
-        the same values, and a curve from counts rises, so the TPR at an FPR level is the last point's
-        within the level, found by counting the points there.
+        The rates are the same divisions. A row's AUC is the same ``np.add.reduce`` over the same trapezoid
+        terms, laid out contiguously: the step from the origin, (f₀ − 0)(t₀ + 0)/2 = f₀t₀/2 exactly, in the
+        slot before the row's other steps. The balanced accuracy is the maximum of the same values (the
+        origin's is 1/2), and a curve from counts rises, so the TPR at an FPR level is that of the last
+        point within it, found by counting the points there (none: the origin's, 0).
         """
         f, t, bounds = self.fps, self.tps, self.bounds
         rows = bounds.size - 1
-        lasts = bounds[1:] - 1
+        starts, lasts = bounds[:-1], bounds[1:] - 1
+        sizes = np.diff(bounds)
         f_last, t_last = f[lasts].astype(np.float64), t[lasts].astype(np.float64)
         ok = (f_last > 0) & (t_last > 0)
-        sizes = np.diff(bounds) + 1  # with the origin
-        starts = bounds[:-1] + np.arange(rows)  # each row's origin in the flat arrays
-        fpr, tpr = np.zeros(f.size + rows), np.zeros(f.size + rows)
-        inner = np.ones(f.size + rows, dtype=bool)
-        inner[starts] = False
-        fpr[inner], tpr[inner] = f, t
         with np.errstate(divide="ignore", invalid="ignore"):  # rows lacking a class: not read
-            fpr /= np.repeat(f_last, sizes)
-            tpr /= np.repeat(t_last, sizes)
-        terms = (fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2.0  # across rows too; read within a row only
+            fpr, tpr = f / np.repeat(f_last, sizes), t / np.repeat(t_last, sizes)
+        terms = np.empty(f.size)  # row r's steps: [starts[r], starts[r] + sizes[r])
+        terms[1:] = (fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1]) / 2.0  # a row's first slot: overwritten
+        terms[starts] = fpr[starts] * tpr[starts] / 2.0
         out = {name: np.full(rows, math.nan) for name in METRIC_NAMES}
-        auc, balanced = out["auc"], out["balanced_acc"]
+        auc = out["auc"]
         for r in np.flatnonzero(ok).tolist():
-            auc[r] = np.add.reduce(terms[starts[r]:starts[r] + sizes[r] - 1])
-        balanced[ok] = np.maximum.reduceat((tpr + 1.0 - fpr) / 2.0, starts)[ok]
+            auc[r] = np.add.reduce(terms[starts[r]:starts[r] + sizes[r]])
+        out["balanced_acc"][ok] = np.maximum(np.maximum.reduceat((tpr + 1.0 - fpr) / 2.0, starts), 0.5)[ok]
         for name, level in FPR_LEVELS.items():
-            within = np.add.reduceat(fpr <= level, starts, dtype=np.intp)  # ≥ 1: the origin
-            out[name][ok] = tpr[starts + within - 1][ok]
+            within = np.add.reduceat(fpr <= level, starts, dtype=np.intp)
+            out[name][ok] = np.where(within > 0, tpr[starts + within - 1], 0.0)[ok]
         return out
 
 
