@@ -189,11 +189,12 @@ def log_prefix_suffix(log_vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         suf [C + 2, B] (row p: log Σ of values p..C−1; rows C, C + 1 = −inf).
     """
     c = log_vals.shape[0]
-    pre = np.full((c + 1,) + log_vals.shape[1:], -np.inf)
-    suf = np.full((c + 2,) + log_vals.shape[1:], -np.inf)
-    if c:
-        pre[1:] = np.logaddexp.accumulate(log_vals, axis=0)
-        suf[:c] = np.logaddexp.accumulate(log_vals[::-1], axis=0)[::-1]
+    pre = np.empty((c + 1,) + log_vals.shape[1:])
+    suf = np.empty((c + 2,) + log_vals.shape[1:])
+    pre[0] = suf[c:] = -np.inf
+    if c:  # accumulated straight into place (suffixes: the reversed rows, written reversed)
+        np.logaddexp.accumulate(log_vals, axis=0, out=pre[1:])
+        np.logaddexp.accumulate(log_vals[::-1], axis=0, out=suf[c - 1::-1])
     return pre, suf
 
 
@@ -206,6 +207,28 @@ def loo_log_mean(pre: np.ndarray, suf: np.ndarray, pos: np.ndarray) -> np.ndarra
     c = pre.shape[0] - 1
     total = np.logaddexp(np.take_along_axis(pre, pos, axis=0), np.take_along_axis(suf, pos + 1, axis=0))
     return total - np.log(np.where(pos < c, c - 1, c))
+
+
+def loo_log_means_by_position(pre: np.ndarray, suf: np.ndarray) -> np.ndarray:
+    """:func:`loo_log_mean` for every removed position p = 0..C at once: [C + 1, B] (row p removes p).
+
+    Every target's value is one of these rows' entries (its removed position's), bit for bit: the same
+    ``logaddexp`` of the same prefix and suffix, minus the same log count. A side's C values give C + 1
+    rows, fewer than the T targets that read them, so :func:`loo_log_mean_at` of this table does less work.
+    """
+    c = pre.shape[0] - 1
+    table = np.logaddexp(pre, suf[1:])
+    with np.errstate(divide="ignore"):
+        logs = np.log(np.array([c - 1, c], dtype=np.float64))  # the counts left: C − 1, or C (none removed)
+    table[:c] -= logs[0]
+    table[c] -= logs[1]
+    return table
+
+
+def loo_log_mean_at(table: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Entries of :func:`loo_log_means_by_position`'s ``table`` [C + 1, B] at the rows ``pos`` [T, B]: [T, B]."""
+    b = table.shape[1]
+    return np.take(table.reshape(-1), pos.astype(np.intp, copy=False) * b + np.arange(b, dtype=np.intp))
 
 
 # ---------------------------------------------------------------- one removal per target: its own value or the last

@@ -121,6 +121,82 @@ def logsumexp_last(a: np.ndarray) -> np.ndarray:
     return (np.log1p(s) + np.log(m) + a_max)[..., 0]
 
 
+def view_log_mean_of_loss(loss: np.ndarray) -> np.ndarray:
+    """:func:`view_log_mean` of ``−loss`` (log p_y = −cross-entropy), bit for bit, from the loss itself.
+
+    The same IEEE operations as :func:`logsumexp_last` on −loss, laid out so that none is a reduction over
+    the short views axis: the values are copied views-first ([V, R]), the maximum of −loss is −(the
+    minimum of the loss), −loss − (−min) is min − loss (the same rounding: IEEE subtraction is
+    sign-symmetric), and the sum over views repeats numpy's pairwise order (:func:`pairwise_sum_rows`)
+    with elementwise adds of whole rows.
+
+    Args:
+        loss: [..., n_views] cross-entropy.
+
+    Returns:
+        [...] log( mean_v exp(−loss) ).
+    """
+    loss = np.asarray(loss, dtype=np.float64)
+    v = loss.shape[-1]
+    if v == 0 or loss.size == 0:
+        return view_log_mean(-loss)
+    rows = np.ascontiguousarray(loss.reshape(-1, v).T)  # [V, R]
+    low = rows.min(axis=0)
+    if not np.isfinite(low).all():
+        return view_log_mean(-loss)  # SciPy's own handling of infinite or NaN maxima
+    shifted = np.subtract(low, rows, out=rows)  # −loss − max(−loss), exactly
+    at_max = shifted == 0.0  # x − y == 0 exactly where x == y (gradual underflow)
+    np.copyto(shifted, -np.inf, where=at_max)  # the maximum's terms are left out of the sum, as SciPy does
+    s = pairwise_sum_rows(np.exp(shifted, out=shifted))
+    # how many values equal the maximum (an exact count either way; bytes add fastest)
+    m = (np.add.reduce(at_max.view(np.uint8), axis=0, dtype=np.uint8) if v < 256
+         else at_max.sum(axis=0)).astype(np.float64)
+    s /= m  # s == 0 stays 0 (SciPy's where(s == 0, s, s / m))
+    out = np.log1p(s, out=s)
+    out += np.log(m)
+    out -= low  # + max(−loss) = − min(loss), exactly
+    out -= np.log(v)
+    return out.reshape(loss.shape[:-1])
+
+
+def pairwise_sum_rows(a: np.ndarray) -> np.ndarray:
+    """Σ over axis 0 of ``a`` [n, ...] in the order ``np.add.reduce`` sums a contiguous last axis of n values.
+
+    numpy adds the pairwise sum of the n values to its identity 0.0: fewer than 8 values one after another;
+    up to 128 with 8 accumulators (value i into accumulator i mod 8, the remainder of n mod 8 added last
+    after the accumulators are combined as ((0+1)+(2+3))+((4+5)+(6+7))); more, split in two halves (the
+    first a multiple of 8 long) summed recursively. Here each step is an elementwise add of whole rows.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    out = np.zeros(a.shape[1:])
+    out += _pairwise(a)
+    return out
+
+
+def _pairwise(a: np.ndarray) -> np.ndarray:
+    n = a.shape[0]
+    if n < 8:
+        res = np.zeros(a.shape[1:])
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r = a[0:8].copy()
+        i = 8
+        while i < n - n % 8:
+            r += a[i:i + 8]
+            i += 8
+        p = r[0::2] + r[1::2]
+        q = p[0::2] + p[1::2]
+        res = q[0] + q[1]
+        for j in range(i, n):
+            res += a[j]
+        return res
+    half = n // 2
+    half -= half % 8
+    return _pairwise(a[:half]) + _pairwise(a[half:])
+
+
 def _ref_log_mean(ref_log_p: np.ndarray) -> np.ndarray:
     ref_log_p = np.asarray(ref_log_p, dtype=np.float64)
     if ref_log_p.ndim != 2 or ref_log_p.shape[0] < 1:

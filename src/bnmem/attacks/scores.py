@@ -125,9 +125,13 @@ def loss_from_phi(phi: np.ndarray) -> np.ndarray:
     phi = np.asarray(phi, dtype=np.float64)
     # np.logaddexp(0, −φ)'s own algorithm (the larger argument plus log1p(exp(−|difference|))) with numpy's
     # vectorized exp and log1p: the ufunc's scalar loop is several times slower on large arrays.
-    out = np.exp(-np.abs(phi))
+    # −|φ| as min(φ, −φ) (the two differ only in the sign of a zero, which exp does not see), sharing −φ with
+    # max(−φ, 0): two temporaries, every other step in place.
+    neg = np.negative(phi)
+    out = np.minimum(phi, neg)
+    np.exp(out, out=out)
     np.log1p(out, out=out)
-    out += np.maximum(-phi, 0.0)
+    out += np.maximum(neg, 0.0, out=neg)
     return out
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from bnmem.allocator import keep_freed_memory
 from bnmem.attacks.keep import first_k_references
-from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean
+from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean_at, loo_log_means_by_position
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.scores import loss_from_phi
@@ -52,7 +52,7 @@ from bnmem.attacks.rmia import (
     rmia_scores,
     rmia_scores_against,
     select_offline_a,
-    view_log_mean,
+    view_log_mean_of_loss,
 )
 from bnmem.attacks.spec import Block
 from bnmem.errors import BnmemError
@@ -293,10 +293,14 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             view = Block(x, fits, sd_in, sd_out)
             for name in scores:
                 if name not in rmia:
-                    scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
+                    # the mean over views straight into the score columns: np.mean's own add.reduce, then
+                    # true_divide by the count (the same bits, no [T, B] temporary)
+                    cols = scores[name][:, a:b]
+                    np.add.reduce(attack_spec.get(name).stream(view), axis=2, out=cols)
+                    cols /= phi_blk.shape[2]
             if rmia:
                 # log p_y = −loss; the loss attack's block shares it when every model is a target
-                lp_blk = view_log_mean(-(view.loss if plan.all_targets else loss_from_phi(phi_blk)))
+                lp_blk = view_log_mean_of_loss(view.loss if plan.all_targets else loss_from_phi(phi_blk))
                 mean_in, mean_out = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
                 if ratios is not None:
                     for name, online in ratios.items():
@@ -314,7 +318,7 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     pop_lp = np.empty((m, p))
     pblock = max(1, WORK_ELEMENTS // max(1, m * v))
     for a in range(0, p, pblock):
-        pop_lp[:, a : a + pblock] = view_log_mean(-loss_from_phi(pop_source.read(a, min(p, a + pblock))))
+        pop_lp[:, a : a + pblock] = view_log_mean_of_loss(loss_from_phi(pop_source.read(a, min(p, a + pblock))))
     return pop_lp
 
 
@@ -452,9 +456,9 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
     for member, k in ((True, plan.k_in), (False, plan.k_out)):
         if plan.balanced:
             order, pos = positions(member)
-            pre, suf = log_prefix_suffix(lp_blk[order, cols[None, :]])
-            with np.errstate(divide="ignore"):
-                outs.append(loo_log_mean(pre, suf, pos))
+            # each removed position's log mean once per example, then read off per target
+            table = loo_log_means_by_position(*log_prefix_suffix(lp_blk[order, cols[None, :]]))
+            outs.append(loo_log_mean_at(table, pos))
         else:
             res = np.full((len(plan.targets), lp_blk.shape[1]), -np.inf)
             for i, target in enumerate(plan.targets):
@@ -479,21 +483,21 @@ def _rmia_marginal(lmean_in: np.ndarray, lmean_out: np.ndarray, online: bool, a:
 def _rmia_from_ratios(ratios: np.ndarray, keep: np.ndarray, tgt: np.ndarray, pop_lp: np.ndarray | None,
                       online: bool, a: float | None, gamma: float) -> None:
     """Each target's row of log(p(x|θ)/p(x)) [T, N] replaced by its RMIA scores, in place (as :func:`_rmia`)."""
-    pop = None if pop_lp is None else (pop_lp, *log_prefix_suffix(pop_lp))
+    pop = None if pop_lp is None else (pop_lp, loo_log_means_by_position(*log_prefix_suffix(pop_lp)))
     for i, t in enumerate(tgt):
         ratios[i] = _rmia_row(ratios[i], int(t), keep, pop, online, a, gamma)
 
 
-def _rmia_row(log_r: np.ndarray, t: int, keep: np.ndarray, pop: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+def _rmia_row(log_r: np.ndarray, t: int, keep: np.ndarray, pop: tuple[np.ndarray, np.ndarray] | None,
               online: bool, a: float | None, gamma: float) -> np.ndarray:
     """Target t's RMIA scores from its candidates' log(p(x|θ)/p(x)): against the population ``pop`` (its log
-    p_y [M, P] and their prefix/suffix log-sums over models), or the legacy one (t's non-members)."""
+    p_y [M, P] and, row t, the log mean over all models but t [M + 1, P]), or the legacy one (t's non-members)."""
     if pop is None:
         return rmia_scores(log_r, ~keep[t], gamma)
-    pop_lp, pop_pre, pop_suf = pop
+    pop_lp, pop_means = pop
     # Every model is OUT for a population point: the target's references are all other models, so p(z) is a
-    # leave-one-out mean over models (prefix/suffix sums).
-    ref_mean = loo_log_mean(pop_pre, pop_suf, np.full((1, pop_lp.shape[1]), t, dtype=np.intp))[0]
+    # leave-one-out mean over models (prefix/suffix sums: loo_log_means_by_position).
+    ref_mean = pop_means[t]
     pop_marg = ref_mean if online else _rmia_marginal(None, ref_mean, False, a)
     return rmia_scores_against(log_r, pop_lp[t] - pop_marg, gamma)
 
@@ -502,7 +506,7 @@ def _rmia(lp_all: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray, keep:
           pop_lp: np.ndarray | None, online: bool, params: RMIAParams) -> tuple[np.ndarray, list[float] | None]:
     """RMIA scores [T, N] from the reference means; offline a per target (selected when params.a is None)."""
     out = np.empty((len(tgt), lp_all.shape[1]))
-    pop = None if pop_lp is None else (pop_lp, *log_prefix_suffix(pop_lp))
+    pop = None if pop_lp is None else (pop_lp, loo_log_means_by_position(*log_prefix_suffix(pop_lp)))
     chosen: list[float] | None = [] if (not online and params.a is None) else None
     for i, t in enumerate(tgt):
         a = None if online else params.a
