@@ -518,3 +518,107 @@ def test_epsilon_bounds_from_the_deciding_quantiles_are_the_per_target_bound(see
                 assert got[i].to_dict() == want or all(
                     v == w or (v != v and w != w) for v, w in zip(got[i].to_dict().values(), want.values())), (
                     strength, tie, i, got[i], want)
+
+
+# ---------------------------------------------------------------- RMIA's and the loss attack's passes (bit for bit)
+
+
+def test_loss_from_phi_is_the_written_out_softplus_bit_for_bit():
+    """log1p(exp(−|φ|)) + max(−φ, 0), one temporary per step: the fast path's fewer passes change no bit."""
+    rng = np.random.default_rng(3)
+    phi = np.concatenate([rng.normal(0, 20, 5000), rng.normal(0, 1e-5, 500), np.linspace(-800, 800, 2001),
+                          [0.0, -0.0, 5e-324, -5e-324, 1e-300, -1e-300, 36.7, -36.7, 709.8, -709.8]])
+    want = np.log1p(np.exp(-np.abs(phi))) + np.maximum(-phi, 0.0)
+    got = loss_from_phi(phi)
+    assert got.tobytes() == want.tobytes()
+    block = phi[:4896].reshape(16, 17, 18)[:, 3:9]  # a strided slice of a block, as the evaluation reads it
+    assert loss_from_phi(block).tobytes() == (np.log1p(np.exp(-np.abs(block))) + np.maximum(-block, 0.0)).tobytes()
+
+
+@pytest.mark.parametrize("n", list(range(0, 20)) + [23, 24, 25, 127, 128, 129, 136, 250, 300])
+def test_pairwise_sum_rows_is_numpys_add_reduce_bit_for_bit(n):
+    """Rows added in numpy's pairwise order: the sum over a contiguous last axis, bit for bit (magnitudes
+    spread over 12 decades, so another order of the same additions rounds differently)."""
+    from bnmem.attacks.rmia import pairwise_sum_rows
+
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=(400, n)) * 10.0 ** rng.integers(-6, 7, size=(400, n))
+    if n:
+        a[:100, 0] = -0.0  # numpy starts from its identity 0.0: a lone −0.0 sums to +0.0
+        a[:50] = -0.0
+    got = pairwise_sum_rows(np.ascontiguousarray(a.T))
+    assert got.shape == (400,) and got.tobytes() == np.add.reduce(a, axis=-1).tobytes()
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 18), (7, 1), (2, 3, 4, 9), (400, 18), (5, 2), (6, 8), (4, 17), (3, 130)])
+def test_view_log_mean_of_loss_is_scipys_logsumexp_of_minus_loss_bit_for_bit(shape):
+    """RMIA's log mean p_y over views from the loss: SciPy's logsumexp of −loss minus log V, bit for bit."""
+    from bnmem.attacks.rmia import view_log_mean, view_log_mean_of_loss
+
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1])
+    v = shape[-1]
+    for kind in ("spread", "ties", "zeros", "tiny", "inf"):
+        loss = np.abs(rng.normal(0, 30, shape))
+        if kind == "ties":
+            loss = np.round(loss / 20)  # several views at the minimum loss (the maximum of −loss)
+        elif kind == "zeros":
+            loss[rng.random(shape) < 0.5] = 0.0  # −loss = −0.0 at the maximum
+        elif kind == "tiny":
+            loss = loss * 1e-18
+        elif kind == "inf":
+            loss[rng.random(shape) < 0.3] = np.inf  # p_y = 0 in some views
+            loss[..., 0] = 1.0
+        want = logsumexp(-loss, axis=-1) - np.log(v)
+        kept = loss.copy()
+        got = view_log_mean_of_loss(loss)
+        assert loss.tobytes() == kept.tobytes()  # the loss attack reads the same array afterwards
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), kind
+        assert got.tobytes() == view_log_mean(-loss).tobytes()
+        strided = loss[..., ::2]
+        assert view_log_mean_of_loss(strided).tobytes() == (logsumexp(-strided, axis=-1)
+                                                            - np.log(strided.shape[-1])).tobytes()
+    edge = np.array([[1.0, np.inf], [np.inf, np.inf], [np.nan, 1.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(view_log_mean_of_loss(edge), logsumexp(-edge, axis=-1) - np.log(2))
+
+
+def test_loo_log_means_by_position_read_per_target_equal_loo_log_mean_bit_for_bit():
+    """The per-position table read off at each target's removed position is loo_log_mean itself, and the
+    prefix/suffix log-sums accumulated in place are the accumulations written out."""
+    from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_log_mean_at, loo_log_means_by_position
+
+    rng = np.random.default_rng(4)
+    for c in (1, 2, 3, 8, 128):
+        b = 13
+        log_vals = -np.abs(rng.normal(0, 5, (c, b))) * 10.0 ** rng.integers(-3, 3, (c, b))
+        log_vals[0, 0] = -np.inf  # a model with p_y = 0
+        pre, suf = log_prefix_suffix(log_vals)
+        want_pre = np.concatenate([np.full((1, b), -np.inf), np.logaddexp.accumulate(log_vals, axis=0)])
+        want_suf = np.concatenate([np.logaddexp.accumulate(log_vals[::-1], axis=0)[::-1], np.full((2, b), -np.inf)])
+        assert pre.tobytes() == want_pre.tobytes() and suf.tobytes() == want_suf.tobytes()
+        pos = np.concatenate([np.tile(np.arange(c + 1)[:, None], (1, b)), rng.integers(0, c + 1, (20, b))])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = loo_log_mean(pre, suf, pos)
+            got = loo_log_mean_at(loo_log_means_by_position(pre, suf), pos)
+        assert got.shape == (pos.shape[0], b) and got.tobytes() == want.tobytes(), c
+
+
+def test_streaming_view_means_are_numpys_mean_bit_for_bit():
+    """Every attack's views averaged into the score columns as np.mean averages them: a toy attack whose
+    per-view values span many decades (so a different summation order would round differently) scores the
+    same bits streamed as in the oracle."""
+    name = "toy_wide_views"
+    spec.register(spec.AttackSpec(name, "toy", oracle=lambda r: np.exp(3 * r.phi_t).mean(axis=1),
+                                   stream=lambda b: np.exp(3 * b.x)))
+    try:
+        rng = np.random.default_rng(5)
+        m, n, v = 6, 90, 18
+        phi = rng.normal(0, 4, (m, n, v))
+        keep = keep_matrix(m, n, 5)
+        got = evaluate_stream(phi, keep, attacks=[name, "loss"], block=32)["scores"]
+        want = evaluate_inputs(AttackInputs.from_phi(phi, keep), attacks=[name, "loss"])["scores"]
+        for attack in (name, "loss"):
+            assert np.asarray(got[attack]).tobytes() == np.asarray(want[attack]).tobytes(), attack
+            direct = {name: np.exp(3 * phi).mean(axis=2), "loss": -loss_from_phi(phi).mean(axis=2)}[attack]
+            assert np.asarray(got[attack]).tobytes() == direct.tobytes(), attack
+    finally:
+        spec.unregister(name)

@@ -140,7 +140,7 @@ def view_log_mean_of_loss(loss: np.ndarray) -> np.ndarray:
     v = loss.shape[-1]
     if v == 0 or loss.size == 0:
         return view_log_mean(-loss)
-    rows = np.ascontiguousarray(loss.reshape(-1, v).T)  # [V, R]
+    rows = loss.reshape(-1, v).T.copy()  # [V, R], always a copy: worked on in place below
     low = rows.min(axis=0)
     if not np.isfinite(low).all():
         return view_log_mean(-loss)  # SciPy's own handling of infinite or NaN maxima
