@@ -304,8 +304,8 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
                 mean_in, mean_out = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
                 if ratios is not None:
                     for name, online in ratios.items():
-                        scores[name][:, a:b] = plan.targets_of(lp_blk) - _rmia_marginal(mean_in, mean_out, online,
-                                                                                       rmia_a)
+                        np.subtract(plan.targets_of(lp_blk), _rmia_marginal(mean_in, mean_out, online, rmia_a),
+                                    out=scores[name][:, a:b])
                 else:
                     lp_all, lmean_in, lmean_out = rmia_refs
                     lp_all[:, a:b], lmean_in[:, a:b], lmean_out[:, a:b] = lp_blk, mean_in, mean_out
@@ -457,7 +457,8 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
         if plan.balanced:
             order, pos = positions(member)
             # each removed position's log mean once per example, then read off per target
-            table = loo_log_means_by_position(*log_prefix_suffix(lp_blk[order, cols[None, :]]))
+            vals = np.take(lp_blk.reshape(-1), order * lp_blk.shape[1] + cols[None, :])  # lp_blk[order, cols]
+            table = loo_log_means_by_position(*log_prefix_suffix(vals))
             outs.append(loo_log_mean_at(table, pos))
         else:
             res = np.full((len(plan.targets), lp_blk.shape[1]), -np.inf)
@@ -475,7 +476,9 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
 def _rmia_marginal(lmean_in: np.ndarray, lmean_out: np.ndarray, online: bool, a: float | None) -> np.ndarray:
     """log p(x) from the reference means: ½(IN + OUT) online, ½((1 + a)·OUT + 1 − a) offline (elementwise)."""
     if online:
-        return np.logaddexp(lmean_in, lmean_out) - np.log(2.0)
+        out = np.logaddexp(lmean_in, lmean_out)
+        out -= np.log(2.0)
+        return out
     with np.errstate(divide="ignore"):
         return np.logaddexp(np.log1p(a) + lmean_out, np.log1p(-a)) - np.log(2.0)
 
