@@ -39,6 +39,12 @@ POOLED_POINTS = 4000
 MERGE_BELOW = 1 << 16
 # Entries gathered from the buckets at a time.
 GATHER_BATCH = 1 << 18
+# Splitters sampled from a pooled sample this many times as dense (the splitters' gaps even out).
+OVERSAMPLE = 8
+# Pooled entries per bucket, times rows × sqrt(n / 12,000) (default_stride).
+STRIDE_SCALE = 1.0
+# Entries merged at a time (rows of a row block and the splitters).
+MERGE_CHUNK = 1 << 20
 
 
 def fpr_grid(max_points: int) -> np.ndarray:
@@ -106,37 +112,20 @@ class _Splitters:
         values = _finite_scores(view.values) if view.has_inf() else view.values  # the curve's clipped scores
         rows, n = values.shape
         if stride is None:
-            # Binary searches (rows × splitters) against gathered buckets (grid levels × bucket size): balanced
-            # on attack scores at CIFAR scale (M = 256, N = 50,000: a splitter every ~500 entries of a row).
-            stride = max(16, int(rows * math.sqrt(n / 12000.0)))
-        # Rows scored alike put their k-th entries at alike values: each row starts at its own phase, so the
-        # pooled splitters spread evenly instead of clustering.
-        phase = (np.arange(rows) * stride) // rows
-        picks = np.arange(0, n, stride)[None, :] + phase[:, None]
-        sample = np.take_along_axis(values, np.minimum(picks, n - 1), axis=1)
-        sig = np.unique(np.concatenate([sample.ravel(), values[:, 0], values[:, -1]]))[::-1]  # distinct, descending
+            stride = default_stride(rows, n)
+        sig = _splitter_values(values, stride)
         self.values, self.members, self.sig = values, view.members, sig
         # Per row: entries >= and > each splitter (positions in the descending row), and members among them.
-        ge = np.empty((rows, sig.size), dtype=np.int64)
-        gt = np.empty((rows, sig.size), dtype=np.int64)
-        neg_sig = np.negative(sig)  # ascending
-        for r in range(rows):
-            asc = np.negative(values[r])  # ascending: -v <= -s  <=>  v >= s
-            ge[r] = np.searchsorted(asc, neg_sig, side="right")
-            # Entries above a splitter: as many as at or above it, unless the last of those equals it (a tie:
-            # searched again; with continuous scores only a row's own sampled values).
-            g = gt[r]
-            g[:] = ge[r]
-            tie = np.flatnonzero((g > 0) & (asc[np.maximum(g - 1, 0)] == neg_sig))
-            g[tie] = np.searchsorted(asc, neg_sig[tie], side="left")
+        ge, gt = _row_positions(values, sig)
         cum = np.zeros((rows, n + 1), dtype=np.int32 if n < 2**31 else np.int64)
         np.cumsum(view.members, axis=1, out=cum[:, 1:])
-        row_base = (np.arange(rows, dtype=np.int64) * (n + 1))[:, None]
-        mge = np.take(cum, ge + row_base).sum(axis=0, dtype=np.int64)
-        mgt = np.take(cum, gt + row_base).sum(axis=0, dtype=np.int64)
-        del cum
+        flat = cum.reshape(-1)
+        row_base = (np.arange(rows, dtype=ge.dtype) * (n + 1))[:, None]
+        mge = np.take(flat, ge + row_base).sum(axis=0, dtype=np.int64)
+        mgt = np.take(flat, gt + row_base).sum(axis=0, dtype=np.int64)
+        del cum, flat
         self.ge_rows, self.gt_rows = ge, gt
-        nge, ngt = ge.sum(axis=0), gt.sum(axis=0)
+        nge, ngt = ge.sum(axis=0, dtype=np.int64), gt.sum(axis=0, dtype=np.int64)
         self.f = nge - mge  # the splitter's point: non-members and members scoring at least it
         self.t = mge
         self.a = (nge - ngt) - (mge - mgt)  # its tie group (the step into its point)
@@ -206,9 +195,8 @@ class _Splitters:
         idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(size_g)
         vals = np.take(self.values.reshape(-1), idx)
         mem = np.take(self.members.reshape(-1), idx)
-        order = np.argsort(np.negative(vals), kind="stable")  # buckets are disjoint ranges: segment-major
-        vals, mem = vals[order], mem[order]
         per_seg = self.bucket[segs]
+        vals, mem = _sort_segments(vals, mem, per_seg)
         seg_of = np.repeat(np.arange(segs.size), per_seg)
         # Tie groups (points) within the gathered entries.
         ends = np.ones(size_g, dtype=bool)
@@ -255,6 +243,104 @@ class _Splitters:
         kept[start[segs == 0]] = True  # the pooled first point
         last_kept = np.maximum.accumulate(np.where(kept, np.arange(total), -1))
         return _Local(f, t, kept, last_kept, start, size)
+
+
+def default_stride(rows: int, n: int) -> int:
+    """Entries per bucket (pooled) when none is asked for: balances the rows' merges with the splitters
+    (rows × splitters) against the gathered buckets (grid levels × bucket size)."""
+    return max(16, int(STRIDE_SCALE * rows * math.sqrt(n / 12000.0)))
+
+
+def _splitter_values(values: np.ndarray, stride: int) -> np.ndarray:
+    """Distinct splitter values, descending, about ``stride`` pooled entries apart, with every row's ends.
+
+    Every row is sampled ``OVERSAMPLE`` times as densely (each row at its own phase: rows scored alike put
+    their k-th entries at alike values), the pooled sample sorted, and every ``OVERSAMPLE``-th kept: the
+    pooled gaps between splitters are then close to ``stride`` instead of spread like a random sample's
+    (whose long gaps hold most grid levels: each level's bucket is gathered and sorted)."""
+    rows, n = values.shape
+    fine = max(1, stride // OVERSAMPLE)  # a row's samples are this many entries apart: as many pooled
+    phase = (np.arange(rows) * fine) // max(rows, 1)
+    picks = np.arange(0, n, fine)[None, :] + phase[:, None]
+    sample = np.take_along_axis(values, np.minimum(picks, n - 1), axis=1).reshape(-1)
+    sample = np.sort(sample)[::-1][::max(1, stride // fine)]
+    return np.unique(np.concatenate([sample, values[:, 0], values[:, -1]]))[::-1]
+
+
+def _row_positions(values: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row and splitter, the entries at or above it and above it (positions in the descending row).
+
+    A row (negated: ascending) and the splitters (negated: ascending) are two sorted runs; a stable sort
+    of the two merges them (timsort: linear), with a row's entries before an equal splitter, so each
+    splitter lands after exactly the entries at or above it. That is several times cheaper than a binary
+    search per splitter and row."""
+    rows, n = values.shape
+    size = sig.size
+    dtype = np.int32 if n + size < 2**31 else np.int64
+    ge = np.empty((rows, size), dtype=dtype)
+    gt = np.empty((rows, size), dtype=dtype)
+    neg_sig = np.negative(sig)
+    step = max(1, MERGE_CHUNK // (n + size))
+    buf = np.empty((min(step, rows), n + size))
+    buf[:, n:] = neg_sig
+    k = np.arange(size, dtype=dtype)[None, :]
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        b = buf[:r1 - r0]
+        np.negative(values[r0:r1], out=b[:, :n])
+        order = np.argsort(b, axis=1, kind="stable")
+        # The splitters in merged order are the splitters in order (distinct, ascending): the k-th one found
+        # has as many row entries before it as its merged position less k.
+        g = ge[r0:r1]
+        g[:] = np.flatnonzero(order >= n).reshape(r1 - r0, size)  # merged positions, flat (1-D: faster)
+        g -= k + (np.arange(r1 - r0, dtype=dtype) * (n + size))[:, None]
+        # Entries above a splitter: as many as at or above it, unless the last of those equals it (a tie:
+        # searched again; with continuous scores only a row's own sampled values).
+        h = gt[r0:r1]
+        h[:] = g
+        before = np.take_along_axis(b, np.maximum(g - 1, 0), axis=1)
+        tie_r, tie_j = np.nonzero((g > 0) & (before == neg_sig))
+        if tie_r.size:
+            bounds = np.searchsorted(tie_r, np.arange(r1 - r0 + 1))
+            for i in np.flatnonzero(np.diff(bounds)):
+                js = tie_j[bounds[i]:bounds[i + 1]]
+                h[i, js] = np.searchsorted(b[i, :n], neg_sig[js], side="left")
+    return ge, gt
+
+
+def _sort_segments(vals: np.ndarray, mem: np.ndarray, per_seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The gathered entries (consecutive segments of ``per_seg`` entries) sorted descending within each
+    segment, with their member flags. The order within a run of equal scores is arbitrary (the points are
+    read at the runs' ends).
+
+    Segments are disjoint score ranges, so one sort of everything would do, but sorting each segment in a
+    row of its own (padded to a power of two; segments of alike size together) stays in cache: several
+    times faster."""
+    out_v, out_m = np.empty_like(vals), np.empty_like(mem)
+    first = np.cumsum(per_seg) - per_seg
+    width = np.left_shift(1, np.ceil(np.log2(np.maximum(per_seg, 1))).astype(np.int64))
+    classes = np.unique(width).tolist()
+    for w in classes:
+        sel = np.flatnonzero(width == w) if len(classes) > 1 else np.arange(per_seg.size)
+        cnt = per_seg[sel]
+        n_sel = int(cnt.sum())
+        cnt_first = np.cumsum(cnt) - cnt
+        # The class's entries in padded rows of w: entry i at row_base + column (its place in the segment).
+        row_base = np.repeat(np.arange(sel.size, dtype=np.int64) * w, cnt)
+        at = row_base + (np.arange(n_sel) - np.repeat(cnt_first, cnt))
+        src = None if len(classes) == 1 else np.repeat(first[sel] - cnt_first, cnt) + np.arange(n_sel)
+        keys = np.full(sel.size * w, np.inf)  # padding sorts last (scores here are finite)
+        flags = np.zeros(sel.size * w, dtype=bool)
+        keys[at] = np.negative(vals if src is None else vals[src])
+        flags[at] = mem if src is None else mem[src]
+        # Sorted, a row's column c holds the entry at row_base + order[row, c]: one take of each array.
+        at = row_base + np.take(np.argsort(keys.reshape(sel.size, w), axis=1).reshape(-1), at)
+        got_v, got_m = np.negative(np.take(keys, at)), np.take(flags, at)
+        if src is None:
+            out_v, out_m = got_v, got_m
+        else:
+            out_v[src], out_m[src] = got_v, got_m
+    return out_v, out_m
 
 
 def _batch_bounds(sizes: np.ndarray, batch: int) -> list[tuple[int, int]]:
