@@ -189,6 +189,47 @@ def test_thinned_pooled_curve_falls_back_when_the_curve_may_be_short(monkeypatch
     np.testing.assert_array_equal(got[0], _oracle_thinned(scores, members, 4)[0])
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_row_positions_from_merges_are_binary_searches(seed, monkeypatch):
+    """Each row merged with the splitters (a stable sort, rows in blocks: one row, two, all) against a binary
+    search per row and splitter: entries at or above and above each splitter, with ties between the rows and
+    the splitters (the splitters are sampled from the rows), ±0, the largest floats and heavy ties."""
+    for scores, members, _ in _pooled_cases(seed):
+        view = rank_rows(scores, members)
+        values = metrics_module._finite_scores(view.values)
+        rows, n = values.shape
+        for stride in (1, 3, 16):
+            sig = pooled._splitter_values(values, stride)
+            assert (np.diff(sig) < 0).all()  # distinct, descending
+            assert np.isin(np.concatenate([values[:, 0], values[:, -1]]), sig).all()  # every row's ends
+            want_ge = np.stack([np.searchsorted(-values[r], -sig, side="right") for r in range(rows)])
+            want_gt = np.stack([np.searchsorted(-values[r], -sig, side="left") for r in range(rows)])
+            for chunk in (1, 2 * (n + sig.size), 1 << 20):
+                monkeypatch.setattr(pooled, "MERGE_CHUNK", chunk)
+                ge, gt = pooled._row_positions(values, sig)
+                np.testing.assert_array_equal(ge, want_ge)
+                np.testing.assert_array_equal(gt, want_gt)
+
+
+def test_segments_sorted_as_padded_rows_are_each_segment_sorted():
+    """Segments of many sizes (empty, one entry, several powers of two, one size only) with ties inside
+    and member flags: each segment's scores descending, the same multiset of (score, member) pairs."""
+    rng = np.random.default_rng(3)
+    for sizes in ([0, 1, 2, 3, 0, 5, 17, 64, 65, 300, 1, 0], [40] * 7, [0, 0], [1000, 3, 1]):
+        per_seg = np.array(sizes, dtype=np.int64)
+        # Disjoint descending ranges (segment k in (-k - 1, -k)), shuffled within, few distinct values.
+        vals = np.concatenate([-k - rng.integers(1, 8, size=c) / 9.0 for k, c in enumerate(sizes)])
+        mem = rng.uniform(size=vals.size) < 0.5
+        got_v, got_m = pooled._sort_segments(vals, mem, per_seg)
+        at = 0
+        for c in sizes:
+            part = slice(at, at + c)
+            assert (np.diff(got_v[part]) <= 0).all()
+            want = sorted(zip(vals[part].tolist(), mem[part].tolist()))
+            assert sorted(zip(got_v[part].tolist(), got_m[part].tolist())) == want
+            at += c
+
+
 def test_count_levels_is_the_largest_count_within_each_level():
     grid = pooled.fpr_grid(4000)
     for n_out in (1, 7, 1000, 6_400_000, 12_345_677):
