@@ -6,11 +6,12 @@ log and a linear grid, the last point of the full curve at or below that level. 
 the rows merged into one sorted sequence (tens of millions of entries at CIFAR scale); the thinned
 one needs only the few thousand points the grid picks, and those are found here from exact counts:
 
-- *splitters*: a sample of every row's scores (every ``stride``-th, plus each row's first and
-  last); each row's entries scoring at least and above each splitter (a binary search per row and
-  splitter) give, summed over rows, the pooled counts at every splitter exactly;
+- *splitters*: about every ``stride``-th pooled score (every few values of a denser sample of
+  every row, sorted: the gaps between splitters come out even), plus each row's first and last;
+  each row's entries scoring at least and above each splitter (the row merged with the splitters)
+  give, summed over rows, the pooled counts at every splitter exactly;
 - between two consecutive splitters lies a *bucket* of a few hundred entries; only the buckets
-  that hold a grid level's point are gathered from the rows and sorted.
+  that hold a grid level's point are gathered from the rows and sorted (each in a row of its own).
 
 A grid level g picks the last point whose FPR = fp / n_out is at most g, i.e. (division being
 monotone) whose non-member count is at most c(g), the largest such whole number. Among the points
