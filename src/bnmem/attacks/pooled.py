@@ -29,6 +29,7 @@ rows are merged as before (:meth:`bnmem.attacks.metrics.RankedRows.merged`).
 from __future__ import annotations
 
 import math
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -38,6 +39,8 @@ from bnmem.attacks.metrics import RankedRows, _finite_scores
 POOLED_POINTS = 4000
 # Below this many pooled entries the rows are simply merged (the full curve is cheap).
 MERGE_BELOW = 1 << 16
+# A view made of two parts is computed from them when the smaller part holds at most this share of it.
+SPLIT_SHARE = 0.25
 # Entries gathered from the buckets at a time.
 GATHER_BATCH = 1 << 18
 # Splitters sampled from a pooled sample this many times as dense (the splitters' gaps even out).
@@ -97,7 +100,115 @@ def thinned_pooled_curve(view: RankedRows, max_points: int, stride: int | None =
     n_in = int(np.count_nonzero(view.members))
     if rows < 2 or total < MERGE_BELOW or n_in == 0 or n_in == total:
         return _merged(view, max_points)
-    out = _Splitters(view, stride).thinned(n_in, total - n_in, max_points)
+    out = _Splitters.of_view(view, stride).thinned(n_in, total - n_in, max_points)
+    return _merged(view, max_points) if out is None else out
+
+
+def thinned_pooled_curves(views: Mapping[str, RankedRows], masks: Mapping[str, np.ndarray], max_points: int
+                          ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`thinned_pooled_curve` of every view (the same rows restricted to the columns of ``masks``).
+
+    Where one view's columns are two others' together (``all`` = outliers + inliers) and the smaller part
+    holds at most :data:`SPLIT_SHARE` of them, that view is not merged with splitters of its own: the
+    smaller part is merged whole (its curve, the slow way, costs no more than its splitters), the larger
+    part is merged with splitters that serve the whole view too, and the whole view's counts are the two
+    parts' sums (:func:`_split_curves`).
+    """
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    split = _split_of(masks)
+    if split is not None:
+        out.update(_split_curves(*(views[k] for k in split), split, max_points))
+    for name, view in views.items():
+        if name not in out:
+            out[name] = thinned_pooled_curve(view, max_points)
+    return out
+
+
+def _split_of(masks: Mapping[str, np.ndarray]) -> tuple[str, str, str] | None:
+    """(whole, larger part, smaller part): three masks where the parts are disjoint, both non-empty, make up
+    the whole together, and the smaller holds at most SPLIT_SHARE of it; None if no three do."""
+    names = list(masks)
+    for whole in names:
+        m = np.asarray(masks[whole], dtype=bool)
+        for i, x in enumerate(names):
+            for y in names[i + 1:]:
+                if whole in (x, y):
+                    continue
+                mx, my = np.asarray(masks[x], dtype=bool), np.asarray(masks[y], dtype=bool)
+                nx, ny = int(mx.sum()), int(my.sum())
+                if (nx and ny and not (mx & my).any() and np.array_equal(mx | my, m)
+                        and min(nx, ny) <= SPLIT_SHARE * (nx + ny)):
+                    return (whole, x, y) if nx >= ny else (whole, y, x)
+    return None
+
+
+def _split_curves(whole: RankedRows, large: RankedRows, small: RankedRows, names: tuple[str, str, str],
+                  max_points: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The thinned curves of a view and of the two parts it is made of (:func:`thinned_pooled_curves`)."""
+    merged = small.merged()
+    out = {names[2]: thin_curve(*merged.curves()[0], max_points=max_points)}
+    rows, n = large.values.shape
+    n_in = int(np.count_nonzero(large.members))
+    if rows < 2 or rows * n < MERGE_BELOW or n_in == 0 or n_in == rows * n:
+        return out  # the caller computes the other two on their own
+    values = _clipped(large)
+    sig_large = _splitter_values(values, default_stride(rows, n))
+    # The small part, merged: its entries at or above and above each splitter by one search each.
+    small_vals = _finite_scores(merged.values[0]) if merged.has_inf() else merged.values[0]
+    sig = np.unique(np.concatenate([sig_large, small_vals[[0, -1]]]))[::-1]  # the whole's ends included
+    ge, gt = _row_positions(values, sig)
+    counts = _row_counts(large.members, ge, gt)
+    own = np.flatnonzero(np.isin(sig, sig_large))  # the large part's own splitters (its values)
+    large_sp = _Splitters(values, large.members, sig[own], tuple(c[own] for c in counts),
+                          lambda js, above: (gt if above else ge)[:, own[js]])
+    out[names[1]] = _finish(large_sp, large, n_in, max_points)
+    asc = np.negative(small_vals)
+    neg_sig = np.negative(sig)
+    s_ge, s_gt = np.searchsorted(asc, neg_sig, side="right"), np.searchsorted(asc, neg_sig, side="left")
+    s_cum = np.zeros(asc.size + 1, dtype=np.int64)
+    np.cumsum(merged.members[0], out=s_cum[1:])
+    whole_counts = tuple(c + d for c, d in zip(counts, (s_ge, s_gt, s_cum[s_ge], s_cum[s_gt])))
+    # Where a row of the whole holds a splitter: its large part's entries plus its small part's (searched
+    # only for the splitters whose buckets are gathered).
+    small_rows = _PartRows(np.negative(_clipped(small)), neg_sig)
+
+    def whole_rows(js: np.ndarray, above: bool) -> np.ndarray:
+        return (gt if above else ge)[:, js] + small_rows(js, above)
+
+    whole_n_in = n_in + int(np.count_nonzero(merged.members))
+    whole_sp = _Splitters(_clipped(whole), whole.members, sig, whole_counts, whole_rows, prefetch=small_rows)
+    out[names[0]] = _finish(whole_sp, whole, whole_n_in, max_points)
+    return out
+
+
+class _PartRows:
+    """Per row of a part, its entries at or above and above given splitters: searched when first asked
+    for, then kept (the gathered buckets ask for a few thousand of the splitters, in several calls)."""
+
+    def __init__(self, rows_asc: np.ndarray, neg_sig: np.ndarray):
+        self.rows_asc, self.neg_sig = rows_asc, neg_sig  # each row ascending; the splitters negated, ascending
+        self.js = np.zeros(0, dtype=np.int64)
+        self.ge = np.zeros((0, rows_asc.shape[0]), dtype=np.int64)  # [splitter, row]
+        self.gt = self.ge
+
+    def __call__(self, js: np.ndarray, above: bool | None = None) -> np.ndarray | None:
+        new = np.setdiff1d(js, self.js)
+        if new.size:
+            needles = self.neg_sig[new]
+            ge = np.stack([np.searchsorted(r, needles, side="right") for r in self.rows_asc], axis=1)
+            gt = np.stack([np.searchsorted(r, needles, side="left") for r in self.rows_asc], axis=1)
+            order = np.argsort(np.concatenate([self.js, new]))
+            self.js = np.concatenate([self.js, new])[order]
+            self.ge = np.concatenate([self.ge, ge])[order]
+            self.gt = np.concatenate([self.gt, gt])[order]
+        if above is None:
+            return None
+        return (self.gt if above else self.ge)[np.searchsorted(self.js, js)].T
+
+
+def _finish(splitters: "_Splitters", view: RankedRows, n_in: int, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The splitters' thinned curve, or the view's merged one where the counts cannot show it."""
+    out = splitters.thinned(n_in, view.values.size - n_in, max_points)
     return _merged(view, max_points) if out is None else out
 
 
@@ -107,32 +218,38 @@ def _merged(view: RankedRows, max_points: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Splitters:
-    """Pooled counts at sampled splitter values (descending), per row positions of each."""
+    """Pooled counts at sampled splitter values (descending), and where each row holds each splitter."""
 
-    def __init__(self, view: RankedRows, stride: int | None):
-        values = _finite_scores(view.values) if view.has_inf() else view.values  # the curve's clipped scores
-        rows, n = values.shape
-        if stride is None:
-            stride = default_stride(rows, n)
-        sig = _splitter_values(values, stride)
-        self.values, self.members, self.sig = values, view.members, sig
-        # Per row: entries >= and > each splitter (positions in the descending row), and members among them.
-        ge, gt = _row_positions(values, sig)
-        cum = np.zeros((rows, n + 1), dtype=np.int32 if n < 2**31 else np.int64)
-        np.cumsum(view.members, axis=1, out=cum[:, 1:])
-        flat = cum.reshape(-1)
-        row_base = (np.arange(rows, dtype=ge.dtype) * (n + 1))[:, None]
-        mge = np.take(flat, ge + row_base).sum(axis=0, dtype=np.int64)
-        mgt = np.take(flat, gt + row_base).sum(axis=0, dtype=np.int64)
-        del cum, flat
-        self.ge_rows, self.gt_rows = ge, gt
-        nge, ngt = ge.sum(axis=0, dtype=np.int64), gt.sum(axis=0, dtype=np.int64)
+    def __init__(self, values: np.ndarray, members: np.ndarray, sig: np.ndarray, counts: _Counts,
+                 rows: Callable[[np.ndarray, bool], np.ndarray],
+                 prefetch: Callable[[np.ndarray], object] | None = None):
+        """
+        Args:
+            values, members: the rows gathered from (scores clipped as the curve sees them).
+            sig: the splitters, distinct, descending; the first and the last are the pooled maximum and minimum.
+            counts: pooled entries and members at or above and above each splitter.
+            rows: (splitter indices, above) -> per row, the entries above (True) or at or above (False) each
+                splitter ([rows, k]).
+            prefetch: called once with every splitter index the gathered buckets will ask ``rows`` for.
+        """
+        self.values, self.members, self.sig, self.rows, self.prefetch = values, members, sig, rows, prefetch
+        nge, ngt, mge, mgt = counts
         self.f = nge - mge  # the splitter's point: non-members and members scoring at least it
         self.t = mge
         self.a = (nge - ngt) - (mge - mgt)  # its tie group (the step into its point)
         self.b = mge - mgt
         # Entries strictly between splitter j and j + 1 (bucket j); the last splitter is the pooled minimum.
         self.bucket = np.append(ngt[1:] - nge[:-1], 0)
+
+    @classmethod
+    def of_view(cls, view: RankedRows, stride: int | None) -> "_Splitters":
+        """Splitters sampled from the view's own rows, each row merged with them."""
+        values = _clipped(view)
+        rows, n = values.shape
+        sig = _splitter_values(values, default_stride(rows, n) if stride is None else stride)
+        ge, gt = _row_positions(values, sig)
+        return cls(values, view.members, sig, _row_counts(view.members, ge, gt),
+                   lambda js, above: (gt if above else ge)[:, js])
 
     def thinned(self, n_in: int, n_out: int, max_points: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The thinned curve, or None when it cannot be shown that the full curve has > max_points points."""
@@ -150,6 +267,8 @@ class _Splitters:
         known = 1 + int(np.count_nonzero((self.a[empty] != self.a[empty + 1]) | (self.b[empty] != self.b[empty + 1])
                                          | (empty == 0)))
         pending_seg = []
+        if self.prefetch is not None:
+            self.prefetch(np.union1d(segs, np.minimum(segs + 1, J - 1)))
         # The buckets a batch at a time (small arrays, reused memory).
         bounds = _batch_bounds(self.bucket[segs], GATHER_BATCH)
         for a0, b0 in bounds:
@@ -188,8 +307,8 @@ class _Splitters:
     def _local(self, segs: np.ndarray) -> "_Local":
         """The points of splitters ``segs`` (sorted) and of their buckets, merged, with what is kept."""
         rows, n = self.values.shape
-        lo = self.ge_rows[:, segs]  # bucket j: row positions [ge_j, gt_{j+1})
-        hi = np.where(segs + 1 < self.sig.size, self.gt_rows[:, np.minimum(segs + 1, self.sig.size - 1)], lo)
+        lo = self.rows(segs, False)  # bucket j: row positions [ge_j, gt_{j+1})
+        hi = np.where(segs + 1 < self.sig.size, self.rows(np.minimum(segs + 1, self.sig.size - 1), True), lo)
         lengths = (hi - lo).T.ravel()  # segment-major
         starts = (lo + (np.arange(rows, dtype=np.int64) * n)[:, None]).T.ravel()
         size_g = int(lengths.sum())
@@ -244,6 +363,26 @@ class _Splitters:
         kept[start[segs == 0]] = True  # the pooled first point
         last_kept = np.maximum.accumulate(np.where(kept, np.arange(total), -1))
         return _Local(f, t, kept, last_kept, start, size)
+
+
+_Counts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _clipped(view: RankedRows) -> np.ndarray:
+    """The view's scores as its curve sees them (±inf clipped to the largest finite floats)."""
+    return _finite_scores(view.values) if view.has_inf() else view.values
+
+
+def _row_counts(members: np.ndarray, ge: np.ndarray, gt: np.ndarray) -> _Counts:
+    """Pooled entries and members at or above and above each splitter, from each row's positions."""
+    rows, n = members.shape
+    cum = np.zeros((rows, n + 1), dtype=np.int32 if n < 2**31 else np.int64)
+    np.cumsum(members, axis=1, out=cum[:, 1:])
+    flat = cum.reshape(-1)
+    row_base = (np.arange(rows, dtype=ge.dtype if rows * (n + 1) < 2**31 else np.int64) * (n + 1))[:, None]
+    mge = np.take(flat, ge + row_base).sum(axis=0, dtype=np.int64)
+    mgt = np.take(flat, gt + row_base).sum(axis=0, dtype=np.int64)
+    return ge.sum(axis=0, dtype=np.int64), gt.sum(axis=0, dtype=np.int64), mge, mgt
 
 
 def default_stride(rows: int, n: int) -> int:
