@@ -159,51 +159,36 @@ def _split_curves(whole: RankedRows, large: RankedRows, small: RankedRows, names
     ge, gt = _row_positions(values, sig)
     counts = _row_counts(large.members, ge, gt)
     own = np.flatnonzero(np.isin(sig, sig_large))  # the large part's own splitters (its values)
-    large_sp = _Splitters(values, large.members, sig[own], tuple(c[own] for c in counts),
-                          lambda js, above: (gt if above else ge)[:, own[js]])
+    large_sp = _Splitters(sig[own], tuple(c[own] for c in counts),
+                          lambda js: _gather_rows(values, large.members, ge, gt, js, own))
     out[names[1]] = _finish(large_sp, large, n_in, max_points)
+    # The small part's counts at every splitter: one search each in its merged scores.
     asc = np.negative(small_vals)
     neg_sig = np.negative(sig)
     s_ge, s_gt = np.searchsorted(asc, neg_sig, side="right"), np.searchsorted(asc, neg_sig, side="left")
     s_cum = np.zeros(asc.size + 1, dtype=np.int64)
     np.cumsum(merged.members[0], out=s_cum[1:])
     whole_counts = tuple(c + d for c, d in zip(counts, (s_ge, s_gt, s_cum[s_ge], s_cum[s_gt])))
-    # Where a row of the whole holds a splitter: its large part's entries plus its small part's (searched
-    # only for the splitters whose buckets are gathered).
-    small_rows = _PartRows(np.negative(_clipped(small)), neg_sig)
 
-    def whole_rows(js: np.ndarray, above: bool) -> np.ndarray:
-        return (gt if above else ge)[:, js] + small_rows(js, above)
+    def whole_gather(js: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A bucket of the whole: the large part's rows' entries in it and the small part's (a slice of
+        its merged scores), bucket by bucket."""
+        big_v, big_m, big_n = _gather_rows(values, large.members, ge, gt, js, counts_too=True)
+        lo = s_ge[js]
+        n_small = np.where(js + 1 < sig.size, s_gt[np.minimum(js + 1, sig.size - 1)], lo) - lo
+        first = np.cumsum(big_n + n_small) - (big_n + n_small)
+        out_v = np.empty(big_v.size + int(n_small.sum()))
+        out_m = np.empty(out_v.size, dtype=bool)
+        at = _runs(first, big_n)
+        out_v[at], out_m[at] = big_v, big_m
+        at, src = _runs(first + big_n, n_small), _runs(lo, n_small)
+        out_v[at], out_m[at] = np.take(small_vals, src), np.take(merged.members[0], src)
+        return out_v, out_m
 
     whole_n_in = n_in + int(np.count_nonzero(merged.members))
-    whole_sp = _Splitters(_clipped(whole), whole.members, sig, whole_counts, whole_rows, prefetch=small_rows)
+    whole_sp = _Splitters(sig, whole_counts, whole_gather)
     out[names[0]] = _finish(whole_sp, whole, whole_n_in, max_points)
     return out
-
-
-class _PartRows:
-    """Per row of a part, its entries at or above and above given splitters: searched when first asked
-    for, then kept (the gathered buckets ask for a few thousand of the splitters, in several calls)."""
-
-    def __init__(self, rows_asc: np.ndarray, neg_sig: np.ndarray):
-        self.rows_asc, self.neg_sig = rows_asc, neg_sig  # each row ascending; the splitters negated, ascending
-        self.js = np.zeros(0, dtype=np.int64)
-        self.ge = np.zeros((0, rows_asc.shape[0]), dtype=np.int64)  # [splitter, row]
-        self.gt = self.ge
-
-    def __call__(self, js: np.ndarray, above: bool | None = None) -> np.ndarray | None:
-        new = np.setdiff1d(js, self.js)
-        if new.size:
-            needles = self.neg_sig[new]
-            ge = np.stack([np.searchsorted(r, needles, side="right") for r in self.rows_asc], axis=1)
-            gt = np.stack([np.searchsorted(r, needles, side="left") for r in self.rows_asc], axis=1)
-            order = np.argsort(np.concatenate([self.js, new]))
-            self.js = np.concatenate([self.js, new])[order]
-            self.ge = np.concatenate([self.ge, ge])[order]
-            self.gt = np.concatenate([self.gt, gt])[order]
-        if above is None:
-            return None
-        return (self.gt if above else self.ge)[np.searchsorted(self.js, js)].T
 
 
 def _finish(splitters: "_Splitters", view: RankedRows, n_in: int, max_points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -220,19 +205,15 @@ def _merged(view: RankedRows, max_points: int) -> tuple[np.ndarray, np.ndarray]:
 class _Splitters:
     """Pooled counts at sampled splitter values (descending), and where each row holds each splitter."""
 
-    def __init__(self, values: np.ndarray, members: np.ndarray, sig: np.ndarray, counts: _Counts,
-                 rows: Callable[[np.ndarray, bool], np.ndarray],
-                 prefetch: Callable[[np.ndarray], object] | None = None):
+    def __init__(self, sig: np.ndarray, counts: _Counts, gather: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]):
         """
         Args:
-            values, members: the rows gathered from (scores clipped as the curve sees them).
             sig: the splitters, distinct, descending; the first and the last are the pooled maximum and minimum.
             counts: pooled entries and members at or above and above each splitter.
-            rows: (splitter indices, above) -> per row, the entries above (True) or at or above (False) each
-                splitter ([rows, k]).
-            prefetch: called once with every splitter index the gathered buckets will ask ``rows`` for.
+            gather: splitter indices (sorted) -> the scores (clipped as the curve sees them) and member flags
+                of their buckets, bucket by bucket.
         """
-        self.values, self.members, self.sig, self.rows, self.prefetch = values, members, sig, rows, prefetch
+        self.sig, self.gather = sig, gather
         nge, ngt, mge, mgt = counts
         self.f = nge - mge  # the splitter's point: non-members and members scoring at least it
         self.t = mge
@@ -248,8 +229,7 @@ class _Splitters:
         rows, n = values.shape
         sig = _splitter_values(values, default_stride(rows, n) if stride is None else stride)
         ge, gt = _row_positions(values, sig)
-        return cls(values, view.members, sig, _row_counts(view.members, ge, gt),
-                   lambda js, above: (gt if above else ge)[:, js])
+        return cls(sig, _row_counts(view.members, ge, gt), lambda js: _gather_rows(values, view.members, ge, gt, js))
 
     def thinned(self, n_in: int, n_out: int, max_points: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The thinned curve, or None when it cannot be shown that the full curve has > max_points points."""
@@ -267,8 +247,6 @@ class _Splitters:
         known = 1 + int(np.count_nonzero((self.a[empty] != self.a[empty + 1]) | (self.b[empty] != self.b[empty + 1])
                                          | (empty == 0)))
         pending_seg = []
-        if self.prefetch is not None:
-            self.prefetch(np.union1d(segs, np.minimum(segs + 1, J - 1)))
         # The buckets a batch at a time (small arrays, reused memory).
         bounds = _batch_bounds(self.bucket[segs], GATHER_BATCH)
         for a0, b0 in bounds:
@@ -306,17 +284,9 @@ class _Splitters:
 
     def _local(self, segs: np.ndarray) -> "_Local":
         """The points of splitters ``segs`` (sorted) and of their buckets, merged, with what is kept."""
-        rows, n = self.values.shape
-        lo = self.rows(segs, False)  # bucket j: row positions [ge_j, gt_{j+1})
-        hi = np.where(segs + 1 < self.sig.size, self.rows(np.minimum(segs + 1, self.sig.size - 1), True), lo)
-        lengths = (hi - lo).T.ravel()  # segment-major
-        starts = (lo + (np.arange(rows, dtype=np.int64) * n)[:, None]).T.ravel()
-        size_g = int(lengths.sum())
-        idx = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(size_g)
-        vals = np.take(self.values.reshape(-1), idx)
-        mem = np.take(self.members.reshape(-1), idx)
         per_seg = self.bucket[segs]
-        vals, mem = _sort_segments(vals, mem, per_seg)
+        vals, mem = _sort_segments(*self.gather(segs), per_seg)
+        size_g = vals.size
         seg_of = np.repeat(np.arange(segs.size), per_seg)
         # Tie groups (points) within the gathered entries.
         ends = np.ones(size_g, dtype=bool)
@@ -446,6 +416,29 @@ def _row_positions(values: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.
                 js = tie_j[bounds[i]:bounds[i + 1]]
                 h[i, js] = np.searchsorted(b[i, :n], neg_sig[js], side="left")
     return ge, gt
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices of consecutive runs: starts[k], starts[k] + 1, ... (lengths[k] of them), run after run."""
+    total = int(lengths.sum())
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+
+
+def _gather_rows(values: np.ndarray, members: np.ndarray, ge: np.ndarray, gt: np.ndarray, js: np.ndarray,
+                 cols: np.ndarray | None = None, counts_too: bool = False):
+    """The entries of buckets ``js`` (sorted splitter indices) in every row, bucket by bucket: bucket j is
+    row positions [ge_j, gt_{j+1}) (none after the last splitter). ``cols`` maps splitter indices to the
+    columns of ``ge`` and ``gt`` (None: the same). Returns scores and member flags (and with
+    ``counts_too`` the entries per bucket)."""
+    rows, n = values.shape
+    size = ge.shape[1] if cols is None else cols.size
+    nxt = np.minimum(js + 1, size - 1)
+    lo = ge[:, js if cols is None else cols[js]]
+    hi = np.where(js + 1 < size, gt[:, nxt if cols is None else cols[nxt]], lo)
+    lengths = (hi - lo).T.ravel()  # bucket-major
+    idx = _runs((lo + (np.arange(rows, dtype=np.int64) * n)[:, None]).T.ravel(), lengths)
+    vals, mem = np.take(values.reshape(-1), idx), np.take(members.reshape(-1), idx)
+    return (vals, mem, (hi - lo).sum(axis=0)) if counts_too else (vals, mem)
 
 
 def _sort_segments(vals: np.ndarray, mem: np.ndarray, per_seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
