@@ -247,6 +247,15 @@ class _Splitters:
         known = 1 + int(np.count_nonzero((self.a[empty] != self.a[empty + 1]) | (self.b[empty] != self.b[empty + 1])
                                          | (empty == 0)))
         pending_seg = []
+        # Per gathered segment, its last kept point (for the levels whose own segment has none before them).
+        seen, has = np.zeros(J, dtype=bool), np.zeros(J, dtype=bool)
+        last_f, last_t = np.zeros(J, dtype=np.int64), np.zeros(J, dtype=np.int64)
+        whole = np.iinfo(np.int64).max
+
+        def note(loc: _Local, batch: np.ndarray) -> None:
+            ok, f, t = loc.resolve(batch, batch, batch, np.full(batch.size, whole))
+            seen[batch], has[batch[ok]], last_f[batch[ok]], last_t[batch[ok]] = True, True, f, t
+
         # The buckets a batch at a time (small arrays, reused memory).
         bounds = _batch_bounds(self.bucket[segs], GATHER_BATCH)
         for a0, b0 in bounds:
@@ -258,10 +267,12 @@ class _Splitters:
             answers_f.append(f)
             answers_t.append(t)
             pending_seg.append(seg[here][~ok])
+            note(loc, batch)
         if known < max_points:
             return None  # the full curve may have <= max_points points: thin_curve would keep them all
-        # Unresolved: every point from the segment's splitter down to the answer was dropped: look in the buckets
-        # above (twice as many each time; the pooled first point is always kept).
+        # Unresolved: every point from the segment's splitter down to the answer was dropped: the answer is the
+        # last kept point of the nearest segment above that has one (the pooled first point always is). The
+        # segments above are looked at in windows twice as wide each time, each segment gathered once.
         lo = np.concatenate(pending_seg) if pending_seg else np.zeros(0, np.int64)
         width = 1
         while lo.size:
@@ -270,11 +281,16 @@ class _Splitters:
                 raise AssertionError("pooled curve: no kept point above the first splitter")
             width *= 2
             lo = np.maximum(seg - width + 1, 0)
-            segs = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in set(zip(lo.tolist(), seg.tolist()))]))
-            loc = self._local(segs)
-            ok, f, t = loc.resolve(segs, lo, seg, np.full(seg.size, np.iinfo(np.int64).max))
-            answers_f.append(f)
-            answers_t.append(t)
+            inside = np.zeros(J + 1, dtype=np.int64)  # the windows [lo, seg], as +1/-1 steps
+            np.add.at(inside, lo, 1)
+            np.add.at(inside, seg + 1, -1)
+            new = np.flatnonzero((np.cumsum(inside[:-1]) > 0) & ~seen)
+            if new.size:
+                note(self._local(new), new)
+            nearest = np.maximum.accumulate(np.where(has, np.arange(J), -1))[seg]
+            ok = nearest >= lo
+            answers_f.append(last_f[nearest[ok]])
+            answers_t.append(last_t[nearest[ok]])
             lo = lo[~ok]
         f = np.concatenate(answers_f)
         t = np.concatenate(answers_t)
