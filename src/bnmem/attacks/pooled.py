@@ -20,6 +20,10 @@ out is dropped; the first and the last are always kept), that is the last kept p
 the last point with fp ≤ c(g). A point's step in is its own tie group's counts, its step out the
 next point's, so whether a point is kept is read off two neighbouring groups.
 
+A view made of two others (all examples = outliers + inliers) is counted from its parts
+(:func:`thinned_pooled_curves`): the small part merged whole, the large part's rows merged with
+splitters that serve the whole view too; the whole view's counts are the parts' sums.
+
 The thinned curve equals :func:`thin_curve` of the merged rows' curve, bit for
 bit, whenever that curve has more than ``max_points`` points; when this cannot be shown from the
 points seen (the kept points counted in the gathered buckets and between adjacent splitters), the
@@ -46,7 +50,7 @@ GATHER_BATCH = 1 << 18
 # Splitters sampled from a pooled sample this many times as dense (the splitters' gaps even out).
 OVERSAMPLE = 8
 # Pooled entries per bucket, times rows × sqrt(n / 12,000) (default_stride).
-STRIDE_SCALE = 1.0
+STRIDE_SCALE = 0.7
 # Entries merged at a time (rows of a row block and the splitters).
 MERGE_CHUNK = 1 << 20
 
