@@ -254,10 +254,10 @@ class _Splitters:
         # Per gathered segment, its last kept point (for the levels whose own segment has none before them).
         seen, has = np.zeros(J, dtype=bool), np.zeros(J, dtype=bool)
         last_f, last_t = np.zeros(J, dtype=np.int64), np.zeros(J, dtype=np.int64)
-        whole = np.iinfo(np.int64).max
+        no_limit = np.iinfo(np.int64).max
 
         def note(loc: _Local, batch: np.ndarray) -> None:
-            ok, f, t = loc.resolve(batch, batch, batch, np.full(batch.size, whole))
+            ok, f, t = loc.resolve(batch, batch, batch, np.full(batch.size, no_limit))
             seen[batch], has[batch[ok]], last_f[batch[ok]], last_t[batch[ok]] = True, True, f, t
 
         # The buckets a batch at a time (small arrays, reused memory).
@@ -389,7 +389,7 @@ def _splitter_values(values: np.ndarray, stride: int) -> np.ndarray:
     pooled gaps between splitters are then close to ``stride`` instead of spread like a random sample's
     (whose long gaps hold most grid levels: each level's bucket is gathered and sorted)."""
     rows, n = values.shape
-    fine = max(1, stride // OVERSAMPLE)  # a row's samples are this many entries apart: as many pooled
+    fine = max(1, stride // OVERSAMPLE)  # entries between a row's samples (and between pooled ones)
     phase = (np.arange(rows) * fine) // max(rows, 1)
     picks = np.arange(0, n, fine)[None, :] + phase[:, None]
     sample = np.take_along_axis(values, np.minimum(picks, n - 1), axis=1).reshape(-1)
@@ -402,8 +402,8 @@ def _row_positions(values: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.
 
     A row (negated: ascending) and the splitters (negated: ascending) are two sorted runs; a stable sort
     of the two merges them (timsort: linear), with a row's entries before an equal splitter, so each
-    splitter lands after exactly the entries at or above it. That is several times cheaper than a binary
-    search per splitter and row."""
+    splitter lands after exactly the entries at or above it: about 1.5x cheaper than a binary search per
+    splitter and row at CIFAR scale (a row of 45,000 entries, 25,000 splitters)."""
     rows, n = values.shape
     size = sig.size
     dtype = np.int32 if n + size < 2**31 else np.int64
@@ -445,7 +445,7 @@ def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _gather_rows(values: np.ndarray, members: np.ndarray, ge: np.ndarray, gt: np.ndarray, js: np.ndarray,
-                 cols: np.ndarray | None = None, counts_too: bool = False):
+                 cols: np.ndarray | None = None, counts_too: bool = False) -> tuple[np.ndarray, ...]:
     """The entries of buckets ``js`` (sorted splitter indices) in every row, bucket by bucket: bucket j is
     row positions [ge_j, gt_{j+1}) (none after the last splitter). ``cols`` maps splitter indices to the
     columns of ``ge`` and ``gt`` (None: the same). Returns scores and member flags (and with
