@@ -160,8 +160,7 @@ def _split_curves(whole: RankedRows, large: RankedRows, small: RankedRows, names
     # The small part, merged: its entries at or above and above each splitter by one search each.
     small_vals = _finite_scores(merged.values[0]) if merged.has_inf() else merged.values[0]
     sig = np.unique(np.concatenate([sig_large, small_vals[[0, -1]]]))[::-1]  # the whole's ends included
-    ge, gt = _row_positions(values, sig)
-    counts = _row_counts(large.members, ge, gt)
+    ge, gt, counts = _row_positions(values, large.members, sig)
     own = np.flatnonzero(np.isin(sig, sig_large))  # the large part's own splitters (its values)
     large_sp = _Splitters(sig[own], tuple(c[own] for c in counts),
                           lambda js: _gather_rows(values, large.members, ge, gt, js, own))
@@ -232,8 +231,8 @@ class _Splitters:
         values = _clipped(view)
         rows, n = values.shape
         sig = _splitter_values(values, default_stride(rows, n) if stride is None else stride)
-        ge, gt = _row_positions(values, sig)
-        return cls(sig, _row_counts(view.members, ge, gt), lambda js: _gather_rows(values, view.members, ge, gt, js))
+        ge, gt, counts = _row_positions(values, view.members, sig)
+        return cls(sig, counts, lambda js: _gather_rows(values, view.members, ge, gt, js))
 
     def thinned(self, n_in: int, n_out: int, max_points: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The thinned curve, or None when it cannot be shown that the full curve has > max_points points."""
@@ -363,18 +362,6 @@ def _clipped(view: RankedRows) -> np.ndarray:
     return _finite_scores(view.values) if view.has_inf() else view.values
 
 
-def _row_counts(members: np.ndarray, ge: np.ndarray, gt: np.ndarray) -> _Counts:
-    """Pooled entries and members at or above and above each splitter, from each row's positions."""
-    rows, n = members.shape
-    cum = np.zeros((rows, n + 1), dtype=np.int32 if n < 2**31 else np.int64)
-    np.cumsum(members, axis=1, out=cum[:, 1:])
-    flat = cum.reshape(-1)
-    row_base = (np.arange(rows, dtype=ge.dtype if rows * (n + 1) < 2**31 else np.int64) * (n + 1))[:, None]
-    mge = np.take(flat, ge + row_base).sum(axis=0, dtype=np.int64)
-    mgt = np.take(flat, gt + row_base).sum(axis=0, dtype=np.int64)
-    return ge.sum(axis=0, dtype=np.int64), gt.sum(axis=0, dtype=np.int64), mge, mgt
-
-
 def default_stride(rows: int, n: int) -> int:
     """Entries per bucket (pooled) when none is asked for: balances the rows' merges with the splitters
     (rows × splitters) against the gathered buckets (grid levels × bucket size)."""
@@ -397,13 +384,16 @@ def _splitter_values(values: np.ndarray, stride: int) -> np.ndarray:
     return np.unique(np.concatenate([sample, values[:, 0], values[:, -1]]))[::-1]
 
 
-def _row_positions(values: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row and splitter, the entries at or above it and above it (positions in the descending row).
+def _row_positions(values: np.ndarray, members: np.ndarray, sig: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, _Counts]:
+    """Per row and splitter, the entries at or above it and above it (positions in the descending row), and
+    the pooled counts: entries and members at or above and above each splitter (summed over rows).
 
     A row (negated: ascending) and the splitters (negated: ascending) are two sorted runs; a stable sort
     of the two merges them (timsort: linear), with a row's entries before an equal splitter, so each
     splitter lands after exactly the entries at or above it: about 1.5x cheaper than a binary search per
-    splitter and row at CIFAR scale (a row of 45,000 entries, 25,000 splitters)."""
+    splitter and row at CIFAR scale (a row of 45,000 entries, 25,000 splitters). A block of rows at a time:
+    every temporary array stays small (memory fresh from the kernel costs more than the counting)."""
     rows, n = values.shape
     size = sig.size
     dtype = np.int32 if n + size < 2**31 else np.int64
@@ -414,6 +404,8 @@ def _row_positions(values: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.
     buf = np.empty((min(step, rows), n + size))
     buf[:, n:] = neg_sig
     k = np.arange(size, dtype=dtype)[None, :]
+    cum = np.zeros((min(step, rows), n + 1), dtype=np.int32 if n < 2**31 else np.int64)  # members before
+    counts = tuple(np.zeros(size, dtype=np.int64) for _ in range(4))  # nge, ngt, mge, mgt
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         b = buf[:r1 - r0]
@@ -435,7 +427,12 @@ def _row_positions(values: np.ndarray, sig: np.ndarray) -> tuple[np.ndarray, np.
             for i in np.flatnonzero(np.diff(bounds)):
                 js = tie_j[bounds[i]:bounds[i + 1]]
                 h[i, js] = np.searchsorted(b[i, :n], neg_sig[js], side="left")
-    return ge, gt
+        c = cum[:r1 - r0]
+        np.cumsum(members[r0:r1], axis=1, out=c[:, 1:])
+        row_base = (np.arange(r1 - r0, dtype=np.int64) * (n + 1))[:, None]
+        for total, pos in zip(counts, (g, h, np.take(c, g + row_base), np.take(c, h + row_base))):
+            total += pos.sum(axis=0, dtype=np.int64)
+    return ge, gt, counts
 
 
 def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
