@@ -98,6 +98,39 @@ def child(root: Path) -> dict:
     }
 
 
+def floor(root: Path, attacks: int = 7, offline: int = 2) -> dict:
+    """CPU seconds of what no reorganisation of the evaluation removes while its numbers stay bit for bit:
+    one read of φ (float32 pair to float64), scipy's ``log_ndtr`` on the offline attacks' T·N·V arguments
+    each (``offline`` of them), and one descending sort of every attack's T per-target score rows of N (what
+    every ROC needs: :func:`bnmem.attacks.metrics.rank_rows`, the evaluation's own). The arguments are φ standardized
+    per example and view over the models, the rows random normal: sorts and log_ndtr cost alike on them."""
+    from bnmem.attacks.metrics import rank_rows
+    from bnmem.attacks.phi import NpyPhi
+    from scipy.special import log_ndtr
+
+    source = NpyPhi(root / "phi.npy")
+    m, n, v = source.shape
+    block = max(1, (1 << 21) // (m * v))
+    read = special = 0.0
+    for a in range(0, n, block):
+        c0 = time.process_time()
+        chunk = source.read(a, min(n, a + block))
+        read += time.process_time() - c0
+        z = (chunk - chunk.mean(axis=0)) / (chunk.std(axis=0) + 1e-30)
+        np.negative(z, out=z)
+        for _ in range(offline):
+            c0 = time.process_time()
+            log_ndtr(z)
+            special += time.process_time() - c0
+    rng = np.random.default_rng(0)
+    rows, members = rng.normal(size=(m, n)), rng.random((m, n)) < 0.5
+    c0 = time.process_time()
+    for _ in range(attacks):
+        rank_rows(rows, members)
+    sort = time.process_time() - c0
+    return {"read_phi": read, "log_ndtr": special, "sorts": sort, "total": read + special + sort}
+
+
 def peak_rss_gb() -> float:
     """This process's peak resident memory in GB: VmHWM, the high-water mark of its own address space. On
     Linux ru_maxrss also keeps the parent's at the fork that started this process (the parent had just
@@ -127,9 +160,9 @@ def digests(res: dict) -> dict[str, str]:
     return out
 
 
-def run_child(src: Path, root: Path) -> dict:
+def run_child(src: Path, root: Path, what: str = "--child") -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run([sys.executable, __file__, "--child", "--root", str(root)], env=env,
+    proc = subprocess.run([sys.executable, __file__, what, "--root", str(root)], env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode:
         raise SystemExit(f"evaluation with {src} failed:\n{proc.stderr[-3000:]}")
@@ -179,11 +212,18 @@ def main() -> None:
                              "first when missing); default: a fresh temporary copy")
     parser.add_argument("--json", type=Path,
                         help="also write the summary here (for benchmarks/docs_numbers.py --attacks-bench)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure what no reorganisation removes while every number stays bit for bit (one "
+                             "read of φ, scipy's log_ndtr of the offline attacks, the per-target sorts)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.root)))
+        return
+    if args.child_floor:
+        print(json.dumps(floor(args.root)))
         return
     sys.path.insert(0, str(ROOT / "src"))
     load_start = os.getloadavg()[0]
@@ -203,6 +243,13 @@ def main() -> None:
         new = run_child(ROOT / "src", data)
         print(f"this tree: {new['cpu_seconds']:.1f} CPU s ({new['seconds']:.1f} s wall), "
               f"peak RSS {new['peak_rss_gb']:.2f} GB", flush=True)
+        low = run_child(ROOT / "src", data, "--child-floor") if args.floor else None
+    if low is not None:
+        print(f"floor at this size (what this code spends on what no reorganisation removes while every "
+              f"number stays bit for bit): {low['total']:.1f} CPU s = one read of φ "
+              f"{low['read_phi']:.1f} + log_ndtr of the 2 offline attacks {low['log_ndtr']:.1f} + the 7 attacks' "
+              f"per-target sorts {low['sorts']:.1f}; this tree spends {new['cpu_seconds'] - low['total']:.1f} CPU s "
+              "on everything else", flush=True)
     print("mean AUC (all examples): " + ", ".join(f"{a} {v:.3f}" for a, v in new["auc"].items()))
     ok = new["cpu_seconds"] <= 30 and new["peak_rss_gb"] <= 2
     summary = {"size": size, "after_cpu_s": round(new["cpu_seconds"], 1), "after_s": round(new["seconds"], 1),
@@ -226,6 +273,8 @@ def main() -> None:
                        pooled_same_size=same_pool)
         line += (f"; {args.ref}: {old['cpu_seconds']:.1f} CPU s, {old['peak_rss_gb']:.2f} GB; "
                  f"{old['cpu_seconds'] / new['cpu_seconds']:.1f}x less CPU")
+    if low is not None:
+        summary["floor_cpu_s"] = {k: round(x, 1) for k, x in low.items()}
     summary["load_avg"] = [round(load_start, 1), round(os.getloadavg()[0], 1)]  # 1-min load at start and end
     print(line)
     print(json.dumps(summary))

@@ -144,6 +144,8 @@ def attacks_numbers(path: Path) -> dict[str, str]:
                     "attacks.before_gb": f"{b['before_rss_gb']:.2f}",
                     "attacks.cpu_ratio": f"{b['cpu_ratio']:.1f}",
                     "attacks.identical": "identical" if b.get("bit_identical") else "NOT identical"})
+    if "floor_cpu_s" in b:  # --floor: what any bit-for-bit code still spends
+        out.update({f"attacks.floor_{k}": f"{v:.1f}" for k, v in b["floor_cpu_s"].items()})
     return out
 
 

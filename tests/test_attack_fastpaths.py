@@ -497,3 +497,121 @@ def test_side_model_order_is_the_stable_argsort(m, n, seed):
             want = np.argsort(~side, axis=0, kind="stable")[: (plan.c_in if member else plan.c_out)]
             assert order.dtype == want.dtype and order.flags.c_contiguous
             np.testing.assert_array_equal(order, want)
+
+
+def _sort_cases(seed: int):
+    """[rows, n] float64 rows: continuous, few distinct values, values equal in their high 32 bits (both
+    signs), ±0, ±inf, the largest float and subnormals, and tiny rows."""
+    rng = np.random.default_rng(seed)
+    for trial in range(40):
+        rows, n = int(rng.integers(1, 5)), int(rng.integers(1, 500))
+        kind = trial % 5
+        if kind == 0:
+            s = rng.normal(size=(rows, n))
+        elif kind == 1:
+            s = rng.integers(-3, 3, size=(rows, n)).astype(np.float64)
+        elif kind == 2:  # one high half, many low halves: only the final sort by value orders them
+            s = (1.0 + rng.integers(0, 60, size=(rows, n)) * 2.0**-45) * rng.choice([-1.0, 1.0], size=(rows, n))
+        elif kind == 3:
+            s = rng.normal(size=(rows, n))
+            for value in (np.inf, -np.inf, 0.0, -0.0, np.finfo(float).max, -np.finfo(float).max, 5e-324, -5e-324):
+                s[rng.uniform(size=s.shape) < 0.05] = value
+        else:
+            s = np.round(rng.normal(size=(rows, n)), 2) * 1e-300
+        yield s, rng.uniform(size=(rows, n)) < 0.5
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_radix_sort_is_a_descending_sort_and_its_positions(seed):
+    """sort_descending (and rank_rows built on it) against numpy's comparison sort: the same values in the
+    same order, each taken from the position it names in its own row, every position once."""
+    for scores, members in _sort_cases(seed):
+        rows, n = scores.shape
+        out = np.empty_like(scores)
+        flat = metrics_module.sort_descending(np.ascontiguousarray(scores), out)
+        for i in range(rows):
+            want = np.sort(scores[i])[::-1]
+            assert np.array_equal(out[i], want)  # ±0 compare equal: their order is not read
+            assert np.array_equal(np.sort(flat[i]), np.arange(i * n, (i + 1) * n))
+        assert np.array_equal(scores.ravel()[flat], out)
+        assert out.tobytes() == scores.ravel()[flat].tobytes()
+        ranked = rank_rows(scores, members)
+        assert ranked.columns.dtype == np.int32 and ranked.values.tobytes() == out.tobytes()
+        np.testing.assert_array_equal(np.take_along_axis(members, ranked.columns.astype(np.intp), 1), ranked.members)
+        np.testing.assert_array_equal(np.take_along_axis(scores, ranked.columns.astype(np.intp), 1), ranked.values)
+
+
+def test_known_quantiles_are_clopper_pearson_bit_for_bit_and_each_computed_once(monkeypatch):
+    """Calls sharing some (k, n, α) triples (and triples differing in one of the three only), k = 0 and
+    k = n, both sides: every bound clopper_pearson's, and a triple computed once whichever call asks first."""
+    from bnmem.attacks import epsilon
+
+    computed = []
+
+    def counted(k, n, alpha, upper):
+        computed.append(np.asarray(k).size)
+        return clopper_pearson(k, n, alpha, upper)
+
+    rng = np.random.default_rng(5)
+    known = epsilon.KnownQuantiles()
+    monkeypatch.setattr(epsilon, "clopper_pearson", counted)
+    seen: set = set()
+    for call in range(6):
+        n = rng.integers(1, 40, 500)
+        k = np.minimum(rng.integers(0, 40, 500), n)
+        alpha = rng.choice([0.05 / 8, 0.05 / 10, 0.05 / 12], 500)
+        for upper in (False, True):
+            computed.clear()
+            got = known.bounds(k.astype(np.int64), n.astype(np.int64), alpha, upper)
+            assert got.tobytes() == clopper_pearson(k, n, alpha, upper).tobytes()
+            new = {(a, b, c, upper) for a, b, c in zip(k.tolist(), n.tolist(), alpha.tolist())} - seen
+            assert sum(computed) == len(new)
+            seen |= new
+    assert len(seen) > 1000 and call == 5
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 17])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kept_point_metrics_are_metrics_from_roc_of_each_sklearn_curve(seed, chunk, monkeypatch):
+    """Every row's metrics at once from a chunk's counts against metrics_from_roc of sklearn's curve of that
+    row alone: bit for bit (nan where a row lacks a class), in chunks of one row or several."""
+    monkeypatch.setattr(metrics_module, "CHUNK_ENTRIES", chunk)
+    rng = np.random.default_rng(seed)
+    members = rng.uniform(size=(3, 4000)) < 0.5
+    scores = rng.normal(size=(3, 4000)) + members * np.array([[0.5], [0.0], [2.0]])
+    scores[2] = np.round(scores[2], 1)  # ties; thousands of non-members: several points within each FPR level
+    for scores, members in _rows(seed) + [(scores, members)]:
+        members = members.copy()
+        members[1] = False  # a row without members
+        for part_at, part, clipped, _ in rank_rows(scores, members).roc_passes():
+            got = metrics_module.KeptPoints.of(clipped).metrics()
+            for j in range(part.values.shape[0]):
+                want = metrics_from_roc(*roc(scores[part_at + j], members[part_at + j]))
+                for name, value in want.items():
+                    other = got[name][j]
+                    assert other == value or (value != value and other != other), (name, other, value)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_epsilon_bounds_from_the_deciding_quantiles_are_the_per_target_bound(seed):
+    """The beta quantiles computed only where they can decide a row's bound, and remembered across the
+    "attacks" of one evaluation, against epsilon_lower_bound (every threshold's quantiles): weak, strong and
+    separated signals, ties, scores near a few values, δ from 0 to large; every field bit for bit."""
+    from bnmem.attacks.epsilon import KnownQuantiles
+
+    rng = np.random.default_rng(seed)
+    rows, n = 6, 3000
+    members = rng.uniform(size=(rows, n)) < rng.uniform(0.2, 0.8, (rows, 1))
+    deltas = np.array([0.0, 1e-4, 1.0 / 1500, 0.01, 0.1, 0.3])
+    known = KnownQuantiles()
+    for strength in (0.0, 0.3, 1.0, 3.0, 8.0):
+        for tie in (None, 0.5):
+            scores = rng.normal(size=(rows, n)) + strength * members * rng.uniform(0.5, 1.5, (rows, 1))
+            if tie is not None:
+                scores = np.round(scores / tie) * tie
+            got = epsilon_ranked(rank_rows(scores, members), deltas, known=known)
+            for i in range(rows):
+                want = epsilon_lower_bound(scores[i], members[i], float(deltas[i])).to_dict()
+                assert got[i].to_dict() == want or all(
+                    v == w or (v != v and w != w) for v, w in zip(got[i].to_dict().values(), want.values())), (
+                    strength, tie, i, got[i], want)

@@ -114,4 +114,8 @@ def test_evaluation_result_matches_the_per_target_loop(seed):
     metrics, curves = _oracle(scores, members, list(range(t)), masks)
     _assert_same(res["metrics"], metrics)
     _assert_same(res["curves"], curves)
+    # Without per-target curves the metrics are computed without building them: the same numbers.
+    lean = evaluation_result(scores, members, list(range(t)), masks, {}, per_target_curves=False)
+    _assert_same(lean["metrics"], metrics)
+    assert all(list(c) == ["pooled"] for by_sub in lean["curves"].values() for c in by_sub.values())
     assert math.isnan(res["metrics"]["cont"]["first"]["auc"])

@@ -79,18 +79,62 @@ def clopper_pearson(k: np.ndarray | int, n: np.ndarray | int, alpha: np.ndarray 
     return np.asarray(out, dtype=np.float64)
 
 
-def distinct_clopper_pearson(k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool) -> np.ndarray:
+def distinct_clopper_pearson(k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool,
+                             known: "KnownQuantiles | None" = None) -> np.ndarray:
     """:func:`clopper_pearson` of whole-number arrays ``k``, ``n`` and ``alpha`` (all 1-D, one length), each
     distinct (k, n, α) computed once: targets with as many examples of a class share the counts at the same
-    ranks (about a third of an evaluation's quantiles repeat)."""
+    ranks (about a third of an evaluation's quantiles repeat). With ``known``, also once across calls."""
     k, n = np.asarray(k, dtype=np.int64), np.asarray(n, dtype=np.int64)
     alpha = np.asarray(alpha, dtype=np.float64)
     if k.size == 0:
         return clopper_pearson(k, n, alpha, upper)
+    if known is not None:
+        return known.bounds(k, n, alpha, upper)
     levels, which = np.unique(alpha, return_inverse=True)
     key = (k * (int(n.max()) + 1) + n) * levels.size + which.ravel()  # k <= n: no overflow below ~10^12 trials
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return clopper_pearson(k[first], n[first], alpha[first], upper)[inverse.ravel()]
+
+
+class KnownQuantiles:
+    """The Clopper–Pearson bounds computed so far (one evaluation's), each (k, n, α, side) once.
+
+    Across the attacks of an evaluation many repeat: at a non-member rank threshold the false positives
+    are the rank itself whatever the attack (and at a member rank the true positives), and n and α depend
+    only on the target's class sizes. The bounds are :func:`clopper_pearson`'s, element by element, so a
+    remembered one is the number a new call would give.
+    """
+
+    _BITS = 32  # a key is k·2^32 + n
+
+    def __init__(self) -> None:
+        # (upper, α) -> (sorted keys, their bounds)
+        self._known: dict[tuple[bool, float], tuple[np.ndarray, np.ndarray]] = {}
+
+    def bounds(self, k: np.ndarray, n: np.ndarray, alpha: np.ndarray, upper: bool) -> np.ndarray:
+        """:func:`clopper_pearson` of int64 ``k``, ``n`` and float64 ``alpha`` (1-D, one length), each new
+        (k, n, α) computed and remembered, the others read back."""
+        if int(n.max()) >= 1 << self._BITS or int(n.min()) < 1 or int(k.min()) < 0:
+            return clopper_pearson(k, n, alpha, upper)  # no key for them (the call raises on n < 1)
+        out = np.empty(k.size)
+        levels, which = np.unique(alpha, return_inverse=True)
+        which = which.ravel()
+        for i, level in enumerate(levels.tolist()):
+            at = np.flatnonzero(which == i) if levels.size > 1 else slice(None)
+            keys, inverse = np.unique((k[at] << self._BITS) | n[at], return_inverse=True)
+            old_keys, old = self._known.get((upper, level), (np.zeros(0, np.int64), np.zeros(0)))
+            pos = np.minimum(np.searchsorted(old_keys, keys), max(old_keys.size - 1, 0))
+            hit = old_keys[pos] == keys if old_keys.size else np.zeros(keys.size, dtype=bool)
+            vals = np.empty(keys.size)
+            vals[hit] = old[pos[hit]]
+            new = keys[~hit]
+            vals[~hit] = clopper_pearson(new >> self._BITS, new & ((1 << self._BITS) - 1), level, upper)
+            if new.size:
+                both = np.concatenate([old_keys, new])
+                order = np.argsort(both, kind="stable")
+                self._known[(upper, level)] = (both[order], np.concatenate([old, vals[~hit]])[order])
+            out[at] = vals[inverse.ravel()]
+        return out
 
 
 def rank_grid(n: int, ratio: float = GRID_RATIO) -> np.ndarray:
@@ -229,6 +273,26 @@ def _best(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndar
                         float(tpr_low[i]), float(fpr_high[i]), float(delta), float(level), int(tp.size))
 
 
+def _best_rows(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np.ndarray, starts: np.ndarray,
+               sizes: np.ndarray, n_in: list[int], n_out: list[int], deltas: np.ndarray, level: float,
+               points: np.ndarray) -> list[EpsilonBound]:
+    """:func:`_best` of every row at once (flat arrays, row r's ``sizes[r]`` from ``starts[r]``): the same
+    terms element by element, the same first maxima, the same choice between them."""
+    a, b = _terms(tpr_low, fpr_high, np.repeat(deltas, sizes))
+    ia, ib = _first_max(a, starts, sizes), _first_max(b, starts, sizes)
+    best_a, best_b = a[ia], b[ib]
+    first = best_a >= best_b
+    best, at = np.where(first, best_a, best_b), np.where(first, ia, ib)
+    positive = best > 0
+    at = np.where(positive, at, ia)  # none positive: the counts at the best tpr/fpr threshold, for the record
+    best = np.where(positive, best, 0.0)
+    terms = np.where(positive, np.where(first, "tpr/fpr", "tnr/fnr"), "none").tolist()
+    return [EpsilonBound(e, pt, term, t, ni, f, no, lo, hi, d, float(level), k)
+            for e, pt, term, t, ni, f, no, lo, hi, d, k in zip(
+                best.tolist(), points.tolist(), terms, tp[at].tolist(), n_in, fp[at].tolist(), n_out,
+                tpr_low[at].tolist(), fpr_high[at].tolist(), deltas.tolist(), sizes.tolist())]
+
+
 def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
     """The point bounds (:class:`EpsilonBound`'s ``eps_point``) of a chunk's rows from its raw ROC counts
     ``th`` (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class.
@@ -259,8 +323,7 @@ def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> 
     k = part.values.shape[0]
     cstarts = np.searchsorted(corner, starts)
     rows = np.repeat(np.arange(k), np.diff(np.append(cstarts, corner.size)))
-    n_in = part.members.sum(axis=1)
-    n_out = part.values.shape[1] - n_in
+    n_in, n_out = class_sizes(th)
     with np.errstate(divide="ignore", invalid="ignore"):
         a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
     best = np.maximum(np.maximum.reduceat(a, cstarts), np.maximum.reduceat(b, cstarts))
@@ -313,37 +376,42 @@ def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, 
     above it, the j-th smallest member in the first run with more than n_in − j members, and −inf (rank
     n_out, or j = 0) above everything but a final −inf run.
     """
-    k_rows, n = part.values.shape
-    n_in = part.members.sum(axis=1)
-    n_out = n - n_in
-    fps, tps = th.fps.astype(np.int64), th.tps.astype(np.int64)
+    k_rows = part.values.shape[0]
     starts = th.starts
-    lasts = starts + th.sizes - 1
-    # Row r's counts shifted by r·(n + 1): one increasing array per class, searched for every row at once.
-    off = np.arange(k_rows, dtype=np.int64) * (n + 1)
-    row_off = np.repeat(off, th.sizes)
-    key_f, key_t = fps + row_off, tps + row_off
+    ends = starts + th.sizes
+    n_in, n_out = class_sizes(th)
     ends_neg_inf = part.values[:, -1] == -np.inf
+    count = th.fps.dtype.type  # the counts' float type: whole numbers, exact (so are the searched ranks)
     out: list[tuple[int, int, np.ndarray, np.ndarray] | None] = []
     for r in range(k_rows):
         ni, no = int(n_in[r]), int(n_out[r])
         if not (ni and no):
             out.append(None)
             continue
+        # The row's own counts (increasing), searched for its ranks.
+        fps, tps = th.fps[starts[r]:ends[r]], th.tps[starts[r]:ends[r]]
         gk, gj = rank_grid(no), rank_grid(ni)
-        above_neg_inf = lasts[r] if ends_neg_inf[r] else lasts[r] + 1  # the run after those above −inf
+        above_neg_inf = fps.size - 1 if ends_neg_inf[r] else fps.size  # the run after those above −inf
         run = np.concatenate([
-            np.where(gk < no, np.searchsorted(key_f, gk + off[r], side="right"), above_neg_inf),
-            np.where(gj >= 1, np.searchsorted(key_t, (ni - gj) + off[r], side="right"), above_neg_inf),
+            np.where(gk < no, np.searchsorted(fps, gk.astype(count), side="right"), above_neg_inf),
+            np.where(gj >= 1, np.searchsorted(tps, (ni - gj).astype(count), side="right"), above_neg_inf),
         ]) - 1  # the last run strictly above the threshold
-        inside = run >= starts[r]
+        inside = run >= 0
         run = np.where(inside, run, 0)
-        out.append((ni, no, np.where(inside, tps[run], 0), np.where(inside, fps[run], 0)))
+        out.append((ni, no, np.where(inside, tps[run], 0).astype(np.int64),
+                    np.where(inside, fps[run], 0).astype(np.int64)))
     return out
 
 
+def class_sizes(th: Thresholds) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's members and non-members (int64): the counts at its last threshold, at or above every score."""
+    lasts = th.starts + th.sizes - 1
+    return th.tps[lasts].astype(np.int64), th.fps[lasts].astype(np.int64)
+
+
 def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
-                   rank_counts: RankCounts | None = None) -> list[EpsilonBound]:
+                   rank_counts: RankCounts | None = None, known: KnownQuantiles | None = None
+                   ) -> list[EpsilonBound]:
     """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
     again, and the beta quantiles of all rows in one call per side.
 
@@ -353,6 +421,7 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
         level: joint confidence per target.
         rank_counts: what the bounds read from the scores when already gathered (:class:`RankCounts`, in
             the same pass as the ROC curves); None: gathered here.
+        known: the quantiles computed so far in this evaluation (:class:`KnownQuantiles`; None: none).
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
@@ -360,20 +429,85 @@ def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
     if rank_counts is None:
         rank_counts = RankCounts.of(ranked, deltas)
     points, counts = rank_counts.points, rank_counts.counts
-    low: list[np.ndarray] = []
-    high: list[np.ndarray] = []
+    done: dict[int, EpsilonBound] = {}
     if counts:
         sizes = [c[2].size for c in counts.values()]
         tp, fp = (np.concatenate([c[j] for c in counts.values()]) for j in (2, 3))
         n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
         alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
-        at = np.cumsum([0] + sizes)[1:-1]
-        low = np.split(distinct_clopper_pearson(tp, n_in, alpha, upper=False), at)
-        high = np.split(distinct_clopper_pearson(fp, n_out, alpha, upper=True), at)
-    done = {i: _best(tp, fp, low[j], high[j], n_in, n_out, float(deltas[i]), level, float(points[i]))
-            for j, (i, (n_in, n_out, tp, fp)) in enumerate(counts.items())}
+        bounds = np.cumsum([0] + sizes)
+        row_deltas = np.repeat(deltas[list(counts)], sizes)
+        by_rank = np.repeat([rank_grid(c[1]).size for c in counts.values()], sizes)  # the non-member ranks first
+        by_rank = np.arange(tp.size) - np.repeat(bounds[:-1], sizes) < by_rank
+        tpr_low, fpr_high = _deciding_quantiles(tp, fp, n_in, n_out, alpha, row_deltas, bounds[:-1], by_rank, known)
+        rows = list(counts)
+        done = dict(zip(rows, _best_rows(tp, fp, tpr_low, fpr_high, bounds[:-1], np.array(sizes),
+                                         [c[0] for c in counts.values()], [c[1] for c in counts.values()],
+                                         deltas[rows], level, points[rows])))
     return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
             for i in range(ranked.values.shape[0])]
+
+
+# How far below a row's known term a threshold's bound from the point estimates may lie and still be
+# evaluated: covers the rounding of two logarithms and a subtraction (~1e-15) many times over.
+_PRUNE_MARGIN = 1e-9
+
+
+def _deciding_quantiles(tp: np.ndarray, fp: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, alpha: np.ndarray,
+                        deltas: np.ndarray, starts: np.ndarray, non_member_rank: np.ndarray,
+                        known: KnownQuantiles | None) -> tuple[np.ndarray, np.ndarray]:
+    """TPR_low and FPR_high (:func:`clopper_pearson`) at every threshold of the rows (flat, row r's from
+    ``starts[r]``) where they can decide :func:`_best`; elsewhere 0 and 1, which make both terms −inf.
+
+    The beta quantiles are most of the bounds' cost, and few thresholds can give a row's largest term.
+    At a non-member rank threshold (``non_member_rank``) FPR_high is computed (its count is the rank itself
+    with continuous scores: the same quantile for every attack, remembered by ``known``), and so is TPR_low
+    at a member rank threshold; the other side is bounded by its point estimate: a one-sided
+    Clopper–Pearson bound at α < 1/2 lies on its side of it (TPR_low ≤ tp/n_in, FPR_high ≥ fp/n_out), and
+    both terms grow with TPR_low and fall with FPR_high, so those terms bound the true ones from above.
+    Per row, the true terms are evaluated where the bounds are largest; every threshold whose bound is not
+    below that value (less a margin for rounding) is evaluated too. Every threshold that can reach the
+    row's largest term of either kind, ties included, is then exact, and so are :func:`_best`'s maxima,
+    the first index reaching each and the counts and bounds it records there: the numbers of evaluating
+    every threshold.
+    """
+    sizes = np.diff(np.append(starts, tp.size))
+    tpr_low, fpr_high = np.zeros(tp.size), np.ones(tp.size)
+    at_f, at_t = np.flatnonzero(non_member_rank), np.flatnonzero(~non_member_rank)
+    fpr_high[at_f] = distinct_clopper_pearson(fp[at_f], n_out[at_f], alpha[at_f], upper=True, known=known)
+    tpr_low[at_t] = distinct_clopper_pearson(tp[at_t], n_in[at_t], alpha[at_t], upper=False, known=known)
+    low_bound, high_bound = tp / n_in, fp / n_out
+    low_bound[at_t], high_bound[at_f] = tpr_low[at_t], fpr_high[at_f]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        top_a, top_b = _terms(low_bound, high_bound, deltas)
+    seeds = np.concatenate([_first_max(top_a, starts, sizes), _first_max(top_b, starts, sizes)])
+    _fill(tpr_low, fpr_high, seeds, non_member_rank, tp, fp, n_in, n_out, alpha, known)
+    seed_a, seed_b = _terms(tpr_low[seeds], fpr_high[seeds], deltas[seeds])
+    rows = starts.size
+    floor_a, floor_b = seed_a[:rows], seed_b[rows:]  # each kind's true term where its bound is largest
+    with np.errstate(invalid="ignore"):  # -inf less the margin stays -inf: every threshold is evaluated
+        need = ((top_a >= np.repeat(floor_a - _PRUNE_MARGIN * (1.0 + np.abs(floor_a)), sizes))
+                | (top_b >= np.repeat(floor_b - _PRUNE_MARGIN * (1.0 + np.abs(floor_b)), sizes)))
+    need[seeds] = True
+    _fill(tpr_low, fpr_high, np.flatnonzero(need), non_member_rank, tp, fp, n_in, n_out, alpha, known)
+    tpr_low[~need], fpr_high[~need] = 0.0, 1.0
+    return tpr_low, fpr_high
+
+
+def _fill(tpr_low: np.ndarray, fpr_high: np.ndarray, at: np.ndarray, non_member_rank: np.ndarray, tp: np.ndarray,
+          fp: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, alpha: np.ndarray, known: KnownQuantiles | None) -> None:
+    """Compute the bound not yet computed at the thresholds ``at``: TPR_low at a non-member rank, FPR_high at
+    a member rank."""
+    f, t = at[~non_member_rank[at]], at[non_member_rank[at]]
+    tpr_low[t] = distinct_clopper_pearson(tp[t], n_in[t], alpha[t], upper=False, known=known)
+    fpr_high[f] = distinct_clopper_pearson(fp[f], n_out[f], alpha[f], upper=True, known=known)
+
+
+def _first_max(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per row of ``values`` (flat, row r's from ``starts[r]``), the flat index of its first largest entry."""
+    largest = np.maximum.reduceat(values, starts)
+    index = np.where(values == np.repeat(largest, sizes), np.arange(values.size), values.size)
+    return np.minimum.reduceat(index, starts)
 
 
 def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> EpsilonBound:
@@ -385,7 +519,7 @@ def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> Epsi
 
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
                     level: float = LEVEL, ranked: RankedRows | None = None,
-                    rank_counts: RankCounts | None = None) -> dict[str, Any]:
+                    rank_counts: RankCounts | None = None, known: KnownQuantiles | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -396,6 +530,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         level: joint confidence per target.
         ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
         rank_counts: what the bounds read from ``ranked``, already gathered (:class:`RankCounts`).
+        known: the quantiles computed so far in this evaluation, shared by its calls (:class:`KnownQuantiles`).
 
     Returns:
         ``eps_lb`` (mean over targets with both classes), ``eps_lb_std`` (ddof 1), ``eps_lb_max``,
@@ -412,7 +547,7 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
     else:
         deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
     bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
-                            rank_counts=rank_counts)
+                            rank_counts=rank_counts, known=known)
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

@@ -52,10 +52,11 @@ def gaussian_logpdf(x: np.ndarray, loc: np.ndarray, scale: np.ndarray) -> np.nda
 
 def standard_logpdf(y: np.ndarray, log_scale: np.ndarray) -> np.ndarray:
     """:func:`gaussian_logpdf` from the standardized value y = (x − loc) / scale and log(scale): the same
-    operations in the same order, (−y²/2 − log √(2π)) − log(scale), in one buffer."""
+    operations in the same order, (−y²/2 − log √(2π)) − log(scale), in one buffer. −(y²)/2 is taken as
+    y²·(−0.5): both round the same real number once (halving is exact above the subnormals, and below them
+    the two round the same value), so the bits are those of the negation and the division, in one pass."""
     out = np.square(y)
-    np.negative(out, out=out)
-    out /= 2.0
+    out *= -0.5
     out -= _LOG_SQRT_2PI
     out -= log_scale
     return out

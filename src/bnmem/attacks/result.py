@@ -21,8 +21,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks import spec as attack_spec
-from bnmem.attacks.epsilon import RankCounts, epsilon_summary
-from bnmem.attacks.metrics import METRIC_NAMES, RankedRows, curves_from, metrics_from_roc, rank_rows
+from bnmem.attacks.epsilon import KnownQuantiles, RankCounts, epsilon_summary
+from bnmem.attacks.metrics import METRIC_NAMES, KeptPoints, RankedRows, rank_rows
 from bnmem.attacks.pooled import (  # noqa: F401 (re-exported)
     POOLED_POINTS,
     thin_curve,
@@ -134,14 +134,19 @@ def check_references(attacks: Sequence[str], k_in: int | np.ndarray, k_out: int 
 
 def summarize(per_target: list[dict[str, float]]) -> dict[str, Any]:
     """Mean, sample std (ddof=1) and per-target lists over targets; nan entries are skipped."""
+    return summarize_rows({name: np.array([m[name] for m in per_target], dtype=np.float64) for name in METRIC_NAMES})
+
+
+def summarize_rows(per_target: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """:func:`summarize` of each metric's float64 [targets] array."""
     out: dict[str, Any] = {}
     for name in METRIC_NAMES:
-        values = np.array([m[name] for m in per_target], dtype=np.float64)
+        values = per_target[name]
         ok = values[np.isfinite(values)]
         out[name] = float(ok.mean()) if ok.size else math.nan
         out[f"{name}_std"] = float(ok.std(ddof=1)) if ok.size >= 2 else math.nan
         out[f"{name}_per_target"] = values.tolist()
-    out["n_targets"] = int(np.isfinite([m["auc"] for m in per_target]).sum())
+    out["n_targets"] = int(np.isfinite(per_target["auc"]).sum())
     return out
 
 
@@ -153,17 +158,23 @@ def settings(params: RMIAParams, population: str, shape: tuple[int, int, int], r
     return {**head, "rmia_population": population, "n_models": m, "n_examples": n, "n_views": v, **extra}
 
 
-def _curves_and_counts(view: RankedRows, deltas: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]],
-                                                                        RankCounts]:
-    """Every target's ROC curve and what its ε bound reads, from one count of each chunk's thresholds."""
-    counts = RankCounts.empty(view.values.shape[0])
+def _curves_and_counts(view: RankedRows, deltas: np.ndarray, want_curves: bool
+                       ) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray], RankCounts]:
+    """Every target's ROC curve (when wanted), its metrics and what its ε bound reads, from one count of
+    each chunk's thresholds."""
+    rows = view.values.shape[0]
+    counts = RankCounts.empty(rows)
     if view.values.shape[1] == 0:
-        return view.curves(), counts
+        return view.curves(), {name: np.full(rows, math.nan) for name in METRIC_NAMES}, counts
     curves: list[tuple[np.ndarray, np.ndarray]] = []
+    parts: list[dict[str, np.ndarray]] = []
     for at, part, clipped, raw in view.roc_passes():
-        curves += curves_from(clipped)
+        kept = KeptPoints.of(clipped)
+        if want_curves:
+            curves += kept.curves()
+        parts.append(kept.metrics())
         counts.add(at, part, raw, deltas[at:at + part.values.shape[0]])
-    return curves, counts
+    return curves, {name: np.concatenate([p[name] for p in parts]) for name in METRIC_NAMES}, counts
 
 
 def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, targets: list[int],
@@ -184,6 +195,7 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     curves: dict[str, dict[str, Any]] = {}
     # ε_lb's δ: 1/(examples the target trained on), the DP variants' convention, on every subset.
     deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
+    known = KnownQuantiles()  # Clopper–Pearson bounds repeat across attacks (same class sizes and ranks)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
@@ -193,12 +205,10 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
         thinned = None if pool is not None else thinned_pooled_curves(views, masks, pooled_points)
         for sub, mask in masks.items():
             view = views[sub]
-            per_roc, counts = _curves_and_counts(view, deltas)
-            metrics[name][sub] = summarize([metrics_from_roc(*c) for c in per_roc])
-            if not per_target_curves:
-                per_roc = []
+            per_roc, per_target, counts = _curves_and_counts(view, deltas, per_target_curves)
+            metrics[name][sub] = summarize_rows(per_target)
             metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
-                                                      rank_counts=counts))
+                                                      rank_counts=counts, known=known))
             if pool is not None:
                 pooled = pool.subset(mask).curves()[0]
             else:

@@ -338,17 +338,20 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
     A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
     """
     out: dict[str, np.ndarray] = {}
-    cols = np.arange(phi_blk.shape[1])[None, :]
+    m, b, v = phi_blk.shape
+    cols = np.arange(b)[None, :]
+    rows = phi_blk.reshape(m * b, v)  # a (model, example) pair's V values are one row: gathered whole
     fitted, per_example, _, _ = _kinds(wanted)
     for member, tag in ((True, "in"), (False, "out")):
         needs = attack_spec.needing(tag)
         if not wanted & needs & fitted:
             continue
         order, pos = positions(member)
-        side = Side.of(phi_blk[order, cols])
+        side = Side.of(np.take(rows, order * b + cols, axis=0))  # phi_blk[order, cols]
         k = plan.k_in if member else plan.k_out
         onside = plan.targets_of(keep_blk if member else ~keep_blk)
-        removed = np.where(onside[:, :, None], x, side.last)
+        removed = x.copy()  # np.where(onside[:, :, None], x, side.last), without the broadcast select
+        np.copyto(removed, side.last, where=~onside[:, :, None])
         out[f"med_{tag}"] = side.median(removed, k)
         if wanted & needs & per_example:  # fixed-variance attacks use the global spread
             out[f"sd_{tag}"] = side.spread(removed, k, pos)
