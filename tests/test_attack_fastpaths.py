@@ -172,9 +172,58 @@ def test_thinned_pooled_curve_equals_thin_curve_of_all_scores(seed, monkeypatch)
                     for g, w in zip(got, want):
                         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
                     if 0 < m.sum() < m.size:
-                        splitters = pooled._Splitters(view, stride)
+                        splitters = pooled._Splitters.of_view(view, stride)
                         fast += splitters.thinned(int(m.sum()), m.size - int(m.sum()), max_points) is not None
     assert fast > 50  # the fast path itself was compared, not only its fallback
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pooled_curves_of_a_view_made_of_two_parts_equal_thin_curve_of_all_scores(seed, monkeypatch):
+    """all = outliers + inliers (the small part a tenth to a quarter of the columns): the small part merged
+    whole, the large part's splitters serving the whole, the whole's counts the parts' sums, against sklearn's
+    ROC of each view's pooled scores, thinned: bit for bit (ties, ±inf in either part, separated classes,
+    other subsets beside the partition computed on their own)."""
+    monkeypatch.setattr(pooled, "MERGE_BELOW", 0)
+    monkeypatch.setattr(pooled, "GATHER_BATCH", 50)
+    split, fast, finish = 0, [0], pooled._finish
+
+    def counted(splitters, view, n_in, max_points):
+        fast[0] += splitters.thinned(n_in, view.values.size - n_in, max_points) is not None
+        return finish(splitters, view, n_in, max_points)
+
+    monkeypatch.setattr(pooled, "_finish", counted)
+    for scores, members, mask in _pooled_cases(seed):
+        n = scores.shape[1]
+        rng = np.random.default_rng(n)
+        small = rng.permutation(n) < max(1, int(n * rng.uniform(0.1, 0.25)))
+        masks = {"all": np.ones(n, bool), "outliers": small, "inliers": ~small, "other": mask}
+        ranked = rank_rows(scores, members)
+        views = {k: ranked.subset(m) for k, m in masks.items()}
+        split += pooled._split_of(masks) == ("all", "inliers", "outliers")
+        for max_points in (4, 40, 4000):
+            got = pooled.thinned_pooled_curves(views, masks, max_points)
+            assert set(got) == set(masks)
+            for k, m in masks.items():
+                want = _oracle_thinned(scores[:, m], members[:, m], max_points)
+                for g, w in zip(got[k], want):
+                    assert g.dtype == w.dtype and g.tobytes() == w.tobytes(), (k, max_points)
+    assert split == 25  # every case went through the split path
+    assert fast[0] > 40  # and its counts gave the curves (not only the merged fallback)
+
+
+def test_split_of_finds_only_a_disjoint_cover_with_a_small_part():
+    n = 40
+    small = np.arange(n) < 8
+    whole = np.ones(n, bool)
+    assert pooled._split_of({"all": whole, "a": small, "b": ~small}) == ("all", "b", "a")
+    assert pooled._split_of({"all": whole, "a": ~small, "b": small}) == ("all", "a", "b")
+    half = np.arange(n) < 20
+    assert pooled._split_of({"all": whole, "a": half, "b": ~half}) is None  # the smaller part too large
+    overlap = small.copy()
+    overlap[20] = True
+    assert pooled._split_of({"all": whole, "a": overlap, "b": ~small}) is None  # not disjoint
+    assert pooled._split_of({"all": whole, "a": small, "b": ~small & (np.arange(n) < 39)}) is None  # not all
+    assert pooled._split_of({"all": whole, "a": small}) is None
 
 
 def test_thinned_pooled_curve_falls_back_when_the_curve_may_be_short(monkeypatch):
@@ -184,9 +233,57 @@ def test_thinned_pooled_curve_falls_back_when_the_curve_may_be_short(monkeypatch
     members = np.tile(np.arange(200) < 100, (5, 1))
     scores = np.where(members, 2.0, 1.0) + np.linspace(0, 0.5, 200)
     ranked = rank_rows(scores, members)
-    assert pooled._Splitters(ranked, 3).thinned(500, 500, 4) is None
+    assert pooled._Splitters.of_view(ranked, 3).thinned(500, 500, 4) is None
     got = pooled.thinned_pooled_curve(ranked, 4, stride=3)
     np.testing.assert_array_equal(got[0], _oracle_thinned(scores, members, 4)[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_row_positions_from_merges_are_binary_searches(seed, monkeypatch):
+    """Each row merged with the splitters (a stable sort, rows in blocks: one row, two, all) against a binary
+    search per row and splitter: entries at or above and above each splitter, and the pooled entries and
+    members there, with ties between the rows and the splitters (the splitters are sampled from the rows),
+    ±0, the largest floats and heavy ties."""
+    for scores, members, _ in _pooled_cases(seed):
+        view = rank_rows(scores, members)
+        values = metrics_module._finite_scores(view.values)
+        rows, n = values.shape
+        for stride in (1, 3, 16):
+            sig = pooled._splitter_values(values, stride)
+            assert (np.diff(sig) < 0).all()  # distinct, descending
+            assert np.isin(np.concatenate([values[:, 0], values[:, -1]]), sig).all()  # every row's ends
+            want_ge = np.stack([np.searchsorted(-values[r], -sig, side="right") for r in range(rows)])
+            want_gt = np.stack([np.searchsorted(-values[r], -sig, side="left") for r in range(rows)])
+            members_before = np.concatenate([np.zeros((rows, 1), int), np.cumsum(view.members, axis=1)], axis=1)
+            want_counts = [want_ge.sum(axis=0), want_gt.sum(axis=0),
+                           np.take_along_axis(members_before, want_ge, axis=1).sum(axis=0),
+                           np.take_along_axis(members_before, want_gt, axis=1).sum(axis=0)]
+            for chunk in (1, 2 * (n + sig.size), 1 << 20):
+                monkeypatch.setattr(pooled, "MERGE_CHUNK", chunk)
+                ge, gt, counts = pooled._row_positions(values, view.members, sig)
+                np.testing.assert_array_equal(ge, want_ge)
+                np.testing.assert_array_equal(gt, want_gt)
+                for got_c, want_c in zip(counts, want_counts):
+                    np.testing.assert_array_equal(got_c, want_c)
+
+
+def test_segments_sorted_as_padded_rows_are_each_segment_sorted():
+    """Segments of many sizes (empty, one entry, several powers of two, one size only) with ties inside
+    and member flags: each segment's scores descending, the same multiset of (score, member) pairs."""
+    rng = np.random.default_rng(3)
+    for sizes in ([0, 1, 2, 3, 0, 5, 17, 64, 65, 300, 1, 0], [40] * 7, [0, 0], [1000, 3, 1]):
+        per_seg = np.array(sizes, dtype=np.int64)
+        # Disjoint descending ranges (segment k in (-k - 1, -k)), shuffled within, few distinct values.
+        vals = np.concatenate([-k - rng.integers(1, 8, size=c) / 9.0 for k, c in enumerate(sizes)])
+        mem = rng.uniform(size=vals.size) < 0.5
+        got_v, got_m = pooled._sort_segments(vals, mem, per_seg)
+        at = 0
+        for c in sizes:
+            part = slice(at, at + c)
+            assert (np.diff(got_v[part]) <= 0).all()
+            want = sorted(zip(vals[part].tolist(), mem[part].tolist()))
+            assert sorted(zip(got_v[part].tolist(), got_m[part].tolist())) == want
+            at += c
 
 
 def test_count_levels_is_the_largest_count_within_each_level():

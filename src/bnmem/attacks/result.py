@@ -23,7 +23,12 @@ import numpy as np
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import KnownQuantiles, RankCounts, epsilon_summary
 from bnmem.attacks.metrics import METRIC_NAMES, KeptPoints, RankedRows, rank_rows
-from bnmem.attacks.pooled import POOLED_POINTS, thin_curve, thinned_pooled_curve  # noqa: F401 (re-exported)
+from bnmem.attacks.pooled import (  # noqa: F401 (re-exported)
+    POOLED_POINTS,
+    thin_curve,
+    thinned_pooled_curve,
+    thinned_pooled_curves,
+)
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
@@ -194,10 +199,12 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
         ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
+        views = {sub: ranked.subset(mask) for sub, mask in masks.items()}
         # The whole pooled curve needs the rows merged; a thinned one is found from counts (bnmem.attacks.pooled).
         pool = ranked.merged() if pooled_points is None else None
+        thinned = None if pool is not None else thinned_pooled_curves(views, masks, pooled_points)
         for sub, mask in masks.items():
-            view = ranked.subset(mask)
+            view = views[sub]
             per_roc, per_target, counts = _curves_and_counts(view, deltas, per_target_curves)
             metrics[name][sub] = summarize_rows(per_target)
             metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
@@ -205,9 +212,9 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
             if pool is not None:
                 pooled = pool.subset(mask).curves()[0]
             else:
-                pooled = thinned_pooled_curve(view, pooled_points)
+                pooled = thinned[sub]
             curves[name][sub] = {"per_target": per_roc, "pooled": pooled} if per_target_curves else {"pooled": pooled}
-        del ranked, pool, view  # before the next attack's arrays exist
+        del ranked, pool, view, views  # before the next attack's arrays exist
     return {
         "metrics": metrics,
         "curves": curves,
