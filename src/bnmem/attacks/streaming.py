@@ -293,11 +293,10 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             view = Block(x, fits, sd_in, sd_out)
             for name in scores:
                 if name not in rmia:
-                    # the mean over views straight into the score columns: np.mean's own add.reduce, then
-                    # true_divide by the count (the same bits, no [T, B] temporary)
-                    cols = scores[name][:, a:b]
-                    np.add.reduce(attack_spec.get(name).stream(view), axis=2, out=cols)
-                    cols /= phi_blk.shape[2]
+                    # np.mean's own steps (add.reduce, then true_divide by the count), the quotient written
+                    # straight into the score columns
+                    total = np.add.reduce(attack_spec.get(name).stream(view), axis=2)
+                    np.true_divide(total, phi_blk.shape[2], out=scores[name][:, a:b])
             if rmia:
                 # log p_y = −loss; the loss attack's block shares it when every model is a target
                 lp_blk = view_log_mean_of_loss(view.loss if plan.all_targets else loss_from_phi(phi_blk))
