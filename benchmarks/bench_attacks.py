@@ -13,6 +13,8 @@ digests of every score, every metric and every pooled curve (a change that
 should alter no number must leave them identical). Run::
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py              # the full size
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py --ref REF --floor --phi-dir DIR
+        # side by side with REF's code, plus what no bit-for-bit code removes; φ kept in DIR for the next run
     OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --models 32 --examples 2000 --population 1000
     python benchmarks/docs_numbers.py --attacks-bench FILE    # after a full-size run with --json FILE
 

@@ -164,8 +164,8 @@ SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "report_bench": (report_numbers, "python benchmarks/bench_report.py runs/demo --json FILE"),
     "lira": (lira_disk_numbers, "bnmem lira --dataset digits --shadow-models 16 --views identity,shift --epochs 1"),
     "demo_bench": (demo_numbers, "python benchmarks/bench_demo.py --json FILE (a fresh clone, make demo)"),
-    "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py --json FILE "
-                                       "(M=256 N=50000 V=18 P=10000, main side by side)"),
+    "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py --ref REF "
+                                       "--floor --json FILE (M=256 N=50000 V=18 P=10000, REF side by side)"),
     "gpu_cell": (gpu_cell_numbers, "python benchmarks/gpu_check.py --device cuda --only d --json FILE (one NVIDIA "
                                    "H200 lent through the device tool, 2026-12-04)"),
 }
