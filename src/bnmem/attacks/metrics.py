@@ -139,7 +139,8 @@ class RankedRows:
         return RankedRows(picked(self.values), picked(self.members), lambda: picked(columns))
 
     def merged(self) -> "RankedRows":
-        """All rows as one row, sorted: the scores pooled over rows (each entry keeps its column)."""
+        """All rows as one row, sorted: the scores pooled over rows (each entry keeps its column, picked
+        when first read: a pooled curve never reads them)."""
         rows, n = self.values.shape
         if rows <= 1:
             return self
@@ -149,8 +150,9 @@ class RankedRows:
         negated = np.negative(self.values.ravel())
         order = np.argsort(negated, kind="stable")
         del negated
-        return RankedRows(*(np.take(a.ravel(), order).reshape(1, -1)
-                            for a in (self.values, self.members, self.columns)))
+        return RankedRows(np.take(self.values.ravel(), order).reshape(1, -1),
+                          np.take(self.members.ravel(), order).reshape(1, -1),
+                          lambda: np.take(self.columns.ravel(), order).reshape(1, -1))
 
     def chunks(self) -> Iterator["RankedRows"]:
         """The rows in consecutive groups of about :data:`CHUNK_ENTRIES` entries (views, no copies)."""

@@ -149,7 +149,7 @@ def _split_of(masks: Mapping[str, np.ndarray]) -> tuple[str, str, str] | None:
 def _split_curves(whole: RankedRows, large: RankedRows, small: RankedRows, names: tuple[str, str, str],
                   max_points: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The thinned curves of a view and of the two parts it is made of (:func:`thinned_pooled_curves`)."""
-    merged = _scores_merged(small)
+    merged = small.merged()
     out = {names[2]: thin_curve(*merged.curves()[0], max_points=max_points)}
     rows, n = large.values.shape
     n_in = int(np.count_nonzero(large.members))
@@ -158,7 +158,7 @@ def _split_curves(whole: RankedRows, large: RankedRows, small: RankedRows, names
     values = _clipped(large)
     sig_large = _splitter_values(values, default_stride(rows, n))
     # The small part, merged: its entries at or above and above each splitter by one search each.
-    small_vals = _finite_scores(merged.values[0]) if merged.has_inf() else merged.values[0]
+    small_vals = _clipped(merged)[0]
     sig = np.unique(np.concatenate([sig_large, small_vals[[0, -1]]]))[::-1]  # the whole's ends included
     ge, gt, counts = _row_positions(values, large.members, sig)
     own = np.flatnonzero(np.isin(sig, sig_large))  # the large part's own splitters (its values)
@@ -192,14 +192,6 @@ def _split_curves(whole: RankedRows, large: RankedRows, small: RankedRows, names
     whole_sp = _Splitters(sig, whole_counts, whole_gather)
     out[names[0]] = _finish(whole_sp, whole, whole_n_in, max_points)
     return out
-
-
-def _scores_merged(view: RankedRows) -> RankedRows:
-    """``view.merged()`` (the same merge, so the same curve), its columns picked only if ever read."""
-    order = np.argsort(np.negative(view.values.reshape(-1)), kind="stable")  # as RankedRows.merged
-    return RankedRows(np.take(view.values.reshape(-1), order).reshape(1, -1),
-                      np.take(view.members.reshape(-1), order).reshape(1, -1),
-                      lambda: np.take(view.columns.reshape(-1), order).reshape(1, -1))
 
 
 def _finish(splitters: "_Splitters", view: RankedRows, n_in: int, max_points: int) -> tuple[np.ndarray, np.ndarray]:
