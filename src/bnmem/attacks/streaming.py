@@ -227,12 +227,12 @@ def _rmia_into(scores: dict[str, np.ndarray], rmia_refs: tuple[np.ndarray, np.nd
     chosen: dict[str, Any] = {}
     if not onlines:
         return chosen
-    pop_lp = None if pop_source is None else _population_log_p(pop_source)
+    pop = None if pop_source is None else _population(_population_log_p(pop_source))
     for name, online in onlines.items():
         if from_ratios:
-            _rmia_from_ratios(scores[name], keep, tgt, pop_lp, online, params.a, params.gamma)
+            _rmia_from_ratios(scores[name], keep, tgt, pop, online, params.a, params.gamma)
             continue
-        scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop_lp, online, params)
+        scores[name], picked = _rmia(*rmia_refs, keep, tgt, pop, online, params)
         if picked is not None:
             chosen[f"{name}_a_per_target"] = picked
     return chosen
@@ -321,16 +321,28 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     return pop_lp
 
 
+def _population(pop_lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The population's log p_y [M, P] and, row t, its log mean over every model but t [M + 1, P] (every model
+    is OUT for a population point, so a target's references are all the others): once per evaluation."""
+    return pop_lp, loo_log_means_by_position(*log_prefix_suffix(pop_lp))
+
+
 class _Positions:
-    """:meth:`_Plan.positions` of one slice of examples, per side, computed on first use."""
+    """:meth:`_Plan.positions` of one slice of examples, per side, computed on first use, with the side's
+    models given as flat (model, example) indices into the slice: what the LiRA fits and RMIA's reference
+    means both gather by."""
 
     def __init__(self, plan: _Plan, keep_blk: np.ndarray):
         self.plan, self.keep_blk = plan, keep_blk
         self._done: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
 
     def __call__(self, member: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(pairs [C, B]: model · B + example of each example's side models in model order; the removed
+        positions [T, B])."""
         if member not in self._done:
-            self._done[member] = self.plan.positions(self.keep_blk, member)
+            order, pos = self.plan.positions(self.keep_blk, member)
+            b = self.keep_blk.shape[1]
+            self._done[member] = order * b + np.arange(b), pos
         return self._done[member]
 
 
@@ -342,15 +354,14 @@ def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: s
     """
     out: dict[str, np.ndarray] = {}
     m, b, v = phi_blk.shape
-    cols = np.arange(b)[None, :]
     rows = phi_blk.reshape(m * b, v)  # a (model, example) pair's V values are one row: gathered whole
     fitted, per_example, _, _ = _kinds(wanted)
     for member, tag in ((True, "in"), (False, "out")):
         needs = attack_spec.needing(tag)
         if not wanted & needs & fitted:
             continue
-        order, pos = positions(member)
-        side = Side.of(np.take(rows, order * b + cols, axis=0))  # phi_blk[order, cols]
+        pairs, pos = positions(member)
+        side = Side.of(np.take(rows, pairs, axis=0))  # phi_blk[order, cols]
         k = plan.k_in if member else plan.k_out
         onside = plan.targets_of(keep_blk if member else ~keep_blk)
         removed = x.copy()  # np.where(onside[:, :, None], x, side.last), without the broadcast select
@@ -454,9 +465,9 @@ def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
     outs = []
     for member, k in ((True, plan.k_in), (False, plan.k_out)):
         if plan.balanced:
-            order, pos = positions(member)
+            pairs, pos = positions(member)
             # each removed position's log mean once per example, then read off per target
-            vals = np.take(lp_blk.reshape(-1), order * lp_blk.shape[1] + cols[None, :])  # lp_blk[order, cols]
+            vals = np.take(lp_blk.reshape(-1), pairs)  # lp_blk[order, cols]
             table = loo_log_means_by_position(*log_prefix_suffix(vals))
             outs.append(loo_log_mean_at(table, pos))
         else:
@@ -482,33 +493,31 @@ def _rmia_marginal(lmean_in: np.ndarray, lmean_out: np.ndarray, online: bool, a:
         return np.logaddexp(np.log1p(a) + lmean_out, np.log1p(-a)) - np.log(2.0)
 
 
-def _rmia_from_ratios(ratios: np.ndarray, keep: np.ndarray, tgt: np.ndarray, pop_lp: np.ndarray | None,
-                      online: bool, a: float | None, gamma: float) -> None:
+def _rmia_from_ratios(ratios: np.ndarray, keep: np.ndarray, tgt: np.ndarray,
+                      pop: tuple[np.ndarray, np.ndarray] | None, online: bool, a: float | None, gamma: float) -> None:
     """Each target's row of log(p(x|θ)/p(x)) [T, N] replaced by its RMIA scores, in place (as :func:`_rmia`)."""
-    pop = None if pop_lp is None else (pop_lp, loo_log_means_by_position(*log_prefix_suffix(pop_lp)))
     for i, t in enumerate(tgt):
         ratios[i] = _rmia_row(ratios[i], int(t), keep, pop, online, a, gamma)
 
 
 def _rmia_row(log_r: np.ndarray, t: int, keep: np.ndarray, pop: tuple[np.ndarray, np.ndarray] | None,
               online: bool, a: float | None, gamma: float) -> np.ndarray:
-    """Target t's RMIA scores from its candidates' log(p(x|θ)/p(x)): against the population ``pop`` (its log
-    p_y [M, P] and, row t, the log mean over all models but t [M + 1, P]), or the legacy one (t's non-members)."""
+    """Target t's RMIA scores from its candidates' log(p(x|θ)/p(x)): against the population ``pop``
+    (:func:`_population`), or the legacy one (t's non-members)."""
     if pop is None:
         return rmia_scores(log_r, ~keep[t], gamma)
     pop_lp, pop_means = pop
-    # Every model is OUT for a population point: the target's references are all other models, so p(z) is a
-    # leave-one-out mean over models (prefix/suffix sums: loo_log_means_by_position).
-    ref_mean = pop_means[t]
+    ref_mean = pop_means[t]  # p(z): the leave-one-out mean over the other models
     pop_marg = ref_mean if online else _rmia_marginal(None, ref_mean, False, a)
     return rmia_scores_against(log_r, pop_lp[t] - pop_marg, gamma)
 
 
 def _rmia(lp_all: np.ndarray, lmean_in: np.ndarray, lmean_out: np.ndarray, keep: np.ndarray, tgt: np.ndarray,
-          pop_lp: np.ndarray | None, online: bool, params: RMIAParams) -> tuple[np.ndarray, list[float] | None]:
+          pop: tuple[np.ndarray, np.ndarray] | None, online: bool, params: RMIAParams
+          ) -> tuple[np.ndarray, list[float] | None]:
     """RMIA scores [T, N] from the reference means; offline a per target (selected when params.a is None)."""
     out = np.empty((len(tgt), lp_all.shape[1]))
-    pop = None if pop_lp is None else (pop_lp, loo_log_means_by_position(*log_prefix_suffix(pop_lp)))
+    pop_lp = None if pop is None else pop[0]
     chosen: list[float] | None = [] if (not online and params.a is None) else None
     for i, t in enumerate(tgt):
         a = None if online else params.a
