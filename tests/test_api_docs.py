@@ -55,14 +55,15 @@ def undocumented(paths: dict[str, str], src: Path = ROOT / "src") -> list[str]:
     return bad
 
 
-def build_site(out: Path, src: Path = ROOT / "src") -> subprocess.CompletedProcess:
+def build_site(out: Path, src: Path = ROOT / "src", docs: Path = ROOT / "docs") -> subprocess.CompletedProcess:
     """``mkdocs build --strict`` of this repository's mkdocs.yml into ``out``, the API read from ``src``."""
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    config = config.replace("paths: [src]", f"paths: [{src}]").replace("docs_dir: docs", f"docs_dir: {ROOT / 'docs'}")
+    config = config.replace("paths: [src]", f"paths: [{src}]").replace("docs_dir: docs", f"docs_dir: {docs}")
     config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
     cfg = out.parent / "mkdocs.yml"
     cfg.write_text(config, encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(cfg), "-d", str(out)],
+    # No -q: it drops the warnings before strict mode counts them, so a warning would not fail the build.
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(cfg), "-d", str(out)],
                           capture_output=True, text=True, timeout=600, env={"NO_MKDOCS_2_WARNING": "1",
                                                                            "PATH": "/usr/bin:/bin"})
 
@@ -111,3 +112,14 @@ def test_a_removed_docstring_fails_both_checks(tmp_path):
     proc = build_site(tmp_path / "site", src)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert unrendered(paths, tmp_path / "site") == ["bnmem.power.units_needed"]
+
+
+@pytest.mark.slow
+def test_a_warning_fails_the_build(tmp_path):
+    """A dead link planted in a copy of docs/ is a warning, and the strict build exits non-zero on it."""
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    page = docs / "theory.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\nSee [the missing page](no-such-page.md).\n", encoding="utf-8")
+    proc = build_site(tmp_path / "site", docs=docs)
+    assert proc.returncode != 0 and "no-such-page.md" in proc.stdout + proc.stderr
