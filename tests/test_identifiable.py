@@ -172,6 +172,30 @@ def test_an_unknown_operation_counts_as_changing_the_output() -> None:
     assert scale_identifiable(Odd()) == {"bn1": True, "bn2": True}
 
 
+def test_a_users_module_with_view_inplace_relu_and_a_divisor() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.input_shape = SHAPE
+            self.conv, self.bn1 = torch.nn.Conv2d(1, 4, 3, bias=False), torch.nn.BatchNorm2d(4)
+            self.fc, self.bn2 = torch.nn.Linear(4 * 36, 5), torch.nn.BatchNorm1d(5)
+            self.bn3, self.head = torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 3)
+            self.relu = torch.nn.ReLU(inplace=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.relu(self.bn1(self.conv(x)))
+            h = self.bn2(self.fc(h.view(h.size(0), -1)))  # x.view(N, -1): a flatten; the bias is centered out
+            return self.head(1.0 / (1.5 + self.bn3(h).abs()))  # abs and a divisor: not homogeneous
+
+    torch.manual_seed(0)
+    net = Net().double()
+    for _, bn in batchnorm_layers(net):
+        bn.eps = EPS
+    truth = oracle(net, "batch")
+    assert truth == {"bn1": False, "bn2": False, "bn3": True}
+    assert scale_identifiable(net) == truth
+
+
 def _gains(model: torch.nn.Module) -> dict[str, np.ndarray]:
     return {k: v for k, v in next_gain(model).items() if v is not None}
 

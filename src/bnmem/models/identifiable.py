@@ -49,7 +49,9 @@ _SAME = {"contiguous", "clone", "detach", "to", "float", "double", "half", "cpu"
 _LINEAR = {"conv1d", "conv2d", "conv3d", "linear"}
 _ADD = {"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__", "__isub__"}
 _MUL = {"mul", "mul_", "__mul__", "__rmul__", "__imul__", "div", "div_", "__truediv__", "__itruediv__"}
+_DIV = {"div", "div_", "__truediv__", "__itruediv__"}
 _CAT = {"cat", "concat", "concatenate"}
+_RESHAPE = {"view", "reshape"}
 
 
 @dataclass
@@ -140,6 +142,16 @@ def _constant_per_channel(v: Any, ndim: int) -> bool:
     return len(shape) == ndim and all(s == 1 for d, s in enumerate(shape) if d != 1)
 
 
+def _per_sample_flat(call: _Call, x: Any) -> bool:
+    """``flatten(1)``, or a view / reshape to (N, features) of an activation with more dims."""
+    if not isinstance(x, torch.Tensor) or x.ndim <= 2:
+        return False
+    y = call.outputs[0]
+    if call.name == "flatten":
+        return call.arg(1, "start_dim", 0) == 1 and call.arg(2, "end_dim", -1) in (-1, x.ndim - 1)
+    return call.name in _RESHAPE and y.ndim == 2 and y.shape[0] == x.shape[0]
+
+
 def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray | str:
     """Channel kinds of a sum of two tensors of the same shape."""
     out = np.where(a == b, a, SHIFTED)
@@ -179,12 +191,12 @@ def _kinds(call: _Call, state: dict[int, Any], source: nn.Module) -> list[Any] |
             return [np.full(c_out, SCALED, dtype=np.int8)]
         # A bias is a per-channel constant only where the output's channels are dim 1 (conv, 2-D linear).
         return [np.full(c_out, SHIFTED, dtype=np.int8) if name != "linear" or x.ndim == 2 else CHANGED]
-    if name == "flatten" and kx is not None:
-        start = call.arg(1, "start_dim", 0)
-        end = call.arg(2, "end_dim", -1)
-        if x.ndim <= 2 or (start == 1 and end in (-1, x.ndim - 1)):
-            return [np.repeat(kx, int(np.prod(x.shape[2:])) if x.ndim > 2 else 1)]
-        return [CHANGED]
+    if name in _RESHAPE | {"flatten"} and kx is not None:
+        if _per_sample_flat(call, x):  # each channel's features stay together, in order
+            return [np.repeat(kx, int(np.prod(x.shape[2:])))]
+        return [kx] if tuple(call.outputs[0].shape) == tuple(x.shape) else [CHANGED]
+    if name in _DIV and len(call.args) > 1 and isinstance(call.args[1], torch.Tensor) and id(call.args[1]) in state:
+        return [CHANGED]  # 1/(c·u) is not c times anything
     if name in _ADD | _MUL:
         other = call.args[1] if len(call.args) > 1 else call.kwargs.get("other")
         ka, kb = (state.get(id(v)) if isinstance(v, torch.Tensor) else None for v in (x, other))
@@ -259,7 +271,7 @@ def _maps(graph: Graph, seed: torch.Tensor, index: np.ndarray, stop: Iterable[st
             norms.append((call, lx))
         elif name in _RECTIFIERS | _POOLS | _SAME and lx is not None:
             state[id(call.outputs[0])] = lx
-        elif name == "flatten" and lx is not None and x.ndim > 2:
+        elif lx is not None and _per_sample_flat(call, x):
             state[id(call.outputs[0])] = np.repeat(lx, int(np.prod(x.shape[2:])))
         elif name in _ADD | _MUL:
             parts = [state.get(id(v)) for v in call.args[:2] if isinstance(v, torch.Tensor)]
