@@ -152,6 +152,12 @@ def _per_sample_flat(call: _Call, x: Any) -> bool:
     return call.name in _RESHAPE and y.ndim == 2 and y.shape[0] == x.shape[0]
 
 
+def _channel_cat(call: _Call) -> bool:
+    """A concatenation along the channel dim (1) of activations."""
+    first = call.arg(0, "tensors")[0]
+    return first.ndim >= 2 and call.arg(1, "dim", 0) % first.ndim == 1
+
+
 def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray | str:
     """Channel kinds of a sum of two tensors of the same shape."""
     out = np.where(a == b, a, SHIFTED)
@@ -212,7 +218,7 @@ def _kinds(call: _Call, state: dict[int, Any], source: nn.Module) -> list[Any] |
         return [CHANGED]  # c·u + v, v a function of the input
     if name in _CAT:
         parts = call.arg(0, "tensors")
-        if parts[0].ndim >= 2 and call.arg(1, "dim", 0) % parts[0].ndim == 1:
+        if _channel_cat(call):
             return [np.concatenate([state.get(id(p), np.zeros(_channels(p), dtype=np.int8)) for p in parts])]
         return [CHANGED]
     return [CHANGED] * len(call.outputs)
@@ -279,7 +285,7 @@ def _maps(graph: Graph, seed: torch.Tensor, index: np.ndarray, stop: Iterable[st
             merged = parts[0] if len(parts) == 1 else np.where(parts[0] >= 0, parts[0], parts[1])
             if merged.size == _channels(call.outputs[0]):
                 state[id(call.outputs[0])] = merged
-        elif name in _CAT and call.arg(0, "tensors")[0].ndim >= 2 and call.arg(1, "dim", 0) % call.arg(0, "tensors")[0].ndim == 1:
+        elif name in _CAT and _channel_cat(call):
             state[id(call.outputs[0])] = np.concatenate(
                 [state.get(id(p), np.full(_channels(p), -1)) for p in call.arg(0, "tensors")])
     return linear, norms, [state.get(id(o)) for o in graph.outputs]
@@ -334,7 +340,8 @@ def next_gain(model: nn.Module, x: torch.Tensor | None = None, graph: Graph | No
     too. So G_c² is scale-free where |γ|/σ is not (tests/test_identifiable.py)."""
     graph = trace(model, x) if graph is None else graph
     out: dict[str, np.ndarray | None] = {}
-    calls = {id(c.arg(3, "weight")): c for c in graph.calls if c.name == "batch_norm" and c.arg(3, "weight") is not None}
+    calls = {id(c.arg(3, "weight")): c for c in graph.calls
+             if c.name == "batch_norm" and c.arg(3, "weight") is not None}
     for name, m in graph.layers:
         call = calls.get(id(m.weight)) if m.weight is not None else None
         if call is None:

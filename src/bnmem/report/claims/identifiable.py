@@ -144,8 +144,11 @@ def effective_steps(reps: Sequence[tuple[Any, Any]], mode: str = GS_SIGMA) -> di
             for v in ((rows.get(n) or {}).get("per_seed") or {}).values():
                 s = finite((v or {}).get("median_effective_step"))
                 logs[n].append(math.log(s) if s is not None and s > 0 else None)
-    return {n: (math.exp(math.fsum(x) / len(x)) if x and all(v is not None for v in x) else None)  # type: ignore[arg-type]
-            for n, x in logs.items()}
+    out: dict[str, float | None] = {}
+    for n, x in logs.items():
+        vals = [v for v in x if v is not None]
+        out[n] = math.exp(math.fsum(vals) / len(vals)) if vals and len(vals) == len(x) else None
+    return out
 
 
 def effective_step_analysis(reps: Sequence[tuple[Any, Any]], mode: str = GS_SIGMA) -> Analysis:
