@@ -164,3 +164,33 @@ def test_cli(tmp_path, capsys):
     code = main(["gamma-sigma", "--norms", "batch,none", "--epochs", "1", "--quiet", "--out", str(tmp_path / "h")])
     err = capsys.readouterr().err
     assert code == 2 and "BatchNorm" in err and len(err.strip().splitlines()) == 1
+
+
+def test_each_layer_says_whether_its_scale_is_identifiable_and_its_effective_step(gs_run):
+    # LeNet: norm1-norm3 feed another BN through ReLU, pooling and a linear map; norm4 feeds the logits.
+    out, cfg, res = gs_run
+    saved = json.loads((out / "gamma_sigma.json").read_text())
+    for mode in ("running", "batch"):
+        final = saved["final"][mode]
+        assert {k: final[k]["scale_identifiable"] for k in saved["layers"]} == {
+            "norm1": False, "norm2": False, "norm3": False, "norm4": True}
+        for layer in saved["layers"]:
+            steps = [s["median_effective_step"] for s in final[layer]["per_seed"].values()]
+            assert all(v is not None and v > 0 for v in steps)
+            assert final[layer]["median_effective_step"] == pytest.approx(np.mean(steps))
+    flags = {s: p["scale_identifiable"] for s, p in saved["push"]["per_seed"].items()}
+    assert flags and all(f == {"norm1": False, "norm2": False, "norm3": False, "norm4": True} for f in flags.values())
+
+
+def test_the_effective_step_is_recorded_from_the_trained_model(gs_run):
+    # Recomputed from the saved final model of seed 0: the same per-channel numbers as its history.
+    from bnmem.models import build_model
+    from bnmem.models.identifiable import effective_step, next_gain
+
+    out, cfg, _ = gs_run
+    saved = json.loads((out / "gamma_sigma.json").read_text())
+    model = build_model("lenet", (1, 8, 8), 10)
+    model.load_state_dict(torch.load(out / "batch" / "seed0" / "model.pt", map_location="cpu", weights_only=True))
+    g = next_gain(model)["norm3"]
+    want = effective_step(cfg.train.lr, g)["median"]
+    assert saved["final"]["running"]["norm3"]["per_seed"]["0"]["median_effective_step"] == pytest.approx(want, rel=1e-6)

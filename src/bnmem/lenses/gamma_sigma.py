@@ -3,7 +3,10 @@
 For every seed a BN model is trained exactly as in ``bnmem memorize``; the
 trainer's ``on_epoch`` hook records each BN layer's γ, σ and |γ|/σ (running σ
 and the σ of one fixed training batch) into the training history, so a
-finished or resumed job needs no recomputation.
+finished or resumed job needs no recomputation. At the last epoch the hook also records, from the model's
+traced dataflow (:mod:`bnmem.models.identifiable`), which BN layers have an identifiable γ scale
+(``scale_identifiable``) and each channel's effective step η·G_c² (the scale-free robustness measurement;
+docs/architecture.md, "Definitions").
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from bnmem.texttable import table
 from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_push import PUSH_VERSION, gamma_pushes, outlier_excess_share
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
+from bnmem.models.identifiable import effective_step, next_gain, scale_identifiable, trace
 from bnmem.figures.gamma_sigma import plot_gamma_sigma
 from bnmem.lenses.registry import Lens, register
 from bnmem.lenses.spec import SPECS
@@ -101,15 +105,27 @@ def measure_hook(cfg: GammaSigmaConfig, ds: OutlierDataset, job: Path | None = N
         if epoch not in epochs:
             return None
         rec = {mode: gamma_sigma_stats(model, x_probe, mode) for mode in SIGMA_MODES}
-        if epoch != cfg.train.epochs:
-            rec = {mode: compact(s) for mode, s in rec.items()}
         out: dict[str, Any] = {"gamma_sigma": rec}
+        if epoch != cfg.train.epochs:
+            out["gamma_sigma"] = {mode: compact(s) for mode, s in rec.items()}
+        else:
+            out["identifiable"] = identifiable_record(model, x_probe[:2], cfg.train.lr)
         if cfg.gamma_push and outliers.any():
             out["gamma_push"] = gamma_pushes(model, ds.x_train, ds.y_train, outliers, cfg.train.batch_size,
                                              cfg.data.seed, cfg.push_norm_sample)
         return out
 
     return hook
+
+
+def identifiable_record(model: torch.nn.Module, x: torch.Tensor, lr: float) -> dict[str, Any]:
+    """Per BN layer: whether its γ scale is identifiable and its channels' effective step η·G_c², from one
+    traced forward pass of ``x`` (the model is left as it was)."""
+    ref = next(t for t in [*model.parameters(), *model.buffers()] if t.is_floating_point())
+    graph = trace(model, x.to(device=ref.device, dtype=ref.dtype))
+    gains = next_gain(model, graph=graph)
+    return {"scale_identifiable": scale_identifiable(model, graph=graph),
+            "effective_step": {n: effective_step(lr, g) for n, g in gains.items()}}
 
 
 def _epoch_push(epoch: int, rec: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +156,8 @@ def push_summary(histories: dict[int, list[dict]], ds: OutlierDataset) -> dict[s
         v3 = outlier_excess_share([{n: {"outlier": r["outlier_rows"], "all": r["all"]} for n, r in p["layers"].items()}
                                    for _, p in recs], frac)
         per_seed[str(seed)] = {"epochs": [_epoch_push(e, p) for e, p in recs],
-                               "v3_excess_share": (v3 or {}).get("excess_share")}
+                               "v3_excess_share": (v3 or {}).get("excess_share"),
+                               "scale_identifiable": _identifiable(hist).get("scale_identifiable")}
     if not per_seed:
         return None
     return {"version": PUSH_VERSION, "outlier_fraction": frac, "per_seed": per_seed,
@@ -150,11 +167,25 @@ def push_summary(histories: dict[int, list[dict]], ds: OutlierDataset) -> dict[s
                           "Σ(γ·∂L/∂γ + β·∂L/∂β) / (‖(γ, β)‖·Σ_batches ‖(∂L/∂γ, ∂L/∂β)‖) (≈ 0: scale-invariant "
                           "layer); the all-parameter gradient norm ‖∇θ ℓ_i‖ summed over the outliers and over all "
                           "examples (clean ones from a fixed seeded sample, scaled up); the outliers' training "
-                          "accuracy in the same pass. v3_excess_share: plan 3.0's statistic (row attribution)"}
+                          "accuracy in the same pass. v3_excess_share: plan 3.0's statistic (row attribution); "
+                          "scale_identifiable: per BN layer, from the model's graph (bnmem.models.identifiable)"}
+
+
+def _identifiable(hist: list[dict]) -> dict[str, Any]:
+    """The last epoch's identifiability record of one run ({} for a run recorded before it existed)."""
+    return next((h["identifiable"] for h in reversed(hist) if "identifiable" in h), {})
+
+
+def _step_median(ident: dict[str, Any], layer: str) -> float | None:
+    step = (ident.get("effective_step") or {}).get(layer)
+    return step["median"] if step else None
 
 
 def summarize(histories: dict[int, list[dict]]) -> dict[str, Any]:
-    """Per-epoch curves (mean over seeds) and final per-layer values from the histories."""
+    """Per-epoch curves (mean over seeds) and final per-layer values from the histories; per layer also
+    ``scale_identifiable`` (the same for every seed: a property of the graph; None for runs recorded before
+    it existed) and ``median_effective_step`` (the mean over seeds of each seed's channel median)."""
+    idents = {str(k): _identifiable(h) for k, h in histories.items()}
     per_seed, curves, final = {}, {}, {}
     epochs: list[int] = []
     for seed, hist in histories.items():
@@ -173,13 +204,18 @@ def summarize(histories: dict[int, list[dict]]) -> dict[str, Any]:
         final[mode] = {}
         for layer in layers:
             vals = {str(k): s["final"][mode]["layers"][layer] for k, s in zip(histories, per_seed.values())}
+            flags = {i.get("scale_identifiable", {}).get(layer) for i in idents.values()} - {None}
+            steps = {k: _step_median(idents[k], layer) for k in vals}
+            known = [v for v in steps.values() if v is not None]
             final[mode][layer] = {
                 "n_channels": next(iter(vals.values()))["n_channels"],
                 "layer_type": next(iter(vals.values())).get("layer_type"),
                 "median_ratio": float(np.mean([v["median_ratio"] for v in vals.values()])),
                 "frac_above_1": float(np.mean([v["frac_above_1"] for v in vals.values()])),
-                "per_seed": {k: {"median_ratio": v["median_ratio"], "frac_above_1": v["frac_above_1"]}
-                             for k, v in vals.items()},
+                "per_seed": {k: {"median_ratio": v["median_ratio"], "frac_above_1": v["frac_above_1"],
+                                 "median_effective_step": steps[k]} for k, v in vals.items()},
+                "scale_identifiable": flags.pop() if len(flags) == 1 else None,
+                "median_effective_step": float(np.mean(known)) if len(known) == len(steps) else None,
             }
     return {"epochs": epochs, "layers": layers, "curves": curves, "final": final, "per_seed": per_seed}
 
@@ -218,6 +254,14 @@ def run_gamma_sigma(cfg: GammaSigmaConfig, out: str | Path, *, progress: bool = 
                          f"in training mode; the σ the regularizer penalizes",
             },
             "ratio": "|γ| / σ per channel; per layer its median and the fraction of channels above 1",
+            "scale_identifiable": "per BN layer, from the model's traced graph: does scaling its γ and β by a "
+                                  "common c > 0 change the logits (batch statistics, or the running statistics "
+                                  "re-estimated after the rescaling)? False: its |γ|/σ scale is not identifiable",
+            "effective_step": f"per BN channel c, η·γ_c²·Σ_W Σ_k ‖W[k, c]‖² / v_k at the last epoch (η = "
+                              f"{cfg.train.lr:g}, the configured learning rate; W each conv / linear layer the "
+                              f"channel reaches first; v_k the running variance + eps of the BN that output "
+                              f"channel k reaches next, 1 for a logit); median_effective_step is the channel "
+                              f"median (mean over seeds)",
             "gs_reg": cfg.train.gs_reg,
             "gs_tau": cfg.train.gs_tau if cfg.train.gs_reg > 0 else None,
         },
