@@ -16,9 +16,13 @@ import numpy as np
 import pytest
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, FAMILY_ALPHA, GS_MAJORITY, GS_MIN_REPLICATES, INCONCLUSIVE, LARGER, MITIGATE_CUT,
-    MITIGATE_TEST_DROP, NOT_RUN, PLAN, REPRODUCED, SMALLER, THEORY_TOL, family_level, lira_range,
+    CONTRADICTED, DIRECTION_ONLY, FAMILY_ALPHA, INCONCLUSIVE, LARGER, MITIGATE_TEST_DROP, NOT_RUN, PLAN, REPRODUCED,
+    SMALLER, family_level,
 )
+from bnmem.report.claims.claim3 import lira_range
+from bnmem.report.claims.claim4 import GS_MAJORITY, GS_MIN_REPLICATES
+from bnmem.report.claims.claim5 import THEORY_TOL
+from bnmem.report.claims.claim6 import MITIGATE_CUT
 from bnmem.names import GAMMA_SIGMA, LIRA, MEMORIZE
 from bnmem.report.claims import RULES, claim1, claim3, claim4, claim5, evaluate_rule, rule_ids
 from bnmem.report.claims.claim6 import status_of as claim6_status, status_v2 as claim6_status_v2

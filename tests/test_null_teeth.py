@@ -43,9 +43,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from bnmem.analysis_plan import (
-    CONTRADICTED, LARGER, MITIGATE_CUT, MITIGATE_TEST_DROP, REPRODUCED, THEORY_TOL, lira_range,
-)
+from bnmem.analysis_plan import CONTRADICTED, LARGER, MITIGATE_TEST_DROP, REPRODUCED
+from bnmem.report.claims.claim3 import lira_range
+from bnmem.report.claims.claim5 import THEORY_TOL
+from bnmem.report.claims.claim6 import MITIGATE_CUT
 from bnmem.names import LIRA, MITIGATE
 from bnmem.report.claims import claim3, claim5, claim6, evaluate_rule
 from bnmem.report.claims.core import at_level

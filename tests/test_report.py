@@ -515,7 +515,8 @@ def test_forest_plot_rows_and_order(study_dir):
     decides, the plan's attack for a robustness variant), the plan's null per claim and the paper's range on claim
     3's rows; the page shows it right after the headline."""
     from bnmem.analysis_plan import NOT_RUN
-    from bnmem.report.forest import AXES, forest_panels
+    from bnmem.analysis_plan import PLAN
+    from bnmem.report.forest import forest_panels
 
     rep = build_report(study_dir)
     panels = forest_panels(rep.claims)
@@ -528,7 +529,7 @@ def test_forest_plot_rows_and_order(study_dir):
             assert len(p.rows) > len(ran) and all(r.paper is not None for r in p.rows)  # several attacks each
         else:
             assert len(p.rows) == len(ran), c.id
-        assert p.null == AXES[c.id][1]
+        assert p.null == PLAN[c.id].axis.null * c.scale
         assert all(r.status in (*ROW_STATUSES, NOT_RUN) for r in p.rows)
     html_text = rep.html.read_text(encoding="utf-8")
     order = [html_text.index(f'id="{sid}"') for sid in ("headline", "forest", "memorization", "details")]

@@ -144,7 +144,8 @@ def test_claim_4_simulation_decides_every_study_as_the_one_study_rule_does(repli
     """layer_fraction_reproduced (all simulated studies at once) against layer_fraction_estimate study by study,
     at both levels the report reads, on draws that land on both sides of the rule; and the batched power
     equals power_simulated with the one-study rule (the same draws)."""
-    from bnmem.analysis_plan import GS_MIN_REPLICATES, reproduced_level
+    from bnmem.analysis_plan import reproduced_level
+    from bnmem.report.claims.claim4 import GS_MIN_REPLICATES
     from bnmem.power import power_simulated, power_simulated_all
     from bnmem.report.claims.claim4 import layer_fraction_estimate, layer_fraction_reproduced
     from bnmem.report.claims.core import at_level

@@ -232,6 +232,8 @@ def test_compare_two_runs(run, tmp_path, capsys):
     assert main(["compare", str(run), str(other), "--markdown"]) == 0
     md = capsys.readouterr().out
     assert md.startswith("| # | claim |") and md.count("| same |") == len(rows) - 1
+    cells = [r["claim"].replace("|", "\\|") for r in rows]  # a pipe escaped inside a markdown cell
+    assert "…" not in md and all(f"| {c} |" in md for c in cells)  # markdown wraps: titles in full
     assert main(["compare", str(run), str(run), "--recompute"]) == 0
     assert "0 of" in capsys.readouterr().out
 

@@ -2,8 +2,9 @@
 study's estimated cost, and the smallest design that gives every claim 80% power.
 
 A claim's deciding settings in a study are its shared-recipe cells grouped over replicates (the report's
-settings), restricted as the claim's rule restricts them: corrupted settings (claims 1, 2, 3a, 6, 7), clean
-ones (3b), every one (4), the toy model once per study (5b, its seeds the unit). Each setting's spread is
+settings), restricted as the claim's module declares (:attr:`bnmem.analysis_plan.ClaimPlan.design`):
+corrupted settings (claims 1, 2, 3a, 6, 7), clean ones (3b), every one (4), the toy model once per study (5b,
+its seeds the unit). Each setting's spread is
 the pilot run's (``--pilot``: the same setting's SD when the pilot measured it, else the largest SD the pilot
 observed for the claim, said so; plan 5.0: the one-sided 80% upper confidence bound on it,
 :data:`bnmem.analysis_plan.PILOT_SD_BOUND`, since an SD from a few units is uncertain by a large factor) or the
@@ -26,10 +27,6 @@ from bnmem.names import STUDY_FILE
 from bnmem.power import sd_upper_bound
 from bnmem.report.power import SettingDesign, design_power, unit_of, units_for
 from bnmem.study.run import Cell, expand_grid, runs_in
-
-# Which settings decide a claim besides its lens: "corrupted" (default), "clean", "all", "study" (once).
-_WHICH = {"3b": "clean", "4": "all", "5b": "study"}
-
 
 @dataclass
 class ClaimDesign:
@@ -59,13 +56,13 @@ def bn_layers(arch: str, dataset: str) -> int:
 
 def _settings(study: Any, cid: str) -> list[tuple[str, list[Cell]]]:
     """(label, replicate cells) of each deciding setting of claim ``cid`` in the study."""
-    which = _WHICH.get(cid, "corrupted")
+    which = ap.PLAN[cid].design.settings  # the claim module's declaration
     groups: dict[str, list[Cell]] = {}
     for c in expand_grid(study):
         if c.recipe != "shared":
             continue
         clean = c.outliers.label_noise == 0 and c.outliers.ood == 0
-        if (which == "clean" and not clean) or (which == "corrupted" and clean):
+        if (which == ap.CLEAN and not clean) or (which == ap.CORRUPTED and clean):
             continue
         groups.setdefault(f"{c.dataset} · {c.arch} · {c.outliers.tag()}", []).append(c)
     return list(groups.items())
@@ -81,7 +78,8 @@ def _nested_selection() -> bool:
 
 def _evaluated_units(cid: str, replicates: int) -> int:
     """Replicates that enter a claim's interval (claim 6 without nested selection holds one out for λ)."""
-    return replicates - 1 if cid == "6" and replicates > 1 and not _nested_selection() else replicates
+    held_out = ap.PLAN[cid].design.held_out_selection
+    return replicates - 1 if held_out and replicates > 1 and not _nested_selection() else replicates
 
 
 def _pilot_sds(pilot: list[Any] | None, cid: str) -> dict[tuple[str, float, float], dict[str, float | None]]:
@@ -91,7 +89,7 @@ def _pilot_sds(pilot: list[Any] | None, cid: str) -> dict[tuple[str, float, floa
         if c.id != cid:
             continue
         for e in c.deciding():
-            if cid != "5b" and unit_of(e) != "replicates":
+            if ap.PLAN[cid].design.settings != ap.ONCE_PER_STUDY and unit_of(e) != "replicates":
                 continue  # an interval over one replicate's seeds: not the spread of replicate means
             key = (str(e.conditions.get("arch")), float(e.conditions.get("label_noise") or 0),
                    float(e.conditions.get("ood") or 0))
@@ -127,7 +125,7 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
         return ClaimDesign(cid, [], why_not=f"the study does not run the {lens} lens")
     names = [e.name for e in eps]
     observed = _pilot_sds(pilot, cid)
-    if _WHICH.get(cid) == "study":
+    if plan.design.settings == ap.ONCE_PER_STUDY:
         cfg = study.lenses.options(lens) or {}
         n = int(cfg.get("counterfactual_seeds", 5))
         sds = {"": max((v.get("") for v in observed.values() if v.get("") is not None), default=None)}
@@ -135,8 +133,7 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
         d = ClaimDesign(cid, [SettingDesign(n, sds)], "seeds of the toy model", basis)
     else:
         settings, bases = [], set()
-        tests = len((study.lenses.options("gradnorms") or {}).get("definitions") or ["eval", "batch"]) \
-            if cid == "2" else 1
+        tests = plan.design.tests(study.lenses.options(lens) or {}) if plan.design.tests else 1
         for _, cells in _settings(study, cid):
             cells = [c for c in cells if runs_in(study, lens, c)]  # the lens's allotment
             if not cells:
@@ -145,9 +142,10 @@ def claim_design(study: Any, cid: str, pilot: list[Any] | None = None) -> ClaimD
             sds, basis = _sds_for(c, observed, names)
             bases.add(basis)
             mix = c.outliers.label_noise or c.outliers.ood or None
-            paper = ap.lira_range(mix) if cid in ("3a", "3b") else None
+            paper = plan.paper_range(mix) if plan.paper_range else None
             settings.append(SettingDesign(_evaluated_units(cid, len(cells)), sds, paper, tests,
-                                          bn_layers(c.arch, c.dataset) if cid == "4" else 4, len(c.seeds)))
+                                          bn_layers(c.arch, c.dataset) if plan.design.per_layer else 4,
+                                          len(c.seeds)))
         if not settings:
             return ClaimDesign(cid, [], why_not="no setting of the study measures it")
         d = ClaimDesign(cid, settings, basis="; ".join(sorted(bases)))

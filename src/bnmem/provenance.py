@@ -35,6 +35,8 @@ PACKAGE = Path(__file__).resolve().parent
 # attacks). One place: the seeds, study.json, the attempts log and the report all use this list.
 DECIDING_SOURCES = (
     "analysis_plan.py",
+    "claim_spec.py",
+    "plan_history.py",
     "stats.py",
     "report/claims/*.py",
     "measure/*.py",

@@ -67,8 +67,9 @@ def _float(text: str | None) -> float | None:
 
 def effect(row: Row | None) -> str:
     """'+0.123 [+0.05, +0.2]' or '—', in the unit the report shows the claim in (claim 3 in AUC points:
-    '+12.5 [+8.1, +16.9] points'; :data:`bnmem.report.claims.core.DISPLAY`); an interval at another level than
-    95% (a claim decided in several settings: Bonferroni-adjusted) says its level, e.g. ' (98.3%)'."""
+    '+12.5 [+8.1, +16.9] points'; its plan entry's :attr:`bnmem.analysis_plan.ClaimPlan.display`); an interval at
+    another level than 95% (a claim decided in several settings: Bonferroni-adjusted) says its level, e.g.
+    ' (98.3%)'."""
     from bnmem.analysis_plan import PLAN
     from bnmem.report.claims.core import new_claim
     from bnmem.report.headline import level_suffix
@@ -119,10 +120,12 @@ def change(a: Row | None, b: Row | None) -> str:
     return "; ".join(parts) or "same"
 
 
-def compare_rows(a: Checklist, b: Checklist) -> list[list[str]]:
-    """One row per claim (A's order, then claims only B has)."""
+def compare_rows(a: Checklist, b: Checklist, full_titles: bool = False) -> list[list[str]]:
+    """One row per claim (A's order, then claims only B has); titles cut for a fixed-width terminal table, in
+    full with ``full_titles`` (markdown wraps them)."""
     ids = list(dict.fromkeys([*a.rows, *b.rows]))
-    titles = short_titles([(a.rows.get(cid) or b.rows.get(cid) or {}).get("claim", "") for cid in ids])
+    titles = [(a.rows.get(cid) or b.rows.get(cid) or {}).get("claim", "") for cid in ids]
+    titles = titles if full_titles else short_titles(titles)
     out = []
     for cid, title in zip(ids, titles):
         ra, rb = a.rows.get(cid), b.rows.get(cid)
@@ -134,7 +137,7 @@ def compare_rows(a: Checklist, b: Checklist) -> list[list[str]]:
 def render(a: Checklist, b: Checklist, markdown: bool = False) -> str:
     """The side-by-side table, as fixed-width text or markdown, with the two sources named."""
     header = ["#", "claim", f"A: {a.name}", "effect A [CI]", f"B: {b.name}", "effect B [CI]", "what changed"]
-    rows = compare_rows(a, b)
+    rows = compare_rows(a, b, full_titles=markdown)
     n_changed = sum(r[-1] != "same" for r in rows)
     foot = [f"A: {a.source}", f"B: {b.source}", f"{n_changed} of {len(rows)} claims differ",
             "intervals at 95% unless a level is given (a claim decided in several settings: Bonferroni-adjusted)"]

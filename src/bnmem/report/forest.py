@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, MITIGATE_CUT, NOT_RUN,
-    REPRODUCED, SMALLER, THEORY_TOL, lira_range,
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PLAN, REPRODUCED,
+    SMALLER, Axis,
 )
 from bnmem.figures.forest import ForestPanel, ForestRow, plot_forest
 from bnmem.report.claims import Claim, Evaluation
@@ -24,21 +24,6 @@ STATUS_COLORS = {
     REPRODUCED: "#1e8a4c", CHECK_PASSED: "#2a93a8", DIRECTION_ONLY: "#d09a00", INCONCLUSIVE: "#4f79b5",
     LARGER: "#6a9a1f", SMALLER: "#d9731a",
     CONTRADICTED: "#c0392b", CHECK_FAILED: "#a3397f", NOT_RUN: "#9aa0a6",
-}
-# Per claim: the x-axis label, the null (or threshold, or for 5b the prediction) and its name.
-AXES = {
-    "1": ("BN − none: corrupted-subset accuracy (mean over epochs)", 0.0, "no effect"),
-    "2": ("BN − none: log gradient-norm ratio corrupted / clean", 0.0, "no effect"),
-    "3a": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
-    "3b": ("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", 0.0, "no effect"),
-    "3c": ("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)", 0.0, "no effect"),
-    "4": ("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
-          "test's bounds", 1.0, "|γ|/σ = 1"),
-    "5a": ("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
-    "5b": ("slope of the live step's margin change on (γ/σ)² × the plain step's", 1.0, "the prediction"),
-    "6": ("cut in corrupted-subset accuracy by the γ/σ regularizer (fraction of BN's)", 0.0, "no effect"),
-    "7": ("outliers' push on |γ| per unit gradient norm over everyone's − 1 (before the fit)", 0.0,
-          "in proportion to their gradients"),
 }
 _REPLICATES = re.compile(r" \((\d+) replicates?\)")
 
@@ -103,30 +88,35 @@ def _strip_common(labels: list[str]) -> list[str]:
     return [" · ".join(p[k:]) if len(p) > 1 else p[0] for p in parts]
 
 
+def axis_of(claim: Claim) -> Axis:
+    """The claim's forest-plot panel as its plan entry declares it (else its metric against 0)."""
+    p = PLAN.get(claim.id)
+    return p.axis if p is not None and p.axis is not None else Axis(claim.metric[:70])
+
+
 def _paper(claim: Claim, e: Evaluation) -> tuple[float, float] | None:
-    if claim.id in ("3a", "3b"):
-        mix = (finite(e.conditions.get("label_noise")) or 0) + (finite(e.conditions.get("ood")) or 0)
-        return lira_range(mix or None)
-    if claim.id == "6":
-        return (MITIGATE_CUT, 1.0)
-    if claim.id == "5b":
-        return (1 - THEORY_TOL, 1 + THEORY_TOL)  # the derivation's value, 1 ± the tolerance
-    return None
+    """The paper's range at the evaluation's outlier mix, where the claim's plan entry states one."""
+    p = PLAN.get(claim.id)
+    if p is None or p.paper_range is None:
+        return None
+    mix = (finite(e.conditions.get("label_noise")) or 0) + (finite(e.conditions.get("ood")) or 0)
+    return p.paper_range(mix or None)
 
 
 def claim_rows(claim: Claim) -> list[ForestRow]:
     """The rows of one claim: its evaluations that ran (claim 3: one row per attack)."""
     rows = []
+    per_coverdict = axis_of(claim).per_coverdict
     for e in claim.evaluations:
         if e.status == NOT_RUN:
             continue
         label = short_where(e.where) + (f" [{e.variant}]" if e.variant else "")
         deciding = e.deciding and not e.variant
-        # Claim 3's deciding settings: one row per attack; its robustness variants: the plan's attack only (the
-        # robustness panel has every attack of every variant).
+        # A claim whose axis says so (claim 3): its deciding settings one row per co-verdict (attack); its robustness
+        # variants the plan's own analysis only (the robustness panel has every attack of every variant).
         items = [(f"{label} · {a.name}", a) for a in e.coverdicts if a.status != NOT_RUN] \
-            if claim.id in ("3a", "3b") and e.coverdicts and deciding \
-            else [(f"{label} · {e.primary}" if e.primary and claim.id in ("3a", "3b") else label, e)]
+            if per_coverdict and e.coverdicts and deciding \
+            else [(f"{label} · {e.primary}" if e.primary and per_coverdict else label, e)]
         paper = _paper(claim, e)
         k = claim.scale  # the claim's display unit (claim 3: AUC points)
         for lab, a in items:
@@ -144,7 +134,8 @@ def forest_panels(claims: list[Claim]) -> list[ForestPanel]:
     """One panel per claim, with labels shortened by what every row of the figure shares."""
     panels = []
     for c in claims:
-        xlabel, null, null_label = AXES.get(c.id, (c.metric[:70], 0.0, "no effect"))
+        axis = axis_of(c)
+        xlabel, null, null_label = axis.label, axis.null, axis.null_label
         rows = claim_rows(c)
         title = f"{c.id} · {c.title}"
         p = power_of(c)

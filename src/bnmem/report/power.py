@@ -1,8 +1,8 @@
 """The power of every claim's design, where the verdict is read (headline, summary.md, summary.csv, forest).
 
-Each claim's test and planning effect are declared once, in :data:`bnmem.analysis_plan.PLANNING`; the
-power math is :mod:`bnmem.power`. A claim's design is its deciding settings (:class:`SettingDesign`): the
-units (replicates) each has, the spread of one unit's value (observed in a run, or the plan's declared SD),
+Each claim's test and planning effect are declared once, in its claim module (read through
+:data:`bnmem.analysis_plan.PLANNING`); the power math is :mod:`bnmem.power`. A claim's design is its deciding
+settings (:class:`SettingDesign`): the units (replicates) each has, the spread of one unit's value (observed in a run, or the plan's declared SD),
 the paper's range where the test reads it, and for claim 4 the layers and seeds of the simulation. The
 power of "reproduced" is the product over settings (every setting must pass) of the product over the
 claim's endpoints (claim 6: the cut and the cost); :func:`units_for` finds the units 80% power needs.

@@ -1,8 +1,13 @@
 """The paper's claims, each decided by the declared analysis plan (:mod:`bnmem.analysis_plan`).
 
-One module per claim, keyed by the plan's claim ids (each declares ``IDS`` and
-``evaluate(run) -> list[Claim]``); the grading core (statuses, intervals, the
-least supportive setting, multiplicity) is :mod:`bnmem.report.claims.core`.
+One module per claim: everything about a claim lives in its module, which
+declares ``CLAIMS`` (its :class:`bnmem.analysis_plan.ClaimPlan` s: the plan's text,
+constants, planning effect, display, forest-plot axis and design branch) and
+``evaluate(run) -> list[Claim]``. The modules are found by the plan's registry
+(:func:`bnmem.analysis_plan.claim_modules`: every module of this package that
+declares ``CLAIMS``), so adding a claim is adding its module and its test; the
+grading core (statuses, intervals, the least supportive setting, multiplicity)
+is :mod:`bnmem.report.claims.core`.
 
 A claim is evaluated once per setting it can be measured in (a setting groups
 the replicate cells whose conditions differ only in the replicate; each BN vs
@@ -25,8 +30,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Callable
 
-from bnmem.analysis_plan import CONTRADICTED, family_level
-from bnmem.report.claims import claim1, claim2, claim3, claim3c, claim4, claim5, claim6, claim7
+from bnmem.analysis_plan import CONTRADICTED, claim_modules, family_level
 from bnmem.report.claims.core import (
     RANK, ROW_KEYS, Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, grade, grade_v2, vs_paper,
     weakest,
@@ -37,13 +41,13 @@ from bnmem.report.rundata import RunData
 __all__ = ["Analysis", "Claim", "Evaluation", "PreviousVerdict", "RANK", "ROW_KEYS", "RULES", "conditions_text",
            "evaluate_claims", "evaluate_rule", "grade", "grade_v2", "rule_ids", "vs_paper", "weakest"]
 
-# The rule modules, in the paper's order.
-RULES: tuple[ModuleType, ...] = (claim1, claim2, claim3, claim3c, claim4, claim5, claim6, claim7)
+# The rule modules, in the paper's order: the claim modules the plan's registry finds in this package.
+RULES: tuple[ModuleType, ...] = claim_modules()
 
 
 def rule_ids() -> list[str]:
     """Every claim id some rule module decides (a test keeps it equal to the plan's ids)."""
-    return [cid for m in RULES for cid in m.IDS]
+    return [p.id for m in claim_modules() for p in m.CLAIMS]
 
 
 def _previous_from(c: Claim) -> list[PreviousVerdict]:
@@ -91,4 +95,4 @@ def evaluate_rule(module: ModuleType, run: RunData) -> list[Claim]:
 
 def evaluate_claims(run: RunData) -> list[Claim]:
     """Every claim of the paper, in the paper's order, decided by the current plan."""
-    return [c for module in RULES for c in evaluate_rule(module, run)]
+    return [c for module in claim_modules() for c in evaluate_rule(module, run)]

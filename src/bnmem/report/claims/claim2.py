@@ -21,7 +21,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import BN, FIT_LEVEL, GRAD_DEFINITIONS, INCONCLUSIVE, REPRODUCED
+from bnmem.analysis_plan import (
+    BN, FIT_LEVEL, GRADED, INCONCLUSIVE, MATCHED_PROGRESS, REPLICATE_INTERVAL, REPLICATE_UNIT, REPRODUCED,
+    TEST_ABOVE, Axis, ClaimPlan, Design, Display, Endpoint,
+)
 from bnmem.names import GRADNORMS, MEMORIZE
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, weakest,
@@ -31,7 +34,61 @@ from bnmem.report.claims.shared import bn_comparison, cond, log_of, previous, wh
 from bnmem.report.results import Setting, baselines, finite, gradnorm_checkpoints, settings_of
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
-IDS = ("2",)
+GRAD_DEFINITIONS = ("eval", "batch")  # both decide claim 2's row (they must agree)
+
+CLAIMS = (ClaimPlan(
+    "2", "Gradient norms of corrupted samples shift up under BN (relative to clean samples)",
+    "gradient-norm distributions of noisy samples shift up under BN (no magnitude stated)",
+    "evidence", GRADNORMS,
+    "per-sample gradient L2 norm over all parameters; per model the log of the corrupted/clean ratio of "
+    "median norms; under the eval definition (running statistics) and the training-mode (batch) definition, "
+    "the gradient the optimizer follows",
+    "BN's declared gradnorm checkpoints t at which BN has fitted less than half of the corrupted subset (its "
+    f"corrupted-subset training accuracy below {FIT_LEVEL:.0%}: the accuracy the gradnorms lens recorded "
+    f"there, else the memorize lens's curve of the same models) and whose clean accuracy the baseline "
+    f"reaches. {MATCHED_PROGRESS} The baseline's log ratio is linearly interpolated at t' between its two "
+    "gradnorm checkpoints that bracket t' (t' outside its measured checkpoints: that t is left out). The "
+    "clean-accuracy curves are the memorize lens's (it trains the same models: same data, initial weights and "
+    "batch order). Studies declare dense early checkpoints (the demo: epochs 1, 2, 3, 4, 5, 10, 20; the "
+    "lens's default 1, 2, 3, epochs/6, epochs/3, the end). A pair with no matched checkpoint is left out; "
+    "no pair at all: not run",
+    "per pair the mean over its matched checkpoints of BN's log-ratio minus the baseline's at t'; mean over "
+    "seeds; mean over replicates",
+    REPLICATE_UNIT, REPLICATE_INTERVAL + ". Both definitions count as settings in k",
+    "null 0, direction +",
+    GRADED + ", for each definition; the row is the less supportive of the two: reproduced only if both "
+              "gradient definitions are reproduced",
+    "the paper explains faster memorization by the outliers' larger gradients while they are being fitted; "
+    "once BN has fitted them their gradients shrink, so checkpoints after BN's fit measure the consequence of "
+    "claim 1, not its cause. A model near chance on its clean data has a corrupted/clean ratio near 1 by "
+    "construction (it has learned neither), so comparing it at the same epoch with a BN model that has "
+    "learned its clean data lets any faster learner read 'reproduced' (issue 36: during plan 4.0's window "
+    "the no-norm model's clean training accuracy was 0.10–0.42 against BN's 0.82–0.95). At matched clean "
+    "progress both models have learned the same share of their clean data, and the window is BN's own fit of "
+    "the corrupted subset. The training-mode gradient is the one the optimizer follows, so a row decided by "
+    "the eval definition alone could report a shift that never drove training",
+    coverdicts=("eval definition", "batch definition"),
+    alternatives=("early window at the same epoch (plan 4.0's statistic: the checkpoints at which both norms "
+                  f"have fitted less than {FIT_LEVEL:.0%} of the corrupted subset)",
+                  "area under the log-ratio curve over all checkpoints (plan 2.0's statistic; shown, not "
+                  "counted: it uses checkpoints after the fit)",
+                  "each checkpoint alone (identical analyses counted once; a checkpoint at which any pair has "
+                  f"a norm at or above {FIT_LEVEL:.0%} fit is after the fit: shown, not counted)",
+                  "absolute: log corrupted median, BN − no-norm, early checkpoints",
+                  f"matched fit level: each norm at its checkpoint whose fit is closest to {FIT_LEVEL:.0%}, "
+                  "only where both lie within ±0.15 of it (the caliper)"),
+    previous_rule="per pair the mean over the checkpoints at which both norms have fitted less than "
+                  f"{FIT_LEVEL:.0%} of the corrupted subset of the BN − no-norm log-ratio difference at the "
+                  "same epoch; both definitions must be reproduced; the same interval and multiplicity",
+    planning=(Endpoint("", TEST_ABOVE, 0.1, 0.0, 0.14, "smallest effect of interest",
+               "the paper states no magnitude; a 10% larger corrupted/clean gradient-norm ratio (0.1 in log) "
+               "is the smallest shift worth explaining memorization by (plan 5.0: at matched clean progress; "
+               "the SD is still plan 4.0's same-epoch statistic's, seen in the demo)"),),
+    display=Display("{:+.2f}"),
+    axis=Axis("BN − none: log gradient-norm ratio corrupted / clean"),
+    design=Design(tests=lambda options: len(options.get("definitions") or GRAD_DEFINITIONS)),
+),)
+
 Reps = list[tuple[CellOutput, LensOutput]]
 CALIPER = 0.15  # matched-fit alternative: both checkpoints within ±0.15 of FIT_LEVEL
 EARLY_V4 = "early window at the same epoch (plan 4.0)"

@@ -14,7 +14,10 @@ import math
 
 import numpy as np
 
-from bnmem.analysis_plan import BN, LIRA_ATTACKS, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, NOT_RUN, lira_range
+from bnmem.analysis_plan import (
+    BN, CLEAN, LIRA_ATTACKS, NOT_RUN, REPLICATE_UNIT, TEST_ABOVE, V4_MAGNITUDE, Axis, ClaimPlan, Design, Display,
+    Endpoint,
+)
 from bnmem.names import LIRA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_magnitude, level, new_claim,
@@ -27,7 +30,88 @@ from bnmem.report.results import (
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 from bnmem.stats import PairedDiff, difference_stats, jackknife_interval
 
-IDS = ("3a", "3b")
+# Claim 3: "LiRA AUC rises by 3–5 points with BN (at least 3 and 4 points for 1% and 5% outlier mixtures)".
+LIRA_RANGE = (0.03, 0.05)
+LIRA_RANGE_BY_MIX = {0.01: (0.03, 0.05), 0.05: (0.04, 0.05)}
+LIRA_PRIMARY_ATTACK = "online"
+LIRA_SUBSET = "all"
+
+
+def lira_range(mix: float | None) -> tuple[float, float]:
+    """The paper's AUC-gain range (BN − none) for an outlier fraction (clean or unlisted: 3–5 points);
+    its lower end is the paper's stated minimum."""
+    if mix:
+        for m, r in LIRA_RANGE_BY_MIX.items():
+            if abs(mix - m) < 1e-9:
+                return r
+    return LIRA_RANGE
+
+
+# Claim 3's AUC differences read in points, as the paper states them.
+POINTS = Display("{:+.1f}", scale=100, suffix="points")
+AUC_AXIS = Axis("BN − none: membership-inference AUC, in points (0.01 AUC = 1 point)", per_coverdict=True)
+
+CLAIMS = (
+    ClaimPlan(
+        "3a", "LiRA membership-inference AUC is 3–5 points higher with BN, with injected outliers",
+        "LiRA AUC rises by 3–5 points with BN; at least 3 points at a 1% outlier mix and 4 points at 5%",
+        "evidence", LIRA,
+        "AUC of the attack on all training examples, leave-one-out over the shadow models (each model the target "
+        "once), BN − no-norm paired by model index",
+        "the final models (last epoch)",
+        "per replicate the mean over targets of the paired AUC difference; mean over replicates",
+        REPLICATE_UNIT + "; targets inside one replicate share reference models and data and are never treated "
+                          "as independent",
+        "Student t-interval over replicate means at the family level; with one replicate the delete-one-model "
+        "jackknife when the lens wrote it, else no interval (inconclusive)",
+        "null 0, direction +; the paper's stated minimum: 4 points at a 5% mix, 3 points otherwise; its range "
+        "up to 5 points",
+        "larger than the paper if the interval lies wholly above the paper's range (its lower end above 5 "
+        "points); reproduced if it lies at or above the paper's minimum and reaches into the range; direction "
+        "only if it lies above 0 but straddles the minimum; smaller than the paper if it lies above 0 and wholly "
+        "below the minimum; inconclusive if it includes 0; contradicted if it lies below 0. 'Larger' and "
+        "'smaller', which one setting decides, are tested at 1 − 0.05/k like 'contradicted' (an interval that "
+        "shows them at 95% but not at 1 − 0.05/k reads reproduced, respectively direction only). 'vs paper' "
+        "still says whether the interval lies below, overlaps (within) or lies above the paper's 3–5 (4–5) "
+        "points. Online LiRA (the paper's attack) decides the row; offline LiRA and RMIA each get a verdict",
+        "the paper states minimums (\"at least 3 and 4 points for 1% and 5% outlier mixtures\"): an effect above "
+        "them supports the claim, and an interval that merely overlaps the range while reaching down to 0.2 "
+        "points does not show it. Grading overlap rewarded imprecision (plan 2.0: [+0.2, +4.1] reproduced, "
+        "[+5.5, +6.5] direction only). The paper also states an upper end (\"3–5 points\"): an interval wholly "
+        "above it refutes that range as plainly as one wholly below the minimum, so the status says so (plan "
+        "4.0 read the demo's +8.3 [+7.1, +9.5] and +8.9 [+6.4, +11.5] points 'reproduced' and said 'above' only "
+        "in a side column)",
+        coverdicts=("online LiRA", "offline LiRA", "RMIA"),
+        alternatives=("online LiRA with a fixed variance", "online LiRA on the identity query view only (when the "
+                      "lens wrote it)", "online LiRA on the outlier subset only (direction tested; the paper's "
+                      "range is for all examples)"),
+        previous_rule=V4_MAGNITUDE,
+        planning=(Endpoint("", TEST_ABOVE, None, None, 0.01, "paper",
+                    "the paper's range is 3–5 points; a true gain at its minimum could never be shown to clear "
+                    "that minimum (power α), so the design is sized for the range's upper end; the SD, one AUC "
+                    "point between replicates, is a declared guess (the demo's LiRA had not finished)"),),
+        paper_range=lira_range,
+        display=POINTS,
+        axis=AUC_AXIS,
+    ),
+    ClaimPlan(
+        "3b", "LiRA membership-inference AUC is 3–5 points higher with BN, on clean data",
+        "the LiRA gain appears also on clean data (3–5 points)",
+        "evidence", LIRA,
+        "as 3a, on a setting without injected outliers", "the final models",
+        "as 3a", REPLICATE_UNIT, "as 3a", "null 0, direction +; the paper's minimum 3 points, range 3–5",
+        "as 3a", "as 3a",
+        coverdicts=("online LiRA", "offline LiRA", "RMIA"),
+        alternatives=("online LiRA with a fixed variance", "online LiRA on the identity query view only (when the "
+                      "lens wrote it)"),
+        previous_rule=V4_MAGNITUDE,
+        planning=(Endpoint("", TEST_ABOVE, None, None, 0.01, "paper", "as 3a"),),
+        paper_range=lira_range,
+        display=POINTS,
+        axis=AUC_AXIS,
+        design=Design(CLEAN),
+    ),
+)
 # Where a lira metrics.json keeps the attacks re-run on the identity query view alone (same schema).
 IDENTITY_BLOCK = "identity_only"
 

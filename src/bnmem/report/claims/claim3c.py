@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from bnmem.analysis_plan import BN, BASELINE, MATCH_FPR, MATCH_PRIOR, MATCH_TOLERANCE, MATCHED_FIT_OPTION
+from bnmem.analysis_plan import (
+    BASELINE, BEYOND_PAPER, BN, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, Axis, ClaimPlan, Display,
+)
 from bnmem.attacks.shadow_threshold import precision_at_prior
 from bnmem.names import LIRA
 from bnmem.report.claims.core import PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run
@@ -27,7 +29,52 @@ from bnmem.report.claims.shared import cond, where
 from bnmem.report.results import lira_norms, settings_of
 from bnmem.report.rundata import RunData
 
-IDS = ("3c",)
+# The test-accuracy tolerance of the match and the member prior reported beside the AUC.
+MATCH_TOLERANCE = 0.01
+MATCH_PRIOR = 0.01
+
+CLAIMS = (ClaimPlan(
+    "3c", "Beyond the paper: does BN's membership-inference gain survive at matched fit?",
+    "not a claim of the paper: the question a critique of LiRA raises (attack success inflated by "
+    "overconfident targets, by thresholds tuned on target data, by a 50% member prior); a BN vs no-norm "
+    "gap at the same epoch could be BN's different fit rather than memorization",
+    BEYOND_PAPER, LIRA,
+    "online-LiRA AUC on all training examples, leave-one-out over the shadow models (each the target once, "
+    "its references the other shadow models at the same epoch), BN − no-norm paired by model index, the two "
+    f"arms at matched test accuracy. Measured when the lira lens is asked (`lenses.lira.{MATCHED_FIT_OPTION}: "
+    "true`): it also queries its shadow models at every earlier epoch and records per epoch each model's "
+    "test accuracy. Beside the AUC: the TPR at "
+    f"{MATCH_FPR:.1%} FPR with the threshold fitted on the reference (shadow) models only, never on the "
+    "target's scores (per target, the non-member scores of the other shadow models, each scored against "
+    "references that exclude the target), and the precision at that threshold when "
+    f"{MATCH_PRIOR:.0%} of the candidates are members: π·TPR / (π·TPR + (1 − π)·FPR), π = {MATCH_PRIOR:g}",
+    "matching rule, per replicate: the less well-fitting arm (the lower mean shadow-model test accuracy at "
+    "the final epoch; normally the baseline) is read at its final epoch; the other arm at the earliest "
+    "recorded epoch whose mean shadow-model test accuracy lies within {MATCH_TOLERANCE * 100:g} point of the "
+    "first arm's final mean test accuracy (|difference| ≤ {MATCH_TOLERANCE * 100:g} point). A replicate in "
+    "which no epoch matches (the arm jumps over the band between two epochs) is left out, and the row says "
+    "so; none left: not run",
+    "per replicate the mean over targets of the paired AUC difference BN@matched − baseline@matched (each "
+    "arm at its matched epoch); mean over replicates",
+    REPLICATE_UNIT + "; targets inside one replicate share reference models and are never treated as "
+                      "independent",
+    "Student t-interval over replicate means (n − 1 df), at 95% for 'reproduced' and at 1 − 0.05/k for "
+    "'contradicted'; one replicate: no interval (inconclusive)",
+    "null 0, direction +, no magnitude",
+    GRADED,
+    "compare like with like: a model that fits its data better is easier to attack, so a gain measured at "
+    "the same epoch mixes BN's memorization with its faster fit. Matching on test accuracy holds the fit "
+    "fixed and asks whether BN still leaks more. The TPR at a low FPR with a threshold the attacker could "
+    "have fitted (on its own shadow models) and the precision at a 1% member prior answer the critique's "
+    "other two points. The row is exploratory until a run whose seeds the plan could not have seen (a "
+    "confirmatory run) decides it",
+    previous_rule="not in plan 4.0 (new in plan 5.0)",
+    measurable="the lira lens's per-epoch queries (the matched-fit option) are being built; until a run "
+               "records them the row reads 'not run'",
+    display=Display("{:+.1f}", scale=100, suffix="points"),
+    axis=Axis("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)"),
+),)
+
 ATTACK = "online"
 EXPLORATORY = ("beyond the paper: exploratory until a run whose seeds the plan could not have seen (a "
                "confirmatory run) decides it")

@@ -17,7 +17,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from bnmem.analysis_plan import CONTRADICTED, GS_MAJORITY, GS_SIGMA, INCONCLUSIVE, LEVEL, REPRODUCED
+from bnmem.analysis_plan import (
+    CONTRADICTED, EVERY_SETTING, GS_SIGMA, INCONCLUSIVE, LEVEL, REPLICATE_UNIT, REPRODUCED, TEST_LAYERS, Axis,
+    ClaimPlan, Design, Display, Endpoint,
+)
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
@@ -31,7 +34,90 @@ from bnmem.stats import (
     PairedDiff, bounded_mean_intervals, difference_stats, median_interval, replicated_bounded_mean, replicated_difference,
 )
 
-IDS = ("4",)
+# "Most" = more than half of the BN layers.
+GS_MAJORITY = 0.5
+# Plan 4.0: the fewest replicates at which its distribution-free 95% interval can lie above one half (a test
+# recomputes it from bnmem.stats.bounded_mean_intervals).
+GS_MIN_REPLICATES = 7
+# Plan 5.0: the planning effect, every layer's mean log(median |γ|/σ) (|γ|/σ = 1.2).
+GS_PLANNING_LOG_RATIO = 0.18
+
+CLAIMS = (ClaimPlan(
+    "4", "Measured |γ|/σ exceeds 1 in most BN layers",
+    "measured γ/σ > 1 in most layers (no number beyond 'most')",
+    "evidence", GAMMA_SIGMA,
+    "per trained BN model and BN layer (every BN layer: convolutional, fully connected and shortcut alike; "
+    "LeNet has 4, the package's ResNet-20 21), log of the layer's median channel |γ|/σ, σ = "
+    "sqrt(running_var + eps). The fraction of channels above 1, and the convolutional / fully connected "
+    "split, are shown as descriptions, not verdicts",
+    "the final epoch",
+    "per layer l and replicate the mean over its models (seeds) of the log ratio; per layer one-sided Student "
+    "t-tests over the replicates (n − 1 df): p⁺_l for a mean above 0 (|γ|/σ above 1), p⁻_l for a mean below "
+    "0. The L layers are combined by the partial-conjunction test of Benjamini and Heller (2008, Bonferroni "
+    "combination): 'more than half of the L layers above 1' is u = ⌊L/2⌋ + 1 with p = min(1, (L − u + 1)·"
+    "p⁺_(u)), p⁺_(u) the u-th smallest; its refutation 'at least half of the layers below 1' is u' = ⌈L/2⌉ "
+    "with p' = min(1, (L − u' + 1)·p⁻_(u')). The number shown is the pivotal layer's |γ|/σ (geometric mean "
+    "over replicates): the layer ranked u-th by its evidence, whose one-sided lower bound at α/(L − u + 1) "
+    "lies above 1 exactly when p < α; since L − u' + 1 = u it is also the refutation's u'-th layer from the "
+    "other end, and the upper bound shown is its bound at α/(L − u' + 1), below 1 exactly when p' < α. The "
+    "note gives p, p' and how many layers the data show above 1 (the largest v whose partial-conjunction "
+    "p-values for 1..v all lie below α: a lower confidence bound on the number of layers above 1). The "
+    "per-layer table (mean |γ|/σ, 95% t-interval, p⁺, p⁻) sits in the claim's section. Each architecture "
+    "(and each outlier setting) is its own setting",
+    REPLICATE_UNIT,
+    "one-sided t-tests per layer over replicate means (n − 1 df), combined as above: α = 0.025 for "
+    "'reproduced' (every deciding setting: intersection–union), α = 0.025/k for 'contradicted' (Bonferroni "
+    "over the k deciding settings): one-sided at the level of the other claims' two-sided 95% intervals. With one replicate: over its models (seeds), conditional on its "
+    "corruption draw, and said so. A layer with fewer than 2 units or no spread has no test (its p counts "
+    "as 1)",
+    "null: at most half of the layers above 1 (for 'reproduced'); fewer than half below 1 (for "
+    "'contradicted'); direction +",
+    "reproduced if p < 0.025 in every deciding setting; contradicted if p' < 0.025/k in some deciding "
+    "setting; inconclusive otherwise (0.025 one-sided is the level at which every other claim's two-sided "
+    "95% interval decides a side)",
+    "the paper: \"γ/σ > 1 in most layers\": the layer is its unit. The (γ/σ)² factor follows from the chain "
+    "rule for any batch-normalized affine layer (a fully connected layer is a 1×1 convolution), so no layer "
+    "type is set aside. Seeds of one replicate share its data, so the tests are over replicates. Plan 4.0 "
+    "counted layers above 1 per model and bounded that fraction without a distribution (Anderson's bound); "
+    "at n = 3 neither verdict was reachable whatever the data, 'reproduced' needed 7 replicates and "
+    "'contradicted' 9 at k = 3, its power against its planning model was 0 at n = 7, and where every model "
+    "has exactly half its layers above 1 (the demo's flip setting) 'contradicted' was unreachable at any n. "
+    "A per-layer test on the continuous log ratio uses the size of each layer's ratio, not only its side "
+    "of 1, and the partial-conjunction test is the standard valid test of 'at least u of L hypotheses "
+    "false' under any dependence between layers (Bonferroni combination), so both verdicts are reachable "
+    "at n = 3",
+    alternatives=("plan 4.0's rule: per model the fraction of its layers whose median |γ|/σ is above 1, "
+                  "Anderson's distribution-free bound over replicates, reproduced above 0.5 at 95%, "
+                  "contradicted below at 1 − 0.05/k (also the previous verdict)",
+                  "batch σ (the training-mode statistics), the same per-layer test",
+                  "layer by layer: per BN layer the t-interval over replicates of log(median channel |γ|/σ) "
+                  "(seeds averaged per replicate), each at 1 − α/L (Bonferroni over the L layers); 'most' "
+                  "shown when more than half the layers lie above 1, refuted when at least half lie below 1",
+                  "plan 3.0's t-interval over replicates (shown, not counted: invalid on a few discrete values)",
+                  "plan 2.0's statistic: median over models of the convolutional channel fraction (order-"
+                  "statistic interval; models as units; shown, not counted)"),
+    previous_rule="per model the fraction of its BN layers whose median channel |γ|/σ is above 1; per "
+                  "replicate the mean over its models; Anderson's distribution-free interval for a mean in "
+                  "[0, 1] over replicates, at 95% for 'reproduced' and at 1 − 0.05/k for 'contradicted'; "
+                  f"reproduced if above {GS_MAJORITY}, contradicted if below (reachable only from "
+                  f"{GS_MIN_REPLICATES} replicates on)",
+    planning=(Endpoint("", TEST_LAYERS, GS_PLANNING_LOG_RATIO, 0.0, 0.1, "smallest effect of interest",
+               "'most layers' stated without a number; every layer's median channel |γ|/σ at 1.2 (log 0.18, a "
+               "(γ/σ)² gradient factor of 1.44) is the smallest amplification worth reporting. The effect is "
+               "the mean log ratio of every layer, the SD that of a replicate's mean log ratio of one layer, "
+               "layers independent; power = P(at least u of L layers pass their one-sided t-test at "
+               "0.025/(L − u + 1)), which is exactly the rule's p < 0.025 (a binomial over layers, computed). The "
+               "SD of 0.1 is a declared guess: the demo's per-layer log ratios had not been summarized per "
+               "replicate when it was set; what had been seen of them is the demo's flip setting at exactly 2 "
+               "of 4 layers above 1 in every model, LeNet's convolutional layers below 1 and its fully "
+               "connected layers above, and issue 36's partial-conjunction p = 0.013 on the clean setting at "
+               "n = 3"),),
+    display=Display("{:.2f}", bounds=(0.0, math.inf)),  # the pivotal layer's |γ|/σ (plan 5.0)
+    axis=Axis("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
+              "test's bounds", 1.0, "|γ|/σ = 1"),
+    design=Design(EVERY_SETTING, per_layer=True),
+),)
+
 PLAN4_ANDERSON = ("plan 4.0: the fraction of layers above 1, Anderson's distribution-free bound over replicates "
                   "(reproduced at 95%, contradicted at 1 − 0.05/k)")
 LAYER_BY_LAYER = "layer by layer: the fraction of layers shown above 1 (each layer's log |γ|/σ, t over replicates)"

@@ -533,21 +533,6 @@ class Claim:
         }
 
 
-# How each claim's number is shown (the page, summary.md, the forest plot, `bnmem compare`); summary.csv keeps the
-# plan's unit. Claim 3's AUC differences read in points, as the paper states them; an interval is
-# clipped to the range the quantity can take.
-DISPLAY: dict[str, dict[str, Any]] = {
-    "2": {"value_format": "{:+.2f}"},
-    "3a": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
-    "3b": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
-    "3c": {"value_format": "{:+.1f}", "scale": 100, "suffix": "points"},
-    "4": {"value_format": "{:.2f}", "bounds": (0.0, math.inf)},  # the pivotal layer's |γ|/σ (plan 5.0)
-    "5a": {"value_format": "{:.1%}", "bounds": (0.0, math.inf)},
-    "5b": {"value_format": "{:.2f}"},
-    "6": {"value_format": "{:.0%}", "bounds": (-math.inf, 1.0)},  # a cut is at most all
-}
-
-
 def first_sentence(text: str) -> str:
     """The text up to its first sentence end (". " or a final "."), never cutting inside a number such as
     "1 − 0.05/k" (plan 4.0's ``split('.')`` cut it to "1 − 0")."""
@@ -557,12 +542,13 @@ def first_sentence(text: str) -> str:
 
 
 def new_claim(cid: str, section: str, value_format: str | None = None, **display: Any) -> Claim:
-    """An empty claim with the plan's title, metric and rule, shown as :data:`DISPLAY` says (``value_format``
-    and ``display``: ``scale``, ``suffix``, ``bounds`` override it)."""
-    display = {**DISPLAY.get(cid, {}), **display}
-    value_format = value_format or display.pop("value_format", "{:+.3f}")
-    display.pop("value_format", None)
+    """An empty claim with the plan's title, metric and rule, shown as its plan entry's display says
+    (:attr:`bnmem.analysis_plan.ClaimPlan.display`; ``value_format`` and ``display``: ``scale``, ``suffix``,
+    ``bounds`` override it)."""
     p = PLAN[cid]
+    shown = p.display
+    display = {"scale": shown.scale, "suffix": shown.suffix, "bounds": shown.bounds, **display}
+    value_format = value_format or shown.value_format
     metric = f"{p.metric}; {p.statistic}"
     rule = f"{p.rule} [unit: {p.unit.split(':')[0]}; interval: {first_sentence(p.interval)}]"
     return Claim(cid, p.title, metric, rule, section, value_format, kind=p.kind, previous_rule=p.previous_rule,
