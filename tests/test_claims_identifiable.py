@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bnmem.analysis_plan import CONTRADICTED, GS_SIGMA, NOT_RUN, PUSH_INVARIANT_COS, REPRODUCED
+from bnmem.analysis_plan import CONTRADICTED, GS_SIGMA, NOT_RUN, REPRODUCED
+from bnmem.report.claims.claim7 import PUSH_INVARIANT_COS
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims import claim4
 from bnmem.report.claims import identifiable as ident
