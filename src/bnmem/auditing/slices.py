@@ -141,7 +141,8 @@ def slices_risk(result: dict[str, Any]) -> dict[str, Any] | None:
     every = risk["groups"] + items
     lower = max((g["level_lower"] for g in every), key=LEVELS.index)
     upper = max((g["level_upper"] for g in every), key=LEVELS.index)
-    both = {"level": level_range(lower, upper), "level_lower": lower, "level_upper": upper}
+    both = {"level": level_range(lower, upper) if not risk.get("blocker") else risk["level"], "level_lower": lower,
+            "level_upper": upper}  # copies that do not resemble the model: no level, slices or not
     changed = (both["level_lower"], both["level_upper"]) != (risk["level_lower"], risk["level_upper"])
     w = worst(items)
     text = ""
