@@ -193,3 +193,45 @@ def test_each_candidate_gets_half_the_copies_as_out_references_and_never_an_in_o
     assert idx.shape == (4, 80)
     assert not keep[idx[:, :50], np.arange(50)].any()  # a member's references never trained on it
     assert all(len(set(idx[:, j])) == 4 for j in range(80))  # four distinct copies for every candidate
+
+
+def synthetic(shift: float, seed: int = 0):
+    """Copies and a target on 200 members and 200 held-out examples: φ = the example's own level, plus ``shift``
+    on a model that trained on it (the copies' IN side; the target's members with ``shift``)."""
+    from bnmem.attacks import keep_matrix
+    from bnmem.auditing.target import TargetQuery
+
+    rng = np.random.default_rng(seed)
+    m, n, h, p = 8, 200, 200, 100
+    level = rng.normal(0, 1, n + h + p)
+    keep = keep_matrix(m, n, 1)
+    noise = lambda *shape: rng.normal(0, 0.2, shape)  # noqa: E731
+    copies = level[None, :] + noise(m, n + h + p)
+    copies[:, :n] += 2.0 * keep  # a copy that trained on an example fits it better
+    refs = {"keep": keep, "phi": copies[:, :n, None], "held_out_phi": copies[:, n:n + h, None],
+            "population_phi": copies[:, n + h:, None]}
+    target = level + noise(n + h + p)
+    target[:n] += shift
+    t = TargetQuery(phi_train=target[:n, None], phi_held=target[n:n + h, None], phi_pop=target[n + h:, None],
+                    pred_train=np.zeros(n, int), pred_held=np.zeros(h, int))
+    return t, refs, np.r_[np.ones(n, bool), np.zeros(h, bool)]
+
+
+@pytest.mark.parametrize("shift", [2.0, 0.0])
+def test_the_target_attacks_find_a_model_that_fits_its_members_and_nothing_in_one_that_does_not(shift):
+    """Members fitted as the copies fit their IN examples: the reference attacks separate them almost perfectly (the
+    per-example levels cancel against the OUT references); members fitted like held-out files: every interval holds
+    0.5 (a procedure that treated members and non-members differently would not)."""
+    from bnmem.auditing.leakage import group_metrics
+    from bnmem.auditing.target import target_scores
+
+    t, refs, member = synthetic(shift)
+    scores, info = target_scores(t, refs, np.ones(100, bool))
+    assert set(scores) == {"offline_fixed_variance", "rmia_offline", "loss"} and info["rmia_a"] is not None
+    got = {a: group_metrics(s[None], member[None]) for a, s in scores.items()}
+    if shift:
+        assert got["offline_fixed_variance"]["auc"] > 0.95 and got["rmia_offline"]["auc"] > 0.95
+        assert got["loss"]["auc"] < got["offline_fixed_variance"]["auc"]  # the references remove each level
+    else:
+        for a, g in got.items():
+            assert g["ci"]["auc"][0] <= 0.5 <= g["ci"]["auc"][1], (a, g["auc"], g["ci"]["auc"])
