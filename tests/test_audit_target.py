@@ -235,3 +235,15 @@ def test_the_target_attacks_find_a_model_that_fits_its_members_and_nothing_in_on
     else:
         for a, g in got.items():
             assert g["ci"]["auc"][0] <= 0.5 <= g["ci"]["auc"][1], (a, g["auc"], g["ci"]["auc"])
+
+
+def test_dropping_the_held_out_set_reuses_the_copies_and_says_what_is_not_measured(first, scenario, capsys):
+    """The copies do not depend on the held-out set: the same folder without --non-members trains none of them again
+    (run last: it rewrites the scenario's audit files)."""
+    from bnmem.auditing.target import NO_HELD_OUT
+
+    i = scenario["argv"].index("--non-members")
+    code, out, _ = run(capsys, scenario["argv"][:i] + scenario["argv"][i + 2:])
+    res = json.loads((scenario["out"] / "audit.json").read_text())
+    assert code == 0 and res["membership"]["cost"]["finished"] == 4 and "target" not in res
+    assert res["risk"]["target"] == {"measured": False, "text": NO_HELD_OUT} and NO_HELD_OUT in out

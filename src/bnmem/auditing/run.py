@@ -404,8 +404,8 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                 **({} if copies.match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
                 **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {}),
-                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {}),
-                **({"non_members": str(config.non_members)} if config.non_members is not None else {})}
+                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {})}
+    # not --non-members: the copies do not depend on it, so adding a held-out set reuses them (audit.json names it)
     out = prepare_audit_dir(out, resolved)
     opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
                                    "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
