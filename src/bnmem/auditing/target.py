@@ -248,7 +248,8 @@ def target_scores(t: TargetQuery, refs: dict[str, Any] | None,
                 "rmia_population": f"the test split (n={int(population.sum())}; no copy and not your model trained on "
                                    "it; held-out files left out)"}
     else:
-        info = {"rmia_population": "none: every test file is a held-out file, so RMIA is not run"}
+        info = {"rmia_population": "none: " + ("every test file is a held-out file" if population.size else
+                                               "no test split") + ", so RMIA is not run"}
     return {a: scores[a] for a in TARGET_ATTACKS if a in scores}, info
 
 
