@@ -92,6 +92,7 @@ def test_the_report_gives_the_target_model_auc_with_its_interval_next_to_the_cop
     copies = f"AUC {whole['auc']:.2f} [{whole['auc_ci'][0]:.2f}, {whole['auc_ci'][1]:.2f}]"
     target = f"AUC {read['auc']:.2f} [{read['auc_ci'][0]:.2f}, {read['auc_ci'][1]:.2f}]"
     assert copies in risk["headline"] and target in risk["headline"] and "held-out files" in risk["headline"]
+    assert risk["headline"].index(copies) < risk["headline"].index(target) < risk["headline"].index("most exposed file")
     assert "## Your model as shipped: members against held-out files" in first["stdout"]
     print(f"\ntarget {read['attack']} {target}; copies {whole['attack']} {copies}; audit {first['seconds']:.0f} s")
 

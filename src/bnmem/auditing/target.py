@@ -47,6 +47,8 @@ TARGET_ATTACKS = ("offline_fixed_variance", "rmia_offline", "loss")
 REFERENCE_FREE = ("loss",)
 HELD_OUT_KEEP_SEED = 0x4E4D  # the held-out files' own balanced split of the copies (whose OUT half they use)
 DEFAULT_A = 0.3  # offline RMIA's a where the copies are too few to select it (bnmem.attacks.rmia)
+# Where the headline's sentence on the copies' numbers ends (bnmem.auditing.report.headline); the target's follows.
+COPIES_NUMBERS_END = "; 95% intervals.)"
 TARGET_COLUMN = "target_{}"  # exposure.csv: the shipped model's score of each training file, per attack
 NO_HELD_OUT = ("The shipped model's own leakage was not measured: no held-out set was given (the copies measure the "
                "recipe, not the file you ship). Add --non-members FOLDER (images from the same source that the "
@@ -359,7 +361,8 @@ def add_to_risk(result: dict[str, Any]) -> None:
         risk["headline"] = " ".join([*extra, "The recipe's risk was not measured (no shadow copies); rerun with "
                                      "--shadow-models 16 added to measure who in the training set any model trained "
                                      "this way exposes."])
-    elif extra:
-        risk["headline"] = " ".join([risk["headline"], *extra])
+    elif extra:  # right after the copies' own numbers, so both answers open the paragraph
+        head, mark, tail = risk["headline"].partition(COPIES_NUMBERS_END)
+        risk["headline"] = (" ".join([head + mark, *extra]) + tail) if mark else " ".join([risk["headline"], *extra])
     if risk["target"]["measured"]:
         risk["cautions"] += [f"your model against its held-out files: {c}" for c in risk["target"]["cautions"]]
