@@ -11,6 +11,7 @@ mlflow = pytest.importorskip("mlflow")
 
 from bnmem.auditing.tracking import FILE_STORE_OPT_IN  # noqa: E402
 from bnmem.cli import main  # noqa: E402
+from bnmem.schemas import AUDIT_SCHEMA_VERSION  # noqa: E402
 
 
 @pytest.fixture
@@ -51,7 +52,8 @@ def test_the_audit_run_is_read_back_with_its_level_aucs_and_files(mlruns_here, c
         row = runs.iloc[0]
         risk = res["risk"]
         assert row["tags.bnmem.level"] == risk["level"] and row["tags.bnmem.level_lower"] == risk["level_lower"]
-        assert row["tags.bnmem.gate"] == risk["gate"]["state"] and row["tags.bnmem.schema_version"] == "1.0"
+        assert row["tags.bnmem.gate"] == risk["gate"]["state"]
+        assert row["tags.bnmem.schema_version"] == res["schema_version"] == AUDIT_SCHEMA_VERSION
         for g in risk["groups"]:  # each group's AUC with both ends
             assert row[f"metrics.auc.{g['group']}"] == pytest.approx(g["auc"])
             assert row[f"metrics.auc_lo.{g['group']}"] == pytest.approx(g["auc_ci"][0])

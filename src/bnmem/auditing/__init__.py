@@ -22,6 +22,8 @@ Modules:
   options objects its keywords and ``bnmem audit``'s flags are generated from;
 * :mod:`~bnmem.auditing.gate`: ``--fail-at``, the CI gate and its exit codes;
 * :mod:`~bnmem.auditing.exposure`: ``exposure.csv``, every training file ranked by exposure;
+* :mod:`~bnmem.auditing.target`: the shipped model attacked on its members against a held-out set
+  (``--non-members``); :mod:`~bnmem.auditing.slices`: the attacks per class and by correct/incorrect prediction;
 * :mod:`~bnmem.auditing.one_run`: ``--canaries``, the one-run audit of the recipe;
 * :mod:`~bnmem.auditing.model_card`: ``--model-card``; :mod:`~bnmem.auditing.tracking`: ``--mlflow``.
 """

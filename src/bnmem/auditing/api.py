@@ -33,7 +33,8 @@ def audit(model: Any, train_data: Any, test_data: Any = None, *, shadow: Any = N
             (the CI gate), ``model_card``, ``mlflow``, ``canaries`` (the one-run audit), ``executor``.
         out: write ``audit.json``, ``audit.md`` (and ``exposure.csv`` with shadow copies) here (None: don't write).
         **fields: any field of those objects as a keyword (``shadow_models=16``, ``max_memory="8GB"``,
-            ``noisy_mask=...``), and ``gs_reg`` (the recipe's γ/σ-regularizer λ).
+            ``noisy_mask=...``, ``non_members=(x, y)``: held-out data the model never saw, which attacks the model
+            itself, :mod:`bnmem.auditing.target`), and ``gs_reg`` (the recipe's γ/σ-regularizer λ).
 
     Returns:
         An :class:`~bnmem.auditing.run.AuditResult` (``.markdown``, ``.data``, ``.out``, ``.gate``).

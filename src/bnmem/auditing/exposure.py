@@ -14,7 +14,11 @@ each example is IN for half the copies), per training example:
   others (``<attack>_out``), as the attacks score it (online LiRA's per-example variance included);
 * its group (``outlier``: listed mislabeled or OOD; ``rare``: listed rare or atypical; ``other``),
   its gradient norm on the user's model (empty where not measured) and its rank by ``log_lr``
-  (1 = most exposed).
+  (1 = most exposed);
+* its slices (:mod:`bnmem.auditing.slices`): ``class`` (its given label's name) and ``correct`` (``true``
+  when your model predicts that label), and with a held-out set the shipped model's own score of the file
+  under each target-model attack, ``target_<attack>`` (:mod:`bnmem.auditing.target`; higher = more
+  member-like on the model you ship).
 
 The rows are sorted by exposure, so the first row is the file the headline names as most exposed.
 The columns are declared in :data:`COLUMNS` (and in the audit schema, ``bnmem/schemas``).
@@ -39,9 +43,10 @@ DEFINITION = ("log_lr: the membership log-likelihood ratio log p(φ|IN) − log 
               "them); rank 1 = most exposed")
 
 
-def columns(attacks: list[str]) -> list[str]:
-    """The CSV's columns: the fixed ones, then ``<attack>_in`` and ``<attack>_out`` per attack, in order."""
-    return [*FIXED, *(f"{a}_{side}" for a in attacks for side in ("in", "out"))]
+def columns(attacks: list[str], extra: list[str] = ()) -> list[str]:
+    """The CSV's columns: the fixed ones, the ``extra`` ones (slices, target scores), then ``<attack>_in`` and
+    ``<attack>_out`` per attack, in order."""
+    return [*FIXED, *extra, *(f"{a}_{side}" for a in attacks for side in ("in", "out"))]
 
 
 def t_interval(values: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -68,7 +73,8 @@ def group_labels(masks: dict[str, np.ndarray], n: int) -> np.ndarray:
 
 
 def exposure_rows(scores: dict[str, np.ndarray], members: np.ndarray, masks: dict[str, np.ndarray],
-                  files: list[str] | None, norms: np.ndarray | None) -> tuple[list[str], list[dict[str, Any]]]:
+                  files: list[str] | None, norms: np.ndarray | None,
+                  extra: dict[str, Any] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """The table's columns and its rows, most exposed first.
 
     Args:
@@ -77,7 +83,9 @@ def exposure_rows(scores: dict[str, np.ndarray], members: np.ndarray, masks: dic
         masks: the audit's groups (``outliers``, ``rare``, ...), bool over the examples.
         files: each example's path relative to the data folder (None for tensors).
         norms: per-example gradient norms on the user's model (NaN where not measured).
+        extra: further columns, each a per-example sequence (``class``, ``correct``, ``target_<attack>``).
     """
+    extra = extra or {}
     n = members.shape[1]
     attacks = [a for a in scores if a != EXPOSURE_ATTACK]
     lr, lo, hi, n_in = t_interval(scores[EXPOSURE_ATTACK], members)
@@ -90,10 +98,12 @@ def exposure_rows(scores: dict[str, np.ndarray], members: np.ndarray, masks: dic
             "rank": rank, "index": int(i), "path": files[i] if files else "", "group": labels[i],
             "log_lr": _num(lr[i]), "log_lr_lo": _num(lo[i]), "log_lr_hi": _num(hi[i]), "copies_in": int(n_in[i]),
             "gradient_norm": _num(norms[i]) if norms is not None else None}
+        for k, v in extra.items():
+            row[k] = _num(v[i]) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v[i]
         for a in attacks:
             row[f"{a}_in"], row[f"{a}_out"] = _num(sides[a][0][i]), _num(sides[a][1][i])
         rows.append(row)
-    return columns(attacks), rows
+    return columns(attacks, list(extra)), rows
 
 
 def _num(v: float) -> float | None:
@@ -106,7 +116,8 @@ def csv_text(cols: list[str], rows: list[dict[str, Any]]) -> str:
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: ("" if r[k] is None else repr(r[k]) if isinstance(r[k], float) else r[k]) for k in cols})
+        w.writerow({k: ("" if r[k] is None else repr(r[k]) if isinstance(r[k], float) else
+                        str(r[k]).lower() if isinstance(r[k], bool) else r[k]) for k in cols})
     return buf.getvalue()
 
 

@@ -106,6 +106,8 @@ def answer_html(result: dict[str, Any]) -> str:
     parts = [f'<p class="risk" id="risk">Risk: {badge(risk["level"])}{esc(risk["title"][len(risk["level"]):])}</p>',
              f'<p class="meta">Basis: {esc(risk["basis"])}.</p>',
              f'<p class="headline" id="headline">{with_code(risk["headline"])}</p>']
+    if not (risk.get("target") or {"measured": True})["measured"]:  # what cannot be measured, and how to
+        parts.append(f'<p class="meta" id="target-not-measured">{with_code(risk["target"]["text"])}</p>')
     if risk.get("terms"):  # the jargon above, explained where it is shown
         parts.append('<p class="meta" id="terms">Terms: ' + "; ".join(
             f"<b>{esc(k)}</b>: {esc(v)}" for k, v in risk["terms"].items()) + ".</p>")

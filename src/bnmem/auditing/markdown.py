@@ -17,6 +17,8 @@ def answer_lines(result: dict[str, Any]) -> list[str]:
     """Level, the headline paragraph, the calibration warning, findings with levels, cautions, advice."""
     risk = result["risk"]
     lines = [f"## Risk: {risk['title']}", "", f"_Basis: {risk['basis']}._", "", risk["headline"], ""]
+    if not (risk.get("target") or {"measured": True})["measured"]:  # what cannot be measured, and how to
+        lines += [f"_{risk['target']['text']}_", ""]
     if risk.get("terms"):  # the jargon above, explained where it is shown
         lines += ["_Terms: " + "; ".join(f"**{k}**: {v}" for k, v in risk["terms"].items()) + "._", ""]
     cal = risk.get("calibration")
@@ -243,5 +245,52 @@ def one_run_lines(one: dict[str, Any] | None) -> list[str]:
 def detail_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
     """Everything after the answer (audit.html renders these same lines, so the two reports agree; it renders the
     exposure table itself, with links to the images: ``exposure=False``)."""
-    return (shadow_lines(result, exposure) + one_run_lines(result.get("one_run")) + comparison_lines(result)
-            + model_lines(result) + gradient_lines(result))
+    return (target_lines(result) + shadow_lines(result, exposure) + slice_lines(result)
+            + one_run_lines(result.get("one_run")) + comparison_lines(result) + model_lines(result)
+            + gradient_lines(result))
+
+
+def _leakage_rows(leakage: dict[str, dict[str, Any]], label: str) -> list[str]:
+    return [f"| {name} | {g['member_scores']} / {g['nonmember_scores']} | {ATTACK_NAMES.get(attack, attack)} | "
+            f"{_ci(g['auc'], g['ci']['auc'])} | {tpr_text(g)} | {tpr_text(g, 'tpr_at_0.1pct_fpr')} |"
+            for attack, subs in leakage.items() for name, g in subs.items() if (name == "all") == (label == "all")]
+
+
+LEAKAGE_HEADER = ["| candidates | member / non-member scores | attack | AUC [95%] | TPR at 1% FPR [95%] | "
+                  "TPR at 0.1% FPR [95%] |", "|---|---|---|---|---|---|"]
+
+
+def target_lines(result: dict[str, Any]) -> list[str]:
+    """The target-model audit: the shipped model attacked on its members against the held-out files, whole and
+    per slice (:mod:`bnmem.auditing.target`)."""
+    sec = result.get("target")
+    if not sec:
+        return []
+    lines = ["## Your model as shipped: members against held-out files", "", sec["protocol"] + ".", ""]
+    if sec.get("rmia_population"):
+        lines += [f"RMIA's population: {sec['rmia_population']}" + (f"; offline a = {sec['rmia_a']:g}, "
+                  f"{sec['rmia_a_chosen']}" if "rmia_a" in sec else "") + ".", ""]
+    lines += LEAKAGE_HEADER + _leakage_rows(sec["leakage"], "all") + [""]
+    slices = _leakage_rows(sec["leakage"], "slices")
+    if slices:
+        lines += ["Per slice (class = the given label; correct = your model predicts it):", ""]
+        lines += LEAKAGE_HEADER + slices + [""]
+    lines += [f"- {k}: {v}" for k, v in sec["skipped"].items()] + ([""] if sec["skipped"] else [])
+    return lines + [f"Your model's accuracy on the held-out files: {pct(sec['accuracy_held_out'])}.", ""]
+
+
+def slice_lines(result: dict[str, Any]) -> list[str]:
+    """The copies' attacks per slice, each slice's level from both ends of its interval (:mod:`bnmem.auditing.slices`)."""
+    mem = result.get("membership") or {}
+    sl, risk = mem.get("slices"), result["risk"].get("slices")
+    if not sl:
+        return []
+    lines = ["## Slices (shadow copies)", "", f"Slices: {sl['definition']}.", ""]
+    if risk:
+        lines += [f"Counting the slices, the level is {risk['level']} (the groups': {result['risk']['level']}).", "",
+                  "| slice | examples | attack | AUC [95%] | level |", "|---|---|---|---|---|"]
+        lines += [f"| {g['group']} | {g['n_examples']} | {ATTACK_NAMES.get(g['attack'], g['attack'])} | "
+                  f"{g['auc']:.3f} [{g['auc_ci'][0]:.3f}, {g['auc_ci'][1]:.3f}] | {g['level']} |" for g in risk["items"]]
+        lines += [""]
+    lines += LEAKAGE_HEADER + _leakage_rows(sl["leakage"], "slices") + [""]
+    return lines + [f"- {k}: {v}" for k, v in sl["skipped"].items()] + ([""] if sl["skipped"] else [])

@@ -92,7 +92,8 @@ def check_shadow_request(model: nn.Module, shadow: ShadowCopies | int, compare_g
 
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                        out: Path | None, keep_seed: int = 0, progress: bool = False,
-                       executor: Any = None, groups: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+                       executor: Any = None, groups: dict[str, np.ndarray] | None = None,
+                       held_out: tuple[Any, Any] | None = None) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
 
     Args:
@@ -107,6 +108,8 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
             None trains them here, one after another. The copies are the same either way.
         groups: attack groups besides the data's outlier masks (bool masks over the training set: the
             most-exposed examples, the largest gradient norms on the user's model; rare examples).
+        held_out: ``(x, y)`` of the target-model audit's non-members, queried on every copy (IN for none); their
+            φ, and the copies' φ and keep matrix, stay in memory under :data:`RAW` (:mod:`bnmem.auditing.target`).
 
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
@@ -118,8 +121,8 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
     keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
     cost = copy_cost(model, ds, shadow_models, train, copies_done(out, shadow_models))
     print(cost["text"], file=sys.stderr, flush=True)  # always (also under --quiet): the README promises it
-    copies = query_copies(model, ds, keep, train, out, executor=executor, progress=progress)
-    return {
+    copies = query_copies(model, ds, keep, train, out, executor=executor, progress=progress, held_out=held_out)
+    section = {
         "shadow_models": shadow_models,
         "protocol": "fresh copies of the architecture (reset_parameters, seeded) train with the given recipe on "
                     "balanced halves of the training data (each example IN for exactly half); LiRA/RMIA "
@@ -140,6 +143,9 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         # measured: the copies' training-loop seconds (copies trained by earlier runs included).
         "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": copies.seconds},
     }
+    section[RAW].update(keep=keep, phi=copies.phi, population_phi=copies.population_phi,
+                        held_out_phi=copies.held_out_phi, views=copies.views)
+    return section
 
 
 def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_phi: np.ndarray,
@@ -173,11 +179,11 @@ def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_ph
 
 def shadow_membership(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                       out: Path | None, progress: bool, executor: Any,
-                      groups: dict[str, np.ndarray]) -> dict[str, Any]:
+                      groups: dict[str, np.ndarray], held_out: tuple[Any, Any] | None = None) -> dict[str, Any]:
     """The membership section; copies go under ``out`` (a temporary folder when an executor needs one)."""
     if executor is None or out is not None:
         return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor,
-                                  groups=groups)
+                                  groups=groups, held_out=held_out)
     with tempfile.TemporaryDirectory(prefix="bnmem-audit-") as tmp:  # worker processes pass copies by file
         return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor,
-                                  groups=groups)
+                                  groups=groups, held_out=held_out)

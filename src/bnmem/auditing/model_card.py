@@ -45,8 +45,13 @@ def measured_lines(result: dict[str, Any]) -> list[str]:
                  + (f"; {d.get('n_noisy', 0) + d.get('n_ood', 0)} listed as mislabeled or out-of-distribution"
                     if d.get("outliers_known") else "") + (f"; {d['n_rare']} listed as rare" if d.get("n_rare") else "")
                  + ".")
+    tgt = result.get("target")
+    if tgt:
+        lines.append(f"- Membership inference against the model itself: {tgt['protocol']}.")
     if not mem:
-        return lines + ["- Membership inference: **not measured** (the audit ran without shadow copies).", ""]
+        return lines + ["- Membership inference against the recipe: **not measured** (the audit ran without shadow "
+                        "copies)." if tgt else "- Membership inference: **not measured** (the audit ran without shadow "
+                        "copies).", ""]
     attacks = ", ".join(ATTACK_NAMES[a] for a in mem["attacks"])
     lines += [
         f"- Membership inference against the training recipe: {attacks}, run leave-one-out over "
@@ -83,6 +88,8 @@ def result_lines(result: dict[str, Any]) -> list[str]:
                          f"{_pct(lk.get('tpr_at_1pct_fpr'), lk['ci'].get('tpr_at_1pct_fpr'))}"
                          f" | {g['level']} |")
         lines.append("")
+    if (risk.get("target") or {}).get("measured"):
+        lines += [f"**The model as shipped:** {risk['target']['text']}", ""]
     if risk.get("epsilon"):
         lines += [risk["epsilon"]["text"], ""]
     one = (mem or {}).get("one_run") or result.get("one_run")
@@ -107,9 +114,11 @@ def not_measured_lines(result: dict[str, Any]) -> list[str]:
         "it is not an estimate of ε and does not show the model is private.",
         "- Examples outside the groups listed: the audit knows only the files it was told about; an unlisted rare "
         "or mislabeled file is in the whole-set figures and in `exposure.csv`, not in a group of its own.",
-        "- The model file itself as an attack target: the numbers describe the training recipe, measured on shadow "
-        "copies that resemble the model in training accuracy.",
     ]
+    if not result.get("target"):
+        lines.append("- The model file itself as an attack target: the numbers describe the training recipe, measured "
+                     "on shadow copies that resemble the model in training accuracy (`--non-members` with a held-out "
+                     "set attacks the model itself).")
     if mem and not ((mem.get("one_run") or result.get("one_run"))):
         lines.append("- A one-run audit of the recipe with inserted canaries (`--canaries K`).")
     return lines + [""]

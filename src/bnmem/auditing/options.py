@@ -58,8 +58,10 @@ class AuditOptions(StrictModel):
                                               "process)")
     fail_at: str | None = Field(None, description=(
         "fail the audit (exit 3) when the leakage the data rule out (lower ends of the 95% intervals) reaches this "
-        "budget: a level (low, moderate, elevated), auc=0.6, tpr@1%=0.05 or tpr@0.1%=0.02; exit 4 when the audit "
-        "could not assess the model (never 0); needs --shadow-models"))
+        "budget: a level (low, moderate, elevated), auc=0.6, tpr@1%=0.05 or tpr@0.1%=0.02 (the shadow copies; needs "
+        "--shadow-models); target:auc=0.6 gates on your model itself (needs --non-members); a slice before the "
+        "budget (class=7:auc=0.6, correct:, incorrect:) gates on that slice; exit 4 when the audit could not assess "
+        "the model (never 0)"))
     model_card: str | None = Field(None, description=(
         "also write a 'Privacy evaluation' section in the Hugging Face model-card convention to this file "
         "(markdown; appended to an existing card, replacing an earlier such section)"))
@@ -131,6 +133,9 @@ class AuditDataFlags(StrictModel):
     outliers: str | None = Field(None, description=(
         "--data-folder: CSV of training file names that are rare or atypical but correctly labelled (a group of "
         "their own; no mislabeling language)"))
+    non_members: str | None = Field(None, description=(
+        "--data-folder: held-out images your model never trained on (class folders named as the training classes, "
+        "or a text file listing image paths): attack the model itself on its members against them"))
     data_root: str | None = Field(None, description="directory holding the dataset files")
     download: bool = Field(False, description="download the dataset with torchvision if missing")
     label_noise: float = Field(0.0, description=(
@@ -146,7 +151,7 @@ class AuditDataFlags(StrictModel):
         if self.data_folder is not None and (self.label_noise or self.ood or self.train_size is not None):
             raise BnmemError("--label-noise, --ood and --train-size build a bnmem dataset; with --data-folder, "
                              "name the known mislabeled files with --mislabeled instead")
-        folder_only = ("image_size", "channels", "mean", "std", "transform", "mislabeled", "outliers")
+        folder_only = ("image_size", "channels", "mean", "std", "transform", "mislabeled", "outliers", "non_members")
         stray = ["--" + k.replace("_", "-") for k in folder_only if getattr(self, k) is not None]
         if self.data_folder is None and stray:
             raise BnmemError(f"{', '.join(stray)} only apply with --data-folder")
@@ -181,6 +186,8 @@ class AuditData:
         test: held-out ``(x, y)`` (an OutlierDataset has its own).
         noisy_mask, ood_mask: known mislabeled / OOD training examples (bool).
         rare_mask: training examples known to be rare or atypical but correctly labelled (bool).
+        non_members: held-out ``(x, y)`` the model never trained on, in its input format (the target-model audit,
+            :mod:`bnmem.auditing.target`); keep them out of ``test`` (RMIA's population).
     """
 
     train: Any
@@ -188,9 +195,10 @@ class AuditData:
     noisy_mask: Any = None
     ood_mask: Any = None
     rare_mask: Any = None
+    non_members: Any = None
 
 
-DATA_FIELDS = ("noisy_mask", "ood_mask", "rare_mask")
+DATA_FIELDS = ("noisy_mask", "ood_mask", "rare_mask", "non_members")
 
 
 def resolve(shadow: Any, train: Any, options: Any, fields: dict[str, Any]) -> tuple[Any, Any, AuditOptions,

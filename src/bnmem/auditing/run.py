@@ -49,6 +49,8 @@ from torch import nn
 from bnmem import io
 from bnmem.auditing.data import as_dataset, masks_known
 from bnmem.auditing.exposure import EXPOSURE_FILE
+from bnmem.auditing.gate import on_target
+from bnmem.auditing.target import add_to_risk, measure_target_and_slices
 from bnmem.auditing.load import TORCHSCRIPT, check_inputs, is_scripted
 from bnmem.auditing.calibration import match_epochs, model_checks, step_matched
 from bnmem.auditing.compare import gs_reg_comparison
@@ -78,6 +80,7 @@ class AuditConfig(StrictModel):
     folder: ImageFolderConfig | None = None
     train: TrainConfig = TrainConfig()
     outliers: Path | None = None  # with ``folder``: a CSV of rare/atypical training files (correctly labelled)
+    non_members: Path | None = None  # with ``folder``: held-out images the model never saw (bnmem.auditing.target)
 
 
 @dataclass
@@ -116,11 +119,13 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
 
     copies, train_cfg, opts, masks = resolve(shadow, train, options, fields)
     if isinstance(train_data, AuditData):
-        masks = {**{k: getattr(train_data, k) for k in ("noisy_mask", "ood_mask", "rare_mask")}, **masks}
+        masks = {**{k: getattr(train_data, k) for k in ("noisy_mask", "ood_mask", "rare_mask", "non_members")},
+                 **masks}
         train_data, test_data = train_data.train, train_data.test if test_data is None else test_data
     frontier = frontier_citation(opts.defenses) if opts.defenses is not None else None  # before any work
     ds = as_dataset(train_data, test_data, masks.get("noisy_mask"), masks.get("ood_mask"))
     rare = check_rare(masks.get("rare_mask"), ds.n_train)
+    held = check_held_out(masks.get("non_members"), ds, opts.fail_at)
     if copies.wanted or opts.canaries:
         check_shadow_request(model, copies)  # before any slow work (a copy of the architecture must train)
     check_outputs_wanted(opts, copies, out)
@@ -135,7 +140,8 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
         for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
             print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if copies.shadow_models:
-            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare)
+            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare, held=held)
+        measure_target_and_slices(result, model, ds, train_cfg, held, opts.seed)
     if opts.canaries:
         result["one_run"] = one_run_section(model, ds, train_cfg, opts)
     return finish(result, norms, out, frontier, opts, ds)
@@ -166,12 +172,34 @@ def check_outputs_wanted(opts: Any, copies: ShadowCopies, out: str | Path | None
         require_mlflow()
         if out is None:
             raise BnmemError("mlflow=True logs the audit's files as artifacts: give out= too")
-    if opts.fail_at is not None and not copies.shadow_models:
-        raise BnmemError("--fail-at gates on the membership attacks: give --shadow-models too (e.g. 8)")
+    if opts.fail_at is not None and not copies.shadow_models and not on_target(opts.fail_at):
+        raise BnmemError("--fail-at gates on the membership attacks: give --shadow-models too (e.g. 8), or gate on "
+                         "your model itself with --non-members and --fail-at target:...")
     if opts.model_card is not None:
         from bnmem.auditing.model_card import check_card
 
         check_card(opts.model_card)
+
+
+def check_held_out(non_members: Any, ds: OutlierDataset, fail_at: str | None) -> Any:
+    """The held-out set as a :class:`~bnmem.auditing.target.HeldOut` (None when not given), and a gate that can read
+    what it names (a class the data have; ``target:`` only with a held-out set).
+
+    Raises:
+        BnmemError: malformed non-members, a class the data lack, ``target:`` without non-members.
+    """
+    from bnmem.auditing.gate import check_budget_slice
+    from bnmem.auditing.slices import class_names
+
+    check_budget_slice(fail_at, class_names(ds))
+    if non_members is None:
+        if on_target(fail_at):
+            raise BnmemError(f"--fail-at {fail_at!r} gates on your model itself: give the held-out set it never saw "
+                             "with --non-members FOLDER (non_members=(x, y) in Python)")
+        return None
+    from bnmem.auditing.target import as_held_out
+
+    return as_held_out(non_members, ds)
 
 
 def checked_model(model: nn.Module, ds: OutlierDataset,
@@ -199,7 +227,7 @@ def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
 
 def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
                     copies: ShadowCopies, out: Path | None, progress: bool, executor: Any, *,
-                    rare: np.ndarray | None) -> None:
+                    rare: np.ndarray | None, held: Any = None) -> None:
     """Membership over the shadow copies (their length calibrated first), and the regularizer comparison."""
     exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
     steps = None
@@ -211,7 +239,8 @@ def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset
     base = train
     train, matched = calibrate(base)
     groups = extra_groups(exposed, rare, ds.n_train)
-    mem = shadow_membership(model, ds, m, train, out, progress, executor, groups)
+    mem = shadow_membership(model, ds, m, train, out, progress, executor, groups,
+                            held_out=(held.x, held.y) if held is not None else None)
     mem.update({"steps": steps, "matched": matched})
     result["membership"] = mem
     if copies.compare_gs_reg is not None:
@@ -278,6 +307,7 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
         if mem:
             mem.pop(RAW, None)  # the raw scores served the table and the paired comparison; they are not written
     result["risk"] = risk_summary(result)
+    add_to_risk(result)  # the shipped model's own leakage (held-out set) and the slices
     if frontier is not None:
         result["risk"]["frontier"] = frontier
         result["risk"]["recommendations"].append(frontier["text"])
@@ -326,7 +356,8 @@ def exposure_table(result: dict[str, Any], ds: OutlierDataset, norms: np.ndarray
     if not mem or RAW not in mem:
         return None
     raw = mem[RAW]
-    cols, rows = exposure_rows(raw["scores"], raw["members"], raw["masks"], ds.info.get("files"), norms)
+    cols, rows = exposure_rows(raw["scores"], raw["members"], raw["masks"], ds.info.get("files"), norms,
+                               raw.get("extra"))
     mem["exposure"] = exposure_section(cols, rows, data_root(result))
     return csv_text(cols, rows)
 
@@ -364,17 +395,36 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
     check_outputs_wanted(opts, copies, out)
     model, fmt, ds, digest = load_checked(model_path, config, copies, opts.max_memory, opts.defenses)
     rare = rare_file_mask(config)
+    held = non_member_files(config, ds)
+    check_held_out(held, ds, opts.fail_at)  # before the folder is prepared
     resolved = {"model": str(model_path), "model_sha256": digest,
-                **config.model_dump(mode="json", exclude={"folder", "outliers"} if config.folder is None else {"data"}),
+                **config.model_dump(mode="json", exclude={"folder", "outliers", "non_members"} if config.folder is None
+                                    else {"data", "non_members"}),
                 "top_k": opts.top_k, "max_examples": opts.max_examples, "shadow_models": copies.shadow_models,
                 **({} if copies.match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
                 **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {}),
                 **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {})}
+    # not --non-members: the copies do not depend on it, so adding a held-out set reuses them (audit.json names it)
     out = prepare_audit_dir(out, resolved)
     opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
                                    "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
-    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare})
+    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare, "non_members": held})
+
+
+def non_member_files(config: AuditConfig, ds: OutlierDataset) -> Any:
+    """``--non-members``: the held-out images, read as the training folder was (None when not given).
+
+    Raises:
+        BnmemError: ``--non-members`` without an image folder, or a bad folder or list (one line).
+    """
+    if config.non_members is None:
+        return None
+    if config.folder is None:
+        raise BnmemError("--non-members names held-out images of an image folder: give --data-folder too")
+    from bnmem.auditing.target import read_held_out
+
+    return read_held_out(config.non_members, config.folder, ds)
 
 
 def rare_file_mask(config: AuditConfig) -> np.ndarray | None:

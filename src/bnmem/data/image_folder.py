@@ -214,6 +214,37 @@ def read_mislabeled(csv_path: Path, root: Path, train: list[tuple[Path, int]],
     return mask, in_test
 
 
+def image_reader(cfg: ImageFolderConfig, transform: Transform | None = None) -> Callable[[Path], Any]:
+    """How one image file becomes a (C, H, W) array: ``transform`` (or ``cfg.transform``), else decoded as
+    ``cfg`` says (channels, size), scaled to [0, 1]; not normalized."""
+    if transform is None and cfg.transform:
+        transform = load_transform(cfg.transform)
+    if transform is not None:
+        from PIL import Image
+
+        def read(p: Path) -> Any:
+            with Image.open(p) as im:
+                return transform(im)
+        return read
+    mode = _mode(cfg)
+    return lambda p: _decode(p, mode, cfg.image_size)
+
+
+def read_like_training(cfg: ImageFolderConfig, files: list[tuple[Path, int]], root: Path,
+                       mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
+    """Images read exactly as the training split of ``cfg`` was (decoding or transform, then its per-channel
+    ``mean`` / ``std``, recorded in the training dataset): e.g. a held-out set queried on the same model.
+
+    Raises:
+        BnmemError: an unreadable image or images of different shapes, in one line.
+    """
+    x = _stack(files, image_reader(cfg), root)
+    if x.numel() and (cfg.normalize or cfg.mean is not None):
+        shape = (1, x.shape[1], 1, 1)
+        x = (x - torch.tensor(mean, dtype=torch.float32).view(shape)) / torch.tensor(std, dtype=torch.float32).view(shape)
+    return x.contiguous()
+
+
 def load_image_folder(cfg: ImageFolderConfig, transform: Transform | None = None) -> OutlierDataset:
     """Read an ImageFolder tree into an :class:`OutlierDataset` (normalized float32 NCHW).
 
@@ -230,20 +261,7 @@ def load_image_folder(cfg: ImageFolderConfig, transform: Transform | None = None
     """
     root = cfg.path
     classes, train, test = scan(cfg)
-    if transform is None and cfg.transform:
-        transform = load_transform(cfg.transform)
-    if transform is not None:
-        from PIL import Image
-
-        def read(p: Path) -> Any:
-            with Image.open(p) as im:
-                return transform(im)
-    else:
-        mode = _mode(cfg)
-
-        def read(p: Path) -> Any:
-            return _decode(p, mode, cfg.image_size)
-
+    read = image_reader(cfg, transform)
     x_train, x_test = _stack(train, read, root), _stack(test, read, root)
     if x_test.numel() and x_test.shape[1:] != x_train.shape[1:]:
         raise BnmemError(f"test images are {tuple(x_test.shape[1:])}, training images {tuple(x_train.shape[1:])}")

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any
 
 AUDIT_SCHEMA = "audit.schema.json"
-AUDIT_SCHEMA_VERSION = "1.0"
+AUDIT_SCHEMA_VERSION = "1.1"
 
 
 @lru_cache(maxsize=None)

@@ -36,7 +36,8 @@ from bnmem import io
 from bnmem.config import TrainConfig
 from bnmem.data import OutlierDataset, augment
 from bnmem.data.views import View, make_views
-from bnmem.shadow.query import ModelQuery, QueryPlan, device_inputs, query_model
+from bnmem.attacks.phi import phi_from_logits_block
+from bnmem.shadow.query import ModelQuery, QueryPlan, device_inputs, query_logits, query_model
 from bnmem.formatting import count_text
 
 SHADOW_INPUTS = "inputs.pt"
@@ -144,6 +145,8 @@ class CopyQueries:
         pred: predicted class int16 [M, n_train, n_views] (memorization scores); None if not recorded.
         reset: parameter tensors reset by :func:`fresh_copy` and their total (the same for every copy).
         seconds: the copies' training-loop seconds, summed (what :func:`copy_cost` estimates).
+        held_out_phi: φ float64 [M, n_held_out, n_views] on ``held_out`` inputs no copy trained on (the target-model
+            audit's non-members); None when none were given.
     """
 
     views: list[str]
@@ -153,11 +156,13 @@ class CopyQueries:
     reset: tuple[int, int] = (0, 0)
     pred: np.ndarray | None = None
     seconds: float = 0.0
+    held_out_phi: np.ndarray | None = None
 
 
 def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig,
                  out: Path | None = None, executor: Any = None, progress: bool = False,
-                 plan: QueryPlan = QueryPlan()) -> CopyQueries:
+                 plan: QueryPlan = QueryPlan(),
+                 held_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> CopyQueries:
     """Train (or load) the M = ``keep.shape[0]`` shadow copies of ``model`` and query each on ``ds``.
 
     Args:
@@ -170,6 +175,7 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
             one after another. The copies are the same either way.
         progress: progress bars.
         plan: BN mode at query time (eval by default) and batch-mode batches.
+        held_out: ``(x, y)`` of examples no copy trains on, also queried on every copy (the target-model audit).
 
     Returns:
         The stacked φ, per-copy accuracies and views.
@@ -177,7 +183,7 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
     if executor is not None and out is not None:
         train_copies(model, ds, keep, train, out, executor)
     views = copy_views(train, ds)
-    phi, population_phi, accuracy, reset, pred, seconds = [], [], [], (0, 0), [], 0.0
+    phi, population_phi, accuracy, reset, pred, seconds, held_phi = [], [], [], (0, 0), [], 0.0, []
     inputs = device_inputs(ds, train.device)  # once, not once per copy
     for m in range(keep.shape[0]):
         net, *reset, took = trained_copy(model, ds, keep, train, m, out, progress)
@@ -187,8 +193,11 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
         population_phi.append(q.population_phi)
         pred.append(q.view_pred)
         accuracy.append(q.accuracy(ds, keep[m]))
+        if held_out is not None:
+            held_phi.append(phi_from_logits_block(query_logits(net, held_out[0], views, plan), held_out[1].numpy()))
     return CopyQueries(views=[name for name, _ in views], phi=np.stack(phi), population_phi=np.stack(population_phi),
-                       accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred), seconds=seconds)
+                       accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred), seconds=seconds,
+                       held_out_phi=np.stack(held_phi) if held_out is not None else None)
 
 
 # Optimizer steps timed for the cost estimate (after one untimed warm-up run of the same length).

@@ -142,4 +142,5 @@ def audit_config(data: AuditDataFlags, recipe: dict[str, Any], overrides: list[s
     from bnmem.auditing.run import AuditConfig
 
     return AuditConfig.model_validate(apply_overrides({"data": data.data_config(), "folder": data.folder_config(),
-                                                       "train": recipe, "outliers": data.outliers}, overrides))
+                                                       "train": recipe, "outliers": data.outliers,
+                                                       "non_members": data.non_members}, overrides))
