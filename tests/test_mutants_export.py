@@ -297,9 +297,11 @@ def test_seed_key_current_key_and_study_seed(monkeypatch):
 
 @pytest.mark.parametrize("key", ["cd" * 32, "00" * 32])  # "00...": one model needs three rehashes
 def test_colliding_model_seeds_are_rehashed_with_an_attempt_counter(monkeypatch, key):
+    import bnmem.provenance as prov
     from bnmem.study import confirmatory as c
 
-    monkeypatch.setattr(c, "MODEL_SEED_BOUND", 8)  # 8 values for 6 models: collisions are certain
+    monkeypatch.setattr(prov, "MODEL_SEED_BOUND", 8)  # 8 values for 6 models: collisions are certain (the
+    # derivation lives in bnmem.provenance, torch-free, so that bnmem verify can recompute it)
     used, want = set(), []
     for k in range(2):
         for j in range(3):

@@ -112,7 +112,7 @@ def _label(doc: dict, study: str | None, sha: str) -> str:
 def provenance_text(doc: dict, study: str | None = None) -> str:
     """For a run with a confirmatory record: the commit and deciding source its seeds came from, whether the
     deciding source is the same now, and its attempts (:func:`bnmem.provenance.attempts_line`); else ""."""
-    from bnmem.provenance import read_attempts, source_sha256
+    from bnmem.provenance import read_attempts, recorded_source_now
 
     rec = doc.get(CONFIRMATORY_KEY)
     if not isinstance(rec, dict):
@@ -121,7 +121,7 @@ def provenance_text(doc: dict, study: str | None = None) -> str:
     if not recorded:
         return ("Its seeds were derived from the plan's hash alone (before plan 5.0): no commit or deciding "
                 "source was recorded.")
-    now = source_sha256()
+    now = recorded_source_now(rec)  # by the derivation the record used
     same = ("the deciding source is the same now" if recorded == now else
             f"the deciding source has changed since (now sha256 {now[:12]}…): these verdicts are decided by "
             "other code than the run started with")
