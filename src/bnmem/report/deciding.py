@@ -337,7 +337,9 @@ def _rows(run: RunData, tracer: _Tracer) -> list[dict[str, str]]:
 
     def add(claim: str, cell: CellOutput | None, kind: str, file: str, path: Path_, leaf: Any) -> None:
         value, text = _encode(leaf)
-        arm, definition, estimand = _columns(path) if file != CONDITIONS else ("", "", str(path[-1]) if path else "")
+        arm, definition, estimand = _columns(path)
+        if file == CONDITIONS:
+            arm, definition = "", ""  # a condition is the cell's, not one arm's
         rows.append({"claim": claim, "setting": "" if cell is None else labels.get(cell.id, ""),
                      "replicate": "" if cell is None else str(replicate_of(cell)),
                      "cell": STUDYWIDE if cell is None else cell.id, "lens": kind, "file": file, "arm": arm,
