@@ -378,3 +378,28 @@ def test_every_start_is_logged_before_the_first_job_and_the_report_names_the_att
     report = build_report(second)
     assert "this run is start 2 of 2" in report.markdown.read_text()
     assert "this run is start 2 of 2" in report.html.read_text()
+    # and names the earlier attempt of the same study, how it ended
+    earlier = f"Earlier attempts of study conf: {entries[0]['time']} (plan {PLAN_VERSION}, commit {head[:7]}, 1 resume(s), ended finished after"
+    assert earlier in report.markdown.read_text() and earlier in report.html.read_text()
+
+
+def test_a_rows_chances_count_every_earlier_attempt_that_may_have_been_read():
+    from bnmem.report.attempts import chances, earlier_attempts
+
+    def start(study, time, lenses):
+        return {"kind": "start", "study": study, "time": time, "started": time, "lenses": lenses, "commit": "c" * 40}
+
+    def end(study, time, reason, at):
+        return {"kind": "end", "study": study, "started": time, "reason": reason, "time": at, "seconds": 5}
+
+    log = [start("a", "t1", ["memorize", "lira"]), end("a", "t1", "finished", "t2"),  # read: counts for 1 and 3a
+           start("b", "t3", ["gradnorms"]), end("b", "t3", "interrupted", "t4"),  # stopped, nothing read
+           start("c", "t5", ["memorize"]),  # an earlier attempt of this study, no end record: may have been read
+           start("d", "t6", None),  # lenses unknown (no study file at a commit): counted for every claim
+           start("c", "t7", ["memorize"]),  # this run
+           start("e", "t8", ["memorize"])]  # later: cannot have been read before this run
+    got = chances(["1", "2", "3a"], log, "c", "t7")
+    assert got["1"] == ["a t1 (ended finished after 5 s)", "c t5 (no end record)", "d t6 (no end record)"]
+    assert got["2"] == ["c t5 (no end record)", "d t6 (no end record)"]  # b was interrupted before this run
+    assert got["3a"] == ["a t1 (ended finished after 5 s)", "c t5 (no end record)", "d t6 (no end record)"]
+    assert earlier_attempts(log, "c", "t7") == ["t5 (plan None, commit ccccccc, no end record)"]

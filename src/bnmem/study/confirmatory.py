@@ -83,7 +83,7 @@ def host() -> dict[str, Any]:
 
 
 def log_attempt(state: Any, record: dict[str, Any], resumed: bool, study: str, out: Any,
-                study_file: Any = None, executor: Any = None) -> Any:
+                study_file: Any = None, executor: Any = None, lenses: list[str] | None = None) -> Any:
     """Append this confirmatory start (or resume) to the attempts log of ``state``'s checkout, before the first job,
     and to the run's own copy (``out/attempts.jsonl``).
 
@@ -108,6 +108,7 @@ def log_attempt(state: Any, record: dict[str, Any], resumed: bool, study: str, o
         "out": str(out),
         "executor": "local" if executor is None else getattr(executor, "name", None),
         "workers": 1 if executor is None else getattr(executor, "workers", None),
+        "lenses": lenses,  # which claims its verdicts bear on (a later study's report counts the chances)
         **host(),
     }
     append_attempt(state.root, entry, copy=Path(out))

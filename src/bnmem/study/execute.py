@@ -112,7 +112,7 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     if state is None:
         return _run_planned(study, out, executor, cells, jobs, graph, progress)
     began = log_attempt(state, io.read_json(out / STUDY_FILE)[CONFIRMATORY_KEY], resumed, study.name, out,
-                        study_file, executor)
+                        study_file, executor, sorted(study.lenses.enabled()))
     return _logged(state, began, lambda: _run_planned(study, out, executor, cells, jobs, graph, progress))
 
 
