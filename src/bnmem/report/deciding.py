@@ -216,7 +216,7 @@ def evaluate_traced(run: RunData, rules: Iterable[ModuleType] | None = None) -> 
     for module in (RULES if rules is None else rules):
         tracer.claims = tuple(module.IDS)
         decided = evaluate_rule(module, traced)
-        claim_rows(decided)  # what a row shows (its conditions, say) may be read only when it is written
+        claim_rows(decided, "", "-")  # what a row shows (its conditions, say) may be read only when it is written
         claims += decided
     tracer.claims = ()
     return claims, DecidingTable(_rows(run, tracer))

@@ -24,7 +24,7 @@ run is (:func:`bnmem.provenance.attempts_line`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bnmem.analysis_plan import (
@@ -48,6 +48,7 @@ class PlanCheck:
         state: :data:`FIXED`, :data:`CHANGED` or :data:`UNRECORDED`.
         label: the run's confirmatory / exploratory sentence (:func:`run_label`).
         provenance: for a confirmatory run, its commit, deciding source and attempts (else "").
+        study: study.json's contents ({} without one), read once with the rest.
     """
 
     version: str
@@ -57,6 +58,7 @@ class PlanCheck:
     state: str
     label: str = ""
     provenance: str = ""
+    study: dict = field(default_factory=dict, compare=False, repr=False)
 
     def headline(self, short: bool = False) -> str:
         """One sentence for the report's headline (``short``: the hash by its first 12 digits, as the page's
@@ -141,7 +143,7 @@ def check_plan(run_root: str | Path, study: str | None = None) -> PlanCheck:
     prov = provenance_text(doc, study)
     rec = doc.get(PLAN_KEY)
     if not isinstance(rec, dict) or not rec.get("sha256"):
-        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label, prov)
+        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label, prov, doc)
     version, recorded = str(rec.get("version")), str(rec.get("sha256"))
     state = FIXED if recorded == sha else CHANGED
-    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label, prov)
+    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label, prov, doc)

@@ -112,9 +112,8 @@ def render_csv(claims: list[Claim], label: str = "", sha: str | None = None) -> 
 def disclosure_of(run: RunData, claims: list[Claim]) -> list[str]:
     """A confirmatory run's earlier attempts and each row's chances (:func:`bnmem.report.attempts.disclosure`)."""
     from bnmem.report.attempts import disclosure
-    from bnmem.report.preregistration import _study_doc
 
-    return disclosure(claims, _study_doc(run.root))
+    return disclosure(claims, run.plan.study)
 
 
 def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
