@@ -202,3 +202,36 @@ def test_verify_imports_no_torch(published):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_run_rebuilt_from_its_deciding_table_is_decided_as_the_run(seed, tmp_path):
+    """The oracle: the verdicts of the whole run (evaluate_claims on every results file) against the traced
+    evaluation and against the run rebuilt from the table, on synthetic LiRA and memorize results of random
+    effects and replicate counts, every summary.csv column equal."""
+    import numpy as np
+    from synthetic_runs import lira_run, make_cell, make_run, memorize_data
+
+    from bnmem.names import MEMORIZE
+    from bnmem.report.claims import evaluate_claims
+    from bnmem.report.deciding import DECIDING_CSV, evaluate_traced, read_table, rebuild
+    from bnmem.report.summary import claim_rows
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 6))
+    run = lira_run([rng.normal(0.03 * seed, 0.02, 8) for _ in range(n)])
+    for r, cell in enumerate(run.cells):  # memorize beside lira in each replicate
+        acc = rng.uniform(0, 1, (2, 6)).cumsum(axis=1) / 6
+        cell.lenses[MEMORIZE] = make_cell("x", r, {MEMORIZE: memorize_data(acc, acc * rng.uniform(0.5, 1))}
+                                          ).lenses[MEMORIZE]
+    plain = claim_rows(evaluate_claims(run))
+    traced, table = evaluate_traced(run)
+    assert claim_rows(traced) == plain
+    assert {r["status"] for r in plain} - {"not run"}  # something was decided
+    table.write(tmp_path / DECIDING_CSV)
+    assert claim_rows(evaluate_claims(rebuild(read_table(tmp_path / DECIDING_CSV), tmp_path))) == plain
+    # and what the rows say decides: one tampered array of AUCs changes the verdicts
+    rows = read_table(tmp_path / DECIDING_CSV)
+    auc = next(r for r in rows if json.loads(r["path"])[-1:] == ["auc_per_target"] and "3a" in r["claim"])
+    auc["text"] = json.dumps([x + 0.5 for x in json.loads(auc["text"])])
+    assert claim_rows(evaluate_claims(rebuild(rows, tmp_path))) != plain

@@ -52,6 +52,8 @@ LEGACY_DECIDING_SOURCES = (
     "theory/*.py",
     "attacks/*.py",
 )
+# Plan 5.0's text (its general section and changelog) names the list by this name.
+DECIDING_SOURCES = LEGACY_DECIDING_SOURCES
 # The attempts log, relative to the checkout's root: one JSON object per line, appended by every confirmatory
 # start (and resume) before its first job and by its end, committed with the project.
 ATTEMPTS_LOG = "docs/confirmatory-attempts.jsonl"
