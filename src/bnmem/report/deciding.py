@@ -40,7 +40,9 @@ from bnmem.names import NORMS
 from bnmem.report.results import replicate_of, setting_key
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
-DECIDING_CSV = "deciding.csv.gz"
+# The deciding table as plain CSV (what DecidingTable.write writes to a name without .gz; verify reads either).
+DECIDING_TABLE = "deciding.csv"
+DECIDING_CSV = DECIDING_TABLE + ".gz"
 """The deciding table's file in a run directory: CSV, gzip-compressed (a decisive-sized study's table is a few MB
 of text, most of it full-precision per-step arrays; compressed it stays under 2 MB). ``pandas.read_csv`` reads it
 as it is; the bytes are reproducible (no time stamp in the gzip header)."""

@@ -374,9 +374,9 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 def find_table(root: Path) -> Path | None:
     """The folder's deciding table (compressed or not), None when it has none."""
-    from bnmem.report.deciding import DECIDING_CSV
+    from bnmem.report.deciding import DECIDING_CSV, DECIDING_TABLE
 
-    for name in (DECIDING_CSV, DECIDING_CSV.removesuffix(".gz")):
+    for name in (DECIDING_CSV, DECIDING_TABLE):
         if (root / name).is_file():
             return root / name
     return None
