@@ -276,7 +276,8 @@ def test_a_modified_checkout_is_refused_in_one_line_naming_what(tmp_path, checko
     (checkout / "notes.txt").write_text("scratch\n")  # untracked outside src/ and studies/: allowed
     assert main(["run", str(path), "--out", str(out), "--quiet", "--confirmatory", *IN_PROCESS]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "1 untracked file(s) under src/ or studies/ or docs/analysis-plan.md (studies/new.yaml)" in err
+    assert err.count("\n") == 1
+    assert "1 untracked file(s) under src/ or studies/ or docs/analysis-plan.md (studies/new.yaml)" in err
     assert "notes.txt" not in err
     (checkout / "studies" / "new.yaml").unlink()
     # the attempts log may only grow: rewriting a committed line is a modification
@@ -379,7 +380,8 @@ def test_every_start_is_logged_before_the_first_job_and_the_report_names_the_att
     assert "this run is start 2 of 2" in report.markdown.read_text()
     assert "this run is start 2 of 2" in report.html.read_text()
     # and names the earlier attempt of the same study, how it ended
-    earlier = f"Earlier attempts of study conf: {entries[0]['time']} (plan {PLAN_VERSION}, commit {head[:7]}, 1 resume(s), ended finished after"
+    earlier = (f"Earlier attempts of study conf: {entries[0]['time']} (plan {PLAN_VERSION}, commit {head[:7]}, "
+               "1 resume(s), ended finished after")
     assert earlier in report.markdown.read_text() and earlier in report.html.read_text()
 
 
@@ -403,3 +405,36 @@ def test_a_rows_chances_count_every_earlier_attempt_that_may_have_been_read():
     assert got["2"] == ["c t5 (no end record)", "d t6 (no end record)"]  # b was interrupted before this run
     assert got["3a"] == ["a t1 (ended finished after 5 s)", "c t5 (no end record)", "d t6 (no end record)"]
     assert earlier_attempts(log, "c", "t7") == ["t5 (plan None, commit ccccccc, no end record)"]
+
+
+@pytest.mark.parametrize("how, reason", [("ctrl-c", "interrupted"), ("sigterm", "interrupted"),
+                                         ("error", "failed")])
+def test_an_interrupted_or_failed_run_logs_its_end(tmp_path, checkout, monkeypatch, how, reason):
+    import os
+    import signal
+
+    import bnmem.study.execute as ex
+
+    def pending(*a, **k):  # the run stops right before its first job
+        if how == "ctrl-c":
+            raise KeyboardInterrupt
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise RuntimeError("a job's machine went away")
+
+    monkeypatch.setattr(ex, "pending", pending)
+    path, out = _study(tmp_path, ONE_JOB), tmp_path / "run"
+    before = signal.getsignal(signal.SIGTERM)
+    expected = {"ctrl-c": KeyboardInterrupt, "sigterm": SystemExit, "error": RuntimeError}[how]
+    with pytest.raises(expected) as caught:
+        ex.run_study(load_study(path), out, progress=False, confirmatory=True, study_file=path)
+    if how == "sigterm":
+        assert caught.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is the run's only
+    logged = [json.loads(line) for line in (checkout / prov.ATTEMPTS_LOG).read_text().splitlines()]
+    assert [e["kind"] for e in logged] == ["start", "end"]
+    end = logged[1]
+    assert end["reason"] == reason and end["attempt"] == logged[0]["time"] and end["study"] == "conf"
+    assert end["cpus"] >= 1 and end["tree"] and "seconds" in end
+    assert (how == "error") == ("a job's machine went away" in end.get("error", ""))
+    assert [json.loads(line) for line in (out / prov.RUN_ATTEMPTS).read_text().splitlines()] == logged
