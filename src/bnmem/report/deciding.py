@@ -2,9 +2,10 @@
 
 ``bnmem report`` evaluates the claims on a run whose results files are *traced*: each lens's results, config and
 environment is handed to the rule modules (:data:`bnmem.report.claims.RULES`) as a dict that notes every key it
-is asked for, iterated over or tested for. A value that is not a dict (a number, a string, a list such as a curve
-or a table of layers) is noted whole. What was noted is written as ``deciding.csv`` (:data:`DECIDING_CSV`), one
-row per number and claim (:data:`COLUMNS`, described in docs/verify.md). Nothing the rules did not read is
+is asked for, iterated over or tested for. A number or a string is noted when it is read; a list (a curve, an
+array, a table of layers) is noted whole the first time anything looks at it (an item, its length, numpy's
+conversion), so a list handed on and never looked at is not. What was noted is written as ``deciding.csv.gz``
+(:data:`DECIDING_CSV`), one row per number (:data:`COLUMNS`, described in docs/verify.md). Nothing the rules did not read is
 written, and everything they read is: :func:`rebuild` turns the table back into a run (:class:`RunData`) whose
 results hold exactly those numbers, and the same rule modules, given it, read the same numbers in the same order
 and so reach the same verdicts (the rules are pure functions of what they read). A key that was only iterated
@@ -15,13 +16,15 @@ The cell's conditions (what groups replicates into settings) are written whole, 
 ``conditions``; every lens a cell holds has a row (path ``[]``), so the rebuilt run has the same cells, lenses
 and settings in the same order.
 
-The table is tidy: ``claim`` (one claim id per row; a number read by several claims has a row for each),
+The table is tidy: ``claim`` (the ids of the claims that read the number, space-separated: a number read by
+claims 4 and 7 is one row, ``4 7``; a rule module deciding two rows, 3a and 3b, is traced as one),
 ``setting`` and ``replicate`` (the report's setting label and replicate index), ``cell``, ``lens``, ``file``
 (``data``: the lens's results file; ``config``; ``environment``; ``conditions``: the cell's), ``arm`` (the norm a
-number belongs to, the first norm name on its path), ``definition`` (the first path key naming a gradient
+number belongs to, the first norm name on its path), ``definition`` (the first path key after it naming a gradient
 definition, an attack, a BN mode or a subset), ``estimand`` (the last named key of the path: the statistic),
 ``path`` (the JSON list of keys from the file's top to the number) and the number itself: ``value`` (a JSON
-number, exactly as read: ``NaN`` and ``Infinity`` included) or ``text`` (any other JSON value).
+number, exactly as read: ``NaN`` and ``Infinity`` included) or ``text`` (any other JSON value; a list of numbers,
+a curve or an array read whole, is one row).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any, Iterable, Iterator
 
 from bnmem.errors import BnmemError
 from bnmem.names import NORMS
-from bnmem.report.results import replicate_of, setting_key
+from bnmem.report.results import replicate_of
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 # The deciding table as plain CSV (what DecidingTable.write writes to a name without .gz; verify reads either).
@@ -56,8 +59,8 @@ FILES = ("data", "config", "environment")
 # Path keys that name a definition of the measured number (the `definition` column): gradient definitions, BN
 # modes at query, the attacks and the subsets a number is measured on.
 DEFINITION_KEYS = frozenset({
-    "eval", "train", "running", "batch_mode", "per_definition", "definitions", "lira", "rmia", "loss", "offline",
-    "online", "global", "noisy", "ood", "clean", "corrupted", "all", "outliers", "flipped",
+    "eval", "batch", "train", "running", "batch_mode", "lira", "rmia", "loss", "offline", "online", "global",
+    "noisy", "ood", "clean", "corrupted", "all", "outliers", "flipped",
 })
 
 Path_ = tuple[Any, ...]
@@ -321,10 +324,13 @@ def _labels(run: RunData) -> dict[str, str]:
 
 
 def _columns(path: Path_) -> tuple[str, str, str]:
-    """(arm, definition, estimand) of a path."""
+    """(arm, definition, estimand) of a path: the first key naming a norm (or a variant of one, ``batch+gs1``); the
+    first key after it (before the last) naming a definition; the last named key."""
     named = [k for k in path if isinstance(k, str)]
-    arm = next((k for k in named if k in NORMS), "")
-    definition = next((k for k in named if k in DEFINITION_KEYS and k != arm), "")
+    at = next((i for i, k in enumerate(named) if k.split("+")[0] in NORMS), None)
+    arm = "" if at is None else named[at]
+    inner = named[(0 if at is None else at + 1):-1]
+    definition = next((k for k in inner if k in DEFINITION_KEYS), "")
     return arm, definition, (named[-1] if named else "")
 
 
@@ -459,4 +465,4 @@ def rebuild(rows: list[dict[str, str]], root: Path) -> RunData:
     return RunData(root, "study", None, list(cells.values()), theory, None, [], studywide)
 
 
-__all__ = ["COLUMNS", "DECIDING_CSV", "DecidingTable", "evaluate_traced", "read_table", "rebuild", "setting_key"]
+__all__ = ["COLUMNS", "DECIDING_CSV", "DecidingTable", "evaluate_traced", "read_table", "rebuild"]
