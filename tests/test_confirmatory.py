@@ -75,12 +75,12 @@ def test_one_changed_character_in_the_plan_changes_every_seed(tmp_path, monkeypa
     import bnmem.analysis_plan as ap
 
     study = load_study(_study(tmp_path))
-    before = _seeds_of(plan(study, current_key())[1])
+    before = _seeds_of(plan(study, current_key(study))[1])
     text = ap.render_markdown()
     monkeypatch.setattr(ap, "render_markdown", lambda: text[:-2] + ("x" if text[-2] != "x" else "y") + text[-1])
     assert hashlib.sha256(ap.render_markdown().encode()).hexdigest() == plan_sha256() != hashlib.sha256(
         text.encode()).hexdigest()
-    after = _seeds_of(plan(study, current_key())[1])
+    after = _seeds_of(plan(study, current_key(study))[1])
     assert before.keys() == after.keys()
     for job, (b, a) in ((k, (before[k], after[k])) for k in before):
         for old, new in zip(b, a):
@@ -107,7 +107,7 @@ def test_seeds_are_the_documented_hash_distinct_and_in_range():
 
 def test_confirmatory_cells_take_the_derived_seeds_and_exploratory_ones_the_offsets(tmp_path):
     study = load_study(_study(tmp_path))
-    sha = current_key()
+    sha = current_key(study)
     cells, jobs = plan(study, sha)
     reps = replicate_seeds(sha, 2, 2)
     for j in jobs:

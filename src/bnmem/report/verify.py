@@ -131,7 +131,11 @@ def _claim_checks(root: Path, run: Any) -> list[Check]:
     from bnmem.report.summary import claim_rows
 
     published = _published(root)
-    rows = claim_rows(evaluate_claims(run))
+    try:
+        rows = claim_rows(evaluate_claims(run))
+    except Exception as e:  # a damaged table (a string where a number was): no verdict, and say where it failed
+        return [Check("claims", MISMATCH, f"the rules cannot decide from this table ({e.__class__.__name__}: "
+                                          f"{_short(str(e), 200)})")]
     out = []
     for row in rows:
         shown = row["status"] + ("" if not row["value"] else f"  {row['value']}" + (
