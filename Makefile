@@ -52,7 +52,7 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/bnmem run studies/demo.yaml --out $(OUT) --workers 2
 	$(VENV)/bin/bnmem report $(OUT)
-	@echo "demo results: $(OUT)/report.html (claims checklist and figures), $(OUT)/summary.md, $(OUT)/index.json (every cell and lens folder)"
+	@echo "demo results: $(OUT)/report.html (claims checklist and figures), $(OUT)/summary.md, $(OUT)/deciding.csv.gz (every number a verdict rests on: bnmem verify $(OUT)), $(OUT)/index.json (every cell and lens folder)"
 
 # lint-imports first: the layer contracts of docs/architecture.md ([tool.importlinter] in pyproject.toml).
 test: $(VENV)/.installed-test

@@ -102,3 +102,17 @@ def test_the_readme_quotes_every_published_verdict(run):
         assert r["id"] in table, f"{name}: claim {r['id']} is missing from the README's table under {header!r}"
         assert r["status"] in table[r["id"]], f"{name}: claim {r['id']}: README does not say {r['status']!r}"
     assert _study(run)["confirmatory"]["commit"][:7] in section
+
+
+@RUNS
+def test_verify_says_a_plan_5_folder_cannot_be_recomputed_and_still_checks_its_seeds(run, capsys):
+    """Plan 5.0's folders were published before the deciding table existed: bnmem verify says so (and does not
+    pass them), and recomputes their seeds by derivation 1, which their records used."""
+    from bnmem.cli import main
+
+    folder = PUBLISHED[run][0]
+    code = main(["verify", str(folder), "--repo", str(ROOT)])
+    out = capsys.readouterr().out
+    assert code != 0 and f"claims: NOT RECOMPUTED: {folder} holds no deciding table" in out
+    n = len(_study(run)["confirmatory"]["replicates"])
+    assert f"seeds     ok: {n} replicates' seeds" in out and "equal their derivation 1 from the recorded key" in out

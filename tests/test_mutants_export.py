@@ -297,9 +297,11 @@ def test_seed_key_current_key_and_study_seed(monkeypatch):
 
 @pytest.mark.parametrize("key", ["cd" * 32, "00" * 32])  # "00...": one model needs three rehashes
 def test_colliding_model_seeds_are_rehashed_with_an_attempt_counter(monkeypatch, key):
+    import bnmem.provenance as prov
     from bnmem.study import confirmatory as c
 
-    monkeypatch.setattr(c, "MODEL_SEED_BOUND", 8)  # 8 values for 6 models: collisions are certain
+    monkeypatch.setattr(prov, "MODEL_SEED_BOUND", 8)  # 8 values for 6 models: collisions are certain (the
+    # derivation lives in bnmem.provenance, torch-free, so that bnmem verify can recompute it)
     used, want = set(), []
     for k in range(2):
         for j in range(3):
@@ -360,15 +362,20 @@ def test_require_clean_checkout_and_log_attempt(monkeypatch, tmp_path):
         c.require_clean_checkout()
 
     logged = []
-    monkeypatch.setattr(prov, "append_attempt", lambda root, entry: logged.append((root, entry)) or root / "log")
+    monkeypatch.setattr(prov, "append_attempt",
+                        lambda root, entry, copy=None: logged.append((root, entry, copy)) or root / "log")
     monkeypatch.setattr(prov, "utc_now", lambda: "NOW")
     monkeypatch.setattr(prov, "file_sha256", lambda p: f"sha({Path(p).name})")
-    record = {"started": "T0", "plan_version": "5.0", "plan_sha256": "P", "source_sha256": "S", "commit": "abc"}
-    assert c.log_attempt(state, record, False, "conf", tmp_path / "run") == tmp_path / "log"
-    assert logged[-1] == (tmp_path, {
+    monkeypatch.setattr(prov, "tree_sha", lambda root: f"tree({root == tmp_path})")
+    monkeypatch.setattr(c, "host", lambda: {"cpus": 2, "load": [0.5, 0.25, 0.125]})
+    record = {"started": "T0", "plan_version": "5.0", "plan_sha256": "P", "source_sha256": "S", "commit": "abc",
+              "seed_derivation": 2}
+    entry = c.log_attempt(state, record, False, "conf", tmp_path / "run", lenses=["memorize"])
+    assert logged[-1] == (tmp_path, entry, tmp_path / "run") and entry == {
         "kind": prov.START, "time": "T0", "started": "T0", "study": "conf", "study_file": None, "study_sha256": None,
-        "plan_version": "5.0", "plan_sha256": "P", "source_sha256": "S", "commit": "c0ffee",
-        "started_at_commit": "abc", "out": str(tmp_path / "run"), "executor": "local", "workers": 1})
+        "plan_version": "5.0", "plan_sha256": "P", "source_sha256": "S", "seed_derivation": 2, "commit": "c0ffee",
+        "tree": "tree(True)", "started_at_commit": "abc", "out": str(tmp_path / "run"), "executor": "local",
+        "workers": 1, "lenses": ["memorize"], "cpus": 2, "load": [0.5, 0.25, 0.125]}
     ex = SimpleNamespace(name="ray", workers=6)
     c.log_attempt(state, record, True, "conf", "out", study_file=tmp_path / "s.yaml", executor=ex)
     entry = logged[-1][1]

@@ -1,22 +1,27 @@
-"""Provenance of a confirmatory run: the deciding source's hash, the git checkout, the attempts log.
+"""Provenance of a confirmatory run: the source's hash, the seeds' derivation, the git checkout, the attempts log.
 
-A confirmatory run (``bnmem run --confirmatory``) derives its seeds from the analysis plan's hash and
-:func:`source_sha256`, the hash of the source that decides its verdicts: the claim modules, the
-statistics and the measurement modules the claims read (:data:`DECIDING_SOURCES`). Changing either
-re-rolls every seed; to make that visible rather than quiet, a confirmatory start
+A confirmatory run (``bnmem run --confirmatory``) derives its seeds (:func:`replicate_seeds`, :func:`study_seed`)
+from a key (:func:`seed_key`) of the analysis plan's hash, :func:`source_sha256` (the hash of the whole installed
+package and the versions of the libraries it computes with), the study's name and the SHA-256 of its study file
+and of the resolved study (so two studies never share a data draw). Changing any of them re-rolls every seed; to
+make that visible rather than quiet, a confirmatory start
 
-* is refused outside a git checkout and on a modified one (:func:`checkout_state`: tracked files
-  modified, or untracked files under ``src/`` or ``studies/``), so every seed a confirmatory run uses comes
-  from a commit (study.json records it);
-* is appended to the attempts log (:data:`ATTEMPTS_LOG`, beside the analysis plan, committed with the
-  project) before its first job, a resume of the same run directory as a resume.
+* is refused outside a git checkout and on a modified one (:func:`checkout_state`: tracked files modified, staged
+  or not, or untracked files under ``src/``, ``studies/`` or ``docs/analysis-plan.md``), so every seed a
+  confirmatory run uses comes from a commit (study.json records it);
+* is written to the attempts log (:data:`ATTEMPTS_LOG`, beside the analysis plan, committed with the project)
+  before its first job, a resume of the same run directory as a resume, and its end (finished, interrupted,
+  failed) when it stops, each with the tree's hash and the host's CPU count and load.
 
-It cannot see an attempt made on another checkout and never committed, nor one run on a fork: the log is
-as complete as the commits it travels with.
+It cannot see an attempt made on another checkout and never committed, nor one run on a fork, nor a preview of the
+seeds (they are a public function of file bytes): the log is as complete as the commits it travels with
+(docs/verify.md, "What the protocol cannot prevent").
 
-The source hash (:func:`source_sha256`) is SHA-256 over the files :data:`DECIDING_SOURCES` names (globs
-relative to the ``bnmem`` package), sorted by their relative POSIX path; each file contributes
-``path``, a NUL byte, its length as 8 big-endian bytes and its bytes, so no two file lists hash alike.
+The source hash (:func:`source_sha256`, derivation :data:`SOURCE_DERIVATION`) is SHA-256 over every file under
+the ``bnmem`` package but compiled bytecode (``__pycache__``, ``*.pyc``), sorted by their relative POSIX path; each
+file contributes ``path``, a NUL byte, its length as 8 big-endian bytes and its bytes, so no two file lists hash
+alike; then, for torch, numpy and scipy in that order, ``NUL name=version`` (``name=-`` when not installed). Plan
+5.0's runs recorded derivation 1 (:func:`source_sha256_v1`: the files :data:`LEGACY_DECIDING_SOURCES` names).
 """
 
 from __future__ import annotations
@@ -24,16 +29,20 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PACKAGE = Path(__file__).resolve().parent
-# The source that decides a verdict (globs relative to the bnmem package): the claim rules, the statistics and
-# the plan, and the measurement modules the claims read (measurements, lenses, the toy model of claim 5,
-# attacks). One place: the seeds, study.json, the attempts log and the report all use this list.
-DECIDING_SOURCES = (
+# The source hash's derivation (study.json records it as "source_derivation"; a record without it is 1).
+SOURCE_DERIVATION = 2
+# The libraries whose resolved versions the source hash covers (what the numbers are computed with).
+VERSIONED = ("torch", "numpy", "scipy")
+# Derivation 1 (plan 5.0's runs): the hand-kept list of the files that decided a verdict (globs relative to the
+# package). Kept so that those runs' recorded hashes stay checkable; derivation 2 hashes every file instead.
+LEGACY_DECIDING_SOURCES = (
     "analysis_plan.py",
     "claim_spec.py",
     "plan_history.py",
@@ -45,32 +54,197 @@ DECIDING_SOURCES = (
     "theory/*.py",
     "attacks/*.py",
 )
+# Plan 5.0's text (its general section and changelog) names the list by this name.
+DECIDING_SOURCES = LEGACY_DECIDING_SOURCES
 # The attempts log, relative to the checkout's root: one JSON object per line, appended by every confirmatory
-# start (and resume) before its first job, committed with the project.
+# start (and resume) before its first job and by its end, committed with the project.
 ATTEMPTS_LOG = "docs/confirmatory-attempts.jsonl"
-# Untracked files under these folders make a checkout modified (a new module or study would run uncommitted).
-WATCHED_UNTRACKED = ("src/", "studies/")
-START, RESUME = "start", "resume"
+# Untracked files under these paths make a checkout modified (a new module or study, or a plan not committed).
+WATCHED_UNTRACKED = ("src/", "studies/", "docs/analysis-plan.md")
+START, RESUME, END = "start", "resume", "end"
+FINISHED, INTERRUPTED, FAILED = "finished", "interrupted", "failed"
 
 
-def deciding_files(package: Path | None = None) -> list[Path]:
-    """The files :data:`DECIDING_SOURCES` names, sorted by their path relative to ``package`` (default: this
-    bnmem package)."""
-    package = package if package is not None else PACKAGE
-    files = {p for pattern in DECIDING_SOURCES for p in package.glob(pattern) if p.is_file()}
-    return sorted(files, key=lambda p: p.relative_to(package).as_posix())
-
-
-def source_sha256(package: Path | None = None) -> str:
-    """SHA-256 (hex) of the deciding source: per file, in path order, its relative path, NUL, its length (8 bytes
-    big-endian) and its bytes (``package``: default this bnmem package)."""
-    package = package if package is not None else PACKAGE
-    h = hashlib.sha256()
-    for p in deciding_files(package):
+def _hash_files(h: Any, package: Path, files: list[Path]) -> None:
+    for p in files:
         data = p.read_bytes()
         h.update(p.relative_to(package).as_posix().encode("utf-8") + b"\0" + len(data).to_bytes(8, "big"))
         h.update(data)
+
+
+def _bytecode(rel: Path) -> bool:
+    return "__pycache__" in rel.parts or rel.suffix in (".pyc", ".pyo")
+
+
+def package_files(package: Path | None = None) -> list[Path]:
+    """Every file under ``package`` (default: this bnmem package) but compiled bytecode, sorted by relative path."""
+    package = package if package is not None else PACKAGE
+    files = [p for p in package.rglob("*") if p.is_file() and not _bytecode(p.relative_to(package))]
+    return sorted(files, key=lambda p: p.relative_to(package).as_posix())
+
+
+def package_versions() -> dict[str, str | None]:
+    """The installed versions of :data:`VERSIONED` (None: not installed), read from their metadata (no import)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def files_sha256(package: Path | None = None) -> str:
+    """SHA-256 (hex) of the package's files alone (the first part of :func:`source_sha256`)."""
+    package = package if package is not None else PACKAGE
+    h = hashlib.sha256()
+    _hash_files(h, package, package_files(package))
     return h.hexdigest()
+
+
+def source_sha256(package: Path | None = None, versions: dict[str, str | None] | None = None) -> str:
+    """SHA-256 (hex) of the source that computes and decides a run (derivation :data:`SOURCE_DERIVATION`): every
+    file of ``package`` (default: this bnmem package) in path order, as path, NUL, length (8 bytes big-endian),
+    bytes; then ``NUL name=version`` for each of :data:`VERSIONED` (``versions``: default the installed ones)."""
+    package = package if package is not None else PACKAGE
+    versions = versions if versions is not None else package_versions()
+    h = hashlib.sha256()
+    _hash_files(h, package, package_files(package))
+    for name in VERSIONED:
+        h.update(f"\0{name}={versions.get(name) or '-'}".encode("utf-8"))
+    return h.hexdigest()
+
+
+def source_record(package: Path | None = None) -> dict[str, Any]:
+    """What study.json records of the source: its hash, the derivation, the files' own hash and the versions."""
+    versions = package_versions()
+    return {"source_sha256": source_sha256(package, versions), "source_derivation": SOURCE_DERIVATION,
+            "source_files_sha256": files_sha256(package), "versions": versions}
+
+
+def deciding_files(package: Path | None = None) -> list[Path]:
+    """Derivation 1's files: those :data:`LEGACY_DECIDING_SOURCES` names, sorted by their relative path."""
+    package = package if package is not None else PACKAGE
+    files = {p for pattern in LEGACY_DECIDING_SOURCES for p in package.glob(pattern) if p.is_file()}
+    return sorted(files, key=lambda p: p.relative_to(package).as_posix())
+
+
+def source_sha256_v1(package: Path | None = None) -> str:
+    """Derivation 1 of the source hash (plan 5.0's runs): :func:`deciding_files` only, as :func:`source_sha256`
+    hashes files, without the versions."""
+    package = package if package is not None else PACKAGE
+    h = hashlib.sha256()
+    _hash_files(h, package, deciding_files(package))
+    return h.hexdigest()
+
+
+def recorded_source_now(record: dict[str, Any], package: Path | None = None) -> str:
+    """The current source's hash by the derivation a study.json record used (1 when it names none)."""
+    return source_sha256(package) if int(record.get("source_derivation") or 1) >= 2 else source_sha256_v1(package)
+
+
+# ----------------------------------------------------------------- the seeds of a confirmatory run
+
+# Model seeds stay below 2**22: shadow models multiply a base seed by 10**6 and the batch order by ~10**6
+# again, and torch seeds must fit in 64 bits.
+MODEL_SEED_BOUND = 2**22
+# Data, keep-matrix and query seeds: numpy's legacy RandomState (the keep matrix) takes < 2**32.
+SEED_BOUND = 2**31
+# The seeds' derivation (study.json records it as "seed_derivation"; a record without it is 1: plan 5.0's runs,
+# whose key was the plan's and the source's hash alone, so two studies run from one commit shared their draws).
+SEED_DERIVATION = 2
+RULE = ("every seed is the SHA-256 of 'bnmem-confirmatory:<key>:<role>:<replicate>[:<index>]' (its first 8 bytes "
+        "read as a big-endian integer), reduced modulo 2**31 (model seeds 2**22, a collision rehashed with an attempt "
+        "counter); the key is 'v2:<plan sha256>:<source sha256>:<study file sha256>:<resolved study sha256>:<study "
+        "name as JSON>' (bnmem.provenance.seed_key; the source sha256 is bnmem.provenance.source_sha256)")
+RULE_V1 = ("every seed is the SHA-256 of 'bnmem-confirmatory:<plan sha256>:<source sha256>:<role>:<replicate>"
+           "[:<index>]' (its first 8 bytes read as a big-endian integer), reduced modulo 2**31 (model seeds 2**22, a "
+           "collision rehashed with an attempt counter); the source sha256 is bnmem.provenance.source_sha256")
+
+
+def seed_key(plan_sha: str, source_sha: str, study: str | None = None, study_sha: str | None = None,
+             resolved_sha: str | None = None) -> str:
+    """The key every confirmatory seed is derived from. With a study (derivation 2):
+    ``v2:<plan>:<source>:<study file sha256>:<resolved study sha256>:<name as JSON>``; without (derivation 1, plan
+    5.0's runs): ``<plan>:<source>``."""
+    if study is None:
+        return f"{plan_sha}:{source_sha}"
+    return f"v2:{plan_sha}:{source_sha}:{study_sha}:{resolved_sha}:{json.dumps(study, ensure_ascii=False)}"
+
+
+def record_key(record: dict[str, Any]) -> str:
+    """The seed key a study.json confirmatory record's seeds were derived from (by its ``seed_derivation``)."""
+    if int(record.get("seed_derivation") or 1) < 2:
+        return seed_key(str(record.get("plan_sha256")), str(record.get("source_sha256")))
+    return seed_key(str(record.get("plan_sha256")), str(record.get("source_sha256")), str(record.get("study")),
+                    str(record.get("study_sha256")), str(record.get("resolved_study_sha256")))
+
+
+def resolved_sha256(resolved: dict[str, Any]) -> str:
+    """SHA-256 of a resolved study (study.json without its plan and confirmatory records) as canonical JSON."""
+    text = json.dumps(resolved, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def derive(sha: str, *parts: object, bound: int = SEED_BOUND) -> int:
+    """A seed in [0, bound) from the seed key (:func:`seed_key`) and the seed's role (``parts``)."""
+    text = ":".join(["bnmem-confirmatory", sha, *map(str, parts)])
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") % bound
+
+
+@dataclass(frozen=True)
+class ReplicateSeeds:
+    """Every seed of one replicate of a confirmatory run.
+
+    Attributes:
+        data: the corruption draw (``data.seed``).
+        models: the model seeds (one per grid seed; BN and its baseline share each, as always).
+        keep: LiRA's (and the regularizer's LiRA's) keep-matrix seed.
+        query: LiRA's batch-mode query permutation seed.
+    """
+
+    data: int
+    models: tuple[int, ...]
+    keep: int
+    query: int
+
+    def lens_seeds(self) -> dict[str, int]:
+        """The lens config fields these seeds replace (:data:`bnmem.study.run.REPLICATE_SEED_FIELDS`)."""
+        return {"keep_seed": self.keep, "query_seed": self.query}
+
+    def record(self) -> dict[str, Any]:
+        """Plain data for study.json."""
+        return {"data_seed": self.data, "model_seeds": list(self.models), "keep_seed": self.keep,
+                "query_seed": self.query}
+
+
+def replicate_seeds(sha: str, replicates: int, n_models: int) -> list[ReplicateSeeds]:
+    """The seeds of replicates 0..replicates−1; model seeds are distinct across the whole study.
+
+    Adding replicates leaves the earlier ones' seeds unchanged (each is derived in order).
+    """
+    used: set[int] = set()
+    out = []
+    for k in range(replicates):
+        models = []
+        for j in range(n_models):
+            attempt = 0
+            seed = derive(sha, "model", k, j, bound=MODEL_SEED_BOUND)
+            while seed in used:  # a collision would pair a model with itself: rehash
+                attempt += 1
+                seed = derive(sha, "model", k, j, attempt, bound=MODEL_SEED_BOUND)
+            used.add(seed)
+            models.append(seed)
+        out.append(ReplicateSeeds(derive(sha, "data", k), tuple(models), derive(sha, "keep", k),
+                                  derive(sha, "query", k)))
+    return out
+
+
+def study_seed(sha: str, lens: str) -> int:
+    """The seed of a once-per-study lens (the toy model's ``seed``)."""
+    return derive(sha, "study-lens", lens)
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -185,15 +359,28 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def append_attempt(root: Path, entry: dict[str, Any]) -> Path:
-    """Append one attempt (a JSON object, one line) to ``root``'s attempts log; returns the log's path."""
+# The run directory's own copy of its attempts-log entries (what a published folder carries).
+RUN_ATTEMPTS = "attempts.jsonl"
+
+
+def append_attempt(root: Path, entry: dict[str, Any], copy: Path | None = None) -> Path:
+    """Append one attempt's entry (a JSON object, one line) to ``root``'s attempts log, and to ``copy``'s
+    :data:`RUN_ATTEMPTS` when given (a run directory); returns the log's path."""
     path = root / ATTEMPTS_LOG
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(entry, sort_keys=True, ensure_ascii=False) + "\n"
-    with path.open("a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
+    for target in (path, *([copy / RUN_ATTEMPTS] if copy is not None else [])):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
     return path
+
+
+def tree_sha(root: Path | None) -> str | None:
+    """The git tree of ``root``'s HEAD (``HEAD^{tree}``: the committed files), None outside a checkout."""
+    out = _git(root, "rev-parse", "HEAD^{tree}") if root is not None else None
+    return out.strip() if out else None
 
 
 def read_attempts(root: Path | None = None) -> list[dict[str, Any]]:

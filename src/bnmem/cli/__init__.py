@@ -20,7 +20,7 @@ from bnmem.errors import BnmemError
 # Modules under bnmem.cli.commands that register a hand-written command each (the built-in
 # lenses' commands spell out their own flags; run, report and audit are not lenses).
 COMMANDS = ["memorize", "gradnorms", "lira", "run", "report", "export", "compare", "gamma_sigma", "theory",
-            "audit", "plan", "design"]
+            "audit", "plan", "design", "verify"]
 
 for _name in COMMANDS:
     importlib.import_module(f"bnmem.cli.commands.{_name}")

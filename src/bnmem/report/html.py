@@ -577,6 +577,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     Returns:
         The HTML document as a string.
     """
+    from bnmem.report.summary import disclosure_of
+
     counts = {s: sum(c.status == s for c in claims) for s in (*STATUSES, CHECK_PASSED, CHECK_FAILED)}
     counts = {s: n for s, n in counts.items() if n}
     title = f"bnmem report — {run.study}" if run.study else f"bnmem report — {run.root.name}"
@@ -595,7 +597,8 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         f"(Doan, Gu, Alouani) · <code>{esc(run.root)}</code> ({esc(run.layout)} layout, {len(run.cells)} cells) · "
         f"bnmem {esc(__version__)} · analysis plan version {esc(PLAN_VERSION)}. "
         f'<span id="plan-line">{esc(plan.headline(short=True))}</span>'
-        + (f' <span id="provenance-line">{esc(plan.provenance)}</span>' if plan.provenance else "") + "</p>",
+        + (f' <span id="provenance-line">{esc(plan.provenance)}</span>' if plan.provenance else "")
+        + "".join(f' <span class="attempts-line">{esc(line)}</span>' for line in disclosure_of(run, claims)) + "</p>",
         status_legend(counts, shown_statuses(claims)),
         "</header>",
         '<section id="headline"><h2>Headline</h2>', headline_block(claims, plan.state, plan.label),

@@ -24,7 +24,7 @@ run is (:func:`bnmem.provenance.attempts_line`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bnmem.analysis_plan import (
@@ -48,6 +48,7 @@ class PlanCheck:
         state: :data:`FIXED`, :data:`CHANGED` or :data:`UNRECORDED`.
         label: the run's confirmatory / exploratory sentence (:func:`run_label`).
         provenance: for a confirmatory run, its commit, deciding source and attempts (else "").
+        study: study.json's contents ({} without one), read once with the rest.
     """
 
     version: str
@@ -57,6 +58,7 @@ class PlanCheck:
     state: str
     label: str = ""
     provenance: str = ""
+    study: dict = field(default_factory=dict, compare=False, repr=False)
 
     def headline(self, short: bool = False) -> str:
         """One sentence for the report's headline (``short``: the hash by its first 12 digits, as the page's
@@ -112,7 +114,7 @@ def _label(doc: dict, study: str | None, sha: str) -> str:
 def provenance_text(doc: dict, study: str | None = None) -> str:
     """For a run with a confirmatory record: the commit and deciding source its seeds came from, whether the
     deciding source is the same now, and its attempts (:func:`bnmem.provenance.attempts_line`); else ""."""
-    from bnmem.provenance import read_attempts, source_sha256
+    from bnmem.provenance import read_attempts, recorded_source_now
 
     rec = doc.get(CONFIRMATORY_KEY)
     if not isinstance(rec, dict):
@@ -121,7 +123,7 @@ def provenance_text(doc: dict, study: str | None = None) -> str:
     if not recorded:
         return ("Its seeds were derived from the plan's hash alone (before plan 5.0): no commit or deciding "
                 "source was recorded.")
-    now = source_sha256()
+    now = recorded_source_now(rec)  # by the derivation the record used
     same = ("the deciding source is the same now" if recorded == now else
             f"the deciding source has changed since (now sha256 {now[:12]}…): these verdicts are decided by "
             "other code than the run started with")
@@ -141,7 +143,7 @@ def check_plan(run_root: str | Path, study: str | None = None) -> PlanCheck:
     prov = provenance_text(doc, study)
     rec = doc.get(PLAN_KEY)
     if not isinstance(rec, dict) or not rec.get("sha256"):
-        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label, prov)
+        return PlanCheck(PLAN_VERSION, sha, None, None, UNRECORDED, label, prov, doc)
     version, recorded = str(rec.get("version")), str(rec.get("sha256"))
     state = FIXED if recorded == sha else CHANGED
-    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label, prov)
+    return PlanCheck(PLAN_VERSION, sha, version, recorded, state, label, prov, doc)

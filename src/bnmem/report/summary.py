@@ -109,6 +109,13 @@ def render_csv(claims: list[Claim], label: str = "", sha: str | None = None) -> 
     return buf.getvalue()
 
 
+def disclosure_of(run: RunData, claims: list[Claim]) -> list[str]:
+    """A confirmatory run's earlier attempts and each row's chances (:func:`bnmem.report.attempts.disclosure`)."""
+    from bnmem.report.attempts import disclosure
+
+    return disclosure(claims, run.plan.study)
+
+
 def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
@@ -116,6 +123,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
              f"**{run.plan.label}**", "",
              run.plan.headline(), "",
              *([run.plan.provenance, ""] if run.plan.provenance else []),
+             *[x for line in disclosure_of(run, claims) for x in (line, "")],
              f"Run directory `{run.root}` ({run.layout} layout). Analysis plan version **{PLAN_VERSION}** "
              "(docs/analysis-plan.md). Differences are BN − no normalization, paired by seed (or LiRA target model); "
              "intervals are 95% with replicates as the unit, at 1 − 0.05/k where a claim's k settings were tested "

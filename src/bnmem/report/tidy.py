@@ -57,8 +57,8 @@ def _cell_columns(cell: Cell, lens: Lens, settings: dict[str, str]) -> Row:
     return out
 
 
-def tidy_rows(run: RunData) -> list[Row]:
-    """Every row of the tidy table of a loaded run, in cell, lens, norm order."""
+def _setting_names(run: RunData) -> dict[str, str]:
+    """Setting key -> its label, unique within the run (the recipe named where it is not the shared one)."""
     settings: dict[str, str] = {}
     for cell in run.cells:
         key = setting_key(cell)
@@ -67,6 +67,18 @@ def tidy_rows(run: RunData) -> list[Row]:
             label = cell.describe() + (f" · {recipe} recipe" if recipe and recipe != "shared" else "")
             taken = set(settings.values())
             settings[key] = label if label not in taken else f"{label} #{len(settings)}"
+    return settings
+
+
+def setting_labels(run: RunData) -> dict[str, str]:
+    """Cell id -> the label of its setting (the ``setting`` column of the tidy and deciding tables)."""
+    names = _setting_names(run)
+    return {cell.id: names[setting_key(cell)] for cell in run.cells}
+
+
+def tidy_rows(run: RunData) -> list[Row]:
+    """Every row of the tidy table of a loaded run, in cell, lens, norm order."""
+    settings = _setting_names(run)
     rows: list[Row] = []
     for cell in run.cells:
         for kind, lens in cell.lenses.items():

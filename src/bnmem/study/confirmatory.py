@@ -1,19 +1,22 @@
-"""Confirmatory runs: every seed derived from the SHA-256 of the analysis plan and of the deciding source.
+"""Confirmatory runs: every seed derived from the SHA-256 of the analysis plan, of the source and of the study.
 
 A verdict is confirmatory only if the data it rests on could not have been seen
 when the plan was written. ``bnmem run STUDY --confirmatory`` therefore replaces
 the study's seeds by numbers derived from the plan's hash
-(:func:`bnmem.analysis_plan.plan_sha256`) and the hash of the source that decides
-(:func:`bnmem.provenance.source_sha256`: the claim modules, the statistics, the
-measurement modules): the corruption draw, every model seed, LiRA's keep matrix and
+(:func:`bnmem.analysis_plan.plan_sha256`), the hash of the source
+(:func:`bnmem.provenance.source_sha256`: every file of the installed package and the
+versions of torch, numpy and scipy) and the study's name and hashes (its file's and
+the resolved study's, so two studies never share a draw): the corruption draw, every model seed, LiRA's keep matrix and
 query permutation of every replicate, and the seed of a once-per-study lens (the toy
 model). Nobody could have run those seeds before the plan's text and that code
 existed, and one changed character of either changes all of them. A change is
 therefore a re-roll, and it cannot be quiet: a confirmatory start is refused on a
 modified checkout and logged (:mod:`bnmem.provenance`), so each re-roll is a
-commit and an entry of the attempts log.
+commit and an entry of the attempts log, as is every end (finished, interrupted,
+failed). The derivation itself is torch-free and lives in :mod:`bnmem.provenance`
+(``bnmem verify`` recomputes it); this module applies it to a study.
 
-The seeds of replicate k depend only on (hash, k), so the cells of one replicate
+The seeds of replicate k depend only on (key, k), so the cells of one replicate
 (flip, OOD, clean; shared and per-norm recipes) share them, as the replicate
 offsets of an exploratory run do. study.json records them under
 :data:`bnmem.analysis_plan.CONFIRMATORY_KEY`; a rerun under a different plan is
@@ -23,90 +26,35 @@ while the plan that decides is the one its seeds came from.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+import os
+from pathlib import Path
 from typing import Any
 
-# Model seeds stay below 2**22: shadow models multiply a base seed by 10**6 and the batch order by ~10**6
-# again, and torch seeds must fit in 64 bits.
-MODEL_SEED_BOUND = 2**22
-# Data, keep-matrix and query seeds: numpy's legacy RandomState (the keep matrix) takes < 2**32.
-SEED_BOUND = 2**31
-RULE = ("every seed is the SHA-256 of 'bnmem-confirmatory:<plan sha256>:<source sha256>:<role>:<replicate>[:<index>]' "
-        "(its first 8 bytes read as a big-endian integer), reduced modulo 2**31 (model seeds 2**22, a collision "
-        "rehashed with an attempt counter); the source sha256 is bnmem.provenance.source_sha256")
+from bnmem.provenance import (  # noqa: F401 - the derivation, importable from here as before
+    MODEL_SEED_BOUND, RULE, SEED_BOUND, SEED_DERIVATION, ReplicateSeeds, derive, replicate_seeds, resolved_sha256,
+    seed_key, study_seed,
+)
 
 
-def seed_key(plan_sha: str, source_sha: str) -> str:
-    """The key every confirmatory seed is derived from: ``<plan sha256>:<source sha256>``."""
-    return f"{plan_sha}:{source_sha}"
+def study_hashes(study: Any, study_file: str | Path | None = None) -> tuple[str, str]:
+    """(study file sha256, resolved study sha256) of a validated study; without a file (a study built in code) the
+    first is the resolved study's too."""
+    from bnmem.provenance import file_sha256
+
+    resolved = resolved_sha256(study.model_dump(mode="json", by_alias=True))
+    return (file_sha256(study_file) if study_file is not None else resolved), resolved
 
 
-def current_key() -> str:
-    """:func:`seed_key` of the current plan and deciding source."""
+def current_key(study: Any = None, study_file: str | Path | None = None) -> str:
+    """:func:`seed_key` of the current plan, source and ``study`` (its name and hashes; ``study_file``: its YAML).
+    Without a study, the key of derivation 1 (plan 5.0's, kept for its records)."""
     from bnmem.analysis_plan import plan_sha256
     from bnmem.provenance import source_sha256
 
-    return seed_key(plan_sha256(), source_sha256())
-
-
-def derive(sha: str, *parts: object, bound: int = SEED_BOUND) -> int:
-    """A seed in [0, bound) from the seed key (:func:`seed_key`) and the seed's role (``parts``)."""
-    text = ":".join(["bnmem-confirmatory", sha, *map(str, parts)])
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") % bound
-
-
-@dataclass(frozen=True)
-class ReplicateSeeds:
-    """Every seed of one replicate of a confirmatory run.
-
-    Attributes:
-        data: the corruption draw (``data.seed``).
-        models: the model seeds (one per grid seed; BN and its baseline share each, as always).
-        keep: LiRA's (and the regularizer's LiRA's) keep-matrix seed.
-        query: LiRA's batch-mode query permutation seed.
-    """
-
-    data: int
-    models: tuple[int, ...]
-    keep: int
-    query: int
-
-    def lens_seeds(self) -> dict[str, int]:
-        """The lens config fields these seeds replace (:data:`bnmem.study.run.REPLICATE_SEED_FIELDS`)."""
-        return {"keep_seed": self.keep, "query_seed": self.query}
-
-    def record(self) -> dict[str, Any]:
-        """Plain data for study.json."""
-        return {"data_seed": self.data, "model_seeds": list(self.models), "keep_seed": self.keep,
-                "query_seed": self.query}
-
-
-def replicate_seeds(sha: str, replicates: int, n_models: int) -> list[ReplicateSeeds]:
-    """The seeds of replicates 0..replicates−1; model seeds are distinct across the whole study.
-
-    Adding replicates leaves the earlier ones' seeds unchanged (each is derived in order).
-    """
-    used: set[int] = set()
-    out = []
-    for k in range(replicates):
-        models = []
-        for j in range(n_models):
-            attempt = 0
-            seed = derive(sha, "model", k, j, bound=MODEL_SEED_BOUND)
-            while seed in used:  # a collision would pair a model with itself: rehash
-                attempt += 1
-                seed = derive(sha, "model", k, j, attempt, bound=MODEL_SEED_BOUND)
-            used.add(seed)
-            models.append(seed)
-        out.append(ReplicateSeeds(derive(sha, "data", k), tuple(models), derive(sha, "keep", k),
-                                  derive(sha, "query", k)))
-    return out
-
-
-def study_seed(sha: str, lens: str) -> int:
-    """The seed of a once-per-study lens (the toy model's ``seed``)."""
-    return derive(sha, "study-lens", lens)
+    if study is None:
+        return seed_key(plan_sha256(), source_sha256())
+    file_sha, resolved = study_hashes(study, study_file)
+    return seed_key(plan_sha256(), source_sha256(), study.name, file_sha, resolved)
 
 
 def require_clean_checkout() -> Any:
@@ -125,13 +73,23 @@ def require_clean_checkout() -> Any:
     return state
 
 
-def log_attempt(state: Any, record: dict[str, Any], resumed: bool, study: str, out: Any,
-                study_file: Any = None, executor: Any = None) -> Any:
-    """Append this confirmatory start (or resume) to the attempts log of ``state``'s checkout, before the first job.
+def host() -> dict[str, Any]:
+    """The host's CPU count and load average (1, 5, 15 minutes; None where the system has none)."""
+    try:
+        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        load = None
+    return {"cpus": os.cpu_count(), "load": load}
 
-    ``record``: study.json's confirmatory record (its plan, source, commit and start time). Returns the log's path.
+
+def log_attempt(state: Any, record: dict[str, Any], resumed: bool, study: str, out: Any,
+                study_file: Any = None, executor: Any = None, lenses: list[str] | None = None) -> Any:
+    """Append this confirmatory start (or resume) to the attempts log of ``state``'s checkout, before the first job,
+    and to the run's own copy (``out/attempts.jsonl``).
+
+    ``record``: study.json's confirmatory record (its plan, source, commit and start time). Returns the entry.
     """
-    from bnmem.provenance import RESUME, START, append_attempt, file_sha256, utc_now
+    from bnmem.provenance import RESUME, START, append_attempt, file_sha256, tree_sha, utc_now
 
     entry = {
         "kind": RESUME if resumed else START,
@@ -143,10 +101,35 @@ def log_attempt(state: Any, record: dict[str, Any], resumed: bool, study: str, o
         "plan_version": record.get("plan_version"),
         "plan_sha256": record.get("plan_sha256"),
         "source_sha256": record.get("source_sha256"),
+        "seed_derivation": record.get("seed_derivation"),
         "commit": state.commit,
+        "tree": tree_sha(state.root),
         "started_at_commit": record.get("commit"),
         "out": str(out),
         "executor": "local" if executor is None else getattr(executor, "name", None),
         "workers": 1 if executor is None else getattr(executor, "workers", None),
+        "lenses": lenses,  # which claims its verdicts bear on (a later study's report counts the chances)
+        **host(),
     }
-    return append_attempt(state.root, entry)
+    append_attempt(state.root, entry, copy=Path(out))
+    return entry
+
+
+def log_end(state: Any, began: dict[str, Any], reason: str, seconds: float, jobs: int | None = None,
+            failed: int | None = None, error: str | None = None) -> dict[str, Any]:
+    """Append the end of the attempt ``began`` (:func:`log_attempt`'s entry) to the attempts log and the run's copy:
+    ``reason`` finished, interrupted or failed, the wall seconds, the tree's hash and whether the checkout is still
+    unmodified, and the host's CPU count and load at the end."""
+    from bnmem.provenance import END, append_attempt, checkout_state, tree_sha, utc_now
+
+    now = checkout_state(state.root)
+    entry = {
+        "kind": END, "reason": reason, "time": utc_now(), "started": began.get("started"),
+        "attempt": began.get("time"), "study": began.get("study"), "plan_sha256": began.get("plan_sha256"),
+        "source_sha256": began.get("source_sha256"), "commit": now.commit, "tree": tree_sha(state.root),
+        "unmodified": now.refusal() is None, "out": began.get("out"), "seconds": round(seconds, 1),
+        **({"jobs": jobs} if jobs is not None else {}), **({"failed": failed} if failed is not None else {}),
+        **({"error": error} if error else {}), **host(),
+    }
+    append_attempt(state.root, entry, copy=Path(str(began.get("out"))))
+    return entry

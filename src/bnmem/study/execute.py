@@ -75,14 +75,16 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
         out: run directory.
         executor: an :class:`~bnmem.executors.Executor` (default: local).
         progress: progress bars.
-        confirmatory: derive every seed from the current analysis plan's and deciding source's SHA-256 and
+        confirmatory: derive every seed from the current analysis plan's, source's and study's SHA-256 and
             record them, the commit and the start in study.json (:mod:`bnmem.study.confirmatory`); refused
             outside a git checkout or on a modified one; the start (or resume) is appended to the attempts log
-            (:mod:`bnmem.provenance`) before the first job.
+            (:mod:`bnmem.provenance`) before the first job, and the end (finished, failed, interrupted: Ctrl-C or
+            SIGTERM) when it stops.
         graph: run the graph as the executor does (local worker processes: each job as soon as what it reads
             is written); False: level by level, a barrier after each level (what one local worker and Ray
             do anyway). The results are the same bytes.
-        study_file: the study's YAML file, whose hash a confirmatory start logs.
+        study_file: the study's YAML file, whose hash a confirmatory run's seeds derive from (without one, the
+            resolved study's hash stands in for it).
         planned: the study's ``plan(study, seeds)`` when the caller has made it (``bnmem run`` plans once);
             its seeds must be those of this run (the confirmatory key's exactly when ``confirmatory`` is set).
 
@@ -97,20 +99,67 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             seeds came from, or a confirmatory run on a modified checkout.
     """
     from bnmem.analysis_plan import CONFIRMATORY_KEY
-    from bnmem.executors import get_executor
     from bnmem.names import STUDY_FILE
     from bnmem.study.confirmatory import current_key, log_attempt, require_clean_checkout
     out = Path(out).expanduser().resolve()
     state = require_clean_checkout() if confirmatory else None
-    key = current_key() if confirmatory else None
+    key = current_key(study, study_file) if confirmatory else None
     if planned is not None and [c.derived for c in planned[0]] != [c.derived for c in expand_grid(study, key)]:
         raise ValueError("run_study: the plan given was made with other seeds than this run's")
     cells, jobs = planned if planned is not None else plan(study, key)
     resumed = (out / STUDY_FILE).exists()
-    prepare(out, study, confirmatory, commit=state.commit if state else None)
-    if state is not None:
-        log_attempt(state, io.read_json(out / STUDY_FILE)[CONFIRMATORY_KEY], resumed, study.name, out,
-                    study_file, executor)
+    prepare(out, study, confirmatory, commit=state.commit if state else None, study_file=study_file)
+    if state is None:
+        return _run_planned(study, out, executor, cells, jobs, graph, progress)
+    began = log_attempt(state, io.read_json(out / STUDY_FILE)[CONFIRMATORY_KEY], resumed, study.name, out,
+                        study_file, executor, sorted(study.lenses.enabled()))
+    return _logged(state, began, lambda: _run_planned(study, out, executor, cells, jobs, graph, progress))
+
+
+class Terminated(BaseException):
+    """SIGTERM during a confirmatory run: ends it as an interruption (its end is logged) rather than silently."""
+
+
+def _logged(state: Any, began: dict[str, Any], body: Any) -> StudyResult:
+    """Run ``body`` and log the attempt's end (:func:`bnmem.study.confirmatory.log_end`): finished, failed (an
+    exception, the jobs' failures included) or interrupted (Ctrl-C, SIGTERM: turned into :class:`Terminated`
+    while it runs, in the main thread)."""
+    import signal
+    import threading
+    import time
+
+    from bnmem.provenance import FAILED, FINISHED, INTERRUPTED
+    from bnmem.study.confirmatory import log_end
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated(f"signal {signum}")
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, on_term)
+    t0 = time.monotonic()
+    try:
+        result = body()
+    except (KeyboardInterrupt, Terminated) as e:
+        log_end(state, began, INTERRUPTED, time.monotonic() - t0, error=e.__class__.__name__)
+        if isinstance(e, Terminated):
+            raise SystemExit(128 + signal.SIGTERM) from e  # the exit status a SIGTERM'd process has
+        raise
+    except BaseException as e:
+        log_end(state, began, FAILED, time.monotonic() - t0, error=f"{e.__class__.__name__}: {e}"[:300])
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    log_end(state, began, FINISHED, time.monotonic() - t0, jobs=len(result.jobs), failed=len(result.failed))
+    return result
+
+
+def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs: list[Job], graph: bool,
+                 progress: bool) -> StudyResult:
+    """Run the planned jobs of ``study`` into ``out`` (after study.json is written and any start logged)."""
+    from bnmem.executors import get_executor
+
     index = index_doc(study, cells, jobs)
     write_if_changed(out / INDEX_FILE, index)  # first, so a report can read a study in progress
     own = executor is None

@@ -449,20 +449,38 @@ def write_if_changed(path: Path, doc: Any) -> None:
     io.write_json(path, doc)
 
 
-def confirmatory_record(study: Study, plan_sha: str, version: str, source_sha: str, commit: str | None = None,
-                        started: str | None = None) -> dict[str, Any]:
-    """study.json's :data:`CONFIRMATORY_KEY` record: the plan and deciding source the seeds came from, the commit,
-    when the run started (its attempts-log entry has the same time), the rule, every seed."""
-    from bnmem.provenance import DECIDING_SOURCES
+def confirmatory_record(study: Study, plan_sha: str, version: str, source: dict[str, Any], commit: str | None = None,
+                        started: str | None = None, study_file: str | Path | None = None) -> dict[str, Any]:
+    """study.json's :data:`CONFIRMATORY_KEY` record: the plan, source (:func:`bnmem.provenance.source_record`) and
+    study (name, file and resolved hashes) the seeds came from, the derivations, the commit, when the run started
+    (its attempts-log entry has the same time), the rule, every seed."""
+    from bnmem.provenance import SEED_DERIVATION, file_sha256, resolved_sha256
 
-    key = seed_key(plan_sha, source_sha)
+    resolved = resolved_sha256(study.model_dump(mode="json", by_alias=True))
+    file_sha = file_sha256(study_file) if study_file is not None else resolved
+    key = seed_key(plan_sha, source["source_sha256"], study.name, file_sha, resolved)
     cells = expand_grid(study, key)
     seeds = {f"r{c.replicate or 0}": c.derived.record() for c in cells if c.derived}
     studywide = {n: study_seed(key, n) for n in study.lenses.enabled()
                  if not registry.get(n).per_cell and "seed" in registry.get(n).config.model_fields}
-    return {"plan_version": version, "plan_sha256": plan_sha, "source_sha256": source_sha,
-            "source_files": list(DECIDING_SOURCES), "commit": commit, "started": started, "rule": SEED_RULE,
+    return {"plan_version": version, "plan_sha256": plan_sha, **source,
+            "source_files": "every file under src/bnmem but __pycache__, and the versions of torch, numpy, scipy",
+            "seed_derivation": SEED_DERIVATION, "study": study.name,
+            "study_file": None if study_file is None else _repo_path(study_file), "study_sha256": file_sha,
+            "resolved_study_sha256": resolved, "commit": commit, "started": started, "rule": SEED_RULE,
             "replicates": seeds, **({"study_lenses": studywide} if studywide else {})}
+
+
+def _repo_path(path: str | Path) -> str:
+    """A study file's path relative to the checkout's root when it lies inside it (how git names it), else as
+    given."""
+    from bnmem.provenance import checkout_root
+
+    root, p = checkout_root(), Path(path).resolve()
+    try:
+        return p.relative_to(root.resolve()).as_posix() if root is not None else str(path)
+    except ValueError:
+        return str(path)
 
 
 def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None, source: str | None = None) -> None:
@@ -483,19 +501,21 @@ def _refuse_mixed(out: Path, existing: dict[str, Any], sha: str | None, source: 
                          "so resuming would mix seeds of two sources: check out that commit, or start a new --out")
 
 
-def prepare(out: Path, study: Study, confirmatory: bool = False, commit: str | None = None) -> Path:
+def prepare(out: Path, study: Study, confirmatory: bool = False, commit: str | None = None,
+            study_file: str | Path | None = None) -> Path:
     """Write study.json with the analysis plan's version and hash (:data:`PLAN_KEY`) before any job runs, and
     for a confirmatory run the seeds derived from that hash and the deciding source's
     (:data:`CONFIRMATORY_KEY`, with ``commit`` and the start time); a rerun of the same study resumes and keeps
     the plan recorded when the run started (a confirmatory one only under that plan and source)."""
     from bnmem.analysis_plan import plan_record
-    from bnmem.provenance import source_sha256, utc_now
+    from bnmem.provenance import source_record, utc_now
     from bnmem.rundir import prepare_run_dir
 
     resolved = study.model_dump(mode="json", by_alias=True)
     record = plan_record()
     sha = record["sha256"] if confirmatory else None
-    source = source_sha256() if confirmatory else None
+    src = source_record() if confirmatory else None
+    source = src["source_sha256"] if src else None
     path = out / STUDY
     try:
         existing = io.read_json(path)
@@ -506,6 +526,7 @@ def prepare(out: Path, study: Study, confirmatory: bool = False, commit: str | N
         if {k: v for k, v in existing.items() if k not in (PLAN_KEY, CONFIRMATORY_KEY)} == json.loads(
                 json.dumps(resolved)):
             return out  # same study: resume without touching anything (the recorded plan stays)
-    extra = ({CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"], source, commit, utc_now())}
-             if sha and source else {})
+    extra = ({CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"], src, commit, utc_now(),
+                                                    study_file)}
+             if sha and src else {})
     return prepare_run_dir(out, {**resolved, PLAN_KEY: record, **extra}, name=STUDY)

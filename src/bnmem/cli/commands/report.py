@@ -37,4 +37,4 @@ def report(run_dir: RunDir, out: ReportOut = None) -> None:
         typer.echo(f"{c.id.rjust(width)}  {c.status:<15}{value}  {c.title}")
     for p in rep.run.problems:
         typer.echo(f"note: {p}", err=True)
-    typer.echo(f"report: {rep.html}  (also {rep.markdown.name}, {rep.csv.name})")
+    typer.echo(f"report: {rep.html}  (also {rep.markdown.name}, {rep.csv.name}, {rep.deciding.name})")

@@ -33,9 +33,9 @@ def run(
     skip_disk_check: Annotated[bool, typer.Option("--skip-disk-check", help="start even if the free disk is "
                                                   "below the dry-run estimate plus its margin")] = False,
     confirmatory: Annotated[bool, typer.Option("--confirmatory", help="derive every seed (corruption, keep matrix, "
-                                               "models) from the SHA-256 of the analysis plan and of the deciding "
-                                               "source, record them and the commit in study.json, and log the start "
-                                               "in docs/confirmatory-attempts.jsonl: the report calls the run "
+                                               "models) from the SHA-256 of the analysis plan, the source and the "
+                                               "study, record them and the commit in study.json, and log the start "
+                                               "and end in docs/confirmatory-attempts.jsonl: the report calls the run "
                                                "confirmatory. Refused on a modified git checkout")] = False,
 ) -> None:
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
@@ -64,7 +64,7 @@ def run(
         spec = read_study(study, [*(set or []), *(["data.download=true"] if download else [])])
         # The one plan of this run: it validates every lens's options (before anything is written) and is what
         # the dry run prints, the preflight checks and the run runs.
-        planned = plan(spec, current_key() if confirmatory else None)
+        planned = plan(spec, current_key(spec, study) if confirmatory else None)
         if dry_run:
             _print_dry_run(spec, planned)
             return
@@ -95,8 +95,8 @@ def run(
     if confirmatory:
         from bnmem.provenance import ATTEMPTS_LOG
 
-        typer.echo("confirmatory: every seed was derived from the SHA-256 of the analysis plan and the deciding "
-                   f"source (study.json, 'confirmatory'); this start is logged in {ATTEMPTS_LOG}: commit it")
+        typer.echo("confirmatory: every seed was derived from the SHA-256 of the analysis plan, the source and the "
+                   f"study (study.json, 'confirmatory'); its start and end are logged in {ATTEMPTS_LOG}: commit it")
     typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")
 
 
