@@ -27,7 +27,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001
     if page.file.src_uri != "index.md":
         return markdown
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    text = re.sub(r"\]\(docs/((?:[\w-]+/)*[\w.-]+\.\w+)\)", r"](\1)", text)
+    text = re.sub(r"\]\(docs/((?:[\w-]+/)*[\w.-]+\.\w+(?:#[\w-]+)?)\)", r"](\1)", text)
     text = re.sub(r"\]\(docs/((?:[\w-]+/)+)\)", lambda m: f"]({_folder_page(m.group(1))})", text)
     lead = ("> New to bnmem? The [tutorial notebook](tutorial.ipynb) walks through the Python API on the embedded "
             "digits data; the [API reference](api.md) renders every public name.\n\n")

@@ -219,7 +219,7 @@ def evaluate_traced(run: RunData, rules: Iterable[ModuleType] | None = None) -> 
     traced = _traced_run(run, tracer)
     claims = []
     for module in (RULES if rules is None else rules):
-        tracer.claims = tuple(module.IDS)
+        tracer.claims = tuple(p.id for p in module.CLAIMS)
         decided = evaluate_rule(module, traced)
         claim_rows(decided, "", "-")  # what a row shows (its conditions, say) may be read only when it is written
         claims += decided
