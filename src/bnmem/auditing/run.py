@@ -36,6 +36,7 @@ Every input is checked before anything is written into ``out``.
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
 from bnmem.measure.memory import parse_size
 from bnmem.errors import BnmemError
+from bnmem.names import ENVIRONMENT_FILE
 from bnmem.schemas import AUDIT_SCHEMA_VERSION
 
 
@@ -124,6 +126,7 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
     if copies.wanted or opts.canaries:
         check_shadow_request(model, copies)  # before any slow work (a copy of the architecture must train)
     check_outputs_wanted(opts, copies, out)
+    user_fn = user_training(opts, copies)
     if opts.max_memory is not None:
         parse_size(opts.max_memory)
     n_outputs, acc, warnings = checked_model(model, ds, rare)
@@ -135,21 +138,47 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
         for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
             print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if copies.shadow_models:
-            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare)
+            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare, user_fn=user_fn)
     if opts.canaries:
-        result["one_run"] = one_run_section(model, ds, train_cfg, opts)
+        result["one_run"] = one_run_section(model, ds, train_cfg, opts, user_fn)
     return finish(result, norms, out, frontier, opts, ds)
 
 
-def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, opts: Any) -> dict[str, Any]:
+def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, opts: Any,
+                    user_fn: tuple[Any, str, str | None] | None = None) -> dict[str, Any]:
     """The one-run audit of the recipe (:mod:`bnmem.auditing.one_run`): one fresh copy trains with the recipe as
-    given (the whole training set, as your model did) plus the canaries."""
-    from bnmem.auditing.one_run import audit_recipe_once, plain_trainer
+    given (the whole training set, as your model did; or by your training function) plus the canaries."""
+    from bnmem.auditing.one_run import audit_recipe_once, fn_trainer, plain_trainer
+    from bnmem.shadow.copies import CopyTraining
 
     if opts.progress:
         print(f"one-run audit: training one copy with {opts.canaries} canaries", file=sys.stderr, flush=True)
-    return audit_recipe_once(model, ds, plain_trainer(train, opts.seed, opts.progress), opts.canaries,
-                             seed=opts.seed, beta=opts.one_run_beta, device=train.device)
+    trainer = plain_trainer(train, opts.seed, opts.progress) if user_fn is None else \
+        fn_trainer(CopyTraining(train, *user_fn), opts.seed)
+    return audit_recipe_once(model, ds, trainer, opts.canaries, seed=opts.seed, beta=opts.one_run_beta,
+                             device=train.device)
+
+
+def user_training(opts: Any, copies: ShadowCopies) -> tuple[Any, str, str | None] | None:
+    """``train_fn`` resolved (the function, its name, its source's SHA-256), its combinations checked; None
+    without one (:mod:`bnmem.auditing.train_fn`).
+
+    Raises:
+        BnmemError: a bad spec or function, no copies to train, or an option that needs bnmem's recipe.
+    """
+    if opts.train_fn is None:
+        return None
+    if not copies.shadow_models and not opts.canaries:
+        raise BnmemError("--train-fn trains the shadow copies: give --shadow-models too (e.g. 8)")
+    if copies.match_accuracy:
+        raise BnmemError("--match-accuracy lengthens bnmem's recipe; with --train-fn your function decides how long "
+                         "a copy trains: drop --match-accuracy")
+    if copies.compare_gs_reg is not None:
+        raise BnmemError("--compare-gs-reg adds the γ/σ regularizer to bnmem's recipe, not to your --train-fn: add "
+                         "bnmem.GammaSigmaPenalty to your function and audit that instead")
+    from bnmem.auditing.train_fn import resolve as resolve_train_fn
+
+    return resolve_train_fn(opts.train_fn)
 
 
 def check_outputs_wanted(opts: Any, copies: ShadowCopies, out: str | Path | None) -> None:
@@ -199,10 +228,21 @@ def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
 
 def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
                     copies: ShadowCopies, out: Path | None, progress: bool, executor: Any, *,
-                    rare: np.ndarray | None) -> None:
-    """Membership over the shadow copies (their length calibrated first), and the regularizer comparison."""
+                    rare: np.ndarray | None, user_fn: tuple[Any, str, str | None] | None = None) -> None:
+    """Membership over the shadow copies (their length calibrated first, unless your own function trains them),
+    and the regularizer comparison."""
+    from bnmem.shadow.copies import CopyTraining
+
     exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
     steps = None
+    if user_fn is not None:  # the function decides how long a copy trains; the resemblance check still applies
+        mem = shadow_membership(model, ds, copies.shadow_models, train, out, progress, executor,
+                                extra_groups(exposed, rare, ds.n_train), CopyTraining(train, *user_fn))
+        mem.update({"steps": None, "matched": None,
+                    "train": {"train_fn": user_fn[1], **train.model_dump(mode="json", include={
+                        "device", "threads", "augment"})}})
+        result["membership"] = mem
+        return
     if copies.match_steps:
         train, steps = step_matched(train, ds.n_train)
     target, m = result["accuracy"]["train_acc"], copies.shadow_models
@@ -360,8 +400,13 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
     """
     from bnmem.auditing.options import resolve
 
+    from bnmem.auditing.train_fn import add_import_paths
+
     copies, _, opts, _ = resolve(shadow, None, options, fields)
     check_outputs_wanted(opts, copies, out)
+    # The model's class and a --train-fn module are found beside the model file or in the working directory.
+    add_import_paths(Path(model_path).parent, Path.cwd())
+    user_training(opts, copies)  # a bad --train-fn fails before the data are read
     model, fmt, ds, digest = load_checked(model_path, config, copies, opts.max_memory, opts.defenses)
     rare = rare_file_mask(config)
     resolved = {"model": str(model_path), "model_sha256": digest,
@@ -370,7 +415,8 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                 **({} if copies.match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
                 **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {}),
-                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {})}
+                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {}),
+                **({"train_fn": opts.train_fn} if isinstance(opts.train_fn, str) else {})}
     out = prepare_audit_dir(out, resolved)
     opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
                                    "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
@@ -456,14 +502,55 @@ def check_channels(model: nn.Module, folder: ImageFolderConfig) -> None:
                          f"{have} (--channels {have}); rerun with --channels {want}")
 
 
+# What an audit folder holds of one run besides the copies (audit.json last written, first removed).
+REPORT_FILES = ("audit.json", "audit.md", "audit.html", "audit_roc.png", EXPOSURE_FILE, "gradient_norms.npy")
+# Settings that name the audit's subject (not how it is audited): another value is another audit.
+SUBJECT_KEYS = ("model_sha256", "data", "folder")
+# ... except these, which only say which files are known outliers (they do not change the data or the copies).
+NOT_SUBJECT = ("mislabeled",)
+
+
+def audit_subject(config: dict[str, Any]) -> dict[str, Any]:
+    """The model and the data an audit config describes (what a rerun into its folder must share)."""
+    subject = {k: config.get(k) for k in SUBJECT_KEYS}
+    if isinstance(subject["folder"], dict):
+        subject["folder"] = {k: v for k, v in subject["folder"].items() if k not in NOT_SUBJECT}
+    return subject
+
+
 def prepare_audit_dir(out: str | Path, resolved: dict[str, Any]) -> Path:
-    """``prepare_run_dir`` for an audit; a config left by an audit that failed before finishing anything is
-    replaced, so the corrected rerun into the same ``out`` is not refused."""
-    from bnmem.rundir import prepare_run_dir
+    """The audit folder with this run's config (``audit_config.json``) and environment written.
+
+    A rerun with other settings (more shadow copies, canaries, another gate or recipe) is not refused: the
+    copies are stored under keys of what determines them (:mod:`bnmem.shadow.copies`), so it reuses those it
+    needs and trains the rest. The previous run's reports are removed first, so the folder holds no finished
+    audit (``audit.json``) of the new settings until there is one. Another model or other data is another
+    audit, refused so the earlier one is not overwritten by mistake; a config left by an audit that failed
+    before finishing anything is replaced.
+
+    Raises:
+        BnmemError: the folder holds an audit of another model or other data.
+    """
+    from bnmem.rundir import environment
 
     out = Path(out)
+    path = out / CONFIG_FILE
+    canonical = json.loads(json.dumps(resolved, default=str))
+    previous = None
+    if path.exists():
+        try:
+            previous = io.read_json(path)
+        except (OSError, ValueError):
+            previous = None
     shadow = out / "shadow"
-    holds_work = (out / "audit.json").exists() or (shadow.is_dir() and any(shadow.rglob("*.pt")))
-    if (out / CONFIG_FILE).exists() and not holds_work:
-        (out / CONFIG_FILE).unlink()
-    return prepare_run_dir(out, resolved, name=CONFIG_FILE)
+    holds_work = (out / "audit.json").exists() or (shadow.is_dir() and any(shadow.rglob(io.DONE)))
+    if isinstance(previous, dict) and previous != canonical and holds_work:
+        if audit_subject(previous) != audit_subject(canonical):
+            raise BnmemError(f"{out} holds an audit of another model or other data ({CONFIG_FILE}); use a new --out "
+                             "directory or delete the old one")
+        for name in REPORT_FILES:  # audit.json first: what marks a finished audit goes before anything else
+            (out / name).unlink(missing_ok=True)
+    out = io.ensure_dir(out)
+    io.write_json(path, canonical)
+    io.write_json(out / ENVIRONMENT_FILE, environment())
+    return out
