@@ -349,11 +349,11 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
         io.write_json(out / "audit.json", result)  # last: a folder holding audit.json holds a finished audit
         files += ["audit.json", "audit.md", "gradient_norms.npy"] + ([EXPOSURE_FILE] if table is not None else [])
     logged = None
-    if opts.mlflow and out is not None:
-        from bnmem.auditing.tracking import log_audit
+    if opts.mlflow and out is not None:  # last: a tracker that fails loses neither the files nor the gate's answer
+        from bnmem.auditing.tracking import log_audit_or_warn
 
-        logged = log_audit(result, out, opts.model_dump(include={"top_k", "max_examples", "fail_at", "canaries",
-                                                                 "one_run_beta"}))
+        logged = log_audit_or_warn(result, out, opts.model_dump(include={"top_k", "max_examples", "fail_at",
+                                                                         "canaries", "one_run_beta"}))
     return AuditResult(data=result, markdown=markdown, out=out, files=files, mlflow=logged)
 
 
