@@ -25,7 +25,7 @@ class AuditOptions(StrictModel):
     """What the audit measures on the model itself, and what it writes besides audit.json and audit.md.
 
     Attributes:
-        top_k: list the K training examples with the largest gradient norms (also the "most exposed" group).
+        top_k: list the K training examples with the largest gradient norms (also an attack group of their own).
         max_examples: gradient norms on at most this many training examples (seeded subset; None: all).
         max_memory: gradient-norm memory budget, bytes or text such as ``8GB`` (None: half the free memory).
         seed: seed of the probe batch and the gradient-norm subset.

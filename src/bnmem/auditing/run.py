@@ -22,7 +22,7 @@ What it measures, on the model as given (eval mode, BN with its running statisti
 * optionally (``shadow_models`` M > 0), membership leakage of the *training recipe*: M fresh
   copies of the architecture train on seeded halves of the data (every example IN for exactly
   half), and LiRA/RMIA run leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens
-  does; pooled per group (whole set, known outliers, most-exposed) with intervals
+  does; pooled per group (whole set, known outliers, largest gradient norms) with intervals
   (:mod:`bnmem.auditing.leakage`), the copies' accuracy beside the model's
   (:mod:`bnmem.auditing.calibration`), optionally with and without the γ/σ regularizer
   (:mod:`bnmem.auditing.compare`);
@@ -111,8 +111,12 @@ class AuditResult:
 
 
 def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, train: Any, options: Any,
-              out: str | Path | None, fields: dict[str, Any]) -> AuditResult:
-    """:func:`bnmem.audit`'s body (its arguments, as that function received them; documented there)."""
+              out: str | Path | None, fields: dict[str, Any],
+              notices: list[dict[str, str]] | None = None) -> AuditResult:
+    """:func:`bnmem.audit`'s body (its arguments, as that function received them; documented there).
+
+    ``notices``: warnings of the caller's own (``{"kind", "text"}``; the command line's recipe defaults), printed
+    with the audit's and recorded with them, before any copy trains."""
     from bnmem.auditing.options import AuditData, resolve
     from bnmem.auditing.report import frontier_citation
 
@@ -130,6 +134,7 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
     if opts.max_memory is not None:
         parse_size(opts.max_memory)
     n_outputs, acc, warnings = checked_model(model, ds, rare)
+    warnings += list(notices or [])
     out = io.ensure_dir(out) if out is not None else None  # only now: every input has been checked
     with shadow_executor(opts.executor, opts.workers, opts.progress) as ex:
         result, norms = measure(model, ds, n_outputs, top_k=opts.top_k, max_examples=opts.max_examples,
@@ -260,7 +265,9 @@ def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset
 
 
 def extra_groups(exposed: np.ndarray, rare: np.ndarray | None, n: int) -> dict[str, np.ndarray]:
-    """The attack groups besides the data's own outlier masks: the most-exposed examples and the rare ones."""
+    """The attack groups besides the data's own outlier masks: the examples with the largest gradient norms on the
+    model (the --top-k; "most exposed" is exposure.csv's ranking, not this group) and the rare ones."""
+    # The key is audit.json's (schema 1.x); the reports name the group by its gradient norms.
     groups = {"most_exposed": np.isin(np.arange(n), exposed)} if len(exposed) else {}
     return {**groups, **({"rare": rare} if rare is not None else {})}
 
@@ -383,7 +390,8 @@ CONFIG_FILE = "audit_config.json"
 
 
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
-               shadow: ShadowCopies | dict | None = None, options: Any = None, **fields: Any) -> AuditResult:
+               shadow: ShadowCopies | dict | None = None, options: Any = None,
+               notices: list[dict[str, str]] | None = None, **fields: Any) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -394,6 +402,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
         out: output folder (a rerun with other settings is refused once it holds finished work).
         shadow, options, fields: as :func:`bnmem.audit` (``--gs-reg`` is ``config.train.gs_reg``;
             ``config.outliers`` becomes ``rare_mask``).
+        notices: the command's own warnings, printed with the audit's before any copy trains.
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
@@ -420,7 +429,7 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
     out = prepare_audit_dir(out, resolved)
     opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
                                    "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
-    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare})
+    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare}, notices)
 
 
 def rare_file_mask(config: AuditConfig) -> np.ndarray | None:
