@@ -399,7 +399,8 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
         config: ``data``: the data (and injected outliers) the model was trained
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
-        out: output folder (a rerun with other settings is refused once it holds finished work).
+        out: output folder (a rerun with other settings reuses the copies it holds; another model or other data
+            is refused).
         shadow, options, fields: as :func:`bnmem.audit` (``--gs-reg`` is ``config.train.gs_reg``;
             ``config.outliers`` becomes ``rare_mask``).
         notices: the command's own warnings, printed with the audit's before any copy trains.
