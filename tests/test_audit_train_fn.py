@@ -190,3 +190,33 @@ def test_canaries_added_to_an_audit_folder_reuse_its_copies(data, target, tmp_pa
     assert res["one_run"]["canaries"] == 40 and res["membership"]["cost"]["reused"] == 4
     config = json.loads((tmp_path / "o" / "audit_config.json").read_text())
     assert config["canaries"] == 40
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_audit_leaves_no_half_copy_and_the_rerun_trains_the_rest(data, target, tmp_path):
+    """Stopped while its third copy trains: the two finished copies are kept, the third leaves no DONE marker
+    (nothing that looks like a finished copy), and the same call again trains only the two it lacks."""
+    from bnmem.attacks import paired_keep_matrix
+    from bnmem.shadow.copies import CopySet, CopyTraining, copy_dir, query_copies
+
+    def stops_at_the_third(model, train_dataset, seed):
+        if len(CALLS) == 2:
+            CALLS.append((seed, -1))
+            raise Interrupted
+        return custom_loop(model, train_dataset, seed)
+
+    keep = paired_keep_matrix(4, data.n_train, 0)
+    training = CopyTraining(TrainConfig(), stops_at_the_third, "t:stops")
+    CALLS.clear()
+    with pytest.raises(Interrupted):
+        query_copies(target, data, keep, training, tmp_path)
+    copies = CopySet.of(target, data, keep, training)
+    assert copies.pending(tmp_path) == [2, 3]
+    assert (copy_dir(tmp_path, copies.keys[2]) / "copy.json").is_file()  # started, never marked finished
+    assert not (copy_dir(tmp_path, copies.keys[2]) / "model.pt").exists()
+    CALLS.clear()
+    done = query_copies(target, data, keep, training, tmp_path)
+    assert sorted(s for s, _ in CALLS) == [2, 3] and done.trained == 2 and copies.pending(tmp_path) == []

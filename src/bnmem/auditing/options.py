@@ -77,7 +77,7 @@ class AuditOptions(StrictModel):
     train_fn: SkipValidation[Optional[str]] = Field(None, description=(
         "train the shadow copies with your own function, 'module:function' called as train(model, train_dataset, "
         "seed) -> model (bnmem's member split and seeds; the module is found beside the model file or in the "
-        "working directory); the recipe flags then only set --device, --threads and the query views (--augment)"))
+        "working directory); the recipe flags then only set --device and --threads, and train.augment (--set) the query views"))
     source: dict[str, Any] | None = None
     executor: Any = None
 
