@@ -220,3 +220,33 @@ def test_an_interrupted_audit_leaves_no_half_copy_and_the_rerun_trains_the_rest(
     CALLS.clear()
     done = query_copies(target, data, keep, training, tmp_path)
     assert sorted(s for s, _ in CALLS) == [2, 3] and done.trained == 2 and copies.pending(tmp_path) == []
+
+
+def test_a_copys_key_changes_with_each_thing_that_determines_it(data, target):
+    """The model's tensors, the data, the recipe, the training function, the member split and the seed each give
+    another key; the same inputs give the same key (so a rerun finds its copies)."""
+    import copy
+
+    from bnmem.attacks import paired_keep_matrix
+    from bnmem.shadow.copies import CopySet, CopyTraining
+
+    keep = paired_keep_matrix(4, data.n_train, 0)
+    bnmem_trains = CopyTraining(TrainConfig(epochs=3))
+    key = CopySet.of(target, data, keep, bnmem_trains).keys
+    assert key == CopySet.of(copy.deepcopy(target), data, keep.copy(), CopyTraining(TrainConfig(epochs=3))).keys
+    assert len(set(key)) == 4  # seed and split differ between copies
+    other_model = copy.deepcopy(target)
+    with torch.no_grad():
+        other_model[1].weight[0, 0] += 1e-3  # a parameter a reset re-draws still names another model
+    other_data = copy.deepcopy(data)
+    other_data.x_train[0, 0, 0, 0] += 1e-3
+    variants = [CopySet.of(other_model, data, keep, bnmem_trains), CopySet.of(target, other_data, keep, bnmem_trains),
+                CopySet.of(target, data, keep, CopyTraining(TrainConfig(epochs=4))),
+                CopySet.of(target, data, keep, CopyTraining(TrainConfig(epochs=3, threads=2))),
+                CopySet.of(target, data, keep, CopyTraining(TrainConfig(), custom_loop, "m:custom_loop", "a" * 64)),
+                CopySet.of(target, data, keep, CopyTraining(TrainConfig(), custom_loop, "m:custom_loop", "b" * 64)),
+                CopySet.of(target, data, paired_keep_matrix(4, data.n_train, 1), bnmem_trains)]
+    for v in variants:
+        assert not set(v.keys) & set(key)
+    # the first copies of a larger set are these
+    assert CopySet.of(target, data, paired_keep_matrix(8, data.n_train, 0), bnmem_trains).keys[:4] == key
