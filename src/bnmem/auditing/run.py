@@ -35,7 +35,6 @@ Every input is checked before anything is written into ``out``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from contextlib import contextmanager
@@ -378,14 +377,6 @@ def exposure_table(result: dict[str, Any], ds: OutlierDataset, norms: np.ndarray
     return csv_text(cols, rows)
 
 
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 CONFIG_FILE = "audit_config.json"
 
 
@@ -483,7 +474,7 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
     ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)
     model = model.to(config.train.device).eval()
     check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
-    return model, fmt, ds, file_sha256(model_path)
+    return model, fmt, ds, io.file_sha256(model_path)
 
 
 def read_folder(folder: ImageFolderConfig) -> OutlierDataset:

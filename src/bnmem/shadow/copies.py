@@ -129,15 +129,7 @@ def function_identity(fn: Callable[..., Any]) -> tuple[str, str | None]:
         source = inspect.getsourcefile(fn)
     except TypeError:
         source = None
-    return name, (file_sha256(source) if source and Path(source).is_file() else None)
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return name, (io.file_sha256(source) if source and Path(source).is_file() else None)
 
 
 def import_function(name: str) -> Callable[..., Any]:
@@ -165,7 +157,7 @@ def model_digest(model: nn.Module) -> str:
     except TypeError:
         source = None
     if source and Path(source).is_file():
-        h.update(file_sha256(source).encode())
+        h.update(io.file_sha256(source).encode())
     for name, t in model.state_dict().items():
         h.update(name.encode())
         _tensor_digest(h, t)
