@@ -250,3 +250,20 @@ def test_a_copys_key_changes_with_each_thing_that_determines_it(data, target):
         assert not set(v.keys) & set(key)
     # the first copies of a larger set are these
     assert CopySet.of(target, data, paired_keep_matrix(8, data.n_train, 0), bnmem_trains).keys[:4] == key
+
+
+def test_a_function_without_a_source_file_is_named_by_its_code_and_an_object_never_reused():
+    from bnmem.shadow.copies import function_identity
+
+    namespace: dict = {}
+    exec("def train(model, data, seed):\n    return model\n", namespace)
+    name, ident = function_identity(namespace["train"])
+    assert name.endswith(":train") and ident.startswith("code:") and function_identity(namespace["train"])[1] == ident
+    exec("def train(model, data, seed):\n    return model.eval()\n", namespace)  # edited: another identity
+    assert function_identity(namespace["train"])[1] != ident
+
+    class Trainer:
+        def __call__(self, model, data, seed):
+            return model
+
+    assert function_identity(Trainer())[1] != function_identity(Trainer())[1]  # cannot be identified: fresh each time

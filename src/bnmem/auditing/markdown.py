@@ -55,7 +55,7 @@ def shadow_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
     matched = f" {mem['matched']['text']}" if mem.get("matched") else ""
     if mem.get("train_fn"):
         lines += [f"Trained by: your training function `{mem['train_fn']['name']}` (bnmem's member split and seeds; "
-                  f"source sha256 {(mem['train_fn']['source_sha256'] or 'unknown')[:12]}).", ""]
+                  f"its code identified by {mem['train_fn']['source_sha256'][:20]}).", ""]
     else:
         lines += [f"Recipe used: {recipe_text(mem['train'])}.{steps}{matched}", ""]
     return (lines + attack_lines(result, mem) + (exposure_lines(mem.get("exposure")) if exposure else [])

@@ -400,7 +400,6 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
     from bnmem.auditing.options import resolve
-
     from bnmem.auditing.train_fn import add_import_paths
 
     copies, _, opts, _ = resolve(shadow, None, options, fields)

@@ -83,8 +83,9 @@ def check_spec_line(spec: str) -> None:
         raise BnmemError(f"--train-fn {e}") from None
 
 
-def resolve(train_fn: str | Callable[..., Any]) -> tuple[Callable[..., Any], str, str | None]:
-    """The training function, its 'module:function' name and the SHA-256 of its source file.
+def resolve(train_fn: str | Callable[..., Any]) -> tuple[Callable[..., Any], str, str]:
+    """The training function, its 'module:function' name and what identifies its code (the SHA-256 of its source
+    file: :func:`bnmem.shadow.copies.function_identity`).
 
     Raises:
         BnmemError: a bad spec, an import that fails, or a function that cannot take

@@ -37,8 +37,10 @@ import hashlib
 import importlib
 import inspect
 import json
+import marshal
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -103,7 +105,7 @@ class CopyTraining:
         train: bnmem's recipe; with ``fn``, only its device, threads and augmentation (the query views) apply.
         fn: the user's training function (None: bnmem's trainer).
         fn_name: ``fn`` as 'module:function' (what a worker process imports; part of the copies' identity).
-        fn_sha256: the SHA-256 of the source file that defines ``fn`` (None when it has none).
+        fn_sha256: what identifies ``fn``'s code (:func:`function_identity`: its source file's SHA-256).
     """
 
     train: TrainConfig
@@ -122,14 +124,21 @@ class CopyTraining:
         return "bnmem's trainer" if self.fn is None else f"your training function {self.fn_name}"
 
 
-def function_identity(fn: Callable[..., Any]) -> tuple[str, str | None]:
-    """``fn`` as 'module:qualname' and the SHA-256 of its source file (None when it has none)."""
+def function_identity(fn: Callable[..., Any]) -> tuple[str, str]:
+    """``fn`` as 'module:qualname' and what identifies its code: the SHA-256 of its source file; without one (a
+    function made by ``exec``), ``code:`` and that of its compiled code; else (a callable object) a value drawn
+    afresh, so that copies it trained are never taken for another's (they are not reused)."""
     name = f"{getattr(fn, '__module__', None) or '?'}:{getattr(fn, '__qualname__', None) or type(fn).__name__}"
     try:
         source = inspect.getsourcefile(fn)
     except TypeError:
         source = None
-    return name, (io.file_sha256(source) if source and Path(source).is_file() else None)
+    if source and Path(source).is_file():
+        return name, io.file_sha256(source)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        return name, "code:" + hashlib.sha256(marshal.dumps(code)).hexdigest()
+    return name, f"unidentified:{uuid.uuid4().hex}"
 
 
 def import_function(name: str) -> Callable[..., Any]:
