@@ -21,6 +21,7 @@ from bnmem.attacks import (
     cross_entropy,
     evaluate_attacks,
     keep_matrix,
+    paired_keep_matrix,
     lira_offline,
     lira_online,
     lira_statistic,
@@ -81,6 +82,23 @@ def test_keep_matrix_balanced_and_seeded(n_models: int) -> None:
 def test_keep_matrix_rejects_odd_models(n_models: int) -> None:
     with pytest.raises(BnmemError):
         keep_matrix(n_models, 10, seed=0)
+    with pytest.raises(BnmemError):
+        paired_keep_matrix(n_models, 10, seed=0)
+
+
+@pytest.mark.parametrize("n_examples", [1, 2, 501])
+def test_paired_keep_matrix_is_balanced_and_the_first_rows_of_any_larger_one(n_examples: int) -> None:
+    """The audit's copies: every example IN for exactly half the models, and the matrix of M models the first M
+    rows of the matrix of 2M (so a rerun with more copies keeps the copies it has)."""
+    big = paired_keep_matrix(16, n_examples, seed=3)
+    assert (big.sum(axis=0) == 8).all()
+    assert (big[0::2] ^ big[1::2]).all()  # each pair: complementary halves
+    assert (big[0::2].sum(axis=1) == n_examples // 2).all()
+    for m in (2, 4, 8):
+        assert np.array_equal(paired_keep_matrix(m, n_examples, seed=3), big[:m])
+    assert n_examples < 3 or not np.array_equal(big, paired_keep_matrix(16, n_examples, seed=4))
+    # pairs are drawn independently: two pairs' halves differ
+    assert n_examples < 3 or not np.array_equal(big[0], big[2])
 
 
 def test_split_references_takes_first_k_in_model_order() -> None:

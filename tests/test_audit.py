@@ -302,9 +302,11 @@ def test_shadow_copies_through_worker_processes_match_in_process(tmp_path):
     here = membership_section(net, ds, 4, train, tmp_path / "here")
     ex = get_executor("local", progress=False, workers=2)
     there = membership_section(net, ds, 4, train, tmp_path / "there", executor=ex)
-    for m in range(4):
-        a = torch.load(tmp_path / "here" / "shadow" / f"model_{m:04d}" / "model.pt")
-        b = torch.load(tmp_path / "there" / "shadow" / f"model_{m:04d}" / "model.pt")
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), m
+    keys = sorted(d.name for d in (tmp_path / "here" / "shadow").iterdir() if (d / "DONE").exists())
+    assert len(keys) == 4  # each copy under its key: the same keys in both folders
+    for key in keys:
+        a = torch.load(tmp_path / "here" / "shadow" / key / "model.pt")
+        b = torch.load(tmp_path / "there" / "shadow" / key / "model.pt")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), key
     assert here["attacks"] == there["attacks"]
     assert here["rmia_population"].startswith("the test split")

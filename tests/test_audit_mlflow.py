@@ -100,3 +100,31 @@ def test_inside_a_training_run_the_audit_is_a_nested_run(mlruns_here, monkeypatc
     runs = mlflow.search_runs(search_all_experiments=True)
     child = runs[runs["run_id"] == res.mlflow["run_id"]].iloc[0]
     assert child["tags.mlflow.parentRunId"] == parent.info.run_id and child["tags.bnmem.level"] == "not measured"
+
+
+def test_an_unreachable_tracker_costs_one_warning_and_keeps_the_gate(mlruns_here, monkeypatch, capsys):
+    """The issue's run: --mlflow against a server that does not answer (a closed loopback port) ended in a
+    traceback and exit 1 after the gate was decided. Now: the report and audit.json are written, the gate's code
+    is the exit code, and the failure is one warning line."""
+    import torch
+
+    from bnmem.config import DataConfig, ModelConfig
+    from bnmem.data import load_dataset
+    from bnmem.train import seeded_model
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow's own backoff would take minutes
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    ds = load_dataset(DataConfig(dataset="digits", label_noise=0.05, train_size=120, seed=0))
+    torch.save(seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0), mlruns_here / "model.pt")
+    code = main(["audit", "--quiet", "--model", "model.pt", "--label-noise", "0.05", "--train-size", "120",
+                 "--max-examples", "40", "--shadow-models", "4", "--epochs", "1", "--lr", "0.005", "--momentum", "0",
+                 "--weight-decay", "0", "--fail-at", "elevated", "--mlflow", "--out", "audit"])
+    cap = capsys.readouterr()
+    res = json.loads((mlruns_here / "audit" / "audit.json").read_text())
+    assert code == res["risk"]["gate"]["exit_code"] and code in (0, 3, 4)
+    warnings = [line for line in cap.err.splitlines() if line.startswith("bnmem: warning: --mlflow")]
+    assert len(warnings) == 1 and "not logged" in warnings[0] and "gate's answer stands" in warnings[0], cap.err
+    assert "Traceback" not in cap.err and f"bnmem: {res['risk']['gate']['text']}" in cap.err
+    assert "## Risk:" in cap.out and "mlflow: run" not in cap.out
+    assert (mlruns_here / "audit" / "audit.md").is_file() and not (mlruns_here / "mlruns").exists()

@@ -123,7 +123,7 @@ def test_the_text_reads_both_floors_and_says_why_they_differ():
 
     one = {"eps_lb": 4.39, "beta": 0.05, "delta": 1e-5, "canaries": 500, "canaries_in": 245, "correct": 400,
            "guesses": 400, "k": 200}
-    multi = {"eps_lb": 0.0, "where": "online LiRA on the 20 most-exposed examples"}
+    multi = {"eps_lb": 0.0, "where": "online LiRA on the 20 examples with the largest gradient norms"}
     text = one_run_text(one, multi)
     assert "below ε = 4.39 holds" in text and "a floor, not an estimate of ε" in text
     assert "multi-run ε lower bound over the shadow copies is 0 (online LiRA on the 20" in text

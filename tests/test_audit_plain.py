@@ -76,6 +76,32 @@ def test_recipe_flags_left_at_bnmem_defaults_that_differ_from_pytorch_are_named(
                           []) == ""  # at the default, but it is PyTorch's too
 
 
+def test_the_recipe_warning_comes_before_any_copy_trains(tmp_path, capsys):
+    """The issue's run printed it only after the whole audit; now it comes with the audit's other warnings, once the
+    inputs are checked and before the cost line and the first copy, and the report records it."""
+    import json
+
+    import torch
+
+    from bnmem.cli import main
+    from bnmem.config import DataConfig, ModelConfig
+    from bnmem.data import load_dataset
+    from bnmem.train import seeded_model
+
+    ds = load_dataset(DataConfig(dataset="digits", train_size=120))
+    torch.save(seeded_model(ModelConfig(arch="lenet", norm="batch"), ds, 0), tmp_path / "m.pt")
+    code = main(["audit", "--model", str(tmp_path / "m.pt"), "--train-size", "120", "--max-examples", "20",
+                 "--shadow-models", "4", "--epochs", "1", "--momentum", "0", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    warning = err.index("bnmem: warning: the shadow copies train with SGD")
+    assert warning < err.index("membership: training") < err.index("shadow 0")
+    assert "--weight-decay 0.0005 (torch.optim.SGD: 0)" in err and "--momentum 0.9" not in err
+    assert err.count("left at bnmem's defaults") == 1
+    res = json.loads((tmp_path / "o" / "audit.json").read_text())
+    assert [w["kind"] for w in res["warnings"]].count("recipe") == 1
+
+
 def test_roc_plot_stops_at_the_lowest_resolvable_fpr_and_names_groups_as_the_text(tmp_path, monkeypatch):
     """With 40 non-member scores a curve below FPR 1/40 is not estimable: it is not drawn there; the outliers of
     an image folder are 'files listed as mislabeled' in the legend as in the text."""
@@ -111,12 +137,12 @@ def test_the_headline_says_which_group_sets_each_end_of_the_level():
 
     groups = [_group("all", "the whole training set (360 examples)", "low", "low", [0.49, 0.53]),
               _group("outliers", "the 30 files listed as mislabeled", "moderate", "moderate", [0.56, 0.59]),
-              _group("most_exposed", "the 20 most-exposed examples (largest gradient norms)", "low", "elevated",
+              _group("most_exposed", "the 20 examples with the largest gradient norms", "low", "elevated",
                      [0.50, 0.66])]
     assert audit_level(groups)["level"] == "moderate to elevated"
     text = setter_sentence(groups)
     assert text.startswith("The level's lower end (moderate) is set by the 30 files listed as mislabeled (AUC")
-    assert "its upper end (elevated) by the 20 most-exposed examples (AUC 0.58 [0.50, 0.66]" in text
+    assert "its upper end (elevated) by the 20 examples with the largest gradient norms (AUC 0.58 [0.50, 0.66]" in text
     one = setter_sentence(groups[:2])
     assert one.startswith("The level is set by the 30 files listed as mislabeled (AUC 0.57 [0.56, 0.59], online LiRA)")
 
@@ -126,4 +152,6 @@ def test_the_terms_the_answer_uses_are_explained():
 
     used = terms_used("online LiRA over 8 copies (rule 3, 2026-12-01); point AUC low", "RMIA: AUC 0.6")
     assert list(used) == ["online LiRA", "RMIA", "rule 3", "point AUC"] and all(used.values())
-    assert {"most-exposed", "ε"} <= set(TERMS) and "most-exposed" not in used
+    assert {"most exposed", "ε"} <= set(TERMS) and "most exposed" not in used
+    # one meaning: "most exposed" is exposure.csv's ranking; the gradient-norm group is named for its gradients
+    assert list(terms_used("The most exposed file is a.png")) == ["most exposed"]

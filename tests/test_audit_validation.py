@@ -51,9 +51,14 @@ def test_channel_mismatch_names_the_fix_and_the_corrected_rerun_succeeds(scenari
     config = json.loads((out / "audit_config.json").read_text())
     assert "data" not in config and config["folder"]["path"] == str(scenario["pictures"])
     assert config["folder"]["channels"] == 3
-    # Finished work is protected: another configuration into the same folder is refused.
+    # Other settings of the same audit rerun into its folder; another model or other data is refused.
     code = main(["audit", "--quiet", *scenario["flags"], "--top-k", "6", "--out", str(out)])
-    assert code == 2 and "different configuration" in one_error_line(capsys.readouterr().err)
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((out / "audit_config.json").read_text())["top_k"] == 6
+    flags = [f if f != "0.5,0.5,0.5" else "0.4,0.4,0.4" for f in scenario["flags"]]  # other --mean/--std
+    code = main(["audit", "--quiet", *flags, "--top-k", "6", "--out", str(out)])
+    assert code == 2 and "holds an audit of another model or other data" in one_error_line(capsys.readouterr().err)
+    assert (out / "audit.json").is_file()  # the earlier audit is left as it was
 
 
 def test_channels_default_is_rgb_like_torchvision(scenario, tmp_path, capsys):

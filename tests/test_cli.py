@@ -104,6 +104,13 @@ def test_command_specific_options_keep_their_help(capsys):
     assert code == 0 and "λ of the γ/σ regularizer" in out
 
 
+def test_help_keeps_square_brackets_of_a_generated_flag(capsys):
+    """rich reads '[mlflow]' as a style tag: `bnmem audit -h` printed pip install 'bnmem' without the extra."""
+    code, out, _ = run_cli(capsys, "audit", "--help")
+    out = " ".join(out.replace("│", " ").split())
+    assert code == 0 and "pip install 'bnmem[mlflow]'" in out
+
+
 def test_per_command_help_for_a_shared_flag(capsys):
     code, out, _ = run_cli(capsys, "lira", "--help")
     out = " ".join(out.replace("│", " ").split())  # rich wraps the help at the terminal's width

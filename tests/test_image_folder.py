@@ -103,6 +103,23 @@ def test_layout_errors_are_one_line(tmp_path, setup, match):
         load_image_folder(ImageFolderConfig(path=root))
 
 
+@pytest.mark.parametrize("split", [True, False])
+def test_an_empty_class_folder_is_one_line_naming_it(tmp_path, capsys, split):
+    """An empty class folder used to count as a class: the error then blamed the model's number of outputs."""
+    root = tmp_path / "data"
+    write_tree(root, split=split)
+    empty = (root / "train" if split else root) / "dog"
+    empty.mkdir()
+    with pytest.raises(BnmemError, match=f"class folder {empty} holds no training images"):
+        load_image_folder(ImageFolderConfig(path=root))
+    torch.save(nn.Sequential(nn.Flatten(), nn.Linear(300, 4)), tmp_path / "m.pt")
+    code = main(["audit", "--quiet", "--model", str(tmp_path / "m.pt"), "--data-folder", str(root),
+                 "--out", str(tmp_path / "o")])
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and str(empty) in lines[0] and "outputs" not in lines[0], lines
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_mislabeled_names_are_refused(tree, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("train/circle/nope.png\n")

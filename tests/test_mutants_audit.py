@@ -353,7 +353,7 @@ def test_python_api_defaults_equal_the_command_lines(monkeypatch, tmp_path):
     api_copies, api_train, api_opts, masks = resolve(None, None, None, {})  # what run_audit makes of the defaults
     assert masks == {}
 
-    def fake_audit_file(model_path, config, *, out, shadow=None, options=None, **fields):
+    def fake_audit_file(model_path, config, *, out, shadow=None, options=None, notices=None, **fields):
         seen["cli"] = (config, out, shadow, options, fields)
         return SimpleNamespace(markdown="", out=out, files=[], mlflow=None, gate=None)
 

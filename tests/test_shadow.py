@@ -85,3 +85,19 @@ def test_copies_are_reset_trained_on_their_half_and_resume(ds, tmp_path, monkeyp
     b, _, _ = fresh_copy(model, seed=1)
     assert not torch.equal(a[1].weight, b[1].weight)  # seeded per copy
     assert not torch.equal(a[1].weight, model[1].weight)  # re-initialized, not the given weights
+
+
+def test_the_cost_line_counts_the_steps_the_trainer_takes(ds):
+    """bnmem's trainer drops each epoch's last partial batch (bnmem.train.batching.epoch_batches): the cost counts
+    those steps, not ceil(n / batch) (issue 48: 760 counted for the 608 taken), and says how many copies are reused."""
+    from bnmem.attacks import paired_keep_matrix
+    from bnmem.shadow.copies import copy_cost
+    from bnmem.train.batching import epoch_batches
+
+    keep = paired_keep_matrix(4, 101, 0)  # copies of 50 and 51 examples
+    train = TrainConfig(epochs=3, batch_size=16)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+    taken = sum(len(epoch_batches(int(keep[m].sum()), 16, m, e)) for m in (1, 2, 3) for e in range(3))
+    cost = copy_cost(model, ds, keep, train, pending=[1, 2, 3])
+    assert cost["steps"] == taken == 3 * 3 * 3  # 50 // 16 = 51 // 16 = 3 (ceil would say 4)
+    assert cost["reused"] == 1 and "training 3 of 4 shadow copies" in cost["text"] and "1 reused" in cost["text"]

@@ -9,6 +9,7 @@ written last.
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import os
@@ -194,6 +195,15 @@ def load_torch(path: str | Path) -> Any:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks (a model file may be large)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def is_done(directory: str | Path) -> bool:

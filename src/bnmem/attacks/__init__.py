@@ -23,6 +23,7 @@ _WHERE = {
     "target_scores": ("evaluate", "target_scores"),
     "first_k_references": ("keep", "first_k_references"),
     "keep_matrix": ("keep", "keep_matrix"),
+    "paired_keep_matrix": ("keep", "paired_keep_matrix"),
     "split_references": ("keep", "split_references"),
     "fit_gaussian": ("lira", "fit_gaussian"),
     "global_threshold": ("lira", "global_threshold"),

@@ -7,6 +7,11 @@ keeps an example when the entry of the argsort at its row is below n_models / 2.
 Each column of the argsort is a permutation of 0..n_models-1, so every example
 is IN for exactly half of the models, which is what makes the per-example
 IN/OUT Gaussians of LiRA estimable for every example.
+
+The audit's shadow copies use :func:`paired_keep_matrix` instead: complementary pairs of halves,
+drawn pair by pair, so the matrix of M models is the first M rows of any larger one. Every
+example is again IN for exactly half of the models, and a rerun with more copies keeps (and
+reuses) the copies it already trained.
 """
 
 from __future__ import annotations
@@ -45,6 +50,30 @@ def keep_matrix(n_models: int, n_examples: int, seed: int) -> np.ndarray:
     uniform = np.random.RandomState(seed).uniform(0.0, 1.0, size=(n_models, n_examples))
     order = uniform.argsort(axis=0)
     return order < n_models // 2
+
+
+def paired_keep_matrix(n_models: int, n_examples: int, seed: int) -> np.ndarray:
+    """Balanced membership matrix built from complementary pairs: model 2j trains on a seeded random half
+    (``n_examples // 2`` examples, drawn from ``(seed, j)`` alone), model 2j+1 on the rest.
+
+    Every example is IN for exactly one model of each pair, so for exactly half of the models, as in
+    :func:`keep_matrix`; unlike it, the rows do not depend on ``n_models``:
+    ``paired_keep_matrix(M, n, s) == paired_keep_matrix(M', n, s)[:M]`` for any even M < M'.
+
+    Raises:
+        BnmemError: ``n_models`` odd or < 2, or ``n_examples`` < 1.
+    """
+    if n_models < 2 or n_models % 2:
+        raise BnmemError(f"the keep matrix needs an even number of models (>= 2) so every example is IN "
+                         f"for exactly half of them; got n_models={n_models}")
+    if n_examples < 1:
+        raise BnmemError(f"n_examples must be at least 1, got {n_examples}")
+    keep = np.zeros((n_models, n_examples), dtype=bool)
+    for j in range(n_models // 2):
+        half = np.random.default_rng([seed, j, 0x9A12]).permutation(n_examples)[: n_examples // 2]
+        keep[2 * j, half] = True
+        keep[2 * j + 1] = ~keep[2 * j]
+    return keep
 
 
 def first_k_references(member: np.ndarray, k: int) -> np.ndarray:

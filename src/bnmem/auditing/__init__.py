@@ -8,7 +8,7 @@ Modules:
 * :mod:`~bnmem.auditing.data`: ``(x, y)`` tensors and known-corrupted masks as a dataset;
 * :mod:`~bnmem.auditing.sections`: the measured sections (norm layers, γ/σ, gradient norms, accuracy);
 * :mod:`~bnmem.auditing.membership`: LiRA over shadow copies of the architecture;
-* :mod:`~bnmem.auditing.leakage`: pooled attack metrics per group (whole set, outliers, rare, most exposed)
+* :mod:`~bnmem.auditing.leakage`: pooled attack metrics per group (whole set, outliers, rare, largest gradient norms)
   with intervals (bootstrap for the AUC, Clopper–Pearson for the TPR where estimable) and cautions;
 * :mod:`~bnmem.auditing.calibration`: the copies' length (the model's optimizer steps), their accuracy
   beside the model's ("not assessed" outside the margin), ``--match-accuracy``, the model's own flags;

@@ -85,7 +85,7 @@ def example_advice(result: dict[str, Any], risk: dict[str, Any]) -> list[str]:
                     "as they are): collect more examples like them so they stop being rare, or limit what the model "
                     "memorizes (the γ/σ regularizer above, or differential privacy: see `bnmem audit --defenses`).")
     if "most_exposed" in standing and not recs:
-        recs.append("Inspect the most-exposed examples (audit.json, gradient_norms → top_k): rare, atypical or "
+        recs.append("Inspect the examples with the largest gradient norms (audit.json, gradient_norms → top_k): rare, atypical or "
                     "mislabeled ones stand out; list them with --mislabeled or --outliers to measure them as a group.")
     return recs
 

@@ -30,7 +30,9 @@ def audit(model: Any, train_data: Any, test_data: Any = None, *, shadow: Any = N
         options: a :class:`bnmem.auditing.options.AuditOptions` or dict: ``top_k``, ``max_examples``,
             ``max_memory``, ``seed``, ``progress``, ``defenses``, ``workers`` (N > 1 trains the copies in N
             local processes; a script doing so needs an ``if __name__ == "__main__":`` guard), ``fail_at``
-            (the CI gate), ``model_card``, ``mlflow``, ``canaries`` (the one-run audit), ``executor``.
+            (the CI gate), ``model_card``, ``mlflow``, ``canaries`` (the one-run audit), ``executor``,
+            ``train_fn`` (your own training function trains the copies: ``train_fn(model, train_dataset, seed)
+            -> model``, or 'module:function'; :mod:`bnmem.auditing.train_fn`).
         out: write ``audit.json``, ``audit.md`` (and ``exposure.csv`` with shadow copies) here (None: don't write).
         **fields: any field of those objects as a keyword (``shadow_models=16``, ``max_memory="8GB"``,
             ``noisy_mask=...``, ``non_members=(x, y)``: held-out data the model never saw, which attacks the model

@@ -90,7 +90,11 @@ def calibration(result: dict[str, Any]) -> dict[str, Any] | None:
 
 def calibration_fix(mem: dict[str, Any], gap: float) -> str:
     """What to do about copies that miss the model's accuracy, given what the audit already tried."""
-    matched, epochs = mem.get("matched"), mem["train"]["epochs"]
+    matched, epochs = mem.get("matched"), mem["train"].get("epochs")
+    if mem.get("train_fn"):
+        return (f"check that {mem['train_fn']['name']} trains a copy as your model was trained (its length, "
+                "optimizer, schedule, augmentation; a copy sees half the data, so as many epochs are half the "
+                "steps); bnmem does not lengthen your function's training.")
     if gap > 0:
         return ("they fit their half more than your model fits its data; check that the recipe flags are your "
                 "training's (--lr, --momentum, --weight-decay, --augment), or give --same-epochs to train the "
@@ -143,11 +147,11 @@ def level_blocker(result: dict[str, Any], cal: dict[str, Any] | None) -> str | N
 def probe_accuracy(model: nn.Module, ds: OutlierDataset, train: TrainConfig, shadow_models: int) -> float:
     """Training accuracy (eval mode, on its own half) of shadow copy 0 trained with ``train``: the copy the
     membership section trains first (same seed, same keep row, same query)."""
-    from bnmem.attacks import keep_matrix
+    from bnmem.attacks import paired_keep_matrix
     from bnmem.shadow.copies import copy_views, trained_copy
     from bnmem.shadow.query import QueryPlan, query_model
 
-    keep = keep_matrix(shadow_models, ds.n_train, 0)
+    keep = paired_keep_matrix(shadow_models, ds.n_train, 0)
     net = trained_copy(model, ds, keep, train, 0, None)[0].to(train.device)
     return float(query_model(net, ds, copy_views(train, ds), QueryPlan()).accuracy(ds, keep[0])["train_in"])
 

@@ -7,7 +7,8 @@ rendered from the same lines (:func:`bnmem.auditing.markdown.detail_lines`), so 
 everything the markdown does: the shadow copies and their recipe, the attacks per group, ε, the
 per-target means, the memorization scores, the regularizer comparison, γ/σ, gradient norms and
 accuracy. The most exposed files (the first rows of ``exposure.csv``) link to their images in the
-audited folder (``file:`` links: they open where that folder is). CSS is inline and the figure a
+audited folder by relative links from the page's folder (no absolute ``file://`` paths: the audit folder
+and the data can move together, and the page names no machine's paths). CSS is inline and the figure a
 base64 PNG: no scripts, fonts or other links, so the file opens offline and can be mailed as is.
 """
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any
 
 from bnmem import io
@@ -156,7 +159,7 @@ def markdown_html(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def measured_html(result: dict[str, Any], roc_uri: str | None) -> str:
+def measured_html(result: dict[str, Any], roc_uri: str | None, page_dir: Path | None = None) -> str:
     """The ROC, then every section of audit.md after its answer."""
     from bnmem.auditing.markdown import detail_lines
 
@@ -169,12 +172,18 @@ def measured_html(result: dict[str, Any], roc_uri: str | None) -> str:
                   f'<figure><img src="{roc_uri}" alt="ROC of each group under the attack that sets its level">'
                   "<figcaption>Log-log ROC, pooled over the target copies; dashed diagonal = guessing."
                   "</figcaption></figure>"]
-    return "\n".join(parts + [exposure_html((result.get("membership") or {}).get("exposure")),
+    return "\n".join(parts + [exposure_html((result.get("membership") or {}).get("exposure"), page_dir),
                              markdown_html(detail_lines(result, exposure=False))])
 
 
-def exposure_html(section: dict[str, Any] | None) -> str:
-    """The most exposed files, each linked to its image (a file: link into the audited folder)."""
+def relative_link(target: Path, page_dir: Path) -> str:
+    """``target`` as a link relative to the page's folder (forward slashes, URL-quoted)."""
+    return quote(Path(os.path.relpath(target.resolve(), page_dir.resolve())).as_posix())
+
+
+def exposure_html(section: dict[str, Any] | None, page_dir: Path | None = None) -> str:
+    """The most exposed files, each linked to its image (relative to ``page_dir``, the folder the page is written
+    to; no link without it)."""
     from bnmem.auditing.markdown import exposure_ci
 
     if not section:
@@ -182,8 +191,8 @@ def exposure_html(section: dict[str, Any] | None) -> str:
     rows = []
     for r in section["top"]:
         name = esc(r["path"] or r["index"])
-        if r["path"] and section.get("root"):
-            name = f'<a href="{esc(Path(section["root"], r["path"]).as_uri())}">{name}</a>'
+        if r["path"] and section.get("root") and page_dir is not None:
+            name = f'<a href="{esc(relative_link(Path(section["root"], r["path"]), page_dir))}">{name}</a>'
         rows.append([str(r["rank"]), name, esc(r["group"]), esc(exposure_ci(r)), str(r["copies_in"]),
                      esc(fmt(r["gradient_norm"]))])
     return (f"<h2>Most exposed training files ({esc(section['file'])}: all {section['n']}, ranked)</h2>"
@@ -191,14 +200,15 @@ def exposure_html(section: dict[str, Any] | None) -> str:
             + table(["rank", "file", "group", "log-LR [95%]", "copies IN", "gradient norm"], rows))
 
 
-def render_audit_html(result: dict[str, Any], roc_uri: str | None) -> str:
+def render_audit_html(result: dict[str, Any], roc_uri: str | None, page_dir: Path | None = None) -> str:
+    """The page; ``page_dir``: the folder it is written to (the image links are relative to it)."""
     m, d = result["model"], result["data"]
     title = f"bnmem audit: {m['class']} ({m['format']}, {count_text(m['parameters'])} parameters)"
     meta = (f"Data: {d['dataset']}, {d['n_train']} training / {d['n_test']} test examples"
             + (f"; model file {m['file']} (sha256 {m.get('sha256', '')[:12]}…)" if m.get("file") else ""))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{CSS}</style></head><body><h1>{esc(title)}</h1><p class=\"meta\">{esc(meta)}</p>"
-            f"{answer_html(result)}{measured_html(result, roc_uri)}</body></html>")
+            f"{answer_html(result)}{measured_html(result, roc_uri, page_dir)}</body></html>")
 
 
 def write_audit_report(audit_dir: str | Path, out: str | Path | None = None) -> Path:
@@ -216,7 +226,7 @@ def write_audit_report(audit_dir: str | Path, out: str | Path | None = None) -> 
         raise BnmemError(f"{src}/audit.json was written by an older bnmem; rerun bnmem audit into a new --out")
     dest = io.ensure_dir(out or src)
     uri = roc_figure(result, dest / ROC_FILE)
-    io.write_text(dest / HTML_FILE, render_audit_html(result, uri))
+    io.write_text(dest / HTML_FILE, render_audit_html(result, uri, dest))
     return dest / HTML_FILE
 
 

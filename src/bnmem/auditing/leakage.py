@@ -1,7 +1,7 @@
 """Measured leakage for the audit's headline: pooled attack metrics per group of examples, with intervals.
 
-For each attack and each group (the whole training set, the known outliers, the most-exposed
-examples), the scores of every target model on the group's examples are pooled (as the
+For each attack and each group (the whole training set, the known outliers, the examples with the
+largest gradient norms), the scores of every target model on the group's examples are pooled (as the
 pooled ROC of the LiRA paper), and
 
 * the AUC and the TPR at 1% and 0.1% FPR of that pooled ROC;

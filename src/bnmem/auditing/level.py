@@ -1,6 +1,6 @@
 """The audit's risk level, read from both ends of each group's AUC interval (rule 3, 2026-12-01).
 
-For each group — the known outliers, the rare examples, the most-exposed examples, the whole
+For each group — the known outliers, the rare examples, the examples with the largest gradient norms, the whole
 training set — the headline attack with the highest *lower* AUC bound is the group's attack (the
 attack whose evidence rules out the most; not the one with the highest point AUC). Its 95%
 interval [lo, hi] gives two levels on the thresholds :data:`AUC_MODERATE` and :data:`AUC_ELEVATED`:

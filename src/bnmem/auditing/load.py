@@ -90,8 +90,9 @@ def load_model_file(path: str | Path) -> tuple[nn.Module, str]:
                     f"`from mynet import Net` in the script), save again and audit from that module's folder; or "
                     f"save a TorchScript file: torch.jit.save(torch.jit.script(model), path)") from None
             raise BnmemError(
-                f"{path} pickles a model whose class cannot be imported here ({_first_line(e)}); make its module "
-                f"importable (PYTHONPATH) or save a TorchScript file with torch.jit.save(torch.jit.script(model), path)"
+                f"{path} pickles a model whose class cannot be imported here ({_first_line(e)}); run the audit from "
+                f"the folder of the class's module, keep the module beside the model file, or put it on PYTHONPATH; "
+                f"or save a TorchScript file with torch.jit.save(torch.jit.script(model), path)"
             ) from None
         except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError, UnicodeDecodeError):
             # torch's own message ("invalid load key", "A load persistent id instruction was encountered")

@@ -55,7 +55,11 @@ def shadow_lines(result: dict[str, Any], exposure: bool = True) -> list[str]:
                   f"{'within' if cal['assessed'] else 'outside'} it ({100 * cal['train_gap']:+.0f} points).", ""]
     steps = f" Training length: {mem['steps']['text']}." if mem.get("steps") else ""
     matched = f" {mem['matched']['text']}" if mem.get("matched") else ""
-    lines += [f"Recipe used: {recipe_text(mem['train'])}.{steps}{matched}", ""]
+    if mem.get("train_fn"):
+        lines += [f"Trained by: your training function `{mem['train_fn']['name']}` (bnmem's member split and seeds; "
+                  f"its code identified by {mem['train_fn']['source_sha256'][:20]}).", ""]
+    else:
+        lines += [f"Recipe used: {recipe_text(mem['train'])}.{steps}{matched}", ""]
     return (lines + attack_lines(result, mem) + (exposure_lines(mem.get("exposure")) if exposure else [])
             + memorization_lines(mem.get("memorization_scores")))
 

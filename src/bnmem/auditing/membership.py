@@ -30,7 +30,7 @@ from bnmem.auditing.load import is_scripted
 from bnmem.config import ShadowCopies, TrainConfig, check_shadow_models, validation_line
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
-from bnmem.shadow.copies import copies_done, copy_cost, query_copies
+from bnmem.shadow.copies import CopySet, CopyTraining, copy_cost, query_copies
 
 __all__ = ["RAW", "check_shadow_request", "membership_section", "shadow_copies", "shadow_membership"]
 
@@ -93,7 +93,8 @@ def check_shadow_request(model: nn.Module, shadow: ShadowCopies | int, compare_g
 def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                        out: Path | None, keep_seed: int = 0, progress: bool = False,
                        executor: Any = None, groups: dict[str, np.ndarray] | None = None,
-                       held_out: tuple[Any, Any] | None = None) -> dict[str, Any]:
+                       held_out: tuple[Any, Any] | None = None,
+                       training: CopyTraining | None = None) -> dict[str, Any]:
     """Train ``shadow_models`` fresh copies on balanced halves and attack them leave-one-out.
 
     Args:
@@ -107,26 +108,32 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         executor: train the copies through it (local worker processes, Ray; needs ``out``);
             None trains them here, one after another. The copies are the same either way.
         groups: attack groups besides the data's outlier masks (bool masks over the training set: the
-            most-exposed examples, the largest gradient norms on the user's model; rare examples).
+            examples with the largest gradient norms on the user's model; rare examples).
         held_out: ``(x, y)`` of the target-model audit's non-members, queried on every copy (IN for none); their
             φ, and the copies' φ and keep matrix, stay in memory under :data:`RAW` (:mod:`bnmem.auditing.target`).
+        training: how the copies train (None: bnmem's trainer with ``train``; or the user's function).
 
     Raises:
         BnmemError: a TorchScript model, or M odd or below 4.
     """
-    from bnmem.attacks import keep_matrix
+    from bnmem.attacks import paired_keep_matrix
 
     check_shadow_request(model, shadow_models)
     check_shadow_models(shadow_models, "shadow_models")  # 0 (off) is the caller's switch, not a count
-    keep = keep_matrix(shadow_models, ds.n_train, keep_seed)
-    cost = copy_cost(model, ds, shadow_models, train, copies_done(out, shadow_models))
+    training = training or CopyTraining(train)
+    # Complementary pairs: the first M rows are the same for any larger M, so a rerun with more copies reuses these.
+    keep = paired_keep_matrix(shadow_models, ds.n_train, keep_seed)
+    stored = CopySet.of(model, ds, keep, training) if out is not None else None
+    cost = copy_cost(model, ds, keep, training, stored.pending(out) if stored is not None else None)
     print(cost["text"], file=sys.stderr, flush=True)  # always (also under --quiet): the README promises it
-    copies = query_copies(model, ds, keep, train, out, executor=executor, progress=progress, held_out=held_out)
+    copies = query_copies(model, ds, keep, training, out, executor=executor, progress=progress, copies=stored,
+                          held_out=held_out)
     section = {
         "shadow_models": shadow_models,
-        "protocol": "fresh copies of the architecture (reset_parameters, seeded) train with the given recipe on "
-                    "balanced halves of the training data (each example IN for exactly half); LiRA/RMIA "
-                    "leave-one-out: each copy is the target once, the others its references",
+        "protocol": f"fresh copies of the architecture (reset_parameters, seeded) train with {training.describe()} "
+                    "on balanced halves of the training data, in complementary pairs (each example IN for exactly "
+                    "half); LiRA/RMIA leave-one-out: each copy is the target once, the others its references",
+        **({"train_fn": {"name": training.fn_name, "source_sha256": training.fn_sha256}} if training.fn else {}),
         "reinitialized_parameters": f"{copies.reset[0]} of {copies.reset[1]} parameter tensors "
                                     "(others keep the given model's values)",
         "views": copies.views,
@@ -140,8 +147,9 @@ def membership_section(model: nn.Module, ds: OutlierDataset, shadow_models: int,
         "memorization_scores": _mem_scores(copies, keep, ds, {
             **({"outliers": ds.is_outlier, "inliers": ds.is_clean} if masks_known(ds) else {}),
             **{g: m for g, m in (groups or {}).items() if g == "rare"}} or None),
-        # measured: the copies' training-loop seconds (copies trained by earlier runs included).
-        "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": copies.seconds},
+        # measured: the copies' training seconds (copies trained by earlier runs included).
+        "cost": {**{k: v for k, v in cost.items() if k != "text"}, "measured_seconds": copies.seconds,
+                 "trained": copies.trained},
     }
     section[RAW].update(keep=keep, phi=copies.phi, population_phi=copies.population_phi,
                         held_out_phi=copies.held_out_phi, views=copies.views)
@@ -179,11 +187,12 @@ def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_ph
 
 def shadow_membership(model: nn.Module, ds: OutlierDataset, shadow_models: int, train: TrainConfig,
                       out: Path | None, progress: bool, executor: Any,
-                      groups: dict[str, np.ndarray], held_out: tuple[Any, Any] | None = None) -> dict[str, Any]:
+                      groups: dict[str, np.ndarray], held_out: tuple[Any, Any] | None = None,
+                      training: CopyTraining | None = None) -> dict[str, Any]:
     """The membership section; copies go under ``out`` (a temporary folder when an executor needs one)."""
     if executor is None or out is not None:
         return membership_section(model, ds, shadow_models, train, out, progress=progress, executor=executor,
-                                  groups=groups, held_out=held_out)
+                                  groups=groups, held_out=held_out, training=training)
     with tempfile.TemporaryDirectory(prefix="bnmem-audit-") as tmp:  # worker processes pass copies by file
         return membership_section(model, ds, shadow_models, train, Path(tmp), progress=progress, executor=executor,
-                                  groups=groups, held_out=held_out)
+                                  groups=groups, held_out=held_out, training=training)

@@ -59,9 +59,11 @@ def measured_lines(result: dict[str, Any]) -> list[str]:
         "training data (each example a member of exactly half). Threat model: an attacker who knows the recipe and "
         "the data distribution, queries the model's logits with BatchNorm in "
         f"{mem['bn_mode_at_query']} mode, and asks whether a given example was in the training set.",
-        f"- Shadow copies' recipe: " + ", ".join(f"{k} {v}" for k, v in mem["train"].items()
-                                                 if k in ("epochs", "lr", "batch_size", "optimizer", "momentum",
-                                                          "weight_decay", "augment", "gs_reg")) + ".",
+        (f"- Shadow copies trained by the model's own training function `{mem['train_fn']['name']}`."
+         if mem.get("train_fn") else
+         "- Shadow copies' recipe: " + ", ".join(f"{k} {v}" for k, v in mem["train"].items()
+                                                if k in ("epochs", "lr", "batch_size", "optimizer", "momentum",
+                                                         "weight_decay", "augment", "gs_reg")) + "."),
         f"- Per-file exposure: every training file ranked by its membership likelihood ratio (`exposure.csv`).",
     ]
     return lines + [""]

@@ -173,6 +173,19 @@ def plain_trainer(train: TrainConfig, seed: int, progress: bool = False) -> Trai
     return run
 
 
+def fn_trainer(training: Any, seed: int) -> Trainer:
+    """The user's own training function (:class:`bnmem.shadow.copies.CopyTraining` with ``fn``), as the shadow
+    copies train with ``--train-fn``."""
+    from bnmem.shadow.copies import train_one
+
+    def run(net: nn.Module, ds: OutlierDataset, idx: np.ndarray) -> tuple[nn.Module, dict[str, Any]]:
+        trained, _ = train_one(net, ds, idx, seed, training, None, None)
+        return trained, {"train_fn": {"name": training.fn_name, "source_sha256": training.fn_sha256},
+                         "private": False}
+
+    return run
+
+
 def dp_trainer(train: TrainConfig, dp: Any, seed: int) -> Trainer:
     """The recipe under DP-SGD (:func:`bnmem.train.dp.train_dp_model`); the accountant's ε is recorded."""
     from bnmem.train.dp import train_dp_model

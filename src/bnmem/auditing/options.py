@@ -12,9 +12,9 @@ Imports no torch: the package's ``bnmem.audit`` reads it at call time only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, SkipValidation, ValidationError, field_validator, model_validator
 
 from bnmem.config import StrictModel, validation_line
 from bnmem.errors import BnmemError
@@ -25,7 +25,7 @@ class AuditOptions(StrictModel):
     """What the audit measures on the model itself, and what it writes besides audit.json and audit.md.
 
     Attributes:
-        top_k: list the K training examples with the largest gradient norms (also the "most exposed" group).
+        top_k: list the K training examples with the largest gradient norms (also an attack group of their own).
         max_examples: gradient norms on at most this many training examples (seeded subset; None: all).
         max_memory: gradient-norm memory budget, bytes or text such as ``8GB`` (None: half the free memory).
         seed: seed of the probe batch and the gradient-norm subset.
@@ -37,6 +37,8 @@ class AuditOptions(StrictModel):
         mlflow: also log the audit as one run to the active MLflow tracking URI (:mod:`bnmem.auditing.tracking`).
         canaries: K > 0 also runs the one-run audit of the recipe with K canaries (:mod:`bnmem.auditing.one_run`).
         one_run_beta: the one-run audit's ε lower bound holds with confidence 1 − β.
+        train_fn: your own training function trains the shadow copies (:mod:`bnmem.auditing.train_fn`):
+            'module:function', or (Python) the function itself.
         source: where the model and data came from (written into the result; set by ``bnmem audit``).
         executor: train the shadow copies through it (local worker processes, Ray); not a flag.
     """
@@ -73,8 +75,24 @@ class AuditOptions(StrictModel):
         "a fair coin, give an ε lower bound (0: off)"))
     one_run_beta: float = Field(0.05, gt=0, lt=1, description="--canaries: the ε lower bound holds with "
                                                               "confidence 1 − β")
+    # A text on the command line; the function itself from Python (hence no validation of the type).
+    train_fn: SkipValidation[Optional[str]] = Field(None, description=(
+        "train the shadow copies with your own function, 'module:function' called as train(model, train_dataset, "
+        "seed) -> model (bnmem's member split and seeds; the module is found beside the model file or in the "
+        "working directory); the recipe flags then only set --device and --threads, and train.augment (--set) the query views"))
     source: dict[str, Any] | None = None
     executor: Any = None
+
+    @field_validator("train_fn")
+    @classmethod
+    def _train_fn(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            from bnmem.auditing.train_fn import check_spec
+
+            check_spec(v)
+        elif v is not None and not callable(v):
+            raise ValueError(f"must be 'module:function' or a function, got {type(v).__name__}")
+        return v
 
     @field_validator("max_memory", mode="before")
     @classmethod

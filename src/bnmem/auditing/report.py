@@ -41,7 +41,7 @@ def group_name(result: dict[str, Any], group: str, n: int) -> str:
     if group == "all":
         return f"the whole training set ({n} examples)"
     if group == "most_exposed":
-        return f"the {n} most-exposed examples (largest gradient norms on your model)"
+        return f"the {n} examples with the largest gradient norms on your model"
     if group == "rare":
         return f"the {n} {'files' if 'mislabeled_in_test' in d else 'examples'} listed as rare or atypical"
     if "mislabeled_in_test" in d:  # an image folder audited with --mislabeled
@@ -140,7 +140,8 @@ TERMS = {
     "RMIA": "relative membership inference (Zarifzadeh et al. 2024): the example's likelihood ratio on the target "
             "against population examples no copy trained on (the test split)",
     "loss threshold": "the simplest attack: a low loss on the target copy reads as member",
-    "most-exposed": "the examples with the largest per-example gradient norms on your model (--top-k of them)",
+    "most exposed": "ranked by the membership log-likelihood ratio over the copies (exposure.csv, rank 1 = most "
+                    "exposed); the examples with the largest gradient norms on your model are another group",
     "rule 3": "the current level rule: each group's level from both ends of the 95% interval of its AUC "
               "(README, 'Audit rules and their history')",
     "point AUC": "the AUC estimate itself, without its interval (rule 1 read the levels off it)",
@@ -193,7 +194,8 @@ def headline(result: dict[str, Any], groups: list[dict[str, Any]], blocker: str 
         text.append(f"{lead}: {who}.")
     elif len(groups) > 1:
         text.append(f"No group tested here stands out: every interval's upper end is below AUC {AUC_MODERATE}, so "
-                    "the data rule out that the known outliers or the most-exposed examples leak more than slightly.")
+                    "the data rule out that the known outliers or the examples with the largest gradient norms leak more than "
+                    "slightly.")
     if whole:
         text.append(f"{'Typical training examples' if standing else 'The training set as a whole'}: {whole['words']} "
                     f"({_numbers(whole)}).")

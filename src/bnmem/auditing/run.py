@@ -22,7 +22,7 @@ What it measures, on the model as given (eval mode, BN with its running statisti
 * optionally (``shadow_models`` M > 0), membership leakage of the *training recipe*: M fresh
   copies of the architecture train on seeded halves of the data (every example IN for exactly
   half), and LiRA/RMIA run leave-one-out over them (:mod:`bnmem.attacks`), as the lira lens
-  does; pooled per group (whole set, known outliers, most-exposed) with intervals
+  does; pooled per group (whole set, known outliers, largest gradient norms) with intervals
   (:mod:`bnmem.auditing.leakage`), the copies' accuracy beside the model's
   (:mod:`bnmem.auditing.calibration`), optionally with and without the γ/σ regularizer
   (:mod:`bnmem.auditing.compare`);
@@ -35,7 +35,7 @@ Every input is checked before anything is written into ``out``.
 
 from __future__ import annotations
 
-import hashlib
+import json
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -67,6 +67,7 @@ from bnmem.data.dataset import OutlierDataset
 from bnmem.data.image_folder import ImageFolderConfig
 from bnmem.measure.memory import parse_size
 from bnmem.errors import BnmemError
+from bnmem.names import ENVIRONMENT_FILE
 from bnmem.schemas import AUDIT_SCHEMA_VERSION
 
 
@@ -112,8 +113,12 @@ class AuditResult:
 
 
 def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, train: Any, options: Any,
-              out: str | Path | None, fields: dict[str, Any]) -> AuditResult:
-    """:func:`bnmem.audit`'s body (its arguments, as that function received them; documented there)."""
+              out: str | Path | None, fields: dict[str, Any],
+              notices: list[dict[str, str]] | None = None) -> AuditResult:
+    """:func:`bnmem.audit`'s body (its arguments, as that function received them; documented there).
+
+    ``notices``: warnings of the caller's own (``{"kind", "text"}``; the command line's recipe defaults), printed
+    with the audit's and recorded with them, before any copy trains."""
     from bnmem.auditing.options import AuditData, resolve
     from bnmem.auditing.report import frontier_citation
 
@@ -129,9 +134,11 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
     if copies.wanted or opts.canaries:
         check_shadow_request(model, copies)  # before any slow work (a copy of the architecture must train)
     check_outputs_wanted(opts, copies, out)
+    user_fn = user_training(opts, copies)
     if opts.max_memory is not None:
         parse_size(opts.max_memory)
     n_outputs, acc, warnings = checked_model(model, ds, rare)
+    warnings += list(notices or [])
     out = io.ensure_dir(out) if out is not None else None  # only now: every input has been checked
     with shadow_executor(opts.executor, opts.workers, opts.progress) as ex:
         result, norms = measure(model, ds, n_outputs, top_k=opts.top_k, max_examples=opts.max_examples,
@@ -140,22 +147,49 @@ def run_audit(model: nn.Module, train_data: Any, test_data: Any, shadow: Any, tr
         for w in warnings:  # one line each, once every input has passed its checks and before any copy trains
             print(f"bnmem: warning: {w['text']}", file=sys.stderr, flush=True)
         if copies.shadow_models:
-            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare, held=held)
+            shadow_sections(result, model, ds, train_cfg, copies, out, opts.progress, ex, rare=rare, held=held,
+                            user_fn=user_fn)
         measure_target_and_slices(result, model, ds, train_cfg, held, opts.seed)
     if opts.canaries:
-        result["one_run"] = one_run_section(model, ds, train_cfg, opts)
+        result["one_run"] = one_run_section(model, ds, train_cfg, opts, user_fn)
     return finish(result, norms, out, frontier, opts, ds)
 
 
-def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, opts: Any) -> dict[str, Any]:
+def one_run_section(model: nn.Module, ds: OutlierDataset, train: TrainConfig, opts: Any,
+                    user_fn: tuple[Any, str, str | None] | None = None) -> dict[str, Any]:
     """The one-run audit of the recipe (:mod:`bnmem.auditing.one_run`): one fresh copy trains with the recipe as
-    given (the whole training set, as your model did) plus the canaries."""
-    from bnmem.auditing.one_run import audit_recipe_once, plain_trainer
+    given (the whole training set, as your model did; or by your training function) plus the canaries."""
+    from bnmem.auditing.one_run import audit_recipe_once, fn_trainer, plain_trainer
+    from bnmem.shadow.copies import CopyTraining
 
     if opts.progress:
         print(f"one-run audit: training one copy with {opts.canaries} canaries", file=sys.stderr, flush=True)
-    return audit_recipe_once(model, ds, plain_trainer(train, opts.seed, opts.progress), opts.canaries,
-                             seed=opts.seed, beta=opts.one_run_beta, device=train.device)
+    trainer = plain_trainer(train, opts.seed, opts.progress) if user_fn is None else \
+        fn_trainer(CopyTraining(train, *user_fn), opts.seed)
+    return audit_recipe_once(model, ds, trainer, opts.canaries, seed=opts.seed, beta=opts.one_run_beta,
+                             device=train.device)
+
+
+def user_training(opts: Any, copies: ShadowCopies) -> tuple[Any, str, str | None] | None:
+    """``train_fn`` resolved (the function, its name, its source's SHA-256), its combinations checked; None
+    without one (:mod:`bnmem.auditing.train_fn`).
+
+    Raises:
+        BnmemError: a bad spec or function, no copies to train, or an option that needs bnmem's recipe.
+    """
+    if opts.train_fn is None:
+        return None
+    if not copies.shadow_models and not opts.canaries:
+        raise BnmemError("--train-fn trains the shadow copies: give --shadow-models too (e.g. 8)")
+    if copies.match_accuracy:
+        raise BnmemError("--match-accuracy lengthens bnmem's recipe; with --train-fn your function decides how long "
+                         "a copy trains: drop --match-accuracy")
+    if copies.compare_gs_reg is not None:
+        raise BnmemError("--compare-gs-reg adds the γ/σ regularizer to bnmem's recipe, not to your --train-fn: add "
+                         "bnmem.GammaSigmaPenalty to your function and audit that instead")
+    from bnmem.auditing.train_fn import resolve as resolve_train_fn
+
+    return resolve_train_fn(opts.train_fn)
 
 
 def check_outputs_wanted(opts: Any, copies: ShadowCopies, out: str | Path | None) -> None:
@@ -227,10 +261,24 @@ def check_rare(mask: np.ndarray | None, n: int) -> np.ndarray | None:
 
 def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset, train: TrainConfig,
                     copies: ShadowCopies, out: Path | None, progress: bool, executor: Any, *,
-                    rare: np.ndarray | None, held: Any = None) -> None:
-    """Membership over the shadow copies (their length calibrated first), and the regularizer comparison."""
+                    rare: np.ndarray | None, held: Any = None,
+                    user_fn: tuple[Any, str, str | None] | None = None) -> None:
+    """Membership over the shadow copies (their length calibrated first, unless your own function trains them),
+    and the regularizer comparison."""
+    from bnmem.shadow.copies import CopyTraining
+
     exposed = np.asarray([r["index"] for r in result["gradient_norms"]["top_k"]], dtype=np.int64)
     steps = None
+    if user_fn is not None:  # the function decides how long a copy trains; the resemblance check still applies
+        mem = shadow_membership(model, ds, copies.shadow_models, train, out, progress, executor,
+                                extra_groups(exposed, rare, ds.n_train),
+                                held_out=(held.x, held.y) if held is not None else None,
+                                training=CopyTraining(train, *user_fn))
+        mem.update({"steps": None, "matched": None,
+                    "train": {"train_fn": user_fn[1], **train.model_dump(mode="json", include={
+                        "device", "threads", "augment"})}})
+        result["membership"] = mem
+        return
     if copies.match_steps:
         train, steps = step_matched(train, ds.n_train)
     target, m = result["accuracy"]["train_acc"], copies.shadow_models
@@ -249,7 +297,9 @@ def shadow_sections(result: dict[str, Any], model: nn.Module, ds: OutlierDataset
 
 
 def extra_groups(exposed: np.ndarray, rare: np.ndarray | None, n: int) -> dict[str, np.ndarray]:
-    """The attack groups besides the data's own outlier masks: the most-exposed examples and the rare ones."""
+    """The attack groups besides the data's own outlier masks: the examples with the largest gradient norms on the
+    model (the --top-k; "most exposed" is exposure.csv's ranking, not this group) and the rare ones."""
+    # The key is audit.json's (schema 1.x); the reports name the group by its gradient norms.
     groups = {"most_exposed": np.isin(np.arange(n), exposed)} if len(exposed) else {}
     return {**groups, **({"rare": rare} if rare is not None else {})}
 
@@ -339,11 +389,11 @@ def finish(result: dict[str, Any], norms: np.ndarray, out: Path | None, frontier
         io.write_json(out / "audit.json", result)  # last: a folder holding audit.json holds a finished audit
         files += ["audit.json", "audit.md", "gradient_norms.npy"] + ([EXPOSURE_FILE] if table is not None else [])
     logged = None
-    if opts.mlflow and out is not None:
-        from bnmem.auditing.tracking import log_audit
+    if opts.mlflow and out is not None:  # last: a tracker that fails loses neither the files nor the gate's answer
+        from bnmem.auditing.tracking import log_audit_or_warn
 
-        logged = log_audit(result, out, opts.model_dump(include={"top_k", "max_examples", "fail_at", "canaries",
-                                                                 "one_run_beta"}))
+        logged = log_audit_or_warn(result, out, opts.model_dump(include={"top_k", "max_examples", "fail_at",
+                                                                         "canaries", "one_run_beta"}))
     return AuditResult(data=result, markdown=markdown, out=out, files=files, mlflow=logged)
 
 
@@ -362,19 +412,12 @@ def exposure_table(result: dict[str, Any], ds: OutlierDataset, norms: np.ndarray
     return csv_text(cols, rows)
 
 
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 CONFIG_FILE = "audit_config.json"
 
 
 def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
-               shadow: ShadowCopies | dict | None = None, options: Any = None, **fields: Any) -> AuditResult:
+               shadow: ShadowCopies | dict | None = None, options: Any = None,
+               notices: list[dict[str, str]] | None = None, **fields: Any) -> AuditResult:
     """``bnmem audit``: load a model file and its data, check they fit, then audit into ``out``.
 
     Args:
@@ -382,17 +425,23 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
         config: ``data``: the data (and injected outliers) the model was trained
             on, as bnmem builds it, or ``folder``: an ImageFolder tree;
             ``train``: the shadow copies' recipe and the device.
-        out: output folder (a rerun with other settings is refused once it holds finished work).
+        out: output folder (a rerun with other settings reuses the copies it holds; another model or other data
+            is refused).
         shadow, options, fields: as :func:`bnmem.audit` (``--gs-reg`` is ``config.train.gs_reg``;
             ``config.outliers`` becomes ``rare_mask``).
+        notices: the command's own warnings, printed with the audit's before any copy trains.
 
     Raises:
         BnmemError: any problem with the file, the data, or their fit, before anything is written.
     """
     from bnmem.auditing.options import resolve
+    from bnmem.auditing.train_fn import add_import_paths
 
     copies, _, opts, _ = resolve(shadow, None, options, fields)
     check_outputs_wanted(opts, copies, out)
+    # The model's class and a --train-fn module are found beside the model file or in the working directory.
+    add_import_paths(Path(model_path).parent, Path.cwd())
+    user_training(opts, copies)  # a bad --train-fn fails before the data are read
     model, fmt, ds, digest = load_checked(model_path, config, copies, opts.max_memory, opts.defenses)
     rare = rare_file_mask(config)
     held = non_member_files(config, ds)
@@ -404,12 +453,14 @@ def audit_file(model_path: str | Path, config: AuditConfig, *, out: str | Path,
                 **({} if copies.match_steps else {"match_steps": False}),
                 **({"compare_gs_reg": copies.compare_gs_reg} if copies.compare_gs_reg is not None else {}),
                 **({"match_accuracy": True, "max_epochs": copies.max_epochs} if copies.match_accuracy else {}),
-                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {})}
+                **({"canaries": opts.canaries, "one_run_beta": opts.one_run_beta} if opts.canaries else {}),
+                **({"train_fn": opts.train_fn} if isinstance(opts.train_fn, str) else {})}
     # not --non-members: the copies do not depend on it, so adding a held-out set reuses them (audit.json names it)
     out = prepare_audit_dir(out, resolved)
     opts = opts.model_copy(update={"seed": (config.folder or config.data).seed,
                                    "source": {"file": str(model_path), "file_format": fmt, "sha256": digest}})
-    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare, "non_members": held})
+    return run_audit(model, ds, None, copies, config.train, opts, out, {"rare_mask": rare, "non_members": held},
+                     notices)
 
 
 def non_member_files(config: AuditConfig, ds: OutlierDataset) -> Any:
@@ -477,7 +528,7 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
     ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)
     model = model.to(config.train.device).eval()
     check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
-    return model, fmt, ds, file_sha256(model_path)
+    return model, fmt, ds, io.file_sha256(model_path)
 
 
 def read_folder(folder: ImageFolderConfig) -> OutlierDataset:
@@ -506,14 +557,55 @@ def check_channels(model: nn.Module, folder: ImageFolderConfig) -> None:
                          f"{have} (--channels {have}); rerun with --channels {want}")
 
 
+# What an audit folder holds of one run besides the copies (audit.json last written, first removed).
+REPORT_FILES = ("audit.json", "audit.md", "audit.html", "audit_roc.png", EXPOSURE_FILE, "gradient_norms.npy")
+# Settings that name the audit's subject (not how it is audited): another value is another audit.
+SUBJECT_KEYS = ("model_sha256", "data", "folder")
+# ... except these, which only say which files are known outliers (they do not change the data or the copies).
+NOT_SUBJECT = ("mislabeled",)
+
+
+def audit_subject(config: dict[str, Any]) -> dict[str, Any]:
+    """The model and the data an audit config describes (what a rerun into its folder must share)."""
+    subject = {k: config.get(k) for k in SUBJECT_KEYS}
+    if isinstance(subject["folder"], dict):
+        subject["folder"] = {k: v for k, v in subject["folder"].items() if k not in NOT_SUBJECT}
+    return subject
+
+
 def prepare_audit_dir(out: str | Path, resolved: dict[str, Any]) -> Path:
-    """``prepare_run_dir`` for an audit; a config left by an audit that failed before finishing anything is
-    replaced, so the corrected rerun into the same ``out`` is not refused."""
-    from bnmem.rundir import prepare_run_dir
+    """The audit folder with this run's config (``audit_config.json``) and environment written.
+
+    A rerun with other settings (more shadow copies, canaries, another gate or recipe) is not refused: the
+    copies are stored under keys of what determines them (:mod:`bnmem.shadow.copies`), so it reuses those it
+    needs and trains the rest. The previous run's reports are removed first, so the folder holds no finished
+    audit (``audit.json``) of the new settings until there is one. Another model or other data is another
+    audit, refused so the earlier one is not overwritten by mistake; a config left by an audit that failed
+    before finishing anything is replaced.
+
+    Raises:
+        BnmemError: the folder holds an audit of another model or other data.
+    """
+    from bnmem.rundir import environment
 
     out = Path(out)
+    path = out / CONFIG_FILE
+    canonical = json.loads(json.dumps(resolved, default=str))
+    previous = None
+    if path.exists():
+        try:
+            previous = io.read_json(path)
+        except (OSError, ValueError):
+            previous = None
     shadow = out / "shadow"
-    holds_work = (out / "audit.json").exists() or (shadow.is_dir() and any(shadow.rglob("*.pt")))
-    if (out / CONFIG_FILE).exists() and not holds_work:
-        (out / CONFIG_FILE).unlink()
-    return prepare_run_dir(out, resolved, name=CONFIG_FILE)
+    holds_work = (out / "audit.json").exists() or (shadow.is_dir() and any(shadow.rglob(io.DONE)))
+    if isinstance(previous, dict) and previous != canonical and holds_work:
+        if audit_subject(previous) != audit_subject(canonical):
+            raise BnmemError(f"{out} holds an audit of another model or other data ({CONFIG_FILE}); use a new --out "
+                             "directory or delete the old one")
+        for name in REPORT_FILES:  # audit.json first: what marks a finished audit goes before anything else
+            (out / name).unlink(missing_ok=True)
+    out = io.ensure_dir(out)
+    io.write_json(path, canonical)
+    io.write_json(out / ENVIRONMENT_FILE, environment())
+    return out

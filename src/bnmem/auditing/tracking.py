@@ -17,6 +17,12 @@ What the run holds:
 * tags: the level and both its ends, the gate's state, ``schema_version``;
 * artifacts: ``audit.json``, ``audit.md``, ``audit.html`` and ``exposure.csv``.
 
+The run is logged last, after the audit's files are written and its gate decided: a tracker that fails
+(an unreachable server, a store it cannot write) costs one warning line on stderr
+(:func:`log_audit_or_warn`), never the report or the gate's exit code. Reading the default ``./mlruns``
+store back with MLflow 3 (``mlflow ui``, ``mlflow.search_runs``) needs the same opt-in:
+``MLFLOW_ALLOW_FILE_STORE=true``.
+
 Optional dependency: ``pip install 'bnmem[mlflow]'`` (mlflow-skinny).
 """
 
@@ -117,6 +123,20 @@ def experiment_id(client: Any) -> str:
         return "0"
     found = client.get_experiment_by_name(name)
     return found.experiment_id if found is not None else client.create_experiment(name)
+
+
+def log_audit_or_warn(result: dict[str, Any], out: Path, settings: dict[str, Any]) -> dict[str, str] | None:
+    """:func:`log_audit`, or one warning line on stderr and None when the tracker fails (the audit stands)."""
+    import sys
+
+    try:
+        return log_audit(result, out, settings)
+    except Exception as e:  # noqa: BLE001 - any tracker failure (network, store, MLflow's own errors) is one line
+        lines = str(e).strip().splitlines()
+        why = f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+        print(f"bnmem: warning: --mlflow: the audit was not logged ({why}); its files are in {out}/ and the "
+              "gate's answer stands", file=sys.stderr, flush=True)
+        return None
 
 
 def log_audit(result: dict[str, Any], out: Path, settings: dict[str, Any]) -> dict[str, str]:

@@ -43,15 +43,16 @@ class FieldFlag:
 
     def parameter(self) -> inspect.Parameter:
         """The typer parameter (lists and None-able fields are typed as optional strings/values)."""
+        text = shown(self.help)
         if self.is_list:
             default = None if self.default is None else ",".join(str(v) for v in self.default)
-            ann = Annotated[Optional[str], typer.Option(help=f"{self.help} (comma list)")]
+            ann = Annotated[Optional[str], typer.Option(help=f"{text} (comma list)")]
         elif self.kind is bool:
             flag = self.name.replace("_", "-")
-            ann = Annotated[bool, typer.Option(f"--{flag}/--no-{flag}", help=self.help)]
+            ann = Annotated[bool, typer.Option(f"--{flag}/--no-{flag}", help=text)]
             default = self.default
         else:
-            ann = Annotated[Optional[self.kind], typer.Option(help=self.help)]  # type: ignore[name-defined]
+            ann = Annotated[Optional[self.kind], typer.Option(help=text)]  # type: ignore[name-defined]
             default = self.default
         return inspect.Parameter(self.name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
 
@@ -62,6 +63,16 @@ class FieldFlag:
         from bnmem.cli.app import parse_flag_list
 
         return parse_flag_list(raw, self.kind, self.flag, f"{self.kind.__name__} values")
+
+
+def shown(text: str) -> str:
+    """Help text as the help renderer shows it: rich markup escaped, so ``pip install 'bnmem[mlflow]'`` keeps its
+    ``[mlflow]`` (rich would read it as a style tag and drop it)."""
+    try:
+        from rich.markup import escape
+    except ImportError:  # no rich: click prints the text as it is
+        return text
+    return escape(text)
 
 
 def _element(annotation: Any) -> tuple[type, bool] | None:

@@ -95,6 +95,15 @@ def scan(cfg: ImageFolderConfig) -> tuple[list[str], list[tuple[Path, int]], lis
         raise BnmemError(f"{root} must hold at least two class folders (ImageFolder layout), found {len(classes)}")
     if not train:
         raise BnmemError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in the class folders of {root}")
+    # An empty class folder would still count as a class (and a label the model was never trained on), so the
+    # error would later blame the model's outputs; torchvision's ImageFolder refuses such a folder too.
+    labels = {label for _, label in train}
+    empty = [c for i, c in enumerate(classes) if i not in labels]
+    if empty:
+        where = root / "train" if (root / "train").is_dir() else root
+        names = ", ".join(str(where / c) for c in empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+        raise BnmemError(f"class folder {names} holds no training images ({', '.join(IMAGE_SUFFIXES)}); add its "
+                         "images or remove the folder (torchvision's ImageFolder refuses an empty class folder too)")
     return classes, train, test
 
 

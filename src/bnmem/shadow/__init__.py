@@ -37,8 +37,8 @@ once and stored by :func:`~bnmem.shadow.query.query_shadow_chunk` /
 
 Shadow copies of a given ``nn.Module`` (the audit)::
 
-    keep = keep_matrix(M, ds.n_train, keep_seed)
-    copies = query_copies(model, ds, keep, train_cfg, out_dir, executor=None)
+    keep = paired_keep_matrix(M, ds.n_train, keep_seed)   # the first M rows of any larger M's
+    copies = query_copies(model, ds, keep, train_cfg, out_dir, executor=None)   # or a CopyTraining
     copies.phi, copies.population_phi, copies.accuracy, copies.views
 
 Modules: :mod:`~bnmem.shadow.config` (``ShadowConfig``: the protocol of

@@ -104,11 +104,12 @@ def audit(
               "weight_decay": weight_decay, "schedule": schedule, "threads": threads, "device": device,
               "gs_reg": gs_reg}
     config = audit_config(data, recipe, set)
-    warning = recipe_warning(config.train.model_dump(), left_at_default, set or []) if copies.shadow_models else ""
-    # workers > 1: the audit opens (and closes) its own local pool for the shadow copies.
-    result = audit_file(model, config, out=out, shadow=copies, options=options)
-    if warning:  # after the audit: a bad input still ends in one line (the recipe line of the report says it too)
-        print(f"bnmem: warning: {warning}", file=sys.stderr, flush=True)
+    bnmem_trains = copies.shadow_models and options.train_fn is None  # else the recipe flags do not train the copies
+    warning = recipe_warning(config.train.model_dump(), left_at_default, set or []) if bnmem_trains else ""
+    # workers > 1: the audit opens (and closes) its own local pool for the shadow copies. The warning is printed
+    # (and recorded in the report) once every input has passed its checks, before any copy trains.
+    result = audit_file(model, config, out=out, shadow=copies, options=options,
+                        notices=[{"kind": "recipe", "text": warning}] if warning else [])
     sys.stderr.flush()  # progress output (stderr) ends before the report (stdout) begins
     typer.echo(result.markdown)
     typer.echo(f"results in {result.out}/ ({', '.join(result.files)})")
