@@ -86,8 +86,8 @@ BASELINE = NO_NORM
 # Claim 3: "LiRA AUC rises by 3–5 points with BN (at least 3 and 4 points for 1% and 5% outlier mixtures)".
 LIRA_RANGE = (0.03, 0.05)
 LIRA_RANGE_BY_MIX = {0.01: (0.03, 0.05), 0.05: (0.04, 0.05)}
-LIRA_ATTACKS = ("online", "offline", "rmia")  # each gets a verdict; online is the paper's attack
-LIRA_PRIMARY_ATTACK = "online"
+# The attacks that each get a verdict and the one that decides (the paper's attack) are the attacks' roles VERDICT
+# and PRIMARY (bnmem.attacks.spec); tests/test_attack_spec.py pins them to the coverdicts below.
 LIRA_SUBSET = "all"
 # Row 3c (beyond the paper): the lira lens's matched-fit option, the test-accuracy tolerance of the match, the
 # low-FPR operating point and the member prior reported beside the AUC.

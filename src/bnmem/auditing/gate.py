@@ -22,7 +22,8 @@ import re
 from typing import Any
 
 from bnmem.auditing.findings import LEVELS
-from bnmem.auditing.leakage import FPRS, HEADLINE_ATTACKS
+from bnmem.attacks import spec as attack_spec
+from bnmem.auditing.leakage import FPRS
 from bnmem.auditing.level import GROUPS
 from bnmem.auditing.report import ATTACK_NAMES
 from bnmem.errors import BnmemError
@@ -109,7 +110,7 @@ def evaluate_gate(result: dict[str, Any], budget: dict[str, Any] | str) -> dict[
 def tpr_lower_ends(result: dict[str, Any], key: str) -> list[tuple[float, str, str]]:
     """``(lower Clopper–Pearson end, group, attack)`` of the TPR at ``key`` wherever it is estimable."""
     leakage = (result.get("membership") or {}).get("leakage") or {}
-    return [(g["ci"][key][0], name, attack) for attack in HEADLINE_ATTACKS
+    return [(g["ci"][key][0], name, attack) for attack in attack_spec.playing(attack_spec.HEADLINE)
             for name, g in leakage.get(attack, {}).items() if name in GROUPS and g.get("ci", {}).get(key) is not None]
 
 
