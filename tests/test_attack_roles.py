@@ -178,3 +178,22 @@ def test_a_figure_attack_is_drawn_with_its_marker_and_named_in_the_title(toy):
         assert [c.get_label() for c in ax.collections] == ["bn (online)", "bn (rmia)", f"bn ({TOY})"]
     finally:
         plt.close(fig)
+
+
+def test_a_defenses_attack_gets_its_columns_in_the_defenses_table(toy):
+    from bnmem.lenses.defenses_text import summary_table
+
+    def s(m):
+        return {"mean": m, "ci": [m - 0.01, m + 0.01], "per_replicate": [m, m]}
+
+    att = {sub: {"auc": s(0.6), "tpr_at_1pct_fpr": s(0.1), "tpr_at_0.1pct_fpr": s(0.01)} for sub in ("all", "outliers")}
+    v = {"test_acc": s(0.9), "memorization": s(0.5), "seconds_per_model": s(3.0),
+         "attacks": {a: att for a in ("online", "rmia", TOY)}, "eps_lb": {"online": {"all": s(0.3)}}}
+    res = {"variant_names": ["batch"], "variants": {"batch": v}, "subset_sizes": {"outliers": 5},
+           "frontier": {"all": ["batch"], "outliers": []},
+           "conditions": {"dataset": "digits", "arch": "lenet", "label_noise": 0.05, "ood": 0, "shadow_models": 8,
+                          "epochs": 3, "bn_mode_at_query": "eval", "replicates": 2, "risk_attack": "online",
+                          "risk_metric": "auc"}}
+    header = summary_table(res).splitlines()[1].split("  ")
+    heads = [h.strip() for h in header if h.strip()]
+    assert heads[6:12] == ["LiRA AUC", "RMIA AUC", "Toy AUC", "LiRA AUC outl", "RMIA AUC outl", "Toy AUC outl"]

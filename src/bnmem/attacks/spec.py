@@ -41,14 +41,14 @@ AUDIT = "audit"  # bnmem audit's membership section (evaluated and shown)
 # The roles an attack plays (AttackSpec.roles): each reader of a subset of attacks asks the registry
 # (:func:`playing`, in rank order, or :func:`the` for a role exactly one attack plays) instead of keeping a list.
 HEADLINE = "headline"  # the audit's headline: pooled leakage per group, the CI gate, the membership curves
-DEFENSES = "defenses"  # evaluated on every variant of the defenses lens (its results and ε audit)
+DEFENSES = "defenses"  # evaluated on every variant of the defenses lens (its results, ε audit, one AUC column each)
 MITIGATION = "mitigation"  # carried into the mitigate lens's results, one AUC column each (``short_label``)
 FIGURE = "figure"  # drawn on the mitigate lens's privacy–utility figure (``marker``, ``figure_label``)
 EPSILON = "epsilon"  # a row of the report's ε_lb table
 JACKKNIFE = "jackknife"  # the lira lens's jackknife over shadow models, by default
 VERDICT = "verdict"  # claim 3: each gets a verdict (the analysis plan's coverdicts name the same attacks)
 PRIMARY = "primary"  # exactly one: the paper's attack (decides claim 3; row 3c's matched-fit operating point;
-#                      the mitigate lens's reference LiRA)
+#                      the mitigate and defenses lenses' reference LiRA)
 EXPOSURE = "exposure"  # exactly one: its log Λ is exposure.csv's per-example likelihood ratio
 ROLES = (HEADLINE, DEFENSES, MITIGATION, FIGURE, EPSILON, JACKKNIFE, VERDICT, PRIMARY, EXPOSURE)
 
@@ -133,7 +133,8 @@ class AttackSpec:
         rank: its place where it is shown and among the attacks playing a role (lower first;
             registration order breaks ties). Evaluation and results files follow registration order.
         roles: the roles it plays (:data:`ROLES`: :data:`HEADLINE`, :data:`EXPOSURE`, ...).
-        short_label: its column head where a table names it briefly (``"LiRA"``; the mitigation table).
+        short_label: its column head where a table names it briefly (``"LiRA"``; the mitigate and defenses
+            tables).
         marker, figure_label: its matplotlib marker and its name in the privacy–utility figure's title
             (:data:`FIGURE`).
     """
@@ -175,8 +176,8 @@ def register(spec: AttackSpec, *, replace: bool = False) -> AttackSpec:
                          f"roles are {', '.join(ROLES)}")
     if FIGURE in spec.roles and not (spec.marker and spec.figure_label):
         raise BnmemError(f"attack {spec.name!r} plays {FIGURE!r} and needs a marker and a figure_label")
-    if MITIGATION in spec.roles and not spec.short_label:
-        raise BnmemError(f"attack {spec.name!r} plays {MITIGATION!r} and needs a short_label")
+    if (tabled := spec.roles & {MITIGATION, DEFENSES}) and not spec.short_label:
+        raise BnmemError(f"attack {spec.name!r} plays {' and '.join(sorted(tabled))!r} and needs a short_label")
     _REGISTRY[spec.name] = spec
     return spec
 
