@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bnmem.auditing.exposure import EXPOSURE_ATTACK, FIXED, csv_text, exposure_rows, top_sentence, exposure_section
+from bnmem.attacks import spec as attack_spec
+from bnmem.auditing.exposure import FIXED, csv_text, exposure_rows, top_sentence, exposure_section
+
+EXPOSED = attack_spec.the(attack_spec.EXPOSURE)  # the attack whose log Λ is exposure.csv's log_lr
 
 
 def oracle(scores: dict[str, np.ndarray], members: np.ndarray) -> dict[int, dict]:
     out = {}
     for i in range(members.shape[1]):
-        x = scores[EXPOSURE_ATTACK][members[:, i], i]
+        x = scores[EXPOSED][members[:, i], i]
         lo = hi = None
         if len(x) >= 2:
             lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
@@ -32,14 +35,14 @@ def test_rows_match_the_loop_and_are_ranked_by_exposure(targets):
     members = np.zeros((targets, n), bool)
     for i in range(n):  # each example IN for exactly half the targets, as the keep matrix makes it
         members[rng.permutation(targets)[: targets // 2], i] = True
-    scores = {a: rng.normal(size=(targets, n)) + members * rng.uniform(0, 2, n) for a in ("online", EXPOSURE_ATTACK,
+    scores = {a: rng.normal(size=(targets, n)) + members * rng.uniform(0, 2, n) for a in ("online", EXPOSED,
                                                                                              "rmia")}
     masks = {"all": np.ones(n, bool), "outliers": np.arange(n) < 5, "rare": (np.arange(n) >= 3) & (np.arange(n) < 8)}
     files = [f"train/{i % 10}/{i:04d}.png" for i in range(n)]
     norms = np.where(np.arange(n) % 3 == 0, np.nan, rng.uniform(1, 5, n))
     cols, rows = exposure_rows(scores, members, masks, files, norms)
     want = oracle(scores, members)
-    assert cols[: len(FIXED)] == list(FIXED) and "online_in" in cols and f"{EXPOSURE_ATTACK}_in" not in cols
+    assert cols[: len(FIXED)] == list(FIXED) and "online_in" in cols and f"{EXPOSED}_in" not in cols
     assert [r["rank"] for r in rows] == list(range(1, n + 1)) and sorted(r["index"] for r in rows) == list(range(n))
     assert all(a["log_lr"] >= b["log_lr"] for a, b in zip(rows, rows[1:]))
     for r in rows:
@@ -59,7 +62,7 @@ def test_rows_match_the_loop_and_are_ranked_by_exposure(targets):
 
 def test_one_copy_in_gives_no_interval():
     members = np.array([[True, False], [False, True]])
-    scores = {EXPOSURE_ATTACK: np.array([[1.0, 2.0], [3.0, 4.0]])}
+    scores = {EXPOSED: np.array([[1.0, 2.0], [3.0, 4.0]])}
     _, rows = exposure_rows(scores, members, {}, None, None)
     assert [(r["index"], r["log_lr"], r["log_lr_lo"], r["copies_in"]) for r in rows] == [(1, 4.0, None, 1),
                                                                                        (0, 1.0, None, 1)]

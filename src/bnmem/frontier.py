@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.formatting import eps_value
 
 Interval = tuple[float, float] | None
@@ -188,9 +189,6 @@ def recommendation_text(points: Sequence[FrontPoint], risk_name: str, setting: s
 # The defenses lens writes these results (bnmem.lenses.defenses); the audit cites their reading
 # (bnmem.auditing.report), so the reading lives here, below both.
 
-ATTACK_LABELS = {"online": "LiRA", "rmia": "RMIA"}
-
-
 def front_points(result: dict[str, Any], subset: str = "all") -> list[FrontPoint]:
     """The variants as frontier points on the result's declared risk axis, for ``subset``."""
     cond = result["conditions"]
@@ -213,7 +211,7 @@ METRIC_LABELS = {"auc": "AUC", "tpr_at_0.1pct_fpr": "TPR at 0.1% FPR", "tpr_at_1
 def risk_name(result: dict[str, Any], subset: str = "all") -> str:
     """The risk axis in words, e.g. "online LiRA AUC, all examples"."""
     cond = result["conditions"]
-    attack = "online LiRA" if cond["risk_attack"] == "online" else ATTACK_LABELS[cond["risk_attack"]]
+    attack = attack_spec.label(cond["risk_attack"])  # as the attack's spec names it (bnmem.attacks.spec)
     return f"{attack} {METRIC_LABELS[cond['risk_metric']]}, {'all examples' if subset == 'all' else 'outliers'}"
 
 

@@ -18,20 +18,20 @@ from typing import Any
 
 import numpy as np
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.shadow_threshold import LOW_FPR, rates_at, shadow_threshold
 from bnmem.attacks.streaming import evaluate_stream
 
-ATTACK = "online"
 
-
-def shadow_operating_points(phi: np.ndarray, keep: np.ndarray, attack: str = ATTACK,
+def shadow_operating_points(phi: np.ndarray, keep: np.ndarray, attack: str | None = None,
                             fpr: float = LOW_FPR) -> dict[str, Any]:
     """Per target: the leave-one-out AUC, and the TPR and FPR at a threshold fitted on its references only.
 
     Args:
         phi: φ [M, N, V] of M shadow models on the N candidates (float64 or float32).
         keep: bool [M, N] membership.
-        attack: a registered attack name (default online LiRA).
+        attack: a registered attack name (None: the one playing :data:`~bnmem.attacks.spec.PRIMARY`,
+            online LiRA).
         fpr: the false-positive rate the threshold is fitted for, on the references' non-members.
 
     Returns:
@@ -41,6 +41,8 @@ def shadow_operating_points(phi: np.ndarray, keep: np.ndarray, attack: str = ATT
     Raises:
         BnmemError: too few models for every example to keep a reference on each side.
     """
+    if attack is None:
+        attack = attack_spec.the(attack_spec.PRIMARY)
     phi = np.asarray(phi, dtype=np.float64)
     keep = np.asarray(keep, dtype=bool)
     full = evaluate_stream(phi, keep, attacks=[attack])

@@ -8,8 +8,12 @@ one) and where it is shown. The evaluators (:mod:`bnmem.attacks.evaluate`,
 :mod:`bnmem.attacks.streaming`), the request checks (:mod:`bnmem.attacks.result`),
 the lira lens's printed table, the report's tables and claims' labels, and the
 audit's membership section read this registry; none keeps a list of its own.
-So adding an attack is one module (a function over φ, its spec and
-``register(spec)``) plus its test.
+Each spec also names the roles it plays (:data:`ROLES`: the audit's headline, the
+defenses and mitigate lenses' attacks, the ε table, the jackknife, claim 3's
+verdicts, the paper's primary attack, exposure.csv's likelihood ratio), and every
+reader of such a subset asks :func:`playing` / :func:`the`.
+So adding an attack, a headline one included, is one module (a function over φ,
+its spec with its roles and ``register(spec)``) plus its test.
 
 RMIA reads the models' log p_y and a population, not φ's reference fits: its two
 entries have ``family="rmia"`` and the evaluators' RMIA path scores them.
@@ -33,6 +37,20 @@ from bnmem.errors import BnmemError
 LENS_TABLE = "lens-table"  # the lira lens's printed table (its command, the study log)
 REPORT_TABLE = "report-table"  # the report's membership-inference table
 AUDIT = "audit"  # bnmem audit's membership section (evaluated and shown)
+
+# The roles an attack plays (AttackSpec.roles): each reader of a subset of attacks asks the registry
+# (:func:`playing`, in rank order, or :func:`the` for a role exactly one attack plays) instead of keeping a list.
+HEADLINE = "headline"  # the audit's headline: pooled leakage per group, the CI gate, the membership curves
+DEFENSES = "defenses"  # evaluated on every variant of the defenses lens (its results, ε audit, one AUC column each)
+MITIGATION = "mitigation"  # carried into the mitigate lens's results, one AUC column each (``short_label``)
+FIGURE = "figure"  # drawn on the mitigate lens's privacy–utility figure (``marker``, ``figure_label``)
+EPSILON = "epsilon"  # a row of the report's ε_lb table
+JACKKNIFE = "jackknife"  # the lira lens's jackknife over shadow models, by default
+VERDICT = "verdict"  # claim 3: each gets a verdict (the analysis plan's coverdicts name the same attacks)
+PRIMARY = "primary"  # exactly one: the paper's attack (decides claim 3; row 3c's matched-fit operating point;
+#                      the mitigate and defenses lenses' reference LiRA)
+EXPOSURE = "exposure"  # exactly one: its log Λ is exposure.csv's per-example likelihood ratio
+ROLES = (HEADLINE, DEFENSES, MITIGATION, FIGURE, EPSILON, JACKKNIFE, VERDICT, PRIMARY, EXPOSURE)
 
 
 @dataclass
@@ -112,8 +130,13 @@ class AttackSpec:
         family: ``"lira"`` (scored by ``oracle`` / ``stream``) or ``"rmia"`` (the evaluators' RMIA path).
         default: evaluated when no attack list is given (the lira lens's results); False: opt-in.
         shown: where it is shown (:data:`LENS_TABLE`, :data:`REPORT_TABLE`, :data:`AUDIT`).
-        rank: its place where it is shown (lower first; registration order breaks ties). Evaluation
-            and results files follow registration order.
+        rank: its place where it is shown and among the attacks playing a role (lower first;
+            registration order breaks ties). Evaluation and results files follow registration order.
+        roles: the roles it plays (:data:`ROLES`: :data:`HEADLINE`, :data:`EXPOSURE`, ...).
+        short_label: its column head where a table names it briefly (``"LiRA"``; the mitigate and defenses
+            tables).
+        marker, figure_label: its matplotlib marker and its name in the privacy–utility figure's title
+            (:data:`FIGURE`).
     """
 
     name: str
@@ -127,6 +150,10 @@ class AttackSpec:
     default: bool = True
     shown: frozenset[str] = field(default_factory=frozenset)
     rank: int = 100
+    roles: frozenset[str] = field(default_factory=frozenset)
+    short_label: str = ""
+    marker: str = ""
+    figure_label: str = ""
 
 
 _REGISTRY: dict[str, AttackSpec] = {}
@@ -144,6 +171,13 @@ def register(spec: AttackSpec, *, replace: bool = False) -> AttackSpec:
         raise BnmemError(f"attack {spec.name!r} needs both an oracle and a streaming scorer")
     if spec.spread not in ("none", "per_example", "global"):
         raise BnmemError(f"attack {spec.name!r}: spread must be none, per_example or global, not {spec.spread!r}")
+    if unknown := set(spec.roles) - set(ROLES):
+        raise BnmemError(f"attack {spec.name!r}: unknown role(s) {', '.join(sorted(unknown))}; "
+                         f"roles are {', '.join(ROLES)}")
+    if FIGURE in spec.roles and not (spec.marker and spec.figure_label):
+        raise BnmemError(f"attack {spec.name!r} plays {FIGURE!r} and needs a marker and a figure_label")
+    if (tabled := spec.roles & {MITIGATION, DEFENSES}) and not spec.short_label:
+        raise BnmemError(f"attack {spec.name!r} plays {' and '.join(sorted(tabled))!r} and needs a short_label")
     _REGISTRY[spec.name] = spec
     return spec
 
@@ -177,6 +211,26 @@ def default_attacks() -> tuple[str, ...]:
 def shown_in(where: str) -> tuple[str, ...]:
     """The attacks shown in ``where`` (:data:`LENS_TABLE`, :data:`REPORT_TABLE`, :data:`AUDIT`), in order."""
     return tuple(s.name for s in sorted(_REGISTRY.values(), key=lambda s: s.rank) if where in s.shown)
+
+
+def playing(role: str) -> tuple[str, ...]:
+    """The attacks that play ``role`` (one of :data:`ROLES`), in rank order (registration order breaks ties)."""
+    if role not in ROLES:
+        raise BnmemError(f"unknown attack role {role!r}; roles are {', '.join(ROLES)}")
+    return tuple(s.name for s in sorted(_REGISTRY.values(), key=lambda s: s.rank) if role in s.roles)
+
+
+def the(role: str) -> str:
+    """The one attack that plays ``role`` (:data:`PRIMARY`, :data:`EXPOSURE`).
+
+    Raises:
+        BnmemError: none or several attacks play it.
+    """
+    names = playing(role)
+    if len(names) != 1:
+        raise BnmemError(f"exactly one attack must play the role {role!r}; "
+                         f"{'none does' if not names else 'these do: ' + ', '.join(names)}")
+    return names[0]
 
 
 def needing(side: str) -> frozenset[str]:
@@ -230,20 +284,25 @@ def _offline(fixed: bool) -> Callable[[Block], np.ndarray]:
 _BOTH = frozenset({LENS_TABLE, REPORT_TABLE, AUDIT})
 for _spec in (
     AttackSpec("online", "online LiRA", True, True, "per_example",
-               lambda r: lira_online(r.phi_t, r.phi_in, r.phi_out), _online(False), shown=_BOTH, rank=0),
+               lambda r: lira_online(r.phi_t, r.phi_in, r.phi_out), _online(False), shown=_BOTH, rank=0,
+               roles=frozenset({HEADLINE, DEFENSES, MITIGATION, FIGURE, EPSILON, JACKKNIFE, VERDICT, PRIMARY}),
+               short_label="LiRA", marker="o", figure_label="LiRA online"),
     AttackSpec("online_fixed_variance", "online LiRA, fixed variance", True, True, "global",
                lambda r: lira_online(r.phi_t, r.phi_in, r.phi_out, fix_variance=True), _online(True),
-               shown=frozenset({LENS_TABLE, REPORT_TABLE}), rank=1),
+               shown=frozenset({LENS_TABLE, REPORT_TABLE}), rank=1, roles=frozenset({EXPOSURE})),
     AttackSpec("offline", "offline LiRA", False, True, "per_example",
-               lambda r: lira_offline(r.phi_t, r.phi_out), _offline(False), shown=_BOTH, rank=2),
+               lambda r: lira_offline(r.phi_t, r.phi_out), _offline(False), shown=_BOTH, rank=2,
+               roles=frozenset({JACKKNIFE, VERDICT})),
     AttackSpec("offline_fixed_variance", "offline LiRA, fixed variance", False, True, "global",
                lambda r: lira_offline(r.phi_t, r.phi_out, fix_variance=True), _offline(True),
                shown=frozenset({REPORT_TABLE}), rank=3),
     AttackSpec("global_threshold", "global threshold on φ", oracle=lambda r: global_threshold(r.phi_t),
                stream=lambda b: b.x, shown=frozenset({REPORT_TABLE}), rank=6),
     AttackSpec("loss", "loss threshold", oracle=lambda r: loss_attack(r.loss_t),
-               stream=lambda b: -b.loss, shown=_BOTH, rank=5),
-    AttackSpec("rmia", "RMIA", True, True, family="rmia", shown=_BOTH, rank=4),
+               stream=lambda b: -b.loss, shown=_BOTH, rank=5, roles=frozenset({EPSILON})),
+    AttackSpec("rmia", "RMIA", True, True, family="rmia", shown=_BOTH, rank=4,
+               roles=frozenset({HEADLINE, DEFENSES, MITIGATION, FIGURE, EPSILON, JACKKNIFE, VERDICT}),
+               short_label="RMIA", marker="s", figure_label="RMIA"),
     # Opt-in: RMIA with the offline setting, next to "rmia" (which uses rmia_params).
     AttackSpec("rmia_offline", "RMIA, offline", False, True, family="rmia", default=False, rank=7),
 ):

@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from bnmem.attacks import spec as attack_spec
+
 EXPOSURE_FILE = "exposure.csv"
-EXPOSURE_ATTACK = "online_fixed_variance"  # the attack whose log Λ is the per-example likelihood ratio
+# The attack whose log Λ is the per-example likelihood ratio: the one playing EXPOSURE (bnmem.attacks.spec).
 LEVEL = 0.95
 FIXED = ("rank", "index", "path", "group", "log_lr", "log_lr_lo", "log_lr_hi", "copies_in", "gradient_norm")
 TOP_ROWS = 10  # rows kept in audit.json (and shown in the reports); the CSV has every file
@@ -78,7 +80,8 @@ def exposure_rows(scores: dict[str, np.ndarray], members: np.ndarray, masks: dic
     """The table's columns and its rows, most exposed first.
 
     Args:
-        scores: attack -> [targets, examples] leave-one-out scores (must hold :data:`EXPOSURE_ATTACK`).
+        scores: attack -> [targets, examples] leave-one-out scores (must hold the attack playing
+            :data:`~bnmem.attacks.spec.EXPOSURE`).
         members: [targets, examples] bool.
         masks: the audit's groups (``outliers``, ``rare``, ...), bool over the examples.
         files: each example's path relative to the data folder (None for tensors).
@@ -87,8 +90,9 @@ def exposure_rows(scores: dict[str, np.ndarray], members: np.ndarray, masks: dic
     """
     extra = extra or {}
     n = members.shape[1]
-    attacks = [a for a in scores if a != EXPOSURE_ATTACK]
-    lr, lo, hi, n_in = t_interval(scores[EXPOSURE_ATTACK], members)
+    exposure = attack_spec.the(attack_spec.EXPOSURE)
+    attacks = [a for a in scores if a != exposure]
+    lr, lo, hi, n_in = t_interval(scores[exposure], members)
     sides = {a: (t_interval(scores[a], members)[0], t_interval(scores[a], ~members)[0]) for a in attacks}
     labels = group_labels(masks, n)
     order = np.lexsort((np.arange(n), -np.nan_to_num(lr, nan=-np.inf)))  # highest log_lr first, ties by index
@@ -123,7 +127,8 @@ def csv_text(cols: list[str], rows: list[dict[str, Any]]) -> str:
 
 def exposure_section(cols: list[str], rows: list[dict[str, Any]], root: str | None) -> dict[str, Any]:
     """What audit.json keeps of the table: its definition, columns, the top rows and the data folder (for links)."""
-    return {"file": EXPOSURE_FILE, "definition": DEFINITION, "attack": EXPOSURE_ATTACK, "columns": cols,
+    return {"file": EXPOSURE_FILE, "definition": DEFINITION, "attack": attack_spec.the(attack_spec.EXPOSURE),
+            "columns": cols,
             "n": len(rows), "root": root, "top": rows[:TOP_ROWS]}
 
 

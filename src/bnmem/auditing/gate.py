@@ -35,7 +35,8 @@ import re
 from typing import Any
 
 from bnmem.auditing.findings import LEVELS
-from bnmem.auditing.leakage import FPRS, HEADLINE_ATTACKS
+from bnmem.attacks import spec as attack_spec
+from bnmem.auditing.leakage import FPRS
 from bnmem.auditing.level import GROUPS
 from bnmem.auditing.report import ATTACK_NAMES
 from bnmem.errors import BnmemError
@@ -198,7 +199,7 @@ def tpr_lower_ends(result: dict[str, Any], key: str,
     if leakage is None:
         leakage = {a: {k: v for k, v in subs.items() if k in GROUPS}
                    for a, subs in ((result.get("membership") or {}).get("leakage") or {}).items()
-                   if a in HEADLINE_ATTACKS}
+                   if a in attack_spec.playing(attack_spec.HEADLINE)}
     return [(g["ci"][key][0], name, attack) for attack, subs in leakage.items()
             for name, g in subs.items() if g.get("ci", {}).get(key) is not None]
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-# Attacks whose pooled metrics and intervals the headline reads (online LiRA: the reference; RMIA).
-HEADLINE_ATTACKS = ("online", "rmia")
+from bnmem.attacks import spec as attack_spec
+
+# The headline reads the pooled metrics and intervals of the attacks playing HEADLINE (bnmem.attacks.spec).
 BOOTSTRAP = 200
 LEVEL = 0.95
 FPRS = {"tpr_at_1pct_fpr": 0.01, "tpr_at_0.1pct_fpr": 0.001}
@@ -132,7 +133,7 @@ def leakage_section(scores: dict[str, np.ndarray], members: np.ndarray, masks: d
     """``{attack: {group: group_metrics}}`` for the headline attacks on every non-empty group."""
     return {a: {g: group_metrics(scores[a][:, mask], members[:, mask], seed) for g, mask in masks.items()
                 if mask.any()}
-            for a in HEADLINE_ATTACKS if a in scores}
+            for a in attack_spec.playing(attack_spec.HEADLINE) if a in scores}
 
 
 def strongest(leakage: dict[str, dict[str, Any]], group: str) -> tuple[str, dict[str, Any]] | None:

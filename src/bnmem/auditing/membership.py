@@ -24,8 +24,7 @@ from torch import nn
 
 from bnmem.attacks import spec as attack_spec
 from bnmem.auditing.data import masks_known
-from bnmem.auditing.exposure import EXPOSURE_ATTACK
-from bnmem.auditing.leakage import HEADLINE_ATTACKS, leakage_section
+from bnmem.auditing.leakage import leakage_section
 from bnmem.auditing.load import is_scripted
 from bnmem.config import ShadowCopies, TrainConfig, check_shadow_models, validation_line
 from bnmem.data.dataset import OutlierDataset
@@ -170,7 +169,8 @@ def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_ph
     # The attacks whose spec is shown in the audit (bnmem.attacks.spec).
     shown = attack_spec.shown_in(attack_spec.AUDIT)
     # exposure.csv's per-example likelihood ratio comes from one more attack, scored but not shown.
-    extra = () if EXPOSURE_ATTACK in shown else (EXPOSURE_ATTACK,)
+    exposure = attack_spec.the(attack_spec.EXPOSURE)
+    extra = () if exposure in shown else (exposure,)
     res = evaluate_stream(phi, keep, subsets=subsets or None, attacks=shown + extra, population_phi=pop_phi,
                           population_name=population)
     return {
@@ -180,7 +180,7 @@ def attack_section(ds: OutlierDataset, keep: np.ndarray, phi: np.ndarray, pop_ph
         "subset_sizes": res["subset_sizes"],
         "leakage": leakage_section(res["scores"], res["members"], masks, seed=seed),
         "roc": {a: {s: {"fpr": c["pooled"][0].tolist(), "tpr": c["pooled"][1].tolist()} for s, c in curves.items()}
-                for a, curves in res["curves"].items() if a in HEADLINE_ATTACKS},
+                for a, curves in res["curves"].items() if a in attack_spec.playing(attack_spec.HEADLINE)},
         RAW: {"scores": res["scores"], "members": res["members"], "masks": masks},
     }
 

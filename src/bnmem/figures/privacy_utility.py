@@ -14,11 +14,12 @@ from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.figures.save import NORM_COLORS, save_figure, tight_layout  # sets the Agg backend first
 
 
 def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, title: str = "",
-                         legacy_attack: str = "online") -> None:
+                         legacy_attack: str | None = None) -> None:
     """Memorization vs test accuracy per variant (filled: fixed epoch, hollow: last epoch; bars: seed
     min–max), memorization curves, and LiRA AUC vs test accuracy when measured.
 
@@ -27,8 +28,11 @@ def plot_privacy_utility(result: dict[str, Any], path: str | Path, key: str, tit
         path: the figure file.
         key: the memorized subset's accuracy (``noisy_acc`` or ``ood_acc``).
         title: the figure's title (its conditions).
-        legacy_attack: the attack of a variant's LiRA record that has no per-attack ``attacks`` block.
+        legacy_attack: the attack of a variant's LiRA record that has no per-attack ``attacks`` block
+            (default: the attack playing :data:`~bnmem.attacks.spec.PRIMARY`).
     """
+    if legacy_attack is None:
+        legacy_attack = attack_spec.the(attack_spec.PRIMARY)
     names = result["variants"]
     has_lira = any("lira" in result[n] for n in names)
     # Clean data has no corrupted subset: its memorization panels would be empty, so they are left out.
@@ -99,16 +103,19 @@ def _tradeoff_panel(ax: Any, result: dict[str, Any], key: str, color: Callable[[
 
 
 def _membership_panel(ax: Any, result: dict[str, Any], color: Callable[[str], Any], legacy_attack: str) -> None:
-    """Membership AUC (online LiRA o, RMIA s) against final test accuracy, for the variants with shadow models."""
+    """Membership AUC against final test accuracy, for the variants with shadow models: one marker per attack
+    playing :data:`~bnmem.attacks.spec.FIGURE` (online LiRA o, RMIA s)."""
+    drawn = [attack_spec.get(a) for a in attack_spec.playing(attack_spec.FIGURE)]
     for n in result["variants"]:
         if "lira" not in result[n]:
             continue
         attacks = result[n]["lira"].get("attacks") or {legacy_attack: result[n]["lira"]}
-        for attack, marker in (("online", "o"), ("rmia", "s")):
+        for attack, marker in ((spec.name, spec.marker) for spec in drawn):
             if attack in attacks and "all" in attacks[attack]:
                 ax.scatter(result[n]["final"]["test_acc"]["mean"], attacks[attack]["all"]["auc"], color=color(n),
                            marker=marker, s=50, label=f"{n} ({attack})")
     chosen = (result.get("selection") or {}).get("variant")
     ax.set(xlabel="clean test accuracy (final)", ylabel="membership AUC (all examples)",
-           title=f"LiRA online (o) and RMIA (s), {result['conditions']['lira_models']} shadow models"
+           title=" and ".join(f"{spec.figure_label} ({spec.marker})" for spec in drawn)
+                 + f", {result['conditions']['lira_models']} shadow models"
                  + (f"; selected: {chosen}" if chosen else ""))

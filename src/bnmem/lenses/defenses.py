@@ -57,6 +57,7 @@ from bnmem.data import load_dataset
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.figures.frontier import plot_frontier
 from bnmem.frontier import front_points, pareto_front, recommendation, risk_name
@@ -84,7 +85,6 @@ __all__ = ["DefensesConfig", "Variant", "frontier_panels", "frontier_title", "pa
            "run_defenses", "summary", "summary_table"]
 
 SPEC = SPECS[DEFENSES]
-ATTACKS = ("online", "rmia")
 METRICS = ("auc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr")
 SUBSETS = ("all", "outliers")
 
@@ -258,7 +258,8 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
     lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
     # In-process: query_all has run the chunk queries; a chunk whose settings changed is redone here.
     info = query_models(lcfg, v.norm, vdir, LocalExecutor(progress=False))
-    res = attack_norm(vdir, attacks=ATTACKS)
+    attacks = attack_spec.playing(attack_spec.DEFENSES)
+    res = attack_norm(vdir, attacks=attacks)
     acc = accuracy_summary(info["accuracy"])
     mem_key = "noisy_in" if cfg.data.label_noise > 0 else "ood_in"
     seconds, trainer = _seconds_per_model(lcfg, vdir)
@@ -267,10 +268,10 @@ def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict
         "train_in_acc": acc["train_in"]["mean"],
         "memorization": acc[mem_key]["mean"],
         "attacks": {a: {s: {m: res["metrics"][a][s][m] for m in METRICS} for s in SUBSETS if s in res["metrics"][a]}
-                    for a in ATTACKS},
+                    for a in attacks},
         "subset_sizes": res["subset_sizes"],
         # Empirical ε lower bound (mean over targets; δ = 1/N): every variant's leakage in DP units.
-        "eps_lb": {a: {s: res["metrics"][a][s]["eps_lb"] for s in SUBSETS if s in res["metrics"][a]} for a in ATTACKS},
+        "eps_lb": {a: {s: res["metrics"][a][s]["eps_lb"] for s in SUBSETS if s in res["metrics"][a]} for a in attacks},
         "seconds_per_model": seconds,
         "memorization_scores": mem_summary(norm_mem_scores(vdir)),  # Feldman–Zhang (mem_scores.npz)
         "trainer": trainer,
@@ -299,7 +300,8 @@ def _dp_audit(res: dict[str, Any], vdir: Path, records: list[dict[str, Any]], re
     outliers = np.load(vdir / "is_noisy.npy") | np.load(vdir / "is_ood.npy")
     masks = {"all": np.ones_like(outliers)} | ({"outliers": outliers} if outliers.any() else {})
     tgt = res["targets"]
-    return epsilon_audit({a: res["scores"][a] for a in ATTACKS}, res["members"], masks,
+    scores = {a: res["scores"][a] for a in attack_spec.playing(attack_spec.DEFENSES)}
+    return epsilon_audit(scores, res["members"], masks,
                          [records[t]["epsilon"] for t in tgt], [records[t]["delta"] for t in tgt],
                          family_extra=replicates)
 
@@ -315,12 +317,13 @@ def aggregate(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """One variant's numbers over replicates: mean, t-interval and per-replicate values of each."""
     agg: dict[str, Any] = {k: _summary([e[k] for e in entries])
                            for k in ("test_acc", "train_in_acc", "memorization", "seconds_per_model")}
+    attacks = attack_spec.playing(attack_spec.DEFENSES)
     agg["attacks"] = {
         a: {s: {m: _summary([e["attacks"][a].get(s, {}).get(m) for e in entries]) for m in METRICS}
             for s in SUBSETS}
-        for a in ATTACKS
+        for a in attacks
     }
-    agg["eps_lb"] = {a: {s: _summary([e["eps_lb"][a].get(s) for e in entries]) for s in SUBSETS} for a in ATTACKS}
+    agg["eps_lb"] = {a: {s: _summary([e["eps_lb"][a].get(s) for e in entries]) for s in SUBSETS} for a in attacks}
     if "epsilon" in entries[0]:
         agg["epsilon"] = _summary([e["epsilon"] for e in entries])
         audits = [e["dp_audit"] for e in entries]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.formatting import eps_value, mean_pm
 from bnmem.frontier import recommendation, risk_name, setting_text
 from bnmem.texttable import table
@@ -43,25 +44,32 @@ def summary_table(result: dict[str, Any]) -> str:
     """Printable frontier table: one row per variant (means ± half the 95% interval over replicates)."""
     rows = []
     has_out = bool(result["subset_sizes"].get("outliers"))
+    # One AUC column per attack the lens evaluated (those playing DEFENSES when it ran); ε_lb and the TPRs of the
+    # reference attack (PRIMARY).
+    first = result["variants"][result["variant_names"][0]]["attacks"]
+    shown = [a for a in attack_spec.playing(attack_spec.DEFENSES) if a in first]
+    ref = attack_spec.the(attack_spec.PRIMARY)
     for name in result["variant_names"]:
         v = result["variants"][name]
         att = v["attacks"]
         front = ("all" if name in result["frontier"]["all"] else "") + (
             (" outl" if name in result["frontier"]["outliers"] else "") if has_out else "")
-        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["eps_lb"]["online"]["all"], 2),
+        row = [name, mean_pm(v.get("epsilon"), 2) if "epsilon" in v else "-", mean_pm(v["eps_lb"][ref]["all"], 2),
                _audit_cell(v), mean_pm(v["test_acc"]),
                mean_pm(v["memorization"]),
-               mean_pm(att["online"]["all"]["auc"]), mean_pm(att["rmia"]["all"]["auc"])]
+               *(mean_pm(att[a]["all"]["auc"]) for a in shown)]
         if has_out:
-            row += [mean_pm(att["online"]["outliers"]["auc"]), mean_pm(att["rmia"]["outliers"]["auc"])]
-        row += [mean_pm(att["online"]["all"]["tpr_at_1pct_fpr"], 1, scale=100),
-                mean_pm(att["online"]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
+            row += [mean_pm(att[a]["outliers"]["auc"]) for a in shown]
+        row += [mean_pm(att[ref]["all"]["tpr_at_1pct_fpr"], 1, scale=100),
+                mean_pm(att[ref]["all"]["tpr_at_0.1pct_fpr"], 1, scale=100),
                 mean_pm(v["seconds_per_model"], 1), front.strip() or "-"]
         rows.append(row)
-    header = ["variant", "ε", "ε_lb (LiRA)", "ε_lb ≤ ε", "test acc", "memorized", "LiRA AUC", "RMIA AUC"]
+    short = {a: attack_spec.get(a).short_label for a in (*shown, ref)}
+    header = ["variant", "ε", f"ε_lb ({short[ref]})", "ε_lb ≤ ε", "test acc", "memorized",
+              *(f"{short[a]} AUC" for a in shown)]
     if has_out:
-        header += ["LiRA AUC outl", "RMIA AUC outl"]
-    header += ["LiRA TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
+        header += [f"{short[a]} AUC outl" for a in shown]
+    header += [f"{short[ref]} TPR@1% (%)", "TPR@0.1% (%)", "s/model", "on front"]
     c = result["conditions"]
     title = (f"Defenses frontier: {setting_text(result)}; {c['replicates']} replicates (± half the 95% t-interval); "
              f"front on {risk_name(result)} vs test accuracy")

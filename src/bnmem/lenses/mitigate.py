@@ -48,6 +48,7 @@ from bnmem.analysis_plan import (
     MITIGATE_GATE_COST, MITIGATE_GATE_THRESHOLD, MITIGATE_GATE_Z, MITIGATE_TEST_DROP, mitigate_gate_passes,
     mitigate_gate_power,
 )
+from bnmem.attacks import spec as attack_spec
 from bnmem.config import DataConfig
 from bnmem.data import load_dataset
 from bnmem.data.dataset import OutlierDataset
@@ -68,9 +69,8 @@ from bnmem.stats import paired_difference
 from bnmem.train.trainer import EpochHook
 
 _PROBE_STREAM = 0x6D17
-# LiRA metrics carried into the mitigation table (attack "online": the reference LiRA).
-LIRA_ATTACK = "online"
-LIRA_ATTACKS = ("online", "rmia")
+# LiRA metrics carried into the mitigation table (the reference LiRA: the attack playing PRIMARY; every attack
+# playing MITIGATION is carried too, one AUC column each; bnmem.attacks.spec).
 # eps_lb: the empirical ε lower bound (mean over targets; bnmem.attacks.epsilon).
 LIRA_METRICS = ("auc", "tpr_at_1pct_fpr", "tpr_at_0.1pct_fpr", "eps_lb")
 # Validation share carved when the data config leaves val_fraction unset.
@@ -375,16 +375,18 @@ def run_lira_variant(cfg: MitigateConfig, v: Variant, directory: Path, progress:
     lcfg = ShadowConfig(data=cfg.data, arch=cfg.arch, norms=[v.norm], seeds=[cfg.seeds[0]], train=train,
                       shadow_models=cfg.lira_models, keep_seed=cfg.keep_seed)
     entry = run_shadow_norm(lcfg, v.norm, directory, progress=progress)
-    attack = entry["attacks"][LIRA_ATTACK]
+    primary = attack_spec.the(attack_spec.PRIMARY)
+    attack = entry["attacks"][primary]
     return {
-        "attack": LIRA_ATTACK,
+        "attack": primary,
         "shadow_models": cfg.lira_models,
         "keep_seed": cfg.keep_seed,
         "bn_mode_at_query": lcfg.query_bn_mode,
         "views": entry["query"].get("views"),
         **{sub: {k: attack[sub][k] for k in LIRA_METRICS} for sub in attack},
         "attacks": {a: {sub: {k: entry["attacks"][a][sub][k] for k in (*LIRA_METRICS, "auc_per_target", "eps_lb_per_target")}
-                        for sub in entry["attacks"][a]} for a in LIRA_ATTACKS if a in entry["attacks"]},
+                        for sub in entry["attacks"][a]}
+                    for a in attack_spec.playing(attack_spec.MITIGATION) if a in entry["attacks"]},
         "shadow_accuracy": {k: entry["accuracy"][k]["mean"] for k in entry["accuracy"]},
         "memorization_scores": entry["memorization"],  # Feldman–Zhang, per variant (top1/conf) and subset
     }
@@ -531,7 +533,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
             "n_val": ds.n_val,
             "val_fraction": cfg.data.val_fraction,
             "lira_recipes": "plain norms and the selected variant" if cfg.lira_models else None,
-            "lira_attacks": list(LIRA_ATTACKS) if cfg.lira_models else [],
+            "lira_attacks": list(attack_spec.playing(attack_spec.MITIGATION)) if cfg.lira_models else [],
             "regularizer": "λ · mean over BN channels of relu(|γ|/σ_batch − τ)², added to the loss",
             "fixed_epoch": cfg.fixed_epoch,
             "epochs": cfg.train.epochs,
@@ -544,7 +546,8 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         "dataset": ds.summary(),
     })
     io.write_json(out / LENS.results, result)
-    plot_privacy_utility(result, out / "privacy_utility.png", _memorization_key(result), legacy_attack=LIRA_ATTACK,
+    plot_privacy_utility(result, out / "privacy_utility.png", _memorization_key(result),
+                         legacy_attack=attack_spec.the(attack_spec.PRIMARY),
                          title=f"{cfg.data.dataset} {cfg.arch}, label noise {cfg.data.label_noise}, OOD {cfg.data.ood}, "
                                f"τ={cfg.train.gs_tau}, seeds {cfg.seeds}")
     return result
@@ -573,14 +576,16 @@ def summary_table(result: dict[str, Any]) -> str:
                fmt(m["final"]["clean_acc"]["mean"]), layers, frac]
         if lira:
             attacks = (m.get("lira") or {}).get("attacks") or {}
-            row += [fmt(((attacks.get(a) or {}).get("all") or {}).get("auc")) for a in LIRA_ATTACKS]
+            row += [fmt(((attacks.get(a) or {}).get("all") or {}).get("auc"))
+                    for a in attack_spec.playing(attack_spec.MITIGATION)]
             row += [fmt((m.get("lira") or {}).get("outliers", {}).get("auc"))]
         rows.append(row)
     mem = key.replace("_acc", "")
     header = ["variant", f"{mem}@ep{fe}", f"{mem} final", "val final", "test final", "clean final",
               "median |γ|/σ per layer", "frac>1 per layer"]
     if lira:
-        header += ["LiRA AUC", "RMIA AUC", "LiRA AUC outliers"]
+        header += [f"{attack_spec.get(a).short_label} AUC" for a in attack_spec.playing(attack_spec.MITIGATION)]
+        header += [f"{attack_spec.get(attack_spec.the(attack_spec.PRIMARY)).short_label} AUC outliers"]
     lines = [table(rows, header)]
     sel = result.get("selection")
     if sel:

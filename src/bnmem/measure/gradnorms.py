@@ -211,8 +211,8 @@ def _check_against_loop(model: nn.Module, x: torch.Tensor, y: torch.Tensor, ghos
                                f"({ghost.tolist()} vs {ref.tolist()}): a layer mixes examples or its batch is not dim 0")
 
 
-def plan_eval(model: nn.Module, x: torch.Tensor, method: str, max_memory: int | None,
-              chunk_size: int | None = None) -> tuple[int, Footprint]:
+def chunk_for_budget(model: nn.Module, x: torch.Tensor, method: str, max_memory: int | None,
+                     chunk_size: int | None = None) -> tuple[int, Footprint]:
     """Chunk size of ``method`` on ``model`` within ``max_memory`` bytes (None: the default budget).
 
     Raises:
@@ -247,16 +247,16 @@ def eval_sq_norms(
         return x.new_empty(0, dtype=torch.float64), "loop" if method == "loop" else "vmap" if method == "vmap" else "ghost"
     if method == "loop":
         if not isinstance(model, torch.jit.ScriptModule):
-            plan_eval(model, x, "loop", max_memory)
+            chunk_for_budget(model, x, "loop", max_memory)
         return loop_sq_norms(model, x, y), "loop"
     if method == "vmap":
-        return vmap_sq_norms(model, x, y, plan_eval(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
+        return vmap_sq_norms(model, x, y, chunk_for_budget(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
     with bn_query_mode(model, "eval"):
         reason = unsupported_reason(model)
     if reason is not None and method == "ghost":
         raise BnmemError(f"the ghost-norm path does not cover this model: {reason}; use method 'vmap'")
     if reason is None:
-        chunk = plan_eval(model, x, "ghost", max_memory, chunk_size)[0]
+        chunk = chunk_for_budget(model, x, "ghost", max_memory, chunk_size)[0]
         try:
             return ghost_total_sq_norms(model, x, y, chunk), "ghost"
         except GhostUnsupported as e:
@@ -265,7 +265,7 @@ def eval_sq_norms(
             warnings.warn(f"ghost norms not applicable ({e}); falling back to vmap", stacklevel=2)
     else:
         warnings.warn(f"ghost norms not applicable ({reason}); falling back to vmap", stacklevel=2)
-    return vmap_sq_norms(model, x, y, plan_eval(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
+    return vmap_sq_norms(model, x, y, chunk_for_budget(model, x, "vmap", max_memory, chunk_size)[0]), "vmap"
 
 
 # --- batch-coupled definition --------------------------------------------------------
@@ -342,7 +342,7 @@ def _batch_method(model: nn.Module, x: torch.Tensor, batch_size: int, method: st
     """The method ``auto`` resolves to: rows where the layers allow, else the Jacobian if it fits, else the loop."""
     if method != "auto":
         return method
-    _, fp = plan_eval(model, x, "loop", max_memory)  # raises if not even the loop fits
+    _, fp = chunk_for_budget(model, x, "loop", max_memory)  # raises if not even the loop fits
     if rows_unsupported(model) is None:
         return "rows"
     budget = max_memory if max_memory is not None else default_budget(x.device)
@@ -476,7 +476,7 @@ def per_sample_grad_norms(
     if definition == "eval":
         sq, used = eval_sq_norms(m64, xs, ys, method, chunk_size, budget)
         if used != "loop" and xs.shape[0]:
-            chunk = plan_eval(m64, xs, used, budget, chunk_size)[0]
+            chunk = chunk_for_budget(m64, xs, used, budget, chunk_size)[0]
     else:
         sq, used = batch_sq_norms(m64, xs, ys, batch_size, seed, method, budget)
     norms = np.full(n, np.nan)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import BN
+from bnmem.attacks import spec as attack_spec
 from bnmem.formatting import finite
 from bnmem.names import LIRA
 from bnmem.report.results import Setting, fmt, pct, settings_of
@@ -29,7 +30,6 @@ from bnmem.report.tables import Table
 from bnmem.stats import replicated_difference
 
 SUBSETS = ("all", "clean", "flipped", "ood")
-EPS_ATTACKS = ("online", "rmia", "loss")
 EPS_SUBSETS = ("all", "outliers")
 MEM_FILE = "mem_scores.npz"
 
@@ -132,7 +132,7 @@ def epsilon_tables(run: RunData) -> list[Table]:
         norms = [n for n in (lenses[0].conditions.get("norms") or []) if isinstance(lenses[0].data.get(n), dict)]
         rows = []
         for norm in norms:
-            for attack in EPS_ATTACKS:
+            for attack in attack_spec.playing(attack_spec.EPSILON):
                 for sub in EPS_SUBSETS:
                     got = [(lens.data[norm].get(attack) or {}).get(sub) or {} for lens in lenses]
                     means = [finite(g.get("eps_lb")) for g in got]

@@ -21,11 +21,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.streaming import evaluate_stream
 from bnmem.errors import BnmemError
 from bnmem.shadow.query import load_attack_inputs
 
-JACKKNIFE_ATTACKS = ("online", "offline", "rmia")
 MIN_MODELS = 6  # with a balanced keep, fewer leave some example without an IN reference after a deletion
 
 
@@ -34,7 +34,7 @@ def paired_jackknife(
     phi_b: np.ndarray,
     keep: np.ndarray,
     subsets: Mapping[str, np.ndarray] | None = None,
-    attacks: Sequence[str] = JACKKNIFE_ATTACKS,
+    attacks: Sequence[str] | None = None,
     population_a: np.ndarray | None = None,
     population_b: np.ndarray | None = None,
     **attack_kwargs: Any,
@@ -46,7 +46,7 @@ def paired_jackknife(
         phi_b: the same shape for the other norm; model m of both trained on keep row m.
         keep: [n_models, n_examples] membership, shared by both norms.
         subsets: extra example subsets, as for :func:`bnmem.attacks.streaming.evaluate_stream` (``all`` is added).
-        attacks: attack names.
+        attacks: attack names (None: those playing :data:`~bnmem.attacks.spec.JACKKNIFE`).
         population_a, population_b: φ [n_models, n_population, n_views] of RMIA's population per norm (None:
             the legacy population).
         **attack_kwargs: passed to :func:`~bnmem.attacks.streaming.evaluate_stream` unchanged (e.g.
@@ -65,6 +65,8 @@ def paired_jackknife(
     n_models = keep.shape[0]
     if n_models < MIN_MODELS:
         raise BnmemError(f"jackknife: needs at least {MIN_MODELS} shadow models, got {n_models}")
+    if attacks is None:
+        attacks = attack_spec.playing(attack_spec.JACKKNIFE)
     out: dict[str, dict[str, list[float]]] = {}
     for j in range(n_models):
         rest = np.array([m for m in range(n_models) if m != j])
@@ -81,7 +83,7 @@ def paired_jackknife(
 
 
 def attach_jackknife(paired: dict[str, Any], out_dir: str | Path, reference: str, others: Sequence[str],
-                     attacks: Sequence[str] = JACKKNIFE_ATTACKS, **attack_kwargs: Any) -> dict[str, Any]:
+                     attacks: Sequence[str] | None = None, **attack_kwargs: Any) -> dict[str, Any]:
     """Add the jackknife to a lira run's ``paired`` section (in place), from the arrays the lens saved.
 
     Args:
@@ -89,7 +91,7 @@ def attach_jackknife(paired: dict[str, Any], out_dir: str | Path, reference: str
         out_dir: the lira run directory (``<out_dir>/<norm>/`` holds each norm's query arrays).
         reference: the reference norm (BN).
         others: the norms compared with it.
-        attacks: attacks to re-run.
+        attacks: attacks to re-run (None: those playing :data:`~bnmem.attacks.spec.JACKKNIFE`).
         **attack_kwargs: the lens's attack settings (see :func:`paired_jackknife`).
 
     Returns:

@@ -27,7 +27,8 @@ import torch
 from bnmem import io
 from bnmem.analysis_plan import MATCH_FPR, MATCHED_FIT_OPTION
 from bnmem.attacks.phi import split_phi
-from bnmem.attacks.shadow_operating_point import ATTACK, shadow_operating_points
+from bnmem.attacks import spec as attack_spec
+from bnmem.attacks.shadow_operating_point import shadow_operating_points
 from bnmem.allocator import keep_freed_memory
 from bnmem.data import OutlierDataset
 from bnmem.data.loaded import load_once
@@ -183,11 +184,12 @@ def matched_fit_block(cfgs: dict[str, ShadowConfig], out: str | Path, ds: Outlie
         out: the lira run directory (``<out>/<norm>/matched_fit/`` holds the per-epoch queries).
         ds: the dataset.
     """
+    attack = attack_spec.the(attack_spec.PRIMARY)  # the paper's attack (bnmem.attacks.spec); row 3c reads it
     block: dict[str, Any] = {
         "epochs": None,
         "definition": (
             f"every shadow model queried at the end of every epoch exactly as at the final one (views, BN mode); "
-            f"per epoch, {ATTACK} LiRA leave-one-out over the M shadow models of that epoch (each the target "
+            f"per epoch, {attack} LiRA leave-one-out over the M shadow models of that epoch (each the target "
             f"once, its references the others at the same epoch); the threshold at {MATCH_FPR:.1%} FPR fitted "
             "per target on the non-member scores of its references, each scored leave-one-out among the "
             "references alone (never on the target's scores); test_acc: identity-view accuracy on the test "
@@ -201,11 +203,11 @@ def matched_fit_block(cfgs: dict[str, ShadowConfig], out: str | Path, ds: Outlie
                              f"norm's at {block['epochs']}")
         block["epochs"] = epochs
         keep = shadow_keep(cfg, ds.n_train)
-        per_epoch = [shadow_operating_points(phi[e], keep, ATTACK, MATCH_FPR) for e in range(len(epochs))]
+        per_epoch = [shadow_operating_points(phi[e], keep, attack, MATCH_FPR) for e in range(len(epochs))]
         block[norm] = {
             "test_acc": _grid(acc["test"]),
             "train_acc": _grid(acc["train_in"]),
-            ATTACK: {"auc_per_target": _grid([p["auc_per_target"] for p in per_epoch]),
+            attack: {"auc_per_target": _grid([p["auc_per_target"] for p in per_epoch]),
                      "tpr_at_0.1pct_fpr_shadow": _grid([p["tpr_at_shadow_threshold"] for p in per_epoch]),
                      "fpr_at_shadow_threshold": _grid([p["fpr_at_shadow_threshold"] for p in per_epoch])},
         }
@@ -216,11 +218,11 @@ def matched_fit_table(block: dict[str, Any], norms: Sequence[str]) -> str:
     """The block per epoch, means over the shadow models: test accuracy, online-LiRA AUC and the TPR / FPR at
     the threshold fitted on the references (the report matches the norms' test accuracy on these)."""
     header = ["epoch"] + [f"{h} {n}" for n in norms for h in ("test acc", "AUC", "TPR@0.1% (shadow thr.)", "FPR")]
-    rows = []
+    attack, rows = attack_spec.the(attack_spec.PRIMARY), []
     for e, epoch in enumerate(block["epochs"]):
         row = [str(epoch)]
         for n in norms:
-            att = block[n][ATTACK]
+            att = block[n][attack]
             means = [np.nanmean(np.array(g[e], dtype=np.float64)) for g in
                      (block[n]["test_acc"], att["auc_per_target"], att["tpr_at_0.1pct_fpr_shadow"],
                       att["fpr_at_shadow_threshold"])]

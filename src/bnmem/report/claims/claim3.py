@@ -15,9 +15,10 @@ import math
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, CLEAN, LIRA_ATTACKS, NOT_RUN, REPLICATE_UNIT, TEST_ABOVE, V4_MAGNITUDE, Axis, ClaimPlan, Design, Display,
+    BN, CLEAN, NOT_RUN, REPLICATE_UNIT, TEST_ABOVE, V4_MAGNITUDE, Axis, ClaimPlan, Design, Display,
     Endpoint,
 )
+from bnmem.attacks import spec as attack_spec
 from bnmem.names import LIRA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_magnitude, level, new_claim,
@@ -33,7 +34,6 @@ from bnmem.stats import PairedDiff, difference_stats, jackknife_interval
 # Claim 3: "LiRA AUC rises by 3–5 points with BN (at least 3 and 4 points for 1% and 5% outlier mixtures)".
 LIRA_RANGE = (0.03, 0.05)
 LIRA_RANGE_BY_MIX = {0.01: (0.03, 0.05), 0.05: (0.04, 0.05)}
-LIRA_PRIMARY_ATTACK = "online"
 LIRA_SUBSET = "all"
 
 
@@ -172,7 +172,8 @@ def _range_note(est: PairedDiff, paper: tuple[float, float]) -> str:
 
 def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[float, float], clean: bool) -> None:
     cov, alts, primary, old = [], [], None, None
-    for attack in LIRA_ATTACKS:
+    primary_attack = attack_spec.the(attack_spec.PRIMARY)  # decides the row; every VERDICT attack gets a verdict
+    for attack in attack_spec.playing(attack_spec.VERDICT):
         est, targets = lira_estimate(reps, other, attack, LIRA_SUBSET)
         if est is None:
             cov.append(Analysis(ATTACK_NAMES[attack], None, None, None, NOT_RUN, "",
@@ -180,33 +181,34 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
             continue
         a = Analysis.of(ATTACK_NAMES[attack], est, grade_magnitude(est, paper), _range_note(est, paper), paper=paper)
         cov.append(a)
-        if attack == LIRA_PRIMARY_ATTACK:
+        if attack == primary_attack:
             old = (est.mean if math.isfinite(est.mean) else None, grade(est, minimum=paper[0]))  # plan 4.0
             primary = Analysis.of(PLAN_ANALYSIS, est, a.status,
                                   "; ".join(x for x in (a.note, _detail(reps, other, attack, targets)) if x),
                                   paper=paper)
     tail = f"{BN} − {other}"
     if primary is None:
-        claim.evaluations.append(not_run(where(setting, tail), f"no {LIRA_PRIMARY_ATTACK} LiRA results on "
+        claim.evaluations.append(not_run(where(setting, tail), f"no {primary_attack} LiRA results on "
                                                               f"{LIRA_SUBSET!r}"))
         return
     fv, _ = lira_estimate(reps, other, "online_fixed_variance", LIRA_SUBSET)
     if fv is not None:
         alts.append(Analysis.of(ATTACK_NAMES["online_fixed_variance"], fv, grade_magnitude(fv, paper), paper=paper))
-    ident, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, LIRA_SUBSET, IDENTITY_BLOCK)
+    ident, _ = lira_estimate(reps, other, primary_attack, LIRA_SUBSET, IDENTITY_BLOCK)
     if ident is not None:
         alts.append(Analysis.of("online LiRA, identity query view only", ident, grade_magnitude(ident, paper),
                                 paper=paper))
     if not clean:
-        out_est, _ = lira_estimate(reps, other, LIRA_PRIMARY_ATTACK, "outliers")
+        out_est, _ = lira_estimate(reps, other, primary_attack, "outliers")
         if out_est is not None:
             alts.append(Analysis.of("online LiRA, outlier subset (direction only tested)", out_est, grade(out_est)))
     lens0 = reps[0][1]
-    c = cond(setting, lens0, attack=f"{ATTACK_NAMES[LIRA_PRIMARY_ATTACK]} (+ offline LiRA, RMIA)", subset=LIRA_SUBSET,
+    others = ", ".join(ATTACK_NAMES[a] for a in attack_spec.playing(attack_spec.VERDICT) if a != primary_attack)
+    c = cond(setting, lens0, attack=f"{ATTACK_NAMES[primary_attack]} (+ {others})", subset=LIRA_SUBSET,
              **{k: (lens0.config or {}).get(k) for k in ("shadow_models", "views")
                 if k not in lens0.conditions and k in (lens0.config or {})})
     claim.evaluations.append(Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts,
-                                                      ATTACK_NAMES[LIRA_PRIMARY_ATTACK], paper=paper))
+                                                      ATTACK_NAMES[primary_attack], paper=paper))
     if deciding and old is not None:
         previous(claim, where(setting, tail), *old)
 

@@ -22,6 +22,7 @@ import numpy as np
 from bnmem.analysis_plan import (
     BASELINE, BEYOND_PAPER, BN, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, Axis, ClaimPlan, Display,
 )
+from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.shadow_threshold import precision_at_prior
 from bnmem.names import LIRA
 from bnmem.report.claims.core import PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run
@@ -74,8 +75,6 @@ CLAIMS = (ClaimPlan(
     display=Display("{:+.1f}", scale=100, suffix="points"),
     axis=Axis("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)"),
 ),)
-
-ATTACK = "online"
 EXPLORATORY = ("beyond the paper: exploratory until a run whose seeds the plan could not have seen (a "
                "confirmatory run) decides it")
 
@@ -115,9 +114,10 @@ def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
         return f"no matched-fit queries (the lira lens's `{MATCHED_FIT_OPTION}` option was off)"
     epochs = [int(e) for e in block["epochs"]]
     acc_b, acc_o = _grid(block, BN, "test_acc"), _grid(block, other, "test_acc")
-    auc_b, auc_o = _grid(block, BN, ATTACK, "auc_per_target"), _grid(block, other, ATTACK, "auc_per_target")
+    attack = attack_spec.the(attack_spec.PRIMARY)  # the matched-fit block's attack (lenses.lira.matched_fit)
+    auc_b, auc_o = _grid(block, BN, attack, "auc_per_target"), _grid(block, other, attack, "auc_per_target")
     if any(x is None for x in (acc_b, acc_o, auc_b, auc_o)):
-        return f"matched-fit block lacks {BN} or {other} test accuracy or {ATTACK} AUCs"
+        return f"matched-fit block lacks {BN} or {other} test accuracy or {attack} AUCs"
     assert acc_b is not None and acc_o is not None and auc_b is not None and auc_o is not None
     mb, mo = np.nanmean(acc_b, axis=1), np.nanmean(acc_o, axis=1)
     pick = matched_epochs(epochs, mb, mo)
@@ -128,8 +128,8 @@ def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
     out = {"diffs": auc_b[eb] - auc_o[eo], "epoch_bn": epochs[eb], "epoch_other": epochs[eo],
            "acc_bn": float(mb[eb]), "acc_other": float(mo[eo])}
     for norm, e, key in ((BN, eb, "bn"), (other, eo, "other")):
-        tpr = _grid(block, norm, ATTACK, "tpr_at_0.1pct_fpr_shadow")
-        fpr = _grid(block, norm, ATTACK, "fpr_at_shadow_threshold")
+        tpr = _grid(block, norm, attack, "tpr_at_0.1pct_fpr_shadow")
+        fpr = _grid(block, norm, attack, "fpr_at_shadow_threshold")
         if tpr is not None and fpr is not None:
             out[f"tpr_{key}"], out[f"fpr_{key}"] = float(np.nanmean(tpr[e])), float(np.nanmean(fpr[e]))
     return out
