@@ -64,7 +64,9 @@ from bnmem.train.ensemble_grouped import GroupedLeNet
 from bnmem.train.ensemble_grouped_resnet import GroupedResNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
+from bnmem.train import sizing
 from bnmem.train.optim import lr_at
+from bnmem.train.precision import autocast_dtype, channels_last
 from bnmem.threads import torch_threads
 from bnmem.train.trainer import seeded_model, train_model
 
@@ -74,13 +76,9 @@ METHODS = ("auto", "grouped", "vmap", "sequential")
 # 1 thread, CPU time of 48 models in chunks of 8/12/16/24/48): 16-24 is best
 # (+10% over 8 or 48); larger networks' activations no longer fit the L2 cache.
 CPU_CHUNK = 24
-# On accelerators: as many models as fit in this many bytes of activations
-# (dozens to hundreds of small models per kernel launch), estimated as the
-# input batch times a per-architecture factor (LeNet's feature maps are a few
-# times its input; deep nets keep far more for the backward pass).
-ACCEL_ACTIVATION_BUDGET = 4 * 2**30
+# On accelerators: as many models as fit in the device's free memory (bnmem.train.sizing: each
+# model's parameters, gradients, optimizer state and activations, from a probe step), at most this many.
 ACCEL_MAX_CHUNK = 512
-ACTIVATION_FACTOR = {"grouped": 64, "vmap": 1024}
 # Grouped networks hold a multiple of this many models (throw-away twins pad
 # the last one). A model's result must not depend on which models share its
 # network. On the CPU it does not as long as no norm-layer channel lands in
@@ -100,11 +98,6 @@ StatesHook = Callable[[int, list[int], list[dict[str, torch.Tensor]]], None]
 
 # The grouped networks, by the architectures they reproduce (GroupedResNet is a GroupedLeNet).
 GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet)
-# Activations a grouped network of ResNets may hold on the CPU: the chunk is as many models as fit, estimated
-# as for accelerators (input batch x ACTIVATION_FACTOR["vmap"]). The digits ResNet-20 (batch 64) fits
-# CPU_CHUNK models; CIFAR's (3x32x32, batch 128) two.
-CPU_RESNET_ACTIVATION_BUDGET = 4 * 2**30
-
 
 def grouped_engine(model: nn.Module) -> type[GroupedLeNet] | None:
     """The grouped network that reproduces ``model``'s architecture (LeNet, ResNet), or None."""
@@ -209,19 +202,20 @@ def _chunks(sizes: list[int], batch_size: int, max_chunk: int, multiple: int = 1
     return out
 
 
-def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype: torch.dtype, method: str,
-               engine: type[GroupedLeNet] = GroupedLeNet) -> int:
-    """Models per network: ``engine`` is the grouped network's class (its multiple; ResNets' memory)."""
-    deep = engine is not GroupedLeNet
-    if device.type == "cpu" and not deep:
+def _max_chunk(device: torch.device, model: nn.Module, input_shape: tuple[int, ...], cfg: TrainConfig,
+               dtype: torch.dtype, method: str, engine: type[GroupedLeNet] = GroupedLeNet) -> int:
+    """Models per network for ``model``'s architecture: ``engine`` is the grouped network's class (its
+    multiple; :class:`GroupedLeNet` also for vmap). On the CPU, grouped LeNets and vmap take :data:`CPU_CHUNK`
+    (measured). Every other case is sized from memory (:mod:`bnmem.train.sizing`): the device's free memory
+    on accelerators, the documented :data:`~bnmem.train.sizing.CPU_MEMORY_BOUND` on the CPU (at most
+    :data:`CPU_CHUNK` models there)."""
+    m = engine.multiple if method == "grouped" else 1
+    if device.type == "cpu" and engine is GroupedLeNet:
         return CPU_CHUNK
-    factor = ACTIVATION_FACTOR["vmap" if deep else method]
-    per_model = batch_size * int(np.prod(ds.input_shape)) * (torch.finfo(dtype).bits // 8) * factor
-    budget, most = (CPU_RESNET_ACTIVATION_BUDGET, CPU_CHUNK) if device.type == "cpu" else (
-        ACCEL_ACTIVATION_BUDGET, ACCEL_MAX_CHUNK)
-    chunk = int(max(1, min(most, budget // max(per_model, 1))))
-    m = engine.multiple
-    return max(m, chunk - chunk % m) if method == "grouped" else chunk
+    per_model = sizing.model_bytes(model, input_shape, cfg.batch_size, dtype, cfg.optimizer, cfg.momentum,
+                                   autocast_dtype(cfg, device))
+    most = CPU_CHUNK if device.type == "cpu" else ACCEL_MAX_CHUNK
+    return sizing.chunk_size(per_model, sizing.free_bytes(device), most, m)
 
 
 def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
@@ -444,9 +438,10 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
         idx_t = [torch.as_tensor(a) for a in idx]
         grouped = grouped_engine(models[0]) if method == "grouped" else None
         multiple = grouped.multiple if grouped is not None else 1
-        max_chunk = _max_chunk(device, ds, cfg.batch_size, dtype, method, grouped or GroupedLeNet)
+        max_chunk = _max_chunk(device, models[0], ds.input_shape, cfg, dtype, method, grouped or GroupedLeNet)
         chunks = _chunks([len(a) for a in idx], cfg.batch_size, max_chunk, multiple)
         wd = weight_decay_by_name(models[0], cfg)
+        half = autocast_dtype(cfg, device)
         desc = progress if isinstance(progress, str) else f"train {len(seeds)} models ({method})"
         bar = tqdm(total=len(chunks) * cfg.epochs, desc=desc, disable=not progress, leave=False)
         for chunk in chunks:
@@ -457,9 +452,11 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
             members += [copy.deepcopy(models[k]) for k in twins]
             chunk = chunk + twins
             if grouped is not None:
-                engine = grouped(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
+                engine = grouped(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins),
+                                 autocast_dtype=half)
             else:
-                engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
+                engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding,
+                                      channels_last=channels_last(cfg, device.type == "cpu"), autocast_dtype=half)
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
             real = chunk[: len(chunk) - len(twins)]

@@ -182,11 +182,12 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
     datasets = [ds] * len(seeds) if datasets is None else list(datasets)
     _check_data(ds, datasets, len(seeds), cfgs[0].batch_size)
     with torch.random.fork_rng(devices=[]):
-        grouped = grouped_engine(_initial_model(model_cfg, ds, seeds[0], None, torch.device("cpu"), ds.x_train.dtype))
+        template = _initial_model(model_cfg, ds, seeds[0], None, torch.device("cpu"), ds.x_train.dtype)
+    grouped = grouped_engine(template)
     if grouped is None:
         raise ValueError(f"train_runs_together trains LeNets and ResNets only, not {model_cfg.arch}")
-    size = CPU_CHUNK if grouped is GroupedLeNet else _max_chunk(torch.device(cfgs[0].device), ds, cfgs[0].batch_size,
-                                                                 ds.x_train.dtype, "grouped", grouped)
+    size = CPU_CHUNK if grouped is GroupedLeNet else _max_chunk(torch.device(cfgs[0].device), template, ds.input_shape,
+                                                                 cfgs[0], ds.x_train.dtype, "grouped", grouped)
     chunks = [list(range(i, min(i + size, len(seeds)))) for i in range(0, len(seeds), size)]
     desc = progress if isinstance(progress, str) else f"train {len(seeds)} runs together"
     out: list[list[dict]] = [[] for _ in seeds]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -49,10 +50,12 @@ class VmapEnsemble:
         channels_last: present each model's image batch channels_last (default: on the CPU only). CUDA's
             batch norm cannot run under vmap on a channels_last input ("Tensor.clone(memory_format) inside
             vmap", seen with PyTorch 2.11 on an H200), and NCHW max-pooling is slow only on the CPU.
+        autocast_dtype: run each forward pass under autocast to this dtype (bfloat16; None: off).
     """
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
-                 gs_tau: float = 1.0, padding: str = "reflect", channels_last: bool | None = None) -> None:
+                 gs_tau: float = 1.0, padding: str = "reflect", channels_last: bool | None = None,
+                 autocast_dtype: torch.dtype | None = None) -> None:
         self.k = len(models)
         params, buffers = stack_module_state(models)
         self.params: dict[str, torch.Tensor] = {n: p.detach() for n, p in params.items()}
@@ -69,6 +72,7 @@ class VmapEnsemble:
         self.padding = padding
         self._images = x_all.ndim == 4
         self._channels_last = x_all.device.type == "cpu" if channels_last is None else channels_last
+        self._autocast = autocast_dtype
         if self._images:
             # [N, H, W, C]: gathered batches can then be presented to vmap as a
             # [K, B, C, H, W] view whose per-model slices are channels_last, and
@@ -86,7 +90,10 @@ class VmapEnsemble:
     def _loss(self, p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor,
               y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One model's training loss (called under vmap and grad)."""
-        loss = F.cross_entropy(functional_call(self.base, (p, b), (x,)), y)
+        ctx = nullcontext() if self._autocast is None else torch.autocast(x.device.type, dtype=self._autocast)
+        with ctx:
+            logits = functional_call(self.base, (p, b), (x,))
+        loss = F.cross_entropy(logits.to(x.dtype), y)  # float32 logits under autocast
         if self.lam > 0 and self.bn:
             gammas = [p[f"{n}.weight"] for n, _ in self.bn]
             loss = loss + gamma_sigma_penalty(gammas, [self._sigma[n] for n, _ in self.bn], self.lam, self.tau)

@@ -28,6 +28,7 @@ from bnmem.measure.memorization import subset_accuracies
 from bnmem.measure.predict import to_layout
 from bnmem.train.batching import epoch_batches
 from bnmem.train.optim import build_optimizer, lr_at, set_lr
+from bnmem.train.precision import autocast, channels_last
 from bnmem.threads import torch_threads
 
 CHECKPOINT = "checkpoint.pt"
@@ -100,9 +101,10 @@ def train_model(
     run_dir = Path(run_dir) if run_dir is not None else None
     with torch_threads(cfg.threads):
         model = model.to(device)
-        if ds.x_train.ndim == 4:
+        nhwc = channels_last(cfg, True)
+        if ds.x_train.ndim == 4 and nhwc:
             model = model.to(memory_format=torch.channels_last)
-        x_all = to_layout(ds.x_train.to(device))
+        x_all = to_layout(ds.x_train.to(device)) if nhwc else ds.x_train.to(device).contiguous()
         y_all = ds.y_train.to(device)
         idx = torch.arange(ds.n_train) if train_idx is None else torch.as_tensor(np.asarray(train_idx), dtype=torch.long)
         idx = idx.to(device)
@@ -167,7 +169,9 @@ def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, x_all: torch.Tens
     for s, b in enumerate(batches):
         sel = idx[b.to(idx.device)]
         xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
-        loss = F.cross_entropy(model(xb), y_all[sel])
+        with autocast(cfg, x_all.device):
+            logits = model(xb)
+        loss = F.cross_entropy(logits.to(x_all.dtype), y_all[sel])  # float32 logits under bf16
         if extra_loss is not None:
             extra = extra_loss(model)
             extra_sum += float(extra.detach())
