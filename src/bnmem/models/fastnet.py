@@ -44,7 +44,7 @@ def gelu_gain() -> float:
     return 1.0 / math.sqrt(GELU_SECOND_MOMENT)
 
 
-class ConvNormAct(nn.Module):
+class ConvBlock(nn.Module):
     """conv3x3 (no bias) -> [maxpool2] -> norm -> GELU.
 
     Args:
@@ -93,10 +93,10 @@ class FastNet(nn.Module):
         self.num_classes = num_classes
         self.norm_kind = norm
         self.logit_scale = float(logit_scale)
-        self.stem = ConvNormAct(input_shape[0], widths[0], False, make_norm)
+        self.stem = ConvBlock(input_shape[0], widths[0], False, make_norm)
         self.num_stages = len(widths) - 1
         for i, (w_in, w) in enumerate(zip(widths[:-1], widths[1:])):
-            stage = nn.Sequential(ConvNormAct(w_in, w, True, make_norm), ConvNormAct(w, w, False, make_norm))
+            stage = nn.Sequential(ConvBlock(w_in, w, True, make_norm), ConvBlock(w, w, False, make_norm))
             self.add_module(f"layer{i + 1}", stage)
         self.fc = nn.Linear(widths[-1], num_classes, bias=False)
         for m in self.modules():
