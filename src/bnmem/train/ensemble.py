@@ -11,7 +11,7 @@ modules are ordinary models with trained parameters and BN running statistics.
 
 Methods:
 
-- ``grouped`` (LeNet): one network whose convolutions have ``groups=K``, whose
+- ``grouped`` (LeNet, ResNet, fastnet): one network whose convolutions have ``groups=K``, whose
   norms run over K×C channels and whose linear layers are batched matmuls
   (:mod:`bnmem.train.ensemble_grouped`). The hot path: ~2.6-2.8x the
   sequential throughput in one process on a 2-core CPU
@@ -19,12 +19,20 @@ Methods:
   (:mod:`bnmem.train.ensemble_grouped_resnet`; on request here, and for the
   lenses' runs on accelerators, :mod:`bnmem.train.ensemble_runs`): on the CPU
   their steps are bound by the convolutions' arithmetic, so grouping saves
-  nothing there.
+  nothing there. The fast networks likewise
+  (:mod:`bnmem.train.ensemble_grouped_fastnet`).
 - ``vmap`` (any architecture): ``torch.func.vmap`` over ``grad`` with stacked
   parameters and buffers (:mod:`bnmem.train.ensemble_vmap`). Meant for GPUs;
   on the CPU it is no faster than the loop (see :func:`resolve_method`).
 - ``sequential``: the plain loop over ``train_model`` (the oracle).
-- ``auto``: grouped for LeNets, else sequential on the CPU and vmap elsewhere.
+- ``auto``: grouped for LeNets, else sequential on the CPU and, on accelerators,
+  the measured choice per architecture (:data:`ACCELERATOR_METHOD`; vmap
+  where none is recorded).
+
+Chunks (models per vectorized network) come from the device's free memory
+(:mod:`bnmem.train.sizing`); ``cfg.precision`` and ``cfg.channels_last``
+(:mod:`bnmem.train.precision`) switch bf16 autocast and the batches' memory
+format.
 
 :func:`train_models_parallel` splits the models over worker processes (one
 thread each), each running :func:`train_models` on its share.
@@ -61,6 +69,7 @@ from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.train.batching import epoch_batches
 from bnmem.train.ensemble_grouped import GroupedLeNet
+from bnmem.train.ensemble_grouped_fastnet import GroupedFastNet
 from bnmem.train.ensemble_grouped_resnet import GroupedResNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
@@ -96,8 +105,14 @@ Engine = GroupedLeNet | VmapEnsemble
 # read them (query, copy) inside the call and keep nothing.
 StatesHook = Callable[[int, list[int], list[dict[str, torch.Tensor]]], None]
 
-# The grouped networks, by the architectures they reproduce (GroupedResNet is a GroupedLeNet).
-GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet)
+# The grouped networks, by the architectures they reproduce (each is a GroupedLeNet).
+GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet, GroupedFastNet)
+
+# The engine ``auto`` picks on accelerators, per architecture (the model's class name), as measured by
+# benchmarks/gpu_check.py (its engine table: images/s of one-by-one, vmap and grouped); an architecture not
+# listed gets vmap. Empty: no GPU measurement of the choice has been recorded yet (docs/gpu/README.md).
+ACCELERATOR_METHOD: dict[str, str] = {}
+
 
 def grouped_engine(model: nn.Module) -> type[GroupedLeNet] | None:
     """The grouped network that reproduces ``model``'s architecture (LeNet, ResNet), or None."""
@@ -108,8 +123,10 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     """The method ``train_models`` uses for ``model``'s architecture on ``device``.
 
     ``auto`` picks ``grouped`` for LeNets. For other architectures it picks
-    ``sequential`` on the CPU and ``vmap`` on accelerators. ``grouped`` also
-    trains ResNets (:class:`GroupedResNet`), on request: on this CPU a
+    ``sequential`` on the CPU and, on accelerators, the method
+    :data:`ACCELERATOR_METHOD` records for the architecture (``vmap`` where
+    none is recorded). ``grouped`` also trains ResNets (:class:`GroupedResNet`)
+    and the fast networks (:class:`GroupedFastNet`), on request: on this CPU a
     ResNet-20 step is bound by its convolutions' arithmetic, and a grouped
     network of K ResNet-20s was measured no faster than K models one after
     another (digits, batch 64, 1 thread: 23-26 ms per model and step for
@@ -139,9 +156,12 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     if method == "auto":
         if grouped_engine(model) is GroupedLeNet:
             return "grouped"
-        return "sequential" if torch.device(device).type == "cpu" else "vmap"
+        if torch.device(device).type == "cpu":
+            return "sequential"
+        return ACCELERATOR_METHOD.get(type(model).__name__, "vmap")
     if method == "grouped" and grouped_engine(model) is None:
-        raise ValueError(f"method 'grouped' trains LeNets and ResNets with batch/none/group/layer norm only, "
+        raise ValueError(f"method 'grouped' trains LeNets, ResNets and fast networks with batch/none/group/layer "
+                         f"norm only, "
                          f"not {type(model).__name__}; use 'vmap' or 'auto'")
     return method
 

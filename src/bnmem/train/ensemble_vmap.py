@@ -18,6 +18,7 @@ the last bits with the number of models vmapped together.
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
 from contextlib import nullcontext
 
@@ -30,6 +31,12 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from bnmem.data import augment
 from bnmem.models.norms import batch_sigma
 from bnmem.train.regularizer import gamma_sigma_penalty
+
+
+def _to_param_dtype(module: nn.Module, args: tuple) -> tuple:
+    """Forward pre-hook: the input in the dtype of the module's parameters (see ``VmapEnsemble``)."""
+    ref = next(itertools.chain(module.parameters(), module.buffers()), None)
+    return args if ref is None or not ref.is_floating_point() else (args[0].to(ref.dtype), *args[1:])
 
 
 class VmapEnsemble:
@@ -73,6 +80,13 @@ class VmapEnsemble:
         self._images = x_all.ndim == 4
         self._channels_last = x_all.device.type == "cpu" if channels_last is None else channels_last
         self._autocast = autocast_dtype
+        if autocast_dtype is not None:
+            # vmap's batch-norm rule refuses a bfloat16 input with float32 parameters ("expected scalar type
+            # BFloat16 but found Float", PyTorch 2.14 on the CPU), so under autocast each norm layer gets its
+            # input cast back to the parameters' dtype: the norm runs in float32, as cuDNN's computes anyway.
+            for m in self.base.modules():
+                if isinstance(m, _BatchNorm):
+                    m.register_forward_pre_hook(_to_param_dtype)
         if self._images:
             # [N, H, W, C]: gathered batches can then be presented to vmap as a
             # [K, B, C, H, W] view whose per-model slices are channels_last, and
