@@ -11,7 +11,7 @@ On a CUDA machine (``python benchmarks/gpu_check.py --json gpu-check.json``):
     pair, BN and no norm, one model after another against the engines (vmap with the chunk the memory
     sizing chooses, grouped convolutions over stacked models), each in float32 and bf16 autocast, plus
     the memory-format variants (vmap channels_last on, one by one channels_last off) and, with
-    ``--compile``, torch.compile of the one-by-one model; the chunk the sizing chose, its per-model
+    ``--compile``, ``train.compile`` (torch.compile) one by one and grouped; the chunk the sizing chose, its per-model
     estimate and the peak GPU memory of each run; the engine table's winner per architecture
     (what :data:`bnmem.train.ensemble.ACCELERATOR_METHOD` should record);
 (d) one CIFAR-10-sized LiRA cell with 64 shadow models per arm (BN and none; 50,000 training and 10,000
@@ -175,32 +175,26 @@ VARIANTS = [
 ]
 
 
-def _variants(device: str, compile_too: bool) -> list[tuple[str, str, str, bool]]:
+def _variants(device: str, norm: str, compile_too: bool) -> list[tuple[str, str, str, str]]:
+    """(method, precision, channels_last, compile) rows for one architecture and norm."""
     if device == "cpu":  # bf16 on the CPU is the tests' business (tests/test_precision.py), not a speed
         rows = [(m, p, c) for m, p, c in VARIANTS if p == "float32"]
     else:
         rows = list(VARIANTS)
-    out = [(m, p, c, False) for m, p, c in rows]
-    if compile_too:
-        out.append(("sequential", "bf16", "auto", True))
+    out = [(m, p, c, "off") for m, p, c in rows]
+    if compile_too and norm == "batch":  # compilation takes about a minute per network: BN only
+        out += [("sequential", "bf16", "auto", "default"), ("grouped", "bf16", "auto", "default")]
     return out
 
 
-def _timed_run(mc: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, k: int, method: str, compiled: bool,
-               device: str) -> float:
+def _timed_run(mc: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, k: int, method: str, device: str) -> float:
     """Seconds to train k models for one epoch over ds (after the caller's warm-up)."""
     from bnmem.train.ensemble import train_models
-    from bnmem.train.trainer import seeded_model, train_model
 
     idx = [np.arange(ds.n_train)] * k
     _sync(device)
     t0 = time.perf_counter()
-    if compiled:
-        for s in range(k):
-            model = torch.compile(seeded_model(mc, ds, s))
-            train_model(model, ds, cfg, s, measure=False, progress=False)
-    else:
-        train_models(mc, ds, cfg, list(range(k)), idx, method=method, progress=False)
+    train_models(mc, ds, cfg, list(range(k)), idx, method=method, progress=False)
     _sync(device)
     return time.perf_counter() - t0
 
@@ -221,9 +215,9 @@ def measure_throughput(device: str, tiny: bool, compile_too: bool) -> list[dict]
         for norm in ("batch", "none"):
             mc = ModelConfig(arch=arch, norm=norm)
             template = seeded_model(mc, ds, 0)
-            for method, precision, layout, compiled in _variants(device, compile_too):
+            for method, precision, layout, compiled in _variants(device, norm, compile_too):
                 cfg = TrainConfig(epochs=1, batch_size=batch, lr=0.02, device=device, threads=1, precision=precision,
-                                  channels_last=layout)
+                                  channels_last=layout, compile=compiled)
                 engine = ensemble.grouped_engine(template) if method == "grouped" else None
                 if method == "sequential":
                     k, chunk, est = (2 if tiny else 4), 1, None
@@ -234,14 +228,13 @@ def measure_throughput(device: str, tiny: bool, compile_too: bool) -> list[dict]
                     est = sizing.model_bytes(template, shape, batch, torch.float32, cfg.optimizer, cfg.momentum,
                                              autocast_dtype(cfg, dev))
                 label = (f"{arch} {norm:5} {method:10} {precision:7} channels_last={layout:4}"
-                         + (" compiled" if compiled else ""))
+                         + ("" if compiled == "off" else f" compile={compiled}"))
                 try:
                     if not tiny:  # cuDNN's algorithm choice, the allocator's first blocks, compilation
                         warm = synthetic(batch * 2, 8, shape, 10, torch.float32, seed=1)
-                        _timed_run(mc, warm, cfg, min(k, 2 if method == "sequential" else k), method, compiled,
-                                   device)
+                        _timed_run(mc, warm, cfg, min(k, 2 if method == "sequential" else k), method, device)
                     _reset_peak(device)
-                    seconds = _timed_run(mc, ds, cfg, k, method, compiled, device)
+                    seconds = _timed_run(mc, ds, cfg, k, method, device)
                 except Exception as e:  # a variant that fails on this device is reported, not fatal
                     print(f"(c) {label}: FAILED ({type(e).__name__}: {str(e).splitlines()[0][:160]})", flush=True)
                     rows.append({"arch": arch, "norm": norm, "method": method, "precision": precision,
@@ -337,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="where checks (b) and (d) write (default: temp)")
     parser.add_argument("--json", type=Path, default=None, help="write (c)'s rows and (d)'s numbers to this file")
     parser.add_argument("--checks", default="acd", help="which checks to run, e.g. acd (default), abcd, d")
-    parser.add_argument("--compile", action="store_true", help="(c) also measures torch.compile (minutes)")
+    parser.add_argument("--compile", action="store_true",
+                        help="(c) also measures train.compile for the BN networks, one by one and grouped (minutes)")
     parser.add_argument("--cell-epochs", type=int, default=2, help="(d)'s epochs per shadow model (default 2)")
     parser.add_argument("--cell-views", default="identity,flip", help="(d)'s query views (default identity,flip)")
     args = parser.parse_args(argv)

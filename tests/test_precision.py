@@ -55,3 +55,25 @@ def test_channels_last_off_trains_the_same(ds64):
     assert _max_diff([on], [off]) < 1e-12
     vmap = train_models(mc, ds64, off_cfg, [3], idx, method="vmap", progress=False)
     assert _max_diff([on], vmap) < 1e-9
+
+
+@pytest.mark.parametrize("method", ["sequential", "vmap", "grouped"])
+def test_compiled_training_is_the_same_training(ds64, method, monkeypatch):
+    """``train.compile`` wraps each path's training forward in torch.compile; traced with dynamo's eager backend
+    (inductor's code generation takes minutes on this CPU; benchmarks/gpu_check.py --compile measures it on a GPU),
+    two float64 epochs give the uncompiled models to 1e-12, BN running statistics included."""
+    import torch._dynamo
+
+    import bnmem.train.precision as precision
+
+    monkeypatch.setattr(precision, "COMPILE_BACKEND", "eager")
+    torch._dynamo.reset()
+    traced: list[int] = []
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: traced.append(1) or real(fn, **kw))
+    mc, idx = ModelConfig(arch="lenet", norm="batch"), _in_sets((40, 35))
+    plain = _sgd(epochs=2)
+    on = plain.model_copy(update={"compile": "default"})
+    got = train_models(mc, ds64, on, SEEDS, idx, method=method, progress=False)
+    assert traced  # the compiled path ran
+    assert _max_diff(got, train_models(mc, ds64, plain, SEEDS, idx, method=method, progress=False)) < 1e-12

@@ -159,6 +159,9 @@ class TrainConfig(StrictModel):
     channels_last: Literal["auto", "on", "off"] = Field(
         "auto", description="image batches channels_last: auto (the engine's choice), on, off"
     )
+    compile: Literal["off", "default", "reduce-overhead"] = Field(
+        "off", description="torch.compile the training forward pass (reduce-overhead: with CUDA graphs); for GPUs"
+    )
 
     _device = field_validator("device")(check_device)
 

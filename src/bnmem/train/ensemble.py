@@ -75,7 +75,7 @@ from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
 from bnmem.train import sizing
 from bnmem.train.optim import lr_at
-from bnmem.train.precision import autocast_dtype, channels_last
+from bnmem.train.precision import autocast_dtype, channels_last, compiled
 from bnmem.threads import torch_threads
 from bnmem.train.trainer import seeded_model, train_model
 
@@ -477,6 +477,8 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
             else:
                 engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding,
                                       channels_last=channels_last(cfg, device.type == "cpu"), autocast_dtype=half)
+            if cfg.compile != "off":
+                engine.compile(lambda fn: compiled(fn, cfg))
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
             real = chunk[: len(chunk) - len(twins)]

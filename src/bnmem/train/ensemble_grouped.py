@@ -237,6 +237,10 @@ class GroupedLeNet:
         self.padding = padding
         self.autocast_dtype = autocast_dtype
 
+    def compile(self, wrap) -> None:
+        """Run the forward pass through ``wrap(forward)`` (``bnmem.train.precision.compiled``)."""
+        self.forward = wrap(self.forward)
+
     def _inputs(self, sel: torch.Tensor, aug: torch.Tensor | None = None) -> torch.Tensor:
         """Models' batches as channels: sel [K, B] (aug [K, B, 3]) -> [B, K*C, H, W] channels_last."""
         n, h, w, c = self.x_nhwc.shape

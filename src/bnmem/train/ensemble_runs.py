@@ -39,7 +39,7 @@ from bnmem.train.ensemble import CPU_CHUNK, _fit, _initial_model, _max_chunk, _w
 from bnmem.train.ensemble_grouped import GroupedLeNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.optim import lr_at
-from bnmem.train.precision import autocast_dtype
+from bnmem.train.precision import autocast_dtype, compiled
 from bnmem.train.trainer import _finish
 
 EpochHook = Callable[[int, nn.Module], "dict | None"]
@@ -128,6 +128,8 @@ def _train_chunk(model_cfg: ModelConfig, datasets: list[OutlierDataset], cfgs: l
                      [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
                      [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding,
                      twins=len(twins), autocast_dtype=autocast_dtype(base, device))
+    if base.compile != "off":
+        engine.compile(lambda fn: compiled(fn, base))
     opt = StackedOptimizer(engine.params, weight_decay_by_name(models[0], base), base)
     histories: list[list[dict]] = [[] for _ in models]
     measuring = [0.0]

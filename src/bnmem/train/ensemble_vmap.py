@@ -94,6 +94,10 @@ class VmapEnsemble:
             self.x_nhwc = x_all.permute(0, 2, 3, 1).contiguous()
         self._grad = vmap(grad(self._loss, has_aux=True), in_dims=(0, 0, 0, 0), randomness="error")
 
+    def compile(self, wrap) -> None:
+        """Run the vmapped gradient through ``wrap(fn)`` (``bnmem.train.precision.compiled``)."""
+        self._grad = wrap(self._grad)
+
     def _sigma_hook(self, name: str):
         def hook(module: _BatchNorm, args: tuple) -> None:
             if module.training:

@@ -11,15 +11,25 @@ engines:
   (slowly, through the CPU's autocast), which is how the tests check the wiring.
 - ``channels_last``: ``auto`` (default: image batches channels_last, except for the vmap engine on
   CUDA, whose batch norm refuses them under vmap), ``on`` or ``off``.
+- ``compile``: ``off`` (default), ``default`` or ``reduce-overhead`` (CUDA graphs): ``torch.compile`` of
+  the training forward pass (the plain trainer's model, the grouped network's forward, the vmap engine's
+  vmapped gradient). Off until benchmarks/gpu_check.py shows it pays; the tests trace it with dynamo's
+  ``eager`` backend (:data:`COMPILE_BACKEND`), which checks the wiring and the numbers, not inductor's
+  kernels.
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import Callable, TypeVar
 
 import torch
 
 from bnmem.config import TrainConfig
+
+F = TypeVar("F", bound=Callable)
+# The backend torch.compile uses: inductor (generated kernels); the tests set "eager" (tracing only).
+COMPILE_BACKEND = "inductor"
 
 
 def autocast_dtype(cfg: TrainConfig, device: torch.device | str) -> torch.dtype | None:
@@ -38,3 +48,11 @@ def autocast(cfg: TrainConfig, device: torch.device | str) -> contextlib.Abstrac
 def channels_last(cfg: TrainConfig, default: bool) -> bool:
     """Whether image batches go channels_last: ``default`` (the engine's own choice) unless the recipe says."""
     return default if cfg.channels_last == "auto" else cfg.channels_last == "on"
+
+
+def compiled(fn: F, cfg: TrainConfig) -> F:
+    """``fn`` under ``torch.compile`` as ``cfg.compile`` says (itself when off)."""
+    if cfg.compile == "off":
+        return fn
+    mode = {} if COMPILE_BACKEND != "inductor" or cfg.compile == "default" else {"mode": cfg.compile}
+    return torch.compile(fn, backend=COMPILE_BACKEND, **mode)
