@@ -77,3 +77,15 @@ def test_compiled_training_is_the_same_training(ds64, method, monkeypatch):
     got = train_models(mc, ds64, on, SEEDS, idx, method=method, progress=False)
     assert traced  # the compiled path ran
     assert _max_diff(got, train_models(mc, ds64, plain, SEEDS, idx, method=method, progress=False)) < 1e-12
+
+
+@pytest.mark.parametrize("update", [{"precision": "bf16"}, {"compile": "default"}])
+def test_dp_sgd_refuses_what_it_would_not_apply(ds, update):
+    """Opacus's loop applies neither bf16 nor compilation: a DP run asking for them fails in one line rather than
+    recording a precision it did not use."""
+    from bnmem.errors import BnmemError
+    from bnmem.train.dp import DPConfig, train_dp_model
+
+    model = seeded_model(ModelConfig(arch="lenet", norm="none"), ds, 0)
+    with pytest.raises(BnmemError, match="DP-SGD training runs in float32"):
+        train_dp_model(model, ds, _sgd(epochs=1, gs_reg=0.0).model_copy(update=update), DPConfig(), 0)
