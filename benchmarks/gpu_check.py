@@ -7,21 +7,26 @@ On a CUDA machine (``python benchmarks/gpu_check.py --json gpu-check.json``):
     buffer must agree to 1e-9;
 (b) (only with ``--checks b``: about 3 minutes) a small CIFAR-shaped study with every lens, BN vs none, end
     to end through the real data loader and ``run_study``;
-(c) training images/s per GPU, CIFAR-shaped (3x32x32) synthetic data, batch 256: ResNet-20 and the fast
-    pair, BN and no norm, one model after another against the engines (vmap with the chunk the memory
-    sizing chooses, grouped convolutions over stacked models), each in float32 and bf16 autocast, plus
-    the memory-format variants (vmap channels_last on, one by one channels_last off) and, with
-    ``--compile``, ``train.compile`` (torch.compile) one by one and grouped; the chunk the sizing chose, its per-model
-    estimate and the peak GPU memory of each run; the engine table's winner per architecture
-    (what :data:`bnmem.train.ensemble.ACCELERATOR_METHOD` should record);
+(c) training images/s per GPU, CIFAR-shaped (3x32x32) synthetic data, batch 256, 2,048 images per model,
+    one epoch after a warm-up run: ResNet-20 and the fast pair, BN and no norm, one model after another
+    (4 models) against the engines (vmap and grouped convolutions over stacked models, with the chunk the
+    memory sizing chooses, at most 96 models), each in bf16 autocast and float32, plus the memory-format
+    variants (vmap channels_last on, one by one channels_last off) and, with ``--compile``,
+    ``train.compile`` one by one and grouped for the BN networks; each run's sized chunk, its estimated
+    and its peak GPU memory; the winner per architecture and norm (what
+    :data:`bnmem.train.ensemble.ACCELERATOR_METHOD` should record). Variants run in priority order (each
+    variant over the four networks, then the next) and none starts after ``--throughput-budget`` seconds
+    (default 200), so the call fits its 8 minutes;
 (d) one CIFAR-10-sized LiRA cell with 64 shadow models per arm (BN and none; 50,000 training and 10,000
     test images in torchvision's on-disk format with synthetic content, written by this script: the
     device machine cannot download, so **accuracy is not measured here**) through ``bnmem run`` in this
-    process (``--workers 1``) from studies/cifar10-fast.yaml with ``--set train.device=cuda``, at
+    process (``--workers 1``) from studies/cifar10-fast.yaml with ``train.device`` set to the device, at
     ``--cell-epochs`` epochs (default 2) and the query views ``--cell-views`` (default identity and
-    flip): the cell's wall time, the training time per shadow model and epoch, the peak GPU memory. The
-    preset's full cell (its epochs, its 18 views) takes about (training per model-epoch x epochs + query
-    per view x views) x 128; the JSON has the parts.
+    flip): the cell's wall time, the training time per shadow model and epoch (the training chunks' DONE
+    markers), the rest per shadow model (queries, attacks, figures, loading), the peak GPU memory. The
+    preset's full cell (16 epochs, 18 views) then takes roughly 128 x (16 x the training per model and
+    epoch + 9 x the rest per model), counting the rest as queries proportional to the views (an upper
+    estimate: the attacks and loading do not grow with the views).
 
 ``--json FILE`` writes (c)'s rows and (d)'s numbers (``benchmarks/docs_numbers.py --gpu-cell FILE`` records
 them in docs/numbers.json with their source). ``--device cpu`` runs (a), (c) and (d) at tiny sizes (8x8
@@ -167,23 +172,27 @@ def check_study(device: str, tiny: bool, out: Path) -> bool:
 
 # ---------------------------------------------------------------- (c)
 
-# (method, precision, channels_last, compile): the variants measured per architecture and norm.
+# (method, precision, channels_last): the variants measured per architecture and norm, the core ones (every
+# method at bf16 and float32) first, so that a run cut short by the time budget still has them.
 VARIANTS = [
-    ("sequential", "float32", "auto"), ("sequential", "bf16", "auto"), ("sequential", "bf16", "off"),
-    ("vmap", "float32", "auto"), ("vmap", "bf16", "auto"), ("vmap", "bf16", "on"),
-    ("grouped", "float32", "auto"), ("grouped", "bf16", "auto"),
+    ("sequential", "bf16", "auto"), ("vmap", "bf16", "auto"), ("grouped", "bf16", "auto"),
+    ("sequential", "float32", "auto"), ("vmap", "float32", "auto"), ("grouped", "float32", "auto"),
+    ("vmap", "bf16", "on"), ("sequential", "bf16", "off"),
 ]
+CASES = [("resnet20", "batch"), ("fastnet", "batch"), ("fastnet", "none"), ("resnet20", "none")]
+# Models per engine run in (c): the sizing's chunk, at most this many (enough to fill a GPU with these
+# networks; the run stays a few seconds). One by one: 4 models.
+MAX_MODELS = 96
 
 
-def _variants(device: str, norm: str, compile_too: bool) -> list[tuple[str, str, str, str]]:
-    """(method, precision, channels_last, compile) rows for one architecture and norm."""
-    if device == "cpu":  # bf16 on the CPU is the tests' business (tests/test_precision.py), not a speed
-        rows = [(m, p, c) for m, p, c in VARIANTS if p == "float32"]
-    else:
-        rows = list(VARIANTS)
-    out = [(m, p, c, "off") for m, p, c in rows]
-    if compile_too and norm == "batch":  # compilation takes about a minute per network: BN only
-        out += [("sequential", "bf16", "auto", "default"), ("grouped", "bf16", "auto", "default")]
+def _plan(device: str, compile_too: bool) -> list[tuple[str, str, str, str, str, str]]:
+    """(arch, norm, method, precision, channels_last, compile) in the order they are measured: each variant
+    over the four networks before the next variant."""
+    rows = [v for v in VARIANTS if device != "cpu" or v[1] == "float32"]  # bf16 on the CPU: tests/test_precision
+    out = [(a, n, m, p, c, "off") for m, p, c in rows for a, n in CASES]
+    if compile_too:  # compilation takes about a minute per network (expected): BN only
+        out += [(a, "batch", m, "bf16", "auto", "default") for m in ("sequential", "grouped")
+                for a in ("resnet20", "fastnet")]
     return out
 
 
@@ -199,69 +208,73 @@ def _timed_run(mc: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, k: int, me
     return time.perf_counter() - t0
 
 
-def measure_throughput(device: str, tiny: bool, compile_too: bool) -> list[dict]:
-    """(c) training images/s per GPU: one by one vs the engines, per architecture, norm and precision."""
+def measure_throughput(device: str, tiny: bool, compile_too: bool, budget_s: float) -> list[dict]:
+    """(c) training images/s per GPU: one by one vs the engines, per architecture, norm and precision; variants
+    not started within ``budget_s`` seconds are listed as skipped."""
     from bnmem.train import ensemble, sizing
     from bnmem.train.precision import autocast_dtype
     from bnmem.train.trainer import seeded_model
 
     shape = (3, 8, 8) if tiny else (3, 32, 32)
-    n = 16 if tiny else 4096
+    n = 16 if tiny else 2048
     batch = 16 if tiny else 256
     ds = synthetic(n, 8, shape, 10, torch.float32)
+    warm = synthetic(batch * 2, 8, shape, 10, torch.float32, seed=1)
     dev = torch.device(device)
     rows: list[dict] = []
-    for arch in ("resnet20", "fastnet"):
-        for norm in ("batch", "none"):
-            mc = ModelConfig(arch=arch, norm=norm)
-            template = seeded_model(mc, ds, 0)
-            for method, precision, layout, compiled in _variants(device, norm, compile_too):
-                cfg = TrainConfig(epochs=1, batch_size=batch, lr=0.02, device=device, threads=1, precision=precision,
-                                  channels_last=layout, compile=compiled)
+    started = time.perf_counter()
+    for arch, norm, method, precision, layout, compiled in _plan(device, compile_too):
+        mc = ModelConfig(arch=arch, norm=norm)
+        label = (f"{arch:8} {norm:5} {method:10} {precision:7} channels_last={layout:4}"
+                 + ("" if compiled == "off" else f" compile={compiled}"))
+        key = {"arch": arch, "norm": norm, "method": method, "precision": precision, "channels_last": layout,
+               "compiled": compiled}
+        if time.perf_counter() - started > budget_s:
+            print(f"(c) {label}: skipped (the check's time budget for (c), {budget_s:.0f} s, is spent)")
+            rows.append({**key, "skipped": True})
+            continue
+        cfg = TrainConfig(epochs=1, batch_size=batch, lr=0.02, device=device, threads=1, precision=precision,
+                          channels_last=layout, compile=compiled)
+        try:
+            template = seeded_model(mc, ds, 0).to(dev)
+            if method == "sequential":
+                k, chunk, est = (2 if tiny else 4), 1, None
+            else:
                 engine = ensemble.grouped_engine(template) if method == "grouped" else None
-                if method == "sequential":
-                    k, chunk, est = (2 if tiny else 4), 1, None
-                else:
-                    chunk = ensemble._max_chunk(dev, template, shape, cfg, torch.float32, method,
-                                                engine or ensemble.GroupedLeNet)
-                    k = 2 if tiny else max(chunk, 2)
-                    est = sizing.model_bytes(template, shape, batch, torch.float32, cfg.optimizer, cfg.momentum,
-                                             autocast_dtype(cfg, dev))
-                label = (f"{arch} {norm:5} {method:10} {precision:7} channels_last={layout:4}"
-                         + ("" if compiled == "off" else f" compile={compiled}"))
-                try:
-                    if not tiny:  # cuDNN's algorithm choice, the allocator's first blocks, compilation
-                        warm = synthetic(batch * 2, 8, shape, 10, torch.float32, seed=1)
-                        _timed_run(mc, warm, cfg, min(k, 2 if method == "sequential" else k), method, device)
-                    _reset_peak(device)
-                    seconds = _timed_run(mc, ds, cfg, k, method, device)
-                except Exception as e:  # a variant that fails on this device is reported, not fatal
-                    print(f"(c) {label}: FAILED ({type(e).__name__}: {str(e).splitlines()[0][:160]})", flush=True)
-                    rows.append({"arch": arch, "norm": norm, "method": method, "precision": precision,
-                                 "channels_last": layout, "compiled": compiled, "error": str(e)[:500]})
-                    continue
-                peak = _peak_gib(device)
-                row = {"arch": arch, "norm": norm, "method": method, "precision": precision,
-                       "channels_last": layout, "compiled": compiled, "models": k, "chunk": chunk,
-                       "images_per_s": k * n / seconds, "seconds": seconds, "peak_gib": peak,
-                       "estimated_gib_per_model": None if est is None else est.total / 2**30}
-                rows.append(row)
-                mem = "" if peak is None else f", peak {peak:.2f} GiB"
-                if est is not None and peak is not None:
-                    mem += f" (estimate {est.total * chunk / 2**30:.2f} GiB for the chunk)"
-                print(f"(c) {label}: {row['images_per_s']:,.0f} images/s ({k} models x {n} images, chunk {chunk}"
-                      f"{mem})", flush=True)
-    for arch in ("resnet20", "fastnet"):
-        for norm in ("batch", "none"):
-            got = {(r["method"], r["precision"], r["channels_last"], r["compiled"]): r["images_per_s"]
-                   for r in rows if r["arch"] == arch and r["norm"] == norm and "images_per_s" in r}
-            if not got:
-                continue
-            one = max(v for (m, *_), v in got.items() if m == "sequential")
-            best_key = max(got, key=got.get)
-            print(f"(c) {arch} {norm}: best {best_key[0]} ({best_key[1]}, channels_last={best_key[2]}) "
-                  f"{got[best_key]:,.0f} images/s = {got[best_key] / one:.2f}x the best one by one ({one:,.0f})",
-                  flush=True)
+                chunk = ensemble._max_chunk(dev, template, shape, cfg, torch.float32, method,
+                                            engine or ensemble.GroupedLeNet)
+                k = 2 if tiny else max(2, min(chunk, MAX_MODELS))
+                est = sizing.model_bytes(template, shape, batch, torch.float32, cfg.optimizer, cfg.momentum,
+                                         autocast_dtype(cfg, dev))
+            if not tiny:  # cuDNN's algorithm choice, the allocator's first blocks, compilation
+                _timed_run(mc, warm, cfg, k, method, device)
+            _reset_peak(device)
+            seconds = _timed_run(mc, ds, cfg, k, method, device)
+        except Exception as e:  # a variant that fails on this device is reported, not fatal
+            print(f"(c) {label}: FAILED ({type(e).__name__}: {str(e).splitlines()[0][:160]})", flush=True)
+            rows.append({**key, "error": str(e)[:500]})
+            continue
+        peak = _peak_gib(device)
+        per_net = min(k, chunk)
+        row = {**key, "models": k, "chunk": chunk, "images_per_s": k * n / seconds, "seconds": seconds,
+               "peak_gib": peak, "estimated_gib": None if est is None else est.total * per_net / 2**30}
+        rows.append(row)
+        mem = "" if peak is None else f", peak {peak:.2f} GiB"
+        if est is not None and peak is not None:
+            mem += f" (estimated {row['estimated_gib']:.2f} GiB for {per_net} models)"
+        print(f"(c) {label}: {row['images_per_s']:,.0f} images/s ({k} models x {n} images, sized chunk {chunk}"
+              f"{mem})", flush=True)
+    for arch, norm in CASES:
+        got = {(r["method"], r["precision"], r["channels_last"], r["compiled"]): r["images_per_s"]
+               for r in rows if r["arch"] == arch and r["norm"] == norm and "images_per_s" in r}
+        one = [v for (m, *_), v in got.items() if m == "sequential"]
+        if not got or not one:
+            print(f"(c) {arch} {norm}: no verdict (one by one or every engine missing)")
+            continue
+        best = max(got, key=got.get)
+        print(f"(c) {arch} {norm}: best {best[0]} ({best[1]}, channels_last={best[2]}, compile={best[3]}) "
+              f"{got[best]:,.0f} images/s = {got[best] / max(one):.2f}x the best one by one ({max(one):,.0f})",
+              flush=True)
     return rows
 
 
@@ -311,7 +324,8 @@ def check_lira_cell(device: str, tiny: bool, out: Path, epochs: int, views: list
         "precision": study["train"].get("precision", "float32"), "shadow_models_per_norm": models,
         "train_s_per_shadow_model": per_model,
         "train_s_per_shadow_model_epoch": {k: v / epochs for k, v in per_model.items()},
-        "cell_wall_s": seconds, "all_in_s_per_shadow_model": seconds / (2 * models), "peak_gib": peak,
+        "cell_wall_s": seconds, "all_in_s_per_shadow_model": seconds / (2 * models),
+        "rest_s_per_shadow_model": (seconds - sum(per_model.values()) * models) / (2 * models), "peak_gib": peak,
         "accuracy_measured": False, "data": "synthetic, torchvision's CIFAR-10 on-disk format",
         "torch": torch.__version__,
     }
@@ -332,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks", default="acd", help="which checks to run, e.g. acd (default), abcd, d")
     parser.add_argument("--compile", action="store_true",
                         help="(c) also measures train.compile for the BN networks, one by one and grouped (minutes)")
+    parser.add_argument("--throughput-budget", type=float, default=200,
+                        help="(c) starts no measurement after this many seconds (default 200)")
     parser.add_argument("--cell-epochs", type=int, default=2, help="(d)'s epochs per shadow model (default 2)")
     parser.add_argument("--cell-views", default="identity,flip", help="(d)'s query views (default identity,flip)")
     args = parser.parse_args(argv)
@@ -352,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         if "b" in args.checks:
             ok &= check_study(args.device, tiny, out)
         if "c" in args.checks:
-            record["throughput"] = measure_throughput(args.device, tiny, args.compile)
+            record["throughput"] = measure_throughput(args.device, tiny, args.compile, args.throughput_budget)
         if "d" in args.checks:
             cell = check_lira_cell(args.device, tiny, out, 1 if tiny else args.cell_epochs,
                                    args.cell_views.split(","))

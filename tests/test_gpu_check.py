@@ -32,3 +32,13 @@ def test_gpu_check_cpu_version(tmp_path, capsys):
     assert record["arch"] == "fastnet" and record["shadow_models_per_norm"] == 4 and not record["accuracy_measured"]
     # what benchmarks/docs_numbers.py --gpu-cell reads
     assert set(record["train_s_per_shadow_model_epoch"]) == {"batch", "none"} and record["cell_wall_s"] > 0
+
+
+def test_gpu_check_throughput_stops_at_its_time_budget(capsys):
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--device", "cpu", "--checks", "c", "--throughput-budget", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("skipped (the check's time budget") == len(mod._plan("cpu", False)) == 12
+    assert "images/s" not in out and out.count("no verdict") == 4
