@@ -31,7 +31,7 @@ def test_float64_engine_matches_one_by_one(ds64, arch, method, norm, length):
     models = train_models(mc, ds64, cfg, SEEDS, idx, method=method, progress=False)
     refs = _oracle(mc, ds64, cfg, SEEDS, idx)
     _assert_match(refs, models, ds64, 1e-9)
-    if norm == "batch":
-        means = [dict(m.named_buffers())[n] for m in models for n, _ in [next(
-            (k, v) for k, v in m.named_buffers() if k.endswith("running_mean"))]]
-        assert all((means[0] - other).abs().max() > 1e-6 for other in means[1:])  # per-model statistics
+    if norm == "batch":  # the models' statistics differ, so a shared or swapped one would have failed above
+        name = next(k for k, _ in models[0].named_buffers() if k.endswith("running_mean"))
+        means = [dict(m.named_buffers())[name] for m in models]
+        assert all((means[0] - other).abs().max() > 1e-6 for other in means[1:])
