@@ -75,9 +75,12 @@ def test_engine_choice_and_chunks(ds):
     assert can_train_together(ModelConfig(arch="lenet", norm="batch"), ds, device="cpu")
     assert not can_train_together(ModelConfig(arch="mlp", norm="batch"), ds)
     cpu = torch.device("cpu")
-    assert _max_chunk(cpu, ds, 64, torch.float32, "grouped", GroupedResNet) == 24  # digits: a full CPU chunk
-    cifar = SimpleNamespace(input_shape=(3, 32, 32))
-    chunk = _max_chunk(cpu, cifar, 128, torch.float32, "grouped", GroupedResNet)
+    cfg = TrainConfig(batch_size=64)
+    assert _max_chunk(cpu, resnet, (1, 8, 8), cfg, torch.float32, "grouped", GroupedResNet) == 24  # digits: full
+    cifar = seeded_model(ModelConfig(arch="resnet20", norm="batch"), SimpleNamespace(input_shape=(3, 32, 32),
+                                                                                   num_classes=10), 0)
+    chunk = _max_chunk(cpu, cifar, (3, 32, 32), TrainConfig(batch_size=128), torch.float32, "grouped",
+                       GroupedResNet)
     assert 2 <= chunk < 24 and chunk % GroupedResNet.multiple == 0  # CIFAR's activations: a few models
 
 

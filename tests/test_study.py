@@ -204,7 +204,9 @@ READY = {"demo": (9, 1 + 6 * (5 + 2) + 3 * 2), **{name: (12, 1 + 12 * (5 + 2))
                                                   for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"},
              # the decisive study's follow-ups for the claims it could not power (issue 37)
-             "decisive-claim2": {"memorize", "gradnorms"}, "decisive-claim6": {"mitigate", "lira"}}
+             "decisive-claim2": {"memorize", "gradnorms"}, "decisive-claim6": {"mitigate", "lira"},
+             # the paper-scale LiRA on one GPU with the fast network pair (issue 49)
+             "cifar10-fast": {"lira"}}
 
 
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.yaml")), ids=lambda p: p.name)

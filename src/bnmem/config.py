@@ -152,6 +152,16 @@ class TrainConfig(StrictModel):
         "reflect", description="how shifted-in pixels are filled: reflected, or 0 (the normalized mean colour)"
     )
     device: str = "cpu"
+    precision: Literal["float32", "bf16"] = Field(
+        "float32", description="float32, or bf16: the forward pass autocast to bfloat16 (for GPUs; "
+        "parameters, optimizer state and BN statistics stay float32)"
+    )
+    channels_last: Literal["auto", "on", "off"] = Field(
+        "auto", description="image batches channels_last: auto (the engine's choice), on, off"
+    )
+    compile: Literal["off", "default", "reduce-overhead"] = Field(
+        "off", description="torch.compile the training forward pass (reduce-overhead: with CUDA graphs); for GPUs"
+    )
 
     _device = field_validator("device")(check_device)
 

@@ -33,7 +33,7 @@ DATASETS: dict[str, DatasetInfo] = {
 }
 
 # Canonical architecture names (constructors: bnmem.models.MODELS, which lists exactly these).
-ARCHS: tuple[str, ...] = ("lenet", "mlp", "resnet20", "resnet18", "densenet")
+ARCHS: tuple[str, ...] = ("lenet", "mlp", "resnet20", "resnet18", "densenet", "fastnet")
 # Aliases a user may type, resolved to a canonical name.
 ARCH_ALIASES: dict[str, str] = {"resnet": "resnet20"}
 

@@ -17,6 +17,7 @@ from torch import nn
 from bnmem.errors import BnmemError
 from bnmem.names import ARCH_ALIASES
 from bnmem.models.densenet import DenseNet
+from bnmem.models.fastnet import FastNet, fastnet
 from bnmem.models.lenet import LeNet
 from bnmem.models.mlp import MLP
 from bnmem.models.norms import (
@@ -39,6 +40,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "resnet20": resnet20,
     "resnet18": resnet18,
     "densenet": DenseNet,
+    "fastnet": fastnet,
 }
 
 # Parameters every constructor takes positionally; anything else is an extra.
@@ -108,12 +110,14 @@ __all__ = [
     "MODELS",
     "BasicBlock",
     "DenseNet",
+    "FastNet",
     "LeNet",
     "MLP",
     "ResNet",
     "batchnorm_layers",
     "build_model",
     "canonical_arch",
+    "fastnet",
     "is_norm_layer",
     "kaiming_init_convs",
     "model_options",

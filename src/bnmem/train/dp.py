@@ -212,6 +212,10 @@ def train_dp_model(
         # Opacus samples its own Poisson batches; the trainer's seeded augmentation is not applied there.
         raise BnmemError(f"DP-SGD training does not apply train.augment={cfg.augment!r}; use augment: none "
                          "for the DP variants")
+    if getattr(cfg, "precision", "float32") != "float32" or getattr(cfg, "compile", "off") != "off":
+        # Opacus's per-sample gradients run their own loop, which applies neither.
+        raise BnmemError(f"DP-SGD training runs in float32, uncompiled; use precision: float32 and compile: off "
+                         f"for the DP variants (got precision={cfg.precision!r}, compile={cfg.compile!r})")
     require_opacus()
     idx = np.arange(ds.n_train) if train_idx is None else np.asarray(train_idx, dtype=np.int64)
     n = int(idx.size)

@@ -11,7 +11,7 @@ modules are ordinary models with trained parameters and BN running statistics.
 
 Methods:
 
-- ``grouped`` (LeNet): one network whose convolutions have ``groups=K``, whose
+- ``grouped`` (LeNet, ResNet, fastnet): one network whose convolutions have ``groups=K``, whose
   norms run over K×C channels and whose linear layers are batched matmuls
   (:mod:`bnmem.train.ensemble_grouped`). The hot path: ~2.6-2.8x the
   sequential throughput in one process on a 2-core CPU
@@ -19,12 +19,20 @@ Methods:
   (:mod:`bnmem.train.ensemble_grouped_resnet`; on request here, and for the
   lenses' runs on accelerators, :mod:`bnmem.train.ensemble_runs`): on the CPU
   their steps are bound by the convolutions' arithmetic, so grouping saves
-  nothing there.
+  nothing there. The fast networks likewise
+  (:mod:`bnmem.train.ensemble_grouped_fastnet`).
 - ``vmap`` (any architecture): ``torch.func.vmap`` over ``grad`` with stacked
   parameters and buffers (:mod:`bnmem.train.ensemble_vmap`). Meant for GPUs;
   on the CPU it is no faster than the loop (see :func:`resolve_method`).
 - ``sequential``: the plain loop over ``train_model`` (the oracle).
-- ``auto``: grouped for LeNets, else sequential on the CPU and vmap elsewhere.
+- ``auto``: grouped for LeNets, else sequential on the CPU and, on accelerators,
+  the measured choice per architecture (:data:`ACCELERATOR_METHOD`; vmap
+  where none is recorded).
+
+Chunks (models per vectorized network) come from the device's free memory
+(:mod:`bnmem.train.sizing`); ``cfg.precision`` and ``cfg.channels_last``
+(:mod:`bnmem.train.precision`) switch bf16 autocast and the batches' memory
+format.
 
 :func:`train_models_parallel` splits the models over worker processes (one
 thread each), each running :func:`train_models` on its share.
@@ -61,10 +69,13 @@ from bnmem.data import augment
 from bnmem.data.dataset import OutlierDataset
 from bnmem.train.batching import epoch_batches
 from bnmem.train.ensemble_grouped import GroupedLeNet
+from bnmem.train.ensemble_grouped_fastnet import GroupedFastNet
 from bnmem.train.ensemble_grouped_resnet import GroupedResNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.ensemble_vmap import VmapEnsemble
+from bnmem.train import sizing
 from bnmem.train.optim import lr_at
+from bnmem.train.precision import autocast_dtype, channels_last, compiled
 from bnmem.threads import torch_threads
 from bnmem.train.trainer import seeded_model, train_model
 
@@ -74,13 +85,9 @@ METHODS = ("auto", "grouped", "vmap", "sequential")
 # 1 thread, CPU time of 48 models in chunks of 8/12/16/24/48): 16-24 is best
 # (+10% over 8 or 48); larger networks' activations no longer fit the L2 cache.
 CPU_CHUNK = 24
-# On accelerators: as many models as fit in this many bytes of activations
-# (dozens to hundreds of small models per kernel launch), estimated as the
-# input batch times a per-architecture factor (LeNet's feature maps are a few
-# times its input; deep nets keep far more for the backward pass).
-ACCEL_ACTIVATION_BUDGET = 4 * 2**30
+# On accelerators: as many models as fit in the device's free memory (bnmem.train.sizing: each
+# model's parameters, gradients, optimizer state and activations, from a probe step), at most this many.
 ACCEL_MAX_CHUNK = 512
-ACTIVATION_FACTOR = {"grouped": 64, "vmap": 1024}
 # Grouped networks hold a multiple of this many models (throw-away twins pad
 # the last one). A model's result must not depend on which models share its
 # network. On the CPU it does not as long as no norm-layer channel lands in
@@ -98,12 +105,13 @@ Engine = GroupedLeNet | VmapEnsemble
 # read them (query, copy) inside the call and keep nothing.
 StatesHook = Callable[[int, list[int], list[dict[str, torch.Tensor]]], None]
 
-# The grouped networks, by the architectures they reproduce (GroupedResNet is a GroupedLeNet).
-GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet)
-# Activations a grouped network of ResNets may hold on the CPU: the chunk is as many models as fit, estimated
-# as for accelerators (input batch x ACTIVATION_FACTOR["vmap"]). The digits ResNet-20 (batch 64) fits
-# CPU_CHUNK models; CIFAR's (3x32x32, batch 128) two.
-CPU_RESNET_ACTIVATION_BUDGET = 4 * 2**30
+# The grouped networks, by the architectures they reproduce (each is a GroupedLeNet).
+GROUPED_ENGINES: tuple[type[GroupedLeNet], ...] = (GroupedLeNet, GroupedResNet, GroupedFastNet)
+
+# The engine ``auto`` picks on accelerators, per architecture (the model's class name), as measured by
+# benchmarks/gpu_check.py (its engine table: images/s of one-by-one, vmap and grouped); an architecture not
+# listed gets vmap. Empty: no GPU measurement of the choice has been recorded yet (docs/gpu/README.md).
+ACCELERATOR_METHOD: dict[str, str] = {}
 
 
 def grouped_engine(model: nn.Module) -> type[GroupedLeNet] | None:
@@ -115,8 +123,10 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     """The method ``train_models`` uses for ``model``'s architecture on ``device``.
 
     ``auto`` picks ``grouped`` for LeNets. For other architectures it picks
-    ``sequential`` on the CPU and ``vmap`` on accelerators. ``grouped`` also
-    trains ResNets (:class:`GroupedResNet`), on request: on this CPU a
+    ``sequential`` on the CPU and, on accelerators, the method
+    :data:`ACCELERATOR_METHOD` records for the architecture (``vmap`` where
+    none is recorded). ``grouped`` also trains ResNets (:class:`GroupedResNet`)
+    and the fast networks (:class:`GroupedFastNet`), on request: on this CPU a
     ResNet-20 step is bound by its convolutions' arithmetic, and a grouped
     network of K ResNet-20s was measured no faster than K models one after
     another (digits, batch 64, 1 thread: 23-26 ms per model and step for
@@ -146,9 +156,12 @@ def resolve_method(method: str, model: nn.Module, device: str | torch.device = "
     if method == "auto":
         if grouped_engine(model) is GroupedLeNet:
             return "grouped"
-        return "sequential" if torch.device(device).type == "cpu" else "vmap"
+        if torch.device(device).type == "cpu":
+            return "sequential"
+        return ACCELERATOR_METHOD.get(type(model).__name__, "vmap")
     if method == "grouped" and grouped_engine(model) is None:
-        raise ValueError(f"method 'grouped' trains LeNets and ResNets with batch/none/group/layer norm only, "
+        raise ValueError(f"method 'grouped' trains LeNets, ResNets and fast networks with batch/none/group/layer "
+                         f"norm only, "
                          f"not {type(model).__name__}; use 'vmap' or 'auto'")
     return method
 
@@ -209,19 +222,20 @@ def _chunks(sizes: list[int], batch_size: int, max_chunk: int, multiple: int = 1
     return out
 
 
-def _max_chunk(device: torch.device, ds: OutlierDataset, batch_size: int, dtype: torch.dtype, method: str,
-               engine: type[GroupedLeNet] = GroupedLeNet) -> int:
-    """Models per network: ``engine`` is the grouped network's class (its multiple; ResNets' memory)."""
-    deep = engine is not GroupedLeNet
-    if device.type == "cpu" and not deep:
+def _max_chunk(device: torch.device, model: nn.Module, input_shape: tuple[int, ...], cfg: TrainConfig,
+               dtype: torch.dtype, method: str, engine: type[GroupedLeNet] = GroupedLeNet) -> int:
+    """Models per network for ``model``'s architecture: ``engine`` is the grouped network's class (its
+    multiple; :class:`GroupedLeNet` also for vmap). On the CPU, grouped LeNets and vmap take :data:`CPU_CHUNK`
+    (measured). Every other case is sized from memory (:mod:`bnmem.train.sizing`): the device's free memory
+    on accelerators, the documented :data:`~bnmem.train.sizing.CPU_MEMORY_BOUND` on the CPU (at most
+    :data:`CPU_CHUNK` models there)."""
+    m = engine.multiple if method == "grouped" else 1
+    if device.type == "cpu" and engine is GroupedLeNet:
         return CPU_CHUNK
-    factor = ACTIVATION_FACTOR["vmap" if deep else method]
-    per_model = batch_size * int(np.prod(ds.input_shape)) * (torch.finfo(dtype).bits // 8) * factor
-    budget, most = (CPU_RESNET_ACTIVATION_BUDGET, CPU_CHUNK) if device.type == "cpu" else (
-        ACCEL_ACTIVATION_BUDGET, ACCEL_MAX_CHUNK)
-    chunk = int(max(1, min(most, budget // max(per_model, 1))))
-    m = engine.multiple
-    return max(m, chunk - chunk % m) if method == "grouped" else chunk
+    per_model = sizing.model_bytes(model, input_shape, cfg.batch_size, dtype, cfg.optimizer, cfg.momentum,
+                                   autocast_dtype(cfg, device))
+    most = CPU_CHUNK if device.type == "cpu" else ACCEL_MAX_CHUNK
+    return sizing.chunk_size(per_model, sizing.free_bytes(device), most, m)
 
 
 def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
@@ -444,9 +458,10 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
         idx_t = [torch.as_tensor(a) for a in idx]
         grouped = grouped_engine(models[0]) if method == "grouped" else None
         multiple = grouped.multiple if grouped is not None else 1
-        max_chunk = _max_chunk(device, ds, cfg.batch_size, dtype, method, grouped or GroupedLeNet)
+        max_chunk = _max_chunk(device, models[0], ds.input_shape, cfg, dtype, method, grouped or GroupedLeNet)
         chunks = _chunks([len(a) for a in idx], cfg.batch_size, max_chunk, multiple)
         wd = weight_decay_by_name(models[0], cfg)
+        half = autocast_dtype(cfg, device)
         desc = progress if isinstance(progress, str) else f"train {len(seeds)} models ({method})"
         bar = tqdm(total=len(chunks) * cfg.epochs, desc=desc, disable=not progress, leave=False)
         for chunk in chunks:
@@ -457,9 +472,13 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
             members += [copy.deepcopy(models[k]) for k in twins]
             chunk = chunk + twins
             if grouped is not None:
-                engine = grouped(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins))
+                engine = grouped(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding, twins=len(twins),
+                                 autocast_dtype=half)
             else:
-                engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding)
+                engine = VmapEnsemble(members, x_all, y_all, cfg.gs_reg, cfg.gs_tau, aug.padding,
+                                      channels_last=channels_last(cfg, device.type == "cpu"), autocast_dtype=half)
+            if cfg.compile != "off":
+                engine.compile(lambda fn: compiled(fn, cfg))
             opt = StackedOptimizer(engine.params, wd, cfg)
             marks = None if tolerate is None else [False] * len(chunk)
             real = chunk[: len(chunk) - len(twins)]

@@ -172,6 +172,8 @@ class GroupedLeNet:
         padding: padding mode of the training augmentation (when batches come with parameters).
         twins: the last ``twins`` models are throw-away copies that pad the network (nothing reads them):
             they skip the regularizer, like the models with λ = 0.
+        autocast_dtype: run the forward pass under autocast to this dtype (bfloat16; None: off); the loss is
+            computed from logits in the data's dtype.
 
     Raises:
         ValueError: a model is not a LeNet :func:`supports_grouped` accepts.
@@ -191,7 +193,7 @@ class GroupedLeNet:
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor,
                  gs_reg: float | list[float] = 0.0, gs_tau: float | list[float] = 1.0,
-                 padding: str = "reflect", twins: int = 0) -> None:
+                 padding: str = "reflect", twins: int = 0, autocast_dtype: torch.dtype | None = None) -> None:
         if not all(self.supports(m) for m in models):
             raise ValueError(f"{type(self).__name__} trains {self.trains} only")
         template = models[0]
@@ -233,6 +235,11 @@ class GroupedLeNet:
         self.x_nhwc = x_all.permute(0, 2, 3, 1).contiguous()
         self.y_all = y_all
         self.padding = padding
+        self.autocast_dtype = autocast_dtype
+
+    def compile(self, wrap) -> None:
+        """Run the forward pass through ``wrap(forward)`` (``bnmem.train.precision.compiled``)."""
+        self.forward = wrap(self.forward)
 
     def _inputs(self, sel: torch.Tensor, aug: torch.Tensor | None = None) -> torch.Tensor:
         """Models' batches as channels: sel [K, B] (aug [K, B, 3]) -> [B, K*C, H, W] channels_last."""
@@ -340,7 +347,13 @@ class GroupedLeNet:
             stacked gradients ``{name: [K, ...]}``. BN running statistics and
             ``num_batches_tracked`` have been updated for every model.
         """
-        logits, sigmas = self.forward(self._inputs(sel, aug))
+        x = self._inputs(sel, aug)
+        if self.autocast_dtype is None:
+            logits, sigmas = self.forward(x)
+        else:
+            with torch.autocast(x.device.type, dtype=self.autocast_dtype):
+                logits, sigmas = self.forward(x)
+            logits = logits.to(x.dtype)
         k, b, n_cls = logits.shape
         y = self.y_all[sel]
         # Cross-entropy as logsumexp minus the target logit: the same value as

@@ -39,6 +39,7 @@ from bnmem.train.ensemble import CPU_CHUNK, _fit, _initial_model, _max_chunk, _w
 from bnmem.train.ensemble_grouped import GroupedLeNet
 from bnmem.train.ensemble_optim import StackedOptimizer, weight_decay_by_name
 from bnmem.train.optim import lr_at
+from bnmem.train.precision import autocast_dtype, compiled
 from bnmem.train.trainer import _finish
 
 EpochHook = Callable[[int, nn.Module], "dict | None"]
@@ -48,7 +49,7 @@ PER_RUN = ("gs_reg", "gs_tau")
 
 def can_train_together(model_cfg: ModelConfig, ds: OutlierDataset, seed: int = 0, device: str = "cpu") -> bool:
     """Whether the lenses train runs of this architecture and norm on ``device`` together
-    (:func:`bnmem.lenses.runs.train_fresh_together`): LeNets always; ResNets on accelerators only.
+    (:func:`bnmem.lenses.runs.train_fresh_together`): LeNets always; ResNets and fast networks on accelerators only.
 
     :func:`train_runs_together` trains both anywhere. On the CPU a grouped network of ResNet-20s is no faster
     than the runs one by one (its steps are bound by the convolutions' arithmetic; ``bench_lenses_together.py``:
@@ -126,7 +127,9 @@ def _train_chunk(model_cfg: ModelConfig, datasets: list[OutlierDataset], cfgs: l
     engine = grouped(members, x_all, y_all,
                      [cfgs[i].gs_reg for i in range(len(models))] + [cfgs[i].gs_reg for i in twins],
                      [cfgs[i].gs_tau for i in range(len(models))] + [cfgs[i].gs_tau for i in twins], aug.padding,
-                     twins=len(twins))
+                     twins=len(twins), autocast_dtype=autocast_dtype(base, device))
+    if base.compile != "off":
+        engine.compile(lambda fn: compiled(fn, base))
     opt = StackedOptimizer(engine.params, weight_decay_by_name(models[0], base), base)
     histories: list[list[dict]] = [[] for _ in models]
     measuring = [0.0]
@@ -182,11 +185,12 @@ def train_runs_together(model_cfg: ModelConfig, ds: OutlierDataset, cfgs: list[T
     datasets = [ds] * len(seeds) if datasets is None else list(datasets)
     _check_data(ds, datasets, len(seeds), cfgs[0].batch_size)
     with torch.random.fork_rng(devices=[]):
-        grouped = grouped_engine(_initial_model(model_cfg, ds, seeds[0], None, torch.device("cpu"), ds.x_train.dtype))
+        template = _initial_model(model_cfg, ds, seeds[0], None, torch.device("cpu"), ds.x_train.dtype)
+    grouped = grouped_engine(template)
     if grouped is None:
-        raise ValueError(f"train_runs_together trains LeNets and ResNets only, not {model_cfg.arch}")
-    size = CPU_CHUNK if grouped is GroupedLeNet else _max_chunk(torch.device(cfgs[0].device), ds, cfgs[0].batch_size,
-                                                                 ds.x_train.dtype, "grouped", grouped)
+        raise ValueError(f"train_runs_together trains LeNets, ResNets and fast networks only, not {model_cfg.arch}")
+    size = CPU_CHUNK if grouped is GroupedLeNet else _max_chunk(torch.device(cfgs[0].device), template, ds.input_shape,
+                                                                 cfgs[0], ds.x_train.dtype, "grouped", grouped)
     chunks = [list(range(i, min(i + size, len(seeds)))) for i in range(0, len(seeds), size)]
     desc = progress if isinstance(progress, str) else f"train {len(seeds)} runs together"
     out: list[list[dict]] = [[] for _ in seeds]

@@ -18,7 +18,9 @@ the last bits with the number of models vmapped together.
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
+from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +31,12 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from bnmem.data import augment
 from bnmem.models.norms import batch_sigma
 from bnmem.train.regularizer import gamma_sigma_penalty
+
+
+def _to_param_dtype(module: nn.Module, args: tuple) -> tuple:
+    """Forward pre-hook: the input in the dtype of the module's parameters (see ``VmapEnsemble``)."""
+    ref = next(itertools.chain(module.parameters(), module.buffers()), None)
+    return args if ref is None or not ref.is_floating_point() else (args[0].to(ref.dtype), *args[1:])
 
 
 class VmapEnsemble:
@@ -49,10 +57,12 @@ class VmapEnsemble:
         channels_last: present each model's image batch channels_last (default: on the CPU only). CUDA's
             batch norm cannot run under vmap on a channels_last input ("Tensor.clone(memory_format) inside
             vmap", seen with PyTorch 2.11 on an H200), and NCHW max-pooling is slow only on the CPU.
+        autocast_dtype: run each forward pass under autocast to this dtype (bfloat16; None: off).
     """
 
     def __init__(self, models: list[nn.Module], x_all: torch.Tensor, y_all: torch.Tensor, gs_reg: float = 0.0,
-                 gs_tau: float = 1.0, padding: str = "reflect", channels_last: bool | None = None) -> None:
+                 gs_tau: float = 1.0, padding: str = "reflect", channels_last: bool | None = None,
+                 autocast_dtype: torch.dtype | None = None) -> None:
         self.k = len(models)
         params, buffers = stack_module_state(models)
         self.params: dict[str, torch.Tensor] = {n: p.detach() for n, p in params.items()}
@@ -69,12 +79,24 @@ class VmapEnsemble:
         self.padding = padding
         self._images = x_all.ndim == 4
         self._channels_last = x_all.device.type == "cpu" if channels_last is None else channels_last
+        self._autocast = autocast_dtype
+        if autocast_dtype is not None:
+            # vmap's batch-norm rule refuses a bfloat16 input with float32 parameters ("expected scalar type
+            # BFloat16 but found Float", PyTorch 2.14 on the CPU), so under autocast each norm layer gets its
+            # input cast back to the parameters' dtype: the norm runs in float32, as cuDNN's computes anyway.
+            for m in self.base.modules():
+                if isinstance(m, _BatchNorm):
+                    m.register_forward_pre_hook(_to_param_dtype)
         if self._images:
             # [N, H, W, C]: gathered batches can then be presented to vmap as a
             # [K, B, C, H, W] view whose per-model slices are channels_last, and
             # the conv batching rule's merge of K into the channels stays a view.
             self.x_nhwc = x_all.permute(0, 2, 3, 1).contiguous()
         self._grad = vmap(grad(self._loss, has_aux=True), in_dims=(0, 0, 0, 0), randomness="error")
+
+    def compile(self, wrap) -> None:
+        """Run the vmapped gradient through ``wrap(fn)`` (``bnmem.train.precision.compiled``)."""
+        self._grad = wrap(self._grad)
 
     def _sigma_hook(self, name: str):
         def hook(module: _BatchNorm, args: tuple) -> None:
@@ -86,7 +108,10 @@ class VmapEnsemble:
     def _loss(self, p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor,
               y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One model's training loss (called under vmap and grad)."""
-        loss = F.cross_entropy(functional_call(self.base, (p, b), (x,)), y)
+        ctx = nullcontext() if self._autocast is None else torch.autocast(x.device.type, dtype=self._autocast)
+        with ctx:
+            logits = functional_call(self.base, (p, b), (x,))
+        loss = F.cross_entropy(logits.to(x.dtype), y)  # float32 logits under autocast
         if self.lam > 0 and self.bn:
             gammas = [p[f"{n}.weight"] for n, _ in self.bn]
             loss = loss + gamma_sigma_penalty(gammas, [self._sigma[n] for n, _ in self.bn], self.lam, self.tau)

@@ -28,6 +28,7 @@ from bnmem.measure.memorization import subset_accuracies
 from bnmem.measure.predict import to_layout
 from bnmem.train.batching import epoch_batches
 from bnmem.train.optim import build_optimizer, lr_at, set_lr
+from bnmem.train.precision import autocast, channels_last, compiled
 from bnmem.threads import torch_threads
 
 CHECKPOINT = "checkpoint.pt"
@@ -100,14 +101,16 @@ def train_model(
     run_dir = Path(run_dir) if run_dir is not None else None
     with torch_threads(cfg.threads):
         model = model.to(device)
-        if ds.x_train.ndim == 4:
+        nhwc = channels_last(cfg, True)
+        if ds.x_train.ndim == 4 and nhwc:
             model = model.to(memory_format=torch.channels_last)
-        x_all = to_layout(ds.x_train.to(device))
+        x_all = to_layout(ds.x_train.to(device)) if nhwc else ds.x_train.to(device).contiguous()
         y_all = ds.y_train.to(device)
         idx = torch.arange(ds.n_train) if train_idx is None else torch.as_tensor(np.asarray(train_idx), dtype=torch.long)
         idx = idx.to(device)
         aug = augment.spec_of(cfg, ds.input_shape, ds.name)
         opt = build_optimizer(model, cfg)
+        forward = compiled(model, cfg)  # the model itself unless cfg.compile
         if extra_loss is None and cfg.gs_reg > 0:
             from bnmem.train.regularizer import GammaSigmaRegularizer
 
@@ -119,7 +122,7 @@ def train_model(
         for epoch in bar:
             t0 = time.perf_counter()
             train_loss, extra_share = _train_epoch(model, opt, x_all, y_all, idx, cfg, aug, seed, epoch,
-                                                   extra_loss)
+                                                   extra_loss, forward)
             seconds += time.perf_counter() - t0
             record: dict = {"epoch": epoch + 1, "lr": lr_at(cfg, epoch), "train_loss": train_loss}
             if extra_loss is not None:  # how active an extra term (the γ/σ penalty) was: claim 6 reports it
@@ -156,9 +159,10 @@ def _resume(run_dir: Path | None, model: nn.Module, opt: torch.optim.Optimizer) 
 
 def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, x_all: torch.Tensor, y_all: torch.Tensor,
                  idx: torch.Tensor, cfg: TrainConfig, aug: augment.AugmentSpec, seed: int, epoch: int,
-                 extra_loss: LossHook | None) -> tuple[float, float | None]:
+                 extra_loss: LossHook | None, forward: Callable | None = None) -> tuple[float, float | None]:
     """One epoch of SGD over the examples ``idx`` (order and augmentation fixed by (seed, epoch)); the mean
-    loss and the extra loss term's share of it (None without one)."""
+    loss and the extra loss term's share of it (None without one). ``forward``: the model's training forward
+    (a compiled wrapper of it; default the model)."""
     set_lr(opt, lr_at(cfg, epoch))
     model.train()
     loss_sum, n_steps, extra_sum = 0.0, 0, 0.0
@@ -167,7 +171,9 @@ def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, x_all: torch.Tens
     for s, b in enumerate(batches):
         sel = idx[b.to(idx.device)]
         xb = x_all[sel] if params is None else augment.apply(x_all[sel], params[s], aug.padding)
-        loss = F.cross_entropy(model(xb), y_all[sel])
+        with autocast(cfg, x_all.device):
+            logits = (model if forward is None else forward)(xb)
+        loss = F.cross_entropy(logits.to(x_all.dtype), y_all[sel])  # float32 logits under bf16
         if extra_loss is not None:
             extra = extra_loss(model)
             extra_sum += float(extra.detach())
