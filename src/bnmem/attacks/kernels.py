@@ -1,20 +1,17 @@
-"""The scoring pass in compiled kernels (numba), when numba is installed.
+"""The scoring pass in compiled kernels (numba), where numba is installed (the ``fast`` extra).
 
-One call of :func:`score_block` scores a block of examples for every target at once: per example it reads the
-[models × views] slab of φ once, and per view it summarises each side's reference values (the middle order
-statistics by selection, the mean and M2 in two passes, the last model's value); every target's
-leave-one-out median and spread follow as in :class:`bnmem.attacks.loo.Side`, and the LiRA scores (online,
-offline, both fixed-variance forms), the baselines and RMIA's view-averaged log p_y and leave-one-out
-reference means are computed in the same loop, with no [targets × block × views] temporaries.
+:func:`score_block` scores a block of examples for every target at once. Per example and view it summarises
+each side's reference values once (three middle order statistics by selection, mean and M2) into a table of
+the median and spread for every position a target can remove (its own value, the last model's, or none), so
+every target's fit is a look-up; the LiRA scores (online, offline, both fixed-variance forms) and RMIA's
+leave-one-out reference means follow in the same loop, with no [targets × block × views] temporaries.
 
-Equality: the kernels compute the same formulas as the plain numpy path and the oracles, to rounding (libm's
-``exp``/``log``/``erfc`` instead of numpy's, sums in another order): scores agree to about 1e-12 relative, and
-every metric, ε bound and decision to 1e-9 (tests/test_kernels.py, benchmarks/bench_attacks.py).
-
-numba is optional (the ``fast`` extra). Without it, or with ``BNMEM_NO_NUMBA=1`` in the environment, the
-evaluation runs the plain numpy path; :func:`available` says which. Compiled code is cached beside this file
-(``cache=True``); where that directory is not writable numba uses its user-wide cache, and where no cache
-can be written the kernels are compiled in each process.
+Equal to the plain numpy path and the oracles to rounding, not bit for bit (libm's ``log``/``exp`` and
+Cody's erfcx instead of numpy's and SciPy's, sums in another order): the project's tolerance is scores within
+1e-12 relative and every metric, ε bound and decision within 1e-9 (tests/test_kernels.py,
+benchmarks/bench_attacks.py). Without numba, or with ``BNMEM_NO_NUMBA=1``, the evaluation runs the numpy path
+(:func:`available`). Compiled code is cached beside this file (``cache=True``); where that directory is not
+writable numba falls back to its user-wide cache, and where no cache can be written it compiles per process.
 """
 
 from __future__ import annotations
@@ -30,7 +27,9 @@ import numpy as np
 # The attacks score_block scores, in the order of its slots (the baselines need no kernel: numpy's mean).
 KERNEL_ATTACKS = ("online", "online_fixed_variance", "offline", "offline_fixed_variance")
 STD_EPS = 1e-30  # as bnmem.attacks.lira.STD_EPS (not imported: this module compiles without bnmem's imports)
-EXACT_BELOW = 1.0 / 16  # as bnmem.attacks.loo.EXACT_BELOW
+# A removal that leaves less than this fraction of a side's M2 is recomputed exactly (two passes): "M2 minus the
+# removed value's share" loses about log2(1 / fraction) bits to cancellation, here at most 4.
+EXACT_BELOW = 1.0 / 16
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _SQRT1_2 = math.sqrt(0.5)
 
@@ -294,11 +293,14 @@ def _loo_log_means(lp: np.ndarray, idx: np.ndarray, n: int, table: np.ndarray, p
         k = n - 1 if p < n else n
         if k == 0:
             table[p] = -np.inf
-        elif p == arg:
+        elif p == arg:  # the largest value removed: rescale by the largest remaining one
             second = -np.inf
             for c in range(n):
                 if c != p and lp[idx[c]] > second:
                     second = lp[idx[c]]
+            if second == -np.inf:
+                table[p] = -np.inf
+                continue
             total = 0.0
             for c in range(n):
                 if c != p:
@@ -306,6 +308,20 @@ def _loo_log_means(lp: np.ndarray, idx: np.ndarray, n: int, table: np.ndarray, p
             table[p] = math.log(total) + second - math.log(k)
         else:
             table[p] = math.log(pre[p] + suf[p + 1]) + big - math.log(k)
+
+
+def population_means(lp: np.ndarray, out: np.ndarray) -> None:
+    """out[t, p] = log of the mean p_y over every model but t on population point p, from lp [M, P] (every
+    model is OUT for a population point, so a target's references are all the others)."""
+    m_count, p_count = lp.shape
+    idx = np.arange(m_count)
+    table = np.empty(m_count + 1)
+    pre = np.empty(m_count + 1)
+    suf = np.empty(m_count + 2)
+    for p in range(p_count):
+        _loo_log_means(lp[:, p], idx, m_count, table, pre, suf)
+        for t in range(m_count):
+            out[t, p] = table[t]
 
 
 def score_block(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np.ndarray, k_out: np.ndarray,
@@ -462,7 +478,7 @@ def global_sums(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
 
 
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
-            "view_log_p", "_loo_log_means", "score_block", "global_sums")
+            "view_log_p", "_loo_log_means", "population_means", "score_block", "global_sums")
 
 
 # small helpers inlined into the kernels' loops
@@ -487,7 +503,7 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
         return None
     module = globals()
     for name in _KERNELS:
-        fn = module[name]
+        fn = getattr(module[name], "py_func", module[name])  # compiled again after cache_clear: from the source
         options = {"nogil": True, "error_model": "numpy"}
         if name in _INLINED:
             options["inline"] = "always"
@@ -497,7 +513,8 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 module[name] = numba.njit(**options)(fn)
-    return {name: module[name] for name in ("log_ndtr", "view_log_p", "score_block", "global_sums")}
+    return {name: module[name] for name in ("log_ndtr", "view_log_p", "population_means", "score_block",
+                                            "global_sums")}
 
 
 def available() -> bool:

@@ -8,22 +8,17 @@ reference code does. What differs is how the work is organised:
 - φ is read in blocks of examples from a :class:`~bnmem.attacks.phi.PhiSource`
   (a memory-mapped ``phi.npy``, a legacy ``logits.npy`` converted per block, or
   an array), for all targets at once;
-- per block and side (IN/OUT), each example's reference values are summarized
-  once (:class:`bnmem.attacks.loo.Side`: sorted, mean, M2, last value); every
-  target's leave-one-out median and spread then follow elementwise from its own
-  φ (the value it removes, or the last model's): O(M·N·V) work plus a sort of
-  each example's C values, instead of re-gathering and re-reducing all
-  references per target (O(M²·N·V)); the elementwise work runs on slices of a
-  block small enough to stay in cache;
+- with a balanced keep matrix (every example IN for the same number of models,
+  as bnmem builds it) and numba installed, each block is scored by the compiled
+  kernels (:mod:`bnmem.attacks.kernels`: per example and view one summary of
+  each side's references, every target's fit a look-up, O(M·N·V) work);
+  otherwise by the plain numpy path, which gathers each target's references
+  the oracle's way (O(M²·N·V): fine for digits-sized runs, slow at CIFAR scale);
 - fixed-variance attacks need each target's global spread first, so they add
-  one cheaper pass over the blocks (shifted sums of the values and their squares
-  minus the removed ones);
+  one pass over the blocks;
 - what is kept across blocks is small: per attack the scores [T, N] (float64),
-  and for RMIA the view-averaged log p_y [M, N] and two [T, N] arrays.
-
-The fast path needs every example IN for the same number of models (the
-balanced keep matrix bnmem builds); any other keep matrix is evaluated block by
-block with the per-target gather of the oracle.
+  and for RMIA with a selected offline a the view-averaged log p_y [M, N] and
+  two [T, N] arrays.
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ import numpy as np
 from bnmem.allocator import keep_freed_memory
 from bnmem.attacks.keep import first_k_references
 from bnmem.attacks import kernels
-from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.scores import loss_from_phi
@@ -57,6 +51,7 @@ from bnmem.attacks.rmia import (
 )
 from bnmem.attacks.spec import Block
 from bnmem.errors import BnmemError
+from scipy.special import logsumexp
 
 # Elements of one [models, block, views] float64 block read from φ (~16 MB).
 WORK_ELEMENTS = 1 << 21
@@ -92,10 +87,9 @@ class _Moments:
         return np.sqrt(self.m2 / self.n)
 
 
-def _block_moments(n: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Collapse per-(example, view) leave-one-out moments [T, B, V] (count n [T, B, 1]) to per-target ones."""
+def _block_moments(k: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Collapse per-(example, view) leave-one-out moments [T, B, V] (k [T] values each) to per-target ones."""
     _, b, v = mean.shape
-    k = n[:, 0, 0]
     bmean = mean.mean(axis=(1, 2))
     dev = mean - bmean[:, None, None]
     bm2 = m2.sum(axis=(1, 2)) + k * (dev * dev).sum(axis=(1, 2))
@@ -123,23 +117,6 @@ class _Plan:
     def targets_of(self, arr: np.ndarray) -> np.ndarray:
         """The targets' rows of a per-model array."""
         return arr if self.all_targets else arr[self.targets]
-
-    def last(self, keep_blk: np.ndarray, member: bool) -> np.ndarray:
-        """Per example, the last model (in model order) on the side: the one a non-member target drops."""
-        side = keep_blk if member else ~keep_blk
-        return side.shape[0] - 1 - np.argmax(side[::-1], axis=0)
-
-    def positions(self, keep_blk: np.ndarray, member: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Model-order indices of the side's models [C, B] and each target's removed position [T, B]."""
-        side = keep_blk if member else ~keep_blk
-        c = self.c_in if member else self.c_out
-        k = self.k_in if member else self.k_out
-        # Each example's c side models in model order (what a stable argsort of ~side puts first), read off
-        # the nonzeros of side.T: sorted by example, then model; every example has exactly c (balanced keep).
-        order = np.ascontiguousarray(np.nonzero(side.T)[1].reshape(side.shape[1], c).T)
-        cum = np.cumsum(side, axis=0)[self.targets] - 1
-        other = np.where(k == c - 1, c - 1, c)[:, None]
-        return order, np.where(side[self.targets], cum, other)
 
 
 def evaluate_stream(
@@ -212,7 +189,9 @@ def evaluate_stream(
     run_settings = settings(
         params, population, (m, n, v),
         rmia_a="selected per target on a stand-in reference model" if params.a is None else "fixed",
-        evaluator="streaming leave-one-out" + ("" if plan.balanced else " (unbalanced keep: per-target gather)"),
+        evaluator="streaming leave-one-out" + (", compiled kernels" if plan.balanced and kernels.available()
+                                               else " (unbalanced keep: per-target gather)" if not plan.balanced
+                                               else ", numpy (per-target gather)"),
         **chosen)
     return evaluation_result({a: scores[a] for a in attacks}, keep[tgt], targets, masks, run_settings,
                              per_target_curves=False, pooled_points=POOLED_POINTS)
@@ -319,22 +298,20 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     return scores, rmia_refs
 
 
-def _numpy_block(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, names: list[str], sd_in: np.ndarray | None, sd_out: np.ndarray | None, scores: dict[str, np.ndarray], a: int, b: int,
+def _numpy_block(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, names: list[str],
+                 sd_in: np.ndarray | None, sd_out: np.ndarray | None, scores: dict[str, np.ndarray], a: int, b: int,
                  rmia: bool) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
     """The plain numpy path on one block: the ``names`` attacks' scores into columns a..b of ``scores``, and
     (``rmia``) the block's view-averaged log p_y [M, B] and the targets' reference means ([T, B] each)."""
-    x = plan.targets_of(phi_blk)
     if names:
-        wanted = set(names)  # fits for these attacks' needs only
-        fits = _fits(phi_blk, keep_blk, plan, wanted, x) if plan.balanced else _slow_fits(phi_blk, keep_blk, plan,
-                                                                                          wanted)
-        view = Block(x, fits, sd_in, sd_out)
+        view = Block(plan.targets_of(phi_blk), _fits(phi_blk, keep_blk, plan, set(names)), sd_in, sd_out)
         for name in names:
             scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
     if not rmia:
         return None, None
     lp_blk = view_log_mean(-loss_from_phi(phi_blk))
-    return lp_blk, _rmia_ref_means(lp_blk, keep_blk, plan)
+    return lp_blk, (_gathered(lp_blk, keep_blk, plan, True, _log_mean), _gathered(lp_blk, keep_blk, plan, False,
+                                                                                  _log_mean))
 
 
 def _population_log_p(pop_source: PhiSource) -> np.ndarray:
@@ -343,10 +320,9 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     pop_lp = np.empty((m, p))
     pblock = max(1, WORK_ELEMENTS // max(1, m * v))
     for a in range(0, p, pblock):
-        chunk = pop_source.read(a, min(p, a + pblock))
-        loss = loss_from_phi(chunk)
+        loss = loss_from_phi(pop_source.read(a, min(p, a + pblock)))
         if kernels.available():
-            out = np.empty(chunk.shape[:2])
+            out = np.empty(loss.shape[:2])
             kernels.compiled()["view_log_p"](loss, np.exp(-loss), out)
             pop_lp[:, a : a + pblock] = out
         else:
@@ -355,149 +331,81 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
 
 
 def _population(pop_lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The population's log p_y [M, P] and, row t, its log mean over every model but t [M + 1, P] (every model
-    is OUT for a population point, so a target's references are all the others): once per evaluation."""
-    pos = np.broadcast_to(np.arange(pop_lp.shape[0])[:, None], pop_lp.shape)
-    return pop_lp, loo_log_mean(*log_prefix_suffix(pop_lp), pos)
+    """The population's log p_y [M, P] and, row t, its log mean over every model but t [M, P] (every model is
+    OUT for a population point, so a target's references are all the others): once per evaluation."""
+    means = np.empty(pop_lp.shape)
+    if kernels.available():
+        kernels.compiled()["population_means"](np.ascontiguousarray(pop_lp), means)
+    else:
+        for t in range(pop_lp.shape[0]):
+            means[t] = _log_mean(np.delete(pop_lp, t, axis=0))
+    return pop_lp, means
 
 
-def _fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str],
-          x: np.ndarray) -> dict[str, np.ndarray]:
-    """Leave-one-out medians and spreads [T, B, V] per side, elementwise from per-example summaries.
+def _log_mean(log_vals: np.ndarray) -> np.ndarray:
+    """log of the mean over axis 0 of exp(log_vals)."""
+    return logsumexp(log_vals, axis=0) - np.log(log_vals.shape[0])
 
-    A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
-    """
-    out: dict[str, np.ndarray] = {}
+
+def _fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
+    """Each target's leave-one-out medians and spreads [T, B, V] per side, as the wanted attacks need them."""
     fitted, per_example, _, _ = _kinds(wanted)
-    cols = np.arange(phi_blk.shape[1])
+    out = {}
     for member, tag in ((True, "in"), (False, "out")):
-        needs = attack_spec.needing(tag)
-        if not wanted & needs & fitted:
-            continue
-        order, pos = plan.positions(keep_blk, member)
-        side = Side.of(phi_blk[order, cols])
-        k = plan.k_in if member else plan.k_out
-        onside = plan.targets_of(keep_blk if member else ~keep_blk)
-        removed = np.where(onside[:, :, None], x, side.last)
-        out[f"med_{tag}"] = side.median(removed, k)
-        if wanted & needs & per_example:  # fixed-variance attacks use the global spread
-            out[f"sd_{tag}"] = side.spread(removed, k, pos)
+        needs = wanted & attack_spec.needing(tag) & fitted
+        if needs:
+            out[f"med_{tag}"] = _gathered(phi_blk, keep_blk, plan, member, lambda vals: np.median(vals, axis=0))
+        if needs & per_example:  # fixed-variance attacks use the global spread
+            out[f"sd_{tag}"] = _gathered(phi_blk, keep_blk, plan, member, lambda vals: np.std(vals, axis=0))
     return out
 
 
-def _slow_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
-    """Unbalanced keep: gather each target's references (the oracle's way), one target at a time."""
-    m, b, v = phi_blk.shape
-    t = len(plan.targets)
-    out = {key: np.empty((t, b, v)) for key in ("med_in", "sd_in", "med_out", "sd_out")}
-    cols = np.arange(b)
+def _gathered(blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool, reduce) -> np.ndarray:
+    """``reduce`` over each target's references on a side, gathered the oracle's way (every model but the
+    target, each example's first k on the side in model order): [T, B, ...] (−inf where it has none, for
+    RMIA's log means; never read by a LiRA attack, which needs at least one)."""
+    cols = np.arange(blk.shape[1])
+    ks = plan.k_in if member else plan.k_out
+    out = np.full((len(plan.targets),) + blk.shape[1:], -np.inf)
     for i, target in enumerate(plan.targets):
-        refs = np.array([r for r in range(m) if r != target], dtype=np.intp)
-        for member, tag, k in ((True, "in", plan.k_in[i]), (False, "out", plan.k_out[i])):
-            if k < 1:
-                continue
-            side = keep_blk[refs] if member else ~keep_blk[refs]
-            vals = phi_blk[refs][first_k_references(side, int(k)), cols]
-            out[f"med_{tag}"][i] = np.median(vals, axis=0)
-            out[f"sd_{tag}"][i] = np.std(vals, axis=0)
+        if ks[i] < 1:
+            continue
+        refs = np.array([r for r in range(blk.shape[0]) if r != target], dtype=np.intp)
+        side = keep_blk[refs] if member else ~keep_blk[refs]
+        out[i] = reduce(blk[refs][first_k_references(side, int(ks[i])), cols])
     return out
 
 
 def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int,
-                    kern: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Each target's std over all its IN (OUT) reference values, examples and views (first pass)."""
-    if not plan.balanced:
-        acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
-        for a in starts:
-            b = min(n, a + block)
-            phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
-            for member in (True, False):
-                acc[member].add(*_block_moments(*_slow_moments(phi_blk, keep_blk, plan, member)))
-        return acc[True].std(), acc[False].std()
-    return _balanced_spreads(source, plan, starts, block, n, kern)
-
-
-def _balanced_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int,
-                      kern: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_global_spreads` of a balanced keep from sums: a target's values on a side are the side's
-    values with its own (or the last model's) removed per (example, view), so its sum and sum of squares
-    are the side's minus the removed value's. Values are shifted by one constant (the first block's mean)
-    first, so the variance Σ(v − c)²/n − (Σ(v − c)/n)² does not cancel."""
+                    kern: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each target's std over all its IN (OUT) reference values, examples and views (first pass): from sums
+    of the values shifted by one constant (the first block's mean, so the variance does not cancel) in the
+    kernel, or merged block by block from the gathered references' moments (Chan et al.)."""
     t = len(plan.targets)
-    s1 = {True: np.zeros(t), False: np.zeros(t)}
-    s2 = {True: np.zeros(t), False: np.zeros(t)}
-    sums = np.zeros((2, 2, t))  # the kernel's: [IN / OUT, Σ / Σ², target]
+    sums = np.zeros((2, 2, t))  # [IN / OUT, Σ / Σ², target]
+    acc = {True: _Moments(t), False: _Moments(t)}
     shift = None
     for a in starts:
         b = min(n, a + block)
         phi_blk, keep_blk = source.read(a, b), np.ascontiguousarray(plan.keep[:, a:b])
-        if shift is None:
-            shift = float(phi_blk.mean())
-        if kern is not None:
-            kern["global_sums"](phi_blk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
-                                plan.k_out.astype(np.int64), shift, sums)
+        if kern is None:
+            for member in (True, False):
+                mean = _gathered(phi_blk, keep_blk, plan, member, lambda vals: vals.mean(axis=0))
+                m2 = _gathered(phi_blk, keep_blk, plan, member, lambda vals: ((vals - vals.mean(axis=0)) ** 2).sum(0))
+                acc[member].add(*_block_moments(np.asarray(plan.k_in if member else plan.k_out, float), mean, m2))
             continue
-        dev = phi_blk - shift
-        p1 = dev.sum(axis=2)  # per model and example, over views
-        p2 = np.einsum("mbv,mbv->mb", dev, dev)
-        cols = np.arange(b - a)
-        for member in (True, False):
-            side = keep_blk if member else ~keep_blk
-            k = plan.k_in if member else plan.k_out
-            c = plan.c_in if member else plan.c_out
-            onside = plan.targets_of(side)
-            drops_last = ~onside & (k == c - 1)[:, None]
-            last = plan.last(keep_blk, member)
-            for acc, p in ((s1, p1), (s2, p2)):
-                own = (plan.targets_of(p) * onside).sum(axis=1)
-                acc[member] += (p * side).sum() - own - (drops_last * p[last, cols]).sum(axis=1)
-    if kern is not None:
-        s1 = {True: sums[0, 0], False: sums[1, 0]}
-        s2 = {True: sums[0, 1], False: sums[1, 1]}
+        shift = float(phi_blk.mean()) if shift is None else shift
+        kern["global_sums"](phi_blk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
+                            plan.k_out.astype(np.int64), shift, sums)
+    if kern is None:
+        return acc[True].std(), acc[False].std()
     spreads = []
-    for member in (True, False):
-        count = n * source.shape[2] * (plan.k_in if member else plan.k_out).astype(np.float64)
+    for side, k in ((0, plan.k_in), (1, plan.k_out)):
+        count = n * source.shape[2] * k.astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
-            m2 = s2[member] - s1[member] * s1[member] / count
+            m2 = sums[side, 1] - sums[side, 0] * sums[side, 0] / count
             spreads.append(np.sqrt(np.maximum(m2, 0.0) / count))
     return spreads[0], spreads[1]
-
-
-def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool):
-    m, b, v = phi_blk.shape
-    t = len(plan.targets)
-    mean, m2, cnt = np.zeros((t, b, v)), np.zeros((t, b, v)), np.ones((t, 1, 1))
-    cols = np.arange(b)
-    for i, target in enumerate(plan.targets):
-        k = int(plan.k_in[i] if member else plan.k_out[i])
-        refs = np.array([r for r in range(m) if r != target], dtype=np.intp)
-        side = keep_blk[refs] if member else ~keep_blk[refs]
-        vals = phi_blk[refs][first_k_references(side, k), cols]
-        mean[i] = vals.mean(axis=0)
-        m2[i] = ((vals - mean[i]) ** 2).sum(axis=0)
-        cnt[i] = k
-    return cnt, mean, m2
-
-
-def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
-    """log of the mean p_y over each target's IN and OUT references [T, B] (−inf where a side is empty)."""
-    cols = np.arange(lp_blk.shape[1])
-    outs = []
-    for member, k in ((True, plan.k_in), (False, plan.k_out)):
-        if plan.balanced:
-            order, pos = plan.positions(keep_blk, member)
-            outs.append(loo_log_mean(*log_prefix_suffix(lp_blk[order, cols]), pos))
-            continue
-        res = np.full((len(plan.targets), lp_blk.shape[1]), -np.inf)
-        for i, target in enumerate(plan.targets):
-            if k[i] < 1:
-                continue
-            refs = np.array([r for r in range(lp_blk.shape[0]) if r != target], dtype=np.intp)
-            side = keep_blk[refs] if member else ~keep_blk[refs]
-            vals = lp_blk[refs][first_k_references(side, int(k[i])), cols]
-            res[i] = np.logaddexp.reduce(vals, axis=0) - np.log(k[i])
-        outs.append(res)
-    return outs[0], outs[1]
 
 
 def _rmia_marginal(lmean_in: np.ndarray, lmean_out: np.ndarray, online: bool, a: float | None) -> np.ndarray:
