@@ -42,8 +42,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 # Per-target metrics compared between the two codes (every attack and subset).
 COMPARED = ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "eps_lb")
-# Equal to rounding (the project's definition): scores within 1e-12 relative; every metric, ε bound, count and
-# pooled curve point within 1e-9, and every non-numeric entry (which term decided a bound) the same.
+# Equal to rounding (the project's definition): scores within 1e-12 relative (per target, to its largest score:
+# tests/test_streaming.py's assert_scores_close); every metric, ε bound, count and pooled curve point within
+# 1e-9, and every non-numeric entry (which term decided a bound) the same.
 SCORE_RTOL, METRIC_ATOL = 1e-12, 1e-9
 
 
@@ -188,16 +189,23 @@ def numbers(tree, path: str = "") -> dict[str, object]:
     return {path: str(tree)}
 
 
-def score_differences(old_dir: Path, new_dir: Path) -> dict[str, float]:
-    """Per attack, the largest relative difference of the two codes' scores, |a − b| / max(|a|, |b|) (0 where
-    both are 0 or both the same infinity)."""
+def score_differences(old_dir: Path, new_dir: Path) -> dict[str, dict[str, float]]:
+    """Per attack, the two codes' scores compared: ``normwise``, the largest over targets of max |a − b| over
+    the target's row relative to the row's largest |a| (the project's tolerance: 1e-12), and ``entrywise``,
+    the largest |a − b| / max(|a|, |b|) (an entry near 0 that is a mean of cancelling per-view terms is
+    reproduced to the terms' rounding, not its own, so this one is reported, not held to 1e-12)."""
     out = {}
     for path in sorted(old_dir.glob("*.npy")):
         a, b = np.load(path), np.load(new_dir / path.name)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        diff = np.where(same, 0.0, np.abs(a - b))
         with np.errstate(invalid="ignore", divide="ignore"):
-            rel = np.abs(a - b) / np.maximum(np.abs(a), np.abs(b))
-        rel[(a == b) | (np.isnan(a) & np.isnan(b))] = 0.0
-        out[path.stem] = float(np.nanmax(rel, initial=0.0)) if not np.isnan(rel).all() else float("nan")
+            entry = np.where(same, 0.0, diff / np.maximum(np.abs(a), np.abs(b)))
+            scale = np.where(np.isfinite(a), np.abs(a), 0.0).max(axis=1)
+            norm = diff.max(axis=1) / scale
+        norm[diff.max(axis=1) == 0] = 0.0
+        out[path.stem] = {"normwise": float(np.nanmax(norm, initial=0.0)),
+                          "entrywise": float(np.nanmax(entry, initial=0.0))}
     return out
 
 
@@ -379,13 +387,13 @@ def main() -> None:
               + ", ".join(f"{k} {v:.1e}" for k, v in diff.items())
               + f"; pooled curves {'the same' if same_pool else 'DIFFERENT'} sizes")
         worst, other = metric_differences(old, new)
-        worst_score = max(score_diff.values(), default=0.0)
+        worst_score = max((d["normwise"] for d in score_diff.values()), default=0.0)
         equal = worst_score <= SCORE_RTOL and worst <= METRIC_ATOL and not other
-        print("largest relative score difference per attack: "
-              + ", ".join(f"{k} {v:.1e}" for k, v in score_diff.items()))
+        print("largest score difference per attack, per target relative to its largest score (entrywise): "
+              + ", ".join(f"{k} {d['normwise']:.1e} ({d['entrywise']:.1e})" for k, d in score_diff.items()))
         print(f"largest |difference| over every metric, ε bound and count and every pooled curve point: {worst:.1e}"
               + (f"; differing otherwise: {', '.join(other[:10])}" if other else ""))
-        print(f"equal to rounding (scores {SCORE_RTOL:g} relative, metrics {METRIC_ATOL:g}): "
+        print(f"equal to rounding (scores {SCORE_RTOL:g} relative per target, metrics {METRIC_ATOL:g}): "
               + ("yes" if equal else "NO"))
         differ = sorted(k for k in new["digests"] if old["digests"].get(k) != new["digests"][k])
         print("bit for bit (SHA-256 of every score, every metric and every pooled curve): "
