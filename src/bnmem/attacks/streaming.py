@@ -275,13 +275,15 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             loss = loss_from_phi(chunk) if rmia or shared_loss else None
             lp_blk = np.empty((m, b - a0) if rmia else (0, 0))
             if rmia:
-                kern["view_log_p"](loss, np.exp(-loss), lp_blk)
+                p = np.negative(loss)
+                kern["view_log_p"](loss, np.exp(p, out=p), lp_blk)
+                del p
             means = np.empty((t_count, b - a0)), np.empty((t_count, b - a0))
             kern["score_block"](chunk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
                                 plan.k_out.astype(np.int64), zeros if sd_in is None else sd_in,
                                 zeros if sd_out is None else sd_out, slots, packed, a0, lp_blk, *means)
             if shared_loss:
-                scores["loss"][:, a0:b] = (-plan.targets_of(loss)).mean(axis=2)
+                np.negative(plan.targets_of(loss).mean(axis=2), out=scores["loss"][:, a0:b])  # −mean: exactly
         if others or (rmia and kern is None):
             lp_np, means_np = _numpy_block(chunk, keep_blk, plan, others, sd_in, sd_out, scores, a0, b,
                                            bool(rmia) and kern is None)
