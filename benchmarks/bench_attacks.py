@@ -345,6 +345,8 @@ def main() -> None:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.ref, "src"], check=True,
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(ref)], input=archive, check=True)
+            os.environ["NUMBA_CACHE_DIR"] = str(Path(tmp) / "numba_cache")
+            run_child(ref / "src", data, "--child-compile")  # a ref with kernels is measured warm too
             old = run_child(ref / "src", data, scores_out=Path(tmp) / "scores_ref")
             print(f"{args.ref}: {old['cpu_seconds']:.1f} CPU s ({old['seconds']:.1f} s wall), "
                   f"peak RSS {old['peak_rss_gb']:.2f} GB", flush=True)

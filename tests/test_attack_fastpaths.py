@@ -193,11 +193,18 @@ def test_thinned_pooled_curve_falls_back_when_the_curve_may_be_short(monkeypatch
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_row_positions_from_merges_are_binary_searches(seed, monkeypatch):
-    """Each row merged with the splitters (a stable sort, rows in blocks: one row, two, all) against a binary
-    search per row and splitter: entries at or above and above each splitter, and the pooled entries and
-    members there, with ties between the rows and the splitters (the splitters are sampled from the rows),
-    ±0, the largest floats and heavy ties."""
+@pytest.mark.parametrize("kernels_on", [True, False])
+def test_row_positions_from_merges_are_binary_searches(seed, kernels_on, monkeypatch):
+    """Each row walked with the splitters (the compiled kernel; without it, numpy's searchsorted per row)
+    against a binary search per row and splitter: entries at or above and above each splitter, and the pooled
+    entries and members there, with ties between the rows and the splitters (the splitters are sampled from
+    the rows), ±0, the largest floats and heavy ties."""
+    from bnmem.attacks import kernels
+
+    if kernels_on and kernels.compiled() is None:
+        pytest.skip("numba is not installed")
+    if not kernels_on:
+        monkeypatch.setattr(kernels, "compiled", lambda: None)
     for scores, members, _ in _pooled_cases(seed):
         view = rank_rows(scores, members)
         values = metrics_module._finite_scores(view.values)
@@ -212,13 +219,11 @@ def test_row_positions_from_merges_are_binary_searches(seed, monkeypatch):
             want_counts = [want_ge.sum(axis=0), want_gt.sum(axis=0),
                            np.take_along_axis(members_before, want_ge, axis=1).sum(axis=0),
                            np.take_along_axis(members_before, want_gt, axis=1).sum(axis=0)]
-            for chunk in (1, 2 * (n + sig.size), 1 << 20):
-                monkeypatch.setattr(pooled, "MERGE_CHUNK", chunk)
-                ge, gt, counts = pooled._row_positions(values, view.members, sig)
-                np.testing.assert_array_equal(ge, want_ge)
-                np.testing.assert_array_equal(gt, want_gt)
-                for got_c, want_c in zip(counts, want_counts):
-                    np.testing.assert_array_equal(got_c, want_c)
+            ge, gt, counts = pooled._row_positions(values, view.members, sig)
+            np.testing.assert_array_equal(ge, want_ge)
+            np.testing.assert_array_equal(gt, want_gt)
+            for got_c, want_c in zip(counts, want_counts):
+                np.testing.assert_array_equal(got_c, want_c)
 
 
 def test_segments_sorted_as_padded_rows_are_each_segment_sorted():

@@ -477,8 +477,37 @@ def global_sums(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
                 sums[side, 1, t] += tot[side, 1] - (s2[drop] if drop >= 0 else 0.0)
 
 
+def row_positions(values: np.ndarray, members: np.ndarray, sig: np.ndarray, ge: np.ndarray, gt: np.ndarray,
+                  counts: np.ndarray) -> None:
+    """Per row of ``values`` [R, N] (descending) and splitter of ``sig`` [S] (distinct, descending): ge / gt
+    [R, S] the entries at or above / above it, and counts [4, S] += those entries and the members among them
+    (``members`` bool [R, N]), summed over rows. One walk of each row with the splitters: O(N + S)."""
+    rows, n = values.shape
+    for r in range(rows):
+        i = 0
+        above = 0  # members among values[r, :i]
+        for k in range(sig.size):
+            s = sig[k]
+            while i < n and values[r, i] > s:
+                above += members[r, i]
+                i += 1
+            j = i
+            at = above
+            while j < n and values[r, j] >= s:
+                at += members[r, j]
+                j += 1
+            gt[r, k] = i
+            ge[r, k] = j
+            counts[0, k] += j
+            counts[1, k] += i
+            counts[2, k] += at
+            counts[3, k] += above
+            i = j  # the next splitter is smaller: everything at or above this one is above it
+            above = at
+
+
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
-            "view_log_p", "_loo_log_means", "population_means", "score_block", "global_sums")
+            "view_log_p", "_loo_log_means", "population_means", "score_block", "global_sums", "row_positions")
 
 
 # small helpers inlined into the kernels' loops
@@ -514,7 +543,7 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
                 warnings.simplefilter("ignore")
                 module[name] = numba.njit(**options)(fn)
     return {name: module[name] for name in ("log_ndtr", "view_log_p", "population_means", "score_block",
-                                            "global_sums")}
+                                            "global_sums", "row_positions")}
 
 
 def available() -> bool:
