@@ -180,3 +180,14 @@ def test_no_numba_switch_turns_the_kernels_off(monkeypatch):
     finally:
         monkeypatch.undo()
         kernels.compiled.cache_clear()
+
+
+@needs_numba
+def test_kernels_score_a_subset_of_targets_as_the_oracle_does():
+    """Targets other than every model in order (the kernel reads their rows by index), offline a selected."""
+    logits, keep, labels = synthetic(8, 120, n_views=2, seed=6)
+    phi = lira_statistic(logits, labels)
+    oracle = evaluate_inputs(AttackInputs.from_phi(phi, keep), None, EVERY, {}, targets=[5, 0, 3])
+    stream = evaluate_stream(phi, keep, None, EVERY, {}, targets=[5, 0, 3], block=29)
+    assert "compiled kernels" in stream["settings"]["evaluator"]
+    assert_same(oracle, stream)
