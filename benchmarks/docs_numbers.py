@@ -142,10 +142,14 @@ def attacks_numbers(path: Path) -> dict[str, str]:
     if "before_cpu_s" in b:
         out.update({"attacks.before_cpu_s": f"{b['before_cpu_s']:.0f}",
                     "attacks.before_gb": f"{b['before_rss_gb']:.2f}",
-                    "attacks.cpu_ratio": f"{b['cpu_ratio']:.1f}",
-                    "attacks.identical": "identical" if b.get("bit_identical") else "NOT identical"})
-    if "floor_cpu_s" in b:  # --floor: what any bit-for-bit code still spends
-        out.update({f"attacks.floor_{k}": f"{v:.1f}" for k, v in b["floor_cpu_s"].items()})
+                    "attacks.cpu_ratio": f"{b['cpu_ratio']:.1f}"})
+    if "equal_to_rounding" in b:  # since the compiled kernels: equal to rounding, not bit for bit
+        out.update({"attacks.equal": "yes" if b["equal_to_rounding"] else "NO",
+                    "attacks.score_diff": f"{max(d['normwise'] for d in b['max_rel_score_diff'].values()):.0e}",
+                    "attacks.metric_diff": f"{b['max_metric_diff']:.0e}" if b["max_metric_diff"] else "0"})
+    if "compile_cpu_s" in b:
+        out.update({"attacks.compile_cold_s": f"{b['compile_cpu_s']['cold']:.0f}",
+                    "attacks.compile_warm_s": f"{b['compile_cpu_s']['warm']:.1f}"})
     return out
 
 
@@ -165,7 +169,7 @@ SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "lira": (lira_disk_numbers, "bnmem lira --dataset digits --shadow-models 16 --views identity,shift --epochs 1"),
     "demo_bench": (demo_numbers, "python benchmarks/bench_demo.py --json FILE (a fresh clone, make demo)"),
     "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py --ref REF "
-                                       "--floor --json FILE (M=256 N=50000 V=18 P=10000, REF side by side)"),
+                                       "--json FILE (M=256 N=50000 V=18 P=10000, REF side by side)"),
     "gpu_cell": (gpu_cell_numbers, "python benchmarks/gpu_check.py --device cuda --only d --json FILE (one NVIDIA "
                                    "H200 lent through the device tool, 2026-12-04)"),
 }

@@ -13,7 +13,6 @@ from bnmem.attacks import (
     keep_matrix,
     lira_statistic,
 )
-from bnmem.attacks.loo import log_prefix_suffix, loo_log_mean, loo_m2, loo_median, loo_moments, side_stats
 from bnmem.attacks.phi import ArrayPhi, LogitsPhi, NpyPhi, write_phi
 from bnmem.attacks.result import thin_curve
 from bnmem.errors import BnmemError
@@ -22,11 +21,12 @@ from test_attacks import synthetic
 EVERY = list(ALL) + ["rmia_offline"]
 
 
-def assert_same(oracle: dict, stream: dict, attacks=EVERY, atol: float = 1e-9) -> None:
-    """Every metric of every attack and subset equal to ``atol``; scores to relative 1e-9."""
+def assert_same(oracle: dict, stream: dict, attacks=EVERY, atol: float = 1e-9, score_rtol: float = 1e-12) -> None:
+    """Equal to rounding, the project's tolerance: every metric of every attack and subset to ``atol`` (1e-9),
+    and each target's scores to ``score_rtol`` (1e-12) relative, normwise (:func:`assert_scores_close`).
+    Where the two read different φ (hi + lo against float64) ``score_rtol`` is that difference's."""
     for attack in attacks:
-        np.testing.assert_allclose(stream["scores"][attack], oracle["scores"][attack], rtol=1e-9, atol=1e-12,
-                                   err_msg=attack)
+        assert_scores_close(stream["scores"][attack], oracle["scores"][attack], score_rtol, attack)
         for sub, summary in oracle["metrics"][attack].items():
             for key in ("auc", "balanced_acc", "tpr_at_0.1pct_fpr", "tpr_at_1pct_fpr", "eps_lb"):
                 a = np.array(summary[f"{key}_per_target"])
@@ -34,36 +34,21 @@ def assert_same(oracle: dict, stream: dict, attacks=EVERY, atol: float = 1e-9) -
                 np.testing.assert_allclose(b, a, rtol=0, atol=atol, err_msg=f"{attack} {sub} {key}")
 
 
+def assert_scores_close(got, want, rtol: float = 1e-12, what: str = "") -> None:
+    """Per target (row), max |got − want| ≤ rtol · max |want|: relative to the row's scale, not entrywise.
+    An entry near 0 is often a mean over views of terms of order 1 that cancel; any other order of the same
+    operations reproduces it to the terms' rounding, not to its own, so an entrywise relative bound would
+    test the cancellation, not the code. Infinities must match exactly."""
+    got, want = np.asarray(got, float), np.asarray(want, float)
+    assert got.shape == want.shape, what
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite], err_msg=what)
+    diff = np.where(finite, np.abs(got - want), 0.0).reshape(len(want), -1).max(axis=1, initial=0.0)
+    scale = np.where(finite, np.abs(want), 0.0).reshape(len(want), -1).max(axis=1, initial=0.0)
+    assert (diff <= rtol * scale).all(), (what, float(np.max(diff / np.maximum(scale, 1e-300))))
+
+
 # ---------------------------------------------------------------- building blocks
-
-
-def test_loo_median_and_moments_match_numpy_for_every_removal() -> None:
-    rng = np.random.default_rng(0)
-    for c in (1, 2, 5, 8):
-        vals = np.round(rng.normal(0, 1, (c, 7, 3)), 1)  # ties on purpose
-        stats = side_stats(vals)
-        for p in range(c + 1):  # p = c removes nothing
-            pos = np.full((1, 7), p)
-            rest = np.delete(vals, p, axis=0) if p < c else vals
-            if rest.shape[0] == 0:
-                continue
-            k = np.array([rest.shape[0]])
-            assert np.array_equal(loo_median(stats, pos, k)[0], np.median(rest, axis=0))  # bitwise
-            n, mean, m2 = loo_moments(stats, pos)
-            assert (n == rest.shape[0]).all()
-            np.testing.assert_allclose(mean[0], rest.mean(axis=0), rtol=1e-13, atol=1e-13)
-            np.testing.assert_allclose(m2[0] / n[0], rest.var(axis=0), rtol=1e-12, atol=1e-13)
-            n2, m2b = loo_m2(stats, pos)
-            assert np.array_equal(n2, n) and np.allclose(m2b, m2, rtol=1e-14, atol=0)
-
-
-def test_loo_log_mean_has_no_cancellation() -> None:
-    # The removed value dominates the sum: "log(total − removed)" would lose everything.
-    log_vals = np.log(np.array([[1.0], [1e-30], [2e-30]]))
-    pre, suf = log_prefix_suffix(log_vals)
-    got = loo_log_mean(pre, suf, np.array([[0]]))[0, 0]
-    assert got == pytest.approx(np.log(1.5e-30), rel=1e-14)
-    assert loo_log_mean(pre, suf, np.array([[3]]))[0, 0] == pytest.approx(np.log((1 + 3e-30) / 3), rel=1e-14)
 
 
 def test_thin_curve_keeps_ends_and_low_fpr_points() -> None:
@@ -126,7 +111,8 @@ def test_stream_reads_npy_and_legacy_logits_blockwise(tmp_path) -> None:
     oracle = evaluate_attacks(logits, keep, labels, attacks=EVERY)
     assert_same(oracle, evaluate_stream(legacy, keep, attacks=EVERY, block=20))
     # The stored φ (hi + lo) gives the logits path's results.
-    assert_same(oracle, evaluate_stream(NpyPhi(tmp_path / "phi.npy"), keep, attacks=EVERY, block=20))
+    assert_same(oracle, evaluate_stream(NpyPhi(tmp_path / "phi.npy"), keep, attacks=EVERY, block=20),
+                score_rtol=1e-9)  # φ to |φ|·2^-48, amplified by LiRA's division by the spread
     # Without the residual (a phi.npy alone) it still evaluates, at float32 precision.
     (tmp_path / "phi_lo.npy").unlink()
     from_hi = evaluate_stream(NpyPhi(tmp_path / "phi.npy"), keep, attacks=EVERY, block=20)

@@ -37,6 +37,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from bnmem.attacks import kernels
 from bnmem.attacks.metrics import RankedRows, _finite_scores
 
 # Pooled ROC curves (all targets' scores together) are only drawn; the streaming evaluator thins them.
@@ -52,7 +53,6 @@ OVERSAMPLE = 8
 # Pooled entries per bucket, times rows × sqrt(n / 12,000) (default_stride).
 STRIDE_SCALE = 0.7
 # Entries merged at a time (rows of a row block and the splitters).
-MERGE_CHUNK = 1 << 20
 
 
 def fpr_grid(max_points: int) -> np.ndarray:
@@ -389,50 +389,26 @@ def _row_positions(values: np.ndarray, members: np.ndarray, sig: np.ndarray
     """Per row and splitter, the entries at or above it and above it (positions in the descending row), and
     the pooled counts: entries and members at or above and above each splitter (summed over rows).
 
-    A row (negated: ascending) and the splitters (negated: ascending) are two sorted runs; a stable sort
-    of the two merges them (timsort: linear), with a row's entries before an equal splitter, so each
-    splitter lands after exactly the entries at or above it: about 1.5x cheaper than a binary search per
-    splitter and row at CIFAR scale (a row of 45,000 entries, 25,000 splitters). A block of rows at a time:
-    every temporary array stays small (memory fresh from the kernel costs more than the counting)."""
+    One merge-walk of each row with the splitters in the compiled kernels
+    (:func:`bnmem.attacks.kernels.row_positions`), a binary search per row and splitter without them."""
     rows, n = values.shape
-    size = sig.size
-    dtype = np.int32 if n + size < 2**31 else np.int64
-    ge = np.empty((rows, size), dtype=dtype)
-    gt = np.empty((rows, size), dtype=dtype)
+    dtype = np.int32 if n < 2**31 else np.int64
+    ge = np.empty((rows, sig.size), dtype=dtype)
+    gt = np.empty((rows, sig.size), dtype=dtype)
+    counts = np.zeros((4, sig.size), dtype=np.int64)  # nge, ngt, mge, mgt
+    kern = kernels.compiled()
+    if kern is not None:
+        kern["row_positions"](np.ascontiguousarray(values), np.ascontiguousarray(members), sig, ge, gt, counts)
+        return ge, gt, tuple(counts)
     neg_sig = np.negative(sig)
-    step = max(1, MERGE_CHUNK // (n + size))
-    buf = np.empty((min(step, rows), n + size))
-    buf[:, n:] = neg_sig
-    k = np.arange(size, dtype=dtype)[None, :]
-    cum = np.zeros((min(step, rows), n + 1), dtype=np.int32 if n < 2**31 else np.int64)  # members before
-    counts = tuple(np.zeros(size, dtype=np.int64) for _ in range(4))  # nge, ngt, mge, mgt
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        b = buf[:r1 - r0]
-        np.negative(values[r0:r1], out=b[:, :n])
-        order = np.argsort(b, axis=1, kind="stable")
-        # The splitters in merged order are the splitters in order (distinct, ascending): the k-th one found
-        # has as many row entries before it as its merged position less k.
-        g = ge[r0:r1]
-        g[:] = np.flatnonzero(order >= n).reshape(r1 - r0, size)  # merged positions, flat (1-D: faster)
-        g -= k + (np.arange(r1 - r0, dtype=dtype) * (n + size))[:, None]
-        # Entries above a splitter: as many as at or above it, unless the last of those equals it (a tie:
-        # searched again; with continuous scores only a row's own sampled values).
-        h = gt[r0:r1]
-        h[:] = g
-        before = np.take_along_axis(b, np.maximum(g - 1, 0), axis=1)
-        tie_r, tie_j = np.nonzero((g > 0) & (before == neg_sig))
-        if tie_r.size:
-            bounds = np.searchsorted(tie_r, np.arange(r1 - r0 + 1))
-            for i in np.flatnonzero(np.diff(bounds)):
-                js = tie_j[bounds[i]:bounds[i + 1]]
-                h[i, js] = np.searchsorted(b[i, :n], neg_sig[js], side="left")
-        c = cum[:r1 - r0]
-        np.cumsum(members[r0:r1], axis=1, out=c[:, 1:])
-        row_base = (np.arange(r1 - r0, dtype=np.int64) * (n + 1))[:, None]
-        for total, pos in zip(counts, (g, h, np.take(c, g + row_base), np.take(c, h + row_base))):
-            total += pos.sum(axis=0, dtype=np.int64)
-    return ge, gt, counts
+    before = np.zeros(n + 1, dtype=np.int64)  # members before each position
+    for r in range(rows):
+        ge[r] = np.searchsorted(-values[r], neg_sig, side="right")
+        gt[r] = np.searchsorted(-values[r], neg_sig, side="left")
+        np.cumsum(members[r], out=before[1:])
+        for total, pos in zip(counts, (ge[r], gt[r], before[ge[r]], before[gt[r]])):
+            total += pos
+    return ge, gt, tuple(counts)
 
 
 def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -8,22 +8,17 @@ reference code does. What differs is how the work is organised:
 - φ is read in blocks of examples from a :class:`~bnmem.attacks.phi.PhiSource`
   (a memory-mapped ``phi.npy``, a legacy ``logits.npy`` converted per block, or
   an array), for all targets at once;
-- per block and side (IN/OUT), each example's reference values are summarized
-  once (:class:`bnmem.attacks.loo.Side`: sorted, mean, M2, last value); every
-  target's leave-one-out median and spread then follow elementwise from its own
-  φ (the value it removes, or the last model's): O(M·N·V) work plus a sort of
-  each example's C values, instead of re-gathering and re-reducing all
-  references per target (O(M²·N·V)); the elementwise work runs on slices of a
-  block small enough to stay in cache;
+- with a balanced keep matrix (every example IN for the same number of models,
+  as bnmem builds it) and numba installed, each block is scored by the compiled
+  kernels (:mod:`bnmem.attacks.kernels`: per example and view one summary of
+  each side's references, every target's fit a look-up, O(M·N·V) work);
+  otherwise by the plain numpy path, which gathers each target's references
+  the oracle's way (O(M²·N·V): fine for digits-sized runs, slow at CIFAR scale);
 - fixed-variance attacks need each target's global spread first, so they add
-  one cheaper pass over the blocks (shifted sums of the values and their squares
-  minus the removed ones);
+  one pass over the blocks;
 - what is kept across blocks is small: per attack the scores [T, N] (float64),
-  and for RMIA the view-averaged log p_y [M, N] and two [T, N] arrays.
-
-The fast path needs every example IN for the same number of models (the
-balanced keep matrix bnmem builds); any other keep matrix is evaluated block by
-block with the per-target gather of the oracle.
+  and for RMIA with a selected offline a the view-averaged log p_y [M, N] and
+  two [T, N] arrays.
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ import numpy as np
 
 from bnmem.allocator import keep_freed_memory
 from bnmem.attacks.keep import first_k_references
-from bnmem.attacks.loo import Side, log_prefix_suffix, loo_log_mean_at, loo_log_means_by_position
+from bnmem.attacks import kernels
 from bnmem.attacks.phi import ArrayPhi, PhiSource
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.scores import loss_from_phi
@@ -52,15 +47,14 @@ from bnmem.attacks.rmia import (
     rmia_scores,
     rmia_scores_against,
     select_offline_a,
-    view_log_mean_of_loss,
+    view_log_mean,
 )
 from bnmem.attacks.spec import Block
 from bnmem.errors import BnmemError
+from scipy.special import logsumexp
 
 # Elements of one [models, block, views] float64 block read from φ (~16 MB).
 WORK_ELEMENTS = 1 << 21
-# Elements of one [targets, slice, views] float64 array of the elementwise work (~2 MB: stays in cache).
-CACHE_ELEMENTS = 1 << 18
 
 
 def _kinds(wanted: set[str]) -> tuple[set[str], set[str], set[str], set[str]]:
@@ -93,10 +87,9 @@ class _Moments:
         return np.sqrt(self.m2 / self.n)
 
 
-def _block_moments(n: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Collapse per-(example, view) leave-one-out moments [T, B, V] (count n [T, B, 1]) to per-target ones."""
+def _block_moments(k: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Collapse per-(example, view) leave-one-out moments [T, B, V] (k [T] values each) to per-target ones."""
     _, b, v = mean.shape
-    k = n[:, 0, 0]
     bmean = mean.mean(axis=(1, 2))
     dev = mean - bmean[:, None, None]
     bm2 = m2.sum(axis=(1, 2)) + k * (dev * dev).sum(axis=(1, 2))
@@ -124,23 +117,6 @@ class _Plan:
     def targets_of(self, arr: np.ndarray) -> np.ndarray:
         """The targets' rows of a per-model array."""
         return arr if self.all_targets else arr[self.targets]
-
-    def last(self, keep_blk: np.ndarray, member: bool) -> np.ndarray:
-        """Per example, the last model (in model order) on the side: the one a non-member target drops."""
-        side = keep_blk if member else ~keep_blk
-        return side.shape[0] - 1 - np.argmax(side[::-1], axis=0)
-
-    def positions(self, keep_blk: np.ndarray, member: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Model-order indices of the side's models [C, B] and each target's removed position [T, B]."""
-        side = keep_blk if member else ~keep_blk
-        c = self.c_in if member else self.c_out
-        k = self.k_in if member else self.k_out
-        # Each example's c side models in model order (what a stable argsort of ~side puts first), read off
-        # the nonzeros of side.T: sorted by example, then model; every example has exactly c (balanced keep).
-        order = np.ascontiguousarray(np.nonzero(side.T)[1].reshape(side.shape[1], c).T)
-        cum = np.cumsum(side, axis=0)[self.targets] - 1
-        other = np.where(k == c - 1, c - 1, c)[:, None]
-        return order, np.where(side[self.targets], cum, other)
 
 
 def evaluate_stream(
@@ -213,7 +189,9 @@ def evaluate_stream(
     run_settings = settings(
         params, population, (m, n, v),
         rmia_a="selected per target on a stand-in reference model" if params.a is None else "fixed",
-        evaluator="streaming leave-one-out" + ("" if plan.balanced else " (unbalanced keep: per-target gather)"),
+        evaluator="streaming leave-one-out" + (", compiled kernels" if plan.balanced and kernels.available()
+                                               else " (unbalanced keep: per-target gather)" if not plan.balanced
+                                               else ", numpy (per-target gather)"),
         **chosen)
     return evaluation_result({a: scores[a] for a in attacks}, keep[tgt], targets, masks, run_settings,
                              per_target_curves=False, pooled_points=POOLED_POINTS)
@@ -262,53 +240,80 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     log mean p_y over its IN and OUT references [T, N]. With ``ratios`` (RMIA attack -> online; offline
     ones with the fixed ``rmia_a``) each RMIA attack's entry holds the candidates' log(p(x|θ)/p(x)) [T, N]
     instead (:func:`_rmia_from_ratios` makes scores of them).
+
+    A balanced keep is scored by the compiled kernel (:func:`bnmem.attacks.kernels.score_block`) where numba
+    is installed; otherwise, and for attacks the kernel does not know, by the plain numpy path.
     """
     m, n, _ = source.shape
     wanted = set(attacks)
     _, _, fixed, rmia = _kinds(wanted)
     starts = list(range(0, n, block))
+    kern = kernels.compiled() if plan.balanced else None
+    t_count = len(plan.targets)
     sd_in = sd_out = None
     if fixed and n:
-        sd_in, sd_out = _global_spreads(source, plan, starts, block, n)
-    t_count = len(plan.targets)
-    scores = {a: np.empty((t_count, n)) for a in attacks if a not in rmia or ratios is not None}
+        sd_in, sd_out = _global_spreads(source, plan, starts, block, n, kern)
+    fused = [a for a in attacks if a in kernels.KERNEL_ATTACKS] if kern is not None else []
+    packed = np.empty((len(fused), t_count, n))
+    scores = {a: packed[i] for i, a in enumerate(fused)}
+    scores.update({a: np.empty((t_count, n)) for a in attacks
+                   if a not in scores and (a not in rmia or ratios is not None)})
+    slots = np.array([fused.index(a) if a in fused else -1 for a in kernels.KERNEL_ATTACKS], dtype=np.int64)
+    # The loss attack reads the loss RMIA reads too (computed once per block); the rest go the numpy path.
+    shared_loss = kern is not None and "loss" in scores
+    others = [a for a in scores if a not in rmia and a not in fused and not (shared_loss and a == "loss")]
     rmia_refs = None
     if rmia and ratios is None:
         rmia_refs = np.empty((m, n)), np.empty((t_count, n)), np.empty((t_count, n))
-    # Read a block at a time; work elementwise on slices of it small enough to stay in cache.
-    step = max(1, CACHE_ELEMENTS // max(1, len(plan.targets) * source.shape[2]))
+    zeros = np.zeros(t_count)
     for a0 in starts:
         chunk = source.read(a0, min(n, a0 + block))
-        for a in range(a0, a0 + chunk.shape[1], step):
-            b = min(a0 + chunk.shape[1], a + step)
-            phi_blk = chunk[:, a - a0:b - a0]
-            keep_blk = plan.keep[:, a:b]
-            x = plan.targets_of(phi_blk)
-            # Each side's model order and removed positions, shared by the LiRA fits and RMIA's means.
-            positions = _Positions(plan, keep_blk)
-            if plan.balanced:
-                fits = _fast_fits(phi_blk, keep_blk, plan, wanted, x, positions)
-            else:
-                fits = _slow_fits(phi_blk, keep_blk, plan, wanted)
-            view = Block(x, fits, sd_in, sd_out)
-            for name in scores:
-                if name not in rmia:
-                    # np.mean's own steps (add.reduce, then true_divide by the count), the quotient written
-                    # straight into the score columns
-                    total = np.add.reduce(attack_spec.get(name).stream(view), axis=2)
-                    np.true_divide(total, phi_blk.shape[2], out=scores[name][:, a:b])
+        b = a0 + chunk.shape[1]
+        keep_blk = np.ascontiguousarray(plan.keep[:, a0:b])  # contiguous: one compiled signature
+        lp_blk = means = None
+        if kern is not None:
+            loss = loss_from_phi(chunk) if rmia or shared_loss else None
+            lp_blk = np.empty((m, b - a0) if rmia else (0, 0))
             if rmia:
-                # log p_y = −loss; the loss attack's block shares it when every model is a target
-                lp_blk = view_log_mean_of_loss(view.loss if plan.all_targets else loss_from_phi(phi_blk))
-                mean_in, mean_out = _rmia_ref_means(lp_blk, keep_blk, plan, positions)
-                if ratios is not None:
-                    for name, online in ratios.items():
-                        np.subtract(plan.targets_of(lp_blk), _rmia_marginal(mean_in, mean_out, online, rmia_a),
-                                    out=scores[name][:, a:b])
-                else:
-                    lp_all, lmean_in, lmean_out = rmia_refs
-                    lp_all[:, a:b], lmean_in[:, a:b], lmean_out[:, a:b] = lp_blk, mean_in, mean_out
+                p = np.negative(loss)
+                kern["view_log_p"](loss, np.exp(p, out=p), lp_blk)
+                del p
+            means = np.empty((t_count, b - a0)), np.empty((t_count, b - a0))
+            kern["score_block"](chunk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
+                                plan.k_out.astype(np.int64), zeros if sd_in is None else sd_in,
+                                zeros if sd_out is None else sd_out, slots, packed, a0, lp_blk, *means)
+            if shared_loss:
+                np.negative(plan.targets_of(loss).mean(axis=2), out=scores["loss"][:, a0:b])  # −mean: exactly
+        if others or (rmia and kern is None):
+            lp_np, means_np = _numpy_block(chunk, keep_blk, plan, others, sd_in, sd_out, scores, a0, b,
+                                           bool(rmia) and kern is None)
+            if kern is None:
+                lp_blk, means = lp_np, means_np
+        if not rmia:
+            continue
+        if ratios is not None:
+            for name, online in ratios.items():
+                np.subtract(plan.targets_of(lp_blk), _rmia_marginal(*means, online, rmia_a), out=scores[name][:, a0:b])
+        else:
+            lp_all, lmean_in, lmean_out = rmia_refs
+            lp_all[:, a0:b], lmean_in[:, a0:b], lmean_out[:, a0:b] = lp_blk, means[0], means[1]
     return scores, rmia_refs
+
+
+def _numpy_block(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, names: list[str],
+                 sd_in: np.ndarray | None, sd_out: np.ndarray | None, scores: dict[str, np.ndarray], a: int, b: int,
+                 rmia: bool) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
+    """The plain numpy path on one block: the ``names`` attacks' scores into columns a..b of ``scores``, and
+    (``rmia``) the block's view-averaged log p_y [M, B] and the targets' reference means ([T, B] each)."""
+    if names:
+        view = Block(plan.targets_of(phi_blk), _fits(phi_blk, keep_blk, plan, set(names)), sd_in, sd_out)
+        for name in names:
+            scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
+    if not rmia:
+        return None, None
+    lp_blk = view_log_mean(-loss_from_phi(phi_blk))
+    return lp_blk, (_gathered(lp_blk, keep_blk, plan, True, _log_mean), _gathered(lp_blk, keep_blk, plan, False,
+                                                                                  _log_mean))
 
 
 def _population_log_p(pop_source: PhiSource) -> np.ndarray:
@@ -317,170 +322,92 @@ def _population_log_p(pop_source: PhiSource) -> np.ndarray:
     pop_lp = np.empty((m, p))
     pblock = max(1, WORK_ELEMENTS // max(1, m * v))
     for a in range(0, p, pblock):
-        pop_lp[:, a : a + pblock] = view_log_mean_of_loss(loss_from_phi(pop_source.read(a, min(p, a + pblock))))
+        loss = loss_from_phi(pop_source.read(a, min(p, a + pblock)))
+        if kernels.available():
+            out = np.empty(loss.shape[:2])
+            kernels.compiled()["view_log_p"](loss, np.exp(-loss), out)
+            pop_lp[:, a : a + pblock] = out
+        else:
+            pop_lp[:, a : a + pblock] = view_log_mean(-loss)
     return pop_lp
 
 
 def _population(pop_lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The population's log p_y [M, P] and, row t, its log mean over every model but t [M + 1, P] (every model
-    is OUT for a population point, so a target's references are all the others): once per evaluation."""
-    return pop_lp, loo_log_means_by_position(*log_prefix_suffix(pop_lp))
+    """The population's log p_y [M, P] and, row t, its log mean over every model but t [M, P] (every model is
+    OUT for a population point, so a target's references are all the others): once per evaluation."""
+    means = np.empty(pop_lp.shape)
+    if kernels.available():
+        kernels.compiled()["population_means"](np.ascontiguousarray(pop_lp), means)
+    else:
+        for t in range(pop_lp.shape[0]):
+            means[t] = _log_mean(np.delete(pop_lp, t, axis=0))
+    return pop_lp, means
 
 
-class _Positions:
-    """:meth:`_Plan.positions` of one slice of examples, per side, computed on first use, with the side's
-    models given as flat (model, example) indices into the slice: what the LiRA fits and RMIA's reference
-    means both gather by."""
-
-    def __init__(self, plan: _Plan, keep_blk: np.ndarray):
-        self.plan, self.keep_blk = plan, keep_blk
-        self._done: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
-
-    def __call__(self, member: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(pairs [C, B]: model · B + example of each example's side models in model order; the removed
-        positions [T, B])."""
-        if member not in self._done:
-            order, pos = self.plan.positions(self.keep_blk, member)
-            b = self.keep_blk.shape[1]
-            self._done[member] = order * b + np.arange(b), pos
-        return self._done[member]
+def _log_mean(log_vals: np.ndarray) -> np.ndarray:
+    """log of the mean over axis 0 of exp(log_vals)."""
+    return logsumexp(log_vals, axis=0) - np.log(log_vals.shape[0])
 
 
-def _fast_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str],
-               x: np.ndarray, positions: _Positions) -> dict[str, np.ndarray]:
-    """Leave-one-out medians and spreads [T, B, V] per side, elementwise from per-example summaries.
-
-    A target on a side removes its own φ (``x``), one that is not removes the side's last model (:class:`Side`).
-    """
-    out: dict[str, np.ndarray] = {}
-    m, b, v = phi_blk.shape
-    rows = phi_blk.reshape(m * b, v)  # a (model, example) pair's V values are one row: gathered whole
+def _fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
+    """Each target's leave-one-out medians and spreads [T, B, V] per side, as the wanted attacks need them."""
     fitted, per_example, _, _ = _kinds(wanted)
+    out = {}
     for member, tag in ((True, "in"), (False, "out")):
-        needs = attack_spec.needing(tag)
-        if not wanted & needs & fitted:
-            continue
-        pairs, pos = positions(member)
-        side = Side.of(np.take(rows, pairs, axis=0))  # phi_blk[order, cols]
-        k = plan.k_in if member else plan.k_out
-        onside = plan.targets_of(keep_blk if member else ~keep_blk)
-        removed = x.copy()  # np.where(onside[:, :, None], x, side.last), without the broadcast select
-        np.copyto(removed, side.last, where=~onside[:, :, None])
-        out[f"med_{tag}"] = side.median(removed, k)
-        if wanted & needs & per_example:  # fixed-variance attacks use the global spread
-            out[f"sd_{tag}"] = side.spread(removed, k, pos)
+        needs = wanted & attack_spec.needing(tag) & fitted
+        if needs:
+            out[f"med_{tag}"] = _gathered(phi_blk, keep_blk, plan, member, lambda vals: np.median(vals, axis=0))
+        if needs & per_example:  # fixed-variance attacks use the global spread
+            out[f"sd_{tag}"] = _gathered(phi_blk, keep_blk, plan, member, lambda vals: np.std(vals, axis=0))
     return out
 
 
-def _slow_fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
-    """Unbalanced keep: gather each target's references (the oracle's way), one target at a time."""
-    m, b, v = phi_blk.shape
-    t = len(plan.targets)
-    out = {key: np.empty((t, b, v)) for key in ("med_in", "sd_in", "med_out", "sd_out")}
-    cols = np.arange(b)
+def _gathered(blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool, reduce) -> np.ndarray:
+    """``reduce`` over each target's references on a side, gathered the oracle's way (every model but the
+    target, each example's first k on the side in model order): [T, B, ...] (−inf where it has none, for
+    RMIA's log means; never read by a LiRA attack, which needs at least one)."""
+    cols = np.arange(blk.shape[1])
+    ks = plan.k_in if member else plan.k_out
+    out = np.full((len(plan.targets),) + blk.shape[1:], -np.inf)
     for i, target in enumerate(plan.targets):
-        refs = np.array([r for r in range(m) if r != target], dtype=np.intp)
-        for member, tag, k in ((True, "in", plan.k_in[i]), (False, "out", plan.k_out[i])):
-            if k < 1:
-                continue
-            side = keep_blk[refs] if member else ~keep_blk[refs]
-            vals = phi_blk[refs][first_k_references(side, int(k)), cols]
-            out[f"med_{tag}"][i] = np.median(vals, axis=0)
-            out[f"sd_{tag}"][i] = np.std(vals, axis=0)
+        if ks[i] < 1:
+            continue
+        refs = np.array([r for r in range(blk.shape[0]) if r != target], dtype=np.intp)
+        side = keep_blk[refs] if member else ~keep_blk[refs]
+        out[i] = reduce(blk[refs][first_k_references(side, int(ks[i])), cols])
     return out
 
 
-def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Each target's std over all its IN (OUT) reference values, examples and views (first pass)."""
-    if not plan.balanced:
-        acc = {True: _Moments(len(plan.targets)), False: _Moments(len(plan.targets))}
-        for a in starts:
-            b = min(n, a + block)
-            phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
-            for member in (True, False):
-                acc[member].add(*_block_moments(*_slow_moments(phi_blk, keep_blk, plan, member)))
-        return acc[True].std(), acc[False].std()
-    return _balanced_spreads(source, plan, starts, block, n)
-
-
-def _balanced_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_global_spreads` of a balanced keep from sums: a target's values on a side are the side's
-    values with its own (or the last model's) removed per (example, view), so its sum and sum of squares
-    are the side's minus the removed value's. Values are shifted by one constant (the first block's mean)
-    first, so the variance Σ(v − c)²/n − (Σ(v − c)/n)² does not cancel."""
+def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int,
+                    kern: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each target's std over all its IN (OUT) reference values, examples and views (first pass): from sums
+    of the values shifted by one constant (the first block's mean, so the variance does not cancel) in the
+    kernel, or merged block by block from the gathered references' moments (Chan et al.)."""
     t = len(plan.targets)
-    s1 = {True: np.zeros(t), False: np.zeros(t)}
-    s2 = {True: np.zeros(t), False: np.zeros(t)}
+    sums = np.zeros((2, 2, t))  # [IN / OUT, Σ / Σ², target]
+    acc = {True: _Moments(t), False: _Moments(t)}
     shift = None
     for a in starts:
         b = min(n, a + block)
-        phi_blk, keep_blk = source.read(a, b), plan.keep[:, a:b]
-        if shift is None:
-            shift = float(phi_blk.mean())
-        dev = phi_blk - shift
-        p1 = dev.sum(axis=2)  # per model and example, over views
-        p2 = np.einsum("mbv,mbv->mb", dev, dev)
-        cols = np.arange(b - a)
-        for member in (True, False):
-            side = keep_blk if member else ~keep_blk
-            k = plan.k_in if member else plan.k_out
-            c = plan.c_in if member else plan.c_out
-            onside = plan.targets_of(side)
-            drops_last = ~onside & (k == c - 1)[:, None]
-            last = plan.last(keep_blk, member)
-            for acc, p in ((s1, p1), (s2, p2)):
-                own = (plan.targets_of(p) * onside).sum(axis=1)
-                acc[member] += (p * side).sum() - own - (drops_last * p[last, cols]).sum(axis=1)
+        phi_blk, keep_blk = source.read(a, b), np.ascontiguousarray(plan.keep[:, a:b])
+        if kern is None:
+            for member in (True, False):
+                mean = _gathered(phi_blk, keep_blk, plan, member, lambda vals: vals.mean(axis=0))
+                m2 = _gathered(phi_blk, keep_blk, plan, member, lambda vals: ((vals - vals.mean(axis=0)) ** 2).sum(0))
+                acc[member].add(*_block_moments(np.asarray(plan.k_in if member else plan.k_out, float), mean, m2))
+            continue
+        shift = float(phi_blk.mean()) if shift is None else shift
+        kern["global_sums"](phi_blk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
+                            plan.k_out.astype(np.int64), shift, sums)
+    if kern is None:
+        return acc[True].std(), acc[False].std()
     spreads = []
-    for member in (True, False):
-        count = n * source.shape[2] * (plan.k_in if member else plan.k_out).astype(np.float64)
+    for side, k in ((0, plan.k_in), (1, plan.k_out)):
+        count = n * source.shape[2] * k.astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
-            m2 = s2[member] - s1[member] * s1[member] / count
+            m2 = sums[side, 1] - sums[side, 0] * sums[side, 0] / count
             spreads.append(np.sqrt(np.maximum(m2, 0.0) / count))
     return spreads[0], spreads[1]
-
-
-def _slow_moments(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool):
-    m, b, v = phi_blk.shape
-    t = len(plan.targets)
-    mean, m2, cnt = np.zeros((t, b, v)), np.zeros((t, b, v)), np.ones((t, 1, 1))
-    cols = np.arange(b)
-    for i, target in enumerate(plan.targets):
-        k = int(plan.k_in[i] if member else plan.k_out[i])
-        refs = np.array([r for r in range(m) if r != target], dtype=np.intp)
-        side = keep_blk[refs] if member else ~keep_blk[refs]
-        vals = phi_blk[refs][first_k_references(side, k), cols]
-        mean[i] = vals.mean(axis=0)
-        m2[i] = ((vals - mean[i]) ** 2).sum(axis=0)
-        cnt[i] = k
-    return cnt, mean, m2
-
-
-def _rmia_ref_means(lp_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan,
-                    positions: _Positions) -> tuple[np.ndarray, np.ndarray]:
-    """log of the mean p_y over each target's IN and OUT references [T, B] (−inf where a side is empty)."""
-    cols = np.arange(lp_blk.shape[1])
-    outs = []
-    for member, k in ((True, plan.k_in), (False, plan.k_out)):
-        if plan.balanced:
-            pairs, pos = positions(member)
-            # each removed position's log mean once per example, then read off per target
-            vals = np.take(lp_blk.reshape(-1), pairs)  # lp_blk[order, cols]
-            table = loo_log_means_by_position(*log_prefix_suffix(vals))
-            outs.append(loo_log_mean_at(table, pos))
-        else:
-            res = np.full((len(plan.targets), lp_blk.shape[1]), -np.inf)
-            for i, target in enumerate(plan.targets):
-                if k[i] < 1:
-                    continue
-                refs = np.array([r for r in range(lp_blk.shape[0]) if r != target], dtype=np.intp)
-                side = keep_blk[refs] if member else ~keep_blk[refs]
-                vals = lp_blk[refs][first_k_references(side, int(k[i])), cols]
-                res[i] = np.logaddexp.reduce(vals, axis=0) - np.log(k[i])
-            outs.append(res)
-    return outs[0], outs[1]
 
 
 def _rmia_marginal(lmean_in: np.ndarray, lmean_out: np.ndarray, online: bool, a: float | None) -> np.ndarray:
