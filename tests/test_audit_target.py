@@ -248,3 +248,59 @@ def test_dropping_the_held_out_set_reuses_the_copies_and_says_what_is_not_measur
     res = json.loads((scenario["out"] / "audit.json").read_text())
     assert code == 0 and res["membership"]["cost"]["finished"] == 4 and "target" not in res
     assert res["risk"]["target"] == {"measured": False, "text": NO_HELD_OUT} and NO_HELD_OUT in out
+
+
+LOOP_MODULE = '''
+"""The team's own training loop, as a module beside the model: what `--train-fn scenario_loop:train` names."""
+import torch
+from torch import nn
+
+EPOCHS, BATCH, LR, MOMENTUM = {epochs}, {batch}, {lr}, {momentum}
+
+
+def train(model, train_dataset, seed):
+    # twice the epochs on half the data: as many steps as the shipped model took
+    loader = torch.utils.data.DataLoader(train_dataset, batch_size=BATCH, shuffle=True,
+                                         generator=torch.Generator().manual_seed(seed))
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=5e-4)
+    model.train()
+    for _ in range(2 * EPOCHS):
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    return model
+'''
+
+
+def test_copies_trained_by_your_own_function_and_the_shipped_model_attacked_together(scenario, tmp_path, capsys):
+    """The issue's whole scenario in one audit: a BN model trained by the team's own loop (not bnmem's trainer),
+    its copies trained by that loop through --train-fn, and the shipped model attacked on its members against the
+    held-out folder; the target's AUC with its interval beside the copies', and the target gate both ways."""
+    import audit_scenario as sc
+
+    (scenario["model"].parent / "scenario_loop.py").write_text(
+        LOOP_MODULE.format(epochs=sc.EPOCHS, batch=sc.BATCH, lr=sc.LR, momentum=sc.MOMENTUM), encoding="utf-8")
+    out = tmp_path / "audit"
+    argv = ["audit", "--quiet", *scenario["flags"], "--channels", "3", "--shadow-models", "4",
+            "--non-members", str(scenario["held_out"]), "--train-fn", "scenario_loop:train", "--out", str(out)]
+    code, _, err = run(capsys, argv + ["--fail-at", "target:auc=0.5"])
+    res = json.loads((out / "audit.json").read_text())
+    assert res["membership"]["train_fn"]["name"] == "scenario_loop:train"
+    assert res["membership"]["cost"]["trained"] == 4
+    read, risk = res["risk"]["target"], res["risk"]
+    whole = next(g for g in risk["groups"] if g["group"] == "all")
+    assert read["measured"] and read["auc_ci"][0] <= read["auc"] <= read["auc_ci"][1]
+    assert whole["auc_ci"][0] <= whole["auc"] <= whole["auc_ci"][1]
+    target = f"AUC {read['auc']:.2f} [{read['auc_ci'][0]:.2f}, {read['auc_ci'][1]:.2f}]"
+    copies = f"AUC {whole['auc']:.2f} [{whole['auc_ci'][0]:.2f}, {whole['auc_ci'][1]:.2f}]"
+    assert target in risk["headline"] and copies in risk["headline"]
+    lo = read["auc_ci"][0]
+    assert code == (REACHED if lo >= 0.5 else PASSED)
+    assert code == REACHED, lo  # measured: the shipped model's lower AUC end is above chance
+    above = round(lo + 0.05, 2)
+    code, _, err = run(capsys, argv + ["--fail-at", f"target:auc={above}"])
+    assert code == PASSED and f"gate target:auc={above:g}: passed (exit 0)" in err
+    again = json.loads((out / "audit.json").read_text())
+    assert again["membership"]["cost"]["trained"] == 0  # the second gate reused the function's copies
+    print(f"\nown loop: target {read['attack']} {target}; copies {whole['attack']} {copies}")
