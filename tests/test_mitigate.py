@@ -368,8 +368,7 @@ def test_claim_6_evaluates_every_replicate_at_its_own_selection():
 def test_claim_6_decides_on_the_5_0_gate_and_shows_plan_4s_selection(monkeypatch):
     """A replicate whose λ=10 variant loses 5 points on validation with a 4-point standard error: plan 4.0's gate
     (1 pt + 1.645 × 4 pt) admits it and its criterion picks it; plan 5.0's screen (≤ 2 pt) excludes it and picks
-    λ=1. The row is decided at 5.0's choice; 4.0's selection is a robustness row, and the previous verdict when
-    plan 4.0 is the previous plan."""
+    λ=1. The row is decided at 5.0's choice (kept by 6.0); 4.0's selection is a robustness row."""
     from bnmem.names import MITIGATE
     from bnmem.report.claims import claim6
     from synthetic_runs import make_cell, make_run
@@ -386,9 +385,8 @@ def test_claim_6_decides_on_the_5_0_gate_and_shows_plan_4s_selection(monkeypatch
     row = next(a for a in d.analyses if a.name.startswith("plan 4.0 selection"))
     assert row.value == pytest.approx(np.mean([np.mean((bn - np.array([0.05, 0.04 + 0.01 * r])) / bn.mean())
                                                for r in range(3)]))
-    monkeypatch.setattr(claim6, "PREVIOUS_VERSION", "4.0")
     claim = claim6.evaluate(make_run(cells))[0]
-    assert claim.previous[0].value == pytest.approx(row.value)
+    assert claim.previous == []  # plan 6.0 kept 5.0's gate: the previous verdict is the current one
     names = [a.name for a in claim.decisive.analyses]
-    assert sum(n.startswith("plan 4.0 selection") for n in names) == 1  # shown once, as the previous rule
+    assert sum(n.startswith("plan 4.0 selection") for n in names) == 1  # shown once, as a robustness row
     assert any(n.startswith("plan 3.0 selection") for n in names)  # 3.0's design stays a robustness row

@@ -138,9 +138,8 @@ MATCHED_PROGRESS = (
     "linearly interpolated between its recorded epochs. A BN checkpoint whose clean accuracy the baseline never "
     "reaches in its run, or had already passed at its first recorded epoch (the crossing was not measured), is "
     "left out: the grid is the range of progress both models reach.")
-V4_MAGNITUDE = ("reproduced if the interval lies at or above the paper's minimum, direction only if above 0 but reaching "
-                     "below it, inconclusive if it includes 0, contradicted below 0 (no status for an interval "
-                     "wholly above or below the range: only 'vs paper' said so); the same multiplicity")
+# A rule plan 6.0 kept: its verdict under the previous plan is the current one.
+UNCHANGED = f"the same rule (unchanged in plan {PLAN_VERSION})"
 GRADED = ("reproduced if the interval lies above 0; contradicted if it lies below 0; inconclusive otherwise "
           "(the paper states no magnitude, so there is no 'direction only')")
 WHY_T = ("a mean over few independent units: the t-interval has its nominal coverage at every n for "
@@ -375,7 +374,8 @@ def _general_sections() -> list[str]:
         "A seed derived from a hash can be re-rolled by changing what is hashed: one character of the plan, or of "
         "the code that decides. From plan 5.0 a confirmatory run therefore (i) derives its seeds from the plan's "
         "hash *and* the hash of the deciding source (`bnmem.provenance.DECIDING_SOURCES`: the claim modules "
-        "`report/claims/`, `stats.py`, this plan's module, and the measurement modules the claims read: "
+        "`report/claims/`, `stats.py`, this plan's modules (`analysis_plan.py`, `claim_spec.py`, "
+        "`plan_history.py`), and the measurement modules the claims read: "
         "`measure/`, the lenses, the toy model `theory/`, `attacks/`; SHA-256 over each file's relative path, "
         "length and bytes in path order), so the deciding code cannot be changed under seeds already drawn; "
         "(ii) is refused, in one line, outside a git checkout and on a modified one (tracked files changed, or "

@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, GRADED, MATCHED_PROGRESS, REPLICATE_INTERVAL, REPLICATE_UNIT, TEST_ABOVE, WHY_T, Axis, ClaimPlan, Endpoint,
+    BN, GRADED, MATCHED_PROGRESS, REPLICATE_INTERVAL, REPLICATE_UNIT, TEST_ABOVE, UNCHANGED, WHY_T, Axis, ClaimPlan,
+    Endpoint,
 )
 from bnmem.names import MEMORIZE
 from bnmem.report.claims.core import PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim
 from bnmem.report.claims.progress import curve_epochs, matched_difference
 from bnmem.report.claims.shared import (
-    bn_comparison, cond, has_per_seed, last, nanmean, previous, seed_diffs, where,
+    bn_comparison, cond, has_per_seed, last, nanmean, seed_diffs, where,
 )
 from bnmem.report.results import baselines, finite, fmt, settings_of
 from bnmem.report.rundata import LensOutput, RunData
@@ -56,9 +57,7 @@ CLAIMS = (ClaimPlan(
                   "final-epoch accuracy instead of the area (at the same, last, epoch)",
                   "seeds pooled across replicates (shown, not counted: the plan calls it invalid, seeds of one "
                   "replicate are not independent replications)"),
-    previous_rule="per pair the mean over every epoch of the BN − no-norm corrupted-subset accuracy at the "
-                  "same epoch (the area under the memorization curve over the number of epochs); the same "
-                  "interval, thresholds and multiplicity",
+    previous_rule=UNCHANGED,
     planning=(Endpoint("", TEST_ABOVE, 0.05, 0.0, 0.023, "smallest effect of interest",
                "the paper states no magnitude; 5 points of corrupted-subset training accuracy averaged over "
                "training is the smallest gap a reader would call 'faster and further' (plan 5.0: at matched "
@@ -143,6 +142,4 @@ def evaluate(run: RunData) -> list[Claim]:
                 ev = Evaluation.from_analysis(where(setting, tail), primary, cond(setting, lens0), deciding,
                                               analyses=alts)
                 claim.evaluations.append(ev)
-                if deciding:
-                    previous(claim, ev.where, a_est.mean if math.isfinite(a_est.mean) else None, grade(a_est))
     return [claim]

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, CLEAN, LIRA_ATTACKS, NOT_RUN, REPLICATE_UNIT, TEST_ABOVE, V4_MAGNITUDE, Axis, ClaimPlan, Design, Display,
+    BN, CLEAN, LIRA_ATTACKS, NOT_RUN, REPLICATE_UNIT, TEST_ABOVE, UNCHANGED, Axis, ClaimPlan, Design, Display,
     Endpoint,
 )
 from bnmem.names import LIRA
@@ -23,7 +23,7 @@ from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, estimate_v2, grade, grade_magnitude, level, new_claim,
     not_run,
 )
-from bnmem.report.claims.shared import ATTACK_NAMES, cond, nanmean, previous, where
+from bnmem.report.claims.shared import ATTACK_NAMES, cond, nanmean, where
 from bnmem.report.results import (
     baselines, finite, fmt, lira_jackknife, lira_norms, lira_summary, outlier_mix, settings_of,
 )
@@ -85,7 +85,7 @@ CLAIMS = (
         alternatives=("online LiRA with a fixed variance", "online LiRA on the identity query view only (when the "
                       "lens wrote it)", "online LiRA on the outlier subset only (direction tested; the paper's "
                       "range is for all examples)"),
-        previous_rule=V4_MAGNITUDE,
+        previous_rule=UNCHANGED,
         planning=(Endpoint("", TEST_ABOVE, None, None, 0.01, "paper",
                     "the paper's range is 3–5 points; a true gain at its minimum could never be shown to clear "
                     "that minimum (power α), so the design is sized for the range's upper end; the SD, one AUC "
@@ -104,7 +104,7 @@ CLAIMS = (
         coverdicts=("online LiRA", "offline LiRA", "RMIA"),
         alternatives=("online LiRA with a fixed variance", "online LiRA on the identity query view only (when the "
                       "lens wrote it)"),
-        previous_rule=V4_MAGNITUDE,
+        previous_rule=UNCHANGED,
         planning=(Endpoint("", TEST_ABOVE, None, None, 0.01, "paper", "as 3a"),),
         paper_range=lira_range,
         display=POINTS,
@@ -171,7 +171,7 @@ def _range_note(est: PairedDiff, paper: tuple[float, float]) -> str:
 
 
 def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[float, float], clean: bool) -> None:
-    cov, alts, primary, old = [], [], None, None
+    cov, alts, primary = [], [], None
     for attack in LIRA_ATTACKS:
         est, targets = lira_estimate(reps, other, attack, LIRA_SUBSET)
         if est is None:
@@ -181,7 +181,6 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
         a = Analysis.of(ATTACK_NAMES[attack], est, grade_magnitude(est, paper), _range_note(est, paper), paper=paper)
         cov.append(a)
         if attack == LIRA_PRIMARY_ATTACK:
-            old = (est.mean if math.isfinite(est.mean) else None, grade(est, minimum=paper[0]))  # plan 4.0
             primary = Analysis.of(PLAN_ANALYSIS, est, a.status,
                                   "; ".join(x for x in (a.note, _detail(reps, other, attack, targets)) if x),
                                   paper=paper)
@@ -207,8 +206,6 @@ def _one(claim: Claim, setting, reps, other: str, deciding: bool, paper: tuple[f
                 if k not in lens0.conditions and k in (lens0.config or {})})
     claim.evaluations.append(Evaluation.from_analysis(where(setting, tail), primary, c, deciding, cov, alts,
                                                       ATTACK_NAMES[LIRA_PRIMARY_ATTACK], paper=paper))
-    if deciding and old is not None:
-        previous(claim, where(setting, tail), *old)
 
 
 def evaluate_one(run: RunData, clean: bool) -> Claim:

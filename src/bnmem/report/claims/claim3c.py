@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BASELINE, BEYOND_PAPER, BN, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, Axis, ClaimPlan, Display,
+    BASELINE, BEYOND_PAPER, BN, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, UNCHANGED, Axis, ClaimPlan,
+    Display,
 )
 from bnmem.attacks.shadow_threshold import precision_at_prior
 from bnmem.names import LIRA
@@ -50,8 +51,8 @@ CLAIMS = (ClaimPlan(
     f"{MATCH_PRIOR:.0%} of the candidates are members: π·TPR / (π·TPR + (1 − π)·FPR), π = {MATCH_PRIOR:g}",
     "matching rule, per replicate: the less well-fitting arm (the lower mean shadow-model test accuracy at "
     "the final epoch; normally the baseline) is read at its final epoch; the other arm at the earliest "
-    "recorded epoch whose mean shadow-model test accuracy lies within {MATCH_TOLERANCE * 100:g} point of the "
-    "first arm's final mean test accuracy (|difference| ≤ {MATCH_TOLERANCE * 100:g} point). A replicate in "
+    f"recorded epoch whose mean shadow-model test accuracy lies within {MATCH_TOLERANCE * 100:g} point of the "
+    f"first arm's final mean test accuracy (|difference| ≤ {MATCH_TOLERANCE * 100:g} point). A replicate in "
     "which no epoch matches (the arm jumps over the band between two epochs) is left out, and the row says "
     "so; none left: not run",
     "per replicate the mean over targets of the paired AUC difference BN@matched − baseline@matched (each "
@@ -68,7 +69,8 @@ CLAIMS = (ClaimPlan(
     "have fitted (on its own shadow models) and the precision at a 1% member prior answer the critique's "
     "other two points. The row is exploratory until a run whose seeds the plan could not have seen (a "
     "confirmatory run) decides it",
-    previous_rule="not in plan 4.0 (new in plan 5.0)",
+    previous_rule=f"{UNCHANGED}; plan 5.0's text printed an unrendered placeholder where the tolerance belongs, "
+                  f"the code used {MATCH_TOLERANCE * 100:g} point",
     measurable="the lira lens's per-epoch queries (the matched-fit option) are being built; until a run "
                "records them the row reads 'not run'",
     display=Display("{:+.1f}", scale=100, suffix="points"),
