@@ -247,8 +247,9 @@ def assert_self_contained(page: _Page) -> None:
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    """summary.csv's verdict rows (one per claim; plan 6.0's robustness rows follow them)."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return [r for r in csv.DictReader(f) if r["role"] == "verdict"]
 
 
 def test_study_report_is_self_contained_and_complete(study_dir):

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, GRADED, MATCHED_PROGRESS, REPLICATE_INTERVAL, REPLICATE_UNIT, TEST_ABOVE, UNCHANGED, WHY_T, Axis, ClaimPlan,
+    BN, CLEAN_PROGRESS, CONVERGENCE, CORRUPTED_FIT, GRADED, MATCHED_PROGRESS, PAPERS_PROTOCOL, REPLICATE_INTERVAL,
+    REPLICATE_UNIT, SAME_AS_PRIMARY, SAME_EPOCH, TEST_ABOVE, TEST_ACCURACY, UNCHANGED, WHY_T, Axis, ClaimPlan,
     Endpoint,
 )
 from bnmem.names import MEMORIZE
@@ -29,6 +30,8 @@ from bnmem.report.claims.shared import (
 from bnmem.report.results import baselines, finite, fmt, settings_of
 from bnmem.report.rundata import LensOutput, RunData
 from bnmem.stats import difference_stats, pair_by_key
+
+AREA_V4 = "mean over epochs (plan 4.0)"
 
 CLAIMS = (ClaimPlan(
     "1", "BN models memorize corrupted / OOD training samples faster and further",
@@ -62,10 +65,19 @@ CLAIMS = (ClaimPlan(
                "the paper states no magnitude; 5 points of corrupted-subset training accuracy averaged over "
                "training is the smallest gap a reader would call 'faster and further' (plan 5.0: at matched "
                "clean progress; the SD is still plan 4.0's same-epoch statistic's, seen in the demo)"),),
+    estimand=CLEAN_PROGRESS,
+    estimand_why=("BN − no-norm corrupted-subset training accuracy at equal progress on the clean training data, "
+                  "averaged over the progress both arms reach, each arm trained with its own recipe. The claim "
+                  "is about fitting ('faster and further'): at equal clean progress both arms have learned the same "
+                  "share of what they should learn, so the difference is what BN fits beyond it, at every level of "
+                  "progress. A judgement: progress on the clean training data, not test accuracy, is the axis "
+                  "(the two differ where the arms generalize differently at the same fit); matched test accuracy "
+                  "is a panel row"),
+    panel=((SAME_EPOCH, AREA_V4), (CONVERGENCE, "final-epoch accuracy"), (TEST_ACCURACY, ""), (CORRUPTED_FIT, ""),
+           (PAPERS_PROTOCOL, SAME_AS_PRIMARY)),
     axis=Axis("BN − none: corrupted-subset accuracy (mean over epochs)"),
 ),)
 
-AREA_V4 = "mean over epochs (plan 4.0)"
 CLEAN = "clean_acc"
 
 

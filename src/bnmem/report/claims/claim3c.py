@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BASELINE, BEYOND_PAPER, BN, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, UNCHANGED, Axis, ClaimPlan,
-    Display,
+    BASELINE, BEYOND_PAPER, BN, CONVERGENCE, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, TEST_ACCURACY,
+    UNCHANGED, Axis, ClaimPlan, Display,
 )
 from bnmem.attacks.shadow_threshold import precision_at_prior
 from bnmem.names import LIRA
@@ -74,6 +74,11 @@ CLAIMS = (ClaimPlan(
     measurable="the lira lens's per-epoch queries (the matched-fit option) are being built; until a run "
                "records them the row reads 'not run'",
     display=Display("{:+.1f}", scale=100, suffix="points"),
+    estimand=TEST_ACCURACY,
+    estimand_why=("BN − no-norm AUC with the better-fitting arm read where its test accuracy matches the other's "
+                  "final one: does BN's membership-inference gain survive at the same utility? The question a "
+                  "critique of LiRA asks; beyond the paper"),
+    panel=((CONVERGENCE, ""),),
     axis=Axis("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)"),
 ),)
 

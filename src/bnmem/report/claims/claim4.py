@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, EVERY_SETTING, GS_SIGMA, INCONCLUSIVE, LEVEL, REPLICATE_UNIT, REPRODUCED, TEST_LAYERS, UNCHANGED,
-    Axis, ClaimPlan, Design, Display, Endpoint,
+    CONTRADICTED, EVERY_LAYER, EVERY_SETTING, GS_SIGMA, IDENTIFIABLE_LAYERS, INCONCLUSIVE, LEVEL, REPLICATE_UNIT,
+    REPRODUCED, SAME_AS_PRIMARY, TEST_LAYERS, UNCHANGED, Axis, ClaimPlan, Design, Display, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
@@ -109,6 +109,16 @@ CLAIMS = (ClaimPlan(
                "connected layers above, and issue 36's partial-conjunction p = 0.013 on the clean setting at "
                "n = 3"),),
     display=Display("{:.2f}", bounds=(0.0, math.inf)),  # the pivotal layer's |γ|/σ (plan 5.0)
+    estimand=IDENTIFIABLE_LAYERS,
+    estimand_why=("per BN layer whose γ scale is identifiable (the rule: the plan's section on estimands), log "
+                  "median |γ|/σ of the final model of BN's own recipe, the layers combined by the "
+                  "partial-conjunction test. |γ|/σ stands for the (γ/σ)² factor only where γ's scale changes the "
+                  "function: in a layer another BN follows through positively homogeneous operations, γ and β can "
+                  "be scaled by any c > 0 without changing a logit, so its |γ|/σ is not a property of the trained "
+                  "network. Until the identifiable-layer module is wired into this rule, the report decides on "
+                  "every BN layer (plan 5.0's set, the panel's 'every BN layer') and says so"),
+    panel=((EVERY_LAYER, SAME_AS_PRIMARY), ("plan 4.0's layer fraction", "plan 4.0"), ("batch σ", "batch σ"),
+           ("layer by layer", "layer by layer")),
     axis=Axis("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
               "test's bounds", 1.0, "|γ|/σ = 1"),
     design=Design(EVERY_SETTING, per_layer=True),

@@ -49,6 +49,8 @@ CLAIMS = (
         "check guards the simulation code and counts as no evidence",
         previous_rule=UNCHANGED,
         display=Display("{:.1%}", bounds=(0.0, math.inf)),
+        estimand="the toy model's frozen-statistics step",
+        estimand_why="a check of the derivation's algebra, not evidence: no choice of estimand",
         axis=Axis("relative error of the (γ/σ)² prediction", THEORY_TOL, "tolerance"),
     ),
     ClaimPlan(
@@ -87,6 +89,10 @@ CLAIMS = (
                     band=(1 - THEORY_TOL, 1 + THEORY_TOL)),),
         paper_range=lambda mix: (1 - THEORY_TOL, 1 + THEORY_TOL),  # the derivation's value, 1 ± the tolerance
         display=Display("{:.2f}"),
+        estimand="the toy model's live step",
+        estimand_why=("the live BN step's kernel margin change against (γ/σ)² × the plain step's from the same "
+                      "parameters: the derivation's prediction where its assumption (frozen batch statistics) is "
+                      "dropped; one simulation, no arms to train"),
         axis=Axis("slope of the live step's margin change on (γ/σ)² × the plain step's", 1.0, "the prediction"),
         design=Design(ONCE_PER_STUDY),
     ),

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    FIT_LEVEL, GRADED, GS_SIGMA, PUSH_NORM_SAMPLE, REPLICATE_INTERVAL, REPLICATE_UNIT, TEST_ABOVE, UNCHANGED, Axis,
-    ClaimPlan, Endpoint,
+    FIT_LEVEL, GRADED, GS_SIGMA, IDENTIFIABLE_LAYERS, PUSH_NORM_SAMPLE, REPLICATE_INTERVAL, REPLICATE_UNIT,
+    SAME_AS_PRIMARY, TEST_ABOVE, UNCHANGED, Axis, ClaimPlan, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
@@ -101,6 +101,16 @@ CLAIMS = (ClaimPlan(
                "is the larger spread of replicate means seen in the demo under plan 4.0's measurement (issue "
                "36's re-derivation at n = 3: flip −0.158 [−0.213, −0.103], SD 0.022; OOD −0.063 [−0.075, "
                "−0.051], SD 0.005): seen data, which is why a pilot's own spreads replace it"),),
+    estimand=IDENTIFIABLE_LAYERS + ", before the fit",
+    estimand_why=("the outliers' push on |γ| per unit gradient norm minus the clean examples', summed over the "
+                  "epochs before the outliers are fitted, on BN layers whose γ scale is identifiable (the rule: the "
+                  "plan's section on estimands): in a layer whose γ scale is not identifiable a push on |γ| does "
+                  "not change the function. Until the identifiable-layer module is wired into this rule, the report "
+                  "decides on the layers its radial cosine does not flag scale-invariant (plan 5.0's set) and says "
+                  "so"),
+    panel=(("layers not flagged scale-invariant (plan 5.0)", SAME_AS_PRIMARY), ("after the fit", "after the fit"),
+           ("all measured epochs", "all measured epochs"),
+           ("|γ|/σ corrupted − clean", "|γ|/σ corrupted")),
     axis=Axis("outliers' push on |γ| per unit gradient norm over everyone's − 1 (before the fit)", 0.0,
               "in proportion to their gradients"),
 ),)
