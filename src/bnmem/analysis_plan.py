@@ -95,15 +95,22 @@ MITIGATE_GATE_Z = 1.645
 # passes when its validation drop is at most the zone's midpoint, so both errors are Φ(−1 point / se).
 MITIGATE_GATE_COST = 0.03
 MITIGATE_GATE_THRESHOLD = (MITIGATE_TEST_DROP + MITIGATE_GATE_COST) / 2
-GATE_RULES = ("5.0", "4.0")
+GATE_RULES = ("6.0", "5.0", "4.0")
+# Claim 6 (plan 6.0): the λ grid every study selects from unless it declares its own (the mitigate lens's default):
+# six values over 2.5 decades around plan 5.0's {1, 10}, so the gate has cheap variants to admit (plan 5.0's
+# {1, 10} chose λ = 1 in 118 of 120 replicates of the decisive study, 37 of them by the fallback).
+MITIGATE_LAMBDAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 
 
 def mitigate_gate_passes(drop: float, se: float, rule: str = "5.0") -> bool:
     """Whether claim 6's validation gate admits a variant whose validation drop (BN − variant, per image averaged
     over the selection seeds, then over images) is ``drop`` with standard error ``se``, under plan ``rule``'s gate
-    (5.0: drop ≤ the indifference zone's midpoint; 4.0: drop ≤ 1 point + 1.645 se)."""
+    (6.0: drop ≤ the claim's 1-point margin; 5.0: drop ≤ the indifference zone's midpoint; 4.0: drop ≤ 1 point +
+    1.645 se). The mitigate lens records its own choice under 5.0's; the report decides under the plan's."""
     if rule == "4.0":
         return bool(drop <= MITIGATE_TEST_DROP + MITIGATE_GATE_Z * se)
+    if rule == "6.0":
+        return bool(drop <= MITIGATE_TEST_DROP)
     return bool(drop <= MITIGATE_GATE_THRESHOLD)
 
 
@@ -112,7 +119,8 @@ def mitigate_gate_power(se: float, cost: float = MITIGATE_GATE_COST, rule: str =
     estimated with standard error ``se`` (normal approximation of the mean over images)."""
     if not (se > 0 and math.isfinite(se)):
         return math.nan
-    bound = MITIGATE_TEST_DROP + MITIGATE_GATE_Z * se if rule == "4.0" else MITIGATE_GATE_THRESHOLD
+    bound = (MITIGATE_TEST_DROP + MITIGATE_GATE_Z * se if rule == "4.0" else MITIGATE_TEST_DROP if rule == "6.0"
+             else MITIGATE_GATE_THRESHOLD)
     return 0.5 * math.erfc((bound - cost) / (se * math.sqrt(2)))
 
 

@@ -462,8 +462,8 @@ class Claim:
         primary = next((a for lab, a in rows if lab == primary_label), None)
         shown = {lab for lab, _ in rows}
         for lab, text in declared:
-            if lab in shown:
-                continue
+            if lab in shown or (text and text != SAME_AS_PRIMARY and any(text in a.name for _, a in rows)):
+                continue  # measured (merged into another row with the same numbers: named there)
             if text == SAME_AS_PRIMARY and primary is not None:
                 rows.append((lab, replace(primary, name=lab, note="the primary's own number in this run")))
             else:
