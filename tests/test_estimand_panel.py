@@ -95,3 +95,28 @@ def test_summary_csv_has_the_verdict_row_and_the_panel_rows(tmp_path):
     # `bnmem compare` reads the verdict rows only
     (tmp_path / "summary.csv").write_text(text, encoding="utf-8")
     assert load_checklist(tmp_path / "summary.csv").rows["2"]["role"] == VERDICT_ROLE
+
+
+def test_claim_1_measures_its_matched_test_accuracy_row_where_the_lens_recorded_test_curves():
+    """Test accuracy tracking clean progress in both arms: the matched-test-accuracy row equals the primary (BN
+    0.1 above at equal progress); without test curves the row reads 'not run' in the panel."""
+    from synthetic_runs import make_cell, make_run
+    from test_matched_progress import _stretched_memorize
+
+    from bnmem.names import MEMORIZE
+    from bnmem.report.claims import claim1, evaluate_rule
+
+    def with_test_curves(doc):
+        for norm in ("batch", "none"):
+            for rec in doc[norm]["per_seed"].values():
+                rec["test_acc"] = list(rec["clean_acc"])
+        return doc
+
+    run = make_run([make_cell("m", r, {MEMORIZE: with_test_curves(_stretched_memorize(0.1 + 0.001 * r))})
+                    for r in range(3)])
+    c = evaluate_rule(claim1, run)[0]
+    panel = dict(c.panel())
+    assert panel[TEST_ACCURACY].value == pytest.approx(c.decisive.value, abs=1e-9)
+    assert panel[TEST_ACCURACY].status == c.status == REPRODUCED
+    bare = make_run([make_cell("m", r, {MEMORIZE: _stretched_memorize(0.1)}) for r in range(3)])
+    assert dict(evaluate_rule(claim1, bare)[0].panel())[TEST_ACCURACY].status == NOT_RUN

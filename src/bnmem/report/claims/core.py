@@ -462,9 +462,12 @@ class Claim:
         primary = next((a for lab, a in rows if lab == primary_label), None)
         shown = {lab for lab, _ in rows}
         for lab, text in declared:
-            if lab in shown or (text and text != SAME_AS_PRIMARY and any(text in a.name for _, a in rows)):
-                continue  # measured (merged into another row with the same numbers: named there)
-            if text == SAME_AS_PRIMARY and primary is not None:
+            if lab in shown:
+                continue
+            merged = next(((lab2, a) for lab2, a in rows if text and text != SAME_AS_PRIMARY and text in a.name), None)
+            if merged is not None:  # measured, with the same numbers as another row (merged into it)
+                rows.append((lab, replace(merged[1], name=lab, note=f"the same numbers as '{merged[0]}'")))
+            elif text == SAME_AS_PRIMARY and primary is not None:
                 rows.append((lab, replace(primary, name=lab, note="the primary's own number in this run")))
             else:
                 rows.append((lab, Analysis(lab, None, None, None, NOT_RUN, "", "not measured by this run")))
