@@ -139,3 +139,27 @@ def test_the_interval_label_keeps_its_first_sentence_whole():
         rule = new_claim(cid, "x").rule
         assert "1 − 0]" not in rule and "at 1 − 0;" not in rule, cid
     assert "1 − 0.05/k" in new_claim("1", "x").rule
+
+
+def test_claim_2_panel_reads_progress_on_test_accuracy_where_the_memorize_lens_recorded_it():
+    """Plan 6.0's panel row: the same statistic with progress read on the test-accuracy curves. With the test
+    curves equal to the clean ones it equals the primary (0.3 + 0.01 r per replicate)."""
+    epochs_bn, epochs_none = [1, 2, 5], [1, 4, 8]
+    clean_bn = np.tile([0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.99], (2, 1))
+    clean_none = np.tile(np.linspace(0.1, 1.0, 10), (2, 1))
+    noisy_bn = np.tile([0.2, 0.4, 0.8, 0.9, 0.95, 1, 1, 1, 1, 1], (2, 1))
+    noisy_none = np.tile(np.linspace(0.0, 0.45, 10), (2, 1))
+    cells = []
+    for r in range(3):
+        lr_bn = np.tile([0.5 + 0.01 * r, 0.9 + 0.01 * r, -1.0], (2, 1))
+        lr_none = np.tile([0.1 * e for e in epochs_none], (2, 1))
+        data = _gradnorms({"batch": lr_bn, "none": lr_none}, epochs_bn)
+        data["none"] = _gradnorms({"none": lr_none}, epochs_none)["none"]
+        mem = memorize_data(noisy_bn, noisy_none, clean_bn, clean_none)
+        for norm in ("batch", "none"):
+            for rec in mem[norm]["per_seed"].values():
+                rec["test_acc"] = list(rec["clean_acc"])
+        cells.append(make_cell("g", r, {GRADNORMS: data, MEMORIZE: mem}))
+    c = evaluate_rule(claim2, make_run(cells))[0]
+    row = next(a for a in c.robustness() if a.name.endswith(claim2.MATCHED_TEST))
+    assert row.value == pytest.approx(c.decisive.value)
