@@ -20,7 +20,7 @@ from bnmem.analysis_plan import (
     SMALLER, family_level,
 )
 from bnmem.report.claims.claim3 import lira_range
-from bnmem.report.claims.claim4 import GS_MAJORITY, GS_MIN_REPLICATES
+from bnmem.report.claims.claim4 import GS_MAJORITY, GS_MIN_REPLICATES, PLAN4_ANDERSON
 from bnmem.report.claims.claim5 import THEORY_TOL
 from bnmem.report.claims.claim6 import MITIGATE_CUT
 from bnmem.names import GAMMA_SIGMA, LIRA, MEMORIZE
@@ -239,13 +239,18 @@ def _rates(claims) -> dict[str, float]:
     return out
 
 
-def _simulate(module, make_run, draws: int, seed: int, index: int = 0, previous: bool = False) -> dict[str, float]:
+def _simulate(module, make_run, draws: int, seed: int, index: int = 0, row: str = "") -> dict[str, float]:
     """Rates of the row's statuses over ``draws`` runs from ``make_run(rng)``, decided by the report's driver
-    (``previous``: the verdict under the previous plan's rule, which the report shows beside it)."""
+    (``row``: the robustness row of that name instead, e.g. an earlier plan's rule, 'reproduced' only where every
+    deciding setting's row reads so: the intersection–union the plan applies)."""
     rng = np.random.default_rng(seed)
     claims = [evaluate_rule(module, make_run(rng))[index] for _ in range(draws)]
-    if previous:
-        return {s: sum(c.previous_status == s for c in claims) / len(claims)
+    if row:
+        def status(c):
+            sts = [next((a.status for a in e.analyses if a.name == row), NOT_RUN) for e in c.deciding()]
+            assert sts and NOT_RUN not in sts, f"no robustness row {row!r}"
+            return REPRODUCED if all(s == REPRODUCED for s in sts) else next(s for s in sts if s != REPRODUCED)
+        return {s: sum(status(c) == s for c in claims) / len(claims)
                 for s in (REPRODUCED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE)}
     return _rates(claims)
 
@@ -378,18 +383,17 @@ def gs_sim_run(rng, settings, n: int, models: int = 1):
 
 @pytest.mark.parametrize("n", [2, 3, 10])
 def test_claim_4_constructed_null_through_the_report(n):
-    """Plan 4.0's rule (Anderson's bound on the layer fraction; since plan 5.0 the previous verdict and a
-    robustness row), on the issue's constructed null in one of k = 3 settings (the other two with every layer of
+    """Plan 4.0's rule (Anderson's bound on the layer fraction; a robustness row since plan 5.0), on the issue's constructed null in one of k = 3 settings (the other two with every layer of
     every model above 1): reproduced at most at the nominal 2.5% (+ MC). Below 7 replicates it cannot read
     reproduced at all (GS_MIN_REPLICATES), whatever the data. Plan 5.0's own nulls: tests/test_claim4_layers.py."""
-    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), n), 100, 50 + n, previous=True)
+    rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), n), 100, 50 + n, row=PLAN4_ANDERSON)
     assert rates[REPRODUCED] <= mc_bound(0.025, 100), rates
     if n < GS_MIN_REPLICATES:
         assert rates[REPRODUCED] == 0.0
 
 
 def test_claim_4_twin_with_the_t_interval_fails(monkeypatch):
-    """Plan 4.0's rule (the previous verdict). The planted bug: plan 3.0's t-interval in place of the
+    """Plan 4.0's rule (a robustness row). The planted bug: plan 3.0's t-interval in place of the
     distribution-free one. Equal replicate means give
     a zero-width interval, so the constructed null reads reproduced far above 2.5%."""
     from bnmem.report.claims import claim4 as c4
@@ -399,7 +403,7 @@ def test_claim_4_twin_with_the_t_interval_fails(monkeypatch):
                         lambda groups, lv=None: (lambda e: (e, grade(e, null=GS_MAJORITY)))(estimate(groups, "seeds",
                                                                                                   True)))
     rates = _simulate(claim4, lambda rng: gs_sim_run(rng, ("null", 1.0, 1.0), 3), 100, 53,
-                      previous=True)  # ≈ (2/3)³ = 30%
+                      row=PLAN4_ANDERSON)  # ≈ (2/3)³ = 30%
     assert rates[REPRODUCED] > mc_bound(0.025, 100), rates
 
 

@@ -365,11 +365,11 @@ def test_claim_6_evaluates_every_replicate_at_its_own_selection():
     assert any(n.startswith("plan ") and "selection" in n for n in names)  # the previous plan's design, shown
 
 
-def test_claim_6_decides_on_the_5_0_gate_and_shows_plan_4s_selection(monkeypatch):
+def test_claim_6_decides_on_the_6_0_gate_and_shows_plans_4_and_5s_selections(monkeypatch):
     """A replicate whose λ=10 variant loses 5 points on validation with a 4-point standard error: plan 4.0's gate
-    (1 pt + 1.645 × 4 pt) admits it and its criterion picks it; plan 5.0's screen (≤ 2 pt) excludes it and picks
-    λ=1. The row is decided at 5.0's choice; 4.0's selection is a robustness row, and the previous verdict when
-    plan 4.0 is the previous plan."""
+    (1 pt + 1.645 × 4 pt) admits it and its criterion picks it; plan 5.0's screen (≤ 2 pt) and plan 6.0's gate at
+    the margin (≤ 1 pt) exclude it and pick λ=1. The row is decided at 6.0's choice; 5.0's selection is the
+    previous verdict (the same here) and 4.0's a robustness row."""
     from bnmem.names import MITIGATE
     from bnmem.report.claims import claim6
     from synthetic_runs import make_cell, make_run
@@ -380,15 +380,15 @@ def test_claim_6_decides_on_the_5_0_gate_and_shows_plan_4s_selection(monkeypatch
     assert claim6.gate_choice(lens) == ("batch+gs1", False) and claim6.gate_choice(lens, "4.0") == ("batch+gs10", False)
     d = claim6.evaluate(make_run(cells))[0].decisive
     assert "λ=1" in d.where and "r0: batch+gs1 (λ=1) by the criterion" in d.note
-    assert "power 0.60–0.60 to exclude a 3-point cost" in d.note  # Φ((3 − 2) / 4)
+    assert "power 0.69–0.69 to exclude a 3-point cost" in d.note  # Φ((3 − 1) / 4), plan 6.0's gate at 1 pt
+    assert "plan 5.0's gate, drop ≤ 2 pt, 0.60–0.60" in d.note  # Φ((3 − 2) / 4)
     bn, reg1, reg10 = np.array([0.6, 0.62]), np.array([0.2, 0.22]), np.array([0.05, 0.04])
     assert d.value == pytest.approx(np.mean((bn - reg1) / bn.mean()), abs=0.02)
     row = next(a for a in d.analyses if a.name.startswith("plan 4.0 selection"))
     assert row.value == pytest.approx(np.mean([np.mean((bn - np.array([0.05, 0.04 + 0.01 * r])) / bn.mean())
                                                for r in range(3)]))
-    monkeypatch.setattr(claim6, "PREVIOUS_VERSION", "4.0")
     claim = claim6.evaluate(make_run(cells))[0]
-    assert claim.previous[0].value == pytest.approx(row.value)
+    assert [(p.value, p.status) for p in claim.previous] == [(pytest.approx(d.value), d.status)]  # 5.0: the same
     names = [a.name for a in claim.decisive.analyses]
-    assert sum(n.startswith("plan 4.0 selection") for n in names) == 1  # shown once, as the previous rule
+    assert sum(n.startswith("plan 4.0 selection") for n in names) == 1  # shown once, as a robustness row
     assert any(n.startswith("plan 3.0 selection") for n in names)  # 3.0's design stays a robustness row

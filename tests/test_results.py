@@ -216,13 +216,15 @@ def test_compare_two_runs(run, tmp_path, capsys):
     other = tmp_path / "other"
     other.mkdir()
     rows = list(csv.DictReader(open(run / "summary.csv", encoding="utf-8", newline="")))
+    panel = [r for r in rows if r["role"] != "verdict"]  # plan 6.0's robustness rows: compare reads verdicts only
+    rows = [r for r in rows if r["role"] == "verdict"]
     for r in rows:
         if r["id"] == "3a":
             r["status"], r["value"] = "contradicted", str(float(r["value"]) - 0.5)
     with open(other / "summary.csv", "w", encoding="utf-8", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(rows + panel)
     capsys.readouterr()
     assert main(["compare", str(run), str(other)]) == 0
     out = capsys.readouterr().out

@@ -145,7 +145,7 @@ def test_bars_per_outlier_mix():
     reproduced at 1%; straddling the 4-point bar it stays direction only."""
     d = [np.full(32, v) for v in (0.035, 0.036, 0.037)]
     c5 = claim_lira(lira_run(d, label_noise=0.05), clean=False)
-    assert c5.status == SMALLER and c5.previous_status == DIRECTION_ONLY
+    assert c5.status == SMALLER and c5.previous_status == SMALLER  # plan 6.0 kept 5.0's rule
     assert claim_lira(lira_run(d, label_noise=0.01), clean=False).status == REPRODUCED
     straddle = [np.full(32, v) for v in (0.037, 0.040, 0.043)]
     assert claim_lira(lira_run(straddle, label_noise=0.05), clean=False).status == DIRECTION_ONLY
@@ -176,7 +176,7 @@ def test_claim_3_gives_each_attack_a_verdict_and_states_agreement():
     verdicts = {a.name: a.status for a in claim.coverdicts()}
     # plan 5.0: online's +9 points lie wholly above the paper's 3–5 (plan 4.0 read reproduced)
     assert verdicts == {"online LiRA": LARGER, "offline LiRA": REPRODUCED, "RMIA": INCONCLUSIVE}
-    assert claim.status == LARGER and claim.vs_paper == "above" and claim.previous_status == REPRODUCED
+    assert claim.status == LARGER and claim.vs_paper == "above" and claim.previous_status == LARGER  # 5.0 = 6.0
     assert "disagree" in claim.agreement_text()
     assert claim.agreement() == (2, 3)  # direction: the plan (= online LiRA), offline LiRA agree; RMIA not
     assert claim.magnitude_agreement() == (1, 3)  # only the plan's own reads larger than the paper
@@ -275,7 +275,7 @@ def test_null_simulation_rarely_reproduces(monkeypatch):
 # ---------------------------------------------------------------- claim 4
 
 
-def test_claim_4_plan_4_rule_is_the_previous_verdict():
+def test_claim_4_plan_4_rule_is_a_robustness_row():
     """Plan 4.0's rule (every BN layer counts, per replicate the mean over its models of the fraction of layers
     above 1, Anderson's distribution-free interval over replicates, checked against a brute-force integral) is
     the previous verdict and a counted robustness row; plan 3.0's t-interval is an uncounted row. Plan 5.0's
@@ -304,10 +304,11 @@ def test_claim_4_plan_4_rule_is_the_previous_verdict():
     assert claim.coverdicts() == []  # channel fractions are descriptions, not verdicts
     assert "described, not deciding" in claim.decisive.note and "convolutional channels above 1" in claim.decisive.note
     # every model with 1 of 3 layers above 1: 8 replicates cannot rule out ½ ([0.18, 0.64]), 30 can
-    assert claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 8, replicates=8)).previous_status == INCONCLUSIVE
+    eight = claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 8, replicates=8))
+    assert next(a for a in eight.robustness() if a.name.startswith("plan 4.0")).status == INCONCLUSIVE
     low_run = claim_gamma_sigma(gs_run([(1, 2), (1, 3)] * 30, replicates=30))
     v4 = next(a for a in low_run.robustness() if a.name.startswith("plan 4.0"))
-    assert low_run.previous_status == CONTRADICTED == v4.status and v4.value == pytest.approx(1 / 3)
+    assert CONTRADICTED == v4.status and v4.value == pytest.approx(1 / 3)
     assert v4.ci_high < 0.5
 
 
@@ -331,7 +332,8 @@ def test_claim_4_issue_example_layers_not_conv_channels():
     assert "convolutional channels above 1: 9%" in d.note
     assert "all channels above 1: 91%" in d.note
     v4 = next(a for a in claim.robustness() if a.name.startswith("plan 4.0"))
-    assert v4.value == pytest.approx(0.5) and v4.status == INCONCLUSIVE == claim.previous_status
+    assert v4.value == pytest.approx(0.5) and v4.status == INCONCLUSIVE
+    assert claim.previous_status == claim.status  # plan 6.0 kept 5.0's per-layer rule
     assert 0 <= v4.ci_low < 0.5 < v4.ci_high <= 1 and v4.ci_high - v4.ci_low > 0.5
     v3 = next(a for a in claim.robustness() if a.name.startswith("plan 3.0"))
     assert (v3.ci_low, v3.ci_high) == (pytest.approx(0.5), pytest.approx(0.5)) and not v3.valid
@@ -479,7 +481,7 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     html = render_html(run, claims, {})
     assert f"analysis plan version {PLAN_VERSION}" in html and 'id="plan-line"' in html
     assert 'data-claim="2" data-status="reproduced" data-previous="reproduced"' in html
-    assert 'data-claim="3a" data-status="larger than the paper" data-previous="reproduced"' in html
+    assert 'data-claim="3a" data-status="larger than the paper" data-previous="larger than the paper"' in html
     assert 'id="robustness"' in html and 'id="plan"' in html and "Adopted after seeing results" in html
     c3 = next(c for c in claims if c.id == "3a")
     assert "analyses agree on direction" in c3.agreement_text()
@@ -488,12 +490,13 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     assert CSV_COLUMNS[:16] == ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status",
                                 "agreement", "coverdicts", "previous_status", "plan_version", "rule", "ci_method",
                                 "where", "conditions")
-    rows = {r["id"]: r for r in __import__("csv").DictReader(render_csv(claims).splitlines())}
-    assert rows["3a"]["status"] == LARGER and rows["3a"]["previous_status"] == REPRODUCED
+    rows = {r["id"]: r for r in __import__("csv").DictReader(render_csv(claims).splitlines())
+            if r["role"] == "verdict"}
+    assert rows["3a"]["status"] == LARGER and rows["3a"]["previous_status"] == LARGER  # 5.0 = 6.0
     assert rows["3a"]["vs_paper"] == "above" and float(rows["3a"]["paper_low"]) == 0.04
     assert rows["3a"]["agreement"] == "{} of {}".format(*c3.agreement())
     assert "online LiRA: larger than the paper" in rows["3a"]["coverdicts"] and "RMIA: inconclusive" in rows["3a"]["coverdicts"]
-    assert rows["2"]["previous_status"] == REPRODUCED and rows["2"]["vs_paper"] == ""
+    assert rows["2"]["previous_status"] == rows["2"]["status"] and rows["2"]["vs_paper"] == ""
     assert rows["5a"]["kind"] == "derivation check" and {r["plan_version"] for r in rows.values()} == {PLAN_VERSION}
     assert rows["7"]["status"] == NOT_RUN
 

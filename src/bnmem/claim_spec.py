@@ -153,6 +153,12 @@ class ClaimPlan:
         display: how its number is shown.
         axis: its forest-plot panel (None: the claim's metric, null 0).
         design: how `bnmem design` lays it out in a study.
+        estimand: plan 6.0: the primary estimand's label (what is held fixed when BN is compared with the
+            baseline), one of the panel's labels (:mod:`bnmem.analysis_plan`'s ``SAME_EPOCH`` ...).
+        estimand_why: what the primary estimand holds fixed and why, from the paper's question (and where the
+            choice is a judgement, that it is one).
+        panel: the robustness panel's estimands: (label, the text of the rule's analysis that measures it, "" for
+            none yet), shown beside the primary; one the run did not measure reads "not run".
     """
 
     id: str
@@ -172,6 +178,9 @@ class ClaimPlan:
     alternatives: tuple[str, ...] = ()
     previous_rule: str = ""
     measurable: str = ""
+    estimand: str = ""
+    estimand_why: str = ""
+    panel: tuple[tuple[str, str], ...] = ()
 
     paper_range: Callable[[float | None], tuple[float, float] | None] | None = None
     planning: tuple[Endpoint, ...] = ()

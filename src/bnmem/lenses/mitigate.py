@@ -45,8 +45,8 @@ from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
 from bnmem.analysis_plan import (
-    MITIGATE_GATE_COST, MITIGATE_GATE_THRESHOLD, MITIGATE_GATE_Z, MITIGATE_TEST_DROP, mitigate_gate_passes,
-    mitigate_gate_power,
+    MITIGATE_GATE_COST, MITIGATE_GATE_THRESHOLD, MITIGATE_GATE_Z, MITIGATE_LAMBDAS, MITIGATE_TEST_DROP,
+    mitigate_gate_passes, mitigate_gate_power,
 )
 from bnmem.attacks import spec as attack_spec
 from bnmem.config import DataConfig
@@ -125,7 +125,7 @@ class MitigateConfig(ExperimentConfig):
             (0: select on ``seeds`` themselves, in-sample).
     """
 
-    lambdas: list[float] = [0.1, 1.0, 10.0]
+    lambdas: list[float] = list(MITIGATE_LAMBDAS)  # the plan's declared grid (claim 6, plan 6.0)
     taus: list[float] | None = None
     fixed_epoch: int = 10
     lira_models: ShadowModelsOrOff = ShadowProtocol.field("shadow_models", 0, "shadow models per variant for "

@@ -48,7 +48,10 @@ def load_checklist(path: str | Path, recompute: bool = False, progress: bool = F
         if not rows or "id" not in rows[0] or "status" not in rows[0]:
             raise BnmemError(f"{csv_path}: not a bnmem summary.csv (no id/status columns)")
         name = path.parent.name if path.is_file() else path.name
-        return Checklist(name, str(csv_path), {r["id"]: r for r in rows})
+        # Plan 6.0's robustness rows share their claim's id: the checklist is the verdict rows (older files have
+        # no role column: every row is one).
+        verdicts = {r["id"]: r for r in rows if r.get("role") in (None, "", "verdict")}
+        return Checklist(name, str(csv_path), verdicts)
     from bnmem.report.claims import evaluate_claims
     from bnmem.report.rundata import load_run
     from bnmem.report.summary import claim_rows

@@ -248,7 +248,8 @@ def checklist(claims: list[Claim]) -> str:
             f'<td>{esc(c.title)}{kind}<div class="note">{esc(c.metric)}</div><div class="note">{where}</div></td>'
             f'<td class="num">{esc(value)}</td><td class="num">{esc(ci)}</td>'
             f"<td>{status_badge(c.status)}"
-            + (f'<div class="note">vs paper: {esc(c.vs_paper)}</div>' if c.vs_paper else "") + "</td>"
+            + (f'<div class="note">vs paper: {esc(c.vs_paper)}</div>' if c.vs_paper else "")
+            + (f'<div class="note held-fixed"><b>{esc(held)}</b></div>' if (held := c.held_fixed()) else "") + "</td>"
             f'<td class="note">{esc(c.agreement_text())}</td>'
             f"<td>{status_badge(prev)}</td>"
             f'<td class="rule">{esc(c.rule)}</td></tr>'
@@ -290,21 +291,24 @@ def claim_details(claims: list[Claim]) -> str:
 
 
 def robustness_panel(claims: list[Claim]) -> str:
-    """Per claim: the verdict under the plan and under each alternative analysis choice."""
+    """Per claim: the verdict under its primary estimand and under each alternative (plan 6.0: named by the
+    estimand it holds fixed; one the run did not measure reads 'not run')."""
     out = []
     for c in claims:
-        panel = c.robustness()
+        panel = c.panel()
         if not panel:
             continue
+        held = c.held_fixed()
         out.append(f'<h3 id="robustness-{esc(c.id)}">{esc(c.id)}. {esc(c.agreement_text())} '
-                   f"({status_badge(c.status)})</h3>")
-        out.append('<table class="robustness"><thead><tr><th>analysis</th><th>value</th><th>CI</th>'
+                   f"({status_badge(c.status)})" + (f" · <b>{esc(held)}</b>" if held else "") + "</h3>")
+        out.append('<table class="robustness"><thead><tr><th>estimand</th><th>analysis</th><th>value</th><th>CI</th>'
                    "<th>status</th><th>same direction</th><th>method · notes</th></tr></thead><tbody>")
-        for a in panel:
+        for est, a in panel:
             agrees = ("—" if a.status == NOT_RUN else "not counted" if not a.valid else
                       "yes" if direction(a.status) == direction(c.status) else "no")
-            name = c.label(a)
-            out.append(f"<tr><td>{esc(name)}</td><td class=\"num\">{esc(c.fmt(a.value))}</td>"
+            name = c.label(a) if a.name != est else "" if a.valid else "(invalid: shown, not counted)"
+            out.append(f"<tr><td>{esc(est)}</td><td>{esc(name)}</td>"
+                       f"<td class=\"num\">{esc(c.fmt(a.value))}</td>"
                        f'<td class="num">{esc(_ci(c, a.ci_low, a.ci_high))}</td><td>{status_badge(a.status)}</td>'
                        f'<td>{agrees}</td>'
                        f'<td class="note">{esc("; ".join(x for x in (a.method, a.note) if x))}</td></tr>')

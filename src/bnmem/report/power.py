@@ -303,3 +303,36 @@ def power_of(claim: Claim) -> ClaimPower:
     if cached is None:
         cached = claim.__dict__["_power"] = claim_power(claim)
     return cached
+
+
+# Plan 6.0: the tests whose planning SD is the spread of one unit's value, comparable with the run's observed SD.
+_SD_TESTS = (TEST_ABOVE, TEST_BELOW, TEST_BAND)
+
+
+def power_check(claim: Claim) -> str:
+    """Plan 6.0's check after the run: a design is sized on the plan's declared planning SD of one unit (the
+    bound `bnmem design` uses without a pilot). Where a deciding setting's observed SD exceeds it, this says so,
+    setting by setting, and gives the power of "reproduced" at the run's n at the observed SDs beside the power
+    at the declared ones; '' where no observed SD exceeds its bound (or the claim has no SD-based test)."""
+    eps = [ep for ep in PLANNING.get(claim.id, ()) if ep.test in _SD_TESTS]
+    ds = claim.deciding()
+    if not eps or not ds:
+        return ""
+    settings = settings_of_claim(claim)
+    over = []
+    for e, s in zip(ds, settings):
+        if unit_of(e) != "replicates" and e.conditions.get("replicates") is not None:
+            continue  # an interval over one replicate's seeds: not the spread the design's SD stands for
+        for ep in eps:
+            v = s.sds.get(ep.name)
+            if v is not None and math.isfinite(v) and v > ep.sd:
+                what = f"{ep.name} " if ep.name else ""
+                over.append(f"{e.where}: {what}SD {v:.3g} > {ep.sd:.3g}")
+    if not over:
+        return ""
+    declared = [dataclasses.replace(s, sds={ep.name: ep.sd for ep in PLANNING[claim.id]}) for s in settings]
+    p_obs, p_decl = design_power(claim.id, settings), design_power(claim.id, declared)
+    if p_obs is None or p_decl is None:
+        return ""
+    return (f"observed SD above the design's bound ({'; '.join(over)}): power at the observed SD {p_obs:.2f}, "
+            f"not the {p_decl:.2f} the declared SD gives at the same n")

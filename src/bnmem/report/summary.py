@@ -1,4 +1,5 @@
-"""``summary.md`` (checklist and key tables in markdown) and ``summary.csv`` (one row per claim)."""
+"""``summary.md`` (checklist and key tables in markdown) and ``summary.csv`` (one row per claim, then plan 6.0's
+robustness panel: one row per claim and estimand)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,22 @@ import csv
 import io as _io
 from typing import Any
 
-from bnmem.analysis_plan import PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
+from bnmem.analysis_plan import NOT_RUN, PLAN, PLAN_VERSION, PREVIOUS_VERSION, plan_sha256
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.forest import split_verdicts
-from bnmem.report.power import power_of
+from bnmem.report.power import power_check, power_of
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
 
-# Existing columns keep their order; later plans' are appended (4.0: run_label, the same sentence on every row).
+# Existing columns keep their order; later plans' are appended (4.0: run_label, the same sentence on every row;
+# 6.0: role, estimand, held_fixed, power_check).
 CSV_COLUMNS = ("id", "claim", "kind", "metric", "value", "ci_low", "ci_high", "status", "agreement", "coverdicts",
                "previous_status", "plan_version", "rule", "ci_method", "where", "conditions",
                "vs_paper", "paper_low", "paper_high", "ci_level", "agreement_magnitude", "previous_plan_version",
                "plan_sha256", "run_label", "power", "power_n", "power_unit", "n_for_80", "power_basis", "verdict",
-               "min_effect_80")
+               "min_effect_80", "role", "estimand", "held_fixed", "power_check")
+# summary.csv's `role`: the claim's verdict row (its primary estimand decides), or one row of its robustness panel.
+VERDICT_ROLE, ROBUSTNESS_ROLE = "verdict", "robustness"
 
 
 def _md(text: Any) -> str:
@@ -71,7 +75,37 @@ def claim_rows(claims: list[Claim], label: str = "", sha: str | None = None) -> 
             "plan_sha256": sha,
             **_power_fields(c),
             "run_label": label,
+            "role": VERDICT_ROLE,
+            "estimand": _primary_estimand(c),
+            "held_fixed": c.held_fixed(),
+            "power_check": power_check(c),
         })
+    return out
+
+
+def _primary_estimand(c: Claim) -> str:
+    p = PLAN.get(c.id)
+    return p.estimand if p is not None else ""
+
+
+def panel_rows(claims: list[Claim], label: str = "", sha: str | None = None) -> list[dict[str, str]]:
+    """Plan 6.0's robustness panel as summary.csv rows: per claim, each estimand of :meth:`Claim.panel` but the
+    primary (its verdict row), with its number, interval and status ('not run' where the run did not measure
+    it); the analysis's own name beside the estimand when they differ."""
+    out = []
+    sha = sha or plan_sha256()
+    for c in claims:
+        primary = _primary_estimand(c)
+        for est, a in c.panel():
+            if est == primary and a.name != est:
+                continue  # the primary: the claim's verdict row
+            out.append({
+                "id": c.id, "claim": c.title, "kind": c.kind, "value": _num(a.value), "ci_low": _num(a.ci_low),
+                "ci_high": _num(a.ci_high), "status": a.status, "plan_version": PLAN_VERSION,
+                "ci_method": a.method, "where": a.note if a.status == NOT_RUN else "", "plan_sha256": sha,
+                "run_label": label, "role": ROBUSTNESS_ROLE,
+                "estimand": est if a.name in (est, "") or c.label(a) == est else f"{est} — {c.label(a)}",
+            })
     return out
 
 
@@ -100,12 +134,14 @@ def _power_fields(c: Claim) -> dict[str, str]:
 
 
 def render_csv(claims: list[Claim], label: str = "", sha: str | None = None) -> str:
-    """summary.csv: one row per claim (:data:`CSV_COLUMNS`), ``label`` in full in its run_label column
-    (``sha``: as :func:`claim_rows`)."""
+    """summary.csv: one row per claim (:data:`CSV_COLUMNS`, `role` verdict), then its robustness panel's rows
+    (`role` robustness, :func:`panel_rows`), ``label`` in full in its run_label column (``sha``: as
+    :func:`claim_rows`)."""
     buf = _io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(claim_rows(claims, label, sha))
+    w.writerows(panel_rows(claims, label, sha))
     return buf.getvalue()
 
 
@@ -145,25 +181,32 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
         ci = c.ci_text(d.ci_low, d.ci_high) if d else "—"
         kind = "" if c.kind == "evidence" else f" ({c.kind})"
         p = power_of(c)
-        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, f"**{p.verdict(c.status)}**",
-                     p.text(), c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
+        held = c.held_fixed()
+        status = f"**{p.verdict(c.status)}**" + (f" ({held})" if held else "")
+        rows.append([c.id, c.title + kind, c.metric, c.fmt(d.value) if d else "—", ci, status,
+                     " · ".join(x for x in (p.text(), power_check(c)) if x and x != "—") or p.text(),
+                     c.vs_paper or "—", c.agreement_text(), c.previous_status, c.rule])
     lines += [md_table(["#", "claim", "metric", "value", "CI", "status",
                         "power (undecided rows: the effect 80% could detect; units needed)", "vs paper",
                         "robustness", f"plan {PREVIOUS_VERSION}", "rule"], rows), ""]
     lines += [STATUS_LEGEND, ""]
     splits = [f"- Claim {c.id}: {s}" for c in claims if (s := split_verdicts(c))]
     lines += (["Settings that disagree (the row shows the least supportive):", "", *splits, ""] if splits else [])
-    lines += ["## Robustness panel", ""]
+    lines += ["## Robustness panel", "",
+              f"Per claim, the primary estimand (it decides) and each alternative, named by what it holds fixed "
+              f"(plan {PLAN_VERSION}); an estimand this run did not measure reads 'not run'.", ""]
     for c in claims:
-        panel = c.robustness()
+        panel = c.panel()
         if not panel:
             continue
-        lines += [f"### {c.id} ({c.status}): {c.agreement_text()}", ""]
+        held = c.held_fixed()
+        lines += [f"### {c.id} ({c.status}): {c.agreement_text()}" + (f" · **{held}**" if held else ""), ""]
         prow = []
-        for a in panel:
+        for est, a in panel:
             ci = c.ci_text(a.ci_low, a.ci_high)
-            prow.append([c.label(a), c.fmt(a.value), ci, a.status])
-        lines += [md_table(["analysis", "value", "CI", "status"], prow), ""]
+            name = c.label(a) if a.name != est else "" if a.valid else "(invalid: shown, not counted)"
+            prow.append([est, name, c.fmt(a.value), ci, a.status])
+        lines += [md_table(["estimand", "analysis", "value", "CI", "status"], prow), ""]
     lines += ["## Claim details", ""]
     for c in claims:
         lines.append(f"### {c.id}. {c.title} — {c.status}")

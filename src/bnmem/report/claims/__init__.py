@@ -17,12 +17,12 @@ deciding evaluations is evaluated a second time with every interval at
 (which one setting decides) at that level and everything else at 95% (a row is
 reproduced only if every setting is). The claim's row (:meth:`Claim.row`) shows
 the least supportive deciding evaluation, the robustness panel's agreement, and
-the verdict under the previous plan version's rule (plan 4.0): a module records
-it when the previous rule differs from the current one (plan 5.0: claims 1, 2,
-3a, 3b, 7 and those whose modules say so); otherwise the previous verdict is
+the verdict under the previous plan version's rule
+(:data:`bnmem.analysis_plan.PREVIOUS_VERSION`): a module records it when the
+previous rule differs from the current one; otherwise the previous verdict is
 the current one. Either way the previous verdicts go through plan 4.0's
-multiplicity, which 5.0 kept: the 95% pass, or the family-level pass where
-either reads 'contradicted'.
+multiplicity, which 5.0 and 6.0 kept: the 95% pass, or the family-level pass
+where either reads 'contradicted'.
 """
 
 from __future__ import annotations

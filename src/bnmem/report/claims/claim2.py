@@ -22,19 +22,23 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BN, FIT_LEVEL, GRADED, INCONCLUSIVE, MATCHED_PROGRESS, REPLICATE_INTERVAL, REPLICATE_UNIT, REPRODUCED,
-    TEST_ABOVE, Axis, ClaimPlan, Design, Display, Endpoint,
+    BN, CLEAN_PROGRESS, CONVERGENCE, CORRUPTED_FIT, FIT_LEVEL, GRADED, INCONCLUSIVE, MATCHED_PROGRESS,
+    PAPERS_PROTOCOL, REPLICATE_INTERVAL, REPLICATE_UNIT, REPRODUCED, SAME_AS_PRIMARY, SAME_EPOCH, TEST_ABOVE,
+    TEST_ACCURACY, UNCHANGED, Axis, ClaimPlan, Design, Display, Endpoint,
 )
 from bnmem.names import GRADNORMS, MEMORIZE
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, weakest,
 )
 from bnmem.report.claims.progress import curve_epochs, first_reach, value_at
-from bnmem.report.claims.shared import bn_comparison, cond, log_of, previous, where
+from bnmem.report.claims.shared import bn_comparison, cond, log_of, where
 from bnmem.report.results import Setting, baselines, finite, gradnorm_checkpoints, settings_of
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 
 GRAD_DEFINITIONS = ("eval", "batch")  # both decide claim 2's row (they must agree)
+
+EARLY_V4 = "early window at the same epoch (plan 4.0)"
+MATCHED_TEST = "matched test accuracy (progress read on the memorize lens's test-accuracy curves)"
 
 CLAIMS = (ClaimPlan(
     "2", "Gradient norms of corrupted samples shift up under BN (relative to clean samples)",
@@ -75,23 +79,33 @@ CLAIMS = (ClaimPlan(
                   "each checkpoint alone (identical analyses counted once; a checkpoint at which any pair has "
                   f"a norm at or above {FIT_LEVEL:.0%} fit is after the fit: shown, not counted)",
                   "absolute: log corrupted median, BN − no-norm, early checkpoints",
+                  "matched test accuracy (plan 6.0): the primary's statistic with progress read on each model's "
+                  "test accuracy, where the memorize lens recorded the curve",
                   f"matched fit level: each norm at its checkpoint whose fit is closest to {FIT_LEVEL:.0%}, "
                   "only where both lie within ±0.15 of it (the caliper)"),
-    previous_rule="per pair the mean over the checkpoints at which both norms have fitted less than "
-                  f"{FIT_LEVEL:.0%} of the corrupted subset of the BN − no-norm log-ratio difference at the "
-                  "same epoch; both definitions must be reproduced; the same interval and multiplicity",
+    previous_rule=UNCHANGED,
     planning=(Endpoint("", TEST_ABOVE, 0.1, 0.0, 0.14, "smallest effect of interest",
                "the paper states no magnitude; a 10% larger corrupted/clean gradient-norm ratio (0.1 in log) "
                "is the smallest shift worth explaining memorization by (plan 5.0: at matched clean progress; "
                "the SD is still plan 4.0's same-epoch statistic's, seen in the demo)"),),
     display=Display("{:+.2f}"),
+    estimand=CLEAN_PROGRESS,
+    estimand_why=("BN's corrupted/clean gradient-norm log ratio minus the baseline's at equal clean training "
+                  "progress, over BN's own fit of the corrupted subset, each arm with its own recipe: the paper "
+                  "explains faster memorization by larger outlier gradients while they are being fitted, so the "
+                  "window is BN's fit, and holding the clean progress fixed compares two models that have learned "
+                  "the same share of their clean data. A judgement: the answer changes with what is held fixed "
+                  "(the changelog of 6.0), so the panel shows the same epoch and the matched corrupted-subset fit "
+                  "beside it"),
+    panel=((SAME_EPOCH, EARLY_V4), (CORRUPTED_FIT, "matched fit level"), (TEST_ACCURACY, "matched test accuracy"),
+           (CONVERGENCE, ""),
+           (PAPERS_PROTOCOL, SAME_AS_PRIMARY)),
     axis=Axis("BN − none: log gradient-norm ratio corrupted / clean"),
     design=Design(tests=lambda options: len(options.get("definitions") or GRAD_DEFINITIONS)),
 ),)
 
 Reps = list[tuple[CellOutput, LensOutput]]
 CALIPER = 0.15  # matched-fit alternative: both checkpoints within ±0.15 of FIT_LEVEL
-EARLY_V4 = "early window at the same epoch (plan 4.0)"
 NO_MATCH = ("no pair has a checkpoint before BN fitted {fit} of the {sub} whose clean training accuracy the "
             "baseline reaches between its gradnorm checkpoints (or no clean-accuracy curve: the memorize lens)")
 
@@ -155,13 +169,14 @@ def fit_levels(cell: CellOutput, lens: LensOutput, norm: str, definition: str, s
     return out
 
 
-def clean_curves(cell: CellOutput, norm: str) -> dict[str, np.ndarray]:
-    """seed -> clean-subset training accuracy after every epoch (the cell's memorize lens; {} without it)."""
+def clean_curves(cell: CellOutput, norm: str, progress: str = "clean_acc") -> dict[str, np.ndarray]:
+    """seed -> clean-subset training accuracy after every epoch (the cell's memorize lens; {} without it);
+    ``progress``: another per-epoch curve of it (plan 6.0's panel: "test_acc")."""
     mem = cell.lenses.get(MEMORIZE)
     curves = ((mem.data.get(norm) or {}).get("per_seed") or {}) if mem is not None else {}
     out = {}
     for s, rec in curves.items():
-        vals = (rec or {}).get("clean_acc")
+        vals = (rec or {}).get(progress)
         if isinstance(vals, list) and vals:
             out[str(s)] = np.array([math.nan if finite(v) is None else float(v) for v in vals])
     return out
@@ -188,8 +203,10 @@ def progress_matched(ts: Sequence[int], bn_ratio: np.ndarray, bn_fit: np.ndarray
     return (float(np.mean(diffs)), len(diffs)) if diffs else (math.nan, 0)
 
 
-def _progress_groups(reps: Reps, other: str, sub: str, definition: str) -> tuple[list[np.ndarray], list[int]]:
-    """Per replicate the per-seed plan-5.0 statistic, and every pair's matched checkpoints."""
+def _progress_groups(reps: Reps, other: str, sub: str, definition: str, progress: str = "clean_acc"
+                     ) -> tuple[list[np.ndarray], list[int]]:
+    """Per replicate the per-seed plan-5.0 statistic, and every pair's matched checkpoints (``progress``: the
+    memorize curve progress is read on)."""
     key = f"{sub}_clean_median_ratio"
     out, counts = [], []
     for cell, lens in reps:
@@ -198,7 +215,7 @@ def _progress_groups(reps: Reps, other: str, sub: str, definition: str) -> tuple
         eps = {n: _own_epochs(lens, n, definition) for n in (BN, other)}
         rel = {n: _series(lens, n, definition, eps[n], lambda r: log_of(r.get(key))) for n in (BN, other)}
         fit = fit_levels(cell, lens, BN, definition, sub, eps[BN])
-        clean = {n: clean_curves(cell, n) for n in (BN, other)}
+        clean = {n: clean_curves(cell, n, progress) for n in (BN, other)}
         seeds = sorted(set(rel[BN]) & set(rel[other]))
         vals = []
         for s in seeds:
@@ -292,10 +309,8 @@ def evaluate(run: RunData) -> list[Claim]:
             continue
         for other, deciding in baselines(norms):
             for sub, sub_name in subsets:
-                ev, old_status, old_value = _evaluation(setting, reps, other, sub, sub_name, definitions, deciding)
+                ev, _, _ = _evaluation(setting, reps, other, sub, sub_name, definitions, deciding)
                 claim.evaluations.append(ev)
-                if deciding and old_status is not None:
-                    previous(claim, ev.where, old_value, old_status)
     return [claim]
 
 
@@ -321,6 +336,10 @@ def _evaluation(setting: Setting, reps: Reps, other: str, sub: str, sub_name: st
                      + " | ".join(shown))
         early = estimate(groups["early"], "seeds", True) if any(np.isfinite(g).any() for g in groups["early"]) \
             else None
+        by_test, _ = _progress_groups(reps, other, sub, d, "test_acc")
+        if any(np.isfinite(g).any() for g in by_test):  # plan 6.0's panel, where the memorize lens recorded it
+            t_est = estimate(by_test, "seeds", True)
+            alts.append(Analysis.of(f"{d}: {MATCHED_TEST}", t_est, grade(t_est)))
         early_a = Analysis.of(f"{d}: {EARLY_V4}", early, grade(early),
                               "" if early else f"no checkpoint before {FIT_LEVEL:.0%} fit (or no fit levels)")
         old.append(early_a)

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    BASELINE, BEYOND_PAPER, BN, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, Axis, ClaimPlan, Display,
+    BASELINE, BEYOND_PAPER, BN, CONVERGENCE, GRADED, MATCHED_FIT_OPTION, MATCH_FPR, REPLICATE_UNIT, TEST_ACCURACY,
+    UNCHANGED, Axis, ClaimPlan, Display,
 )
 from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.shadow_threshold import precision_at_prior
@@ -51,8 +52,8 @@ CLAIMS = (ClaimPlan(
     f"{MATCH_PRIOR:.0%} of the candidates are members: π·TPR / (π·TPR + (1 − π)·FPR), π = {MATCH_PRIOR:g}",
     "matching rule, per replicate: the less well-fitting arm (the lower mean shadow-model test accuracy at "
     "the final epoch; normally the baseline) is read at its final epoch; the other arm at the earliest "
-    "recorded epoch whose mean shadow-model test accuracy lies within {MATCH_TOLERANCE * 100:g} point of the "
-    "first arm's final mean test accuracy (|difference| ≤ {MATCH_TOLERANCE * 100:g} point). A replicate in "
+    f"recorded epoch whose mean shadow-model test accuracy lies within {MATCH_TOLERANCE * 100:g} point of the "
+    f"first arm's final mean test accuracy (|difference| ≤ {MATCH_TOLERANCE * 100:g} point). A replicate in "
     "which no epoch matches (the arm jumps over the band between two epochs) is left out, and the row says "
     "so; none left: not run",
     "per replicate the mean over targets of the paired AUC difference BN@matched − baseline@matched (each "
@@ -69,10 +70,16 @@ CLAIMS = (ClaimPlan(
     "have fitted (on its own shadow models) and the precision at a 1% member prior answer the critique's "
     "other two points. The row is exploratory until a run whose seeds the plan could not have seen (a "
     "confirmatory run) decides it",
-    previous_rule="not in plan 4.0 (new in plan 5.0)",
+    previous_rule=f"{UNCHANGED}; plan 5.0's text printed an unrendered placeholder where the tolerance belongs, "
+                  f"the code used {MATCH_TOLERANCE * 100:g} point",
     measurable="the lira lens's per-epoch queries (the matched-fit option) are being built; until a run "
                "records them the row reads 'not run'",
     display=Display("{:+.1f}", scale=100, suffix="points"),
+    estimand=TEST_ACCURACY,
+    estimand_why=("BN − no-norm AUC with the better-fitting arm read where its test accuracy matches the other's "
+                  "final one: does BN's membership-inference gain survive at the same utility? The question a "
+                  "critique of LiRA asks; beyond the paper"),
+    panel=((CONVERGENCE, ""),),
     axis=Axis("BN − none at matched test accuracy: online-LiRA AUC, in points (beyond the paper)"),
 ),)
 EXPLORATORY = ("beyond the paper: exploratory until a run whose seeds the plan could not have seen (a "

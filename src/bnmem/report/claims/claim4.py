@@ -18,15 +18,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, EVERY_SETTING, GS_SIGMA, INCONCLUSIVE, LEVEL, REPLICATE_UNIT, REPRODUCED, TEST_LAYERS, Axis,
-    ClaimPlan, Design, Display, Endpoint,
+    CONTRADICTED, EVERY_LAYER, EVERY_SETTING, GS_SIGMA, IDENTIFIABLE_LAYERS, INCONCLUSIVE, LEVEL, REPLICATE_UNIT,
+    REPRODUCED, SAME_AS_PRIMARY, TEST_LAYERS, UNCHANGED, Axis, ClaimPlan, Design, Display, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
 from bnmem.report.claims.layer_test import LayerDecision, decide_layers, layer_test, u_above, u_below
-from bnmem.report.claims.shared import cond, previous, where
+from bnmem.report.claims.shared import cond, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
@@ -96,11 +96,7 @@ CLAIMS = (ClaimPlan(
                   "plan 3.0's t-interval over replicates (shown, not counted: invalid on a few discrete values)",
                   "plan 2.0's statistic: median over models of the convolutional channel fraction (order-"
                   "statistic interval; models as units; shown, not counted)"),
-    previous_rule="per model the fraction of its BN layers whose median channel |γ|/σ is above 1; per "
-                  "replicate the mean over its models; Anderson's distribution-free interval for a mean in "
-                  "[0, 1] over replicates, at 95% for 'reproduced' and at 1 − 0.05/k for 'contradicted'; "
-                  f"reproduced if above {GS_MAJORITY}, contradicted if below (reachable only from "
-                  f"{GS_MIN_REPLICATES} replicates on)",
+    previous_rule=UNCHANGED,
     planning=(Endpoint("", TEST_LAYERS, GS_PLANNING_LOG_RATIO, 0.0, 0.1, "smallest effect of interest",
                "'most layers' stated without a number; every layer's median channel |γ|/σ at 1.2 (log 0.18, a "
                "(γ/σ)² gradient factor of 1.44) is the smallest amplification worth reporting. The effect is "
@@ -113,6 +109,16 @@ CLAIMS = (ClaimPlan(
                "connected layers above, and issue 36's partial-conjunction p = 0.013 on the clean setting at "
                "n = 3"),),
     display=Display("{:.2f}", bounds=(0.0, math.inf)),  # the pivotal layer's |γ|/σ (plan 5.0)
+    estimand=IDENTIFIABLE_LAYERS,
+    estimand_why=("per BN layer whose γ scale is identifiable (the rule: the plan's section on estimands), log "
+                  "median |γ|/σ of the final model of BN's own recipe, the layers combined by the "
+                  "partial-conjunction test. |γ|/σ stands for the (γ/σ)² factor only where γ's scale changes the "
+                  "function: in a layer another BN follows through positively homogeneous operations, γ and β can "
+                  "be scaled by any c > 0 without changing a logit, so its |γ|/σ is not a property of the trained "
+                  "network. Until the identifiable-layer module is wired into this rule, the report decides on "
+                  "every BN layer (plan 5.0's set, the panel's 'every BN layer') and says so"),
+    panel=((EVERY_LAYER, SAME_AS_PRIMARY), ("plan 4.0's layer fraction", "plan 4.0"), ("batch σ", "batch σ"),
+           ("layer by layer", "layer by layer")),
     axis=Axis("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
               "test's bounds", 1.0, "|γ|/σ = 1"),
     design=Design(EVERY_SETTING, per_layer=True),
@@ -323,7 +329,6 @@ def evaluate(run: RunData) -> list[Claim]:
         c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
                  n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
-        previous(claim, where(setting), v4.mean if math.isfinite(v4.mean) else None, v4_status)
     return [claim]
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from bnmem.analysis_plan import (
-    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, LEVEL, NOT_RUN, PLAN, PLAN_VERSION,
-    REPRODUCED, SMALLER, VS_ABOVE, VS_BELOW, VS_WITHIN,
+    CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DEPENDS, DIRECTION_ONLY, INCONCLUSIVE, LARGER, LEVEL, NOT_RUN, PLAN,
+    PLAN_VERSION, REPRODUCED, SAME_AS_PRIMARY, SMALLER, VS_ABOVE, VS_BELOW, VS_WITHIN,
 )
 from bnmem.stats import SMALL_N, PairedDiff, difference_stats, replicated_difference
 
@@ -437,6 +437,60 @@ class Claim:
                 seen.add(a.name)
                 rest.append(a)
         return merge_identical(plan + rest)
+
+    def _is_primary(self, a: Analysis) -> bool:
+        return a.name == PLAN_ANALYSIS or a.name.startswith(PLAN_ANALYSIS + " = ")
+
+    def estimand_of(self, a: Analysis) -> str:
+        """The estimand an analysis holds fixed, as the claim's plan entry names it (else the analysis's name)."""
+        plan = PLAN.get(self.id)
+        if self._is_primary(a):
+            return plan.estimand if plan is not None and plan.estimand else "primary"
+        declared = plan.panel if plan is not None else ()
+        return next((lab for lab, text in declared if text and text != SAME_AS_PRIMARY and text in a.name), a.name)
+
+    def panel(self) -> list[tuple[str, Analysis]]:
+        """Plan 6.0's robustness panel by estimand: (the estimand it holds fixed, its analysis). The primary first
+        (the plan's declared estimand), then every analysis of :meth:`robustness` under the estimand the claim's
+        plan entry names for it (else its own name), a declared estimand that is the primary's own number in this
+        run (``SAME_AS_PRIMARY``: the paper's protocol where every arm trained with one shared recipe) as the
+        primary's numbers, and every declared estimand the run did not measure as 'not run'."""
+        plan = PLAN.get(self.id)
+        declared = plan.panel if plan is not None else ()
+        primary_label = (plan.estimand if plan is not None and plan.estimand else "primary")
+        rows = [(self.estimand_of(a), a) for a in self.robustness()]
+        primary = next((a for lab, a in rows if lab == primary_label), None)
+        shown = {lab for lab, _ in rows}
+        for lab, text in declared:
+            if lab in shown:
+                continue
+            merged = next(((lab2, a) for lab2, a in rows if text and text != SAME_AS_PRIMARY and text in a.name), None)
+            if merged is not None:  # measured, with the same numbers as another row (merged into it)
+                rows.append((lab, replace(merged[1], name=lab, note=f"the same numbers as '{merged[0]}'")))
+            elif text == SAME_AS_PRIMARY and primary is not None:
+                rows.append((lab, replace(primary, name=lab, note="the primary's own number in this run")))
+            else:
+                rows.append((lab, Analysis(lab, None, None, None, NOT_RUN, "", "not measured by this run")))
+        return rows
+
+    def held_fixed(self) -> str:
+        """Plan 6.0: '' or "depends on what is held fixed: <setting>: A (+) vs B (−)" when, in one deciding
+        setting, two counted analyses (valid, run: the primary, a co-verdict or an alternative) lie on opposite
+        sides of the null, each interval excluding it (one on the paper's side, one contradicted). The primary
+        still decides the verdict."""
+        plan = PLAN.get(self.id)
+        if plan is None or not plan.panel:
+            return ""  # a derivation check or the toy model: no estimand choice
+        parts = []
+        for e in self.deciding():
+            items = [e.as_analysis()] + list(e.coverdicts) + list(e.analyses)
+            ran = [a for a in items if a.valid and a.status != NOT_RUN]
+            plus = [a for a in ran if direction(a.status) == "+"]
+            minus = [a for a in ran if direction(a.status) == "−"]
+            if plus and minus:
+                parts.append(f"{e.where}: " + ", ".join(dict.fromkeys(self.estimand_of(a) for a in plus))
+                             + " (+) vs " + ", ".join(dict.fromkeys(self.estimand_of(a) for a in minus)) + " (−)")
+        return f"{DEPENDS}: " + "; ".join(parts) if parts else ""
 
     def label(self, a: Analysis) -> str:
         """An analysis's name for display: the plan's own is 'plan 3.0 (<the co-verdict it is>)'."""
