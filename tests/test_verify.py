@@ -235,3 +235,26 @@ def test_a_run_rebuilt_from_its_deciding_table_is_decided_as_the_run(seed, tmp_p
     auc = next(r for r in rows if json.loads(r["path"])[-1:] == ["auc_per_target"] and "3a" in r["claim"])
     auc["text"] = json.dumps([x + 0.5 for x in json.loads(auc["text"])])
     assert claim_rows(evaluate_claims(rebuild(rows, tmp_path))) != plain
+
+
+def test_a_changed_robustness_panel_row_fails_naming_its_estimand(published, tmp_path, capsys):
+    """Plan 6.0's panel rows are recomputed too: one published panel row's status changed is a mismatch on its
+    claim's line, naming the estimand."""
+    import csv
+
+    repo, out = published
+    folder = _copy(out, tmp_path / "run")
+    path = folder / "summary.csv"
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    i = next(i for i, r in enumerate(rows) if r.get("role") == "robustness" and r["status"] != "not run")
+    rows[i]["status"] = "contradicted" if rows[i]["status"] != "contradicted" else "reproduced"
+    with path.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    code, text = _verify(folder, repo, capsys)
+    assert code == EXIT_MISMATCH, text
+    bad = [x for x in text.splitlines() if "MISMATCH" in x and not x.startswith("verify:")]
+    assert len(bad) == 1 and bad[0].strip().startswith(f"{rows[i]['id']} "), bad
+    assert f"panel {rows[i]['estimand']!r}: status: recomputed" in bad[0], bad[0]

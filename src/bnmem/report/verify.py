@@ -37,7 +37,10 @@ OK, MISMATCH, NOT_CHECKED = "ok", "MISMATCH", "not checked"
 # The summary.csv columns a recomputed claim must reproduce: everything its verdict is (the status, the number
 # and interval it shows, the level, the robustness agreement, the co-verdicts, the previous plan's verdict).
 COMPARED = ("status", "value", "ci_low", "ci_high", "ci_level", "vs_paper", "agreement", "agreement_magnitude",
-            "coverdicts", "previous_status", "where")
+            "coverdicts", "previous_status", "where", "held_fixed", "power_check")
+# The columns of a robustness-panel row (plan 6.0) a recomputation must reproduce.
+PANEL_COMPARED = ("status", "value", "ci_low", "ci_high", "where")
+VERDICT_ROLE, ROBUSTNESS_ROLE = "verdict", "robustness"  # summary.csv's role column (bnmem.report.summary)
 PLAN_FILE = "docs/analysis-plan.md"
 PACKAGE_DIR = "src/bnmem"
 
@@ -101,24 +104,29 @@ class Verification:
 # ----------------------------------------------------------------- the claims
 
 
-def _published(root: Path) -> dict[str, dict[str, str]] | None:
+def _published(root: Path) -> tuple[dict[str, dict[str, str]], dict[tuple[str, str], dict[str, str]]] | None:
+    """summary.csv's verdict rows by claim id, and its robustness-panel rows (plan 6.0) by (claim id, estimand);
+    a summary.csv from before the panel has verdict rows only."""
     path = root / SUMMARY_CSV
     if not path.is_file():
         return None
     try:
         with path.open(encoding="utf-8", newline="") as f:
-            return {r["id"]: r for r in csv.DictReader(f)}
+            rows = list(csv.DictReader(f))
+        verdicts = {r["id"]: r for r in rows if r.get("role") in (None, "", VERDICT_ROLE)}
+        panel = {(r["id"], r["estimand"]): r for r in rows if r.get("role") == ROBUSTNESS_ROLE}
     except (OSError, csv.Error, KeyError) as e:
         raise BnmemError(f"{path}: unreadable ({e.__class__.__name__}: {e})") from e
+    return verdicts, panel
 
 
 def _short(v: str, n: int = 60) -> str:
     return v if len(v) <= n else v[:n - 1] + "…"
 
 
-def _differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
+def _differences(mine: dict[str, str], theirs: dict[str, str], columns: tuple[str, ...] = COMPARED) -> list[str]:
     out = []
-    for col in COMPARED:
+    for col in columns:
         a, b = mine.get(col, ""), theirs.get(col, "")
         if col not in theirs or a == b:
             continue
@@ -128,11 +136,13 @@ def _differences(mine: dict[str, str], theirs: dict[str, str]) -> list[str]:
 
 def _claim_checks(root: Path, run: Any) -> list[Check]:
     from bnmem.report.claims import evaluate_claims
-    from bnmem.report.summary import claim_rows
+    from bnmem.report.summary import claim_rows, panel_rows
 
-    published = _published(root)
+    read = _published(root)
+    published, panel = read if read is not None else (None, {})
     try:
-        rows = claim_rows(evaluate_claims(run))
+        claims = evaluate_claims(run)
+        rows, mine_panel = claim_rows(claims), panel_rows(claims)
     except Exception as e:  # a damaged table (a string where a number was): no verdict, and say where it failed
         return [Check("claims", MISMATCH, f"the rules cannot decide from this table ({e.__class__.__name__}: "
                                           f"{_short(str(e), 200)})")]
@@ -147,8 +157,19 @@ def _claim_checks(root: Path, run: Any) -> list[Check]:
                              else NOT_CHECKED, f"recomputed {shown}; {why}"))
             continue
         diffs = _differences(row, theirs)
+        if panel:  # plan 6.0's robustness panel: every row of this claim's, recomputed
+            mine = [r for r in mine_panel if r["id"] == row["id"]]
+            for r in mine:
+                other = panel.get((r["id"], r["estimand"]))
+                diffs += ([f"panel {r['estimand']!r}: not published"] if other is None else
+                          [f"panel {r['estimand']!r}: {d}" for d in _differences(r, other, PANEL_COMPARED)])
+            keys = {r["estimand"] for r in mine}
+            diffs += [f"panel {e!r}: published, not recomputed" for (cid, e) in panel if cid == row["id"]
+                      and e not in keys]
         out.append(Check(row["id"], MISMATCH if diffs else OK,
-                         "; ".join(diffs) if diffs else f"{shown} (= published)"))
+                         "; ".join(diffs) if diffs else f"{shown} (= published)" +
+                         (f"; its {sum(1 for r in mine_panel if r['id'] == row['id'])} robustness-panel rows equal "
+                          "too" if panel else "")))
     for cid in (published or {}):
         if cid not in {r["id"] for r in rows}:
             out.append(Check(cid, MISMATCH, f"published {published[cid]['status']}, not recomputed (no such claim in "
