@@ -113,3 +113,23 @@ def test_claim7_takes_its_deciding_layers_from_the_graph_and_names_disagreements
 def test_the_plan_texts_have_no_placeholder():
     for text in (ident.IDENTIFIABLE_RULE, ident.CLAIM4_RULE, ident.CLAIM7_RULE, ident.EFFECTIVE_STEP_ROW):
         assert "{" not in text and "}" not in text and text.endswith(".")
+
+
+def _cells(means, flags, n: int = 4):
+    reps = _run(means, flags, n)
+    return make_run([cell for cell, _ in reps])
+
+
+def test_claim4_row_is_decided_on_identifiable_layers_and_shows_every_layer_as_the_previous_verdict():
+    """Plan 6.0 wired: the claim's row reads the identifiable layers; plan 5.0's every-layer verdict is its
+    previous verdict and the panel's 'every BN layer' row; a run without the flag is decided on every layer and
+    says so."""
+    from bnmem.analysis_plan import EVERY_LAYER, IDENTIFIABLE_LAYERS
+
+    (claim,) = claim4.evaluate(_cells([STRONG, -STRONG, -STRONG, -STRONG], [True, False, False, False]))
+    assert claim.status == REPRODUCED and claim.previous_status == CONTRADICTED
+    panel = dict(claim.panel())
+    assert panel[IDENTIFIABLE_LAYERS].status == REPRODUCED and panel[EVERY_LAYER].status == CONTRADICTED
+    assert "1 of 4 BN layers" in claim.deciding()[0].conditions["layers"].replace("the 1 of 4", "1 of 4")
+    (old,) = claim4.evaluate(_cells([STRONG, -STRONG, -STRONG, -STRONG], [None] * 4))
+    assert old.status == CONTRADICTED and "decided on every BN layer" in old.deciding()[0].note

@@ -1,6 +1,9 @@
 """Claim 4: measured |γ|/σ exceeds 1 in most BN layers (the gamma-sigma lens).
 
-Plan 5.0 decides per BN layer (every BN layer: convolutional, fully connected and shortcut alike): per layer a
+Plan 6.0 decides on the BN layers whose γ scale is identifiable (the gamma-sigma lens's per-layer flag, from the
+model's graph: :mod:`bnmem.models.identifiable`; :mod:`bnmem.report.claims.identifiable`), with plan 5.0's test;
+every BN layer (plan 5.0's set) is the previous verdict and a panel row, and the effective step of the next
+layer a described row. Plan 5.0 decides per BN layer (every BN layer: convolutional, fully connected and shortcut alike): per layer a
 one-sided t-test over replicates of log(median channel |γ|/σ) (seeds averaged per replicate), combined by a
 partial-conjunction test for "more than half of the layers above 1" and, for the refutation, "at least half
 below 1" (:mod:`bnmem.report.claims.layer_test`). The row shows the pivotal layer's |γ|/σ with the test's
@@ -13,20 +16,21 @@ fractions of channels above 1 (all, convolutional, fully connected) are descript
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from bnmem.analysis_plan import (
     CONTRADICTED, EVERY_LAYER, EVERY_SETTING, GS_SIGMA, IDENTIFIABLE_LAYERS, INCONCLUSIVE, LEVEL, REPLICATE_UNIT,
-    REPRODUCED, SAME_AS_PRIMARY, TEST_LAYERS, UNCHANGED, Axis, ClaimPlan, Design, Display, Endpoint,
+    REPRODUCED, TEST_LAYERS, UNCHANGED, Axis, ClaimPlan, Design, Display, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
 from bnmem.report.claims.layer_test import LayerDecision, decide_layers, layer_test, u_above, u_below
-from bnmem.report.claims.shared import cond, where
+from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import finite, layer_rows, layer_type, settings_of
 from bnmem.report.rundata import RunData
 from bnmem.report.tables import Table
@@ -46,8 +50,10 @@ CLAIMS = (ClaimPlan(
     "4", "Measured |γ|/σ exceeds 1 in most BN layers",
     "measured γ/σ > 1 in most layers (no number beyond 'most')",
     "evidence", GAMMA_SIGMA,
-    "per trained BN model and BN layer (every BN layer: convolutional, fully connected and shortcut alike; "
-    "LeNet has 4, the package's ResNet-20 21), log of the layer's median channel |γ|/σ, σ = "
+    "per trained BN model and BN layer whose γ scale is identifiable (plan 6.0: the gamma-sigma lens records "
+    "the graph rule's flag per layer; LeNet has 1 such layer of 4, the package's ResNet-20 12 of 21; every BN "
+    "layer, convolutional, fully connected and shortcut alike, was plan 5.0's set and is a panel row), log of "
+    "the layer's median channel |γ|/σ, σ = "
     "sqrt(running_var + eps). The fraction of channels above 1, and the convolutional / fully connected "
     "split, are shown as descriptions, not verdicts",
     "the final epoch",
@@ -115,9 +121,9 @@ CLAIMS = (ClaimPlan(
                   "partial-conjunction test. |γ|/σ stands for the (γ/σ)² factor only where γ's scale changes the "
                   "function: in a layer another BN follows through positively homogeneous operations, γ and β can "
                   "be scaled by any c > 0 without changing a logit, so its |γ|/σ is not a property of the trained "
-                  "network. Until the identifiable-layer module is wired into this rule, the report decides on "
-                  "every BN layer (plan 5.0's set, the panel's 'every BN layer') and says so"),
-    panel=((EVERY_LAYER, SAME_AS_PRIMARY), ("plan 4.0's layer fraction", "plan 4.0"), ("batch σ", "batch σ"),
+                  "network. A run recorded before the gamma-sigma lens recorded the flag is decided on every BN "
+                  "layer (plan 5.0's set, the panel's 'every BN layer'), and the row says so"),
+    panel=((EVERY_LAYER, "every BN layer"), ("plan 4.0's layer fraction", "plan 4.0"), ("batch σ", "batch σ"),
            ("layer by layer", "layer by layer")),
     axis=Axis("|γ|/σ of the pivotal BN layer (ranked ⌊L/2⌋+1 of L by its evidence), with the partial-conjunction "
               "test's bounds", 1.0, "|γ|/σ = 1"),
@@ -126,6 +132,7 @@ CLAIMS = (ClaimPlan(
 
 PLAN4_ANDERSON = ("plan 4.0: the fraction of layers above 1, Anderson's distribution-free bound over replicates "
                   "(reproduced at 95%, contradicted at 1 − 0.05/k)")
+EVERY_LAYER_ANALYSIS = "every BN layer (plan 5.0's set)"
 LAYER_BY_LAYER = "layer by layer: the fraction of layers shown above 1 (each layer's log |γ|/σ, t over replicates)"
 
 
@@ -301,6 +308,7 @@ def _anderson(groups: list[np.ndarray]) -> tuple[PairedDiff, str]:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 4 in every setting that ran the gamma-sigma lens (each architecture its own setting)."""
+    from bnmem.report.claims import identifiable  # it reads this module's layer_analysis: imported when deciding
     claim = new_claim("4", "gamma_sigma")  # the HTML section id
     for setting in settings_of(run, GAMMA_SIGMA):
         reps = setting.lenses(GAMMA_SIGMA)
@@ -312,11 +320,26 @@ def evaluate(run: RunData) -> list[Claim]:
         groups = _layer_groups(reps, GS_SIGMA)
         n_layers = len(rows0)
         per_rep = ", ".join(f"{float(np.mean(g)) * n_layers:.1f} of {n_layers}" for g in groups if g.size)
-        primary = layer_analysis(PLAN_ANALYSIS, reps, GS_SIGMA,
-                                 f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
-                                 + _descriptions(reps, typed))
+        every = layer_analysis(PLAN_ANALYSIS, reps, GS_SIGMA,
+                               f"BN layers with median |γ|/σ > 1 per replicate (mean over seeds): {per_rep}; "
+                               + _descriptions(reps, typed))
+        # Plan 6.0: decided on the layers whose γ scale is identifiable (the gamma-sigma lens's graph flag); every
+        # BN layer (plan 5.0's set) is a panel row and the previous plan's verdict. A run recorded before the flag
+        # existed is decided on every layer, and the note says so.
+        split = identifiable.layer_split(reps, GS_SIGMA)
+        if split.complete and split.identifiable:
+            primary = replace(identifiable.claim4_identifiable(reps, GS_SIGMA), name=PLAN_ANALYSIS)
+            alts = [replace(every, name=EVERY_LAYER_ANALYSIS)]
+            previous(claim, where(setting), every.value, every.status)
+            layers = f"the {len(split.identifiable)} of {n_layers} BN layers whose γ scale is identifiable"
+        else:
+            why = ("no BN layer's γ scale is identifiable" if split.complete else
+                   "this run recorded no identifiable-layer flag (a gamma-sigma lens from before plan 6.0)")
+            primary = replace(every, note=f"{why}: decided on every BN layer (plan 5.0's set); {every.note}")
+            alts = [replace(every, name=EVERY_LAYER_ANALYSIS + " (the primary here)")]
+            layers = "every BN layer"
         v4, v4_status = _anderson(groups)
-        alts = [Analysis.of(PLAN4_ANDERSON, v4, v4_status)]
+        alts += [Analysis.of(PLAN4_ANDERSON, v4, v4_status), identifiable.effective_step_analysis(reps, GS_SIGMA)]
         alts += [a for a in (per_layer(reps, GS_SIGMA),) if a is not None]
         if layer_rows(reps[0][1].data, "batch"):
             alts.append(layer_analysis("batch σ", reps, "batch"))
@@ -326,7 +349,7 @@ def evaluate(run: RunData) -> list[Claim]:
         old = _v2(reps, typed)
         alts.append(Analysis.of("plan 2.0: median convolutional-channel fraction over models",
                                 old, grade(old, null=GS_MAJORITY), valid=False))
-        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers="every BN layer", n_layers=n_layers,
+        c = cond(setting, reps[0][1], sigma=GS_SIGMA, layers=layers, n_layers=n_layers,
                  n_seeds=max((g.size for g in groups), default=0))
         claim.evaluations.append(Evaluation.from_analysis(where(setting), primary, c, True, [], alts))
     return [claim]
