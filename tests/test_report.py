@@ -402,16 +402,21 @@ def test_real_gamma_sigma_run_reports_claim_4(tmp_path):
     fractions = [np.mean([v["per_seed"][s]["median_ratio"] > 1 for v in layers.values()]) for s in "01"]
     v4 = next(a for a in claims["4"].robustness() if a.name.startswith("plan 4.0"))
     assert v4.value == pytest.approx(np.mean(fractions))  # plan 4.0: layers, every BN layer
-    # plan 5.0: the pivotal layer (u = 3 of 4) by one-sided t-tests over the two seeds (one replicate)
+    # plan 5.0 (every BN layer, now a panel row): the pivotal layer (u = 3 of 4) by one-sided t-tests over the
+    # two seeds (one replicate)
     from scipy import stats as sps
 
     logs = {k: np.log([v["per_seed"][s]["median_ratio"] for s in "01"]) for k, v in layers.items()}
     p_plus = {k: sps.ttest_1samp(x, 0, alternative="greater").pvalue for k, x in logs.items()}
     pivot = sorted(p_plus, key=lambda k: (p_plus[k], k))[2]
-    assert claims["4"].decisive.value == pytest.approx(float(np.exp(logs[pivot].mean())))
-    assert f"pivotal layer {pivot}" in claims["4"].decisive.note
+    every = next(a for a in claims["4"].robustness() if a.name.startswith("every BN layer"))
+    assert every.value == pytest.approx(float(np.exp(logs[pivot].mean())))
+    assert f"pivotal layer {pivot}" in every.note and "all channels above 1" in every.note
+    # plan 6.0: decided on LeNet's one layer whose γ scale is identifiable (the last BN, before the logits)
+    assert [k for k, v in layers.items() if v["scale_identifiable"]] == ["norm4"]
+    assert claims["4"].decisive.value == pytest.approx(float(np.exp(logs["norm4"].mean())))
+    assert "1 of 4 BN layers identifiable (norm4)" in claims["4"].decisive.note
     assert claims["4"].coverdicts() == []  # channel fractions are descriptions
-    assert "all channels above 1" in claims["4"].decisive.note
     page = parse(tmp_path / "gs" / "report.html")
     assert_self_contained(page)
     assert len(page.imgs) == 1

@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 
 from bnmem.analysis_plan import (
-    FIT_LEVEL, GRADED, GS_SIGMA, IDENTIFIABLE_LAYERS, PUSH_NORM_SAMPLE, REPLICATE_INTERVAL, REPLICATE_UNIT,
+    FIT_LEVEL, GRADED, GS_SIGMA, IDENTIFIABLE_LAYERS, NOT_RUN, PUSH_NORM_SAMPLE, REPLICATE_INTERVAL, REPLICATE_UNIT,
     SAME_AS_PRIMARY, TEST_ABOVE, UNCHANGED, Axis, ClaimPlan, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, stats_of,
 )
-from bnmem.report.claims.shared import cond, where
+from bnmem.report.claims.shared import cond, previous, where
 from bnmem.report.results import Setting, finite, fmt, layer_rows, replicate_of, settings_of
 from bnmem.report.rundata import LensOutput, RunData
 from bnmem.report.tables import Table
@@ -105,9 +105,10 @@ CLAIMS = (ClaimPlan(
     estimand_why=("the outliers' push on |γ| per unit gradient norm minus the clean examples', summed over the "
                   "epochs before the outliers are fitted, on BN layers whose γ scale is identifiable (the rule: the "
                   "plan's section on estimands): in a layer whose γ scale is not identifiable a push on |γ| does "
-                  "not change the function. Until the identifiable-layer module is wired into this rule, the report "
-                  "decides on the layers its radial cosine does not flag scale-invariant (plan 5.0's set) and says "
-                  "so"),
+                  "not change the function. The radial cosine's set (plan 5.0's) is a cross-check: the row names any "
+                  "layer where the two disagree, and where they do, plan 5.0's verdict on its own set is the "
+                  "previous verdict. A run recorded before the gamma-sigma lens recorded the flag is decided on the "
+                  "radial cosine's set, and the row says so"),
     panel=(("layers not flagged scale-invariant (plan 5.0)", SAME_AS_PRIMARY), ("after the fit", "after the fit"),
            ("all measured epochs", "all measured epochs"),
            ("|γ|/σ corrupted − clean", "|γ|/σ corrupted")),
@@ -297,20 +298,34 @@ def _analyses(models: list, layers: list[str], flagged: list[str], cos: dict[str
     return out
 
 
-def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | None) -> Evaluation:
+def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | None,
+                claim: Claim | None = None) -> Evaluation:
+    from bnmem.report.claims import identifiable  # it reads this module's scale_invariant: imported when deciding
+
     cos = radial_cos(models)
-    flagged = scale_invariant(cos)
-    layers = [n for n in cos if n not in flagged]
+    # Plan 6.0: the deciding layers are those whose γ scale the model's graph says is identifiable (recorded by
+    # the gamma-sigma lens); runs from before the flag fall back on plan 5.0's radial-cosine flag.
+    split = identifiable.claim7_layers(models, cos)
+    layers, flagged = list(split.deciding), list(split.described)
+    old_flagged = scale_invariant(cos)
+    old_layers = [n for n in cos if n not in old_flagged]
     if not layers:
         return not_run(where(s), "every BN layer is scale-invariant in (γ, β) (another BN follows each): "
                                  "no layer can decide", cond(s, lens))
     cov = [_graded(AFTER_FIT, push_groups(models, layers, True))]
     cov += [_coverdict(s, partner)] if partner is not None else []
+    disagree = (f"; the radial cosine disagrees on {', '.join(split.disagree)}" if split.disagree else "")
     primary = _graded(PLAN_ANALYSIS, push_groups(models, layers, False),
-                      f"deciding layers {', '.join(layers)}; scale-invariant (described, not deciding): "
-                      f"{', '.join(flagged) or 'none'}; before the fit (outliers' training accuracy < "
+                      f"deciding layers {', '.join(layers)} (by the {split.source}); scale-invariant "
+                      f"(described, not deciding): {', '.join(flagged) or 'none'}{disagree}; before the fit (outliers' "
+                      f"training accuracy < "
                       f"{FIT_LEVEL:.0%}); r_O − r_C: the outliers' push on |γ| per unit gradient norm minus the "
                       "clean examples'")
+    if claim is not None:  # plan 5.0 decided on the radial cosine's layers: its verdict is the previous one
+        was = (primary if old_layers == layers else _graded(PLAN_ANALYSIS, push_groups(models, old_layers, False))
+               if old_layers else None)
+        previous(claim, where(s, "outliers' − clean examples' γ push per unit gradient norm, before the fit"),
+                 None if was is None else was.value, NOT_RUN if was is None else was.status)
     return Evaluation.from_analysis(where(s, "outliers' − clean examples' γ push per unit gradient norm, before "
                                              "the fit"), primary,
                                     cond(s, lens), True, cov, _analyses(models, layers, flagged, cos),
@@ -329,7 +344,7 @@ def evaluate(run: RunData) -> list[Claim]:
         partner = clean.get(_base(s))
         models = _models(s)
         if models:
-            ev = _evaluation(s, lens, models, partner)
+            ev = _evaluation(s, lens, models, partner, claim)
             claim.evaluations.append(ev)
             continue
         claim.evaluations.append(not_run(where(s), NO_PUSH, cond(s, lens)))
