@@ -1,8 +1,8 @@
 """``bnmem design STUDY.yaml``: per claim, the power of a study's design, the replicates 80% power needs, the
 study's estimated cost, and the smallest design that gives every claim 80% power.
 
-A claim's deciding settings in a study are its shared-recipe cells grouped over replicates (the report's
-settings), restricted as the claim's rule restricts them: corrupted settings (claims 1, 2, 3a, 6, 7), clean
+A claim's deciding settings in a study are its cells of the deciding recipe (fair arms, the default, where the
+claim's lens takes a recipe; else the paper's protocol) grouped over replicates (the report's settings), restricted as the claim's rule restricts them: corrupted settings (claims 1, 2, 3a, 6, 7), clean
 ones (3b), every one (4), the toy model once per study (5b, its seeds the unit). Each setting's spread is
 the pilot run's (``--pilot``: the same setting's SD when the pilot measured it, else the largest SD the pilot
 observed for the claim, said so; plan 5.0: the one-sided 80% upper confidence bound on it,
@@ -22,9 +22,11 @@ from typing import Any
 
 from bnmem import analysis_plan as ap
 from bnmem.errors import BnmemError
-from bnmem.names import STUDY_FILE
+from bnmem.names import PAPER_PROTOCOL, STUDY_FILE
 from bnmem.power import sd_upper_bound
+from bnmem.report.claims.shared import deciding_recipe
 from bnmem.report.power import SettingDesign, design_power, unit_of, units_for
+from bnmem.study.recipes import SELECTED_RECIPES_KEY
 from bnmem.study.run import Cell, expand_grid, runs_in
 
 # Which settings decide a claim besides its lens: "corrupted" (default), "clean", "all", "study" (once).
@@ -58,11 +60,18 @@ def bn_layers(arch: str, dataset: str) -> int:
 
 
 def _settings(study: Any, cid: str) -> list[tuple[str, list[Cell]]]:
-    """(label, replicate cells) of each deciding setting of claim ``cid`` in the study."""
+    """(label, replicate cells) of each deciding setting of claim ``cid`` in the study: those of the deciding
+    recipe (fair arms where the claim's lens takes a recipe and the study runs them, else the paper's
+    protocol: :func:`bnmem.report.claims.shared.deciding_recipe`, as the report decides)."""
+    from bnmem.lenses import registry
+
     which = _WHICH.get(cid, "corrupted")
+    lens = ap.PLAN[cid].lens
+    takes = lens in registry.names() and "recipe" in registry.get(lens).config.model_fields
+    recipe = deciding_recipe(r for r in study.grid.recipes if takes or r == PAPER_PROTOCOL)
     groups: dict[str, list[Cell]] = {}
     for c in expand_grid(study):
-        if c.recipe != "shared":
+        if c.recipe != recipe:
             continue
         clean = c.outliers.label_noise == 0 and c.outliers.ood == 0
         if (which == "clean" and not clean) or (which == "corrupted" and clean):
@@ -234,5 +243,5 @@ def pilot_study(run_dir: str | Path) -> Any:
         doc = io.read_json(Path(run_dir) / STUDY_FILE)
     except (OSError, ValueError):
         raise BnmemError(f"{run_dir} has no readable {STUDY_FILE}: give a run directory of `bnmem run`") from None
-    doc = {k: v for k, v in doc.items() if k not in (ap.RECORD_KEY, ap.CONFIRMATORY_KEY)}
+    doc = {k: v for k, v in doc.items() if k not in (ap.RECORD_KEY, ap.CONFIRMATORY_KEY, SELECTED_RECIPES_KEY)}
     return Study.model_validate(doc)

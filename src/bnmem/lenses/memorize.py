@@ -77,7 +77,7 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
         runs = {}
         for norm in cfg.norms:
             train = train_for(cfg.train, selection, norm)
-            pending = [PendingRun(seed, train, out / "recipe" / norm / f"lr{train.lr:g}" / f"seed{seed}")
+            pending = [PendingRun(seed, train, out / "recipe" / norm / f"lr{train.lr:g}-e{train.epochs}" / f"seed{seed}")
                        for seed in cfg.seeds]
             train_fresh_together(cfg.model(norm), ds, pending, progress=f"{norm} lr {train.lr:g}" if progress else False)
             runs[norm] = {r.seed: train_run(cfg.model(norm), ds, train, r.seed, r.job,
