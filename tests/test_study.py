@@ -202,8 +202,10 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 # Paper-scale presets: per cell 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
 # The demo: 3 outlier settings x 3 replicates, the shared recipe: theory + per outlier cell 5 lens jobs and one
 # shared-training job per norm (2); per clean cell gamma-sigma and lira (memorize, gradnorms, mitigate: clean: false).
-READY = {"demo": (9, 1 + 6 * (5 + 2) + 3 * 2), **{name: (12, 1 + 12 * (5 + 2))
-                                                  for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
+# Cells and jobs: the paper's protocol's cells (theory, per corrupted cell 5 lenses + 2 shared runs, per clean cell
+# gamma-sigma and lira), then fair arms' (per setting one recipe selection; memorize in corrupted cells, lira in all).
+READY = {"demo": (9 + 9, 1 + 6 * (5 + 2) + 3 * 2 + 3 + 6 + 9),
+         **{name: (12 + 12, 1 + 12 * (5 + 2) + 12 * (1 + 2)) for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"},
              # the decisive study's follow-ups for the claims it could not power (issue 37)
              "decisive-claim2": {"memorize", "gradnorms"}, "decisive-claim6": {"mitigate", "lira"}}

@@ -359,6 +359,9 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
                      stage=registry.get(name).stage, model=models[name],
                      after=needs if cfg.get("recipe_from") else ())
                  for name, cfg in configs.items()]
+    # A fair-arms cell none of whose lenses takes a recipe has nothing to run: it is no cell of the study.
+    ran = {j.id.split("/", 1)[0] for j in jobs}
+    cells = [c for c in cells if c.recipe != FAIR_ARMS or c.id in ran]
     # Within a stage: once-per-study lenses, then shared training runs, then per-cell lenses in registry order.
     studywide = [lens.name for lens in enabled if not lens.per_cell]
     seq = [*studywide, SELECTION, SHARED, *(n for n in registry.names() if n not in studywide)]

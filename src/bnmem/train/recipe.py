@@ -271,7 +271,7 @@ def candidate_curves(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainCon
             probe.load_state_dict(state)
             acc = 0.0 if diverged[k] else val_accuracy(probe, ds)
             curves[k].append(acc if math.isfinite(acc) else 0.0)
-        if all(stopped(j) for j in range(len(lrs))):
+        if epoch < cap and all(stopped(j) for j in range(len(lrs))):  # at the cap training ends anyway
             raise _AllStopped
 
     try:
