@@ -117,7 +117,8 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     out = Path(out).expanduser().resolve()
     state = require_clean_checkout() if confirmatory else None
     key = current_key() if confirmatory else None
-    if planned is not None and [c.derived for c in planned[0]] != [c.derived for c in expand_grid(study, key)]:
+    grid = {c.id: c.derived for c in expand_grid(study, key)}  # plan() leaves out fair-arms cells with no lens
+    if planned is not None and any(c.id not in grid or grid[c.id] != c.derived for c in planned[0]):
         raise ValueError("run_study: the plan given was made with other seeds than this run's")
     cells, jobs = planned if planned is not None else plan(study, key)
     resumed = (out / STUDY_FILE).exists()

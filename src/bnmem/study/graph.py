@@ -70,7 +70,7 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = Tr
                 writers.setdefault(t["folder"], []).append(s["id"])
     tasks = []
     for s in todo:
-        cost, after = est.get(s["id"], 1.0), [*writers.get(folder[s["id"]], []), *needs[s["id"]]]
+        cost, after = est.get(s["id"], 1.0), list(writers.get(folder[s["id"]], []))
         lens = registry.get(s["lens"]) if s["lens"] not in (SHARED, SELECTION) else None
         if lens is not None and lens.plan is not None:
             cfg = s["model"] if s.get("model") is not None else lens.config.model_validate(s["config"])
@@ -81,6 +81,8 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = Tr
             tasks += chain
             after.append(chain[-1].id)
             cost *= cell.lens_share
+        else:
+            after += needs[s["id"]]
         tasks.append(Task(s["id"], run_job, [s], after=tuple(after), cost=cost))
     return tasks
 

@@ -46,6 +46,7 @@ setting's per-norm cells trains with that selection (``recipe_from``).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -401,7 +402,8 @@ def read_selection(folder: str | Path, norms: Sequence[str]) -> dict[str, Any]:
     Raises:
         BnmemError: it is missing or lacks one of ``norms``.
     """
-    path = Path(folder) / RECIPE_FILE
+    # lexically: ``folder`` may climb out of a lens folder not created yet (``lira/../..``)
+    path = Path(os.path.normpath(Path(folder) / RECIPE_FILE))
     saved = io.read_json(path) if path.exists() else None
     if not isinstance(saved, dict) or not set(saved.get("per_norm") or {}) >= set(norms):
         raise BnmemError(f"no recipe selection for norms {list(norms)} in {path}: run the study's selection "
