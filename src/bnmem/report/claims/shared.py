@@ -101,8 +101,8 @@ def mark_variants(claim: Claim) -> Claim:
     variants (shown, never deciding), named for their recipe ("recipe paper's protocol")."""
     deciding = deciding_recipe(e.conditions.get("recipe") or PAPER_PROTOCOL for e in claim.evaluations)
     for e in claim.evaluations:
-        recipe = e.conditions.get("recipe")
-        if recipe is not None and recipe != deciding:
+        recipe = e.conditions.get("recipe") or PAPER_PROTOCOL  # a result naming none ran the one recipe
+        if recipe != deciding:
             e.deciding = False
             e.variant = f"recipe {RECIPE_VARIANT.get(recipe, recipe)}"
     return claim
