@@ -15,6 +15,7 @@ paired AUC differences BN@matched − baseline@matched, replicates as the unit.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -81,7 +82,9 @@ def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
     if any(x is None for x in (acc_b, acc_o, auc_b, auc_o)):
         return f"matched-fit block lacks {BN} or {other} test accuracy or {ATTACK} AUCs"
     assert acc_b is not None and acc_o is not None and auc_b is not None and auc_o is not None
-    mb, mo = np.nanmean(acc_b, axis=1), np.nanmean(acc_o, axis=1)
+    with warnings.catch_warnings():  # an epoch one arm did not train (fair arms) is all nan: its mean is nan
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mb, mo = np.nanmean(acc_b, axis=1), np.nanmean(acc_o, axis=1)
     pick = matched_epochs(epochs, mb, mo)
     if pick is None:
         return (f"not matched: no epoch of the better-fitting arm comes within {MATCH_TOLERANCE * 100:g} point of "
