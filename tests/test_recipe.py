@@ -283,3 +283,22 @@ def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
     from bnmem.shadow.recipe import norm_configs
 
     assert {s["norm"]: s["config"] for s in specs} == norm_configs(cfg, load_dataset(data), tmp_path)[0]
+
+
+def test_a_lens_spec_says_whether_it_takes_a_recipe_as_its_config_does():
+    """Fair-arms cells run the lenses whose spec takes a recipe: memorize and lira, as their configs say; a lens
+    whose spec and config disagree is refused when registered."""
+    import dataclasses
+
+    from bnmem.lenses import registry
+    from bnmem.lenses.spec import SPECS
+
+    takes = {name for name, spec in SPECS.items() if spec.takes_recipe}
+    assert takes == {"memorize", "lira"}
+    for name in SPECS:
+        assert registry.get(name).takes_recipe == ("recipe" in registry.get(name).config.model_fields), name
+    mem = registry.get("memorize")
+    wrong = dataclasses.replace(mem, spec=dataclasses.replace(mem.spec, name="memorize-wrong", takes_recipe=False))
+    with pytest.raises(BnmemError, match="takes_recipe"):
+        registry.register(wrong)
+    assert registry.loaded("memorize-wrong") is None

@@ -63,11 +63,11 @@ def _settings(study: Any, cid: str) -> list[tuple[str, list[Cell]]]:
     """(label, replicate cells) of each deciding setting of claim ``cid`` in the study: those of the deciding
     recipe (fair arms where the claim's lens takes a recipe and the study runs them, else the paper's
     protocol: :func:`bnmem.report.claims.shared.deciding_recipe`, as the report decides)."""
-    from bnmem.lenses import registry
+    from bnmem.lenses.spec import find
 
     which = _WHICH.get(cid, "corrupted")
-    lens = ap.PLAN[cid].lens
-    takes = lens in registry.names() and "recipe" in registry.get(lens).config.model_fields
+    spec = find(ap.PLAN[cid].lens)
+    takes = spec is not None and spec.takes_recipe
     recipe = deciding_recipe(r for r in study.grid.recipes if takes or r == PAPER_PROTOCOL)
     groups: dict[str, list[Cell]] = {}
     for c in expand_grid(study):

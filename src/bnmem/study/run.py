@@ -268,7 +268,7 @@ def lens_model(study: Study, cell: Cell, name: str) -> Any:
         else:
             extra["train"] = {**(extra.get("train") or {}), "epochs": opts.epochs}
     base = cell.experiment(study)
-    if "recipe" in lens.config.model_fields:
+    if lens.takes_recipe:
         base["recipe"] = cell.recipe
         if cell.recipe == FAIR_ARMS:
             taken = [k for k in ("lr_grid", "max_epochs", "recipe_from") if k in extra]
@@ -341,7 +341,7 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
         # A lens allotted to part of the grid (its `replicates` / `archs` options) skips the other cells.
         models = {lens.name: lens_model(study, cell, lens.name) for lens in enabled if lens.per_cell
-                  and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)
+                  and (cell.recipe == "shared" or lens.takes_recipe)
                   and runs_in(study, lens.name, cell)}
         configs = {name: m.model_dump(mode="json") for name, m in models.items()}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)

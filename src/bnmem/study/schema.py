@@ -20,6 +20,7 @@ from bnmem.config import (
 )
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
+from bnmem.lenses.spec import find as spec_of
 from bnmem.names import DEFAULT_RECIPES, FAIR_ARMS, FAIR_ARMS_VAL_FRACTION
 from bnmem.power import MAX_UNITS
 
@@ -258,8 +259,10 @@ class Study(StrictModel):
 
     @model_validator(mode="after")
     def _validation_split(self) -> "Study":
-        # Per-norm recipes select on a validation split: a study that does not size one gets the declared default.
-        if FAIR_ARMS in self.grid.recipes and self.data.val_fraction <= 0:
+        # Per-norm recipes select on a validation split: a study that runs a lens taking a recipe and does not
+        # size a split gets the declared default (a study of other lenses keeps its data as they are).
+        takes = any((s := spec_of(n)) is not None and s.takes_recipe for n in self.lenses.enabled())
+        if FAIR_ARMS in self.grid.recipes and takes and self.data.val_fraction <= 0:
             if "val_fraction" in self.data.model_fields_set:
                 raise ValueError("grid.recipes: per-norm recipes select on a validation split: set "
                                  "data.val_fraction > 0, or grid.recipes: [shared] (the paper's protocol)")
