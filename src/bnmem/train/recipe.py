@@ -99,8 +99,8 @@ STOP_CAP = "cap"
 # Which epoch's model is used: the stopping epoch's (the last one trained), not the best epoch's. Every model of
 # an arm (its memorization runs, its shadow models) then trains the same fixed number of epochs and is used as
 # trained, like the released model of a practitioner's early-stopped run; the attack's shadow models mimic the
-# target's training exactly, and no per-model choice looks at validation data. The stopping epoch's validation
-# accuracy is within the patience window of the best by construction.
+# target's training exactly, and no per-model choice looks at validation data. The stopping epoch is at most
+# PLATEAU_PATIENCE epochs after the best one by construction (and within the minimum delta of it, or below it).
 MODEL_USED = "the stopping epoch's (the last epoch trained)"
 CRITERION = (f"mean validation accuracy over the last {SCORE_WINDOW} epochs up to the stopping epoch of the "
              "plateau rule (mean over the selection seeds, eval-mode BN; a diverged run counts as 0); the highest "
@@ -129,9 +129,9 @@ def plateau_stop(curve: Sequence[float], min_delta: float, patience: int = PLATE
     """Where the plateau rule stops on a validation-accuracy curve, and why.
 
     Epoch e (1-based) improves when ``curve[e-1] >= best + min_delta`` (to :data:`TIE_TOLERANCE`; best: the
-    accuracy at the last improving epoch; epoch 1 always improves). Training stops at the first epoch e >= ``min_epochs``
-    after ``patience`` consecutive epochs without an improvement (:data:`STOP_PLATEAU`), else at ``cap``
-    (:data:`STOP_CAP`).
+    accuracy at the last improving epoch; epoch 1 always improves). Training stops at the first epoch
+    e >= ``min_epochs`` after ``patience`` consecutive epochs without an improvement (:data:`STOP_PLATEAU`),
+    else at ``cap`` (:data:`STOP_CAP`).
 
     Args:
         curve: validation accuracy after epochs 1, 2, ...
