@@ -100,7 +100,7 @@ STOP_CAP = "cap"
 # an arm (its memorization runs, its shadow models) then trains the same fixed number of epochs and is used as
 # trained, like the released model of a practitioner's early-stopped run; the attack's shadow models mimic the
 # target's training exactly, and no per-model choice looks at validation data. The stopping epoch is at most
-# PLATEAU_PATIENCE epochs after the best one by construction (and within the minimum delta of it, or below it).
+# PLATEAU_PATIENCE epochs after the best one by construction (its accuracy may lie below the best).
 MODEL_USED = "the stopping epoch's (the last epoch trained)"
 CRITERION = (f"mean validation accuracy over the last {SCORE_WINDOW} epochs up to the stopping epoch of the "
              "plateau rule (mean over the selection seeds, eval-mode BN; a diverged run counts as 0); the highest "
