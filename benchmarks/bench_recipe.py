@@ -1,11 +1,11 @@
-"""Per-norm learning-rate selection: candidates one by one (as before) vs together (ensemble engine).
+"""Per-norm recipe selection: candidates one by one vs together (ensemble engine).
 
-The demo's selection per memorize cell: digits LeNet (5% label noise, validation fraction 0.1),
-5 learning rates (0.25x-4x of 0.05) x 2 seeds per norm, 20 epochs, batch 64, SGD momentum 0.9,
-one torch thread. "One by one" is the previous implementation: each candidate a
-``train_model`` run measuring its subset accuracies every epoch (its last validation accuracy is the
-score). "Together" is ``recipe.select_lr`` now: all 10 candidates of a norm in one ensemble, scored
-once after training. Both run in this process, alternating, ``--repeats`` times; each way's best CPU
+A selection on the demo's data: digits LeNet (5% label noise, validation fraction 0.1),
+5 learning rates (0.25x-4x of 0.05) x 2 seeds per norm, up to the plateau rule's cap (2 x --epochs),
+batch 64, SGD momentum 0.9, one torch thread. "One by one" is each candidate a ``train_model`` run to the
+cap measuring its accuracies every epoch, then the same plateau rule and score. "Together" is
+``recipe.select_lr``: all 10 candidates of a norm in one ensemble, their validation accuracy measured after
+every epoch, training ended once every candidate has stopped. Both run in this process, alternating, ``--repeats`` times; each way's best CPU
 time counts (this machine is shared; CPU time of a one-thread run is its wall time on an idle core).
 
 Usage::
@@ -29,20 +29,23 @@ SEEDS = [0, 1]
 
 
 def one_by_one(mc: ModelConfig, ds, train: TrainConfig) -> dict[float, float]:
-    """The previous selection: every candidate alone, measured every epoch."""
+    """Every candidate alone to the cap, measured every epoch; the same rule and score."""
     scores = {}
+    cap = recipe.cap_epochs(train)
     for lr in recipe.lr_grid(train):
-        cand = train.model_copy(update={"lr": lr})
-        accs = [train_model(seeded_model(mc, ds, s), ds, cand, s, progress=False).history[-1]["val_acc"]
+        cand = train.model_copy(update={"lr": lr, "epochs": cap})
+        runs = [[h["val_acc"] for h in train_model(seeded_model(mc, ds, s), ds, cand, s, progress=False).history]
                 for s in SEEDS]
-        scores[lr] = sum(accs) / len(accs)
+        curve = [sum(r[e] for r in runs) / len(runs) for e in range(cap)]
+        epochs, _ = recipe.plateau_stop(curve, recipe.PLATEAU_MIN_DELTA_EXAMPLES / ds.n_val, cap=cap)
+        scores[lr] = recipe.plateau_score(curve, epochs)
     return scores
 
 
 def together(mc: ModelConfig, ds, train: TrainConfig) -> dict[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         rec = recipe.select_lr(mc, ds, train, SEEDS, tmp)
-    return {c["lr"]: c["val_acc"] for c in rec["candidates"]}
+    return {c["lr"]: c["score"] for c in rec["candidates"]}
 
 
 def main() -> None:
@@ -64,7 +67,7 @@ def main() -> None:
                 best[name] = min(best[name], time.process_time() - t0)
                 picks[name] = recipe.pick(scores, train.lr)
         ratios[norm] = best["one by one"] / best["together"]
-        print(f"{norm}: 10 candidates x {args.epochs} epochs: one by one {best['one by one']:.1f} CPU s, "
+        print(f"{norm}: 10 candidates x up to {recipe.cap_epochs(train)} epochs: one by one {best['one by one']:.1f} CPU s, "
               f"together {best['together']:.1f} CPU s ({ratios[norm]:.2f}x); selected lr "
               f"{picks['one by one']:g} vs {picks['together']:g}")
     print(" ".join(f"speedup_{n}={r:.2f}" for n, r in ratios.items()))

@@ -127,8 +127,8 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
         "name": "once", "data": {"dataset": "digits", "train_size": 150, "val_fraction": 0.2,
                                  "label_noise": 0.05},
         "train": {"epochs": 1, "batch_size": 32}, "grid": {"norms": ["batch", "none"], "seeds": [0],
-                                                            "recipes": ["per-norm"]},
-        "lenses": {"lira": {"shadow_models": 4, "chunk_size": 1, "views": ["identity"], "lr_grid": [0.05, 0.1]}}})
+                                                            "recipes": ["per-norm"], "lr_grid": [0.05, 0.1]},
+        "lenses": {"lira": {"shadow_models": 4, "chunk_size": 1, "views": ["identity"]}}})
     _, jobs = plan(study)
     counts: collections.Counter = collections.Counter()
     _counting_loads(monkeypatch, counts)
@@ -140,14 +140,16 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
     finally:
         ex.close()
     summaries = [s for rs in results.values() for s in rs]
-    assert len(summaries) == 1 + 2 * 4 + 2 * 4 + 1  # recipe, 8 training and 8 query chunks, the lens job
+    # the setting's recipe selection, 8 training and 8 query chunks, the lens job
+    assert len(summaries) == 1 + 2 * 4 + 2 * 4 + 1
     assert all(s.get("status") != "failed" and not s.get("failed") for s in summaries), summaries
     by_worker = collections.defaultdict(int)
     for s in summaries:
         by_worker[s["pid"]] = max(by_worker[s["pid"]], s["loads"])
     assert set(by_worker.values()) <= {0, 1} and sum(by_worker.values()) >= 1, by_worker
     assert counts["data"] == 0 and os.getpid() not in by_worker
-    assert io.is_done(tmp_path / jobs[0].folder) and (tmp_path / jobs[0].folder / "metrics.json").exists()
+    lira = next(j for j in jobs if j.lens == "lira")
+    assert io.is_done(tmp_path / lira.folder) and (tmp_path / lira.folder / "metrics.json").exists()
 
 
 # --- one plan per `bnmem run` ---------------------------------------------------------------------

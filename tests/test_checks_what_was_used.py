@@ -75,22 +75,31 @@ def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float
 
 
 def test_recipe_selection_scores_validation_accuracy_of_the_trained_models(val_ds, tmp_path, monkeypatch):
-    """Recompute each candidate's validation accuracy from the model the selection trained (captured from
-    the ensemble engine); the selection must match those numbers (and they must differ from test
-    accuracy somewhere, or the test could not tell the two apart)."""
+    """Recompute each candidate's validation accuracy after every epoch from the states the ensemble engine
+    hands out and from the models it returns; the selection must match those numbers (and they must differ
+    from test accuracy somewhere, or the test could not tell the two apart)."""
     import bnmem.train.ensemble as ensemble
-    from bnmem.train.recipe import pick, select_lr
+    from bnmem.train import seeded_model
+    from bnmem.train.recipe import pick, plateau_score, select_lr
 
     trained: list = []
+    per_epoch: dict[float, list[float]] = {}
     original = ensemble.train_candidates
+    model_cfg = ModelConfig(arch="lenet", norm="batch")
 
-    def observed(model_cfg, ds, train, lrs, seeds, idx, method="auto"):
-        models = original(model_cfg, ds, train, lrs, seeds, idx, method)
+    def observed(model_cfg_, ds, train, lrs, seeds, idx, method="auto", on_epoch=None):
+        def watch(epoch, members, states):
+            for k, state in zip(members, states):
+                m = seeded_model(model_cfg, ds, seeds[k])
+                m.load_state_dict({n: t.clone() for n, t in state.items()})
+                per_epoch.setdefault(lrs[k], []).append(_accuracy(m, ds.x_val, ds.y_val))
+            on_epoch(epoch, members, states)
+
+        models = original(model_cfg_, ds, train, lrs, seeds, idx, method, on_epoch=watch)
         trained.extend(zip(lrs, models))
         return models
 
     monkeypatch.setattr(ensemble, "train_candidates", observed)
-    model_cfg = ModelConfig(arch="lenet", norm="batch")
     train = TrainConfig(epochs=2, lr=0.05, batch_size=32)
     res = select_lr(model_cfg, val_ds, train, [0], tmp_path, grid=[0.005, 0.05, 0.5])
     assert sorted(lr for lr, _ in trained) == [0.005, 0.05, 0.5]
@@ -100,9 +109,13 @@ def test_recipe_selection_scores_validation_accuracy_of_the_trained_models(val_d
         val[lr] = _accuracy(model, val_ds.x_val, val_ds.y_val)
         test[lr] = _accuracy(model, val_ds.x_test, val_ds.y_test)
     for row in res["candidates"]:
-        assert row["val_acc"] == pytest.approx(val[row["lr"]], abs=1e-6), row["lr"]
+        lr = row["lr"]
+        assert row["epochs"] == 4 == len(per_epoch[lr])  # the cap (2 x 2 epochs), below the minimum epochs
+        assert row["val_acc"] == pytest.approx(val[lr], abs=1e-6), lr  # the stopping (last) epoch's model
+        assert row["curve"] == pytest.approx(per_epoch[lr], abs=1e-6), lr
+        assert row["score"] == pytest.approx(plateau_score(per_epoch[lr], 4), abs=1e-6), lr
     assert any(abs(val[lr] - test[lr]) > 1e-3 for lr in val)  # validation and test disagree somewhere
-    assert res["lr"] == pick(val, train.lr)
+    assert res["lr"] == pick({lr: plateau_score(c, 4) for lr, c in per_epoch.items()}, train.lr)
 
 
 def test_dp_sgd_hands_opacus_the_configured_clipping_norm(val_ds, monkeypatch):

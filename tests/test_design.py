@@ -23,8 +23,24 @@ IN_PROCESS = ("--workers", "1")
 TINY = {"name": "tiny", "data": {"dataset": "digits", "train_size": 120},
         "train": {"epochs": 1, "batch_size": 32},
         "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
-                 "outliers": [{"label_noise": 0.05}, {"ood": 0.05}]},
+                 "outliers": [{"label_noise": 0.05}, {"ood": 0.05}], "recipes": ["shared"]},
         "lenses": {"memorize": {}, "theory": {"steps": 5, "plot": False, "counterfactual_seeds": 2}}}
+
+
+def test_a_default_study_is_designed_on_fair_arms_where_the_lens_takes_a_recipe(tmp_path):
+    """With the default recipes (fair arms and the paper's protocol), claim 1 (memorize) is designed on the
+    fair-arms cells, claim 2 (gradnorms, which takes no recipe) on the paper's protocol's, as the report
+    decides them."""
+    from bnmem.design import _settings
+
+    grid = {k: v for k, v in TINY["grid"].items() if k != "recipes"}
+    study = load_study(_write(tmp_path, {**TINY, "grid": grid, "lenses": {"memorize": {}, "gradnorms": {}}}))
+    assert study.grid.recipes == ["per-norm", "shared"]
+    one = [c for _, cells in _settings(study, "1") for c in cells]
+    two = [c for _, cells in _settings(study, "2") for c in cells]
+    assert len(one) == len(two) == 4
+    assert {c.recipe for c in one} == {"per-norm"} and {c.recipe for c in two} == {"shared"}
+    assert [s.n for s in claim_design(study, "1").settings] == [2, 2]
 
 
 def _write(tmp_path: Path, doc: dict, name: str = "s.yaml") -> Path:

@@ -437,15 +437,19 @@ def test_the_printed_design_table_by_hand():
     assert [design.fmt_power(p) for p in (None, math.nan, math.inf, 0.456, 0.0)] == ["-", "-", "-", "0.46", "0.00"]
 
 
-def test_per_norm_recipe_cells_do_not_decide_and_do_not_hide_the_shared_ones(tmp_path):
-    """A grid comparing recipes lists each setting's per-norm cells before its shared ones when asked in that order:
-    only the shared cells decide (the paper's setting), every one of them still counted."""
+def test_fair_arms_cells_decide_and_the_papers_protocol_cells_do_not_hide_them(tmp_path):
+    """A grid comparing recipes lists each setting's shared cells before its per-norm ones when asked in that
+    order: only the fair-arms (per-norm) cells decide claim 1 (memorize takes a recipe), every one of them
+    counted; claim 4 (gamma-sigma takes none) is designed on the paper's protocol's cells."""
     doc = {**STUDY, "data": {**STUDY["data"], "val_fraction": 0.1},
-           "grid": {**STUDY["grid"], "recipes": ["per-norm", "shared"]}, "lenses": {"memorize": {}}}
+           "grid": {**STUDY["grid"], "recipes": ["shared", "per-norm"]}, "lenses": {"memorize": {}, "gamma-sigma": {}}}
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(doc))
-    d = design.claim_design(load_study(path), "1")
-    assert [s.n for s in d.settings] == [3, 3]  # flip and OOD, three shared replicates each
+    study = load_study(path)
+    assert {c.recipe for _, cells in design._settings(study, "1") for c in cells} == {"per-norm"}
+    assert {c.recipe for _, cells in design._settings(study, "4") for c in cells} == {"shared"}
+    d = design.claim_design(study, "1")
+    assert [s.n for s in d.settings] == [3, 3]  # flip and OOD, three fair-arms replicates each
     ep = PLANNING["1"][0]
     assert d.power == pytest.approx(power_above(3, ep.sd, ep.effect, 0.0, 0.025) ** 2, rel=1e-9)
 

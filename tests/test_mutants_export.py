@@ -342,7 +342,8 @@ def test_each_seed_plays_its_role_in_the_planned_jobs(tmp_path):
         k = int(j.id.split("/")[0][-1])
         assert j.config["data"]["seed"] == _seed(key, "data", k), j.id
         models = [_seed(key, "model", k, i, bound=2**22) for i in range(2)]
-        assert j.config["seeds"] == (models[:1] if j.lens == "lira" else models), j.id  # LiRA: the first seed
+        # LiRA and the fair-arms recipe selection: the first seed
+        assert j.config["seeds"] == (models[:1] if j.lens in ("lira", "recipe-selection") else models), j.id
         if j.lens == "lira":
             assert (j.config["keep_seed"], j.config["query_seed"]) == (_seed(key, "keep", k), _seed(key, "query", k))
         seen.add((j.lens, k))

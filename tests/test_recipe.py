@@ -64,6 +64,75 @@ def test_grid_and_pick_rule():
     assert recipe.pick({0.025: 0.95, 0.1: 0.95}, 0.05) == 0.025  # equal distance: the smaller
 
 
+def test_plateau_rule_stops_after_patience_epochs_without_an_improvement_of_min_delta():
+    d = 0.01
+    rising = [0.1 * e for e in range(1, 9)]  # improves every epoch up to 0.8 (epoch 8)
+    flat = [0.8] * 20
+    # best at epoch 8; epochs 9..13 do not improve: the 5th of them (epoch 13) stops, past the minimum of 10
+    assert recipe.plateau_stop(rising + flat, d, patience=5, min_epochs=10) == (13, recipe.STOP_PLATEAU)
+    # improvements smaller than min_delta over the best do not count
+    creep = rising + [0.802, 0.804, 0.806, 0.808, 0.809, 0.809]
+    assert recipe.plateau_stop(creep, d, patience=5, min_epochs=10) == (13, recipe.STOP_PLATEAU)
+    # ... but one of min_delta (one example of 100, as the split's accuracies round) resets the patience
+    bump = rising + [0.8, 81 / 100] + [81 / 100] * 10
+    assert recipe.plateau_stop(bump, d, patience=5, min_epochs=10) == (15, recipe.STOP_PLATEAU)
+    # no stop before the minimum: a flat start at chance (no-norm's slow start) is not a plateau
+    assert recipe.plateau_stop([0.1] * 30, d, patience=5, min_epochs=10) == (10, recipe.STOP_PLATEAU)
+    assert recipe.plateau_stop([0.1] * 6 + [0.2 + 0.05 * e for e in range(10)], d, patience=5,
+                               min_epochs=10) is None  # still improving when the curve ends: undecided
+    # the cap: a curve that keeps improving stops there
+    steady = [0.02 * e for e in range(1, 41)]
+    assert recipe.plateau_stop(steady, d, patience=5, min_epochs=10, cap=25) == (25, recipe.STOP_CAP)
+    # the declared defaults
+    assert recipe.plateau_stop(rising + flat, d) == (8 + recipe.PLATEAU_PATIENCE, recipe.STOP_PLATEAU)
+    assert recipe.cap_epochs(TrainConfig(epochs=20)) == 20 * recipe.PLATEAU_CAP_FACTOR
+    assert recipe.cap_epochs(TrainConfig(epochs=20), 30) == 30
+
+
+def test_selection_takes_the_best_plateau_score_with_the_declared_tie_rule(tmp_path, monkeypatch):
+    """On synthetic validation curves: each learning rate stops where the rule says, scores the mean of its
+    last SCORE_WINDOW epochs, and the best score wins; a tie goes to the rate closest to the shared one."""
+    ds = load_dataset(DataConfig(dataset="digits", train_size=200, val_fraction=0.5, seed=0))
+    n = ds.n_val
+    assert n == 100  # one example = 0.01 = min_delta
+    w = recipe.SCORE_WINDOW
+
+    def curves(model_cfg, ds_, train, lrs, seeds, cap, train_sets=None, method="auto"):
+        up = [min(0.9, 0.1 * e) for e in range(1, cap + 1)]       # plateau 0.9 from epoch 9: stops at 14
+        slow = [min(0.95, 0.05 * e) for e in range(1, cap + 1)]   # plateau 0.95 from epoch 19: stops at 24
+        fast = [0.9] * cap                                        # at 0.9 from epoch 1: stops at the minimum, 10
+        table = {0.0125: None, 0.025: fast, 0.05: up, 0.1: slow, 0.2: up}
+        return [[None if table[lr] is None else list(table[lr]) for _ in seeds] for lr in lrs]
+
+    monkeypatch.setattr(recipe, "candidate_curves", curves)
+    train = TrainConfig(lr=0.05, epochs=20)
+    got = recipe.select_lr(ModelConfig(arch="lenet", norm="none"), ds, train, [0], tmp_path)
+    rows = {c["lr"]: c for c in got["candidates"]}
+    assert (rows[0.05]["epochs"], rows[0.05]["stop"]) == (14, recipe.STOP_PLATEAU)
+    assert (rows[0.1]["epochs"], rows[0.1]["stop"]) == (24, recipe.STOP_PLATEAU)
+    assert (rows[0.025]["epochs"], rows[0.025]["stop"]) == (10, recipe.STOP_PLATEAU)
+    assert rows[0.0125]["diverged"] == 1 and rows[0.0125]["score"] == 0.0
+    assert rows[0.1]["score"] == pytest.approx(0.95) and rows[0.05]["score"] == pytest.approx(0.9)
+    assert (got["lr"], got["epochs"], got["stop"]) == (0.1, 24, recipe.STOP_PLATEAU)
+    assert recipe.train_for(train, {"mode": "per-norm", "per_norm": {"none": got}}, "none") == \
+        train.model_copy(update={"lr": 0.1, "epochs": 24})
+    # without the slow one: 0.025, 0.05 and 0.2 tie at 0.9; 0.05 is the shared rate itself
+    monkeypatch.setattr(recipe, "candidate_curves", lambda m, d, t, lrs, seeds, cap, *a, **k: [
+        c for lr, c in zip([0.0125, 0.025, 0.05, 0.1, 0.2], curves(m, d, t, [0.0125, 0.025, 0.05, 0.1, 0.2], seeds,
+                                                                   cap)) if lr in lrs])
+    tie = recipe.select_lr(ModelConfig(arch="lenet", norm="none"), ds, train, [0], tmp_path / "t",
+                           [0.0125, 0.025, 0.05, 0.2])
+    assert (tie["lr"], tie["epochs"]) == (0.05, 14)
+    tie = recipe.select_lr(ModelConfig(arch="lenet", norm="none"), ds, train, [0], tmp_path / "u", [0.025, 0.2])
+    assert tie["lr"] == 0.025  # 0.025 is closer to 0.05 than 0.2 is (log scale)
+    # a cap below the plateau: every candidate stops there
+    capped = recipe.select_lr(ModelConfig(arch="lenet", norm="none"), ds, train, [0], tmp_path / "c",
+                              max_epochs=12)
+    assert {(c["epochs"], c["stop"]) for c in capped["candidates"] if not c["diverged"]} == \
+        {(10, recipe.STOP_PLATEAU), (12, recipe.STOP_CAP)}
+    assert w == recipe.PLATEAU_PATIENCE
+
+
 def test_selection_picks_the_best_validation_accuracy_and_resumes(tmp_path):
     ds = load_dataset(DataConfig(dataset="digits", train_size=400, val_fraction=0.25, seed=0))
     train = TrainConfig(epochs=3, batch_size=32, lr=0.05)
@@ -71,14 +140,18 @@ def test_selection_picks_the_best_validation_accuracy_and_resumes(tmp_path):
     rec = recipe.select_recipes(["batch", "none"], "lenet", ds, train, [0], tmp_path, grid)
     for norm in ("batch", "none"):
         cands = {c["lr"]: c for c in rec["per_norm"][norm]["candidates"]}
-        assert cands[1e3]["diverged"] == 1 and cands[1e3]["val_acc"] == 0.0
-        best = max(c["val_acc"] for c in cands.values())
-        assert cands[rec["per_norm"][norm]["lr"]]["val_acc"] == best
-    assert rec["mode"] == "per-norm" and rec["n_val"] == 100
+        assert cands[1e3]["diverged"] == 1 and cands[1e3]["val_acc"] == 0.0 and cands[1e3]["score"] == 0.0
+        best = max(c["score"] for c in cands.values())
+        chosen = rec["per_norm"][norm]
+        assert cands[chosen["lr"]]["score"] == best
+        # the selected recipe's epochs are its candidate's stopping epoch, within the cap (2 x 3 epochs)
+        assert chosen["epochs"] == cands[chosen["lr"]]["epochs"] <= 6
+        assert len(cands[chosen["lr"]]["curve"]) == chosen["epochs"]
+    assert rec["mode"] == "per-norm" and rec["n_val"] == 100 and rec["rule"]["cap"] == 6
     again = recipe.select_recipes(["batch", "none"], "lenet", ds, train, [0], tmp_path, grid)
     assert again == rec
     per = recipe.train_for(train, rec, "none")
-    assert per.lr == rec["per_norm"]["none"]["lr"] and per.epochs == 3
+    assert per.lr == rec["per_norm"]["none"]["lr"] and per.epochs == rec["per_norm"]["none"]["epochs"]
     assert recipe.train_for(train, recipe.shared_record(train), "none") == train
 
 
@@ -210,3 +283,22 @@ def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
     from bnmem.shadow.recipe import norm_configs
 
     assert {s["norm"]: s["config"] for s in specs} == norm_configs(cfg, load_dataset(data), tmp_path)[0]
+
+
+def test_a_lens_spec_says_whether_it_takes_a_recipe_as_its_config_does():
+    """Fair-arms cells run the lenses whose spec takes a recipe: memorize and lira, as their configs say; a lens
+    whose spec and config disagree is refused when registered."""
+    import dataclasses
+
+    from bnmem.lenses import registry
+    from bnmem.lenses.spec import SPECS
+
+    takes = {name for name, spec in SPECS.items() if spec.takes_recipe}
+    assert takes == {"memorize", "lira"}
+    for name in SPECS:
+        assert registry.get(name).takes_recipe == ("recipe" in registry.get(name).config.model_fields), name
+    mem = registry.get("memorize")
+    wrong = dataclasses.replace(mem, spec=dataclasses.replace(mem.spec, name="memorize-wrong", takes_recipe=False))
+    with pytest.raises(BnmemError, match="takes_recipe"):
+        registry.register(wrong)
+    assert registry.loaded("memorize-wrong") is None

@@ -450,7 +450,7 @@ def test_report_of_a_real_study_run(tmp_path):
         "name: tiny\n"
         "data: {dataset: digits, train_size: 200}\n"
         "train: {epochs: 2, lr: 0.05}\n"
-        "grid: {norms: [batch, none], seeds: [0, 1], outliers: [{label_noise: 0.1}]}\n"
+        "grid: {norms: [batch, none], seeds: [0, 1], outliers: [{label_noise: 0.1}], recipes: [shared]}\n"
         "lenses:\n"
         "  memorize: {}\n"
         "  lira: {shadow_models: 4, seeds: [0]}\n"
@@ -513,8 +513,9 @@ def test_conditions_show_each_norms_recipe_and_accuracies(lens_dirs, tmp_path):
     rows = {r[1]: r for r in recipe_rows(rep.run)}
     assert set(rows) == {"batch", "none"}
     for norm, r in rows.items():
-        assert r[2] == "shared" and float(r[3]) == metrics["conditions"].get("lr", 0.05)
-        assert r[4] == f"{metrics[norm]['final']['train_acc']:.3f}" and r[6] == f"{metrics[norm]['final']['test_acc']:.3f}"
+        assert r[2] == "paper's protocol" and float(r[3]) == metrics["conditions"].get("lr", 0.05)
+        assert r[4] == str(metrics["conditions"]["epochs"])
+        assert r[5] == f"{metrics[norm]['final']['train_acc']:.3f}" and r[7] == f"{metrics[norm]['final']['test_acc']:.3f}"
     assert "Recipes and how well each norm trained" in rep.html.read_text(encoding="utf-8")
 
 

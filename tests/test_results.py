@@ -36,8 +36,9 @@ STUDY = {
     # level BN's had at one of its epochs (between two of its own epochs), so claim 1 (plan 5.0: matched
     # clean-training progress) is decided here, not "not run" as with 2 epochs of batch 32.
     "train": {"epochs": 3, "batch_size": 8},
+    # The paper's protocol alone: the tidy table's columns and recomputations, not the recipes (tests/test_study.py).
     "grid": {"norms": ["batch", "none"], "seeds": [0, 1], "replicates": 2,
-             "outliers": [{"label_noise": 0.1}, {}]},
+             "outliers": [{"label_noise": 0.1}, {}], "recipes": ["shared"]},
     "lenses": {"memorize": {}, "lira": {"shadow_models": 4}},
 }
 

@@ -64,7 +64,8 @@ def test_serialized_configs_keep_their_keys_in_order():
     from bnmem.lenses.mitigate import MitigateConfig
 
     assert list(LiraConfig().model_dump()) == [
-        "recipe", "lr_grid", "data", "arch", "norms", "seeds", "train", "shadow_models", "chunk_size", "views",
+        "recipe", "lr_grid", "max_epochs", "recipe_from", "data", "arch", "norms", "seeds", "train", "shadow_models",
+        "chunk_size", "views",
         "query_bn_mode", "query_batch_size", "keep_seed", "query_seed", "save_logits"]
     assert list(DefensesConfig().model_dump()) == [
         "data", "arch", "norms", "seeds", "train", "gs_lambda", "dp_norms", "dp_epsilons", "dp_max_grad_norm",

@@ -22,7 +22,9 @@ TINY = {
     # set), and lenses share (norm, seed) runs only when their data is the same.
     "data": {"dataset": "digits", "train_size": 200, "val_fraction": 0.1},
     "train": {"epochs": 2, "batch_size": 32},
-    "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}, {"ood": 0.05}]},
+    # The paper's protocol (one shared recipe) alone: the fair-arms default is tested on its own below.
+    "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}, {"ood": 0.05}],
+             "recipes": ["shared"]},
     "lenses": {
         "memorize": {},
         "gradnorms": {"at": [1, 2]},
@@ -200,8 +202,10 @@ def test_lens_epochs_shorthand_and_rmia_alone():
 # Paper-scale presets: per cell 5 lens jobs and 6 shared training runs (batch and none x 3 seeds), plus theory.
 # The demo: 3 outlier settings x 3 replicates, the shared recipe: theory + per outlier cell 5 lens jobs and one
 # shared-training job per norm (2); per clean cell gamma-sigma and lira (memorize, gradnorms, mitigate: clean: false).
-READY = {"demo": (9, 1 + 6 * (5 + 2) + 3 * 2), **{name: (12, 1 + 12 * (5 + 2))
-                                                  for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
+# Cells and jobs: the paper's protocol's cells (theory, per corrupted cell 5 lenses + 2 shared runs, per clean cell
+# gamma-sigma and lira), then fair arms' (per setting one recipe selection; memorize in corrupted cells, lira in all).
+READY = {"demo": (9 + 9, 1 + 6 * (5 + 2) + 3 * 2 + 3 + 6 + 9),
+         **{name: (12 + 12, 1 + 12 * (5 + 2) + 12 * (1 + 2)) for name in ("mnist", "fashion-mnist", "cifar10", "cifar100")}}
 LENSES_OF = {"defenses": {"defenses"},
              # the decisive study's follow-ups for the claims it could not power (issue 37)
              "decisive-claim2": {"memorize", "gradnorms"}, "decisive-claim6": {"mitigate", "lira"},
@@ -444,7 +448,7 @@ def test_replicates_and_recipes_expand_into_cells():
     assert by_id["digits-lenet-flip0.05-r1/lira"].config["seeds"] == [1000]
     assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config["keep_seed"] for k in (0, 1)] == [0, 1]
     per = sorted(j.lens for j in jobs if j.id.startswith("digits-lenet-flip0.05-pernorm-r0/"))
-    assert per == ["lira", "memorize"]
+    assert per == ["lira", "memorize", "recipe-selection"]  # the setting's one selection lives in replicate 0
     assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config["recipe"] == "per-norm"
     assert r0["recipe"] == "shared"
     index = index_doc(study, cells, jobs)
@@ -452,6 +456,69 @@ def test_replicates_and_recipes_expand_into_cells():
     assert "recipe" not in index["cells"][0]
     # index.json (and summary.md's cell table) lists the model seeds each replicate trained with
     assert [c["seeds"] for c in index["cells"]] == [r0["seeds"], r1["seeds"], [0], [1000]] == [[0], [1000]] * 2
+
+
+def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
+    """A study that names no recipe runs fair arms (per-norm) beside the paper's protocol (shared), carving a
+    validation split; one selection per setting (replicate 0's cell, `_recipe`) serves every replicate's
+    memorize and lira, which train each norm with its selected learning rate and epochs; study.json records
+    the selections; the paper's protocol cells train the shared recipe."""
+    doc = {"name": "fair", "data": {"dataset": "digits", "train_size": 160},
+           "train": {"epochs": 2, "batch_size": 32},
+           "grid": {"norms": ["batch", "none"], "seeds": [0], "outliers": [{"label_noise": 0.05}], "replicates": 2,
+                    "lr_grid": [0.02, 0.2], "max_epochs": 3},
+           "lenses": {"memorize": {}, "lira": {"shadow_models": 4}}}
+    study = Study.model_validate(doc)
+    assert study.grid.recipes == ["per-norm", "shared"] and study.data.val_fraction == 0.1
+    cells, jobs = plan(study)
+    selections = [j for j in jobs if j.lens == "recipe-selection"]
+    assert [j.folder for j in selections] == ["digits-lenet-flip0.05-pernorm-r0/_recipe"]
+    by_id = {j.id: j for j in jobs}
+    for r in (0, 1):
+        for lens in ("memorize", "lira"):
+            job = by_id[f"digits-lenet-flip0.05-pernorm-r{r}/{lens}"]
+            assert job.after == (selections[0].id,)
+            assert job.config["recipe_from"] == "../../digits-lenet-flip0.05-pernorm-r0/_recipe"
+        assert by_id[f"digits-lenet-flip0.05-r{r}/memorize"].config["recipe"] == "shared"
+    out = tmp_path / "run"
+    result = run_study(study, out, progress=False)
+    assert all(j["status"] == "done" for j in result.jobs)
+    sel = io.read_json(out / "digits-lenet-flip0.05-pernorm-r0/_recipe/recipe.json")
+    assert sel["grid"] == [0.02, 0.2] and sel["rule"]["cap"] == 3 and sel["seeds"] == [0]
+    recorded = io.read_json(out / "study.json")["selected_recipes"]["digits-lenet-flip0.05-pernorm-r0/_recipe"]
+    for norm in ("batch", "none"):
+        chosen = sel["per_norm"][norm]
+        assert chosen["epochs"] == 3 and chosen["stop"] == "cap"  # the cap (3) is below the minimum epochs
+        assert recorded["per_norm"][norm]["lr"] == chosen["lr"] and recorded["per_norm"][norm]["epochs"] == 3
+        assert set(recorded["per_norm"][norm]["grid"]) == {"0.02", "0.2"}
+        for r in (0, 1):
+            mem = io.read_json(out / f"digits-lenet-flip0.05-pernorm-r{r}/memorize/metrics.json")
+            assert mem[norm]["recipe"] == {"lr": chosen["lr"], "epochs": 3, "mode": "per-norm", "stop": "cap"}
+            assert len(mem[norm]["per_seed"][str(1000 * r)]["noisy_acc"]) == 3  # trained the selected epochs
+            lira = io.read_json(out / f"digits-lenet-flip0.05-pernorm-r{r}/lira/metrics.json")["conditions"]
+            assert lira["lr_per_norm"][norm] == chosen["lr"] and lira["epochs_per_norm"][norm] == 3
+            assert lira["recipe_selection"]["per_norm"] == sel["per_norm"]
+            for lens in ("memorize", "lira"):  # no selection of their own
+                own = out / f"digits-lenet-flip0.05-pernorm-r{r}" / lens
+                assert not [*own.rglob("recipe.json"), *own.rglob("candidates.json")]
+            # the paper's protocol: the shared recipe, for every norm
+            shared = io.read_json(out / f"digits-lenet-flip0.05-r{r}/memorize/metrics.json")
+            assert shared[norm]["recipe"] == {"lr": 0.05, "epochs": 2, "mode": "shared"}
+    before = (out / "study.json").read_bytes()
+    again = run_study(study, out, progress=False)  # resumes: the recorded selections do not block it
+    assert all(j["status"] == "skipped" for j in again.jobs) and (out / "study.json").read_bytes() == before
+    from bnmem.report.html import selection_rows
+    from bnmem.report.rundata import load_run
+
+    rows = selection_rows(load_run(out))
+    assert {(r[1], r[2], r[3], r[4]) for r in rows} == {
+        (n, f"{sel['per_norm'][n]['lr']:g}", "3", "cap") for n in ("batch", "none")}
+
+
+def test_a_study_lens_may_not_select_its_own_recipe():
+    doc = {**TINY, "grid": {**TINY["grid"], "recipes": ["per-norm"]}, "lenses": {"memorize": {"lr_grid": [0.1]}}}
+    with pytest.raises(BnmemError, match="grid.lr_grid"):
+        plan(Study.model_validate(doc))
 
 
 @pytest.mark.parametrize("off", ["lira", "rmia"])

@@ -245,13 +245,17 @@ def test_study_graph_edges():
     for lens in ("memorize", "gradnorms"):
         assert set(tasks[f"{cell}/{lens}"].after) == set(shared), lens
     assert tasks[f"{cell}/gamma-sigma"].after == (f"{cell}/_shared/batch",)  # BN only
-    assert tasks[f"{per}/memorize"].after == ()  # a per-norm cell shares no run
+    # a per-norm cell shares no run; it reads its setting's recipe selection (memorize, lira's first phase)
+    selection = f"{per}/_recipe"
+    assert tasks[f"{per}/memorize"].after == (selection,)
+    assert tasks[phase_task_id(f"{per}/lira", "recipe")].after == (selection,)
+    assert tasks[selection].deps == tasks[selection].after == () and tasks[selection].cost > 0
     for c in (cell, per):
         recipe, train, query = (phase_task_id(f"{c}/lira", p) for p in ("recipe", "train", "query"))
         assert tasks[train].deps == (recipe,) and tasks[query].deps == (train,)
         assert tasks[f"{c}/lira"].after == (query,)
-    # only a per-norm cell selects a recipe: only its recipe task carries a cost
-    assert tasks[phase_task_id(f"{per}/lira", "recipe")].cost > 0
+    # the study's selection job selects: no lira recipe task carries a cost of its own
+    assert tasks[phase_task_id(f"{per}/lira", "recipe")].cost == 0
     assert tasks[phase_task_id(f"{cell}/lira", "recipe")].cost == 0
 
 

@@ -501,23 +501,31 @@ def test_report_prints_plan_version_agreement_and_previous_verdicts():
     assert rows["7"]["status"] == NOT_RUN
 
 
-def test_per_norm_recipe_is_a_robustness_variant_never_deciding():
-    """Cells run with a per-norm recipe form their own setting: shown in the panel, never deciding."""
-    shared = lira_run([np.full(32, v) for v in (0.050, 0.051, 0.052)]).cells
-    per_norm = lira_run([np.full(32, v) for v in (-0.03, -0.031, -0.032)]).cells
-    for c in per_norm:
-        c.conditions["recipe"] = "per-norm"
-        c.id = c.id.replace("noise", "noise-per-norm")
-    claim = claim_lira(make_run(shared + per_norm), clean=False)
+def test_fair_arms_decide_and_the_papers_protocol_is_a_named_robustness_variant():
+    """Cells of each recipe form their own setting. Where fair arms (per-norm) ran they decide; the paper's
+    protocol (shared) is shown in the panel as "recipe paper's protocol", never deciding. Without fair arms the
+    paper's protocol decides."""
     from bnmem.report.claims import mark_variants
 
-    mark_variants(claim)
-    assert claim.status == REPRODUCED  # the shared recipe decides
+    def both():
+        shared = lira_run([np.full(32, v) for v in (0.050, 0.051, 0.052)]).cells
+        per_norm = lira_run([np.full(32, v) for v in (-0.03, -0.031, -0.032)]).cells
+        for c in per_norm:
+            c.conditions["recipe"] = "per-norm"
+            c.id = c.id.replace("noise", "noise-per-norm")
+        return shared, per_norm
+
+    shared, per_norm = both()
+    claim = mark_variants(claim_lira(make_run(shared + per_norm), clean=False))
+    assert claim.status == CONTRADICTED  # fair arms decide
     panel = {claim.label(a): a.status for a in claim.robustness()}
-    assert panel["recipe per-norm"] == CONTRADICTED
-    # plan (= online LiRA), offline LiRA, RMIA have the same numbers: one analysis; the per-norm recipe disagrees
+    assert panel["recipe paper's protocol"] == REPRODUCED
+    # plan (= online LiRA), offline LiRA, RMIA have the same numbers: one analysis; the paper's protocol disagrees
     assert claim.agreement() == (1, 2) and claim.agreement_text().startswith("1 of 2 analyses agree on direction")
     assert any(" = " in a.name for a in claim.robustness())
+    shared, _ = both()
+    alone = mark_variants(claim_lira(make_run(shared), clean=False))
+    assert alone.status == REPRODUCED and not any("recipe" in claim.label(a) for a in alone.robustness())
 
 
 def test_identity_only_query_view_is_an_alternative():

@@ -1,10 +1,11 @@
 """``bnmem design STUDY.yaml``: per claim, the power of a study's design, the replicates 80% power needs, the
 study's estimated cost, and the smallest design that gives every claim 80% power.
 
-A claim's deciding settings in a study are its shared-recipe cells grouped over replicates (the report's
-settings), restricted as the claim's module declares (:attr:`bnmem.analysis_plan.ClaimPlan.design`):
-corrupted settings (claims 1, 2, 3a, 6, 7), clean ones (3b), every one (4), the toy model once per study (5b,
-its seeds the unit). Each setting's spread is
+A claim's deciding settings in a study are its cells of the deciding recipe (fair arms, the default, where the
+claim's lens takes a recipe; else the paper's protocol) grouped over replicates (the report's settings),
+restricted as the claim's module declares (:attr:`bnmem.analysis_plan.ClaimPlan.design`): corrupted settings
+(claims 1, 2, 3a, 6, 7), clean ones (3b), every one (4), the toy model once per study (5b, its seeds the unit).
+Each setting's spread is
 the pilot run's (``--pilot``: the same setting's SD when the pilot measured it, else the largest SD the pilot
 observed for the claim, said so; plan 5.0: the one-sided 80% upper confidence bound on it,
 :data:`bnmem.analysis_plan.PILOT_SD_BOUND`, since an SD from a few units is uncertain by a large factor) or the
@@ -23,9 +24,11 @@ from typing import Any
 
 from bnmem import analysis_plan as ap
 from bnmem.errors import BnmemError
-from bnmem.names import STUDY_FILE
+from bnmem.names import PAPER_PROTOCOL, STUDY_FILE
 from bnmem.power import sd_upper_bound
+from bnmem.report.claims.shared import deciding_recipe
 from bnmem.report.power import SettingDesign, design_power, unit_of, units_for
+from bnmem.study.recipes import SELECTED_RECIPES_KEY
 from bnmem.study.run import Cell, expand_grid, runs_in
 
 @dataclass
@@ -55,11 +58,18 @@ def bn_layers(arch: str, dataset: str) -> int:
 
 
 def _settings(study: Any, cid: str) -> list[tuple[str, list[Cell]]]:
-    """(label, replicate cells) of each deciding setting of claim ``cid`` in the study."""
+    """(label, replicate cells) of each deciding setting of claim ``cid`` in the study: those of the deciding
+    recipe (fair arms where the claim's lens takes a recipe and the study runs them, else the paper's
+    protocol: :func:`bnmem.report.claims.shared.deciding_recipe`, as the report decides)."""
+    from bnmem.lenses.spec import find
+
     which = ap.PLAN[cid].design.settings  # the claim module's declaration
+    spec = find(ap.PLAN[cid].lens)
+    takes = spec is not None and spec.takes_recipe
+    recipe = deciding_recipe(r for r in study.grid.recipes if takes or r == PAPER_PROTOCOL)
     groups: dict[str, list[Cell]] = {}
     for c in expand_grid(study):
-        if c.recipe != "shared":
+        if c.recipe != recipe:
             continue
         clean = c.outliers.label_noise == 0 and c.outliers.ood == 0
         if (which == ap.CLEAN and not clean) or (which == ap.CORRUPTED and clean):
@@ -232,5 +242,5 @@ def pilot_study(run_dir: str | Path) -> Any:
         doc = io.read_json(Path(run_dir) / STUDY_FILE)
     except (OSError, ValueError):
         raise BnmemError(f"{run_dir} has no readable {STUDY_FILE}: give a run directory of `bnmem run`") from None
-    doc = {k: v for k, v in doc.items() if k not in (ap.RECORD_KEY, ap.CONFIRMATORY_KEY)}
+    doc = {k: v for k, v in doc.items() if k not in (ap.RECORD_KEY, ap.CONFIRMATORY_KEY, SELECTED_RECIPES_KEY)}
     return Study.model_validate(doc)

@@ -42,6 +42,21 @@ BATCH_NORM = "batch"  # what the study measures
 NO_NORM = "none"  # its baseline
 NORMS: tuple[str, ...] = (BATCH_NORM, NO_NORM, "group", "layer")
 
+# Training recipes (bnmem.train.recipe declares how the per-norm ones are selected). Fair arms, the default of
+# studies: each norm's learning rate and epochs selected on the validation split. The paper's protocol, a named
+# secondary analysis: one shared recipe, the same epochs, for every norm.
+FAIR_ARMS = "per-norm"
+PAPER_PROTOCOL = "shared"
+RECIPES: tuple[str, ...] = (FAIR_ARMS, PAPER_PROTOCOL)
+RECIPE_LABELS: dict[str, str] = {FAIR_ARMS: "fair arms (each norm's learning rate and epochs selected on validation)",
+                                 PAPER_PROTOCOL: "paper's protocol (one shared recipe, same epochs)"}
+# A study's recipes unless it names them: fair arms decide; the paper's protocol runs beside them (and is the
+# only recipe of the lenses that take none).
+DEFAULT_RECIPES: tuple[str, ...] = (FAIR_ARMS, PAPER_PROTOCOL)
+# The validation split a study with fair arms carves when data.val_fraction is not set (as the mitigate lens
+# carves for its λ selection): 10% of the training pool, the usual hold-out share.
+FAIR_ARMS_VAL_FRACTION = 0.1
+
 # Built-in lenses, in the order a study runs them (cheap first; membership inference last),
 # each with the module that registers it (bnmem.lenses.registry imports it on first use).
 MEMORIZE = "memorize"

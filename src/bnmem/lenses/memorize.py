@@ -19,7 +19,7 @@ from bnmem.names import MEMORIZE
 from bnmem.lenses.conditions import conditions
 from bnmem.lenses.runs import PendingRun, train_fresh_together, train_run, train_runs
 from bnmem.rundir import prepare_run_dir
-from bnmem.train.recipe import RecipeOptions, select_recipes, shared_record, train_for
+from bnmem.train.recipe import RecipeOptions, read_selection, select_recipes, shared_record, train_for
 
 FIT_LEVELS = (0.5, 0.9)
 # Per-epoch values recorded besides CURVES, summarized at the last epoch.
@@ -66,8 +66,10 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
     ds = load_dataset(cfg.data)
     per_norm = cfg.recipe == "per-norm"
-    selection = (select_recipes(cfg.norms, cfg.arch, ds, cfg.train, cfg.seeds, out / "recipe", cfg.lr_grid)
-                 if per_norm else shared_record(cfg.train))
+    selection = (shared_record(cfg.train) if not per_norm
+                 else read_selection(out / cfg.recipe_from, cfg.norms) if cfg.recipe_from
+                 else select_recipes(cfg.norms, cfg.arch, ds, cfg.train, cfg.seeds, out / "recipe", cfg.lr_grid,
+                                     max_epochs=cfg.max_epochs))
     if per_norm:
         # Each norm's selected learning rate, trained with per-epoch measurement (the selection trained the
         # candidates together without it); the runs live under recipe/ next to the selection's record. A norm's
@@ -75,7 +77,7 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
         runs = {}
         for norm in cfg.norms:
             train = train_for(cfg.train, selection, norm)
-            pending = [PendingRun(seed, train, out / "recipe" / norm / f"lr{train.lr:g}" / f"seed{seed}")
+            pending = [PendingRun(seed, train, out / "recipe" / norm / f"lr{train.lr:g}-e{train.epochs}" / f"seed{seed}")
                        for seed in cfg.seeds]
             train_fresh_together(cfg.model(norm), ds, pending, progress=f"{norm} lr {train.lr:g}" if progress else False)
             runs[norm] = {r.seed: train_run(cfg.model(norm), ds, train, r.seed, r.job,
@@ -83,13 +85,17 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
                           for r in pending}
     else:
         runs = train_runs(cfg, ds, out, progress=progress)
-    metrics = {norm: summarize_runs(runs[norm], cfg.train.epochs) for norm in cfg.norms}
+    metrics = {norm: summarize_runs(runs[norm], train_for(cfg.train, selection, norm).epochs) for norm in cfg.norms}
     for norm in cfg.norms:
-        metrics[norm]["recipe"] = {"lr": train_for(cfg.train, selection, norm).lr, "mode": cfg.recipe}
+        own = train_for(cfg.train, selection, norm)
+        metrics[norm]["recipe"] = {"lr": own.lr, "epochs": own.epochs, "mode": cfg.recipe,
+                                   **({"stop": selection["per_norm"][norm].get("stop")} if per_norm else {})}
     # One key per norm (as documented), plus the conditions of every number.
     result = LENS.stamp({
         **metrics,
-        "conditions": {**conditions(cfg), "bn_mode_at_query": "eval", "epochs": cfg.train.epochs,
+        "conditions": {**conditions(cfg), "bn_mode_at_query": "eval",
+                       "epochs": (cfg.train.epochs if not per_norm
+                                  else {n: train_for(cfg.train, selection, n).epochs for n in cfg.norms}),
                        "recipe": cfg.recipe, "recipe_selection": selection, "augment": cfg.train.augment,
                        "n_val": ds.n_val, "train_acc": "accuracy on every training example against its "
                        "training label (train-IN), last epoch; val_acc on the held-out validation split"},

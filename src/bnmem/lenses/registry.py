@@ -151,6 +151,9 @@ def register(lens: Lens, *, replace: bool = False) -> Lens:
         if owner is not None and not module.startswith(owner):
             raise BnmemError(f"lens name {lens.name!r} belongs to the built-in lens in {owner}; "
                              "choose another name (or pass replace=True)")
+    if lens.spec.takes_recipe != ("recipe" in lens.config.model_fields):
+        raise BnmemError(f"lens {lens.name!r}: its spec's takes_recipe ({lens.spec.takes_recipe}) disagrees with "
+                         "its config (a recipe field there or not)")
     _REGISTRY[lens.name] = lens
     specs.add(lens.spec)
     return lens

@@ -62,6 +62,9 @@ class LensSpec:
             chunks); on a cluster a study runs such a lens without a cell plan in the driver.
         phases: names of the tasks of its cell plan (the runtime ``plan``), which a study
             runs for every cell before calling ``run`` (which then finds that work finished).
+        takes_recipe: its config mixes in the recipe options (:class:`bnmem.train.recipe.RecipeOptions`):
+            under fair arms it trains each norm's selected recipe; a study runs it in its per-norm cells
+            (registering checks the config agrees).
     """
 
     name: str
@@ -80,6 +83,7 @@ class LensSpec:
     bn_only: bool = False
     uses_executor: bool = False
     phases: tuple[str, ...] = ()
+    takes_recipe: bool = False
 
     @property
     def module(self) -> str | None:
@@ -94,7 +98,7 @@ _VIEWS = "bnmem.report.views"
 # The built-in lenses, in the order a study runs them (names.BUILTIN_LENSES).
 SPECS: dict[str, LensSpec] = {s.name: s for s in (
     LensSpec(MEMORIZE, figure="memorization.png", title="Forced memorization", view=f"{_VIEWS}:MEMORIZE",
-             trains_runs=True),
+             trains_runs=True, takes_recipe=True),
     LensSpec(GAMMA_SIGMA, aliases=("gamma_sigma",), results="gamma_sigma.json", figure="gamma_sigma.png",
              title="BN |γ|/σ per layer", view=f"{_VIEWS}:GAMMA_SIGMA", trains_runs=True, bn_only=True),
     LensSpec(GRADNORMS, figure="gradnorms.png", title="Per-sample gradient norms", view=f"{_VIEWS}:GRADNORMS",
@@ -104,7 +108,7 @@ SPECS: dict[str, LensSpec] = {s.name: s for s in (
     # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
     LensSpec(LIRA, aliases=("rmia",), schema_version=2, figure="roc.png", title="Membership inference (LiRA, RMIA)",
              view=f"{_VIEWS}:LIRA", one_seed=True, stage=2, uses_executor=True,
-             phases=("recipe", "train", "query")),
+             phases=("recipe", "train", "query"), takes_recipe=True),
     LensSpec(DEFENSES, figure="frontier.png", title="What to use instead of BN: the privacy–utility frontier",
              one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary",
              tidy=False),

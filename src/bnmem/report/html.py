@@ -18,13 +18,13 @@ from bnmem.analysis_plan import (
     CHANGELOG, CHECK_FAILED, CHECK_PASSED, CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PLAN,
     PLAN_VERSION, POWER_TARGET, PREVIOUS_VERSION, REPRODUCED, SMALLER, STATUSES, plan_sha256,
 )
-from bnmem.names import GRADNORMS, LIRA, MEMORIZE
+from bnmem.names import FAIR_ARMS, GRADNORMS, LIRA, MEMORIZE, PAPER_PROTOCOL
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
 from bnmem.report import results as report_results  # its SHOWN_REPLICATES, read at call time
 from bnmem.report.results import fmt, shown
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
-from bnmem.report.tables import Table
+from bnmem.report.tables import Table, epochs_text
 from bnmem.report.views import LensView, outputs, sections
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -373,8 +373,8 @@ def conditions_block(run: RunData) -> str:
 
 
 def recipe_rows(run: RunData) -> list[list[str]]:
-    """Per cell and norm: the recipe (shared or per-norm) and learning rate, train-IN, validation and test
-    accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
+    """Per cell and norm: the recipe (fair arms or the paper's protocol), learning rate and epochs, train-IN,
+    validation and test accuracy at the last epoch, mean over seeds (from the memorize lens, which records them)."""
     rows = []
     for cell, lens in run.lenses(MEMORIZE):
         for norm in lens.conditions.get("norms") or []:
@@ -382,26 +382,71 @@ def recipe_rows(run: RunData) -> list[list[str]]:
             if rec is None:
                 continue
             final, recipe = rec.get("final") or {}, rec.get("recipe") or {}
-            lr = recipe.get("lr", (lens.config or {}).get("train", {}).get("lr"))
-            rows.append([cell.id, norm, str(recipe.get("mode", lens.conditions.get("recipe", "shared"))),
-                         "—" if lr is None else f"{lr:g}", fmt(final.get("train_acc")), fmt(final.get("val_acc")),
+            train = (lens.config or {}).get("train", {})
+            lr, epochs = recipe.get("lr", train.get("lr")), recipe.get("epochs", train.get("epochs"))
+            mode = str(recipe.get("mode", lens.conditions.get("recipe", PAPER_PROTOCOL)))
+            rows.append([cell.id, norm, RECIPE_SHORT.get(mode, mode), "—" if lr is None else f"{lr:g}",
+                         _join(epochs), fmt(final.get("train_acc")), fmt(final.get("val_acc")),
                          fmt(final.get("test_acc"))])
     return rows
 
 
+# Short names of the recipes in tables (bnmem.names.RECIPE_LABELS has the long ones).
+RECIPE_SHORT = {FAIR_ARMS: "fair arms", PAPER_PROTOCOL: "paper's protocol"}
+
+
+def selection_rows(run: RunData) -> list[list[str]]:
+    """Per recipe selection (one per setting in a study) and norm: the selected learning rate and epochs, why
+    training stopped, and every candidate's score / stopping epoch; the cells that trained with it."""
+    found: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for kind in (MEMORIZE, LIRA):
+        for cell, lens in run.lenses(kind):
+            sel = lens.conditions.get("recipe_selection") or {}
+            if sel.get("mode") != FAIR_ARMS or not isinstance(sel.get("per_norm"), dict):
+                continue
+            key = json.dumps(sel["per_norm"], sort_keys=True)
+            entry = found.setdefault(key, (sel, []))
+            if cell.id not in entry[1]:
+                entry[1].append(cell.id)
+    rows = []
+    for sel, cells in found.values():
+        where = cells[0] if len(cells) == 1 else f"{cells[0]} (+{len(cells) - 1} cells)"
+        for norm, s in sel["per_norm"].items():
+            grid = " · ".join(f"{c['lr']:g}: {fmt(c.get('score', c.get('val_acc')))} @ {c.get('epochs', '?')}"
+                              + (" (diverged)" if c.get("diverged") else "")
+                              for c in s.get("candidates") or [])
+            rows.append([where, norm, f"{s['lr']:g}", str(s.get("epochs", "—")), str(s.get("stop", "—")),
+                         fmt(s.get("score", s.get("val_acc"))), grid])
+    return rows
+
+
 def recipes_table(run: RunData) -> str:
-    """The training recipe each norm ran with and how well it trained (the fairness check of the comparison)."""
-    rows = recipe_rows(run)
-    if not rows:
-        return ""
-    head = "".join(f"<th>{h}</th>" for h in ("cell", "norm", "recipe", "lr", "train-IN acc", "validation acc",
-                                             "test acc"))
-    body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
-    return ('<h3>Recipes and how well each norm trained</h3><p class="caption">Per cell and norm (memorize lens, '
-            "last epoch, mean over seeds): the recipe (shared: the paper's one recipe for every norm; per-norm: "
-            "the learning rate selected on the validation split), train-IN accuracy (every training example "
-            "against its training label), validation and clean test accuracy.</p>"
-            f'<table class="cond"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+    """The training recipe each norm ran with and how well it trained (the fairness check of the comparison),
+    and how each fair-arms recipe was selected."""
+    rows, selected = recipe_rows(run), selection_rows(run)
+    out = []
+    if selected:
+        head = "".join(f"<th>{h}</th>" for h in ("selected in", "norm", "lr", "epochs", "stopped", "score",
+                                                 "grid: lr: score @ stopping epoch"))
+        body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in selected)
+        out.append('<h3>Selected recipes (fair arms)</h3><p class="caption">Each norm\'s learning rate and epochs, '
+                   "selected on the clean validation split (bnmem.train.recipe): every candidate learning rate "
+                   "trains until its validation accuracy plateaus (no gain of one validation example for "
+                   "PLATEAU_PATIENCE epochs, at least PLATEAU_MIN_EPOCHS, at most the cap: 'plateau' or 'cap'); "
+                   "its score is the mean validation accuracy over its last epochs up to the stop; the best "
+                   "score's rate and stopping epoch are the norm's recipe, and the model used is the last "
+                   "epoch's. In a study one selection (replicate 0's data) serves every replicate of the setting."
+                   f'</p><table class="cond"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+    if rows:
+        head = "".join(f"<th>{h}</th>" for h in ("cell", "norm", "recipe", "lr", "epochs", "train-IN acc",
+                                                 "validation acc", "test acc"))
+        body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
+        out.append('<h3>Recipes and how well each norm trained</h3><p class="caption">Per cell and norm (memorize '
+                   "lens, last epoch, mean over seeds): the recipe (fair arms: each norm's selected learning rate "
+                   "and epochs, above; paper's protocol: the paper's one recipe and epochs for every norm), "
+                   "train-IN accuracy (every training example against its training label), validation and clean "
+                   f'test accuracy.</p><table class="cond"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+    return "".join(out)
 
 
 def _join(v: Any) -> str:
@@ -416,7 +461,7 @@ def measurement_definitions(run: RunData) -> list[tuple[str, str]]:
     mem = run.lenses(MEMORIZE)
     if mem:
         modes = sorted({str(lens.conditions.get("bn_mode_at_query", "eval")) for _, lens in mem})
-        epochs = sorted({str(lens.conditions.get("epochs", "?")) for _, lens in mem})
+        epochs = sorted({epochs_text(lens.conditions.get("epochs")) for _, lens in mem})
         out.append(("memorization", f"accuracies measured with BN in {'/'.join(modes)} mode (running statistics) "
                                     f"after every epoch; {'/'.join(epochs)} epochs"))
     gn = run.lenses(GRADNORMS)

@@ -50,7 +50,7 @@ def memorization_table(cell: CellOutput, lens: LensOutput) -> Table:
                      fmt(fin.get("clean_acc")), fmt(fin.get("test_acc")),
                      str((fit.get("50pct") or {}).get("mean_curve") or "—"),
                      str((fit.get("90pct") or {}).get("mean_curve") or "—")])
-    epochs = lens.conditions.get("epochs")
+    epochs = epochs_text(lens.conditions.get("epochs"))
     return Table(
         f"Memorization — {cell.describe()}",
         ["norm", "seeds", "noisy acc", "OOD acc", "clean train acc", "test acc", "noisy 50% @ epoch",
@@ -59,6 +59,13 @@ def memorization_table(cell: CellOutput, lens: LensOutput) -> Table:
         f"final-epoch accuracies (epoch {epochs}), means over seeds; noisy acc is against the flipped label "
         "(memorization); fit epochs from the mean curve ('—': never reached)",
     )
+
+
+def epochs_text(epochs: Any) -> str:
+    """A lens's epochs: one number (the paper's protocol), or each norm's (fair arms: 'batch 10, none 19')."""
+    if isinstance(epochs, dict):
+        return ", ".join(f"{n} {e}" for n, e in epochs.items())
+    return "?" if epochs is None else str(epochs)
 
 
 def gradnorms_table(cell: CellOutput, lens: LensOutput) -> Table:

@@ -113,7 +113,9 @@ class ShadowPlan:
         }
         tasks, prev = [], None
         for phase in PHASES:
-            share = PHASE_SHARE[phase] if phase != "recipe" or self.cfg.recipe == "per-norm" else 0.0
+            # only a per-norm cell that selects its own recipe (not a study's per-setting selection) pays for one
+            selects = self.cfg.recipe == "per-norm" and not self.cfg.recipe_from
+            share = PHASE_SHARE[phase] if phase != "recipe" or selects else 0.0
             fn, specs = listings[phase]
             tid = phase_task_id(job_id, phase)
             tasks.append(Task(tid, fn, specs, deps=(prev,) if prev else (), cost=share * cost))

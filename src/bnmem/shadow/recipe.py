@@ -11,7 +11,9 @@ from bnmem import io
 from bnmem.data import OutlierDataset
 from bnmem.shadow.config import RECIPE_SELECTION_MODELS, ShadowConfig
 from bnmem.shadow.training import shadow_keep
-from bnmem.train.recipe import CRITERION, RECIPE_FILE, lr_grid, select_recipes, shared_record, train_for
+from bnmem.errors import BnmemError
+from bnmem.train.recipe import (CRITERION, RECIPE_FILE, cap_epochs, lr_grid, plateau_rule, read_selection,
+                                 select_recipes, shared_record, train_for)
 
 
 def _selection_models(cfg: ShadowConfig) -> range:
@@ -25,7 +27,8 @@ def _trained_on(models: range) -> str:
 
 def _per_norm(cfg: ShadowConfig, selection: dict[str, Any]) -> dict[str, ShadowConfig]:
     """Each norm's copy of ``cfg`` carrying its selected recipe with ``recipe: shared``, so its jobs train exactly it."""
-    return {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared"})
+    return {n: cfg.model_copy(update={"train": train_for(cfg.train, selection, n), "recipe": "shared",
+                                      "recipe_from": None})
             for n in cfg.norms}
 
 
@@ -40,11 +43,14 @@ def norm_configs(cfg: ShadowConfig, ds: OutlierDataset, out: Path) -> tuple[dict
     """
     if cfg.recipe != "per-norm":
         return {n: cfg for n in cfg.norms}, shared_record(cfg.train)
+    if cfg.recipe_from:
+        selection = read_selection(Path(out) / cfg.recipe_from, cfg.norms)
+        return _per_norm(cfg, selection), selection
     models = _selection_models(cfg)
     keep = shadow_keep(cfg, ds.n_train)
     selection = select_recipes(cfg.norms, cfg.arch, ds, cfg.train, [cfg.model_seed(m) for m in models],
                                Path(out) / "recipe", cfg.lr_grid, [np.flatnonzero(keep[m]) for m in models],
-                               _trained_on(models))
+                               _trained_on(models), max_epochs=cfg.max_epochs)
     return _per_norm(cfg, selection), selection
 
 
@@ -60,12 +66,18 @@ def selected_configs(cfg: ShadowConfig, out: Path) -> dict[str, ShadowConfig] | 
     """
     if cfg.recipe != "per-norm":
         return {n: cfg for n in cfg.norms}
+    if cfg.recipe_from:  # a study's per-setting selection: there once its job has run
+        try:
+            return _per_norm(cfg, read_selection(Path(out) / cfg.recipe_from, cfg.norms))
+        except BnmemError:
+            return None
     cached = Path(out) / "recipe" / RECIPE_FILE
     saved = io.read_json(cached) if cached.exists() else None
     if not isinstance(saved, dict) or not set(saved.get("per_norm") or {}) >= set(cfg.norms):
         return None
     models = _selection_models(cfg)
     expected = {"mode": "per-norm", "grid": lr_grid(cfg.train, cfg.lr_grid), "criterion": CRITERION,
+                "rule": {**plateau_rule(saved.get("n_val"), cap_epochs(cfg.train, cfg.max_epochs))},
                 "seeds": [int(cfg.model_seed(m)) for m in models], "shared": cfg.train.model_dump(mode="json"),
                 "trained_on": _trained_on(models)}
     if any(saved.get(k) != v for k, v in expected.items()):

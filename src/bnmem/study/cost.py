@@ -26,6 +26,7 @@ from bnmem import io
 from bnmem.analysis_plan import MATCHED_FIT_OPTION
 from bnmem.study.dryrun import human_seconds, n_train
 from bnmem.study.run import Job
+from bnmem.study.recipes import SELECTION
 from bnmem.study.share import SHARED
 
 # Seconds per example-epoch relative to plain training, and fixed seconds per job, without a pilot.
@@ -92,6 +93,13 @@ def job_models(job: Job, shared_folders: set[str]) -> float:
         return float(seeds * len(cfg.get("lambdas") or []) + 2 * int(cfg.get("lira_models") or 0))
     if job.lens == "theory":
         return 0.0
+    if job.lens == SELECTION:
+        # every learning-rate candidate of every norm, up to the plateau rule's cap (counted in the shared epochs)
+        from bnmem.train.recipe import LR_FACTORS, PLATEAU_CAP_FACTOR
+
+        epochs = float(_train(cfg).get("epochs", 1)) or 1.0
+        cap = float(cfg.get("max_epochs") or PLATEAU_CAP_FACTOR * epochs)
+        return float(norms * seeds * len(cfg.get("lr_grid") or LR_FACTORS)) * cap / epochs
     return float(norms * seeds)
 
 

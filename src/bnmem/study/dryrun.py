@@ -15,6 +15,7 @@ from typing import Any
 
 from bnmem.lenses import registry
 from bnmem.study.run import Cell, Job
+from bnmem.study.recipes import SELECTION
 from bnmem.study.share import SHARED
 
 
@@ -41,8 +42,8 @@ def n_train(data: dict[str, Any]) -> int:
 
 def job_bytes(job: Job) -> dict[str, int]:
     """Estimated bytes a job leaves on disk, by kind (``models``, plus what its lens declares)."""
-    if job.lens == SHARED:
-        return {}  # a shared run's model ends in each lens's folder and is counted there
+    if job.lens in (SHARED, SELECTION):
+        return {}  # a shared run's model ends in each lens's folder and is counted there; a selection keeps none
     lens = registry.get(job.lens)
     cfg = job.config
     out: dict[str, int] = {}

@@ -24,6 +24,7 @@ from bnmem.names import INDEX_FILE
 from bnmem.study.graph import run_graph
 from bnmem.study.run import (Cell, Job, Study, expand_grid, prepare, remove_empty, write_if_changed, index_doc, is_finished,
                              job_spec, plan, run_job)
+from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, collect
 from bnmem.study.share import SHARED
 
 __all__ = ["StudyResult", "run_study"]
@@ -65,6 +66,19 @@ def stop_on_full_disk(result: StudyResult) -> None:
         raise DiskFullError(full[0]["error"])
 
 
+def record_selected_recipes(out: Path, jobs: list[Job]) -> None:
+    """Add each setting's selected recipes (:mod:`bnmem.study.recipes`) to study.json, once all are selected."""
+    from bnmem.names import STUDY_FILE
+
+    folders = [j.folder for j in jobs if j.lens == SELECTION]
+    if not folders:
+        return
+    found = collect(out, folders)
+    doc = io.read_json(out / STUDY_FILE)
+    if doc.get(SELECTED_RECIPES_KEY) != found:
+        io.write_json(out / STUDY_FILE, {**doc, SELECTED_RECIPES_KEY: found})
+
+
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
               confirmatory: bool = False, graph: bool = True, study_file: str | Path | None = None,
               planned: tuple[list[Cell], list[Job]] | None = None) -> StudyResult:
@@ -104,7 +118,8 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     out = Path(out).expanduser().resolve()
     state = require_clean_checkout() if confirmatory else None
     key = current_key(study, study_file) if confirmatory else None
-    if planned is not None and [c.derived for c in planned[0]] != [c.derived for c in expand_grid(study, key)]:
+    grid = {c.id: c.derived for c in expand_grid(study, key)}  # plan() leaves out fair-arms cells with no lens
+    if planned is not None and any(c.id not in grid or grid[c.id] != c.derived for c in planned[0]):
         raise ValueError("run_study: the plan given was made with other seeds than this run's")
     cells, jobs = planned if planned is not None else plan(study, key)
     resumed = (out / STUDY_FILE).exists()
@@ -171,7 +186,7 @@ def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs
         # On a cluster, a lens that spreads its own work over the executor and has no cell plan to give the
         # graph (defenses) runs in the driver with the executor, after the graph (the last stage).
         inline = [] if executor.name == "local" else [
-            s for s in todo if s["lens"] != SHARED and registry.get(s["lens"]).uses_executor
+            s for s in todo if s["lens"] not in (SHARED, SELECTION) and registry.get(s["lens"]).uses_executor
             and registry.get(s["lens"]).plan is None]
         graphed = [s for s in todo if s not in inline]
         result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph) \
@@ -183,6 +198,7 @@ def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs
     finally:
         if own:
             executor.close()
+    record_selected_recipes(out, jobs)
     if result.failed:
         first = result.failed[0]
         raise BnmemError(

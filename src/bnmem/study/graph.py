@@ -12,15 +12,19 @@ Each job starts as soon as what it reads has been written, the costliest chain f
   training chunks, query chunks, each needing the one before and listed from what is on disk when it is
   ready; the lens job itself runs after the last (failed or not: it retries what is missing and reports the
   failure);
-* theory, and every lens job of a cell that has no shared run, need nothing.
+* a per-norm cell's lens jobs (and a lira cell's first phase) run after their setting's recipe selection
+  (``<cell-r0>/_recipe``, :mod:`bnmem.study.recipes`), which they read;
+* theory, and every lens job of a cell that has no shared run or selection to read, need nothing.
 
-No lens reads another lens's folder, and a cell reads nothing of another cell, so these are all the edges.
+No lens reads another lens's folder, and a cell reads nothing of another cell but its setting's selection, so
+these are all the edges.
 Jobs fix their own threads and seeds: the results are the same bytes whichever executor runs the graph, and
 in whichever order (tests/test_study_graph.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from typing import Any
 from bnmem.executors.graph import Task
 from bnmem.lenses import registry
 from bnmem.study.run import Job, run_job
+from bnmem.study.recipes import SELECTION
 from bnmem.study.share import SHARED
 
 # What a study's local worker processes import once, in the fork server (bnmem.executors.local), instead of
@@ -56,6 +61,8 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = Tr
 
     est = estimate_seconds(jobs) if estimate else {}
     folder = {j.id: j.folder for j in jobs}
+    pending_ids = {s["id"] for s in todo}
+    needs = {j.id: tuple(a for a in j.after if a in pending_ids) for j in jobs}  # e.g. the setting's recipes
     writers: dict[str, list[str]] = {}  # lens folder -> unfinished shared jobs that write runs into it
     for s in todo:
         if s["lens"] == SHARED:
@@ -64,14 +71,18 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = Tr
     tasks = []
     for s in todo:
         cost, after = est.get(s["id"], 1.0), list(writers.get(folder[s["id"]], []))
-        lens = registry.get(s["lens"]) if s["lens"] != SHARED else None
+        lens = registry.get(s["lens"]) if s["lens"] not in (SHARED, SELECTION) else None
         if lens is not None and lens.plan is not None:
             cfg = s["model"] if s.get("model") is not None else lens.config.model_validate(s["config"])
             cell = lens.plan(cfg, Path(s["out"]))
             chain = cell.tasks(s["id"], cost)
+            if needs[s["id"]]:  # the cell's first phase lists its work from the selection: after it
+                chain[0] = replace(chain[0], after=(*chain[0].after, *needs[s["id"]]))
             tasks += chain
             after.append(chain[-1].id)
             cost *= cell.lens_share
+        else:
+            after += needs[s["id"]]
         tasks.append(Task(s["id"], run_job, [s], after=tuple(after), cost=cost))
     return tasks
 

@@ -58,9 +58,10 @@ from bnmem.analysis_plan import CONFIRMATORY_KEY, RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
-from bnmem.names import ERROR_FILE, INDEX_FILE, STUDY_FILE
+from bnmem.names import ERROR_FILE, FAIR_ARMS, INDEX_FILE, STUDY_FILE
 from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicate_seeds, seed_key, study_seed
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
+from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, SELECTION_DIR, recipe_from, run_recipe_selection, selection_config
 from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
 
 __all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "job_spec", "load_study", "plan", "read_study",
@@ -121,7 +122,7 @@ class Cell:
     seeds: tuple[int, ...]
     outliers: Outliers
     replicate: int | None = None  # None: the study has one replicate (no suffix, no seed offsets)
-    recipe: str = "shared"  # "per-norm": each norm's learning rate selected on the validation split
+    recipe: str = "shared"  # "per-norm" (fair arms): each norm's learning rate and epochs selected on validation
     derived: ReplicateSeeds | None = None  # a confirmatory run: every seed from the plan's hash
 
     def experiment(self, study: Study) -> dict[str, Any]:
@@ -214,6 +215,8 @@ class Job:
             what runs when is the dependency graph's (:mod:`bnmem.study.graph`).
         model: the lens's config as :func:`plan` validated it (None for a shared run); the job and the
             lens's cell plan receive it, never validating ``config`` again.
+        after: the jobs it reads from besides its shared runs: a per-norm cell's lenses read their setting's
+            recipe selection (``<cell>/_recipe``, :mod:`bnmem.study.recipes`).
     """
 
     id: str
@@ -222,6 +225,7 @@ class Job:
     config: dict[str, Any]
     stage: int = 0
     model: Any = field(default=None, compare=False, repr=False)
+    after: tuple[str, ...] = ()  # jobs whose output it reads besides shared runs (a per-norm cell's selection)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -264,8 +268,15 @@ def lens_model(study: Study, cell: Cell, name: str) -> Any:
         else:
             extra["train"] = {**(extra.get("train") or {}), "epochs": opts.epochs}
     base = cell.experiment(study)
-    if "recipe" in lens.config.model_fields:
+    if lens.takes_recipe:
         base["recipe"] = cell.recipe
+        if cell.recipe == FAIR_ARMS:
+            taken = [k for k in ("lr_grid", "max_epochs", "recipe_from") if k in extra]
+            if taken:
+                raise BnmemError(f"invalid study: {where}.{taken[0]}: a study selects each setting's recipes once "
+                                 "for every lens; set grid.lr_grid / grid.max_epochs")
+            base.update(recipe_from=recipe_from(f"{cell.id}/{name}", selection_folder(cell)),
+                        lr_grid=study.grid.lr_grid, max_epochs=study.grid.max_epochs)
     if lens.one_seed:
         base["seeds"] = base["seeds"][:1]
     if lens.bn_only:
@@ -280,6 +291,12 @@ def lens_model(study: Study, cell: Cell, name: str) -> Any:
                 default = lens.config.model_fields[key].default
                 cfg[key] = int(cfg.get(key, default if default is not None else 0)) + cell.replicate
     return lens.validate(cfg, where)
+
+
+def selection_folder(cell: Cell) -> str:
+    """Where the recipe selection of a per-norm cell's setting lives: its replicate-0 cell's ``_recipe``."""
+    rid = cell.id if cell.replicate is None else f"{cell.id.rsplit('-r', 1)[0]}-r0"
+    return f"{rid}/{SELECTION_DIR}"
 
 
 def runs_in(study: Study, name: str, cell: Cell) -> bool:
@@ -311,6 +328,7 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
     cells = expand_grid(study, seeds_from)
     enabled = [registry.get(n) for n in study.lenses.enabled()]
     jobs: list[Job] = []
+    selections: set[str] = set()  # the settings' recipe-selection jobs planned so far
     for lens in enabled:
         if not lens.per_cell:
             opts = dict(study.lenses.options(lens.name) or {})
@@ -323,17 +341,30 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
         # A lens allotted to part of the grid (its `replicates` / `archs` options) skips the other cells.
         models = {lens.name: lens_model(study, cell, lens.name) for lens in enabled if lens.per_cell
-                  and (cell.recipe == "shared" or "recipe" in lens.config.model_fields)
+                  and (cell.recipe == "shared" or lens.takes_recipe)
                   and runs_in(study, lens.name, cell)}
         configs = {name: m.model_dump(mode="json") for name, m in models.items()}
         jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
                  for r in shared_runs(cell.id, configs)]
+        needs: tuple[str, ...] = ()
+        if cell.recipe == FAIR_ARMS and any(c.get("recipe_from") for c in configs.values()):
+            needs = (selection_folder(cell),)
+            if needs[0] not in selections:
+                selections.add(needs[0])
+                selecting = next(c for c in cells if f"{c.id}/{SELECTION_DIR}" == needs[0])  # replicate 0
+                jobs.append(Job(id=needs[0], lens=SELECTION, folder=needs[0], stage=0,
+                                config=selection_config(selecting.experiment(study), study.grid.lr_grid,
+                                                        study.grid.max_epochs)))
         jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,
-                     stage=registry.get(name).stage, model=models[name])
+                     stage=registry.get(name).stage, model=models[name],
+                     after=needs if cfg.get("recipe_from") else ())
                  for name, cfg in configs.items()]
+    # A fair-arms cell none of whose lenses takes a recipe has nothing to run: it is no cell of the study.
+    ran = {j.id.split("/", 1)[0] for j in jobs}
+    cells = [c for c in cells if c.recipe != FAIR_ARMS or c.id in ran]
     # Within a stage: once-per-study lenses, then shared training runs, then per-cell lenses in registry order.
     studywide = [lens.name for lens in enabled if not lens.per_cell]
-    seq = [*studywide, SHARED, *(n for n in registry.names() if n not in studywide)]
+    seq = [*studywide, SELECTION, SHARED, *(n for n in registry.names() if n not in studywide)]
     order = {name: i for i, name in enumerate(seq)}
     jobs.sort(key=lambda j: (j.stage, order[j.lens]))
     return cells, jobs
@@ -376,7 +407,7 @@ def is_finished(spec: dict[str, Any]) -> bool:
     """A lens job: its folder's DONE marker. A shared run: every target has its copy."""
     if spec["lens"] == SHARED:
         return is_shared_finished(spec)
-    return io.is_done(spec["out"])
+    return io.is_done(spec["out"])  # a recipe selection too
 
 
 def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
@@ -401,6 +432,8 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         io.ensure_dir(out)
         if spec["lens"] == SHARED:
             run_shared_training(spec)
+        elif spec["lens"] == SELECTION:
+            run_recipe_selection(spec)
         else:
             lens = registry.get(spec["lens"])
             cfg = spec.get("model")
@@ -523,7 +556,7 @@ def prepare(out: Path, study: Study, confirmatory: bool = False, commit: str | N
         existing = None
     if isinstance(existing, dict):
         _refuse_mixed(out, existing, sha, source)
-        if {k: v for k, v in existing.items() if k not in (PLAN_KEY, CONFIRMATORY_KEY)} == json.loads(
+        if {k: v for k, v in existing.items() if k not in (PLAN_KEY, CONFIRMATORY_KEY, SELECTED_RECIPES_KEY)} == json.loads(
                 json.dumps(resolved)):
             return out  # same study: resume without touching anything (the recorded plan stays)
     extra = ({CONFIRMATORY_KEY: confirmatory_record(study, sha, record["version"], src, commit, utc_now(),

@@ -8,6 +8,7 @@ are checked against that lens's own config when the study is planned (see
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,8 @@ from bnmem.config import (
 )
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
+from bnmem.lenses.spec import find as spec_of
+from bnmem.names import DEFAULT_RECIPES, FAIR_ARMS, FAIR_ARMS_VAL_FRACTION
 from bnmem.power import MAX_UNITS
 
 # The most replicates a study may ask for: what `bnmem design --propose` can propose (power's search limit, plus the
@@ -72,9 +75,26 @@ class Grid(StrictModel):
     replicates: int = Field(1, ge=1, le=MAX_REPLICATES, description="independent replicates of every cell (data, keep-matrix "
                                                  "and model seeds all change with the replicate)")
     recipes: list[Literal["shared", "per-norm"]] = Field(
-        ["shared"], min_length=1, description="training recipes compared: the shared recipe (the paper's setting) "
-        "and/or each norm's learning rate selected on the validation split (cells of their own, for the lenses "
-        "that take a recipe)")
+        list(DEFAULT_RECIPES), min_length=1, description="training recipes compared: per-norm (fair arms, the "
+        "default: each norm's learning rate and epochs selected on the validation split, once per setting; "
+        "cells of their own, for the lenses that take a recipe) and/or shared (the paper's protocol: one "
+        "recipe, the same epochs, for every norm)")
+    lr_grid: list[float] | None = Field(None, description="per-norm recipes: the candidate learning rates "
+                                        "(default: train.lr times bnmem.train.recipe.LR_FACTORS)")
+    max_epochs: int | None = Field(None, ge=1, description="per-norm recipes: the plateau rule's cap on epochs "
+                                   "(default: bnmem.train.recipe.PLATEAU_CAP_FACTOR times train.epochs)")
+
+    @field_validator("recipes")
+    @classmethod
+    def _recipes(cls, v: list[str]) -> list[str]:
+        return _nonempty(v, "recipes")
+
+    @field_validator("lr_grid")
+    @classmethod
+    def _lr_grid(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and (not v or any(not (x > 0 and math.isfinite(x)) for x in v)):
+            raise ValueError(f"lr_grid must list positive learning rates, got {v}")
+        return v
 
     @field_validator("datasets")
     @classmethod
@@ -235,6 +255,18 @@ class Study(StrictModel):
     def _some_lens(self) -> "Study":
         if not self.lenses.enabled():
             raise ValueError(f"lenses: name at least one of {', '.join(registry.names())}")
+        return self
+
+    @model_validator(mode="after")
+    def _validation_split(self) -> "Study":
+        # Per-norm recipes select on a validation split: a study that runs a lens taking a recipe and does not
+        # size a split gets the declared default (a study of other lenses keeps its data as they are).
+        takes = any((s := spec_of(n)) is not None and s.takes_recipe for n in self.lenses.enabled())
+        if FAIR_ARMS in self.grid.recipes and takes and self.data.val_fraction <= 0:
+            if "val_fraction" in self.data.model_fields_set:
+                raise ValueError("grid.recipes: per-norm recipes select on a validation split: set "
+                                 "data.val_fraction > 0, or grid.recipes: [shared] (the paper's protocol)")
+            self.data = self.data.model_copy(update={"val_fraction": FAIR_ARMS_VAL_FRACTION})
         return self
 
 

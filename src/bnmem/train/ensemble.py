@@ -399,7 +399,7 @@ def train_models(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, s
 
 def train_candidates(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, lrs: list[float],
                      seeds: list[int], train_idx: list[np.ndarray], method: str = "auto",
-                     progress: bool | str = False) -> list[nn.Module | None]:
+                     progress: bool | str = False, on_epoch: StatesHook | None = None) -> list[nn.Module | None]:
     """Train K models that differ in learning rate (and seed) at once: learning-rate candidates.
 
     Result-equivalent to training model k alone with ``cfg`` at learning rate ``lrs[k]``
@@ -409,6 +409,8 @@ def train_candidates(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfi
     Args:
         model_cfg, ds, cfg, seeds, train_idx, method, progress: as for :func:`train_models`.
         lrs: model k's base learning rate (``cfg``'s schedule applies to each).
+        on_epoch: called after every epoch with the models' states (:data:`StatesHook`; a diverged model's
+            states are whatever its training left: read ``None`` in the result instead).
 
     Returns:
         K trained models, None for the diverged ones.
@@ -416,18 +418,21 @@ def train_candidates(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfi
     if len(lrs) != len(seeds):
         raise ValueError(f"got {len(seeds)} seeds but {len(lrs)} learning rates")
     models, diverged = _train_all(model_cfg, ds, cfg, seeds, train_idx, method, progress, None,
-                                  [float(r) for r in lrs])
+                                  [float(r) for r in lrs], on_epoch)
     return [None if d else m for m, d in zip(models, diverged)]
 
 
 def _train_sequential_each(models: list[nn.Module], ds: OutlierDataset, cfg: TrainConfig, seeds: list[int],
-                           idx: list[np.ndarray], lrs: list[float], diverged: list[bool]) -> list[nn.Module]:
+                           idx: list[np.ndarray], lrs: list[float], diverged: list[bool],
+                           on_epoch: StatesHook | None = None) -> list[nn.Module]:
     """The plain loop with a learning rate per model; a diverged model is marked, not raised."""
     out = []
     for k, (model, seed) in enumerate(zip(models, seeds)):
+        hook = None if on_epoch is None else (
+            lambda epoch, m, k=k: on_epoch(epoch, [k], [dict(m.state_dict())]))  # returns None: no history keys
         try:
             out.append(train_model(model, ds, cfg.model_copy(update={"lr": lrs[k]}), seed, train_idx=idx[k],
-                                   measure=False, progress=False).model)
+                                   on_epoch=hook, measure=False, progress=False).model)
         except FloatingPointError:
             diverged[k] = True
             out.append(model)
@@ -452,7 +457,7 @@ def _train_all(model_cfg: ModelConfig, ds: OutlierDataset, cfg: TrainConfig, see
         method = resolve_method(method, models[0], device)
         if method == "sequential":
             if lrs is not None:
-                return _train_sequential_each(models, ds, cfg, seeds, idx, lrs, diverged), diverged
+                return _train_sequential_each(models, ds, cfg, seeds, idx, lrs, diverged, on_epoch), diverged
             return _train_sequential(models, ds, cfg, seeds, idx, progress, on_epoch), diverged
         x_all, y_all = ds.x_train.to(device), ds.y_train.to(device)
         idx_t = [torch.as_tensor(a) for a in idx]

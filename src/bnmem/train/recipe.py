@@ -1,68 +1,178 @@
-"""Per-norm training recipes selected on the validation split.
+"""Per-norm training recipes selected on the validation split: the one module that owns recipe selection.
 
-The paper trains every norm with one shared recipe. A shared learning rate can
-handicap one norm (an unnormalized network may need a smaller or larger step
-than a BN network), so that part of "BN memorizes more" could be "the other
-norm trains worse". This module states a small, fixed plan for choosing each
-norm's learning rate without the test set and without any LiRA candidate:
+The paper trains every norm with one shared recipe (the same learning rate and
+the same number of epochs). A recipe tuned for neither arm can handicap one of
+them (an unnormalized network may need a larger step, and more epochs, than a
+BN network), so that part of "BN memorizes more" could be "the other norm
+trained worse, or less". The fair comparison gives each arm the recipe it
+would get from a practitioner who tunes on held-out data: its own learning
+rate and training until its validation accuracy stops improving. This module
+declares that selection; the analysis plan cites these names.
 
 - **Validation split**: ``data.val_fraction`` of the in-distribution training
   pool, held out with clean labels before any corruption
   (:func:`bnmem.data.load_dataset`). No model trains on it and it is not part
   of the LiRA keep matrix; the test split is untouched.
-- **Grid**: the shared learning rate times :data:`LR_FACTORS` (0.25x to 4x; with
-  the demo's 0.05: 0.0125, 0.025, 0.05, 0.1, 0.2), the same candidates for every
-  norm, or an explicit ``lr_grid``. Everything else in the recipe is shared.
-- **Runs**: each candidate trains from the selection seeds on as much data
-  as the models it chooses for: the whole pool for memorize-style runs, the
-  shadow models' IN halves for LiRA. All candidates of a norm train together
-  through the ensemble engine (per-model learning rates), each as it would
-  alone (equal to one-by-one training in float64, ``tests/test_recipe.py``).
-- **Criterion**: mean validation accuracy at the last epoch over the selection
-  seeds (eval-mode BN); a diverged run counts as accuracy 0. Ties (equal to
-  1e-9) go to the candidate closest to the shared learning rate in log scale,
-  then to the smaller one.
+- **Grid** (:data:`LR_FACTORS`): the shared learning rate times 0.25, 0.5, 1,
+  2 and 4 (the demo's 0.05: 0.0125 ... 0.2), the same candidates for every norm,
+  or an explicit ``lr_grid``. Everything else in the recipe (optimizer,
+  momentum, weight decay, schedule, batch size) is shared.
+- **Plateau rule** (:func:`plateau_stop`, :data:`PLATEAU_PATIENCE`,
+  :data:`PLATEAU_MIN_DELTA_EXAMPLES`, :data:`PLATEAU_MIN_EPOCHS`,
+  :data:`PLATEAU_CAP_FACTOR`): each candidate trains until its validation
+  accuracy plateaus, at most the cap; its stopping epoch is part of its recipe.
+- **Criterion** (:data:`CRITERION`, :func:`plateau_score`, :func:`pick`): the
+  mean validation accuracy over the last :data:`SCORE_WINDOW` epochs up to the
+  stopping epoch (mean over the selection seeds; a diverged run counts as 0);
+  the highest wins, ties (within :data:`TIE_TOLERANCE`) to the learning rate
+  closest to the shared one in log scale, then the smaller.
+- **The selected recipe** of a norm is its winner's learning rate and stopping
+  epoch. Every model of that arm then trains for exactly that many epochs at
+  that rate, and the model used is the last epoch's (:data:`MODEL_USED`).
+- **Runs**: all candidates of a norm train together through the ensemble engine
+  (per-model learning rates), each as it would alone (equal to one-by-one
+  training in float64, ``tests/test_recipe.py``); the validation accuracy of
+  every candidate is recorded after every epoch, and training ends as soon as
+  every candidate has stopped.
 
-``recipe: shared`` (the default, the paper's setting) uses ``train`` as is for
-every norm; ``recipe: per-norm`` uses the selected learning rate per norm and
-records the selection (:func:`selection_record`) so results show it.
+``recipe: per-norm`` ("fair arms") uses the selected recipe per norm and records
+the selection (:func:`select_recipes`) so results show it; ``recipe: shared`` is
+the paper's protocol (:data:`PAPER_PROTOCOL`): one recipe for every norm, the
+same epochs. A study selects once per (dataset, architecture, outlier setting),
+on replicate 0's data (:mod:`bnmem.study.recipes`), and every lens of the
+setting's per-norm cells trains with that selection (``recipe_from``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
 from bnmem.config import ModelConfig, StrictModel, TrainConfig
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
+from bnmem.names import FAIR_ARMS, PAPER_PROTOCOL, RECIPE_LABELS, RECIPES  # noqa: F401 (re-exported)
 
-RECIPES = ("shared", "per-norm")
-# Candidate learning rates relative to the shared one (declared before any selection was run).
+# The recipes' names and labels are declared with the other names (bnmem.names: FAIR_ARMS, PAPER_PROTOCOL,
+# RECIPE_LABELS), so that configuration code can read them without torch.
+
+# Candidate learning rates relative to the shared one (declared before any selection was run): two octaves
+# either side, in factors of 2, the usual coarse learning-rate sweep; the shared rate is the middle one, so
+# the paper's choice is always a candidate and either arm can move away from it in both directions.
 LR_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
-CRITERION = ("mean validation accuracy at the last epoch over the selection seeds (eval-mode BN; a diverged run "
-             "counts as 0); ties go to the learning rate closest to the shared one in log scale, then the smaller")
+
+# The plateau rule (early stopping on validation accuracy, as Keras' and Lightning's EarlyStopping and
+# Prechelt's "Early stopping - but when?" (1998) frame it): training stops at the first epoch e at which the
+# best validation accuracy so far has not improved by at least the minimum delta for PLATEAU_PATIENCE
+# consecutive epochs, provided e >= PLATEAU_MIN_EPOCHS; otherwise at the cap.
+#
+# Patience: 5 epochs, within the 3-10 of common practice (Lightning's default is 3, Keras examples use 3-10):
+# long enough that one epoch's noise on a small validation split does not end training, short enough that the
+# models trained past their best are not trained much past it.
+PLATEAU_PATIENCE = 5
+# Minimum delta: one validation example (1/n_val of accuracy; mean over the selection seeds), the smallest
+# improvement the split can show. A fixed delta in accuracy would be below one example on a small split (every
+# fluctuation counts) or many examples on a large one.
+PLATEAU_MIN_DELTA_EXAMPLES = 1
+# Minimum epochs: 10. An unnormalized network often sits near chance for its first epochs before it starts to
+# learn; a patience window there would stop it before it has learned anything. 10 is 2 patience windows.
+PLATEAU_MIN_EPOCHS = 10
+# Cap: this many times the shared recipe's epochs (``max_epochs`` overrides it). The shared recipe's epochs are
+# the study's statement of a full training run; twice that gives a slow arm room to reach its plateau while
+# bounding the cost at twice the paper's protocol. A candidate that reaches the cap stops there ("cap").
+PLATEAU_CAP_FACTOR = 2
+# The criterion's window: a candidate's score is its mean validation accuracy over its last this many epochs up to
+# the stopping epoch (the plateau it stopped on). On a small split one epoch's accuracy moves by several
+# examples from epoch to epoch; the plateau's mean estimates the level the stopping epoch's model sits at with
+# less of that noise, and the learning rate is chosen by it.
+SCORE_WINDOW = PLATEAU_PATIENCE
+# Scores within this of the best are tied (float noise only: accuracies are multiples of 1/(seeds * n_val)).
+TIE_TOLERANCE = 1e-9
+STOP_PLATEAU = "plateau"
+STOP_CAP = "cap"
+# Which epoch's model is used: the stopping epoch's (the last one trained), not the best epoch's. Every model of
+# an arm (its memorization runs, its shadow models) then trains the same fixed number of epochs and is used as
+# trained, like the released model of a practitioner's early-stopped run; the attack's shadow models mimic the
+# target's training exactly, and no per-model choice looks at validation data. The stopping epoch is at most
+# PLATEAU_PATIENCE epochs after the best one by construction (its accuracy may lie below the best).
+MODEL_USED = "the stopping epoch's (the last epoch trained)"
+CRITERION = (f"mean validation accuracy over the last {SCORE_WINDOW} epochs up to the stopping epoch of the "
+             "plateau rule (mean over the selection seeds, eval-mode BN; a diverged run counts as 0); the highest "
+             "wins, ties go to the learning rate closest to the shared one in log scale, then the smaller; the "
+             "selected recipe is its learning rate and stopping epoch")
 RECIPE_FILE = "recipe.json"
 CANDIDATES_FILE = "candidates.json"
+
+
+def plateau_rule(n_val: int | None = None, cap: int | None = None) -> dict[str, Any]:
+    """The declared plateau rule as a record (``min_delta`` in accuracy when ``n_val`` is known)."""
+    return {"patience": PLATEAU_PATIENCE, "min_delta_examples": PLATEAU_MIN_DELTA_EXAMPLES,
+            "score_window": SCORE_WINDOW,
+            **({"min_delta": PLATEAU_MIN_DELTA_EXAMPLES / n_val} if n_val else {}),
+            "min_epochs": PLATEAU_MIN_EPOCHS, "cap": cap, "cap_factor": PLATEAU_CAP_FACTOR,
+            "model_used": MODEL_USED}
+
+
+def cap_epochs(train: TrainConfig, max_epochs: int | None = None) -> int:
+    """The most epochs a per-norm recipe may train: ``max_epochs``, else :data:`PLATEAU_CAP_FACTOR` × the shared."""
+    return int(max_epochs) if max_epochs is not None else PLATEAU_CAP_FACTOR * int(train.epochs)
+
+
+def plateau_stop(curve: Sequence[float], min_delta: float, patience: int = PLATEAU_PATIENCE,
+                 min_epochs: int = PLATEAU_MIN_EPOCHS, cap: int | None = None) -> tuple[int, str] | None:
+    """Where the plateau rule stops on a validation-accuracy curve, and why.
+
+    Epoch e (1-based) improves when ``curve[e-1] >= best + min_delta`` (to :data:`TIE_TOLERANCE`; best: the
+    accuracy at the last improving epoch; epoch 1 always improves). Training stops at the first epoch
+    e >= ``min_epochs`` after ``patience`` consecutive epochs without an improvement (:data:`STOP_PLATEAU`),
+    else at ``cap`` (:data:`STOP_CAP`).
+
+    Args:
+        curve: validation accuracy after epochs 1, 2, ...
+        min_delta: the smallest improvement that counts.
+        patience, min_epochs: as declared (:data:`PLATEAU_PATIENCE`, :data:`PLATEAU_MIN_EPOCHS`).
+        cap: the most epochs (None: no cap).
+
+    Returns:
+        ``(stopping epoch, reason)``, or None when the curve ends before the rule decides.
+    """
+    best, since = -math.inf, 0
+    for e, acc in enumerate(curve, start=1):
+        if acc >= best + min_delta - TIE_TOLERANCE:  # exactly one example more counts, whatever the rounding
+            best, since = float(acc), 0
+        else:
+            since += 1
+        if e >= min_epochs and since >= patience:
+            return e, STOP_PLATEAU
+        if cap is not None and e >= cap:
+            return e, STOP_CAP
+    return None
 
 
 class RecipeOptions(StrictModel):
     """The recipe options a lens config mixes in.
 
     Attributes:
-        recipe: ``shared`` (one recipe for every norm, the paper's setting) or
-            ``per-norm`` (each norm's learning rate selected on the validation split).
+        recipe: ``per-norm`` (fair arms: each norm's learning rate and epochs selected on the validation
+            split) or ``shared`` (the paper's protocol: one recipe for every norm, the same epochs).
         lr_grid: candidate learning rates for ``per-norm`` (None: the shared
             learning rate times :data:`LR_FACTORS`).
+        max_epochs: the plateau rule's cap (None: :data:`PLATEAU_CAP_FACTOR` × ``train.epochs``).
+        recipe_from: a selection made elsewhere to train with (a folder holding ``recipe.json``, relative to
+            the lens's run directory): a study's per-setting selection (:mod:`bnmem.study.recipes`). None: the
+            lens selects in its own folder.
     """
 
     recipe: Literal["shared", "per-norm"] = "shared"
     lr_grid: list[float] | None = None
+    max_epochs: int | None = Field(None, ge=1)
+    recipe_from: str | None = None
 
     @field_validator("lr_grid")
     @classmethod
@@ -92,19 +202,19 @@ def pick(candidates: dict[float, float], shared_lr: float) -> float:
     """The selected learning rate: highest score, ties to the one closest to ``shared_lr`` (log), then smaller.
 
     Args:
-        candidates: learning rate -> mean validation accuracy.
+        candidates: learning rate -> validation accuracy at its stopping epoch.
         shared_lr: the shared recipe's learning rate.
 
     Returns:
         The chosen learning rate.
     """
     best = max(candidates.values())
-    tied = [lr for lr, acc in candidates.items() if acc >= best - 1e-9]
+    tied = [lr for lr, acc in candidates.items() if acc >= best - TIE_TOLERANCE]
     return min(tied, key=lambda lr: (abs(math.log(lr / shared_lr)), lr))
 
 
 def _candidate_key(model_cfg: ModelConfig, train: TrainConfig, lrs: list[float], seeds: Sequence[int],
-                   train_sets: Sequence[np.ndarray] | None) -> dict[str, Any]:
+                   train_sets: Sequence[np.ndarray] | None, cap: int) -> dict[str, Any]:
     """What a cached candidate record must match to be reused (the training sets by a digest)."""
     import hashlib
 
@@ -115,43 +225,86 @@ def _candidate_key(model_cfg: ModelConfig, train: TrainConfig, lrs: list[float],
             h.update(np.asarray(a, dtype=np.int64).tobytes() + b"|")
         digest = h.hexdigest()
     return {"arch": model_cfg.arch, "norm": model_cfg.norm, "lrs": lrs, "seeds": [int(s) for s in seeds],
-            "train": train.model_dump(mode="json"), "train_sets": digest}
+            "train": train.model_dump(mode="json"), "train_sets": digest, "rule": plateau_rule(cap=cap)}
 
 
-def candidate_accuracies(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, lrs: list[float],
-                         seeds: Sequence[int], train_sets: Sequence[np.ndarray] | None = None,
-                         method: str = "auto") -> list[list[float | None]]:
-    """Validation accuracy at the last epoch of every (learning rate, seed) candidate; None: diverged.
+def candidate_curves(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, lrs: list[float],
+                     seeds: Sequence[int], cap: int, train_sets: Sequence[np.ndarray] | None = None,
+                     method: str = "auto") -> list[list[list[float] | None]]:
+    """Validation accuracy after every epoch of every (learning rate, seed) candidate; None: diverged.
 
     All ``len(lrs) × len(seeds)`` candidates train together through the ensemble engine
     (:func:`bnmem.train.ensemble.train_candidates`, per-model learning rates), each as it would train
     alone: from ``seeded_model(model_cfg, ds, seed)``, on ``train_sets[i]`` (None: the whole pool) in
-    the seed's batch order.
+    the seed's batch order, for at most ``cap`` epochs. Training ends early once the plateau rule has
+    stopped every learning rate (the epochs it records do not depend on when training ends).
 
     Returns:
-        ``[lr index][seed index]`` accuracies.
+        ``[lr index][seed index]`` curves (equal lengths: every epoch up to where training ended).
     """
     from bnmem.measure.memorization import val_accuracy
     from bnmem.train.ensemble import train_candidates
+    from bnmem.train.trainer import seeded_model
 
     pairs = [(lr, i) for lr in lrs for i in range(len(seeds))]
     everything = np.arange(ds.n_train)
     idx = [everything if train_sets is None else np.asarray(train_sets[i]) for _, i in pairs]
-    models = train_candidates(model_cfg, ds, train, [lr for lr, _ in pairs], [int(seeds[i]) for _, i in pairs],
-                              idx, method)
-    accs = [None if m is None else val_accuracy(m, ds) for m in models]
-    return [accs[j * len(seeds):(j + 1) * len(seeds)] for j in range(len(lrs))]
+    curves: list[list[float]] = [[] for _ in pairs]
+    probe = seeded_model(model_cfg, ds, int(seeds[0])).to(ds.x_train.dtype)
+    min_delta = PLATEAU_MIN_DELTA_EXAMPLES / ds.n_val
+
+    class _AllStopped(Exception):
+        pass
+
+    def stopped(j: int) -> bool:
+        ks = range(j * len(seeds), (j + 1) * len(seeds))
+        n = min(len(curves[k]) for k in ks)
+        mean = [float(np.mean([curves[k][e] for k in ks])) for e in range(n)]
+        return plateau_stop(mean, min_delta, cap=cap) is not None
+
+    diverged = [False] * len(pairs)
+
+    def on_epoch(epoch: int, members: list[int], states: list[dict[str, Any]]) -> None:
+        for k, state in zip(members, states):
+            # non-finite weights: diverged (the engine's own mark is only returned when training runs to the end)
+            diverged[k] = diverged[k] or not all(bool(t.isfinite().all()) for t in state.values()
+                                                 if t.is_floating_point())
+            probe.load_state_dict(state)
+            acc = 0.0 if diverged[k] else val_accuracy(probe, ds)
+            curves[k].append(acc if math.isfinite(acc) else 0.0)
+        if epoch < cap and all(stopped(j) for j in range(len(lrs))):  # at the cap training ends anyway
+            raise _AllStopped
+
+    try:
+        models = train_candidates(model_cfg, ds, train.model_copy(update={"epochs": cap}), [lr for lr, _ in pairs],
+                                  [int(seeds[i]) for _, i in pairs], idx, method, on_epoch=on_epoch)
+        diverged = [d or m is None for d, m in zip(diverged, models)]
+    except _AllStopped:
+        pass
+    n = min(len(c) for c in curves)
+    # A diverged run (non-finite loss; the engine keeps training it) counts as accuracy 0 at every epoch.
+    out = [None if d or any(not math.isfinite(a) for a in c) else [float(a) for a in c[:n]]
+           for c, d in zip(curves, diverged)]
+    return [out[j * len(seeds):(j + 1) * len(seeds)] for j in range(len(lrs))]
+
+
+def plateau_score(curve: Sequence[float], epochs: int) -> float:
+    """A candidate's score: its mean validation accuracy over the last :data:`SCORE_WINDOW` epochs up to
+    ``epochs`` (its stopping epoch; fewer when it stopped earlier); 0 for an empty curve."""
+    window = list(curve[max(0, epochs - SCORE_WINDOW):epochs])
+    return float(np.mean(window)) if window else 0.0
 
 
 def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, seeds: Sequence[int],
               out: str | Path, grid: Sequence[float] | None = None,
-              train_sets: Sequence[np.ndarray] | None = None, method: str = "auto") -> dict[str, Any]:
-    """Select one norm's learning rate on the validation split (see the module docstring).
+              train_sets: Sequence[np.ndarray] | None = None, method: str = "auto",
+              max_epochs: int | None = None) -> dict[str, Any]:
+    """Select one norm's recipe (learning rate and epochs) on the validation split (see the module docstring).
 
     Args:
         model_cfg: architecture and norm.
         ds: the dataset; must have a validation split.
-        train: the shared recipe (only ``lr`` varies).
+        train: the shared recipe (only ``lr`` and ``epochs`` vary).
         seeds: selection seeds (initial weights and data order, as in the lenses).
         out: folder for the candidates' record (``candidates.json``; a rerun reuses it).
         grid: candidate learning rates (None: :func:`lr_grid`).
@@ -159,9 +312,14 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
             pool); LiRA passes its shadow models' IN sets, so candidates train
             on as much data as the models they choose for.
         method: the ensemble method (``auto``; ``sequential`` is the one-by-one oracle).
+        max_epochs: the plateau rule's cap (None: :func:`cap_epochs`).
 
     Returns:
-        ``{"lr", "shared_lr", "candidates": [{"lr", "val_acc", "val_acc_per_seed", "diverged"}]}``.
+        ``{"lr", "epochs", "stop", "score", "val_acc", "shared_lr", "candidates": [{"lr", "score", "val_acc",
+        "val_acc_per_seed", "diverged", "epochs", "stop", "curve"}]}``: ``epochs`` / ``stop`` the stopping
+        epoch and why (:data:`STOP_PLATEAU` or :data:`STOP_CAP`), ``score`` the criterion
+        (:func:`plateau_score`), ``val_acc`` the accuracy at the stopping epoch, ``curve`` the mean
+        validation accuracy after every epoch up to it.
 
     Raises:
         BnmemError: the dataset has no validation split.
@@ -170,27 +328,39 @@ def select_lr(model_cfg: ModelConfig, ds: OutlierDataset, train: TrainConfig, se
         raise BnmemError("learning-rate selection needs a validation split: set data.val_fraction (e.g. 0.1)")
     out = Path(out)
     lrs = lr_grid(train, grid)
-    key = _candidate_key(model_cfg, train, lrs, seeds, train_sets)
+    cap = cap_epochs(train, max_epochs)
+    key = _candidate_key(model_cfg, train, lrs, seeds, train_sets, cap)
     cached = out / CANDIDATES_FILE
     saved = io.read_json(cached) if cached.exists() else None
     if isinstance(saved, dict) and saved.get("key") == key:
-        per_lr = saved["val_acc"]
+        per_lr = saved["curves"]
     else:
-        per_lr = candidate_accuracies(model_cfg, ds, train, lrs, seeds, train_sets, method)
-        io.write_json(cached, {"key": key, "val_acc": per_lr})
+        per_lr = candidate_curves(model_cfg, ds, train, lrs, seeds, cap, train_sets, method)
+        io.write_json(cached, {"key": key, "curves": per_lr})
+    min_delta = PLATEAU_MIN_DELTA_EXAMPLES / ds.n_val
+    n = max((len(c) for runs in per_lr for c in runs if c is not None), default=0)
     rows, scores = [], {}
-    for lr, accs in zip(lrs, per_lr):
-        scores[lr] = float(np.mean([0.0 if a is None else a for a in accs]))
-        rows.append({"lr": lr, "val_acc": scores[lr], "val_acc_per_seed": accs,
-                     "diverged": sum(a is None for a in accs)})
-    return {"lr": pick(scores, train.lr), "shared_lr": train.lr, "candidates": rows}
+    for lr, runs in zip(lrs, per_lr):
+        filled = [[0.0] * n if c is None else c for c in runs]
+        curve = [float(np.mean([c[e] for c in filled])) for e in range(n)]
+        stop = plateau_stop(curve, min_delta, cap=cap) or (n, STOP_CAP)  # all diverged from epoch 1: n is 0
+        epochs, reason = max(1, stop[0]), stop[1]
+        scores[lr] = plateau_score(curve, epochs)
+        rows.append({"lr": lr, "score": scores[lr], "val_acc": curve[epochs - 1] if curve else 0.0,
+                     "val_acc_per_seed": [None if c is None else c[epochs - 1] for c in runs],
+                     "diverged": sum(c is None for c in runs), "epochs": epochs, "stop": reason,
+                     "curve": [round(v, 6) for v in curve[:epochs]]})
+    lr = pick(scores, train.lr)
+    chosen = next(r for r in rows if r["lr"] == lr)
+    return {"lr": lr, "epochs": chosen["epochs"], "stop": chosen["stop"], "score": chosen["score"],
+            "val_acc": chosen["val_acc"], "shared_lr": train.lr, "candidates": rows}
 
 
 def select_recipes(norms: Sequence[str], arch: str, ds: OutlierDataset, train: TrainConfig, seeds: Sequence[int],
                    out: str | Path, grid: Sequence[float] | None = None,
-                   train_sets: Sequence[np.ndarray] | None = None, train_sets_note: str = "the whole training pool"
-                   ) -> dict[str, Any]:
-    """Per-norm learning rates selected on the validation split; cached in ``<out>/recipe.json``.
+                   train_sets: Sequence[np.ndarray] | None = None, train_sets_note: str = "the whole training pool",
+                   max_epochs: int | None = None) -> dict[str, Any]:
+    """Per-norm recipes (learning rate, epochs) selected on the validation split; cached in ``<out>/recipe.json``.
 
     Args:
         norms: the norms compared.
@@ -202,13 +372,16 @@ def select_recipes(norms: Sequence[str], arch: str, ds: OutlierDataset, train: T
         grid: candidate learning rates (None: :func:`lr_grid`).
         train_sets: each seed's training examples (None: the whole pool).
         train_sets_note: what ``train_sets`` are, for the record.
+        max_epochs: the plateau rule's cap (None: :func:`cap_epochs`).
 
     Returns:
-        A dict with ``mode``, ``grid``, ``criterion``, ``seeds``, ``n_val``,
-        ``trained_on`` and ``per_norm`` ({norm: :func:`select_lr` result}).
+        A dict with ``mode``, ``label``, ``grid``, ``criterion``, ``rule`` (:func:`plateau_rule`), ``seeds``,
+        ``n_val``, ``trained_on`` and ``per_norm`` ({norm: :func:`select_lr` result}).
     """
     out = Path(out)
-    record = {"mode": "per-norm", "grid": lr_grid(train, grid), "criterion": CRITERION,
+    cap = cap_epochs(train, max_epochs)
+    record = {"mode": FAIR_ARMS, "label": RECIPE_LABELS[FAIR_ARMS], "grid": lr_grid(train, grid),
+              "criterion": CRITERION, "rule": plateau_rule(ds.n_val, cap),
               "seeds": [int(s) for s in seeds], "n_val": ds.n_val, "val_fraction": ds.info.get("val_fraction"),
               "shared": train.model_dump(mode="json"), "trained_on": train_sets_note}
     cached = out / RECIPE_FILE
@@ -216,19 +389,49 @@ def select_recipes(norms: Sequence[str], arch: str, ds: OutlierDataset, train: T
         saved = io.read_json(cached)
         if {k: saved.get(k) for k in record} == record and set(saved.get("per_norm", {})) >= set(norms):
             return saved
-    record["per_norm"] = {n: select_lr(ModelConfig(arch=arch, norm=n), ds, train, seeds, out / n, grid, train_sets)
+    record["per_norm"] = {n: select_lr(ModelConfig(arch=arch, norm=n), ds, train, seeds, out / n, grid, train_sets,
+                                       max_epochs=max_epochs)
                           for n in norms}
     io.write_json(cached, record)
     return record
 
 
+def read_selection(folder: str | Path, norms: Sequence[str]) -> dict[str, Any]:
+    """A selection made elsewhere (``<folder>/recipe.json``, e.g. a study's per-setting selection).
+
+    Raises:
+        BnmemError: it is missing or lacks one of ``norms``.
+    """
+    # lexically: ``folder`` may climb out of a lens folder not created yet (``lira/../..``)
+    path = Path(os.path.normpath(Path(folder) / RECIPE_FILE))
+    saved = io.read_json(path) if path.exists() else None
+    if not isinstance(saved, dict) or not set(saved.get("per_norm") or {}) >= set(norms):
+        raise BnmemError(f"no recipe selection for norms {list(norms)} in {path}: run the study's selection "
+                         "job first (bnmem run resumes it)")
+    return saved
+
+
 def shared_record(train: TrainConfig) -> dict[str, Any]:
-    """The record of the shared recipe (nothing selected)."""
-    return {"mode": "shared", "shared": train.model_dump(mode="json")}
+    """The record of the shared recipe, the paper's protocol (nothing selected)."""
+    return {"mode": PAPER_PROTOCOL, "label": RECIPE_LABELS[PAPER_PROTOCOL], "shared": train.model_dump(mode="json")}
 
 
 def train_for(train: TrainConfig, selection: dict[str, Any], norm: str) -> TrainConfig:
-    """The recipe ``norm`` trains with: ``train``, with the selected learning rate under ``per-norm``."""
-    if selection.get("mode") != "per-norm":
+    """The recipe ``norm`` trains with: ``train``, with the selected learning rate and epochs under ``per-norm``."""
+    if selection.get("mode") != FAIR_ARMS:
         return train
-    return train.model_copy(update={"lr": float(selection["per_norm"][norm]["lr"])})
+    chosen = selection["per_norm"][norm]
+    update: dict[str, Any] = {"lr": float(chosen["lr"])}
+    if chosen.get("epochs") is not None:
+        update["epochs"] = int(chosen["epochs"])
+    return train.model_copy(update=update)
+
+
+def selection_summary(selection: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per norm: the selected learning rate, epochs, why it stopped, and every candidate's validation accuracy."""
+    return {n: {"lr": s["lr"], "epochs": s.get("epochs"), "stop": s.get("stop"), "score": s.get("score"),
+                "val_acc": s.get("val_acc"),
+                "grid": {f"{c['lr']:g}": {"score": c.get("score"), "val_acc": c["val_acc"], "epochs": c.get("epochs"),
+                                          "stop": c.get("stop")}
+                         for c in s.get("candidates", [])}}
+            for n, s in (selection.get("per_norm") or {}).items()}

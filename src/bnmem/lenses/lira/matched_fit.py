@@ -196,12 +196,10 @@ def matched_fit_block(cfgs: dict[str, ShadowConfig], out: str | Path, ds: Outlie
             "split; train_acc: on the model's IN examples"),
         "fpr": MATCH_FPR,
     }
+    own: dict[str, list[int]] = {}
     for norm, cfg in cfgs.items():
         epochs, phi, acc = load_epoch_queries(cfg, Path(out) / norm, ds)
-        if block["epochs"] not in (None, epochs):
-            raise BnmemError(f"matched fit: {norm}'s shadow models were queried at epochs {epochs}, another "
-                             f"norm's at {block['epochs']}")
-        block["epochs"] = epochs
+        own[norm] = list(epochs)
         keep = shadow_keep(cfg, ds.n_train)
         per_epoch = [shadow_operating_points(phi[e], keep, attack, MATCH_FPR) for e in range(len(epochs))]
         block[norm] = {
@@ -211,6 +209,24 @@ def matched_fit_block(cfgs: dict[str, ShadowConfig], out: str | Path, ds: Outlie
                      "tpr_at_0.1pct_fpr_shadow": _grid([p["tpr_at_shadow_threshold"] for p in per_epoch]),
                      "fpr_at_shadow_threshold": _grid([p["fpr_at_shadow_threshold"] for p in per_epoch])},
         }
+    # Under fair arms each norm trains its own epochs: the block's epochs are all of them, and a norm's rows at
+    # the epochs it did not train are missing (None), never filled in.
+    union = sorted({e for eps in own.values() for e in eps})
+    for norm, eps in own.items():
+        if eps != union:
+            at = {e: i for i, e in enumerate(eps)}
+            rec = block[norm]
+            for key, rows in [("test_acc", rec["test_acc"]), ("train_acc", rec["train_acc"]),
+                              *((f"{attack}/{k}", v) for k, v in rec[attack].items())]:
+                width = len(rows[0]) if rows else 0
+                padded = [rows[at[e]] if e in at else [None] * width for e in union]
+                if "/" in key:
+                    rec[attack][key.split("/", 1)[1]] = padded
+                else:
+                    rec[key] = padded
+    block["epochs"] = union
+    if len({tuple(e) for e in own.values()}) > 1:
+        block["epochs_per_norm"] = own
     return block
 
 
@@ -223,9 +239,13 @@ def matched_fit_table(block: dict[str, Any], norms: Sequence[str]) -> str:
         row = [str(epoch)]
         for n in norms:
             att = block[n][attack]
-            means = [np.nanmean(np.array(g[e], dtype=np.float64)) for g in
-                     (block[n]["test_acc"], att["auc_per_target"], att["tpr_at_0.1pct_fpr_shadow"],
-                      att["fpr_at_shadow_threshold"])]
+            grids = (block[n]["test_acc"], att["auc_per_target"], att["tpr_at_0.1pct_fpr_shadow"],
+                     att["fpr_at_shadow_threshold"])
+            values = [np.array(g[e], dtype=np.float64) for g in grids]
+            if not np.isfinite(values[0]).any():  # an epoch this norm did not train (fair arms)
+                row += ["-"] * 4
+                continue
+            means = [np.nanmean(v) for v in values]
             row += [f"{means[0]:.3f}", f"{means[1]:.3f}", f"{means[2]:.2%}", f"{means[3]:.2%}"]
         rows.append(row)
     return (f"Per epoch ({MATCHED_FIT_OPTION}; the report reads the norms at matched test accuracy), means over "

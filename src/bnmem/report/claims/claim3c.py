@@ -15,6 +15,7 @@ paired AUC differences BN@matched − baseline@matched, replicates as the unit.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -101,17 +102,26 @@ def matched_epochs(epochs: list[int], acc_bn: np.ndarray, acc_base: np.ndarray, 
     """The plan's matching rule on per-epoch mean test accuracies: (index of BN's epoch, index of the
     baseline's). The arm with the lower final accuracy is read at its final epoch; the other at its earliest
     epoch whose accuracy lies within ``tol`` of that (|acc − target| ≤ tol). None when no epoch does (the arm
-    jumps over the band between two recorded epochs)."""
-    last = len(epochs) - 1
-    if acc_bn[last] >= acc_base[last]:
-        target, other, read_bn = acc_base[last], acc_bn, True  # the usual case: BN fits better, read it earlier
+    jumps over the band between two recorded epochs). An arm's final epoch is its last recorded one (under
+    fair arms each arm trains its own epochs; the shorter one's later rows are nan)."""
+    last_bn, last_base = _last(acc_bn), _last(acc_base)
+    if last_bn is None or last_base is None:
+        return None
+    if acc_bn[last_bn] >= acc_base[last_base]:
+        target, other, read_bn = acc_base[last_base], acc_bn, True  # the usual case: BN fits better, read it earlier
     else:
-        target, other, read_bn = acc_bn[last], acc_base, False  # the baseline fits better: roles swapped
+        target, other, read_bn = acc_bn[last_bn], acc_base, False  # the baseline fits better: roles swapped
     hit = np.flatnonzero(np.abs(other - target) <= tol + 1e-12)
     if hit.size == 0:
         return None
     e = int(hit[0])
-    return (e, last) if read_bn else (last, e)
+    return (e, last_base) if read_bn else (last_bn, e)
+
+
+def _last(acc: np.ndarray) -> int | None:
+    """The index of the last finite entry (None: none)."""
+    idx = np.flatnonzero(np.isfinite(acc))
+    return int(idx[-1]) if idx.size else None
 
 
 def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
@@ -126,11 +136,13 @@ def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
     if any(x is None for x in (acc_b, acc_o, auc_b, auc_o)):
         return f"matched-fit block lacks {BN} or {other} test accuracy or {attack} AUCs"
     assert acc_b is not None and acc_o is not None and auc_b is not None and auc_o is not None
-    mb, mo = np.nanmean(acc_b, axis=1), np.nanmean(acc_o, axis=1)
+    with warnings.catch_warnings():  # an epoch one arm did not train (fair arms) is all nan: its mean is nan
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mb, mo = np.nanmean(acc_b, axis=1), np.nanmean(acc_o, axis=1)
     pick = matched_epochs(epochs, mb, mo)
     if pick is None:
         return (f"not matched: no epoch of the better-fitting arm comes within {MATCH_TOLERANCE * 100:g} point of "
-                f"the other's final test accuracy ({BN} {mb[-1]:.3f}, {other} {mo[-1]:.3f})")
+                f"the other's final test accuracy ({BN} {_final(mb):.3f}, {other} {_final(mo):.3f})")
     eb, eo = pick
     out = {"diffs": auc_b[eb] - auc_o[eo], "epoch_bn": epochs[eb], "epoch_other": epochs[eo],
            "acc_bn": float(mb[eb]), "acc_other": float(mo[eo])}
@@ -140,6 +152,11 @@ def _replicate(data: dict[str, Any], other: str) -> dict[str, Any] | str:
         if tpr is not None and fpr is not None:
             out[f"tpr_{key}"], out[f"fpr_{key}"] = float(np.nanmean(tpr[e])), float(np.nanmean(fpr[e]))
     return out
+
+
+def _final(acc: np.ndarray) -> float:
+    i = _last(acc)
+    return math.nan if i is None else float(acc[i])
 
 
 def _operating_points(reps: list[dict[str, Any]], other: str) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from bnmem.analysis_plan import BN
+from bnmem.names import FAIR_ARMS, PAPER_PROTOCOL
 from bnmem.attacks import spec as attack_spec
 from bnmem.report.claims.core import Claim, Evaluation, PreviousVerdict, not_run
 from bnmem.report.results import Setting, corrupted_subsets, finite, norms_of
@@ -22,9 +23,11 @@ DISPLAY_KEYS = (
     "model", "steps", "lr", "n_outliers", "outlier_kind", "seed", "recipe", "selection_replicate",
     "evaluation_replicates", "n_layers", "n_seeds",
 )
-# A setting run with a recipe other than the paper's shared one (e.g. per-norm selected learning rates)
-# is a robustness variant: shown in the panel, never deciding.
-SHARED_RECIPE = "shared"
+# Fair arms (each norm's learning rate and epochs selected on validation, bnmem.train.recipe) decide wherever a
+# claim's lens ran them; the paper's protocol (one shared recipe, same epochs) is then a robustness variant,
+# shown in the panel, never deciding. A claim whose lenses take no recipe is decided under the paper's protocol.
+# What a variant row calls each recipe.
+RECIPE_VARIANT = {PAPER_PROTOCOL: "paper's protocol", FAIR_ARMS: "per-norm (fair arms)"}
 # Each attack's label, as its spec declares it (bnmem.attacks.spec).
 ATTACK_NAMES = attack_spec.LABELS
 
@@ -88,13 +91,20 @@ def bn_comparison(claim: Claim, setting: Setting, lens: LensOutput, has_data: Ca
     return norms, subsets
 
 
+def deciding_recipe(recipes: Iterable[str]) -> str:
+    """The recipe that decides among ``recipes``: fair arms where they ran, else the paper's protocol."""
+    return FAIR_ARMS if FAIR_ARMS in set(recipes) else PAPER_PROTOCOL
+
+
 def mark_variants(claim: Claim) -> Claim:
-    """Evaluations of a non-shared recipe become robustness variants (shown, never deciding)."""
+    """Evaluations of a recipe other than the deciding one (:func:`deciding_recipe`) become robustness
+    variants (shown, never deciding), named for their recipe ("recipe paper's protocol")."""
+    deciding = deciding_recipe(e.conditions.get("recipe") or PAPER_PROTOCOL for e in claim.evaluations)
     for e in claim.evaluations:
-        recipe = e.conditions.get("recipe")
-        if recipe is not None and recipe != SHARED_RECIPE:
+        recipe = e.conditions.get("recipe") or PAPER_PROTOCOL  # a result naming none ran the one recipe
+        if recipe != deciding:
             e.deciding = False
-            e.variant = f"recipe {recipe}"
+            e.variant = f"recipe {RECIPE_VARIANT.get(recipe, recipe)}"
     return claim
 
 
