@@ -12,7 +12,7 @@ import pytest
 from bnmem.analysis_plan import CONTRADICTED, GS_SIGMA, NOT_RUN, REPRODUCED
 from bnmem.report.claims.claim7 import PUSH_INVARIANT_COS
 from bnmem.names import GAMMA_SIGMA
-from bnmem.report.claims import claim4
+from bnmem.report.claims import claim4, claim7
 from bnmem.report.claims import identifiable as ident
 from bnmem.report.results import settings_of
 
@@ -47,7 +47,7 @@ def test_claim4_decides_on_the_identifiable_layers_and_describes_the_others():
     # the identifiable one reproduced.
     reps = _run([STRONG, -STRONG, -STRONG, -STRONG], [True, False, False, False])
     assert claim4.layer_analysis("all", reps, GS_SIGMA).status == CONTRADICTED
-    a = ident.claim4_identifiable(reps)
+    a = ident.claim4_identifiable(reps, claim4.layer_analysis)
     assert a.status == REPRODUCED
     assert a.value == pytest.approx(np.exp(STRONG), rel=0.1)  # bn0's |γ|/σ, the only deciding layer
     assert "1 of 4 BN layers identifiable (bn0)" in a.note
@@ -60,18 +60,18 @@ def test_claim4_over_identifiable_layers_is_claim4s_own_test_on_those_layers():
     means = rng.normal(0.2, 0.4, 6)
     flags = [True, False, True, True, False, True]
     reps = _run(means, flags)
-    a = ident.claim4_identifiable(reps)
+    a = ident.claim4_identifiable(reps, claim4.layer_analysis)
     b = claim4.layer_analysis("same", ident.restricted(reps, ["bn0", "bn2", "bn3", "bn5"]), GS_SIGMA)
     assert (a.status, a.value, a.ci_low, a.ci_high) == (b.status, b.value, b.ci_low, b.ci_high)
     # all layers identifiable: exactly claim 4's analysis of today
     every = _run(means, [True] * 6)
-    c, d = ident.claim4_identifiable(every), claim4.layer_analysis("x", every, GS_SIGMA)
+    c, d = ident.claim4_identifiable(every, claim4.layer_analysis), claim4.layer_analysis("x", every, GS_SIGMA)
     assert (c.status, c.value, c.ci_low, c.ci_high) == (d.status, d.value, d.ci_low, d.ci_high)
 
 
 def test_claim4_is_not_run_without_the_flag_or_an_identifiable_layer():
-    assert ident.claim4_identifiable(_run([1.0, 1.0], [True, None])).status == NOT_RUN
-    none = ident.claim4_identifiable(_run([1.0, 1.0], [False, False]))
+    assert ident.claim4_identifiable(_run([1.0, 1.0], [True, None]), claim4.layer_analysis).status == NOT_RUN
+    none = ident.claim4_identifiable(_run([1.0, 1.0], [False, False]), claim4.layer_analysis)
     assert none.status == NOT_RUN and "no layer can decide" in none.note
 
 
@@ -100,13 +100,14 @@ def _models(flags_per_model, layers=("norm1", "norm4")):
 
 def test_claim7_takes_its_deciding_layers_from_the_graph_and_names_disagreements():
     cos = {"norm1": PUSH_INVARIANT_COS / 100, "norm4": 0.5}
-    agree = ident.claim7_layers(_models([{"norm1": False, "norm4": True}] * 2), cos)
+    agree = ident.claim7_layers(_models([{"norm1": False, "norm4": True}] * 2), cos, claim7.scale_invariant(cos))
     assert (agree.deciding, agree.described, agree.disagree, agree.source) == (("norm4",), ("norm1",), (), "graph")
     # the radial cosine calls norm4 invariant too: the graph still decides, the disagreement is named
-    split = ident.claim7_layers(_models([{"norm1": False, "norm4": True}]), {**cos, "norm4": 0.0})
+    flat = {**cos, "norm4": 0.0}
+    split = ident.claim7_layers(_models([{"norm1": False, "norm4": True}]), flat, claim7.scale_invariant(flat))
     assert split.deciding == ("norm4",) and split.disagree == ("norm4",)
     # models recorded before the flag: the radial cosine decides, as in plan 5.0
-    old = ident.claim7_layers(_models([None]), cos)
+    old = ident.claim7_layers(_models([None]), cos, claim7.scale_invariant(cos))
     assert (old.deciding, old.described, old.source) == (("norm4",), ("norm1",), "radial cosine")
 
 

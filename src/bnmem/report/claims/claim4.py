@@ -26,6 +26,7 @@ from bnmem.analysis_plan import (
     REPRODUCED, TEST_LAYERS, UNCHANGED, Axis, ClaimPlan, Design, Display, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
+from bnmem.report.claims import identifiable
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, level, new_claim, not_run,
 )
@@ -308,7 +309,6 @@ def _anderson(groups: list[np.ndarray]) -> tuple[PairedDiff, str]:
 
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 4 in every setting that ran the gamma-sigma lens (each architecture its own setting)."""
-    from bnmem.report.claims import identifiable  # it reads this module's layer_analysis: imported when deciding
     claim = new_claim("4", "gamma_sigma")  # the HTML section id
     for setting in settings_of(run, GAMMA_SIGMA):
         reps = setting.lenses(GAMMA_SIGMA)
@@ -328,7 +328,7 @@ def evaluate(run: RunData) -> list[Claim]:
         # existed is decided on every layer, and the note says so.
         split = identifiable.layer_split(reps, GS_SIGMA)
         if split.complete and split.identifiable:
-            primary = replace(identifiable.claim4_identifiable(reps, GS_SIGMA), name=PLAN_ANALYSIS)
+            primary = replace(identifiable.claim4_identifiable(reps, layer_analysis, GS_SIGMA), name=PLAN_ANALYSIS)
             alts = [replace(every, name=EVERY_LAYER_ANALYSIS)]
             previous(claim, where(setting), every.value, every.status)
             layers = f"the {len(split.identifiable)} of {n_layers} BN layers whose γ scale is identifiable"

@@ -28,6 +28,7 @@ from bnmem.analysis_plan import (
     SAME_AS_PRIMARY, TEST_ABOVE, UNCHANGED, Axis, ClaimPlan, Endpoint,
 )
 from bnmem.names import GAMMA_SIGMA
+from bnmem.report.claims import identifiable
 from bnmem.report.claims.core import (
     PLAN_ANALYSIS, Analysis, Claim, Evaluation, estimate, grade, new_claim, not_run, stats_of,
 )
@@ -299,13 +300,11 @@ def _analyses(models: list, layers: list[str], flagged: list[str], cos: dict[str
 
 
 def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | None,
-                claim: Claim | None = None) -> Evaluation:
-    from bnmem.report.claims import identifiable  # it reads this module's scale_invariant: imported when deciding
-
+                v5: list[tuple[str, float | None, str, bool]] | None = None) -> Evaluation:
     cos = radial_cos(models)
     # Plan 6.0: the deciding layers are those whose γ scale the model's graph says is identifiable (recorded by
     # the gamma-sigma lens); runs from before the flag fall back on plan 5.0's radial-cosine flag.
-    split = identifiable.claim7_layers(models, cos)
+    split = identifiable.claim7_layers(models, cos, scale_invariant(cos))
     layers, flagged = list(split.deciding), list(split.described)
     old_flagged = scale_invariant(cos)
     old_layers = [n for n in cos if n not in old_flagged]
@@ -321,11 +320,12 @@ def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | N
                       f"training accuracy < "
                       f"{FIT_LEVEL:.0%}); r_O − r_C: the outliers' push on |γ| per unit gradient norm minus the "
                       "clean examples'")
-    if claim is not None:  # plan 5.0 decided on the radial cosine's layers: its verdict is the previous one
+    if v5 is not None:  # plan 5.0 decided on the radial cosine's layers: its verdict, (where, value, status, differs)
         was = (primary if old_layers == layers else _graded(PLAN_ANALYSIS, push_groups(models, old_layers, False))
                if old_layers else None)
-        previous(claim, where(s, "outliers' − clean examples' γ push per unit gradient norm, before the fit"),
-                 None if was is None else was.value, NOT_RUN if was is None else was.status)
+        v5.append((where(s, "outliers' − clean examples' γ push per unit gradient norm, before the fit"),
+                               None if was is None else was.value, NOT_RUN if was is None else was.status,
+                               old_layers != layers))
     return Evaluation.from_analysis(where(s, "outliers' − clean examples' γ push per unit gradient norm, before "
                                              "the fit"), primary,
                                     cond(s, lens), True, cov, _analyses(models, layers, flagged, cos),
@@ -335,6 +335,7 @@ def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | N
 def evaluate(run: RunData) -> list[Claim]:
     """Claim 7 in every corrupted setting that ran the gamma-sigma lens."""
     claim = new_claim("7", "gamma_sigma", "{:+.3f}")
+    v5: list[tuple[str, float | None, str, bool]] = []
     settings = settings_of(run, GAMMA_SIGMA)
     clean = {_base(s): s for s in settings if s.first.corrupted is False}
     for s in settings:
@@ -344,7 +345,7 @@ def evaluate(run: RunData) -> list[Claim]:
         partner = clean.get(_base(s))
         models = _models(s)
         if models:
-            ev = _evaluation(s, lens, models, partner, claim)
+            ev = _evaluation(s, lens, models, partner, v5)
             claim.evaluations.append(ev)
             continue
         claim.evaluations.append(not_run(where(s), NO_PUSH, cond(s, lens)))
@@ -355,6 +356,9 @@ def evaluate(run: RunData) -> list[Claim]:
             claim.evaluations.append(shown)
     if not claim.evaluations:
         claim.evaluations.append(not_run("—", "no corrupted setting ran the gamma-sigma lens"))
+    if any(differs for *_, differs in v5):  # plan 5.0's layer set gave another row somewhere: its verdicts shown
+        for where_, value, status, _ in v5:
+            previous(claim, where_, value, status)
     return [claim]
 
 

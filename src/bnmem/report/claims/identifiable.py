@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from bnmem.analysis_plan import GS_SIGMA, NOT_RUN
-from bnmem.report.claims import claim4
-from bnmem.report.claims.claim7 import scale_invariant
 from bnmem.report.claims.core import Analysis
 from bnmem.report.results import finite, layer_rows
 
@@ -119,8 +117,10 @@ def described_layers(reps: Sequence[tuple[Any, Any]], layers: Sequence[str], mod
             f"{', '.join(per_rep) or 'none measured'} of {len(layers)}")
 
 
-def claim4_identifiable(reps: Sequence[tuple[Any, Any]], mode: str = GS_SIGMA) -> Analysis:
-    """Claim 4's partial-conjunction decision over the identifiable layers (claim 4's own test and wording),
+def claim4_identifiable(reps: Sequence[tuple[Any, Any]], analyse: Callable[..., Analysis],
+                        mode: str = GS_SIGMA) -> Analysis:
+    """Claim 4's partial-conjunction decision over the identifiable layers (``analyse``: claim 4's own
+    :func:`~bnmem.report.claims.claim4.layer_analysis`, passed in so that this module imports no claim module),
     the others described in the note. Not run where the flag is missing or no layer is identifiable."""
     split = layer_split(reps, mode)
     if not split.complete:
@@ -129,8 +129,8 @@ def claim4_identifiable(reps: Sequence[tuple[Any, Any]], mode: str = GS_SIGMA) -
     if not split.identifiable:
         return Analysis(CLAIM4_ANALYSIS, None, None, None, NOT_RUN,
                         note=f"{split.text()}: no layer can decide; " + described_layers(reps, split.described, mode))
-    return claim4.layer_analysis(CLAIM4_ANALYSIS, restricted(reps, split.identifiable), mode,
-                                 f"{split.text()}; " + described_layers(reps, split.described, mode))
+    return analyse(CLAIM4_ANALYSIS, restricted(reps, split.identifiable), mode,
+                   f"{split.text()}; " + described_layers(reps, split.described, mode))
 
 
 def effective_steps(reps: Sequence[tuple[Any, Any]], mode: str = GS_SIGMA) -> dict[str, float | None]:
@@ -187,11 +187,13 @@ class Claim7Layers:
     source: str  # "graph" or "radial cosine" (runs recorded before the flag)
 
 
-def claim7_layers(models: Sequence[tuple[int, dict[str, dict[str, Any]]]], cos: dict[str, float]) -> Claim7Layers:
+def claim7_layers(models: Sequence[tuple[int, dict[str, dict[str, Any]]]], cos: dict[str, float],
+                  invariant: Sequence[str]) -> Claim7Layers:
     """The deciding layers of claim 7: the identifiable ones of the graph rule where every model recorded it,
-    else the radial cosine's (claim 7's plan-5.0 flag); ``disagree`` names the layers the two flags split."""
+    else the radial cosine's (``invariant``: the layers claim 7's plan-5.0 flag calls scale-invariant, from
+    :func:`~bnmem.report.claims.claim7.scale_invariant`); ``disagree`` names the layers the two flags split."""
     flags = graph_flags(models)
-    invariant = set(scale_invariant(cos))
+    invariant = set(invariant)
     if flags is None:
         return Claim7Layers(tuple(n for n in cos if n not in invariant), tuple(n for n in cos if n in invariant),
                             (), "radial cosine")
