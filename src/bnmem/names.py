@@ -78,6 +78,9 @@ BUILTIN_LENSES: dict[str, str] = {
 
 # Files of a run directory, each named once (writers and readers import these).
 STUDY_FILE = "study.json"  # a study's definition and the analysis plan it recorded before its first job
+# The key under which a run adds each setting's selected recipes to study.json when it ends (bnmem.study.recipes):
+# not part of the study (its hash, a resume and the confirmatory seeds leave it out).
+SELECTED_RECIPES_KEY = "selected_recipes"
 INDEX_FILE = "index.json"  # a study's cells, conditions and each lens's folder (written first)
 CONFIG_FILE = "config.json"  # a run's resolved config
 ENVIRONMENT_FILE = "environment.json"  # versions and machine

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bnmem.errors import BnmemError
-from bnmem.names import STUDY_FILE, SUMMARY_CSV
+from bnmem.names import SELECTED_RECIPES_KEY, STUDY_FILE, SUMMARY_CSV
 
 EXIT_OK, EXIT_MISMATCH, EXIT_NO_TABLE = 0, 1, 3
 OK, MISMATCH, NOT_CHECKED = "ok", "MISMATCH", "not checked"
@@ -328,7 +328,9 @@ def _seed_checks(doc: dict[str, Any], conf: dict[str, Any] | None, cells: list[A
         if seed != study_seed(key, lens):
             bad.append(f"study lens {lens} seed {seed} is not its derivation {study_seed(key, lens)}")
     if derivation >= 2:
-        resolved = resolved_sha256({k: v for k, v in doc.items() if k not in (RECORD_KEY, CONFIRMATORY_KEY)})
+        # what the run adds to study.json after the seeds were derived (the selected recipes) is not the study
+        added = (RECORD_KEY, CONFIRMATORY_KEY, SELECTED_RECIPES_KEY)
+        resolved = resolved_sha256({k: v for k, v in doc.items() if k not in added})
         if resolved != conf.get("resolved_study_sha256"):
             bad.append(f"the study in {STUDY_FILE} hashes to {resolved[:12]}…, its record says "
                        f"{str(conf.get('resolved_study_sha256'))[:12]}…")

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from bnmem import io
+from bnmem.names import SELECTED_RECIPES_KEY
 
 SELECTION = "recipe-selection"  # the job kind (study/run.py dispatches on it)
 SELECTION_DIR = "_recipe"
 # The key of study.json that records each setting's selection when the run ends.
-SELECTED_RECIPES_KEY = "selected_recipes"
 
 
 def setting_key(cell: Any) -> tuple[str, str, str]:

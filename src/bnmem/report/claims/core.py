@@ -459,6 +459,11 @@ class Claim:
         declared = plan.panel if plan is not None else ()
         primary_label = (plan.estimand if plan is not None and plan.estimand else "primary")
         rows = [(self.estimand_of(a), a) for a in self.robustness()]
+        # A declared estimand the run measured as a recipe variant (the paper's protocol beside fair arms:
+        # mark_variants names it "recipe <estimand>") is that variant's row, not the primary's number.
+        declared_labels = {lab for lab, _ in declared}
+        rows = [(lab[len("recipe "):] if lab.startswith("recipe ") and lab[len("recipe "):] in declared_labels
+                 else lab, a) for lab, a in rows]
         primary = next((a for lab, a in rows if lab == primary_label), None)
         shown = {lab for lab, _ in rows}
         for lab, text in declared:
