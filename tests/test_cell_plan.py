@@ -190,3 +190,31 @@ def test_bnmem_run_plans_the_study_once(tmp_path, monkeypatch, extra):
     path.write_text("name: once\nlenses: {theory: {steps: 5, plot: false}}\n")
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", *extra]) == 0
     assert len(calls) == 1, calls
+
+
+def test_no_module_outside_data_loads_a_dataset_itself():
+    """Every lens, the shared training runs, DP shadow models and the audit read their dataset through the
+    process's cache (:func:`bnmem.data.loaded.load_once`): no call of ``load_dataset`` outside ``bnmem/data``."""
+    import re
+
+    src = Path(__file__).resolve().parents[1] / "src" / "bnmem"
+    calls = [f"{p.relative_to(src)}:{i}" for p in src.rglob("*.py") if p.parent.name != "data"
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bload_dataset\(", line)]
+    assert calls == []
+
+
+@pytest.mark.parametrize("lens", ["memorize", "gamma-sigma", "gradnorms"])
+def test_a_lens_run_twice_in_one_process_loads_its_data_once(lens, tmp_path, monkeypatch):
+    """The per-(norm, seed) lenses' jobs of one cell in one worker: the second job reuses the first's dataset."""
+    from bnmem.lenses import registry
+
+    monkeypatch.setattr(loaded, "_LOADED", collections.OrderedDict())
+    monkeypatch.setattr(loaded, "LOADS", collections.Counter())
+    spec = registry.get(lens)
+    cfg = spec.config.model_validate({"data": {"dataset": "digits", "train_size": 120, "label_noise": 0.05},
+                                      "train": {"epochs": 1, "batch_size": 32}, "seeds": [0],
+                                      "norms": ["batch"]})
+    for k in range(2):
+        spec.run(cfg, tmp_path / f"{lens}{k}", progress=False)
+    assert sum(loaded.LOADS.values()) == 1

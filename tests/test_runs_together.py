@@ -112,9 +112,13 @@ def _shared_spec(tmp_path: Path) -> tuple[dict, dict]:
 
 def test_float64_shared_runs_together_match_each_lens_alone(ds64, tmp_path, monkeypatch):
     """A study's shared job (seeds together, every lens's hook) hands each lens what it gets training alone."""
-    import bnmem.data
+    from bnmem.data import loaded
 
-    monkeypatch.setattr(bnmem.data, "load_dataset", load64)
+    # the shared job reads its dataset through the process's cache (bnmem.data.loaded): load it in float64,
+    # and leave no float64 dataset kept for later tests
+    monkeypatch.setattr(loaded, "load_dataset", load64)
+    loaded.forget()
+    request_cleanup = loaded.forget
     spec, _ = _shared_spec(tmp_path / "study")
     assert spec["seeds"] == SEEDS and sorted(t["lens"] for t in spec["targets"]) == ["gamma-sigma", "gradnorms"]
     share.run_shared_training(spec)
@@ -126,6 +130,7 @@ def test_float64_shared_runs_together_match_each_lens_alone(ds64, tmp_path, monk
                              lambda job=job, seed=seed: hook(cfg, ds64, job, seed))
             given = run_folder(tmp_path / "study" / "cell" / lens, "batch", seed)
             _close(want, io.read_json(given / "history.json"), f"{lens} seed {seed}")
+    request_cleanup()
 
 
 def test_a_partly_finished_shared_job_trains_only_the_rest(tmp_path, monkeypatch):

@@ -507,7 +507,7 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
     """
     from bnmem.auditing.load import load_model_file
     from bnmem.train.device import check_device_here
-    from bnmem.data import load_dataset
+    from bnmem.data.loaded import load_once
 
     check_device_here(config.train.device)  # before the file is read: torch's own error is a traceback
     model, fmt = load_model_file(model_path)
@@ -525,7 +525,7 @@ def load_checked(model_path: str | Path, config: AuditConfig, copies: ShadowCopi
         scan(config.folder)  # a mistyped or empty folder first: the channel advice below would not help
         check_channels(model, config.folder)  # before reading the images (their --mean/--std need it too)
         rare_file_mask(config)  # a bad --outliers CSV fails before the images are read
-    ds = read_folder(config.folder) if config.folder is not None else load_dataset(config.data)
+    ds = read_folder(config.folder) if config.folder is not None else load_once(config.data)
     model = model.to(config.train.device).eval()
     check_inputs(model, ds.x_train[:2].to(model_device(model)), ds.num_classes, ds.name)
     return model, fmt, ds, io.file_sha256(model_path)

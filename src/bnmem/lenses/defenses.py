@@ -53,7 +53,7 @@ from bnmem.config import (
     check_norms,
     check_views_fit,
 )
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.errors import BnmemError
 from bnmem.executors import Executor
 from bnmem.executors.local import LocalExecutor
@@ -367,7 +367,7 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
         executor.map(train_chunk, specs, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
     query_all(cfg, out, executor)
     entries = {v.name: [_replicate_entry(cfg, v, r, out) for r in range(cfg.replicates)] for v in variants}
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     first = entries[variants[0].name][0]
     result: dict[str, Any] = {
         "lens": SPEC.name,

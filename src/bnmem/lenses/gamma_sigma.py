@@ -19,7 +19,7 @@ import torch
 from pydantic import field_validator
 
 from bnmem import io
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.data.dataset import OutlierDataset
 from bnmem.analysis_plan import PUSH_NORM_SAMPLE
 from bnmem.config import ExperimentConfig
@@ -238,7 +238,7 @@ def run_gamma_sigma(cfg: GammaSigmaConfig, out: str | Path, *, progress: bool = 
         BnmemError: data or directory problems.
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     histories = train_runs(cfg, ds, out, hook=measure_hook, progress=progress)["batch"]
     result = LENS.stamp({
         **summarize(histories),

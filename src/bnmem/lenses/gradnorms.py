@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from bnmem import io
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.data.dataset import OutlierDataset
 from bnmem.errors import BnmemError
 from bnmem.config import ExperimentConfig
@@ -196,7 +196,7 @@ def run_gradnorms(cfg: GradNormsConfig, out: str | Path, *, progress: bool = Tru
         BnmemError: data or directory problems, or a finished job missing its norms.
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     arr = np.full((len(cfg.norms), len(cfg.seeds), len(cfg.definitions), len(cfg.at), ds.n_train), np.nan)
     info: dict[tuple[str, str, int], dict] = {}
     runs = train_runs(cfg, ds, out, hook=measure_hook, progress=progress)

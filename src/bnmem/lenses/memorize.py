@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bnmem import io
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.config import ExperimentConfig
 from bnmem.formatting import fmt
 from bnmem.texttable import table
@@ -64,7 +64,7 @@ def run_memorize(cfg: MemorizeConfig, out: str | Path, *, progress: bool = True,
         The metrics dict (also written to ``metrics.json``).
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     per_norm = cfg.recipe == "per-norm"
     selection = (shared_record(cfg.train) if not per_norm
                  else read_selection(out / cfg.recipe_from, cfg.norms) if cfg.recipe_from

@@ -50,7 +50,7 @@ from bnmem.analysis_plan import (
 )
 from bnmem.attacks import spec as attack_spec
 from bnmem.config import DataConfig
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.data.dataset import OutlierDataset
 from bnmem.figures.privacy_utility import plot_privacy_utility
 from bnmem.config import ExperimentConfig, Seed32, ShadowModelsOrOff, ShadowProtocol
@@ -501,7 +501,7 @@ def run_mitigate(cfg: MitigateConfig, out: str | Path, *, progress: bool = True,
         BnmemError: data or directory problems; LiRA asked for but unavailable.
     """
     out = prepare_run_dir(out, cfg.model_dump(mode="json"))
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     variants = cfg.variants()
     _train_together(cfg, ds, out, progress, grouped_runs(cfg))
     metrics = _train_variants(cfg, ds, out, progress, variants, list(cfg.seeds))

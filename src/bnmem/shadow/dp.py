@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bnmem import io
-from bnmem.data import load_dataset
+from bnmem.data.loaded import load_once
 from bnmem.executors import Executor
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.training import (
@@ -66,7 +66,7 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     out = chunk_dir(run_dir, models)
     if io.is_done(out):
         return {**io.read_json(out / io.DONE), "skipped": True}
-    ds = load_dataset(cfg.data)
+    ds = load_once(cfg.data)
     keep = shadow_keep(cfg, ds.n_train)
     t0 = time.perf_counter()
     for m in models:

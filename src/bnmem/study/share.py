@@ -142,14 +142,14 @@ def run_shared_training(spec: dict[str, Any]) -> None:
             and each target's absolute ``out`` (lens folder), plus ``progress``.
     """
     from bnmem.config import DataConfig, ModelConfig, TrainConfig
-    from bnmem.data import load_dataset
+    from bnmem.data.loaded import load_once
     from bnmem.lenses.runs import PendingRun, train_fresh_together, train_run
 
     norm, scratch = spec["norm"], Path(spec["out"])
     seeds = [int(s) for s in spec["seeds"] if _pending(spec, int(s))]
     if seeds:
         training = spec["training"]
-        ds = load_dataset(DataConfig.model_validate(training["data"]))
+        ds = load_once(DataConfig.model_validate(training["data"]))
         model_cfg = ModelConfig(arch=training["arch"], norm=norm)
         train = TrainConfig.model_validate(training["train"])
         runs = [PendingRun(s, train, scratch / f"seed{s}", lambda s=s: _seed_hook(spec, ds, s)) for s in seeds]
