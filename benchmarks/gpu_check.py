@@ -297,6 +297,9 @@ def check_lira_cell(device: str, tiny: bool, out: Path, epochs: int, views: list
         study["train"].update({"batch_size": 8, "precision": "float32"})
     study["lenses"]["lira"].update({"shadow_models": models, "chunk_size": models, "epochs": epochs,
                                     "views": views})
+    # One cell of one recipe: the preset's lira cell as the paper's protocol (fair arms add each setting's
+    # recipe selection and a second cell of the same size; the check times the shadow models, not the selection).
+    study["grid"]["recipes"] = ["shared"]
     path = out / "gpu-lira-cell.yaml"
     path.write_text(yaml.safe_dump(study))
     run_dir = out / "lira-cell"

@@ -389,8 +389,13 @@ def read_attempts(root: Path | None = None) -> list[dict[str, Any]]:
     root = root if root is not None else checkout_root()
     if root is None:
         return []
+    return read_jsonl(root / ATTEMPTS_LOG)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, one a line ([] when it cannot be read; other lines skipped)."""
     try:
-        text = (root / ATTEMPTS_LOG).read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError:
         return []
     out = []

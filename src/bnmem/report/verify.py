@@ -348,7 +348,7 @@ def _seed_checks(doc: dict[str, Any], conf: dict[str, Any] | None, cells: list[A
 
 
 def _attempt_checks(root: Path, doc: dict[str, Any], conf: dict[str, Any] | None, repo: Path | None) -> list[Check]:
-    from bnmem.provenance import ATTEMPTS_LOG, END, RUN_ATTEMPTS, START
+    from bnmem.provenance import ATTEMPTS_LOG, END, RUN_ATTEMPTS, START, read_jsonl
 
     if conf is None:
         return [Check("attempts", NOT_CHECKED, "exploratory run: not logged")]
@@ -356,7 +356,7 @@ def _attempt_checks(root: Path, doc: dict[str, Any], conf: dict[str, Any] | None
     if not log_path.is_file():
         return [Check("attempts", MISMATCH, f"no attempts log ({ATTEMPTS_LOG} in the repository, {RUN_ATTEMPTS} in the "
                                             "folder)")]
-    entries = [e for e in _jsonl(log_path)]
+    entries = read_jsonl(log_path)
     name, started = doc.get("name"), conf.get("started")
     starts = [e for e in entries if e.get("kind") == START and e.get("study") == name and e.get("time") == started]
     ends = [e for e in entries if e.get("kind") == END and e.get("study") == name and e.get("started") == started]
@@ -372,7 +372,7 @@ def _attempt_checks(root: Path, doc: dict[str, Any], conf: dict[str, Any] | None
         out.append(Check("attempts", MISMATCH, f"the run's last end record says {ends[-1].get('reason')}"))
     own = root / RUN_ATTEMPTS
     if own.is_file() and log_path != own:
-        missing = [e for e in _jsonl(own) if e not in entries]
+        missing = [e for e in read_jsonl(own) if e not in entries]
         if missing:
             out.append(Check("attempts", MISMATCH, f"{len(missing)} line(s) of the folder's {RUN_ATTEMPTS} are not "
                                                    f"in {where}"))
@@ -382,18 +382,6 @@ def _attempt_checks(root: Path, doc: dict[str, Any], conf: dict[str, Any] | None
     load = last.get("load")
     return [Check("attempts", OK, f"{where} holds the start ({started}) and the end ({last.get('reason')} after "
                                   f"{last.get('seconds')} s, {last.get('cpus')} CPUs, load {load})")]
-
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            out.append(doc)
-    return out
 
 
 # ----------------------------------------------------------------- the whole

@@ -49,7 +49,22 @@ def _norm_names(model: nn.Module) -> tuple[str, ...]:
                  if isinstance(m, (_BatchNorm, nn.GroupNorm)) and getattr(m, "weight", None) is not None)
 
 
-class GroupedResNet(GroupedLeNet):
+class NamedNormsGrouped(GroupedLeNet):
+    """A grouped network whose norm layers are found by name in the template model (ResNets, fast networks):
+    :class:`GroupedLeNet`'s input layout, norm layers, penalty and step, with ``norm_names`` read first."""
+
+    # Every channel count is a multiple of 16, so K*C is a multiple of the vector width for any K; only a
+    # network of one model (a groups=1 convolution, another oneDNN kernel) rounds differently. Measured on
+    # this AVX-512 CPU for ResNets: a model's float32 result is bitwise the same in networks of 2 to 6 models.
+    multiple = 2
+
+    def __init__(self, models: list[nn.Module], *args, **kwargs) -> None:
+        if models and self.supports(models[0]):
+            self.norm_names = _norm_names(models[0])
+        super().__init__(models, *args, **kwargs)
+
+
+class GroupedResNet(NamedNormsGrouped):
     """Training steps of K ResNets as one grouped network (see the module docstring).
 
     Same interface, stacked ``params``/``buffers``, regularizer and activity record as :class:`GroupedLeNet`
@@ -57,19 +72,10 @@ class GroupedResNet(GroupedLeNet):
     """
 
     trains = "ResNets with batch/none/group/layer norm"
-    # Every channel count is a multiple of 16, so K*C is a multiple of the vector width for any K; only a
-    # network of one model (a groups=1 convolution, another oneDNN kernel) rounds differently. Measured on
-    # this AVX-512 CPU: a model's float32 result is bitwise the same in networks of 2 to 6 models.
-    multiple = 2
 
     @staticmethod
     def supports(model: nn.Module) -> bool:  # noqa: D102
         return supports_grouped_resnet(model)
-
-    def __init__(self, models: list[nn.Module], *args, **kwargs) -> None:
-        if models and self.supports(models[0]):
-            self.norm_names = _norm_names(models[0])
-        super().__init__(models, *args, **kwargs)
 
     def _conv(self, h: torch.Tensor, name: str) -> torch.Tensor:
         conv = self.template.get_submodule(name)

@@ -335,7 +335,7 @@ def evaluate(run: RunData) -> list[Claim]:
         else:
             why = ("no BN layer's γ scale is identifiable" if split.complete else
                    "this run recorded no identifiable-layer flag (a gamma-sigma lens from before plan 6.0)")
-            primary = replace(every, note=f"{why}: decided on every BN layer (plan 5.0's set); {every.note}")
+            primary = replace(every, note=f"{every.note}; {why}: decided on every BN layer (plan 5.0's set)")
             alts = [replace(every, name=EVERY_LAYER_ANALYSIS + " (the primary here)")]
             layers = "every BN layer"
         v4, v4_status = _anderson(groups)
