@@ -62,50 +62,12 @@ from bnmem.names import FAIR_ARMS, PAPER_PROTOCOL, RECIPE_LABELS, RECIPES  # noq
 # The recipes' names and labels are declared with the other names (bnmem.names: FAIR_ARMS, PAPER_PROTOCOL,
 # RECIPE_LABELS), so that configuration code can read them without torch.
 
-# Candidate learning rates relative to the shared one (declared before any selection was run): two octaves
-# either side, in factors of 2, the usual coarse learning-rate sweep; the shared rate is the middle one, so
-# the paper's choice is always a candidate and either arm can move away from it in both directions.
-LR_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
+# Fair arms' selection and plateau rule are declared by the analysis plan (bnmem.analysis_plan), which cites them.
+from bnmem.analysis_plan import (  # noqa: F401 (re-exported)
+    CRITERION, LR_FACTORS, MODEL_USED, PLATEAU_CAP_FACTOR, PLATEAU_MIN_DELTA_EXAMPLES, PLATEAU_MIN_EPOCHS,
+    PLATEAU_PATIENCE, SCORE_WINDOW, STOP_CAP, STOP_PLATEAU, TIE_TOLERANCE,
+)
 
-# The plateau rule (early stopping on validation accuracy, as Keras' and Lightning's EarlyStopping and
-# Prechelt's "Early stopping - but when?" (1998) frame it): training stops at the first epoch e at which the
-# best validation accuracy so far has not improved by at least the minimum delta for PLATEAU_PATIENCE
-# consecutive epochs, provided e >= PLATEAU_MIN_EPOCHS; otherwise at the cap.
-#
-# Patience: 5 epochs, within the 3-10 of common practice (Lightning's default is 3, Keras examples use 3-10):
-# long enough that one epoch's noise on a small validation split does not end training, short enough that the
-# models trained past their best are not trained much past it.
-PLATEAU_PATIENCE = 5
-# Minimum delta: one validation example (1/n_val of accuracy; mean over the selection seeds), the smallest
-# improvement the split can show. A fixed delta in accuracy would be below one example on a small split (every
-# fluctuation counts) or many examples on a large one.
-PLATEAU_MIN_DELTA_EXAMPLES = 1
-# Minimum epochs: 10. An unnormalized network often sits near chance for its first epochs before it starts to
-# learn; a patience window there would stop it before it has learned anything. 10 is 2 patience windows.
-PLATEAU_MIN_EPOCHS = 10
-# Cap: this many times the shared recipe's epochs (``max_epochs`` overrides it). The shared recipe's epochs are
-# the study's statement of a full training run; twice that gives a slow arm room to reach its plateau while
-# bounding the cost at twice the paper's protocol. A candidate that reaches the cap stops there ("cap").
-PLATEAU_CAP_FACTOR = 2
-# The criterion's window: a candidate's score is its mean validation accuracy over its last this many epochs up to
-# the stopping epoch (the plateau it stopped on). On a small split one epoch's accuracy moves by several
-# examples from epoch to epoch; the plateau's mean estimates the level the stopping epoch's model sits at with
-# less of that noise, and the learning rate is chosen by it.
-SCORE_WINDOW = PLATEAU_PATIENCE
-# Scores within this of the best are tied (float noise only: accuracies are multiples of 1/(seeds * n_val)).
-TIE_TOLERANCE = 1e-9
-STOP_PLATEAU = "plateau"
-STOP_CAP = "cap"
-# Which epoch's model is used: the stopping epoch's (the last one trained), not the best epoch's. Every model of
-# an arm (its memorization runs, its shadow models) then trains the same fixed number of epochs and is used as
-# trained, like the released model of a practitioner's early-stopped run; the attack's shadow models mimic the
-# target's training exactly, and no per-model choice looks at validation data. The stopping epoch is at most
-# PLATEAU_PATIENCE epochs after the best one by construction (its accuracy may lie below the best).
-MODEL_USED = "the stopping epoch's (the last epoch trained)"
-CRITERION = (f"mean validation accuracy over the last {SCORE_WINDOW} epochs up to the stopping epoch of the "
-             "plateau rule (mean over the selection seeds, eval-mode BN; a diverged run counts as 0); the highest "
-             "wins, ties go to the learning rate closest to the shared one in log scale, then the smaller; the "
-             "selected recipe is its learning rate and stopping epoch")
 RECIPE_FILE = "recipe.json"
 CANDIDATES_FILE = "candidates.json"
 
