@@ -103,12 +103,10 @@ def _gradnorms(log_ratio: dict[str, np.ndarray], epochs: list[int]) -> dict:
                                  "label_noise": 0.05}, "dataset": {"n_train": 200, "n_noisy": 10, "n_ood": 0}}
 
 
-def test_claim_2_reads_the_baseline_between_its_checkpoints_at_matched_progress():
-    """BN's checkpoints 1 and 2 are before its fit (corrupted accuracy < 50%); its clean accuracy there is 0.3
-    and 0.5. The baseline's clean curve (0.1, 0.2, ..., per epoch) reaches them at epochs 3 and 5; its log
-    ratio, measured at checkpoints 1, 4 and 8, is interpolated there: linear in the epoch (0.1·e), so 0.3 and
-    0.5. BN's log ratios 0.5 and 0.9: the statistic is mean(0.2, 0.4) = 0.3 per seed. Plan 4.0's early
-    window (same epoch, both below 50% fit) is the previous verdict."""
+def _interpolated_run(test_curves: bool = False):
+    """Three replicates of claim 2's interpolation case: BN checkpoints 1, 2, 5 (log ratios 0.5 + 0.01 r,
+    0.9 + 0.01 r, −1), the baseline's at 1, 4, 8 (0.1 per epoch); memorize curves as described below.
+    ``test_curves``: the memorize lens also recorded test accuracy, equal to the clean curves."""
     epochs_bn, epochs_none = [1, 2, 5], [1, 4, 8]
     clean_bn = np.tile([0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.99], (2, 1))
     clean_none = np.tile(np.linspace(0.1, 1.0, 10), (2, 1))
@@ -120,9 +118,22 @@ def test_claim_2_reads_the_baseline_between_its_checkpoints_at_matched_progress(
         lr_none = np.tile([0.1 * e for e in epochs_none], (2, 1))
         data = _gradnorms({"batch": lr_bn, "none": lr_none}, epochs_bn)
         data["none"] = _gradnorms({"none": lr_none}, epochs_none)["none"]
-        cells.append(make_cell("g", r, {GRADNORMS: data, MEMORIZE: memorize_data(noisy_bn, noisy_none, clean_bn,
-                                                                                 clean_none)}))
-    c = evaluate_rule(claim2, make_run(cells))[0]
+        mem = memorize_data(noisy_bn, noisy_none, clean_bn, clean_none)
+        if test_curves:
+            for norm in ("batch", "none"):
+                for rec in mem[norm]["per_seed"].values():
+                    rec["test_acc"] = list(rec["clean_acc"])
+        cells.append(make_cell("g", r, {GRADNORMS: data, MEMORIZE: mem}))
+    return make_run(cells)
+
+
+def test_claim_2_reads_the_baseline_between_its_checkpoints_at_matched_progress():
+    """BN's checkpoints 1 and 2 are before its fit (corrupted accuracy < 50%); its clean accuracy there is 0.3
+    and 0.5. The baseline's clean curve (0.1, 0.2, ..., per epoch) reaches them at epochs 3 and 5; its log
+    ratio, measured at checkpoints 1, 4 and 8, is interpolated there: linear in the epoch (0.1·e), so 0.3 and
+    0.5. BN's log ratios 0.5 and 0.9: the statistic is mean(0.2, 0.4) = 0.3 per seed. Plan 4.0's early
+    window (same epoch, both below 50% fit) is the previous verdict."""
+    c = evaluate_rule(claim2, _interpolated_run())[0]
     assert c.decisive.value == pytest.approx(0.3 + 0.01) and c.status == REPRODUCED
     assert "matched checkpoints per pair 2–2" in c.decisive.coverdicts[0].note
     early = next(a for a in c.robustness() if a.name.startswith("eval: early window"))
@@ -144,22 +155,6 @@ def test_the_interval_label_keeps_its_first_sentence_whole():
 def test_claim_2_panel_reads_progress_on_test_accuracy_where_the_memorize_lens_recorded_it():
     """Plan 6.0's panel row: the same statistic with progress read on the test-accuracy curves. With the test
     curves equal to the clean ones it equals the primary (0.3 + 0.01 r per replicate)."""
-    epochs_bn, epochs_none = [1, 2, 5], [1, 4, 8]
-    clean_bn = np.tile([0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.99], (2, 1))
-    clean_none = np.tile(np.linspace(0.1, 1.0, 10), (2, 1))
-    noisy_bn = np.tile([0.2, 0.4, 0.8, 0.9, 0.95, 1, 1, 1, 1, 1], (2, 1))
-    noisy_none = np.tile(np.linspace(0.0, 0.45, 10), (2, 1))
-    cells = []
-    for r in range(3):
-        lr_bn = np.tile([0.5 + 0.01 * r, 0.9 + 0.01 * r, -1.0], (2, 1))
-        lr_none = np.tile([0.1 * e for e in epochs_none], (2, 1))
-        data = _gradnorms({"batch": lr_bn, "none": lr_none}, epochs_bn)
-        data["none"] = _gradnorms({"none": lr_none}, epochs_none)["none"]
-        mem = memorize_data(noisy_bn, noisy_none, clean_bn, clean_none)
-        for norm in ("batch", "none"):
-            for rec in mem[norm]["per_seed"].values():
-                rec["test_acc"] = list(rec["clean_acc"])
-        cells.append(make_cell("g", r, {GRADNORMS: data, MEMORIZE: mem}))
-    c = evaluate_rule(claim2, make_run(cells))[0]
+    c = evaluate_rule(claim2, _interpolated_run(test_curves=True))[0]
     row = next(a for a in c.robustness() if a.name.endswith(claim2.MATCHED_TEST))
     assert row.value == pytest.approx(c.decisive.value)
