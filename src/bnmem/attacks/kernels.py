@@ -324,6 +324,71 @@ def population_means(lp: np.ndarray, out: np.ndarray) -> None:
             out[t, p] = table[t]
 
 
+def _example_sides(keep: np.ndarray, j: int, targets: np.ndarray, k_in: np.ndarray, k_out: np.ndarray,
+                   idx_in: np.ndarray, idx_out: np.ndarray, where: np.ndarray, pos_in: np.ndarray,
+                   pos_out: np.ndarray) -> tuple[int, int]:
+    """Example j's IN and OUT models in model order (``idx_in`` / ``idx_out``, their counts returned) and each
+    target's removed position per side: its own value on its side; on the other, the side's last model (the
+    truncation to k references) or none (the side's count)."""
+    c_in = 0
+    c_out = 0
+    for m in range(keep.shape[0]):
+        if keep[m, j]:
+            where[m] = c_in
+            idx_in[c_in] = m
+            c_in += 1
+        else:
+            where[m] = c_out
+            idx_out[c_out] = m
+            c_out += 1
+    for t in range(targets.shape[0]):
+        tm = targets[t]
+        if keep[tm, j]:
+            pos_in[t] = where[tm]
+            pos_out[t] = c_out - 1 if k_out[t] == c_out - 1 else c_out
+        else:
+            pos_out[t] = where[tm]
+            pos_in[t] = c_in - 1 if k_in[t] == c_in - 1 else c_in
+    return c_in, c_out
+
+
+def _rmia_reference_means(lp: np.ndarray, j: int, idx: np.ndarray, c: int, ks: np.ndarray, pos: np.ndarray,
+                          table: np.ndarray, pre: np.ndarray, suf: np.ndarray, dest: np.ndarray) -> None:
+    """``dest[t, j]``: the log of the mean p_y over target t's references on one side of example j (−inf where
+    it has none), read off the side's leave-one-out table."""
+    _loo_log_means(lp[:, j], idx, c, table, pre, suf)
+    for t in range(pos.shape[0]):
+        dest[t, j] = table[pos[t]] if ks[t] >= 1 else -np.inf
+
+
+def _add_view_terms(x_view: np.ndarray, targets: np.ndarray, pos_in: np.ndarray, pos_out: np.ndarray,
+                    med_in: np.ndarray, scale_in: np.ndarray, med_out: np.ndarray, scale_out: np.ndarray,
+                    fixed_in: np.ndarray, fixed_out: np.ndarray, log_fixed: np.ndarray, slots: np.ndarray,
+                    acc: np.ndarray) -> None:
+    """Add one view's LiRA terms to every target's sums ``acc`` [4, T] (the order of :data:`KERNEL_ATTACKS`:
+    online, online fixed variance, offline, offline fixed variance; only the wanted ones, ``slots`` ≥ 0)."""
+    want_on, want_onf = slots[0] >= 0, slots[1] >= 0
+    want_off, want_offf = slots[2] >= 0, slots[3] >= 0
+    for t in range(targets.shape[0]):
+        x = x_view[targets[t]]
+        d_out = x - med_out[pos_out[t]]
+        if want_off or want_on:
+            y_out = d_out / scale_out[pos_out[t]]
+            if want_off:
+                acc[2, t] -= log_ndtr(-y_out)
+            if want_on:
+                p = pos_in[t]
+                y_in = (x - med_in[p]) / scale_in[p]
+                acc[0, t] += 0.5 * (y_out * y_out - y_in * y_in) + math.log(scale_out[pos_out[t]] / scale_in[p])
+        if want_offf or want_onf:
+            y_out = d_out / fixed_out[t]
+            if want_offf:
+                acc[3, t] -= log_ndtr(-y_out)
+            if want_onf:
+                y_in = (x - med_in[pos_in[t]]) / fixed_in[t]
+                acc[1, t] += 0.5 * (y_out * y_out - y_in * y_in) + log_fixed[t]
+
+
 def score_block(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np.ndarray, k_out: np.ndarray,
                 sd_in: np.ndarray, sd_out: np.ndarray, slots: np.ndarray, scores: np.ndarray, col0: int,
                 lp: np.ndarray, mean_in: np.ndarray, mean_out: np.ndarray) -> None:
@@ -369,34 +434,10 @@ def score_block(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
         fixed_in[t], fixed_out[t] = sd_in[t] + STD_EPS, sd_out[t] + STD_EPS
         log_fixed[t] = math.log(fixed_out[t]) - math.log(fixed_in[t])
     for j in range(b_count):
-        c_in = 0
-        c_out = 0
-        for m in range(m_count):
-            if keep[m, j]:
-                where[m] = c_in
-                idx_in[c_in] = m
-                c_in += 1
-            else:
-                where[m] = c_out
-                idx_out[c_out] = m
-                c_out += 1
-        # a target removes its own value on its side; on the other, the side's last model (the truncation to
-        # k references) or none
-        for t in range(t_count):
-            tm = targets[t]
-            if keep[tm, j]:
-                pos_in[t] = where[tm]
-                pos_out[t] = c_out - 1 if k_out[t] == c_out - 1 else c_out
-            else:
-                pos_out[t] = where[tm]
-                pos_in[t] = c_in - 1 if k_in[t] == c_in - 1 else c_in
+        c_in, c_out = _example_sides(keep, j, targets, k_in, k_out, idx_in, idx_out, where, pos_in, pos_out)
         if rmia:
-            for side in range(2):
-                idx, c, ks, pos = (idx_in, c_in, k_in, pos_in) if side == 0 else (idx_out, c_out, k_out, pos_out)
-                dest = mean_in if side == 0 else mean_out
-                _loo_log_means(lp[:, j], idx, c, table, pre, suf)
-                for t in range(t_count):
-                    dest[t, j] = table[pos[t]] if ks[t] >= 1 else -np.inf
+            _rmia_reference_means(lp, j, idx_in, c_in, k_in, pos_in, table, pre, suf, mean_in)
+            _rmia_reference_means(lp, j, idx_out, c_out, k_out, pos_out, table, pre, suf, mean_out)
         if not fit_out:
             continue
         for m in range(m_count):
@@ -412,24 +453,8 @@ def score_block(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
                 for c in range(c_out):
                     vout[c] = slab[v, idx_out[c]]
                 _side_table(vout, c_out, buf, ranks, med_out, scale_out)
-            for t in range(t_count):
-                x = slab[v, targets[t]]
-                d_out = x - med_out[pos_out[t]]
-                if want_off or want_on:
-                    y_out = d_out / scale_out[pos_out[t]]
-                    if want_off:
-                        acc[2, t] -= log_ndtr(-y_out)
-                    if want_on:
-                        p = pos_in[t]
-                        y_in = (x - med_in[p]) / scale_in[p]
-                        acc[0, t] += 0.5 * (y_out * y_out - y_in * y_in) + math.log(scale_out[pos_out[t]] / scale_in[p])
-                if want_offf or want_onf:
-                    y_out = d_out / fixed_out[t]
-                    if want_offf:
-                        acc[3, t] -= log_ndtr(-y_out)
-                    if want_onf:
-                        y_in = (x - med_in[pos_in[t]]) / fixed_in[t]
-                        acc[1, t] += 0.5 * (y_out * y_out - y_in * y_in) + log_fixed[t]
+            _add_view_terms(slab[v], targets, pos_in, pos_out, med_in, scale_in, med_out, scale_out, fixed_in,
+                            fixed_out, log_fixed, slots, acc)
         for a in range(4):
             if slots[a] >= 0:
                 for t in range(t_count):
@@ -507,11 +532,12 @@ def row_positions(values: np.ndarray, members: np.ndarray, sig: np.ndarray, ge: 
 
 
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
-            "view_log_p", "_loo_log_means", "population_means", "score_block", "global_sums", "row_positions")
+            "view_log_p", "_loo_log_means", "population_means", "_example_sides", "_rmia_reference_means",
+            "_add_view_terms", "score_block", "global_sums", "row_positions")
 
 
 # small helpers inlined into the kernels' loops
-_INLINED = ("log_ndtr", "_erf_small", "_erfcx", "_log1p")
+_INLINED = ("log_ndtr", "_erf_small", "_erfcx", "_log1p", "_example_sides", "_rmia_reference_means", "_add_view_terms")
 
 
 def _numba_wanted() -> bool:
