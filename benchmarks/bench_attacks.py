@@ -306,7 +306,7 @@ def _phi_dir(args: argparse.Namespace, tmp: Path, size: str) -> Path:
     return data
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=256)
     parser.add_argument("--examples", type=int, default=50_000)
@@ -327,7 +327,42 @@ def main() -> None:
     parser.add_argument("--child-compile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--scores-out", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def compare(old: dict, new: dict, score_diff: dict, ref: str) -> tuple[dict, str]:
+    """Print how this tree's evaluation differs from ``ref``'s (metrics, scores, bits); the summary's comparison
+    fields and the closing line's tail."""
+    diff = largest_difference(old, new)
+    same_pool = old["pooled_points"] == new["pooled_points"]
+    print("largest |difference| per target, every attack and subset: "
+          + ", ".join(f"{k} {v:.1e}" for k, v in diff.items())
+          + f"; pooled curves {'the same' if same_pool else 'DIFFERENT'} sizes")
+    worst, other = metric_differences(old, new)
+    worst_score = max((d["normwise"] for d in score_diff.values()), default=0.0)
+    equal = worst_score <= SCORE_RTOL and worst <= METRIC_ATOL and not other
+    print("largest score difference per attack, per target relative to its largest score (entrywise): "
+          + ", ".join(f"{k} {d['normwise']:.1e} ({d['entrywise']:.1e})" for k, d in score_diff.items()))
+    print(f"largest |difference| over every metric, ε bound and count and every pooled curve point: {worst:.1e}"
+          + (f"; differing otherwise: {', '.join(other[:10])}" if other else ""))
+    print(f"equal to rounding (scores {SCORE_RTOL:g} relative per target, metrics {METRIC_ATOL:g}): "
+          + ("yes" if equal else "NO"))
+    differ = sorted(k for k in new["digests"] if old["digests"].get(k) != new["digests"][k])
+    print("bit for bit (SHA-256 of every score, every metric and every pooled curve): "
+          + ("identical" if not differ else "different in " + ", ".join(differ)))
+    summary = dict(bit_identical=not differ, equal_to_rounding=equal, max_rel_score_diff=score_diff,
+                   max_metric_diff=worst, other_differences=other[:20], ref=ref,
+                   before_cpu_s=round(old["cpu_seconds"], 1), before_s=round(old["seconds"], 1),
+                   before_rss_gb=round(old["peak_rss_gb"], 2),
+                   cpu_ratio=round(old["cpu_seconds"] / new["cpu_seconds"], 2), max_abs_diff=diff,
+                   pooled_same_size=same_pool)
+    tail = (f"; {ref}: {old['cpu_seconds']:.1f} CPU s, {old['peak_rss_gb']:.2f} GB; "
+            f"{old['cpu_seconds'] / new['cpu_seconds']:.1f}x less CPU")
+    return summary, tail
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.child:
         print(json.dumps(child(args.root, args.scores_out)))
         return
@@ -387,32 +422,9 @@ def main() -> None:
                                     "measured_run": "warm"}
     summary["compiled_kernels"] = new["compiled_kernels"]
     if old is not None:
-        diff = largest_difference(old, new)
-        same_pool = old["pooled_points"] == new["pooled_points"]
-        print("largest |difference| per target, every attack and subset: "
-              + ", ".join(f"{k} {v:.1e}" for k, v in diff.items())
-              + f"; pooled curves {'the same' if same_pool else 'DIFFERENT'} sizes")
-        worst, other = metric_differences(old, new)
-        worst_score = max((d["normwise"] for d in score_diff.values()), default=0.0)
-        equal = worst_score <= SCORE_RTOL and worst <= METRIC_ATOL and not other
-        print("largest score difference per attack, per target relative to its largest score (entrywise): "
-              + ", ".join(f"{k} {d['normwise']:.1e} ({d['entrywise']:.1e})" for k, d in score_diff.items()))
-        print(f"largest |difference| over every metric, ε bound and count and every pooled curve point: {worst:.1e}"
-              + (f"; differing otherwise: {', '.join(other[:10])}" if other else ""))
-        print(f"equal to rounding (scores {SCORE_RTOL:g} relative per target, metrics {METRIC_ATOL:g}): "
-              + ("yes" if equal else "NO"))
-        differ = sorted(k for k in new["digests"] if old["digests"].get(k) != new["digests"][k])
-        print("bit for bit (SHA-256 of every score, every metric and every pooled curve): "
-              + ("identical" if not differ else "different in " + ", ".join(differ)))
-        summary["bit_identical"] = not differ
-        summary.update(equal_to_rounding=equal, max_rel_score_diff=score_diff, max_metric_diff=worst,
-                       other_differences=other[:20])
-        summary.update(ref=args.ref, before_cpu_s=round(old["cpu_seconds"], 1), before_s=round(old["seconds"], 1),
-                       before_rss_gb=round(old["peak_rss_gb"], 2),
-                       cpu_ratio=round(old["cpu_seconds"] / new["cpu_seconds"], 2), max_abs_diff=diff,
-                       pooled_same_size=same_pool)
-        line += (f"; {args.ref}: {old['cpu_seconds']:.1f} CPU s, {old['peak_rss_gb']:.2f} GB; "
-                 f"{old['cpu_seconds'] / new['cpu_seconds']:.1f}x less CPU")
+        more, tail = compare(old, new, score_diff, args.ref)
+        summary.update(more)
+        line += tail
     if low is not None:
         summary["floor_cpu_s"] = {k: round(x, 1) for k, x in low.items()}
     summary["load_avg"] = [round(load_start, 1), round(os.getloadavg()[0], 1)]  # 1-min load at start and end
