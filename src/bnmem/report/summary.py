@@ -152,6 +152,26 @@ def disclosure_of(run: RunData, claims: list[Claim]) -> list[str]:
     return disclosure(claims, run.plan.study)
 
 
+def panel_lines(claims: list[Claim]) -> list[str]:
+    """summary.md's robustness panel (plan 6.0): per claim a table of its estimands, the primary first."""
+    lines = ["## Robustness panel", "",
+             f"Per claim, the primary estimand (it decides) and each alternative, named by what it holds fixed "
+             f"(plan {PLAN_VERSION}); an estimand this run did not measure reads 'not run'.", ""]
+    for c in claims:
+        panel = c.panel()
+        if not panel:
+            continue
+        held = c.held_fixed()
+        lines += [f"### {c.id} ({c.status}): {c.agreement_text()}" + (f" · **{held}**" if held else ""), ""]
+        prow = []
+        for est, a in panel:
+            ci = c.ci_text(a.ci_low, a.ci_high)
+            name = c.label(a) if a.name != est else "" if a.valid else "(invalid: shown, not counted)"
+            prow.append([est, name, c.fmt(a.value), ci, a.status])
+        lines += [md_table(["estimand", "analysis", "value", "CI", "status"], prow), ""]
+    return lines
+
+
 def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
     """The checklist, every claim's evaluations, and the key tables."""
     title = run.study or run.root.name
@@ -192,21 +212,7 @@ def render_markdown(run: RunData, claims: list[Claim], tables: dict[str, list[Ta
     lines += [STATUS_LEGEND, ""]
     splits = [f"- Claim {c.id}: {s}" for c in claims if (s := split_verdicts(c))]
     lines += (["Settings that disagree (the row shows the least supportive):", "", *splits, ""] if splits else [])
-    lines += ["## Robustness panel", "",
-              f"Per claim, the primary estimand (it decides) and each alternative, named by what it holds fixed "
-              f"(plan {PLAN_VERSION}); an estimand this run did not measure reads 'not run'.", ""]
-    for c in claims:
-        panel = c.panel()
-        if not panel:
-            continue
-        held = c.held_fixed()
-        lines += [f"### {c.id} ({c.status}): {c.agreement_text()}" + (f" · **{held}**" if held else ""), ""]
-        prow = []
-        for est, a in panel:
-            ci = c.ci_text(a.ci_low, a.ci_high)
-            name = c.label(a) if a.name != est else "" if a.valid else "(invalid: shown, not counted)"
-            prow.append([est, name, c.fmt(a.value), ci, a.status])
-        lines += [md_table(["estimand", "analysis", "value", "CI", "status"], prow), ""]
+    lines += panel_lines(claims)
     lines += ["## Claim details", ""]
     for c in claims:
         lines.append(f"### {c.id}. {c.title} — {c.status}")
