@@ -157,8 +157,8 @@ def _claim_checks(root: Path, run: Any) -> list[Check]:
                              else NOT_CHECKED, f"recomputed {shown}; {why}"))
             continue
         diffs = _differences(row, theirs)
+        mine = [r for r in mine_panel if r["id"] == row["id"]]
         if panel:  # plan 6.0's robustness panel: every row of this claim's, recomputed
-            mine = [r for r in mine_panel if r["id"] == row["id"]]
             for r in mine:
                 other = panel.get((r["id"], r["estimand"]))
                 diffs += ([f"panel {r['estimand']!r}: not published"] if other is None else
@@ -168,8 +168,7 @@ def _claim_checks(root: Path, run: Any) -> list[Check]:
                       and e not in keys]
         out.append(Check(row["id"], MISMATCH if diffs else OK,
                          "; ".join(diffs) if diffs else f"{shown} (= published)" +
-                         (f"; its {sum(1 for r in mine_panel if r['id'] == row['id'])} robustness-panel rows equal "
-                          "too" if panel else "")))
+                         (f"; its {len(mine)} robustness-panel rows equal too" if panel else "")))
     for cid in (published or {}):
         if cid not in {r["id"] for r in rows}:
             out.append(Check(cid, MISMATCH, f"published {published[cid]['status']}, not recomputed (no such claim in "

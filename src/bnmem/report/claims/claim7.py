@@ -321,11 +321,13 @@ def _evaluation(s: Setting, lens: LensOutput, models: list, partner: Setting | N
                       f"{FIT_LEVEL:.0%}); r_O − r_C: the outliers' push on |γ| per unit gradient norm minus the "
                       "clean examples'")
     if v5 is not None:  # plan 5.0 decided on the radial cosine's layers: its verdict, (where, value, status, differs)
-        was = (primary if old_layers == layers else _graded(PLAN_ANALYSIS, push_groups(models, old_layers, False))
-               if old_layers else None)
-        v5.append((where(s, "outliers' − clean examples' γ push per unit gradient norm, before the fit"),
-                               None if was is None else was.value, NOT_RUN if was is None else was.status,
-                               old_layers != layers))
+        if not old_layers:
+            value, status = None, NOT_RUN
+        else:
+            was = primary if old_layers == layers else _graded(PLAN_ANALYSIS, push_groups(models, old_layers, False))
+            value, status = was.value, was.status
+        v5.append((where(s, "outliers' − clean examples' γ push per unit gradient norm, before the fit"), value,
+                   status, old_layers != layers))
     return Evaluation.from_analysis(where(s, "outliers' − clean examples' γ push per unit gradient norm, before "
                                              "the fit"), primary,
                                     cond(s, lens), True, cov, _analyses(models, layers, flagged, cos),

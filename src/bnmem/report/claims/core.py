@@ -462,8 +462,8 @@ class Claim:
         # A declared estimand the run measured as a recipe variant (the paper's protocol beside fair arms:
         # mark_variants names it "recipe <estimand>") is that variant's row, not the primary's number.
         declared_labels = {lab for lab, _ in declared}
-        rows = [(lab[len("recipe "):] if lab.startswith("recipe ") and lab[len("recipe "):] in declared_labels
-                 else lab, a) for lab, a in rows]
+        rows = [(lab.removeprefix("recipe ") if lab.removeprefix("recipe ") in declared_labels else lab, a)
+                for lab, a in rows]
         primary = next((a for lab, a in rows if lab == primary_label), None)
         shown = {lab for lab, _ in rows}
         for lab, text in declared:
