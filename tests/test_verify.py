@@ -258,3 +258,19 @@ def test_a_changed_robustness_panel_row_fails_naming_its_estimand(published, tmp
     bad = [x for x in text.splitlines() if "MISMATCH" in x and not x.startswith("verify:")]
     assert len(bad) == 1 and bad[0].strip().startswith(f"{rows[i]['id']} "), bad
     assert f"panel {rows[i]['estimand']!r}: status: recomputed" in bad[0], bad[0]
+
+
+def test_later_installed_code_recomputing_a_run_is_said_not_failed(published, capsys, monkeypatch):
+    """CI verifies the published study on every later commit: a different installed source is reported (the rules
+    recomputing are later code's), and the run's own files are still checked at its commit."""
+    from bnmem.report import verify as verify_mod
+
+    repo, out = published
+    monkeypatch.setattr(prov, "recorded_source_now", lambda conf: "f" * 64)
+    code, text = _verify(out, repo, capsys)
+    assert code == EXIT_OK, text
+    assert "source    not checked: whether the run's own code recomputes these verdicts" in text
+    assert "source    ok: src/bnmem at commit" in text
+    monkeypatch.setattr(verify_mod, "files_sha256_at", lambda repo, commit: "0" * 64)
+    code, text = _verify(out, repo, capsys)
+    assert code == EXIT_MISMATCH and "source    MISMATCH: src/bnmem at commit" in text
