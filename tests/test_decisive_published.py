@@ -1,9 +1,10 @@
-"""The published decisive study (docs/decisive/) and its follow-ups (docs/decisive/claim6/, docs/decisive/claim2/)
-name the plan and commit they ran under, consistently.
+"""The published decisive studies name the plan and commit they ran under, consistently: plan 5.0's run and its
+follow-ups (docs/decisive/v5/, v5/claim6/, v5/claim2/, their tables on docs/decisive/v5/index.md).
 
 Each summary's plan hash and commit must be its study.json's; the plan hash must be the hash of the analysis plan
 as committed at that commit (docs/analysis-plan.md is the plan's rendered text, whose SHA-256 is the plan hash);
-the attempts log must hold the start; the README's section must quote every verdict the run decides.
+the attempts log must hold the start; the page quoting a run (the README for the current study) must quote every
+verdict it decides.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "decisive"
+V5 = DOCS / "v5"
 REPORT_BUDGET = 5 * 1024 * 1024
-# folder -> (study name, the README table's header line, the rows that table must quote: None = every row)
+# folder -> (study name, the page quoting it, that page's table header line, the rows the table must quote: None =
+# every row)
 PUBLISHED = {
-    "decisive": (DOCS, "decisive", "## What the decisive study found", None),
-    "claim6": (DOCS / "claim6", "decisive-claim6", "### The follow-ups", ("6", "3c")),
-    "claim2": (DOCS / "claim2", "decisive-claim2", "### The follow-ups", ("2",)),
+    "v5": (V5, "decisive", V5 / "index.md", "# The decisive study under plan 5.0", None),
+    "v5-claim6": (V5 / "claim6", "decisive-claim6", V5 / "index.md", "## The follow-ups", ("6", "3c")),
+    "v5-claim2": (V5 / "claim2", "decisive-claim2", V5 / "index.md", "## The follow-ups", ("2",)),
 }
 RUNS = pytest.mark.parametrize("run", sorted(PUBLISHED))
 
@@ -40,7 +43,7 @@ def _rows(run: str) -> list[dict[str, str]]:
 
 @RUNS
 def test_the_published_run_is_confirmatory_and_names_one_plan_and_commit(run):
-    folder, name, _, _ = PUBLISHED[run]
+    folder, name, _, _, _ = PUBLISHED[run]
     study = _study(run)
     assert study["name"] == name
     conf, plan = study["confirmatory"], study["analysis_plan"]
@@ -82,9 +85,9 @@ def test_the_plan_hash_is_the_plan_at_that_commit(run):
     assert hashlib.sha256(text).hexdigest() == conf["plan_sha256"]
 
 
-def _readme_table(header: str) -> tuple[str, dict[str, str]]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index(header):]
+def _quoted_table(page: Path, header: str) -> tuple[str, dict[str, str]]:
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index(header):]
     end = section.find("\n#", 5)  # the next heading of any level: each table has its own
     section = section if end < 0 else section[:end]
     table = {line.split("|")[1].strip().split(" ")[0]: line for line in section.splitlines()
@@ -93,14 +96,14 @@ def _readme_table(header: str) -> tuple[str, dict[str, str]]:
 
 
 @RUNS
-def test_the_readme_quotes_every_published_verdict(run):
-    _, name, header, ids = PUBLISHED[run]
-    section, table = _readme_table(header)
+def test_the_page_quotes_every_published_verdict(run):
+    _, name, page, header, ids = PUBLISHED[run]
+    section, table = _quoted_table(page, header)
     rows = [r for r in _rows(run) if ids is None or r["id"] in ids]
-    assert rows, f"{name}: none of the rows the README quotes is in its summary.csv"
+    assert rows, f"{name}: none of the rows {page.name} quotes is in its summary.csv"
     for r in rows:
-        assert r["id"] in table, f"{name}: claim {r['id']} is missing from the README's table under {header!r}"
-        assert r["status"] in table[r["id"]], f"{name}: claim {r['id']}: README does not say {r['status']!r}"
+        assert r["id"] in table, f"{name}: claim {r['id']} is missing from {page.name}'s table under {header!r}"
+        assert r["status"] in table[r["id"]], f"{name}: claim {r['id']}: {page.name} does not say {r['status']!r}"
     assert _study(run)["confirmatory"]["commit"][:7] in section
 
 
