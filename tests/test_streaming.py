@@ -93,6 +93,19 @@ def test_stream_equals_oracle_with_unbalanced_keep_and_target_subset() -> None:
     assert_same(oracle, stream)
 
 
+def test_stream_scores_alone_are_the_full_evaluations_scores() -> None:
+    """``metrics=False`` (a threshold fitted on reference models reads scores only) skips the metrics, not the
+    scores: the same arrays for every attack, RMIA's offline a selection included."""
+    logits, keep, labels = synthetic(10, 150, n_views=2, seed=7)
+    phi = lira_statistic(logits, labels)
+    full = evaluate_stream(phi, keep, None, EVERY, {}, block=40)
+    alone = evaluate_stream(phi, keep, None, EVERY, {}, block=40, metrics=False)
+    assert set(alone) == {"scores", "members", "targets"} and set(alone["scores"]) == set(EVERY)
+    for attack in EVERY:
+        np.testing.assert_array_equal(alone["scores"][attack], full["scores"][attack], err_msg=attack)
+    np.testing.assert_array_equal(alone["members"], full["members"])
+
+
 def test_stream_reads_npy_and_legacy_logits_blockwise(tmp_path) -> None:
     logits, keep, labels = synthetic(6, 150, n_views=2, seed=9)
     np.save(tmp_path / "logits.npy", logits)

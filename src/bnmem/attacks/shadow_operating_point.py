@@ -9,7 +9,7 @@ and :func:`~bnmem.attacks.shadow_threshold.shadow_threshold` picks the threshold
 The target's scores (against all M − 1 references, as for its AUC) are then read at that threshold
 (:func:`~bnmem.attacks.shadow_threshold.rates_at`).
 
-Cost: M + 1 leave-one-out evaluations of one attack (M·(M − 1) + M target scorings).
+Cost: M + 1 leave-one-out scorings of one attack (M·(M − 1) + M target scorings), the metrics of one.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def shadow_operating_points(phi: np.ndarray, keep: np.ndarray, attack: str | Non
                            "tpr_at_shadow_threshold": [], "fpr_at_shadow_threshold": [], "threshold": []}
     for t in range(keep.shape[0]):
         rest = np.arange(keep.shape[0]) != t
-        refs = evaluate_stream(phi[rest], keep[rest], attacks=[attack])
+        refs = evaluate_stream(phi[rest], keep[rest], attacks=[attack], metrics=False)  # the scores alone
         threshold = shadow_threshold(refs["scores"][attack][~keep[rest]], fpr)
         tpr, f = rates_at(scores[t], keep[t], threshold)
         out["tpr_at_shadow_threshold"].append(tpr)

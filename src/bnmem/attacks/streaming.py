@@ -130,6 +130,7 @@ def evaluate_stream(
     population_ids: np.ndarray | None = None,
     block: int | None = None,
     population_name: str = "separate population",
+    metrics: bool = True,
 ) -> dict[str, Any]:
     """Leave-one-out evaluation of every attack, streaming over blocks of examples.
 
@@ -149,6 +150,8 @@ def evaluate_stream(
         block: examples per block (default: about :data:`WORK_ELEMENTS` per
             [targets, block, views] array).
         population_name: how the population is described in ``settings``.
+        metrics: False: return only ``scores``, ``members`` and ``targets`` (callers that need the scores
+            alone, e.g. a threshold fitted on reference models, skip the curves and ε bounds).
 
     Returns:
         As :func:`~bnmem.attacks.evaluate.evaluate_attacks`, except that
@@ -183,6 +186,8 @@ def evaluate_stream(
 
     chosen = _rmia_into(scores, rmia_refs, onlines, ratios is not None, keep, tgt, pop_source, params)
     del rmia_refs  # [M, N] and 2 × [T, N]: not held while the metrics are computed
+    if not metrics:
+        return {"scores": {a: scores[a] for a in attacks}, "members": keep[tgt], "targets": targets}
 
     population = (population_name if pop_source is not None
                   else "legacy: the target's non-members (ground truth; not available to an attacker)")
