@@ -13,7 +13,7 @@ from torch import nn
 
 from bnmem.errors import BnmemError
 from bnmem.measure.gradnorms import float64_copy, per_sample_grad_norms
-from bnmem.measure.memory import Footprint, footprint, parse_size, plan_chunk
+from bnmem.measure.memory import Footprint, fit_chunk, footprint, parse_size
 
 
 def test_parse_size():
@@ -35,18 +35,18 @@ def test_footprint_counts_parameters_and_activations():
     assert fp.per_example("vmap") > fp.per_example("ghost")
 
 
-def test_plan_chunk_fits_the_budget_and_refuses_one_example_that_does_not_fit():
+def test_fit_chunk_fits_the_budget_and_refuses_one_example_that_does_not_fit():
     fp = Footprint(params=8_000_000, model=8_000_000, activations=100_000)
     per = fp.per_example("vmap")
-    assert plan_chunk(fp, "vmap", fp.model + 10 * per) == 10
-    assert plan_chunk(fp, "vmap", 10**12) == 256 and plan_chunk(fp, "vmap", 10**12, requested=7) == 7
+    assert fit_chunk(fp, "vmap", fp.model + 10 * per) == 10
+    assert fit_chunk(fp, "vmap", 10**12) == 256 and fit_chunk(fp, "vmap", 10**12, requested=7) == 7
     with pytest.raises(BnmemError, match=r"cannot hold one example of the vmap .* give at least"):
-        plan_chunk(fp, "vmap", fp.model + per // 2)
+        fit_chunk(fp, "vmap", fp.model + per // 2)
     # `--max-memory 8` is 8 bytes: the error shows the 8GB form (only for a budget that small)
     with pytest.raises(BnmemError, match=r"a number without a unit is bytes: --max-memory 8GB is 8 gigabytes"):
-        plan_chunk(fp, "vmap", parse_size("8"))
+        fit_chunk(fp, "vmap", parse_size("8"))
     with pytest.raises(BnmemError) as err:
-        plan_chunk(fp, "vmap", fp.model + per // 2)
+        fit_chunk(fp, "vmap", fp.model + per // 2)
     assert "without a unit" not in str(err.value)
 
 

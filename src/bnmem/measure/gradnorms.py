@@ -51,7 +51,7 @@ from torch.func import functional_call, grad, vmap
 from bnmem.errors import BnmemError
 from bnmem.measure.batch_rows import rows_sq_norms, rows_unsupported
 from bnmem.measure.ghost import GhostUnsupported, ghost_sq_norms, unsupported_reason
-from bnmem.measure.memory import Footprint, default_budget, fmt_bytes, footprint, parse_size, plan_chunk
+from bnmem.measure.memory import Footprint, default_budget, fit_chunk, fmt_bytes, footprint, parse_size
 from bnmem.measure.predict import bn_query_mode
 from bnmem.models.norms import batchnorm_layers
 
@@ -221,7 +221,7 @@ def chunk_for_budget(model: nn.Module, x: torch.Tensor, method: str, max_memory:
     p = next(iter(_params(model).values()))
     budget = default_budget(p.device) if max_memory is None else max_memory
     fp = footprint(model, x[:1].to(device=p.device, dtype=p.dtype))
-    return plan_chunk(fp, method, budget, chunk_size), fp
+    return fit_chunk(fp, method, budget, chunk_size), fp
 
 
 def eval_sq_norms(

@@ -5,7 +5,7 @@ in the chunk: ``vmap`` the full per-sample gradient (the parameter count) and th
 activations of a batched forward/backward; ``ghost`` the activations, the copies
 of the layer outputs it taps, the unfolded convolution patches and the largest
 per-layer Gram or per-sample weight gradient. :func:`footprint` measures the
-activation sizes from one forward pass of one example; :func:`plan_chunk` turns
+activation sizes from one forward pass of one example; :func:`fit_chunk` turns
 them and a budget into a chunk size, or one clear error when not even one
 example fits. The estimates are deliberately generous (autograd keeps more
 than the layer outputs), so a chunk that fits the estimate fits the machine.
@@ -186,7 +186,7 @@ def footprint(model: nn.Module, x1: torch.Tensor) -> Footprint:
     return fp
 
 
-def plan_chunk(fp: Footprint, method: str, budget: int, requested: int | None = None) -> int:
+def fit_chunk(fp: Footprint, method: str, budget: int, requested: int | None = None) -> int:
     """Examples per vectorized call of ``method`` that fit ``budget`` bytes.
 
     Args:
