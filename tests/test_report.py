@@ -580,6 +580,20 @@ def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path,
     assert f"{later['id']}/memorize" in cut and "<h3>" in cut and f"· {later['id']}</h3>" not in cut
 
 
+def test_the_report_command_sets_how_many_replicates_are_shown(study_dir, tmp_path, capsys):
+    """`bnmem report --shown-replicates N` embeds each setting's first N replicates (a many-replicate study's page
+    under its budget) and leaves the default as it was; a negative N is one line and exit 2 (bad input)."""
+    import bnmem.report.results as results
+    from bnmem.cli import main
+
+    run, later = _with_later_replicate(study_dir, tmp_path)
+    assert main(["report", str(run), "--out", str(tmp_path / "cut"), "--shown-replicates", "1"]) == 0
+    assert "Figures of replicates 1 and later are not embedded" in (tmp_path / "cut" / "report.html").read_text()
+    assert results.SHOWN_REPLICATES == 3
+    assert main(["report", str(run), "--shown-replicates=-1"]) == 2
+    assert "--shown-replicates must be 0 or more" in capsys.readouterr().err
+
+
 def test_tables_and_conditions_of_later_replicates_are_left_out(study_dir, tmp_path, monkeypatch):
     """Key tables and condition blocks, like figures, are shown for a setting's first replicates only (the
     decisive study's 240-replicate follow-up made a 7.3 MB page, 3.7 MB of it gradient-norm tables)."""
