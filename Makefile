@@ -58,6 +58,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n $(WORKERS) --dist loadfile -m "not ray and not chromium"
+	$(VENV)/bin/bnmem verify docs/decisive --repo .
 	$(PY) -m pytest -q -m "ray or chromium"
 
 # The API reference site into site/ (`.venv/bin/mkdocs serve` serves it at http://127.0.0.1:8000 while you edit).
