@@ -121,7 +121,6 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
     from bnmem.executors import get_executor
     from bnmem.study import Study, plan
     from bnmem.study.graph import study_tasks
-    from bnmem.study.run import job_spec
 
     study = Study.model_validate({
         "name": "once", "data": {"dataset": "digits", "train_size": 150, "val_fraction": 0.2,
@@ -133,7 +132,7 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
     counts: collections.Counter = collections.Counter()
     _counting_loads(monkeypatch, counts)
     tasks = [t.__class__(t.id, partial(_counted, t.fn), t.specs, t.deps, t.after, t.cost)
-             for t in study_tasks(jobs, [job_spec(j, tmp_path, False) for j in jobs], estimate=False)]
+             for t in study_tasks(jobs, [j.at(tmp_path) for j in jobs], estimate=False)]
     ex = get_executor("local", progress=False, workers=2)
     try:
         results = ex.run_graph(tasks)
@@ -218,3 +217,28 @@ def test_a_lens_run_twice_in_one_process_loads_its_data_once(lens, tmp_path, mon
     for k in range(2):
         spec.run(cfg, tmp_path / f"{lens}{k}", progress=False)
     assert sum(loaded.LOADS.values()) == 1
+
+
+def test_shared_training_and_recipe_selection_load_their_dataset_once(tmp_path, monkeypatch):
+    """The study's own jobs are cell plans too: a norm's shared runs and a setting's recipe selection each load
+    the cell's dataset once (from an empty cache: as the first job of a fresh worker) and run from their plans."""
+    from bnmem.study import Study, plan
+    from bnmem.study.run import run_job
+
+    study = Study.model_validate({
+        "name": "shared", "data": {"dataset": "digits", "train_size": 120, "val_fraction": 0.2, "label_noise": 0.05},
+        "train": {"epochs": 1, "batch_size": 32},
+        "grid": {"norms": ["batch", "none"], "seeds": [0], "recipes": ["shared", "per-norm"], "lr_grid": [0.05],
+                 "max_epochs": 1},
+        "lenses": {"memorize": {}, "gamma-sigma": {}}})
+    _, jobs = plan(study)
+    own = [j for j in jobs if j.lens in ("shared-training", "recipe-selection")]
+    assert sorted(j.lens for j in own) == ["recipe-selection", "shared-training"]  # gamma-sigma: BN only
+    for job in own:
+        counts: collections.Counter = collections.Counter()
+        _counting_loads(monkeypatch, counts)
+        summary = run_job(job.at(tmp_path))
+        assert summary["status"] == "done", summary
+        assert counts["data"] == 1, (job.id, counts)
+        assert job.at(tmp_path).plan.finished()
+    loaded.forget()

@@ -61,11 +61,20 @@ def _study(tmp_path: Path, doc: dict = STUDY) -> Path:
     return path
 
 
+def _plain(job) -> dict:
+    """A job's config as plain data: a lens's validated config, or its plan's data and seeds (shared runs, a
+    recipe selection)."""
+    p = job.plan
+    if hasattr(p, "cfg"):
+        return p.cfg.model_dump(mode="json")
+    return {"data": p.trains.data.model_dump(mode="json"), "seeds": list(p.seeds)}
+
+
 def _seeds_of(jobs) -> dict[str, tuple]:
     """Every seed a job config carries: corruption, models, keep matrix, query permutation, study-wide seed."""
     out = {}
     for j in jobs:
-        c = j.config
+        c = _plain(j)
         out[j.id] = (c.get("data", {}).get("seed"), tuple(c.get("seeds") or ()), c.get("keep_seed"),
                      c.get("query_seed"), c.get("seed"))
     return out
@@ -113,11 +122,11 @@ def test_confirmatory_cells_take_the_derived_seeds_and_exploratory_ones_the_offs
     for j in jobs:
         if j.lens == "memorize":
             k = int(j.id.split("/")[0][-1])
-            assert j.config["data"]["seed"] == reps[k].data and j.config["seeds"] == list(reps[k].models)
+            assert j.config.data.seed == reps[k].data and j.config.seeds == list(reps[k].models)
         if j.lens == "lira":
             k = int(j.id.split("/")[0][-1])
-            assert (j.config["keep_seed"], j.config["query_seed"]) == (reps[k].keep, reps[k].query)
-    plain = {j.id: j.config for j in plan(study)[1]}
+            assert (j.config.keep_seed, j.config.query_seed) == (reps[k].keep, reps[k].query)
+    plain = {j.id: _plain(j) for j in plan(study)[1]}
     assert plain["digits-lenet-flip0.05-r1/memorize"]["seeds"] == [1000, 1001]
 
 

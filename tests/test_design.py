@@ -58,7 +58,7 @@ def test_lenses_can_be_allotted_to_replicates_and_architectures(tmp_path):
     assert sum(j.lens == "gamma-sigma" for j in jobs) == 2 * 2 * 3  # every arch, setting and replicate
     # a lens with replicates of its own (defenses) takes the option as that, not as an allotment
     defenses = load_study(Path(__file__).resolve().parents[1] / "studies" / "defenses.yaml")
-    assert [j.config["replicates"] for j in plan(defenses)[1] if j.lens == "defenses"] == [3]
+    assert [j.config.replicates for j in plan(defenses)[1] if j.lens == "defenses"] == [3]
     bad = {**doc, "lenses": {"memorize": {"archs": ["nonsense"]}}}
     assert main(["run", str(_write(tmp_path, bad, "bad.yaml")), "--dry-run"]) == 2
 

@@ -153,7 +153,7 @@ def test_mitigate_lira_keep_seed_moves_with_the_replicate(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     _, jobs = plan(load_study(path))
-    seeds = sorted(j.config["keep_seed"] for j in jobs if j.lens == "mitigate")
+    seeds = sorted(j.config.keep_seed for j in jobs if j.lens == "mitigate")
     assert seeds == [0, 1, 2]
 
 

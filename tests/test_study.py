@@ -160,18 +160,18 @@ def test_grid_expansion_and_index():
     lenses = ("memorize", "gradnorms", "gamma-sigma", "mitigate", "lira")
     assert all(len(by_lens[lens]) == len(cells) for lens in lenses)
     assert len(by_lens["shared-training"]) == 2 * len(cells)  # batch/seed0 (4 lenses), none/seed0 (3)
-    targets = {j.config["norm"]: sorted(t["lens"] for t in j.config["targets"]) for j in by_lens["shared-training"]}
+    targets = {j.plan.norm: sorted(t.lens for t in j.plan.targets) for j in by_lens["shared-training"]}
     assert targets == {"batch": ["gamma-sigma", "gradnorms", "memorize", "mitigate"],
                        "none": ["gradnorms", "memorize", "mitigate"]}
     # Without a study-wide validation split, mitigate's data (its own 10% split) differs: it trains alone.
     no_val = Study.model_validate({**doc, "data": {k: v for k, v in doc["data"].items() if k != "val_fraction"}})
     no_val_jobs = [j for j in plan(no_val)[1] if j.lens == "shared-training"]
-    assert all("mitigate" not in [t["lens"] for t in j.config["targets"]] for j in no_val_jobs)
+    assert all("mitigate" not in [t.lens for t in j.plan.targets] for j in no_val_jobs)
     assert [j.stage for j in jobs] == sorted(j.stage for j in jobs) and jobs[-1].lens == "lira"
-    assert all(j.config["seeds"] == [0] and j.config["shadow_models"] == 4 for j in by_lens["lira"])
-    assert all(j.config["norms"] == ["batch"] for j in by_lens["gamma-sigma"])
+    assert all(j.config.seeds == [0] and j.config.shadow_models == 4 for j in by_lens["lira"])
+    assert all(j.config.norms == ["batch"] for j in by_lens["gamma-sigma"])
     mem = next(j for j in jobs if j.id == "digits-lenet-flip0.05/memorize")
-    assert mem.config["data"]["label_noise"] == 0.05 and mem.config["data"]["ood"] == 0.0
+    assert mem.config.data.label_noise == 0.05 and mem.config.data.ood == 0.0
     index = index_doc(study, cells, jobs)
     assert index["study"] == "tiny" and index["theory"] == "theory"
     first = index["cells"][0]
@@ -186,7 +186,7 @@ def test_no_sharing_when_recipes_differ():
     _, jobs = plan(Study.model_validate(doc))
     shared = [j for j in jobs if j.lens == "shared-training"]
     # memorize now trains its own runs; the others still share theirs.
-    assert all("memorize" not in [t["lens"] for t in j.config["targets"]] for j in shared)
+    assert all("memorize" not in [t.lens for t in j.plan.targets] for j in shared)
     assert len(shared) == 4  # 2 cells x (batch, none)
 
 
@@ -194,7 +194,7 @@ def test_lens_epochs_shorthand_and_rmia_alone():
     doc = _with("lenses", {"memorize": {"epochs": 3}, "rmia": None})
     cells, jobs = plan(Study.model_validate(doc))
     mem = next(j for j in jobs if j.lens == "memorize")
-    assert mem.config["train"]["epochs"] == 3
+    assert mem.config.train.epochs == 3
     assert any(j.lens == "lira" for j in jobs)  # rmia alone runs lira
 
 
@@ -295,7 +295,7 @@ def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
         job = next(j for j in jobs if j.id == f"digits-lenet-flip0.05/{lens}")
         alone = tmp_path / lens
         spec = registry.get(lens)
-        spec.run(spec.config.model_validate(job.config), alone, progress=False)
+        spec.run(job.config, alone, progress=False)
         got, want = result_files(out / job.folder), result_files(alone)
         assert got.keys() == want.keys(), lens
         assert [k for k in got if got[k] != want[k]] == [], lens
@@ -313,7 +313,7 @@ def test_all_cells_lira_at_once_matches_standalone(tiny_run, tmp_path):
     assert len(cells) == 2
     for job in cells:
         alone = tmp_path / job.folder
-        lira.run(lira.config.model_validate(job.config), alone, progress=False)
+        lira.run(job.config, alone, progress=False)
         got, want = result_files(out / job.folder), result_files(alone)
         assert got.keys() == want.keys() and any(k.endswith("metrics.json") for k in got)
         assert [k for k in got if got[k] != want[k]] == [], job.folder
@@ -330,9 +330,11 @@ def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
 
     class Recording(LocalExecutor):
         def map(self, fn, specs, desc="jobs", resources=None):
-            job = fn.args[0]  # the graph's guarded(job, spec)
-            cells = sorted({(s.get("run_dir") or s["out"]).split("/")[-3 if "run_dir" in s else -2] for s in specs})
-            calls.append((job.__name__, cells, len(specs)))
+            job = fn.args[0]  # the graph's guarded(job, spec); a study job: partial(run_job, progress=...)
+            # a chunk's spec names its norm's folder; a study job is bound to the run directory
+            cells = sorted({s["run_dir"].split("/")[-3] if isinstance(s, dict) else s.plan.out.parts[-2]
+                            for s in specs})
+            calls.append((getattr(job, "func", job).__name__, cells, len(specs)))
             return super().map(fn, specs, desc, resources)
 
     run_study(study, tmp_path / "run", executor=Recording(progress=False), progress=False)
@@ -443,19 +445,19 @@ def test_replicates_and_recipes_expand_into_cells():
                                      "digits-lenet-flip0.05-pernorm-r0", "digits-lenet-flip0.05-pernorm-r1"]
     by_id = {j.id: j for j in jobs}
     r0, r1 = by_id["digits-lenet-flip0.05-r0/memorize"].config, by_id["digits-lenet-flip0.05-r1/memorize"].config
-    assert (r0["data"]["seed"], r1["data"]["seed"]) == (0, 1)
-    assert r0["seeds"] == [0] and r1["seeds"] == [1000]
-    assert by_id["digits-lenet-flip0.05-r1/lira"].config["seeds"] == [1000]
-    assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config["keep_seed"] for k in (0, 1)] == [0, 1]
+    assert (r0.data.seed, r1.data.seed) == (0, 1)
+    assert r0.seeds == [0] and r1.seeds == [1000]
+    assert by_id["digits-lenet-flip0.05-r1/lira"].config.seeds == [1000]
+    assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config.keep_seed for k in (0, 1)] == [0, 1]
     per = sorted(j.lens for j in jobs if j.id.startswith("digits-lenet-flip0.05-pernorm-r0/"))
     assert per == ["lira", "memorize", "recipe-selection"]  # the setting's one selection lives in replicate 0
-    assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config["recipe"] == "per-norm"
-    assert r0["recipe"] == "shared"
+    assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config.recipe == "per-norm"
+    assert r0.recipe == "shared"
     index = index_doc(study, cells, jobs)
     assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
     assert "recipe" not in index["cells"][0]
     # index.json (and summary.md's cell table) lists the model seeds each replicate trained with
-    assert [c["seeds"] for c in index["cells"]] == [r0["seeds"], r1["seeds"], [0], [1000]] == [[0], [1000]] * 2
+    assert [c["seeds"] for c in index["cells"]] == [r0.seeds, r1.seeds, [0], [1000]] == [[0], [1000]] * 2
 
 
 def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
@@ -478,8 +480,8 @@ def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
         for lens in ("memorize", "lira"):
             job = by_id[f"digits-lenet-flip0.05-pernorm-r{r}/{lens}"]
             assert job.after == (selections[0].id,)
-            assert job.config["recipe_from"] == "../../digits-lenet-flip0.05-pernorm-r0/_recipe"
-        assert by_id[f"digits-lenet-flip0.05-r{r}/memorize"].config["recipe"] == "shared"
+            assert job.config.recipe_from == "../../digits-lenet-flip0.05-pernorm-r0/_recipe"
+        assert by_id[f"digits-lenet-flip0.05-r{r}/memorize"].config.recipe == "shared"
     out = tmp_path / "run"
     result = run_study(study, out, progress=False)
     assert all(j["status"] == "done" for j in result.jobs)

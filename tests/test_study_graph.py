@@ -235,10 +235,9 @@ def test_study_graph_edges():
     from bnmem.study import Study, plan
     from bnmem.shadow.plan import phase_task_id
     from bnmem.study.graph import study_tasks
-    from bnmem.study.run import job_spec
 
     _, jobs = plan(Study.model_validate(SMALL))
-    tasks = {t.id: t for t in study_tasks(jobs, [job_spec(j, Path("/x"), False) for j in jobs])}
+    tasks = {t.id: t for t in study_tasks(jobs, [j.at(Path("/x")) for j in jobs])}
     cell, per = "digits-lenet-flip0.05", "digits-lenet-flip0.05-pernorm"
     shared = (f"{cell}/_shared/batch", f"{cell}/_shared/none")
     assert tasks["theory"].deps == tasks["theory"].after == ()

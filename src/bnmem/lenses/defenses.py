@@ -62,6 +62,7 @@ from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.figures.frontier import plot_frontier
 from bnmem.frontier import front_points, pareto_front, recommendation, risk_name
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.work import LensWork
 from bnmem.lenses.spec import SPECS
 from bnmem.names import DEFENSES
 from bnmem.lenses.conditions import conditions
@@ -437,15 +438,17 @@ def frontier_title(result: dict[str, Any]) -> str:
             "t-interval); filled: on the front")
 
 
-def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
-    """Bytes the lens writes (``bnmem run --dry-run``): the shadow-model estimate per variant and replicate."""
-    total: dict[str, int] = {}
-    for r in range(cfg.replicates):
-        for v in cfg.variants():
-            for kind, size in shadow_estimate(cfg.lira_config(v, r), n_train, parameter_count).items():
-                total[kind] = total.get(kind, 0) + size
-    return total
+class DefensesWork(LensWork):
+    """The defenses lens's work in one cell: the shadow models of every variant and replicate."""
+
+    def bytes(self, n_train: int, parameter_count: Any) -> dict[str, int]:
+        """The shadow-model estimate (:func:`bnmem.shadow.plan.estimate`) per variant and replicate."""
+        total: dict[str, int] = {}
+        for r in range(self.cfg.replicates):
+            for v in self.cfg.variants():
+                for kind, size in shadow_estimate(self.cfg.lira_config(v, r), n_train, parameter_count).items():
+                    total[kind] = total.get(kind, 0) + size
+        return total
 
 
-LENS = register(Lens.of(SPEC, config=DefensesConfig, run=run_defenses, summary=summary,
-                        estimate=estimate))
+LENS = register(Lens.of(SPEC, config=DefensesConfig, run=run_defenses, summary=summary, work=DefensesWork))

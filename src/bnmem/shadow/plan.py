@@ -10,8 +10,9 @@ gives these as bound :class:`~bnmem.executors.graph.Task` s to the job graph eve
 process (:func:`bnmem.data.loaded.load_once`) and shared by every job of the cell that process runs.
 
 The jobs are the very functions the lens runs on its own (:func:`~bnmem.shadow.training.train_shadow_chunk`,
-:func:`~bnmem.shadow.query.query_shadow_chunk`), so the results are byte-identical either way. The lira lens
-registers :meth:`ShadowPlan.of` and :func:`estimate` as its ``plan`` and ``estimate``.
+:func:`~bnmem.shadow.query.query_shadow_chunk`), so the results are byte-identical either way. The lira lens's
+cell plan (:class:`bnmem.lenses.lira.run.LiraWork`) gives these tasks to the study's graph and declares
+:func:`estimate`'s bytes.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class ShadowPlan:
     cfg: ShadowConfig
     out: Path
     train: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # the training job (default: train_chunk_job)
-    lens_share = LENS_SHARE_AFTER_PHASES
 
     @classmethod
     def of(cls, cfg: ShadowConfig, out: str | Path,

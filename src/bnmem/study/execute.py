@@ -12,20 +12,16 @@ docs/architecture.md (How a study runs its jobs) describes it.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bnmem import io
 from bnmem.errors import BnmemError, DiskFullError
-from bnmem.lenses import registry
 from bnmem.names import INDEX_FILE
 from bnmem.study.graph import run_graph
-from bnmem.study.run import (Cell, Job, Study, expand_grid, prepare, remove_empty, write_if_changed, index_doc, is_finished,
-                             job_spec, plan, run_job)
+from bnmem.study.run import Cell, Job, Study, expand_grid, prepare, write_if_changed, index_doc, plan, run_job
 from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, collect
-from bnmem.study.share import SHARED
 
 __all__ = ["StudyResult", "run_study"]
 
@@ -43,15 +39,14 @@ class StudyResult:
         return [j for j in self.jobs if j["status"] == "failed"]
 
 
-def pending(specs: list[dict[str, Any]], result: StudyResult) -> list[dict[str, Any]]:
-    """The unfinished ``specs``; the finished ones are recorded as skipped in ``result``."""
-    todo = [s for s in specs if not is_finished(s)]
-    for s in specs:
-        if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
-            # Its lenses trained the run themselves after it failed: drop the leftovers.
-            shutil.rmtree(s["out"], ignore_errors=True)
-            remove_empty(Path(s["out"]), levels=2)
-    result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
+def pending(jobs: list[Job], result: StudyResult) -> list[Job]:
+    """The unfinished ``jobs`` (bound to the run directory); the finished ones are recorded as skipped in
+    ``result`` (and tidied: a shared job's leftovers after its lenses trained the runs themselves)."""
+    todo = [j for j in jobs if not j.plan.finished()]
+    for j in jobs:
+        if j not in todo:
+            j.plan.tidy()
+    result.jobs += [{"id": j.id, "status": "skipped", "seconds": 0.0} for j in jobs if j not in todo]
     return todo
 
 
@@ -182,18 +177,16 @@ def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs
     resources = study.resources.model_dump()
     result = StudyResult(out=out, index=index)
     try:
-        todo = pending([job_spec(j, out, progress) for j in jobs], result)
-        # On a cluster, a lens that spreads its own work over the executor and has no cell plan to give the
-        # graph (defenses) runs in the driver with the executor, after the graph (the last stage).
-        inline = [] if executor.name == "local" else [
-            s for s in todo if s["lens"] not in (SHARED, SELECTION) and registry.get(s["lens"]).uses_executor
-            and registry.get(s["lens"]).plan is None]
-        graphed = [s for s in todo if s not in inline]
-        result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph) \
-            if graphed else []
+        todo = pending([j.at(out) for j in jobs], result)
+        # On a cluster, a lens that spreads its own work over the executor and gives the graph no tasks
+        # (defenses) runs in the driver with the executor, after the graph (the last stage).
+        inline = [] if executor.name == "local" else [j for j in todo if j.plan.in_driver()]
+        graphed = [j for j in todo if j not in inline]
+        result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph,
+                                 progress=progress) if graphed else []
         stop_on_full_disk(result)
-        for s in inline:
-            result.jobs.append(run_job(s, executor))
+        for j in inline:
+            result.jobs.append(run_job(j, executor, progress=progress))
             stop_on_full_disk(result)
     finally:
         if own:
