@@ -17,7 +17,7 @@ from bnmem.errors import BnmemError
 from bnmem.lenses import registry
 from bnmem.data import loaded
 from bnmem.lenses.registry import LENS_KEY, SCHEMA_KEY, Lens, LensSpec
-from bnmem.lenses.work import plan
+from bnmem.lenses.work import lens_work
 from bnmem.names import BUILTIN_LENSES
 
 _DATA = {"dataset": "digits", "label_noise": 0.05, "train_size": 120}
@@ -52,7 +52,7 @@ def test_config_validates_its_defaults(name):
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
     """name -> (lens, returned results, results file read back, folder, dataset loads): each lens run once,
-    lazily, as a study runs it in one process: through its cell plan (:func:`bnmem.lenses.work.plan`: its graph
+    lazily, as a study runs it in one process: through its cell plan (:func:`bnmem.lenses.work.lens_work`: its graph
     tasks, then the job), from an empty dataset cache, counting every load of the one loader."""
     done: dict[str, tuple] = {}
 
@@ -65,7 +65,7 @@ def tiny_runs(tmp_path_factory):
             with pytest.MonkeyPatch.context() as mp:
                 loaded.forget()
                 mp.setattr(loaded, "load_dataset", lambda cfg: (loads.append(cfg.dataset), original(cfg))[1])
-                cell = plan(lens, lens.validate(TINY[name]), out)
+                cell = lens_work(lens, lens.validate(TINY[name]), out)
                 for task in cell.tasks(name, 1.0):  # a chain: each task's jobs listed when it is ready
                     for spec in (task.specs() if callable(task.specs) else task.specs):
                         task.fn(spec)

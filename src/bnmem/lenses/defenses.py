@@ -71,7 +71,7 @@ from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
-from bnmem.shadow.plan import estimate as shadow_estimate
+from bnmem.shadow.work import estimate as shadow_estimate
 from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs
@@ -442,7 +442,7 @@ class DefensesWork(LensWork):
     """The defenses lens's work in one cell: the shadow models of every variant and replicate."""
 
     def bytes(self, n_train: int, parameter_count: Any) -> dict[str, int]:
-        """The shadow-model estimate (:func:`bnmem.shadow.plan.estimate`) per variant and replicate."""
+        """The shadow-model estimate (:func:`bnmem.shadow.work.estimate`) per variant and replicate."""
         total: dict[str, int] = {}
         for r in range(self.cfg.replicates):
             for v in self.cfg.variants():

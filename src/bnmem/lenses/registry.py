@@ -32,7 +32,7 @@ from bnmem.lenses import spec as specs
 from bnmem.lenses.spec import LENS_KEY, SCHEMA_KEY, LensSpec
 from bnmem.names import BUILTIN_LENSES
 
-__all__ = ["LENS_KEY", "SCHEMA_KEY", "CellPlan", "Lens", "LensSpec", "Training", "register", "unregister", "get", "canonical",
+__all__ = ["LENS_KEY", "SCHEMA_KEY", "CellWork", "Lens", "LensSpec", "Training", "register", "unregister", "get", "canonical",
            "all_lenses", "plugin_lenses", "names", "loaded"]
 
 
@@ -51,7 +51,7 @@ class Training(NamedTuple):
     train: Any  # bnmem.config.TrainConfig
 
 
-class CellPlan(Protocol):
+class CellWork(Protocol):
     """One job of a study, typed and planned once: a lens's work in one cell (:class:`~bnmem.lenses.work.LensWork`; the lira
     lens's adds its shadow-model tasks), a norm's shared training runs (:class:`bnmem.study.share.SharedTraining`)
     or a setting's recipe selection (:class:`bnmem.study.recipes.RecipeSelection`). The study's task graph,
@@ -75,7 +75,7 @@ class CellPlan(Protocol):
     fixed_seconds: float
     marked: bool
 
-    def at(self, root: Path) -> "CellPlan":
+    def at(self, root: Path) -> "CellWork":
         """The same work with its folders under the run directory ``root``."""
         ...
 
@@ -151,10 +151,10 @@ class Lens:
         run: its :class:`Runner`.
         summary: ``summary(results) -> str``, the table a command prints.
         hook: the per-epoch measurement :data:`HookFactory` (None: none).
-        work: its :class:`CellPlan` class, a subclass of :class:`bnmem.lenses.work.LensWork` (None: that class):
+        work: its :class:`CellWork` class, a subclass of :class:`bnmem.lenses.work.LensWork` (None: that class):
             what it trains and writes beyond every (norm, seed) once, the graph tasks of the spec's ``phases``,
             which a study runs for every cell at once before ``run``, which finds them finished.
-            :func:`bnmem.lenses.work.plan` makes one.
+            :func:`bnmem.lenses.work.lens_work` makes one.
     """
 
     spec: LensSpec

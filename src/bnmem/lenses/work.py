@@ -1,8 +1,8 @@
 """A lens's work in one cell, typed and planned once: :class:`LensWork`, the lens's
-:class:`~bnmem.lenses.registry.CellPlan` in a study.
+:class:`~bnmem.lenses.registry.CellWork` in a study.
 
-A study plans every job once (:func:`bnmem.study.run.plan`): each lens job holds its lens's work, made by
-:func:`plan` from the config validated then. The work says what the job trains (:meth:`LensWork.models`,
+A study builds every job once (:func:`bnmem.study.run.build_jobs`): each lens job holds its lens's work, made by
+:func:`lens_work` from the config validated then. The work says what the job trains (:meth:`LensWork.models`,
 what the cost model times), what it writes (:meth:`LensWork.bytes`, the dry run's disk), the graph tasks it
 runs first (lira's shadow-model chunks), and hands out its dataset (:meth:`LensWork.dataset`: loaded once per
 process by :func:`bnmem.data.loaded.load_once`). A lens whose work differs from "every (norm, seed) once"
@@ -27,7 +27,7 @@ from bnmem.lenses.spec import get as spec_of
 @dataclass(frozen=True, eq=False)
 class LensWork:
     """A lens's work in one folder (a cell's, or the study's for a once-per-study lens): the lens's
-    :class:`~bnmem.lenses.registry.CellPlan`. A lens whose work differs (the models it trains, the bytes it writes, tasks of its own)
+    :class:`~bnmem.lenses.registry.CellWork`. A lens whose work differs (the models it trains, the bytes it writes, tasks of its own)
     registers a subclass as its ``work``.
 
     Attributes:
@@ -100,7 +100,7 @@ class LensWork:
         return spec.uses_executor and not spec.phases
 
 
-def plan(lens: Lens, cfg: Any, out: str | Path) -> LensWork:
+def lens_work(lens: Lens, cfg: Any, out: str | Path) -> LensWork:
     """The work of ``lens`` with its validated config ``cfg`` in the folder ``out`` (its registered ``work``
     class, else :class:`LensWork`)."""
     return (lens.work or LensWork)(lens.name, cfg, Path(out))

@@ -8,7 +8,7 @@ Its seconds are ``work × step(arch) × factor`` plus its fixed seconds:
   input shape at the study's batch size and thread count, **measured now** (a few timed steps);
 * ``factor`` and the fixed seconds: what the job does besides plain training (per-epoch hooks,
   per-sample gradients, LiRA's queries, summarizing). Without a pilot, what its cell plan declares
-  (:class:`~bnmem.lenses.registry.CellPlan`: a lens's from its spec's ``step_factor`` / ``fixed_seconds``;
+  (:class:`~bnmem.lenses.registry.CellWork`: a lens's from its spec's ``step_factor`` / ``fixed_seconds``;
   uncalibrated); with a finished pilot run (:func:`calibrate`), per job kind, the ratio of the seconds its
   DONE markers recorded to the work of its jobs.
 
@@ -59,12 +59,12 @@ def step_seconds(arch: str, dataset: str, batch_size: int, threads: int = 1) -> 
 
 def job_models(job: Job, shared_folders: set[str]) -> float:
     """How many models a job trains itself (0 when a shared-training job trains its runs)."""
-    return 0.0 if job.folder in shared_folders else job.plan.models()
+    return 0.0 if job.folder in shared_folders else job.work.models()
 
 
 def job_work(job: Job, shared_folders: set[str]) -> float:
     """Example-epochs the job trains itself."""
-    training = job.plan.training()
+    training = job.work.training()
     if training is None:
         return 0.0
     return job_models(job, shared_folders) * float(training.train.epochs) * n_train(training.data)
@@ -72,12 +72,12 @@ def job_work(job: Job, shared_folders: set[str]) -> float:
 
 def shared_folders(jobs: list[Job]) -> set[str]:
     """Folders of the jobs whose runs another job (a shared-training job) trains."""
-    return {str(f) for j in jobs for f in j.plan.writes_into()}
+    return {str(f) for j in jobs for f in j.work.writes_into()}
 
 
 def job_step(job: Job) -> float:
     """Measured seconds per example-epoch of the job's architecture (0 for a job that trains nothing)."""
-    training = job.plan.training()
+    training = job.work.training()
     if training is None:
         return 0.0
     t = training.train
@@ -102,8 +102,8 @@ def estimate_seconds(jobs: list[Job], cal: Calibration | None = None) -> dict[st
     out = {}
     for j in jobs:
         work = job_work(j, folders)
-        train = work * job_step(j) * cal.factors.get(j.lens, j.plan.step_factor) if work else 0.0
-        out[j.id] = train + cal.fixed.get(j.lens, j.plan.fixed_seconds)
+        train = work * job_step(j) * cal.factors.get(j.lens, j.work.step_factor) if work else 0.0
+        out[j.id] = train + cal.fixed.get(j.lens, j.work.fixed_seconds)
     return out
 
 
@@ -122,7 +122,7 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     fixed: dict[str, list[float]] = {}
     unclocked: set[str] = set()  # finished, but its DONE recorded no seconds (a run from before it did)
     for j in jobs:
-        work_here = j.plan.at(root)
+        work_here = j.work.at(root)
         secs = work_here.seconds_taken()
         if secs is None:
             if work_here.marked and work_here.finished():

@@ -2,7 +2,7 @@
 
 Sizes are estimates from the configs alone (dataset sizes from the dataset
 table, parameter counts from building each architecture once on the CPU), as
-each job's cell plan declares them (:meth:`~bnmem.lenses.registry.CellPlan.bytes`):
+each job's cell plan declares them (:meth:`~bnmem.lenses.registry.CellWork.bytes`):
 model files are float32 weights; lira adds its arrays (the attack statistic φ
 per model, example and view). Logs, JSON files and figures are small and not counted.
 """
@@ -40,8 +40,8 @@ def n_train(data: Any) -> int:
 
 def job_bytes(job: Job) -> dict[str, int]:
     """Estimated bytes a job leaves on disk, by kind (what its cell plan declares)."""
-    training = job.plan.training()
-    return {k: int(v) for k, v in job.plan.bytes(n_train(training.data) if training else 0, parameter_count).items()}
+    training = job.work.training()
+    return {k: int(v) for k, v in job.work.bytes(n_train(training.data) if training else 0, parameter_count).items()}
 
 
 def human(n: float) -> str:

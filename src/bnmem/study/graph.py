@@ -7,8 +7,8 @@ Each job starts as soon as what it reads has been written, the costliest chain f
 * a shared-training job (``<cell>/_shared/<norm>``) writes finished ``<norm>/seed<k>`` runs into the
   folders of the lenses it serves (memorize, gradnorms, gamma-sigma, mitigate of its cell): each of those
   lens jobs runs after it. Only after: if it failed, the lens trains the run itself;
-* a lens with a cell plan (lira: :class:`~bnmem.shadow.plan.ShadowPlan`, built once per cell from the
-  config :func:`~bnmem.study.run.plan` validated) gives its own tasks: a per-norm cell's recipe selection,
+* a lens with a cell plan (lira: :class:`~bnmem.shadow.work.ShadowWork`, built once per cell from the
+  config :func:`~bnmem.study.run.build_jobs` validated) gives its own tasks: a per-norm cell's recipe selection,
   training chunks, query chunks, each needing the one before and listed from what is on disk when it is
   ready; the lens job itself runs after the last (failed or not: it retries what is missing and reports the
   failure);
@@ -62,19 +62,19 @@ def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True, progres
     needs = {j.id: tuple(a for a in j.after if a in pending_ids) for j in jobs}  # e.g. the setting's recipes
     writers: dict[Path, list[str]] = {}  # a job's folder -> unfinished jobs that write runs into it
     for j in todo:
-        for folder in j.plan.writes_into():
+        for folder in j.work.writes_into():
             writers.setdefault(Path(folder), []).append(j.id)
     run = partial(run_job, progress=progress)
     tasks = []
     for j in todo:
-        cost, after = est.get(j.id, 1.0), list(writers.get(Path(j.plan.out), []))
-        chain = j.plan.tasks(j.id, cost)
+        cost, after = est.get(j.id, 1.0), list(writers.get(Path(j.work.out), []))
+        chain = j.work.tasks(j.id, cost)
         if chain:
             if needs[j.id]:  # the cell's first phase lists its work from the selection: after it
                 chain[0] = replace(chain[0], after=(*chain[0].after, *needs[j.id]))
             tasks += chain
             after.append(chain[-1].id)
-            cost *= j.plan.lens_share
+            cost *= j.work.lens_share
         else:
             after += needs[j.id]
         tasks.append(Task(j.id, run, [j], after=tuple(after), cost=cost))

@@ -3,7 +3,7 @@ and the disk has room for what the dry run estimates. A failing check is one lin
 ``--out`` untouched, so a missing file never costs an hour of jobs failing one by one.
 
 ``bnmem run`` calls :func:`preflight` before it starts the executor; from Python, call it
-before :func:`bnmem.study.run_study` (``preflight(plan(study)[1], out)``).
+before :func:`bnmem.study.run_study` (``preflight(build_jobs(study)[1], out)``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def needed_datasets(jobs: list[Any]) -> dict[tuple[str, str | None], tuple[bool,
 
     out: dict[tuple[str, str | None], tuple[bool, list[str]]] = {}
     for job in jobs:
-        training = job.plan.training()
+        training = job.work.training()
         if training is None:
             continue
         data = training.data
@@ -70,7 +70,7 @@ def pending_bytes(jobs: list[Any], out: Path) -> int:
     """The dry run's disk estimate of the jobs not finished yet in ``out``."""
     from bnmem.study.dryrun import job_bytes
 
-    return sum(sum(job_bytes(j).values()) for j in jobs if not j.plan.at(out).finished())
+    return sum(sum(job_bytes(j).values()) for j in jobs if not j.work.at(out).finished())
 
 
 def check_disk(jobs: list[Any], out: Path) -> None:

@@ -39,7 +39,7 @@ def setting_key(cell: Any) -> tuple[str, str, str]:
 
 @dataclass(frozen=True, eq=False)
 class RecipeSelection:
-    """One setting's recipe selection (:class:`~bnmem.lenses.registry.CellPlan`): every norm's recipe selected
+    """One setting's recipe selection (:class:`~bnmem.lenses.registry.CellWork`): every norm's recipe selected
     on the selecting cell's validation split, from its first model seed.
 
     Attributes:

@@ -58,14 +58,14 @@ from bnmem.analysis_plan import CONFIRMATORY_KEY, RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
-from bnmem.lenses.work import plan as cell_work
+from bnmem.lenses.work import lens_work
 from bnmem.names import ERROR_FILE, FAIR_ARMS, INDEX_FILE, STUDY_FILE
 from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicate_seeds, seed_key, study_seed
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
 from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, SELECTION_DIR, RecipeSelection, recipe_from
 from bnmem.study.share import SHARED, shared_runs
 
-__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "load_study", "plan", "read_study", "run_job"]
+__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "load_study", "build_jobs", "read_study", "run_job"]
 
 INDEX = INDEX_FILE
 
@@ -82,7 +82,7 @@ CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
 
 def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
     """Load, override (``a.b=c``) and validate a study, including every lens config of every cell
-    (:func:`read_study`, then :func:`plan`).
+    (:func:`read_study`, then :func:`build_jobs`).
 
     Raises:
         BnmemError: unreadable/malformed file, a bad override, or a lens option
@@ -91,13 +91,13 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
             command line turns it into one line with the key's path).
     """
     study = read_study(path, overrides)
-    plan(study)  # validates every lens's config now, not hours into the run
+    build_jobs(study)  # validates every lens's config now, not hours into the run
     return study
 
 
 def read_study(path: str | Path, overrides: list[str] | None = None) -> Study:
     """Load, override (``a.b=c``) and validate a study's own keys; its lens options are validated when it is
-    planned (:func:`plan`: ``bnmem run`` plans once, before anything runs or is written).
+    expanded into jobs (:func:`build_jobs`: ``bnmem run`` builds them once, before anything runs or is written).
 
     Raises:
         BnmemError: unreadable/malformed file or a bad override.
@@ -211,8 +211,8 @@ class Job:
             ``<cell_id>/_recipe``.
         lens: lens name (``lira`` also serves ``rmia``), ``shared-training`` or ``recipe-selection``.
         folder: results folder relative to the run directory.
-        plan: its typed cell plan (:class:`~bnmem.lenses.registry.CellPlan`), made once from the config
-            :func:`plan` validated, with its folders relative until :meth:`at` binds them: what it trains and
+        work: its typed cell work (:class:`~bnmem.lenses.registry.CellWork`), made once from the config
+            :func:`build_jobs` validated, with its folders relative until :meth:`at` binds them: what it trains and
             writes, its graph tasks, how it runs. Nothing validates its config again.
         stage: the registry's order of lenses: the order of the job list (the dry run's table and times);
             what runs when is the dependency graph's (:mod:`bnmem.study.graph`).
@@ -223,18 +223,18 @@ class Job:
     id: str
     lens: str
     folder: str
-    plan: Any = field(compare=False, repr=False)
+    work: Any = field(compare=False, repr=False)
     stage: int = 0
     after: tuple[str, ...] = ()  # jobs whose output it reads besides shared runs (a per-norm cell's selection)
 
     @property
     def config(self) -> Any:
-        """A lens job's validated config (its plan's)."""
-        return self.plan.cfg
+        """A lens job's validated config (its work's)."""
+        return self.work.cfg
 
     def at(self, out: Path) -> "Job":
-        """The job with its plan's folders under the run directory ``out`` (absolute: any worker can run it)."""
-        return replace(self, plan=self.plan.at(Path(out)))
+        """The job with its work's folders under the run directory ``out`` (absolute: any worker can run it)."""
+        return replace(self, work=self.work.at(Path(out)))
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -315,7 +315,7 @@ def runs_in(study: Study, name: str, cell: Cell) -> bool:
     return opts.allots(cell.arch, cell.replicate, cell.outliers.injected)
 
 
-def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
+def build_jobs(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
 
     ``seeds_from``: a confirmatory run's seed key (plan and source hashes); every seed is derived from it (:func:`expand_grid`; a
@@ -339,7 +339,7 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
             if seeds_from and "seed" in lens.config.model_fields:
                 opts["seed"] = study_seed(seeds_from, lens.name)
             cfg = lens.validate(opts, f"lenses.{lens.name}")
-            jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, plan=cell_work(lens, cfg, lens.name),
+            jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, work=lens_work(lens, cfg, lens.name),
                             stage=lens.stage))
     for cell in cells:
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
@@ -347,7 +347,7 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
         models = {lens.name: lens_model(study, cell, lens.name) for lens in enabled if lens.per_cell
                   and (cell.recipe == "shared" or lens.takes_recipe)
                   and runs_in(study, lens.name, cell)}
-        jobs += [Job(id=str(r.out), lens=r.kind, folder=str(r.out), plan=r, stage=0)
+        jobs += [Job(id=str(r.out), lens=r.kind, folder=str(r.out), work=r, stage=0)
                  for r in shared_runs(cell.id, models)]
         needs: tuple[str, ...] = ()
         if cell.recipe == FAIR_ARMS and any(getattr(m, "recipe_from", None) for m in models.values()):
@@ -357,10 +357,10 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
                 selecting = next(c for c in cells if f"{c.id}/{SELECTION_DIR}" == needs[0])  # replicate 0
                 selection = RecipeSelection.of(needs[0], selecting.experiment(study), study.grid.lr_grid,
                                                study.grid.max_epochs)
-                jobs.append(Job(id=needs[0], lens=selection.kind, folder=needs[0], stage=0, plan=selection))
+                jobs.append(Job(id=needs[0], lens=selection.kind, folder=needs[0], stage=0, work=selection))
         for name, cfg in models.items():
             folder = f"{cell.id}/{name}"
-            jobs.append(Job(id=folder, lens=name, folder=folder, plan=cell_work(registry.get(name), cfg, folder),
+            jobs.append(Job(id=folder, lens=name, folder=folder, work=lens_work(registry.get(name), cfg, folder),
                             stage=registry.get(name).stage, after=needs if getattr(cfg, "recipe_from", None) else ()))
     # A fair-arms cell none of whose lenses takes a recipe has nothing to run: it is no cell of the study.
     ran = {j.id.split("/", 1)[0] for j in jobs}
@@ -409,7 +409,7 @@ def run_job(job: Job, executor: Any = None, progress: bool = False) -> dict[str,
         A failure does not raise (the other jobs go on); its traceback is in
         ``<out>/ERROR.txt`` and the job reruns next time.
     """
-    work = job.plan
+    work = job.work
     out = work.out
     if work.finished():
         return {"id": job.id, "status": "skipped", "seconds": 0.0}

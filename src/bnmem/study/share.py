@@ -55,7 +55,7 @@ class Target:
 @dataclass(frozen=True, eq=False)
 class SharedTraining:
     """One cell's shared runs of one norm: the (norm, seed) runs two or more lenses would train identically,
-    trained once with every lens's hook (:class:`~bnmem.lenses.registry.CellPlan`).
+    trained once with every lens's hook (:class:`~bnmem.lenses.registry.CellWork`).
 
     Attributes:
         out: the scratch training folder (``<cell>/_shared/<norm>``).

@@ -53,7 +53,7 @@ from bnmem.names import LIRA
 from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
-from bnmem.shadow.plan import LENS_SHARE_AFTER_PHASES, PHASES, ShadowPlan, estimate
+from bnmem.shadow.work import LENS_SHARE_AFTER_PHASES, PHASES, ShadowWork, estimate
 from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import pending_specs
 # The one paired-difference implementation (the report computes the same interval).
@@ -245,15 +245,15 @@ def summary_table(result: dict[str, Any]) -> str:
 class LiraWork(LensWork):
     """The lira lens's work in one cell: its shadow models (M per norm, with the per-epoch queries when
     ``matched_fit`` is on) trained and queried as the shadow engine's tasks
-    (:class:`bnmem.shadow.plan.ShadowPlan`: recipe, training chunks, query chunks), then the lens job's attacks
+    (:class:`bnmem.shadow.work.ShadowWork`: recipe, training chunks, query chunks), then the lens job's attacks
     and figures."""
 
     lens_share = LENS_SHARE_AFTER_PHASES
 
-    def phases(self) -> ShadowPlan:
+    def phases(self) -> ShadowWork:
         """The shadow engine's plan of this cell, training with the per-epoch queries when ``matched_fit`` is
         on (the same chunks; a job that also queries after every epoch)."""
-        return ShadowPlan.of(self.cfg, self.out, train=study_train_job(self.cfg))
+        return ShadowWork.of(self.cfg, self.out, train=study_train_job(self.cfg))
 
     def tasks(self, job_id: str, cost: float) -> list[Any]:
         return self.phases().tasks(job_id, cost)
@@ -264,7 +264,7 @@ class LiraWork(LensWork):
         return float(self.cfg.shadow_models) * len(self.cfg.norms) * per_model
 
     def bytes(self, n_train: int, parameter_count: Any) -> dict[str, int]:
-        """The shadow engine's bytes (:func:`bnmem.shadow.plan.estimate`), plus the per-epoch queries when
+        """The shadow engine's bytes (:func:`bnmem.shadow.work.estimate`), plus the per-epoch queries when
         ``matched_fit`` is on."""
         out = estimate(self.cfg, n_train, parameter_count)
         extra = epoch_query_bytes(self.cfg, n_train)
