@@ -330,11 +330,11 @@ def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
 
     class Recording(LocalExecutor):
         def map(self, fn, specs, desc="jobs", resources=None):
-            job = fn.args[0]  # the graph's guarded(job, spec); a study job: partial(run_job, progress=...)
+            job = fn.args[0]  # the graph's guarded(job, spec)
             # a chunk's spec names its norm's folder; a study job is bound to the run directory
             cells = sorted({s["run_dir"].split("/")[-3] if isinstance(s, dict) else s.work.out.parts[-2]
                             for s in specs})
-            calls.append((getattr(job, "func", job).__name__, cells, len(specs)))
+            calls.append((job.__name__, cells, len(specs)))
             return super().map(fn, specs, desc, resources)
 
     run_study(study, tmp_path / "run", executor=Recording(progress=False), progress=False)

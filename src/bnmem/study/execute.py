@@ -177,16 +177,16 @@ def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs
     resources = study.resources.model_dump()
     result = StudyResult(out=out, index=index)
     try:
-        todo = pending([j.at(out) for j in jobs], result)
+        todo = pending([j.at(out, progress) for j in jobs], result)
         # On a cluster, a lens that spreads its own work over the executor and gives the graph no tasks
         # (defenses) runs in the driver with the executor, after the graph (the last stage).
         inline = [] if executor.name == "local" else [j for j in todo if j.work.in_driver()]
         graphed = [j for j in todo if j not in inline]
-        result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph,
-                                 progress=progress) if graphed else []
+        result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph) \
+            if graphed else []
         stop_on_full_disk(result)
         for j in inline:
-            result.jobs.append(run_job(j, executor, progress=progress))
+            result.jobs.append(run_job(j, executor))
             stop_on_full_disk(result)
     finally:
         if own:

@@ -46,7 +46,7 @@ WORKER_PRELOAD = (
 )
 
 
-def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True, progress: bool = False) -> list[Task]:
+def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True) -> list[Task]:
     """The graph of the unfinished jobs ``todo`` (of ``jobs``, bound to the run directory): their cell plans'
     tasks and their order, read from the plans alone.
 
@@ -64,7 +64,6 @@ def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True, progres
     for j in todo:
         for folder in j.work.writes_into():
             writers.setdefault(Path(folder), []).append(j.id)
-    run = partial(run_job, progress=progress)
     tasks = []
     for j in todo:
         cost, after = est.get(j.id, 1.0), list(writers.get(Path(j.work.out), []))
@@ -77,12 +76,12 @@ def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True, progres
             cost *= j.work.lens_share
         else:
             after += needs[j.id]
-        tasks.append(Task(j.id, run, [j], after=tuple(after), cost=cost))
+        tasks.append(Task(j.id, run_job, [j], after=tuple(after), cost=cost))
     return tasks
 
 
 def run_graph(jobs: list[Job], todo: list[Job], executor: Any, resources: dict[str, Any],
-              name: str, level_by_level: bool = False, progress: bool = False) -> list[dict[str, Any]]:
+              name: str, level_by_level: bool = False) -> list[dict[str, Any]]:
     """Run the unfinished jobs ``todo`` (of ``jobs``, bound to the run directory) as one graph over ``executor``,
     under one progress bar over every job and chunk; ``level_by_level``: as any executor's default ``run_graph``
     does (every ready job, a barrier, the jobs that became ready...), whatever ``executor`` would do.
@@ -97,6 +96,6 @@ def run_graph(jobs: list[Job], todo: list[Job], executor: Any, resources: dict[s
     # estimated seconds decide what runs when. One local worker and Ray run the graph level by level.
     eager = not level_by_level and executor.name == "local" and getattr(executor, "workers", 1) > 1
     runner = partial(Executor.run_graph, executor) if level_by_level else executor.run_graph
-    results = runner(study_tasks(jobs, todo, estimate=eager, progress=progress), desc=f"{name}: jobs and chunks",
-                     resources=resources, stop=lambda summary: bool(summary.get("disk_full")))
+    results = runner(study_tasks(jobs, todo, estimate=eager), desc=f"{name}: jobs and chunks", resources=resources,
+                     stop=lambda summary: bool(summary.get("disk_full")))
     return [{"id": j.id, **results[j.id][0]} for j in todo if results.get(j.id)]

@@ -226,15 +226,17 @@ class Job:
     work: Any = field(compare=False, repr=False)
     stage: int = 0
     after: tuple[str, ...] = ()  # jobs whose output it reads besides shared runs (a per-norm cell's selection)
+    progress: bool = field(default=False, compare=False)  # progress bars when it runs
 
     @property
     def config(self) -> Any:
         """A lens job's validated config (its work's)."""
         return self.work.cfg
 
-    def at(self, out: Path) -> "Job":
-        """The job with its work's folders under the run directory ``out`` (absolute: any worker can run it)."""
-        return replace(self, work=self.work.at(Path(out)))
+    def at(self, out: Path, progress: bool = False) -> "Job":
+        """The job with its work's folders under the run directory ``out`` (absolute: any worker can run it),
+        showing progress bars when it runs or not."""
+        return replace(self, work=self.work.at(Path(out)), progress=progress)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -395,14 +397,13 @@ def index_doc(study: Study, cells: list[Cell], jobs: list[Job]) -> dict[str, Any
 # --- running ---------------------------------------------------------------------------
 
 
-def run_job(job: Job, executor: Any = None, progress: bool = False) -> dict[str, Any]:
+def run_job(job: Job, executor: Any = None) -> dict[str, Any]:
     """Run one study job (module-level, so any executor can ship it).
 
     Args:
         job: a job bound to its run directory (:meth:`Job.at`).
         executor: handed to the lens runner (lira trains its shadow models
             through it) when the job runs in the driver.
-        progress: progress bars.
 
     Returns:
         ``{"id", "status": "done"|"skipped"|"failed", "seconds", "error"?}``.
@@ -417,7 +418,7 @@ def run_job(job: Job, executor: Any = None, progress: bool = False) -> dict[str,
     t0 = time.perf_counter()
     try:
         io.ensure_dir(out)
-        work.run(progress=progress, executor=executor)
+        work.run(progress=job.progress, executor=executor)
     except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
         msg = str(e).splitlines()[0] if str(e) else ""
         error = msg if isinstance(e, BnmemError) else f"{type(e).__name__}: {msg}"
