@@ -137,19 +137,19 @@ def _memorize_per_norm(epochs: int, out: Path, together: bool) -> None:
 
 
 def _shared(epochs: int, out: Path, together: bool) -> None:
-    from bnmem.study.run import job_spec, load_study, plan
+    from bnmem.study.run import load_study, build_jobs
     from bnmem.study.share import _seed_hook
 
     at = [e for e in (1, 2, 3, 4, 5, 10, 20) if e <= epochs]
     study = load_study("studies/demo.yaml", [f"train.epochs={epochs}", f"lenses.mitigate.fixed_epoch={min(10, epochs)}",
                                               f"lenses.gradnorms.at={at}", "grid.seeds=[0, 1]"])
-    job = next(j for j in plan(study)[1] if j.id == "digits-lenet-flip0.05-r0/_shared/batch")
-    spec = job_spec(job, out, False)
-    ds = load_dataset(DataConfig.model_validate(spec["training"]["data"]))
-    train = TrainConfig.model_validate(spec["training"]["train"])
-    mc = ModelConfig(arch=spec["training"]["arch"], norm="batch")
-    _train([(mc, PendingRun(s, train, out / "_runs" / f"seed{s}", lambda s=s: _seed_hook(spec, ds, s)))
-            for s in spec["seeds"]], together, ds)
+    job = next(j for j in build_jobs(study)[1] if j.id == "digits-lenet-flip0.05-r0/_shared/batch")
+    shared = job.at(out).work
+    ds = load_dataset(shared.trains.data)
+    train = shared.trains.train
+    mc = ModelConfig(arch=shared.trains.arch, norm="batch")
+    _train([(mc, PendingRun(s, train, out / "_runs" / f"seed{s}", lambda s=s: _seed_hook(shared, ds, s)))
+            for s in shared.seeds], together, ds)
 
 
 CASES: dict[str, Callable[[int, Path, bool], None]] = {

@@ -71,9 +71,9 @@ ALIASES = {"train_fresh_together": ("bnmem.lenses.mitigate",), "gamma_sigma_stat
 
 def _config() -> mitigate.MitigateConfig:
     """The demo's mitigate job in digits-lenet-flip0.05-r0, as the study plans it."""
-    from bnmem.study.run import load_study, plan
+    from bnmem.study.run import load_study, build_jobs
 
-    job = next(j for j in plan(load_study("studies/demo.yaml"))[1] if j.id == "digits-lenet-flip0.05-r0/mitigate")
+    job = next(j for j in build_jobs(load_study("studies/demo.yaml"))[1] if j.id == "digits-lenet-flip0.05-r0/mitigate")
     return mitigate.MitigateConfig.model_validate(job.config)
 
 

@@ -67,16 +67,16 @@ def together(epochs: int) -> None:
     train_runs_together(ModelConfig(arch="lenet", norm="batch"), ds, recipes, seeds, [None] * len(seeds), hooks)
 
 
-def _shared_spec(norm: str, epochs: int, out: str) -> dict:
+def _shared_spec(norm: str, epochs: int, out: str):
     """The demo's shared job of ``norm`` in digits-lenet-flip0.05-r0, with ``epochs`` (gradnorms' checkpoints
     past them dropped), its folders under ``out``."""
-    from bnmem.study.run import job_spec, load_study, plan
+    from bnmem.study.run import load_study, build_jobs
 
     study = load_study("studies/demo.yaml", [f"train.epochs={epochs}",
                                               f"lenses.mitigate.fixed_epoch={min(10, epochs)}",
                                               f"lenses.gradnorms.at={[e for e in (1, 2, 3, 4, 5, 10, 20) if e <= epochs]}"])
-    job = next(j for j in plan(study)[1] if j.id == f"digits-lenet-flip0.05-r0/_shared/{norm}")
-    return job_spec(job, Path(out), False)
+    job = next(j for j in build_jobs(study)[1] if j.id == f"digits-lenet-flip0.05-r0/_shared/{norm}")
+    return job.at(Path(out)).work
 
 
 def _shared(norm: str, hooks: bool, together_: bool):
@@ -84,18 +84,18 @@ def _shared(norm: str, hooks: bool, together_: bool):
         import shutil
         import tempfile
 
-        from bnmem.config import DataConfig, ModelConfig, TrainConfig
+        from bnmem.config import ModelConfig
         from bnmem.lenses.runs import PendingRun, train_fresh_together, train_run
         from bnmem.study.share import _seed_hook
 
         out = tempfile.mkdtemp(prefix="bench-shared-")
         try:
             spec = _shared_spec(norm, epochs, out)
-            ds = load_dataset(DataConfig.model_validate(spec["training"]["data"]))
-            mc = ModelConfig(arch=spec["training"]["arch"], norm=norm)
-            train = TrainConfig.model_validate(spec["training"]["train"])
+            ds = load_dataset(spec.trains.data)
+            mc = ModelConfig(arch=spec.trains.arch, norm=norm)
+            train = spec.trains.train
             runs = [PendingRun(s, train, Path(out) / "_runs" / f"seed{s}",
-                               (lambda s=s: _seed_hook(spec, ds, s)) if hooks else None) for s in spec["seeds"]]
+                               (lambda s=s: _seed_hook(spec, ds, s)) if hooks else None) for s in spec.seeds]
             if together_:
                 train_fresh_together(mc, ds, runs)
             for r in runs:

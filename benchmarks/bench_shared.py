@@ -64,7 +64,7 @@ def child(way: str, out: Path) -> None:
     import bnmem.study.share as share
     import bnmem.train.ensemble_runs as er
     from bnmem.allocator import keep_freed_memory
-    from bnmem.study.run import job_spec, load_study, plan
+    from bnmem.study.run import load_study, build_jobs
 
     torch.set_num_threads(1)
     if way == "after":
@@ -76,16 +76,15 @@ def child(way: str, out: Path) -> None:
     _timed(spent, gsl, "gamma_sigma_stats", lambda *a, **k: "γ/σ statistics")
     _timed(spent, mit, "gamma_sigma_stats", lambda *a, **k: "γ/σ statistics")
     _timed(spent, share, "give_run", lambda *a, **k: "hand-out")
-    _, jobs = plan(load_study(STUDY))
-    from bnmem.config import DataConfig
+    _, jobs = build_jobs(load_study(STUDY))
     from bnmem.data import load_dataset
 
     for norm in NORMS:
         job = next(j for j in jobs if j.id == f"{CELL}/_shared/{norm}")
-        load_dataset(DataConfig.model_validate(job.config["training"]["data"]))  # imports, reads the raw digits once: not the job's cost
+        load_dataset(job.work.trains.data)  # imports, reads the raw digits once: not the job's cost
         spent.clear()
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
-        share.run_shared_training(job_spec(job, out, False))
+        share.run_shared_training(job.at(out).work)
         total, r1 = time.process_time() - t0, resource.getrusage(resource.RUSAGE_SELF)
         print(json.dumps({"norm": norm, "cpu": total, "sys": r1.ru_stime - r0.ru_stime,
                           "faults": r1.ru_minflt - r0.ru_minflt, "hooks": dict(spent)}), flush=True)

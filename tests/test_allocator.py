@@ -41,16 +41,17 @@ def test_freed_blocks_are_reused_without_page_faults():
 def test_every_study_job_sets_it(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(study_run, "keep_freed_memory", lambda: calls.append(1))
-    monkeypatch.setattr(study_run, "is_finished", lambda spec: False)
     monkeypatch.setattr(study_run.registry, "get", lambda name: (_ for _ in ()).throw(RuntimeError("no lens")))
-    result = study_run.run_job({"id": "x", "lens": "memorize", "config": {}, "out": str(tmp_path / "x"),
-                                "progress": False})
+    from bnmem.lenses.work import LensWork
+
+    work = LensWork("memorize", None, tmp_path / "x")  # unfinished; its lens fails to load
+    result = study_run.run_job(study_run.Job("x", "memorize", "x", plan=work))
     assert calls == [1] and result["status"] == "failed"
     # a lira cell's plan: its recipe, training and query jobs (each the engine's function after the setting)
-    from bnmem.shadow import plan as shadow_plan
+    from bnmem.shadow import work as shadow_work
 
     monkeypatch.setattr(shadow_plan, "keep_freed_memory", lambda: calls.append(2))
-    for fn in (shadow_plan.select_recipe_job, shadow_plan.train_chunk_job, shadow_plan.query_chunk_job):
+    for fn in (shadow_work.select_recipe_job, shadow_work.train_chunk_job, shadow_work.query_chunk_job):
         with pytest.raises(KeyError):  # an empty spec: the engine's job fails after the setting
             fn({})
     assert calls == [1, 2, 2, 2]

@@ -19,7 +19,7 @@ from bnmem.data import loaded
 from bnmem.lenses.lira import LiraConfig, run_lira
 from bnmem.lenses.lira import shadow_gamma_sigma as sgs
 from bnmem.shadow import query, training
-from bnmem.shadow.plan import ShadowPlan
+from bnmem.shadow.work import ShadowWork
 
 
 def _config(**kw) -> LiraConfig:
@@ -84,7 +84,7 @@ def test_a_finished_cell_loads_nothing_and_lists_nothing(counted_run, monkeypatc
     spec = training.chunk_spec(cfg, "batch", out / "batch", cfg.chunks()[0])
     assert query.query_shadow_chunk(spec)["skipped"] is True
     assert training.train_shadow_chunk(spec)["skipped"] is True
-    plan = ShadowPlan.of(cfg, out)
+    plan = ShadowWork.of(cfg, out)
     assert plan.recipe_specs() == plan.train_specs() == plan.query_specs() == []
 
 
@@ -93,7 +93,7 @@ def test_chunk_jobs_receive_the_typed_config_and_never_validate_it(tmp_path, mon
     from bnmem.shadow.config import ShadowConfig
 
     cfg = _config()
-    plan = ShadowPlan.of(cfg, tmp_path)
+    plan = ShadowWork.of(cfg, tmp_path)
     specs = plan.train_specs()
     assert len(specs) == 4 and all(s["config"] is cfg for s in specs)
 
@@ -119,9 +119,8 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
     """A per-norm cell's whole graph (recipe, chunks, lens job) over two worker processes: each worker loads
     the dataset at most once whatever it runs, and the driver, which lists every task, loads it never."""
     from bnmem.executors import get_executor
-    from bnmem.study import Study, plan
+    from bnmem.study import Study, build_jobs
     from bnmem.study.graph import study_tasks
-    from bnmem.study.run import job_spec
 
     study = Study.model_validate({
         "name": "once", "data": {"dataset": "digits", "train_size": 150, "val_fraction": 0.2,
@@ -129,11 +128,11 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
         "train": {"epochs": 1, "batch_size": 32}, "grid": {"norms": ["batch", "none"], "seeds": [0],
                                                             "recipes": ["per-norm"], "lr_grid": [0.05, 0.1]},
         "lenses": {"lira": {"shadow_models": 4, "chunk_size": 1, "views": ["identity"]}}})
-    _, jobs = plan(study)
+    _, jobs = build_jobs(study)
     counts: collections.Counter = collections.Counter()
     _counting_loads(monkeypatch, counts)
     tasks = [t.__class__(t.id, partial(_counted, t.fn), t.specs, t.deps, t.after, t.cost)
-             for t in study_tasks(jobs, [job_spec(j, tmp_path, False) for j in jobs], estimate=False)]
+             for t in study_tasks(jobs, [j.at(tmp_path) for j in jobs], estimate=False)]
     ex = get_executor("local", progress=False, workers=2)
     try:
         results = ex.run_graph(tasks)
@@ -157,7 +156,7 @@ def test_two_workers_load_the_data_at_most_once_each_and_the_driver_never(tmp_pa
 
 @pytest.mark.parametrize("extra", [["--dry-run"], ["--workers", "1"], ["--workers", "1", "--confirmatory"]])
 def test_bnmem_run_plans_the_study_once(tmp_path, monkeypatch, extra):
-    """Every name bound to bnmem.study.run.plan is counted: a dry run, a run and a confirmatory run plan once."""
+    """Every name bound to bnmem.study.run.build_jobs is counted: a dry run, a run and a confirmatory run plan once."""
     import sys
 
     import subprocess
@@ -175,7 +174,7 @@ def test_bnmem_run_plans_the_study_once(tmp_path, monkeypatch, extra):
                        check=True, capture_output=True)
     monkeypatch.setattr(prov, "checkout_root", lambda: root)
 
-    original, calls = study_run.plan, []
+    original, calls = study_run.build_jobs, []
 
     def counted(*a, **k):
         calls.append(a[1:] or k)
@@ -184,8 +183,8 @@ def test_bnmem_run_plans_the_study_once(tmp_path, monkeypatch, extra):
     import bnmem.cli.commands.run  # noqa: F401 - bound names of every loaded module are patched below
     import bnmem.study.execute  # noqa: F401
     for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("bnmem") and getattr(module, "plan", None) is original:
-            monkeypatch.setattr(module, "plan", counted)
+        if getattr(module, "__name__", "").startswith("bnmem") and getattr(module, "build_jobs", None) is original:
+            monkeypatch.setattr(module, "build_jobs", counted)
     path = Path(tmp_path / "s.yaml")
     path.write_text("name: once\nlenses: {theory: {steps: 5, plot: false}}\n")
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", *extra]) == 0
@@ -218,3 +217,28 @@ def test_a_lens_run_twice_in_one_process_loads_its_data_once(lens, tmp_path, mon
     for k in range(2):
         spec.run(cfg, tmp_path / f"{lens}{k}", progress=False)
     assert sum(loaded.LOADS.values()) == 1
+
+
+def test_shared_training_and_recipe_selection_load_their_dataset_once(tmp_path, monkeypatch):
+    """The study's own jobs are cell plans too: a norm's shared runs and a setting's recipe selection each load
+    the cell's dataset once (from an empty cache: as the first job of a fresh worker) and run from their plans."""
+    from bnmem.study import Study, build_jobs
+    from bnmem.study.run import run_job
+
+    study = Study.model_validate({
+        "name": "shared", "data": {"dataset": "digits", "train_size": 120, "val_fraction": 0.2, "label_noise": 0.05},
+        "train": {"epochs": 1, "batch_size": 32},
+        "grid": {"norms": ["batch", "none"], "seeds": [0], "recipes": ["shared", "per-norm"], "lr_grid": [0.05],
+                 "max_epochs": 1},
+        "lenses": {"memorize": {}, "gamma-sigma": {}}})
+    _, jobs = build_jobs(study)
+    own = [j for j in jobs if j.lens in ("shared-training", "recipe-selection")]
+    assert sorted(j.lens for j in own) == ["recipe-selection", "shared-training"]  # gamma-sigma: BN only
+    for job in own:
+        counts: collections.Counter = collections.Counter()
+        _counting_loads(monkeypatch, counts)
+        summary = run_job(job.at(tmp_path))
+        assert summary["status"] == "done", summary
+        assert counts["data"] == 1, (job.id, counts)
+        assert job.at(tmp_path).work.finished()
+    loaded.forget()

@@ -17,7 +17,7 @@ from bnmem import io
 from bnmem.analysis_plan import CONFIRMATORY_KEY, PLAN_VERSION, plan_sha256
 from bnmem.cli import main
 from bnmem.report.preregistration import check_plan, run_label
-from bnmem.study import load_study, plan
+from bnmem.study import load_study, build_jobs
 from bnmem.study.confirmatory import MODEL_SEED_BOUND, current_key, derive, replicate_seeds, seed_key
 
 GIT = shutil.which("git")
@@ -61,11 +61,20 @@ def _study(tmp_path: Path, doc: dict = STUDY) -> Path:
     return path
 
 
+def _plain(job) -> dict:
+    """A job's config as plain data: a lens's validated config, or its plan's data and seeds (shared runs, a
+    recipe selection)."""
+    p = job.work
+    if hasattr(p, "cfg"):
+        return p.cfg.model_dump(mode="json")
+    return {"data": p.trains.data.model_dump(mode="json"), "seeds": list(p.seeds)}
+
+
 def _seeds_of(jobs) -> dict[str, tuple]:
     """Every seed a job config carries: corruption, models, keep matrix, query permutation, study-wide seed."""
     out = {}
     for j in jobs:
-        c = j.config
+        c = _plain(j)
         out[j.id] = (c.get("data", {}).get("seed"), tuple(c.get("seeds") or ()), c.get("keep_seed"),
                      c.get("query_seed"), c.get("seed"))
     return out
@@ -75,12 +84,12 @@ def test_one_changed_character_in_the_plan_changes_every_seed(tmp_path, monkeypa
     import bnmem.analysis_plan as ap
 
     study = load_study(_study(tmp_path))
-    before = _seeds_of(plan(study, current_key(study))[1])
+    before = _seeds_of(build_jobs(study, current_key(study))[1])
     text = ap.render_markdown()
     monkeypatch.setattr(ap, "render_markdown", lambda: text[:-2] + ("x" if text[-2] != "x" else "y") + text[-1])
     assert hashlib.sha256(ap.render_markdown().encode()).hexdigest() == plan_sha256() != hashlib.sha256(
         text.encode()).hexdigest()
-    after = _seeds_of(plan(study, current_key(study))[1])
+    after = _seeds_of(build_jobs(study, current_key(study))[1])
     assert before.keys() == after.keys()
     for job, (b, a) in ((k, (before[k], after[k])) for k in before):
         for old, new in zip(b, a):
@@ -108,16 +117,16 @@ def test_seeds_are_the_documented_hash_distinct_and_in_range():
 def test_confirmatory_cells_take_the_derived_seeds_and_exploratory_ones_the_offsets(tmp_path):
     study = load_study(_study(tmp_path))
     sha = current_key(study)
-    cells, jobs = plan(study, sha)
+    cells, jobs = build_jobs(study, sha)
     reps = replicate_seeds(sha, 2, 2)
     for j in jobs:
         if j.lens == "memorize":
             k = int(j.id.split("/")[0][-1])
-            assert j.config["data"]["seed"] == reps[k].data and j.config["seeds"] == list(reps[k].models)
+            assert j.config.data.seed == reps[k].data and j.config.seeds == list(reps[k].models)
         if j.lens == "lira":
             k = int(j.id.split("/")[0][-1])
-            assert (j.config["keep_seed"], j.config["query_seed"]) == (reps[k].keep, reps[k].query)
-    plain = {j.id: j.config for j in plan(study)[1]}
+            assert (j.config.keep_seed, j.config.query_seed) == (reps[k].keep, reps[k].query)
+    plain = {j.id: _plain(j) for j in build_jobs(study)[1]}
     assert plain["digits-lenet-flip0.05-r1/memorize"]["seeds"] == [1000, 1001]
 
 
@@ -167,7 +176,7 @@ def test_the_demo_study_without_the_flag_plans_the_usual_seeds_and_is_explorator
     from bnmem.study.run import prepare
 
     demo = load_study(Path(__file__).resolve().parents[1] / "studies" / "demo.yaml")
-    cells, _ = plan(demo)
+    cells, _ = build_jobs(demo)
     assert all(c.derived is None for c in cells)
     assert {c.conditions()["seeds"] == [1000 * c.replicate] for c in cells} == {True}  # the usual: 0, 1000, 2000
     prepare(tmp_path, demo)  # study.json as `bnmem run studies/demo.yaml` writes it before its first job
@@ -219,11 +228,11 @@ def test_the_source_hash_and_seeds_change_when_any_file_under_the_package_change
     study = load_study(_study(tmp_path))
     monkeypatch.setattr(prov, "PACKAGE", pkg)
     before_hash = prov.source_sha256(pkg)
-    before = _seeds_of(plan(study, current_key(study))[1])
+    before = _seeds_of(build_jobs(study, current_key(study))[1])
     target = pkg / edited
     target.write_bytes(target.read_bytes() + b" ")  # one character
     assert prov.source_sha256(pkg) != before_hash
-    after = _seeds_of(plan(study, current_key(study))[1])
+    after = _seeds_of(build_jobs(study, current_key(study))[1])
     seeded = [k for k, v in before.items() if v[0] is not None or v[4] is not None]
     assert seeded and all(before[k] != after[k] for k in seeded)
 
@@ -245,7 +254,7 @@ def _seeds_for(tmp_path: Path, name: str, extra: str = "") -> dict:
     path = folder / "s.yaml"
     path.write_text(yaml.safe_dump({**STUDY, "name": name}) + extra)
     study = load_study(path)
-    return _seeds_of(plan(study, current_key(study, path))[1])
+    return _seeds_of(build_jobs(study, current_key(study, path))[1])
 
 
 def test_two_studies_never_share_a_data_draw(tmp_path):

@@ -14,7 +14,7 @@ from bnmem.cli import main
 from bnmem.names import MEMORIZE
 from bnmem.design import claim_design, evaluate_design
 from bnmem.power import power_above
-from bnmem.study import load_study, plan
+from bnmem.study import load_study, build_jobs
 
 # The studies run in this process (--workers 1): their results are the same bytes for any worker count
 # (tests/test_study_graph.py), and spawned workers would import torch again.
@@ -52,13 +52,13 @@ def _write(tmp_path: Path, doc: dict, name: str = "s.yaml") -> Path:
 def test_lenses_can_be_allotted_to_replicates_and_architectures(tmp_path):
     doc = {**TINY, "grid": {**TINY["grid"], "archs": ["lenet", "mlp"], "replicates": 3},
            "lenses": {"memorize": {"replicates": 2, "archs": ["lenet"]}, "gamma-sigma": {}}}
-    _, jobs = plan(load_study(_write(tmp_path, doc)))
+    _, jobs = build_jobs(load_study(_write(tmp_path, doc)))
     mem = sorted(j.id for j in jobs if j.lens == "memorize")
     assert mem == [f"digits-lenet-{o}-r{r}/memorize" for o in ("flip0.05", "ood0.05-noise") for r in (0, 1)]
     assert sum(j.lens == "gamma-sigma" for j in jobs) == 2 * 2 * 3  # every arch, setting and replicate
     # a lens with replicates of its own (defenses) takes the option as that, not as an allotment
     defenses = load_study(Path(__file__).resolve().parents[1] / "studies" / "defenses.yaml")
-    assert [j.config["replicates"] for j in plan(defenses)[1] if j.lens == "defenses"] == [3]
+    assert [j.config.replicates for j in build_jobs(defenses)[1] if j.lens == "defenses"] == [3]
     bad = {**doc, "lenses": {"memorize": {"archs": ["nonsense"]}}}
     assert main(["run", str(_write(tmp_path, bad, "bad.yaml")), "--dry-run"]) == 2
 
@@ -130,7 +130,7 @@ def test_a_pilot_calibrates_the_theory_lens_and_names_a_finished_lens_without_se
            "lenses": {"theory": TINY["lenses"]["theory"]}}
     path, run = _write(tmp_path, doc), tmp_path / "pilot"
     assert main(["run", str(path), "--out", str(run), "--quiet", *IN_PROCESS]) == 0
-    jobs = plan(load_study(path))[1]
+    jobs = build_jobs(load_study(path))[1]
     cal = calibrate(run, jobs)
     done = io.read_json(run / "theory" / "DONE")
     assert cal.fixed["theory"] == pytest.approx(done["seconds"]) and "for theory (its DONE" in cal.source

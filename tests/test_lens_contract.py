@@ -15,7 +15,9 @@ from pydantic import BaseModel
 from bnmem import io
 from bnmem.errors import BnmemError
 from bnmem.lenses import registry
+from bnmem.data import loaded
 from bnmem.lenses.registry import LENS_KEY, SCHEMA_KEY, Lens, LensSpec
+from bnmem.lenses.work import lens_work
 from bnmem.names import BUILTIN_LENSES
 
 _DATA = {"dataset": "digits", "label_noise": 0.05, "train_size": 120}
@@ -49,15 +51,27 @@ def test_config_validates_its_defaults(name):
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    """name -> (lens, returned results, results file read back): each lens run once, lazily."""
+    """name -> (lens, returned results, results file read back, folder, dataset loads): each lens run once,
+    lazily, as a study runs it in one process: through its cell plan (:func:`bnmem.lenses.work.lens_work`: its graph
+    tasks, then the job), from an empty dataset cache, counting every load of the one loader."""
     done: dict[str, tuple] = {}
 
     def run(name: str):
         if name not in done:
             lens = registry.get(name)
             out = tmp_path_factory.mktemp(name.replace("-", "_"))
-            result = lens.run(lens.validate(TINY[name]), out, progress=False)
-            done[name] = (lens, result, io.read_json(out / lens.results), out)
+            loads: list[str] = []
+            original = loaded.load_dataset
+            with pytest.MonkeyPatch.context() as mp:
+                loaded.forget()
+                mp.setattr(loaded, "load_dataset", lambda cfg: (loads.append(cfg.dataset), original(cfg))[1])
+                cell = lens_work(lens, lens.validate(TINY[name]), out)
+                for task in cell.tasks(name, 1.0):  # a chain: each task's jobs listed when it is ready
+                    for spec in (task.specs() if callable(task.specs) else task.specs):
+                        task.fn(spec)
+                result = cell.run(progress=False)
+                loaded.forget()
+            done[name] = (lens, result, io.read_json(out / lens.results), out, len(loads))
         return done[name]
 
     return run
@@ -66,13 +80,23 @@ def tiny_runs(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(BUILTIN_LENSES))
 def test_tiny_run_writes_stamped_results_and_its_summary_renders(name, tiny_runs):
-    lens, result, doc, out = tiny_runs(name)
+    lens, result, doc, out, _ = tiny_runs(name)
     assert list(doc)[:2] == [LENS_KEY, SCHEMA_KEY]
     assert doc[LENS_KEY] == name and doc[SCHEMA_KEY] == lens.schema_version
     assert lens.summary is not None
     text = lens.summary(doc)
     assert isinstance(text, str) and text.strip()
     assert text == lens.summary(result)  # the file read back renders as the run's returned result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(BUILTIN_LENSES))
+def test_a_lens_cell_loads_its_dataset_once_in_a_process(name, tiny_runs):
+    """Every lens's cell plan, its tasks and its job run in one process, load the cell's dataset exactly once
+    (none for the toy model, which reads none): each gets it from its plan (:meth:`LensWork.dataset`) or the
+    same per-process cache."""
+    lens, *_, loads = tiny_runs(name)
+    assert loads == (1 if lens.per_cell else 0), loads
 
 
 # ---------------------------------------------------------------- duplicates

@@ -322,7 +322,7 @@ def test_colliding_model_seeds_are_rehashed_with_an_attempt_counter(monkeypatch,
 def test_each_seed_plays_its_role_in_the_planned_jobs(tmp_path):
     import yaml
 
-    from bnmem.study import load_study, plan
+    from bnmem.study import load_study, build_jobs
 
     doc = {"name": "roles", "data": {"dataset": "digits", "train_size": 120},
            "train": {"epochs": 1, "batch_size": 32},
@@ -332,20 +332,21 @@ def test_each_seed_plays_its_role_in_the_planned_jobs(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     key = "ef" * 32
-    _, jobs = plan(load_study(path), key)
+    _, jobs = build_jobs(load_study(path), key)
     seen = set()
     for j in jobs:
         if j.lens == "theory":
-            assert j.config["seed"] == _seed(key, "study-lens", "theory")
+            assert j.config.seed == _seed(key, "study-lens", "theory")
             seen.add("theory")
             continue
         k = int(j.id.split("/")[0][-1])
-        assert j.config["data"]["seed"] == _seed(key, "data", k), j.id
+        c = j.work.trains if j.lens == "recipe-selection" else j.config  # a selection's data is its plan's
+        assert c.data.seed == _seed(key, "data", k), j.id
         models = [_seed(key, "model", k, i, bound=2**22) for i in range(2)]
         # LiRA and the fair-arms recipe selection: the first seed
-        assert j.config["seeds"] == (models[:1] if j.lens in ("lira", "recipe-selection") else models), j.id
+        assert list(j.work.seeds if j.lens == "recipe-selection" else j.config.seeds) == (models[:1] if j.lens in ("lira", "recipe-selection") else models), j.id
         if j.lens == "lira":
-            assert (j.config["keep_seed"], j.config["query_seed"]) == (_seed(key, "keep", k), _seed(key, "query", k))
+            assert (j.config.keep_seed, j.config.query_seed) == (_seed(key, "keep", k), _seed(key, "query", k))
         seen.add((j.lens, k))
     assert {("memorize", 0), ("memorize", 1), ("lira", 0), ("lira", 1), "theory"} <= seen
 

@@ -18,7 +18,7 @@ import yaml
 
 from bnmem import io
 from bnmem.cli import main
-from bnmem.study import load_study, plan
+from bnmem.study import load_study, build_jobs
 from bnmem.study import preflight as pf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,14 +74,14 @@ def test_download_fetches_before_the_first_job(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "_download", lambda name, root: fetched.append((name, str(root))))
     monkeypatch.setenv("BNMEM_DATA", str(tmp_path / "empty"))
     study = load_study(ROOT / "studies" / "mnist.yaml", ["data.download=true"])
-    pf.check_data(plan(study)[1])
+    pf.check_data(build_jobs(study)[1])
     assert sorted({n for n, _ in fetched}) == ["fashion-mnist", "mnist"]  # the OOD source is a dataset too
     assert len(fetched) == 2
 
 
 def test_disk_check_uses_estimate_and_margin(tmp_path, monkeypatch, capsys):
     study_file = write_study(tmp_path)
-    jobs = plan(load_study(study_file))[1]
+    jobs = build_jobs(load_study(study_file))[1]
     out = tmp_path / "out"
     need = pf.pending_bytes(jobs, out)
     assert need > 0

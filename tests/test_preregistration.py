@@ -146,14 +146,14 @@ def test_run_label_is_confirmatory_only_with_seeds_from_this_plan(tmp_path):
 
 def test_mitigate_lira_keep_seed_moves_with_the_replicate(tmp_path):
     """Plan 3.0, claim 6: the mitigate lens's LiRA keep matrix is a seed like any other (replicate k: +k)."""
-    from bnmem.study import load_study, plan
+    from bnmem.study import load_study, build_jobs
 
     doc = {**STUDY, "grid": {**STUDY["grid"], "replicates": 3},
            "lenses": {"mitigate": {"lambdas": [1.0], "fixed_epoch": 1, "lira_models": 4}}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
-    _, jobs = plan(load_study(path))
-    seeds = sorted(j.config["keep_seed"] for j in jobs if j.lens == "mitigate")
+    _, jobs = build_jobs(load_study(path))
+    seeds = sorted(j.config.keep_seed for j in jobs if j.lens == "mitigate")
     assert seeds == [0, 1, 2]
 
 

@@ -84,10 +84,10 @@ def run_block(block: Block) -> None:
             argv = shrink(cmd)
             assert main(argv) == 0, f"README.md line {block.line}: {cmd}\n  ran as: bnmem {' '.join(argv)}"
     elif block.lang == "yaml":
-        from bnmem.study import load_study, plan
+        from bnmem.study import load_study, build_jobs
 
         Path("readme_study.yaml").write_text(block.text, encoding="utf-8")
-        cells, jobs = plan(load_study("readme_study.yaml"))
+        cells, jobs = build_jobs(load_study("readme_study.yaml"))
         assert cells and jobs, f"README.md line {block.line}: the example study plans no job"
     elif block.lang == "python":
         namespace = audit_namespace() if "bnmem.audit(" in block.text else {}

@@ -258,12 +258,12 @@ def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
     """Asking for pending work never trains: the cell plan's recipe job selects, then its training chunks use
     it (each a norm's typed config with the selected learning rate)."""
     from bnmem.lenses.lira import LiraConfig
-    from bnmem.shadow.plan import ShadowPlan
+    from bnmem.shadow.work import ShadowWork
 
     data = DataConfig(dataset="digits", label_noise=0.05, train_size=200, val_fraction=0.2, seed=0)
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
                      train=TrainConfig(epochs=1, batch_size=32))
-    plan = ShadowPlan.of(cfg, tmp_path)
+    plan = ShadowWork.of(cfg, tmp_path)
     assert plan.train_specs() == [] and plan.query_specs() == []  # before the selection: nothing pending
     assert not (tmp_path / "recipe").exists()
     select, _, _ = plan.tasks("cell/lira", 1.0)

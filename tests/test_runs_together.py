@@ -10,6 +10,7 @@ back, never trained again, and the rest train together.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -100,14 +101,12 @@ def test_float64_lens_runs_together_match_one_by_one(ds64, tmp_path, lens):
         assert "gamma_push" in got["batch"][SEEDS[0]][0]
 
 
-def _shared_spec(tmp_path: Path) -> tuple[dict, dict]:
-    """The study's shared BN job for gradnorms + gamma-sigma (float32 configs; the test loads them in float64)."""
-    configs = {"gradnorms": _gradnorms_cfg(["batch"]).model_dump(mode="json"),
-               "gamma-sigma": _gs_cfg().model_dump(mode="json")}
+def _shared_spec(tmp_path: Path) -> tuple[share.SharedTraining, dict]:
+    """The study's shared BN job for gradnorms + gamma-sigma (float32 configs; the test loads them in float64),
+    bound to the run directory ``tmp_path``."""
+    configs = {"gradnorms": _gradnorms_cfg(["batch"]), "gamma-sigma": _gs_cfg()}
     (entry,) = share.shared_runs("cell", configs)
-    spec = {**entry, "out": str(tmp_path / entry["folder"]), "progress": False,
-            "targets": [{**t, "out": str(tmp_path / t["folder"])} for t in entry["targets"]]}
-    return spec, configs
+    return entry.at(tmp_path), configs
 
 
 def test_float64_shared_runs_together_match_each_lens_alone(ds64, tmp_path, monkeypatch):
@@ -120,9 +119,9 @@ def test_float64_shared_runs_together_match_each_lens_alone(ds64, tmp_path, monk
     loaded.forget()
     request_cleanup = loaded.forget
     spec, _ = _shared_spec(tmp_path / "study")
-    assert spec["seeds"] == SEEDS and sorted(t["lens"] for t in spec["targets"]) == ["gamma-sigma", "gradnorms"]
+    assert list(spec.seeds) == SEEDS and sorted(t.lens for t in spec.targets) == ["gamma-sigma", "gradnorms"]
     share.run_shared_training(spec)
-    assert share.is_shared_finished(spec) and not Path(spec["out"]).exists()
+    assert spec.finished() and not spec.out.exists()
     for lens, cfg, hook in (("gradnorms", _gradnorms_cfg(["batch"]), gn_hook), ("gamma-sigma", _gs_cfg(), gs_hook)):
         for seed in SEEDS:
             job = run_folder(tmp_path / "alone" / lens, "batch", seed)
@@ -137,15 +136,15 @@ def test_a_partly_finished_shared_job_trains_only_the_rest(tmp_path, monkeypatch
     """One seed finished for every lens: it is not trained again (its files untouched); the other is."""
 
     spec, _ = _shared_spec(tmp_path)
-    first = dict(spec, seeds=SEEDS[:1])
+    first = dataclasses.replace(spec, seeds=tuple(SEEDS[:1]))
     share.run_shared_training(first)
-    finished = {p: p.stat().st_mtime_ns for t in spec["targets"]
-                for p in (Path(t["out"]) / "batch" / f"seed{SEEDS[0]}").rglob("*")}
-    assert finished and not share.is_shared_finished(spec)
+    finished = {p: p.stat().st_mtime_ns for t in spec.targets
+                for p in (t.folder / "batch" / f"seed{SEEDS[0]}").rglob("*")}
+    assert finished and not spec.finished()
     trained = record_together(monkeypatch)
     share.run_shared_training(spec)
     assert trained == [SEEDS[1:]]
-    assert share.is_shared_finished(spec)
+    assert spec.finished()
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     trained.clear()
     share.run_shared_training(spec)  # all finished: nothing trains

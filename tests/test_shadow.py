@@ -24,7 +24,7 @@ def ds():
 
 def test_engine_imports_no_lens_audit_study_or_cli():
     """bnmem.shadow sits below the lenses: importing it pulls in no lens, audit, study, report or CLI module."""
-    code = ("import sys, bnmem.shadow, bnmem.shadow.copies, bnmem.shadow.dp, bnmem.shadow.plan; "
+    code = ("import sys, bnmem.shadow, bnmem.shadow.copies, bnmem.shadow.dp, bnmem.shadow.work; "
             "print(sorted({m for m in sys.modules if m.startswith(('bnmem.lenses', 'bnmem.auditing', "
             "'bnmem.study', 'bnmem.report', 'bnmem.cli'))}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -11,7 +11,7 @@ import yaml
 from bnmem import io
 from bnmem.cli import main
 from bnmem.errors import BnmemError
-from bnmem.study import Study, expand_grid, index_doc, load_study, plan, run_study
+from bnmem.study import Study, expand_grid, index_doc, load_study, build_jobs, run_study
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
 
@@ -133,12 +133,12 @@ def test_clean_false_keeps_a_lens_out_of_clean_cells_only():
     clean cell whose only training lens is gamma-sigma shares no run."""
     doc = _with("grid.outliers", [{"label_noise": 0.05}, {}])
     doc["lenses"] = {"memorize": {"clean": False}, "gradnorms": {"clean": False}, "gamma-sigma": {}}
-    cells, jobs = plan(Study.model_validate(doc))
+    cells, jobs = build_jobs(Study.model_validate(doc))
     lenses_in = {c.id: {j.lens for j in jobs if j.id.startswith(c.id + "/")} for c in cells}
     assert lenses_in == {"digits-lenet-flip0.05": {"memorize", "gradnorms", "gamma-sigma", "shared-training"},
                          "digits-lenet-clean": {"gamma-sigma"}}
     doc["lenses"]["memorize"] = {}  # default: every cell
-    cells, jobs = plan(Study.model_validate(doc))
+    cells, jobs = build_jobs(Study.model_validate(doc))
     assert {j.id for j in jobs if j.lens == "memorize"} == {"digits-lenet-flip0.05/memorize", "digits-lenet-clean/memorize"}
 
 
@@ -148,7 +148,7 @@ def test_grid_expansion_and_index():
     doc = _with("grid.datasets", ["digits", "mnist"])
     doc["grid"]["archs"] = ["lenet", "resnet"]
     study = Study.model_validate(doc)
-    cells, jobs = plan(study)
+    cells, jobs = build_jobs(study)
     assert [c.id for c in cells][:3] == ["digits-lenet-flip0.05", "digits-lenet-ood0.05-noise", "digits-resnet20-flip0.05"]
     assert len(cells) == 2 * 2 * 2
     by_lens = {}
@@ -160,18 +160,18 @@ def test_grid_expansion_and_index():
     lenses = ("memorize", "gradnorms", "gamma-sigma", "mitigate", "lira")
     assert all(len(by_lens[lens]) == len(cells) for lens in lenses)
     assert len(by_lens["shared-training"]) == 2 * len(cells)  # batch/seed0 (4 lenses), none/seed0 (3)
-    targets = {j.config["norm"]: sorted(t["lens"] for t in j.config["targets"]) for j in by_lens["shared-training"]}
+    targets = {j.work.norm: sorted(t.lens for t in j.work.targets) for j in by_lens["shared-training"]}
     assert targets == {"batch": ["gamma-sigma", "gradnorms", "memorize", "mitigate"],
                        "none": ["gradnorms", "memorize", "mitigate"]}
     # Without a study-wide validation split, mitigate's data (its own 10% split) differs: it trains alone.
     no_val = Study.model_validate({**doc, "data": {k: v for k, v in doc["data"].items() if k != "val_fraction"}})
-    no_val_jobs = [j for j in plan(no_val)[1] if j.lens == "shared-training"]
-    assert all("mitigate" not in [t["lens"] for t in j.config["targets"]] for j in no_val_jobs)
+    no_val_jobs = [j for j in build_jobs(no_val)[1] if j.lens == "shared-training"]
+    assert all("mitigate" not in [t.lens for t in j.work.targets] for j in no_val_jobs)
     assert [j.stage for j in jobs] == sorted(j.stage for j in jobs) and jobs[-1].lens == "lira"
-    assert all(j.config["seeds"] == [0] and j.config["shadow_models"] == 4 for j in by_lens["lira"])
-    assert all(j.config["norms"] == ["batch"] for j in by_lens["gamma-sigma"])
+    assert all(j.config.seeds == [0] and j.config.shadow_models == 4 for j in by_lens["lira"])
+    assert all(j.config.norms == ["batch"] for j in by_lens["gamma-sigma"])
     mem = next(j for j in jobs if j.id == "digits-lenet-flip0.05/memorize")
-    assert mem.config["data"]["label_noise"] == 0.05 and mem.config["data"]["ood"] == 0.0
+    assert mem.config.data.label_noise == 0.05 and mem.config.data.ood == 0.0
     index = index_doc(study, cells, jobs)
     assert index["study"] == "tiny" and index["theory"] == "theory"
     first = index["cells"][0]
@@ -183,18 +183,18 @@ def test_grid_expansion_and_index():
 
 def test_no_sharing_when_recipes_differ():
     doc = _with("lenses.memorize", {"epochs": 1})
-    _, jobs = plan(Study.model_validate(doc))
+    _, jobs = build_jobs(Study.model_validate(doc))
     shared = [j for j in jobs if j.lens == "shared-training"]
     # memorize now trains its own runs; the others still share theirs.
-    assert all("memorize" not in [t["lens"] for t in j.config["targets"]] for j in shared)
+    assert all("memorize" not in [t.lens for t in j.work.targets] for j in shared)
     assert len(shared) == 4  # 2 cells x (batch, none)
 
 
 def test_lens_epochs_shorthand_and_rmia_alone():
     doc = _with("lenses", {"memorize": {"epochs": 3}, "rmia": None})
-    cells, jobs = plan(Study.model_validate(doc))
+    cells, jobs = build_jobs(Study.model_validate(doc))
     mem = next(j for j in jobs if j.lens == "memorize")
-    assert mem.config["train"]["epochs"] == 3
+    assert mem.config.train.epochs == 3
     assert any(j.lens == "lira" for j in jobs)  # rmia alone runs lira
 
 
@@ -216,7 +216,7 @@ LENSES_OF = {"defenses": {"defenses"},
 @pytest.mark.parametrize("path", sorted(STUDIES.glob("*.yaml")), ids=lambda p: p.name)
 def test_ready_studies_validate(path):
     study = load_study(path)
-    cells, jobs = plan(study)
+    cells, jobs = build_jobs(study)
     assert len({c.id for c in cells}) == len(cells)
     expected = LENSES_OF.get(path.stem, {"memorize", "gradnorms", "gamma-sigma", "mitigate", "lira", "theory"})
     assert set(study.lenses.enabled()) == expected
@@ -290,12 +290,12 @@ def test_shared_training_matches_standalone_lenses(tiny_run, tmp_path):
     from bnmem.lenses import registry
 
     study, out, _ = tiny_run
-    _, jobs = plan(study)
+    _, jobs = build_jobs(study)
     for lens in ("memorize", "gradnorms", "gamma-sigma", "mitigate"):
         job = next(j for j in jobs if j.id == f"digits-lenet-flip0.05/{lens}")
         alone = tmp_path / lens
         spec = registry.get(lens)
-        spec.run(spec.config.model_validate(job.config), alone, progress=False)
+        spec.run(job.config, alone, progress=False)
         got, want = result_files(out / job.folder), result_files(alone)
         assert got.keys() == want.keys(), lens
         assert [k for k in got if got[k] != want[k]] == [], lens
@@ -307,13 +307,13 @@ def test_all_cells_lira_at_once_matches_standalone(tiny_run, tmp_path):
     from bnmem.lenses import registry
 
     study, out, _ = tiny_run
-    _, jobs = plan(study)
+    _, jobs = build_jobs(study)
     lira = registry.get("lira")
     cells = [j for j in jobs if j.lens == "lira"]
     assert len(cells) == 2
     for job in cells:
         alone = tmp_path / job.folder
-        lira.run(lira.config.model_validate(job.config), alone, progress=False)
+        lira.run(job.config, alone, progress=False)
         got, want = result_files(out / job.folder), result_files(alone)
         assert got.keys() == want.keys() and any(k.endswith("metrics.json") for k in got)
         assert [k for k in got if got[k] != want[k]] == [], job.folder
@@ -331,7 +331,9 @@ def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
     class Recording(LocalExecutor):
         def map(self, fn, specs, desc="jobs", resources=None):
             job = fn.args[0]  # the graph's guarded(job, spec)
-            cells = sorted({(s.get("run_dir") or s["out"]).split("/")[-3 if "run_dir" in s else -2] for s in specs})
+            # a chunk's spec names its norm's folder; a study job is bound to the run directory
+            cells = sorted({s["run_dir"].split("/")[-3] if isinstance(s, dict) else s.work.out.parts[-2]
+                            for s in specs})
             calls.append((job.__name__, cells, len(specs)))
             return super().map(fn, specs, desc, resources)
 
@@ -420,7 +422,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, capsys, monkeypatc
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # no run directory, no runs/
-    _, jobs = plan(Study.model_validate(TINY))
+    _, jobs = build_jobs(Study.model_validate(TINY))
     assert f"{len(jobs)} jobs" in text and "digits-lenet-flip0.05/lira" in text
     # 4 shadow models x 2 norms x 1 view (no training augmentation: identity) x 4 bytes x 2 (φ and its
     # float32 residual) x (candidates + the 899 test images, RMIA's population), over the two cells: 180 and
@@ -438,24 +440,24 @@ def test_replicates_and_recipes_expand_into_cells():
     doc = {**TINY, "grid": {**TINY["grid"], "outliers": [{"label_noise": 0.05}], "replicates": 2,
                             "recipes": ["shared", "per-norm"]}}
     study = Study.model_validate(doc)
-    cells, jobs = plan(study)
+    cells, jobs = build_jobs(study)
     assert [c.id for c in cells] == ["digits-lenet-flip0.05-r0", "digits-lenet-flip0.05-r1",
                                      "digits-lenet-flip0.05-pernorm-r0", "digits-lenet-flip0.05-pernorm-r1"]
     by_id = {j.id: j for j in jobs}
     r0, r1 = by_id["digits-lenet-flip0.05-r0/memorize"].config, by_id["digits-lenet-flip0.05-r1/memorize"].config
-    assert (r0["data"]["seed"], r1["data"]["seed"]) == (0, 1)
-    assert r0["seeds"] == [0] and r1["seeds"] == [1000]
-    assert by_id["digits-lenet-flip0.05-r1/lira"].config["seeds"] == [1000]
-    assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config["keep_seed"] for k in (0, 1)] == [0, 1]
+    assert (r0.data.seed, r1.data.seed) == (0, 1)
+    assert r0.seeds == [0] and r1.seeds == [1000]
+    assert by_id["digits-lenet-flip0.05-r1/lira"].config.seeds == [1000]
+    assert [by_id[f"digits-lenet-flip0.05-r{k}/lira"].config.keep_seed for k in (0, 1)] == [0, 1]
     per = sorted(j.lens for j in jobs if j.id.startswith("digits-lenet-flip0.05-pernorm-r0/"))
     assert per == ["lira", "memorize", "recipe-selection"]  # the setting's one selection lives in replicate 0
-    assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config["recipe"] == "per-norm"
-    assert r0["recipe"] == "shared"
+    assert by_id["digits-lenet-flip0.05-pernorm-r0/memorize"].config.recipe == "per-norm"
+    assert r0.recipe == "shared"
     index = index_doc(study, cells, jobs)
     assert index["cells"][3]["replicate"] == 1 and index["cells"][3]["recipe"] == "per-norm"
     assert "recipe" not in index["cells"][0]
     # index.json (and summary.md's cell table) lists the model seeds each replicate trained with
-    assert [c["seeds"] for c in index["cells"]] == [r0["seeds"], r1["seeds"], [0], [1000]] == [[0], [1000]] * 2
+    assert [c["seeds"] for c in index["cells"]] == [r0.seeds, r1.seeds, [0], [1000]] == [[0], [1000]] * 2
 
 
 def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
@@ -470,7 +472,7 @@ def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
            "lenses": {"memorize": {}, "lira": {"shadow_models": 4}}}
     study = Study.model_validate(doc)
     assert study.grid.recipes == ["per-norm", "shared"] and study.data.val_fraction == 0.1
-    cells, jobs = plan(study)
+    cells, jobs = build_jobs(study)
     selections = [j for j in jobs if j.lens == "recipe-selection"]
     assert [j.folder for j in selections] == ["digits-lenet-flip0.05-pernorm-r0/_recipe"]
     by_id = {j.id: j for j in jobs}
@@ -478,8 +480,8 @@ def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
         for lens in ("memorize", "lira"):
             job = by_id[f"digits-lenet-flip0.05-pernorm-r{r}/{lens}"]
             assert job.after == (selections[0].id,)
-            assert job.config["recipe_from"] == "../../digits-lenet-flip0.05-pernorm-r0/_recipe"
-        assert by_id[f"digits-lenet-flip0.05-r{r}/memorize"].config["recipe"] == "shared"
+            assert job.config.recipe_from == "../../digits-lenet-flip0.05-pernorm-r0/_recipe"
+        assert by_id[f"digits-lenet-flip0.05-r{r}/memorize"].config.recipe == "shared"
     out = tmp_path / "run"
     result = run_study(study, out, progress=False)
     assert all(j["status"] == "done" for j in result.jobs)
@@ -518,7 +520,7 @@ def test_fair_arms_are_the_default_and_select_once_per_setting(tmp_path):
 def test_a_study_lens_may_not_select_its_own_recipe():
     doc = {**TINY, "grid": {**TINY["grid"], "recipes": ["per-norm"]}, "lenses": {"memorize": {"lr_grid": [0.1]}}}
     with pytest.raises(BnmemError, match="grid.lr_grid"):
-        plan(Study.model_validate(doc))
+        build_jobs(Study.model_validate(doc))
 
 
 @pytest.mark.parametrize("off", ["lira", "rmia"])
@@ -526,9 +528,9 @@ def test_switching_a_lens_off_switches_off_its_aliases(off):
     """The demo lists both lira and its alias rmia: `--set lenses.lira=false` alone must plan no lira job."""
     study = load_study(STUDIES / "demo.yaml", [f"lenses.{off}=false"])
     assert "lira" not in study.lenses.enabled() and "rmia" not in study.lenses.asked()
-    cells, jobs = plan(study)
+    cells, jobs = build_jobs(study)
     assert cells and jobs and not [j for j in jobs if j.lens == "lira"]
-    assert [j for j in plan(load_study(STUDIES / "demo.yaml"))[1] if j.lens == "lira"]  # it does plan one when on
+    assert [j for j in build_jobs(load_study(STUDIES / "demo.yaml"))[1] if j.lens == "lira"]  # it does plan one when on
 
 
 def test_a_set_typo_gets_did_you_mean(tmp_path, capsys):

@@ -232,13 +232,12 @@ def _result_files(root: Path) -> dict[str, bytes]:
 
 def test_study_graph_edges():
     """Stage-1 lenses run after their cell's shared runs; lira's phases chain; theory needs nothing."""
-    from bnmem.study import Study, plan
-    from bnmem.shadow.plan import phase_task_id
+    from bnmem.study import Study, build_jobs
+    from bnmem.shadow.work import phase_task_id
     from bnmem.study.graph import study_tasks
-    from bnmem.study.run import job_spec
 
-    _, jobs = plan(Study.model_validate(SMALL))
-    tasks = {t.id: t for t in study_tasks(jobs, [job_spec(j, Path("/x"), False) for j in jobs])}
+    _, jobs = build_jobs(Study.model_validate(SMALL))
+    tasks = {t.id: t for t in study_tasks(jobs, [j.at(Path("/x")) for j in jobs])}
     cell, per = "digits-lenet-flip0.05", "digits-lenet-flip0.05-pernorm"
     shared = (f"{cell}/_shared/batch", f"{cell}/_shared/none")
     assert tasks["theory"].deps == tasks["theory"].after == ()

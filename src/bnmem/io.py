@@ -214,3 +214,13 @@ def is_done(directory: str | Path) -> bool:
 def mark_done(directory: str | Path, info: dict[str, Any] | None = None) -> None:
     """Write the completion marker last, after every other file of the job."""
     write_json(Path(directory) / DONE, info or {})
+
+
+def done_seconds(directory: str | Path) -> float | None:
+    """The seconds ``directory``'s completion marker recorded (None: no marker, or none recorded)."""
+    try:
+        doc = read_json(Path(directory) / DONE)
+    except (OSError, ValueError):
+        return None
+    s = doc.get("seconds") if isinstance(doc, dict) else None
+    return float(s) if isinstance(s, (int, float)) else None

@@ -102,7 +102,7 @@ class LocalExecutor(Executor):
             while True:
                 while not halted and len(running) < self.workers and (job := graph.pop()) is not None:
                     tid, i, fn, spec = job
-                    quiet = {**spec, "progress": False} if "progress" in spec else spec  # as in map
+                    quiet = {**spec, "progress": False} if isinstance(spec, dict) and "progress" in spec else spec  # as in map
                     running[pool.submit(guarded, fn, quiet)] = (tid, i)
                     bar.set_postfix_str(tid, refresh=False)
                 if not running:

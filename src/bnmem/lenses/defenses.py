@@ -62,6 +62,7 @@ from bnmem.attacks.epsilon import epsilon_audit
 from bnmem.figures.frontier import plot_frontier
 from bnmem.frontier import front_points, pareto_front, recommendation, risk_name
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.work import LensWork
 from bnmem.lenses.spec import SPECS
 from bnmem.names import DEFENSES
 from bnmem.lenses.conditions import conditions
@@ -70,7 +71,7 @@ from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, ShadowConfig
 from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
-from bnmem.shadow.plan import estimate as shadow_estimate
+from bnmem.shadow.work import estimate as shadow_estimate
 from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
 from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs
@@ -437,15 +438,17 @@ def frontier_title(result: dict[str, Any]) -> str:
             "t-interval); filled: on the front")
 
 
-def estimate(cfg: DefensesConfig, n_train: int, parameter_count) -> dict[str, int]:
-    """Bytes the lens writes (``bnmem run --dry-run``): the shadow-model estimate per variant and replicate."""
-    total: dict[str, int] = {}
-    for r in range(cfg.replicates):
-        for v in cfg.variants():
-            for kind, size in shadow_estimate(cfg.lira_config(v, r), n_train, parameter_count).items():
-                total[kind] = total.get(kind, 0) + size
-    return total
+class DefensesWork(LensWork):
+    """The defenses lens's work in one cell: the shadow models of every variant and replicate."""
+
+    def bytes(self, n_train: int, parameter_count: Any) -> dict[str, int]:
+        """The shadow-model estimate (:func:`bnmem.shadow.work.estimate`) per variant and replicate."""
+        total: dict[str, int] = {}
+        for r in range(self.cfg.replicates):
+            for v in self.cfg.variants():
+                for kind, size in shadow_estimate(self.cfg.lira_config(v, r), n_train, parameter_count).items():
+                    total[kind] = total.get(kind, 0) + size
+        return total
 
 
-LENS = register(Lens.of(SPEC, config=DefensesConfig, run=run_defenses, summary=summary,
-                        estimate=estimate))
+LENS = register(Lens.of(SPEC, config=DefensesConfig, run=run_defenses, summary=summary, work=DefensesWork))

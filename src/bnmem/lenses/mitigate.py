@@ -60,6 +60,7 @@ from bnmem.measure.memorization import mean_curve
 from bnmem.measure.gamma_sigma import SIGMA_MODES, compact, gamma_sigma_stats
 from bnmem.measure.memorization import CURVES
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.work import LensWork
 from bnmem.lenses.spec import SPECS
 from bnmem.names import MITIGATE
 from bnmem.lenses.conditions import conditions
@@ -604,4 +605,12 @@ def hook(cfg: MitigateConfig, ds: OutlierDataset, job: Path, seed: int) -> Epoch
     return gamma_sigma_hook(ds, {cfg.fixed_epoch, cfg.train.epochs}, cfg.train.batch_size, cfg.data.seed)
 
 
-LENS = register(Lens.of(SPECS[MITIGATE], config=MitigateConfig, run=run_mitigate, summary=summary_table, hook=hook))
+class MitigateWork(LensWork):
+    """The mitigate lens's work in one cell: every λ variant's runs, and its LiRA recipes' shadow models."""
+
+    def models(self) -> float:
+        return float(len(self.cfg.seeds) * len(self.cfg.lambdas) + 2 * int(self.cfg.lira_models or 0))
+
+
+LENS = register(Lens.of(SPECS[MITIGATE], config=MitigateConfig, run=run_mitigate, summary=summary_table, hook=hook,
+                        work=MitigateWork))

@@ -22,7 +22,7 @@ import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,7 +32,7 @@ from bnmem.lenses import spec as specs
 from bnmem.lenses.spec import LENS_KEY, SCHEMA_KEY, LensSpec
 from bnmem.names import BUILTIN_LENSES
 
-__all__ = ["LENS_KEY", "SCHEMA_KEY", "Lens", "LensSpec", "register", "unregister", "get", "canonical",
+__all__ = ["LENS_KEY", "SCHEMA_KEY", "CellWork", "Lens", "LensSpec", "Training", "register", "unregister", "get", "canonical",
            "all_lenses", "plugin_lenses", "names", "loaded"]
 
 
@@ -42,16 +42,88 @@ class Runner(Protocol):
     def __call__(self, cfg: Any, out: Path, *, progress: bool = True, executor: Any = None) -> dict[str, Any]: ...
 
 
-class CellPlan(Protocol):
-    """A lens's planned work in one cell, built once from its validated config and folder (the lira lens's
-    :class:`~bnmem.shadow.plan.ShadowPlan`)."""
+class Training(NamedTuple):
+    """What a job's models train on and how: its data, architecture and recipe (the cost model times a step of
+    it; the preflight checks the data is there)."""
 
-    # The share of the lens job's estimated seconds left to the job itself after these tasks (the order only).
+    data: Any  # bnmem.config.DataConfig
+    arch: str
+    train: Any  # bnmem.config.TrainConfig
+
+
+class CellWork(Protocol):
+    """One job of a study, typed and planned once: a lens's work in one cell (:class:`~bnmem.lenses.work.LensWork`; the lira
+    lens's adds its shadow-model tasks), a norm's shared training runs (:class:`bnmem.study.share.SharedTraining`)
+    or a setting's recipe selection (:class:`bnmem.study.recipes.RecipeSelection`). The study's task graph,
+    its cost and disk estimates, its preflight and its job runner read these alone.
+
+    Attributes:
+        kind: the job's kind (a lens's name, ``shared-training``, ``recipe-selection``): what a pilot run's
+            calibration is kept per.
+        out: its folder (relative to the run directory while planning; absolute once :meth:`at` binds it).
+        lens_share: the share of the job's estimated seconds left to the job itself after its :meth:`tasks`
+            (the order only).
+        step_factor: its seconds per example-epoch of the models it trains, relative to plain training.
+        fixed_seconds: its seconds besides training.
+        marked: the study marks its folder ``DONE`` when it ran (a shared training job leaves no folder).
+    """
+
+    kind: str
+    out: Path
     lens_share: float
+    step_factor: float
+    fixed_seconds: float
+    marked: bool
+
+    def at(self, root: Path) -> "CellWork":
+        """The same work with its folders under the run directory ``root``."""
+        ...
+
+    def dataset(self) -> Any:
+        """Its dataset, loaded at most once per process (:func:`bnmem.data.loaded.load_once`)."""
+        ...
+
+    def training(self) -> Training | None:
+        """What its models train on (None: it trains none on a dataset, e.g. the toy model)."""
+        ...
+
+    def models(self) -> float:
+        """How many models it trains itself, each for :attr:`Training.train`'s epochs on the training set."""
+        ...
+
+    def bytes(self, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
+        """Estimated bytes it leaves on disk, by kind (``bnmem run --dry-run``); ``parameter_count(arch, dataset,
+        norm)`` counts a model's weights."""
+        ...
 
     def tasks(self, job_id: str, cost: float) -> list[Any]:
-        """The :class:`~bnmem.executors.graph.Task` s a study runs before the lens job ``job_id`` (a chain: the
-        lens job runs after the last), listed lazily from what is on disk; ``cost``: the job's estimated seconds."""
+        """The :class:`~bnmem.executors.graph.Task` s a study runs before the job ``job_id`` (a chain: the job runs
+        after the last), listed lazily from what is on disk; ``cost``: the job's estimated seconds."""
+        ...
+
+    def writes_into(self) -> tuple[Path, ...]:
+        """Folders of other jobs it writes finished runs into (they run after it)."""
+        ...
+
+    def finished(self) -> bool:
+        """Whether its work is all on disk (a rerun skips it)."""
+        ...
+
+    def seconds_taken(self) -> float | None:
+        """The seconds its finished work recorded (None: not finished, or no seconds recorded)."""
+        ...
+
+    def run(self, progress: bool = False, executor: Any = None) -> None:
+        """Do the work (resuming what is on disk)."""
+        ...
+
+    def tidy(self) -> None:
+        """Drop what a finished job no longer needs (a shared job's leftovers after its lenses trained)."""
+        ...
+
+    def in_driver(self) -> bool:
+        """On a cluster, run it in the driver with the executor, after the graph (it spreads its own work over
+        the executor and gives the graph no tasks: defenses)."""
         ...
 
 
@@ -79,11 +151,10 @@ class Lens:
         run: its :class:`Runner`.
         summary: ``summary(results) -> str``, the table a command prints.
         hook: the per-epoch measurement :data:`HookFactory` (None: none).
-        plan: ``plan(cfg, out) -> CellPlan``: the lens's work in one cell as graph tasks (the spec's
-            ``phases``), which a study runs for every cell at once before ``run`` (which finds it finished).
-        estimate: ``estimate(cfg, n_train, parameter_count) -> {kind: bytes}``: what the
-            lens writes besides per-(norm, seed) models (``bnmem run --dry-run``);
-            ``parameter_count(arch, dataset, norm)`` counts a model's weights.
+        work: its :class:`CellWork` class, a subclass of :class:`bnmem.lenses.work.LensWork` (None: that class):
+            what it trains and writes beyond every (norm, seed) once, the graph tasks of the spec's ``phases``,
+            which a study runs for every cell at once before ``run``, which finds them finished.
+            :func:`bnmem.lenses.work.lens_work` makes one.
     """
 
     spec: LensSpec
@@ -91,8 +162,7 @@ class Lens:
     run: Runner
     summary: Callable[[dict[str, Any]], str] | None = None
     hook: HookFactory | None = None
-    plan: Callable[[Any, Path], CellPlan] | None = None
-    estimate: Callable[[Any, int, Callable[[str, str, str], int]], dict[str, int]] | None = None
+    work: type | None = None
 
     @classmethod
     def of(cls, spec: LensSpec, **runtime: Any) -> "Lens":

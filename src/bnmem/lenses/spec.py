@@ -65,6 +65,10 @@ class LensSpec:
         takes_recipe: its config mixes in the recipe options (:class:`bnmem.train.recipe.RecipeOptions`):
             under fair arms it trains each norm's selected recipe; a study runs it in its per-norm cells
             (registering checks the config agrees).
+        step_factor: its seconds per example-epoch of the models it trains, relative to plain training (its
+            per-epoch hooks, per-sample gradients, queries...): what its cell plan declares for
+            :mod:`bnmem.study.cost` before a pilot run calibrates it.
+        fixed_seconds: its seconds per job besides training (summaries, figures; all of theory's).
     """
 
     name: str
@@ -84,6 +88,8 @@ class LensSpec:
     uses_executor: bool = False
     phases: tuple[str, ...] = ()
     takes_recipe: bool = False
+    step_factor: float = 1.5
+    fixed_seconds: float = 0.0
 
     @property
     def module(self) -> str | None:
@@ -98,22 +104,24 @@ _VIEWS = "bnmem.report.views"
 # The built-in lenses, in the order a study runs them (names.BUILTIN_LENSES).
 SPECS: dict[str, LensSpec] = {s.name: s for s in (
     LensSpec(MEMORIZE, figure="memorization.png", title="Forced memorization", view=f"{_VIEWS}:MEMORIZE",
-             trains_runs=True, takes_recipe=True),
+             trains_runs=True, takes_recipe=True, step_factor=1.5, fixed_seconds=5.0),
     LensSpec(GAMMA_SIGMA, aliases=("gamma_sigma",), results="gamma_sigma.json", figure="gamma_sigma.png",
-             title="BN |γ|/σ per layer", view=f"{_VIEWS}:GAMMA_SIGMA", trains_runs=True, bn_only=True),
+             title="BN |γ|/σ per layer", view=f"{_VIEWS}:GAMMA_SIGMA", trains_runs=True, bn_only=True,
+             step_factor=2.0, fixed_seconds=5.0),
     LensSpec(GRADNORMS, figure="gradnorms.png", title="Per-sample gradient norms", view=f"{_VIEWS}:GRADNORMS",
-             trains_runs=True),
+             trains_runs=True, step_factor=4.0, fixed_seconds=30.0),
     LensSpec(MITIGATE, figure="privacy_utility.png", title="Mitigation: the γ/σ regularizer",
-             view=f"{_VIEWS}:MITIGATE", trains_runs=True),
+             view=f"{_VIEWS}:MITIGATE", trains_runs=True, step_factor=1.5, fixed_seconds=10.0),
     # `rmia` in a study means "run the lira lens": its attack evaluation reports RMIA too.
     LensSpec(LIRA, aliases=("rmia",), schema_version=2, figure="roc.png", title="Membership inference (LiRA, RMIA)",
              view=f"{_VIEWS}:LIRA", one_seed=True, stage=2, uses_executor=True,
-             phases=("recipe", "train", "query"), takes_recipe=True),
+             phases=("recipe", "train", "query"), takes_recipe=True, step_factor=1.3, fixed_seconds=10.0),
     LensSpec(DEFENSES, figure="frontier.png", title="What to use instead of BN: the privacy–utility frontier",
              one_seed=True, stage=3, uses_executor=True, summary_ref="bnmem.lenses.defenses_text:summary",
-             tidy=False),
+             tidy=False, step_factor=2.0),
     LensSpec(THEORY, results="theory.json", figure="theory.png", title="Toy model: the (γ/σ)² amplification",
-             view=f"{_VIEWS}:THEORY_VIEW", per_cell=False, stage=0, tidy=False),
+             view=f"{_VIEWS}:THEORY_VIEW", per_cell=False, stage=0, tidy=False,
+             fixed_seconds=60.0),
 )}
 assert list(SPECS) == list(BUILTIN_LENSES), "one spec per built-in lens, in names.BUILTIN_LENSES's order"
 

@@ -1,10 +1,10 @@
 """``bnmem run --dry-run``: what a study would do and roughly what it would write, before anything trains.
 
 Sizes are estimates from the configs alone (dataset sizes from the dataset
-table, parameter counts from building each architecture once on the CPU):
-model files are float32 weights; a lens that declares an ``estimate`` adds its
-own arrays (lira: the attack statistic φ per model, example and view). Logs,
-JSON files and figures are small and not counted.
+table, parameter counts from building each architecture once on the CPU), as
+each job's cell plan declares them (:meth:`~bnmem.lenses.registry.CellWork.bytes`):
+model files are float32 weights; lira adds its arrays (the attack statistic φ
+per model, example and view). Logs, JSON files and figures are small and not counted.
 """
 
 from __future__ import annotations
@@ -13,10 +13,7 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-from bnmem.lenses import registry
 from bnmem.study.run import Cell, Job
-from bnmem.study.recipes import SELECTION
-from bnmem.study.share import SHARED
 
 
 @lru_cache(maxsize=None)
@@ -30,31 +27,21 @@ def parameter_count(arch: str, dataset: str, norm: str) -> int:
     return sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
 
 
-def n_train(data: dict[str, Any]) -> int:
-    """Training-set size a data config gives (validation split held out, the OOD images appended included)."""
+def n_train(data: Any) -> int:
+    """Training-set size a data config (:class:`~bnmem.config.DataConfig`) gives (validation split held out, the
+    OOD images appended included)."""
     from bnmem.names import DATASETS
 
-    n = data.get("train_size") or DATASETS[data["dataset"]].n_train
-    n -= round(float(data.get("val_fraction") or 0.0) * n)
-    ood = float(data.get("ood") or 0.0)
+    n = data.train_size or DATASETS[data.dataset].n_train
+    n -= round(float(data.val_fraction or 0.0) * n)
+    ood = float(data.ood or 0.0)
     return n + (round(ood * n / (1 - ood)) if ood else 0)
 
 
 def job_bytes(job: Job) -> dict[str, int]:
-    """Estimated bytes a job leaves on disk, by kind (``models``, plus what its lens declares)."""
-    if job.lens in (SHARED, SELECTION):
-        return {}  # a shared run's model ends in each lens's folder and is counted there; a selection keeps none
-    lens = registry.get(job.lens)
-    cfg = job.config
-    out: dict[str, int] = {}
-    if lens.trains_runs and "norms" in cfg:
-        per_norm = [parameter_count(cfg["arch"], cfg["data"]["dataset"], n) for n in cfg["norms"]]
-        out["models"] = 4 * sum(per_norm) * len(cfg["seeds"])
-    if lens.estimate is not None:
-        for k, v in lens.estimate(lens.config.model_validate(cfg), n_train(cfg["data"]),
-                                  parameter_count).items():
-            out[k] = out.get(k, 0) + int(v)
-    return out
+    """Estimated bytes a job leaves on disk, by kind (what its cell plan declares)."""
+    training = job.work.training()
+    return {k: int(v) for k, v in job.work.bytes(n_train(training.data) if training else 0, parameter_count).items()}
 
 
 def human(n: float) -> str:

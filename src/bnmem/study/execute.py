@@ -1,6 +1,6 @@
 """Running a study: its jobs into a run directory, as one dependency graph.
 
-:func:`run_study` plans the jobs once (:func:`bnmem.study.run.plan`, or the plan its caller made), writes
+:func:`run_study` builds the jobs once (:func:`bnmem.study.run.build_jobs`, or the jobs its caller built), writes
 ``study.json`` and ``index.json``, skips the finished jobs and runs the others as one graph
 (:mod:`bnmem.study.graph`: each job once what it reads is written, a lira cell's chunks as its plan's tasks)
 through the executor's ``run_graph``: local worker processes start each job as soon as it is ready, one local
@@ -12,20 +12,16 @@ docs/architecture.md (How a study runs its jobs) describes it.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bnmem import io
 from bnmem.errors import BnmemError, DiskFullError
-from bnmem.lenses import registry
 from bnmem.names import INDEX_FILE
 from bnmem.study.graph import run_graph
-from bnmem.study.run import (Cell, Job, Study, expand_grid, prepare, remove_empty, write_if_changed, index_doc, is_finished,
-                             job_spec, plan, run_job)
+from bnmem.study.run import Cell, Job, Study, expand_grid, prepare, write_if_changed, index_doc, build_jobs, run_job
 from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, collect
-from bnmem.study.share import SHARED
 
 __all__ = ["StudyResult", "run_study"]
 
@@ -43,15 +39,14 @@ class StudyResult:
         return [j for j in self.jobs if j["status"] == "failed"]
 
 
-def pending(specs: list[dict[str, Any]], result: StudyResult) -> list[dict[str, Any]]:
-    """The unfinished ``specs``; the finished ones are recorded as skipped in ``result``."""
-    todo = [s for s in specs if not is_finished(s)]
-    for s in specs:
-        if s not in todo and s["lens"] == SHARED and Path(s["out"]).exists():
-            # Its lenses trained the run themselves after it failed: drop the leftovers.
-            shutil.rmtree(s["out"], ignore_errors=True)
-            remove_empty(Path(s["out"]), levels=2)
-    result.jobs += [{"id": s["id"], "status": "skipped", "seconds": 0.0} for s in specs if s not in todo]
+def pending(jobs: list[Job], result: StudyResult) -> list[Job]:
+    """The unfinished ``jobs`` (bound to the run directory); the finished ones are recorded as skipped in
+    ``result`` (and tidied: a shared job's leftovers after its lenses trained the runs themselves)."""
+    todo = [j for j in jobs if not j.work.finished()]
+    for j in jobs:
+        if j not in todo:
+            j.work.tidy()
+    result.jobs += [{"id": j.id, "status": "skipped", "seconds": 0.0} for j in jobs if j not in todo]
     return todo
 
 
@@ -99,7 +94,7 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             do anyway). The results are the same bytes.
         study_file: the study's YAML file, whose hash a confirmatory run's seeds derive from (without one, the
             resolved study's hash stands in for it).
-        planned: the study's ``plan(study, seeds)`` when the caller has made it (``bnmem run`` plans once);
+        planned: the study's ``build_jobs(study, seeds)`` when the caller has built them (``bnmem run`` builds them once);
             its seeds must be those of this run (the confirmatory key's exactly when ``confirmatory`` is set).
 
     Returns:
@@ -118,10 +113,10 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     out = Path(out).expanduser().resolve()
     state = require_clean_checkout() if confirmatory else None
     key = current_key(study, study_file) if confirmatory else None
-    grid = {c.id: c.derived for c in expand_grid(study, key)}  # plan() leaves out fair-arms cells with no lens
+    grid = {c.id: c.derived for c in expand_grid(study, key)}  # build_jobs() leaves out fair-arms cells with no lens
     if planned is not None and any(c.id not in grid or grid[c.id] != c.derived for c in planned[0]):
         raise ValueError("run_study: the plan given was made with other seeds than this run's")
-    cells, jobs = planned if planned is not None else plan(study, key)
+    cells, jobs = planned if planned is not None else build_jobs(study, key)
     resumed = (out / STUDY_FILE).exists()
     prepare(out, study, confirmatory, commit=state.commit if state else None, study_file=study_file)
     if state is None:
@@ -182,18 +177,16 @@ def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs
     resources = study.resources.model_dump()
     result = StudyResult(out=out, index=index)
     try:
-        todo = pending([job_spec(j, out, progress) for j in jobs], result)
-        # On a cluster, a lens that spreads its own work over the executor and has no cell plan to give the
-        # graph (defenses) runs in the driver with the executor, after the graph (the last stage).
-        inline = [] if executor.name == "local" else [
-            s for s in todo if s["lens"] not in (SHARED, SELECTION) and registry.get(s["lens"]).uses_executor
-            and registry.get(s["lens"]).plan is None]
-        graphed = [s for s in todo if s not in inline]
+        todo = pending([j.at(out, progress) for j in jobs], result)
+        # On a cluster, a lens that spreads its own work over the executor and gives the graph no tasks
+        # (defenses) runs in the driver with the executor, after the graph (the last stage).
+        inline = [] if executor.name == "local" else [j for j in todo if j.work.in_driver()]
+        graphed = [j for j in todo if j not in inline]
         result.jobs += run_graph(jobs, graphed, executor, resources, study.name, level_by_level=not graph) \
             if graphed else []
         stop_on_full_disk(result)
-        for s in inline:
-            result.jobs.append(run_job(s, executor))
+        for j in inline:
+            result.jobs.append(run_job(j, executor))
             stop_on_full_disk(result)
     finally:
         if own:

@@ -7,8 +7,8 @@ Each job starts as soon as what it reads has been written, the costliest chain f
 * a shared-training job (``<cell>/_shared/<norm>``) writes finished ``<norm>/seed<k>`` runs into the
   folders of the lenses it serves (memorize, gradnorms, gamma-sigma, mitigate of its cell): each of those
   lens jobs runs after it. Only after: if it failed, the lens trains the run itself;
-* a lens with a cell plan (lira: :class:`~bnmem.shadow.plan.ShadowPlan`, built once per cell from the
-  config :func:`~bnmem.study.run.plan` validated) gives its own tasks: a per-norm cell's recipe selection,
+* a lens with a cell plan (lira: :class:`~bnmem.shadow.work.ShadowWork`, built once per cell from the
+  config :func:`~bnmem.study.run.build_jobs` validated) gives its own tasks: a per-norm cell's recipe selection,
   training chunks, query chunks, each needing the one before and listed from what is on disk when it is
   ready; the lens job itself runs after the last (failed or not: it retries what is missing and reports the
   failure);
@@ -30,10 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bnmem.executors.graph import Task
-from bnmem.lenses import registry
 from bnmem.study.run import Job, run_job
-from bnmem.study.recipes import SELECTION
-from bnmem.study.share import SHARED
 
 # What a study's local worker processes import once, in the fork server (bnmem.executors.local), instead of
 # once per worker (~5 of the ~6.5 CPU seconds of a worker's imports; workers still import sklearn, which
@@ -49,8 +46,9 @@ WORKER_PRELOAD = (
 )
 
 
-def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = True) -> list[Task]:
-    """The graph of the unfinished jobs ``todo`` (specs of ``jobs``): their cell plans' tasks and their order.
+def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True) -> list[Task]:
+    """The graph of the unfinished jobs ``todo`` (of ``jobs``, bound to the run directory): their cell plans'
+    tasks and their order, read from the plans alone.
 
     A finished job has no task; what waits for it may start at once. ``estimate``: rank the tasks by the jobs'
     estimated seconds (:func:`bnmem.study.cost.estimate_seconds`, which times a few training steps: ~6 CPU
@@ -60,38 +58,33 @@ def study_tasks(jobs: list[Job], todo: list[dict[str, Any]], estimate: bool = Tr
     from bnmem.study.cost import estimate_seconds
 
     est = estimate_seconds(jobs) if estimate else {}
-    folder = {j.id: j.folder for j in jobs}
-    pending_ids = {s["id"] for s in todo}
+    pending_ids = {j.id for j in todo}
     needs = {j.id: tuple(a for a in j.after if a in pending_ids) for j in jobs}  # e.g. the setting's recipes
-    writers: dict[str, list[str]] = {}  # lens folder -> unfinished shared jobs that write runs into it
-    for s in todo:
-        if s["lens"] == SHARED:
-            for t in s["targets"]:
-                writers.setdefault(t["folder"], []).append(s["id"])
+    writers: dict[Path, list[str]] = {}  # a job's folder -> unfinished jobs that write runs into it
+    for j in todo:
+        for folder in j.work.writes_into():
+            writers.setdefault(Path(folder), []).append(j.id)
     tasks = []
-    for s in todo:
-        cost, after = est.get(s["id"], 1.0), list(writers.get(folder[s["id"]], []))
-        lens = registry.get(s["lens"]) if s["lens"] not in (SHARED, SELECTION) else None
-        if lens is not None and lens.plan is not None:
-            cfg = s["model"] if s.get("model") is not None else lens.config.model_validate(s["config"])
-            cell = lens.plan(cfg, Path(s["out"]))
-            chain = cell.tasks(s["id"], cost)
-            if needs[s["id"]]:  # the cell's first phase lists its work from the selection: after it
-                chain[0] = replace(chain[0], after=(*chain[0].after, *needs[s["id"]]))
+    for j in todo:
+        cost, after = est.get(j.id, 1.0), list(writers.get(Path(j.work.out), []))
+        chain = j.work.tasks(j.id, cost)
+        if chain:
+            if needs[j.id]:  # the cell's first phase lists its work from the selection: after it
+                chain[0] = replace(chain[0], after=(*chain[0].after, *needs[j.id]))
             tasks += chain
             after.append(chain[-1].id)
-            cost *= cell.lens_share
+            cost *= j.work.lens_share
         else:
-            after += needs[s["id"]]
-        tasks.append(Task(s["id"], run_job, [s], after=tuple(after), cost=cost))
+            after += needs[j.id]
+        tasks.append(Task(j.id, run_job, [j], after=tuple(after), cost=cost))
     return tasks
 
 
-def run_graph(jobs: list[Job], todo: list[dict[str, Any]], executor: Any, resources: dict[str, Any],
+def run_graph(jobs: list[Job], todo: list[Job], executor: Any, resources: dict[str, Any],
               name: str, level_by_level: bool = False) -> list[dict[str, Any]]:
-    """Run the unfinished jobs ``todo`` (specs of ``jobs``) as one graph over ``executor``, under one
-    progress bar over every job and chunk; ``level_by_level``: as any executor's default ``run_graph`` does
-    (every ready job, a barrier, the jobs that became ready...), whatever ``executor`` would do.
+    """Run the unfinished jobs ``todo`` (of ``jobs``, bound to the run directory) as one graph over ``executor``,
+    under one progress bar over every job and chunk; ``level_by_level``: as any executor's default ``run_graph``
+    does (every ready job, a barrier, the jobs that became ready...), whatever ``executor`` would do.
 
     Returns:
         The summary of each job of ``todo`` that ran, in the order of ``todo``; after a full disk (no further
@@ -105,4 +98,4 @@ def run_graph(jobs: list[Job], todo: list[dict[str, Any]], executor: Any, resour
     runner = partial(Executor.run_graph, executor) if level_by_level else executor.run_graph
     results = runner(study_tasks(jobs, todo, estimate=eager), desc=f"{name}: jobs and chunks", resources=resources,
                      stop=lambda summary: bool(summary.get("disk_full")))
-    return [{"id": s["id"], **results[s["id"]][0]} for s in todo if results.get(s["id"])]
+    return [{"id": j.id, **results[j.id][0]} for j in todo if results.get(j.id)]

@@ -3,7 +3,7 @@ and the disk has room for what the dry run estimates. A failing check is one lin
 ``--out`` untouched, so a missing file never costs an hour of jobs failing one by one.
 
 ``bnmem run`` calls :func:`preflight` before it starts the executor; from Python, call it
-before :func:`bnmem.study.run_study` (``preflight(plan(study)[1], out)``).
+before :func:`bnmem.study.run_study` (``preflight(build_jobs(study)[1], out)``).
 """
 
 from __future__ import annotations
@@ -28,16 +28,17 @@ def needed_datasets(jobs: list[Any]) -> dict[tuple[str, str | None], tuple[bool,
 
     out: dict[tuple[str, str | None], tuple[bool, list[str]]] = {}
     for job in jobs:
-        data = job.config.get("data") if isinstance(job.config, dict) else None
-        if not isinstance(data, dict) or not data.get("dataset"):
+        training = job.work.training()
+        if training is None:
             continue
-        names = [data["dataset"]]
-        if (data.get("ood") or 0) > 0 and data.get("ood_source") in DATASETS:
-            names.append(data["ood_source"])
-        root = None if data.get("data_root") is None else str(data["data_root"])
+        data = training.data
+        names = [data.dataset]
+        if (data.ood or 0) > 0 and data.ood_source in DATASETS:
+            names.append(data.ood_source)
+        root = None if data.data_root is None else str(data.data_root)
         for name in names:
             download, ids = out.get((name, root), (False, []))
-            out[(name, root)] = (download or bool(data.get("download")), [*ids, job.id])
+            out[(name, root)] = (download or bool(data.download), [*ids, job.id])
     return out
 
 
@@ -68,9 +69,8 @@ def check_data(jobs: list[Any]) -> None:
 def pending_bytes(jobs: list[Any], out: Path) -> int:
     """The dry run's disk estimate of the jobs not finished yet in ``out``."""
     from bnmem.study.dryrun import job_bytes
-    from bnmem.study.run import is_finished, job_spec
 
-    return sum(sum(job_bytes(j).values()) for j in jobs if not is_finished(job_spec(j, out, False)))
+    return sum(sum(job_bytes(j).values()) for j in jobs if not j.work.at(out).finished())
 
 
 def check_disk(jobs: list[Any], out: Path) -> None:

@@ -18,13 +18,16 @@ at the test split or an attack, so replicate 0's evaluation stays as independent
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bnmem import io
+from bnmem.lenses.registry import Training
 from bnmem.names import SELECTED_RECIPES_KEY
 
-SELECTION = "recipe-selection"  # the job kind (study/run.py dispatches on it)
+SELECTION = "recipe-selection"  # the job kind (what a pilot's calibration is kept per)
 SELECTION_DIR = "_recipe"
 # The key of study.json that records each setting's selection when the run ends.
 
@@ -34,33 +37,99 @@ def setting_key(cell: Any) -> tuple[str, str, str]:
     return cell.dataset, cell.arch, cell.outliers.tag()
 
 
-def selection_config(experiment: dict[str, Any], lr_grid: list[float] | None, max_epochs: int | None
-                     ) -> dict[str, Any]:
-    """The selection job's config: the selecting cell's data, architecture, norms, first seed and recipe."""
-    return {"data": experiment["data"], "arch": experiment["arch"], "norms": list(experiment["norms"]),
-            "seeds": [int(experiment["seeds"][0])], "train": experiment["train"], "lr_grid": lr_grid,
-            "max_epochs": max_epochs}
+@dataclass(frozen=True, eq=False)
+class RecipeSelection:
+    """One setting's recipe selection (:class:`~bnmem.lenses.registry.CellWork`): every norm's recipe selected
+    on the selecting cell's validation split, from its first model seed.
+
+    Attributes:
+        out: the selection's folder (``<cell-r0>/_recipe``).
+        trains: the selecting cell's data, architecture and shared recipe.
+        norms: the norms to select for.
+        seeds: the one model seed the candidates train with.
+        lr_grid: the candidate learning rates (None: the declared factors of the shared one).
+        max_epochs: the plateau rule's cap (None: its default).
+    """
+
+    out: Path
+    trains: Training
+    norms: tuple[str, ...]
+    seeds: tuple[int, ...]
+    lr_grid: tuple[float, ...] | None = None
+    max_epochs: int | None = None
+    kind = SELECTION
+    lens_share = 1.0
+    step_factor = 1.5
+    fixed_seconds = 0.0
+    marked = True
+
+    @classmethod
+    def of(cls, folder: str, experiment: dict[str, Any], lr_grid: list[float] | None, max_epochs: int | None
+           ) -> "RecipeSelection":
+        """The selection in ``folder`` of the selecting cell's base config ``experiment``
+        (:meth:`bnmem.study.run.Cell.experiment`)."""
+        from bnmem.config import DataConfig, TrainConfig
+
+        return cls(Path(folder), Training(DataConfig.model_validate(experiment["data"]), experiment["arch"],
+                                          TrainConfig.model_validate(experiment["train"])),
+                   tuple(experiment["norms"]), (int(experiment["seeds"][0]),),
+                   None if lr_grid is None else tuple(lr_grid), max_epochs)
+
+    def at(self, root: Path) -> "RecipeSelection":
+        return dataclasses.replace(self, out=Path(root) / self.out)
+
+    def dataset(self) -> Any:
+        from bnmem.data.loaded import load_once
+
+        return load_once(self.trains.data)
+
+    def training(self) -> Training:
+        return self.trains
+
+    def models(self) -> float:
+        """Every learning-rate candidate of every norm, up to the plateau rule's cap (counted in the shared
+        recipe's epochs)."""
+        from bnmem.train.recipe import LR_FACTORS, PLATEAU_CAP_FACTOR
+
+        epochs = float(self.trains.train.epochs) or 1.0
+        cap = float(self.max_epochs or PLATEAU_CAP_FACTOR * epochs)
+        return float(len(self.norms) * len(self.seeds) * len(self.lr_grid or LR_FACTORS)) * cap / epochs
+
+    def bytes(self, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
+        return {}  # it keeps no model
+
+    def tasks(self, job_id: str, cost: float) -> list[Any]:
+        return []
+
+    def writes_into(self) -> tuple[Path, ...]:
+        return ()
+
+    def finished(self) -> bool:
+        return io.is_done(self.out)
+
+    def seconds_taken(self) -> float | None:
+        return io.done_seconds(self.out)
+
+    def run(self, progress: bool = False, executor: Any = None) -> None:
+        """Select every norm's recipe into ``out`` (``recipe.json``; the study's job runner marks the folder DONE
+        after it, with its seconds)."""
+        from bnmem.train.recipe import select_recipes
+
+        select_recipes(list(self.norms), self.trains.arch, self.dataset(), self.trains.train, list(self.seeds),
+                       self.out, None if self.lr_grid is None else list(self.lr_grid),
+                       max_epochs=self.max_epochs)  # the candidates train under train.threads
+
+    def tidy(self) -> None:
+        pass
+
+    def in_driver(self) -> bool:
+        return False
 
 
 def recipe_from(lens_folder: str, selection_folder: str) -> str:
     """The selection's folder relative to a lens's folder (both relative to the run directory)."""
     up = "/".join([".."] * len(Path(lens_folder).parts))
     return f"{up}/{selection_folder}"
-
-
-def run_recipe_selection(spec: dict[str, Any]) -> None:
-    """Select every norm's recipe for one setting into ``spec["out"]`` (``recipe.json``; the study's job runner
-    marks the folder DONE after it, with its seconds)."""
-    from bnmem.config import DataConfig, TrainConfig
-    from bnmem.data.loaded import load_once
-    from bnmem.train.recipe import select_recipes
-
-    cfg = spec["config"]
-    out = Path(spec["out"])
-    train = TrainConfig.model_validate(cfg["train"])
-    ds = load_once(DataConfig.model_validate(cfg["data"]))
-    select_recipes(cfg["norms"], cfg["arch"], ds, train, cfg["seeds"], out, cfg.get("lr_grid"),
-                   max_epochs=cfg.get("max_epochs"))  # the candidates train under train.threads; DONE: run_job
 
 
 def collect(out: str | Path, folders: list[str]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ import copy
 import json
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +58,14 @@ from bnmem.analysis_plan import CONFIRMATORY_KEY, RECORD_KEY
 from bnmem.config import apply_overrides, validation_line
 from bnmem.errors import BnmemError, DiskFullError
 from bnmem.lenses import registry
+from bnmem.lenses.work import lens_work
 from bnmem.names import ERROR_FILE, FAIR_ARMS, INDEX_FILE, STUDY_FILE
 from bnmem.study.confirmatory import RULE as SEED_RULE, ReplicateSeeds, replicate_seeds, seed_key, study_seed
 from bnmem.study.schema import LensOptions, Outliers, Study, read_study_yaml
-from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, SELECTION_DIR, recipe_from, run_recipe_selection, selection_config
-from bnmem.study.share import SHARED, is_shared_finished, run_shared_training, shared_runs
+from bnmem.study.recipes import SELECTED_RECIPES_KEY, SELECTION, SELECTION_DIR, RecipeSelection, recipe_from
+from bnmem.study.share import SHARED, shared_runs
 
-__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "job_spec", "load_study", "plan", "read_study",
-           "run_job"]
+__all__ = ["Cell", "Job", "Study", "expand_grid", "index_doc", "load_study", "build_jobs", "read_study", "run_job"]
 
 INDEX = INDEX_FILE
 
@@ -82,7 +82,7 @@ CELL_DATA_KEYS = ("dataset", "label_noise", "ood", "ood_source")
 
 def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
     """Load, override (``a.b=c``) and validate a study, including every lens config of every cell
-    (:func:`read_study`, then :func:`plan`).
+    (:func:`read_study`, then :func:`build_jobs`).
 
     Raises:
         BnmemError: unreadable/malformed file, a bad override, or a lens option
@@ -91,13 +91,13 @@ def load_study(path: str | Path, overrides: list[str] | None = None) -> Study:
             command line turns it into one line with the key's path).
     """
     study = read_study(path, overrides)
-    plan(study)  # validates every lens's config now, not hours into the run
+    build_jobs(study)  # validates every lens's config now, not hours into the run
     return study
 
 
 def read_study(path: str | Path, overrides: list[str] | None = None) -> Study:
     """Load, override (``a.b=c``) and validate a study's own keys; its lens options are validated when it is
-    planned (:func:`plan`: ``bnmem run`` plans once, before anything runs or is written).
+    expanded into jobs (:func:`build_jobs`: ``bnmem run`` builds them once, before anything runs or is written).
 
     Raises:
         BnmemError: unreadable/malformed file or a bad override.
@@ -129,7 +129,7 @@ class Cell:
         """The cell's base ExperimentConfig dict: the study's base with the cell's choices.
 
         Replicate k shifts the corruption seed by k and every model seed by
-        ``REPLICATE_SEED_STRIDE * k``; :func:`lens_config` shifts the lenses' own
+        ``REPLICATE_SEED_STRIDE * k``; :func:`lens_model` shifts the lenses' own
         seeds (``REPLICATE_SEED_FIELDS``: LiRA's keep matrix and query permutation)
         by k, so replicates are independent experiments. A confirmatory cell
         (:attr:`derived`) takes all of them from the plan's hash instead.
@@ -203,18 +203,19 @@ def expand_grid(study: Study, seeds_from: str | None = None) -> list[Cell]:
 
 @dataclass(frozen=True)
 class Job:
-    """One lens of one cell, the study's theory job, or a shared training run.
+    """One lens of one cell, the study's theory job, a norm's shared training runs or a setting's recipe
+    selection.
 
     Attributes:
-        id: ``<cell_id>/<lens>``, ``theory`` or ``<cell_id>/_shared/<norm>`` (a norm's shared runs, every seed).
-        lens: lens name (``lira`` also serves ``rmia``), or ``shared-training``.
+        id: ``<cell_id>/<lens>``, ``theory``, ``<cell_id>/_shared/<norm>`` (a norm's shared runs, every seed) or
+            ``<cell_id>/_recipe``.
+        lens: lens name (``lira`` also serves ``rmia``), ``shared-training`` or ``recipe-selection``.
         folder: results folder relative to the run directory.
-        config: the lens's validated config, as plain data (for a shared run:
-            a :func:`bnmem.study.share.shared_runs` entry).
+        work: its typed cell work (:class:`~bnmem.lenses.registry.CellWork`), made once from the config
+            :func:`build_jobs` validated, with its folders relative until :meth:`at` binds them: what it trains and
+            writes, its graph tasks, how it runs. Nothing validates its config again.
         stage: the registry's order of lenses: the order of the job list (the dry run's table and times);
             what runs when is the dependency graph's (:mod:`bnmem.study.graph`).
-        model: the lens's config as :func:`plan` validated it (None for a shared run); the job and the
-            lens's cell plan receive it, never validating ``config`` again.
         after: the jobs it reads from besides its shared runs: a per-norm cell's lenses read their setting's
             recipe selection (``<cell>/_recipe``, :mod:`bnmem.study.recipes`).
     """
@@ -222,10 +223,20 @@ class Job:
     id: str
     lens: str
     folder: str
-    config: dict[str, Any]
+    work: Any = field(compare=False, repr=False)
     stage: int = 0
-    model: Any = field(default=None, compare=False, repr=False)
     after: tuple[str, ...] = ()  # jobs whose output it reads besides shared runs (a per-norm cell's selection)
+    progress: bool = field(default=False, compare=False)  # progress bars when it runs
+
+    @property
+    def config(self) -> Any:
+        """A lens job's validated config (its work's)."""
+        return self.work.cfg
+
+    def at(self, out: Path, progress: bool = False) -> "Job":
+        """The job with its work's folders under the run directory ``out`` (absolute: any worker can run it),
+        showing progress bars when it runs or not."""
+        return replace(self, work=self.work.at(Path(out)), progress=progress)
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -234,11 +245,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for k, v in extra.items():
         out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
     return out
-
-
-def lens_config(study: Study, cell: Cell, name: str) -> dict[str, Any]:
-    """The validated config of per-cell lens ``name`` in ``cell``, as plain data (:func:`lens_model`'s)."""
-    return lens_model(study, cell, name).model_dump(mode="json")
 
 
 def lens_model(study: Study, cell: Cell, name: str) -> Any:
@@ -311,7 +317,7 @@ def runs_in(study: Study, name: str, cell: Cell) -> bool:
     return opts.allots(cell.arch, cell.replicate, cell.outliers.injected)
 
 
-def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
+def build_jobs(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[Job]]:
     """Expand the grid and build every job with its validated config.
 
     ``seeds_from``: a confirmatory run's seed key (plan and source hashes); every seed is derived from it (:func:`expand_grid`; a
@@ -335,30 +341,29 @@ def plan(study: Study, seeds_from: str | None = None) -> tuple[list[Cell], list[
             if seeds_from and "seed" in lens.config.model_fields:
                 opts["seed"] = study_seed(seeds_from, lens.name)
             cfg = lens.validate(opts, f"lenses.{lens.name}")
-            jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, config=cfg.model_dump(mode="json"),
-                            stage=lens.stage, model=cfg))
+            jobs.append(Job(id=lens.name, lens=lens.name, folder=lens.name, work=lens_work(lens, cfg, lens.name),
+                            stage=lens.stage))
     for cell in cells:
         # A per-norm-recipe cell runs only the lenses that take a recipe (the others would repeat the shared cell).
         # A lens allotted to part of the grid (its `replicates` / `archs` options) skips the other cells.
         models = {lens.name: lens_model(study, cell, lens.name) for lens in enabled if lens.per_cell
                   and (cell.recipe == "shared" or lens.takes_recipe)
                   and runs_in(study, lens.name, cell)}
-        configs = {name: m.model_dump(mode="json") for name, m in models.items()}
-        jobs += [Job(id=r["id"], lens=SHARED, folder=r["folder"], config=r, stage=0)
-                 for r in shared_runs(cell.id, configs)]
+        jobs += [Job(id=str(r.out), lens=r.kind, folder=str(r.out), work=r, stage=0)
+                 for r in shared_runs(cell.id, models)]
         needs: tuple[str, ...] = ()
-        if cell.recipe == FAIR_ARMS and any(c.get("recipe_from") for c in configs.values()):
+        if cell.recipe == FAIR_ARMS and any(getattr(m, "recipe_from", None) for m in models.values()):
             needs = (selection_folder(cell),)
             if needs[0] not in selections:
                 selections.add(needs[0])
                 selecting = next(c for c in cells if f"{c.id}/{SELECTION_DIR}" == needs[0])  # replicate 0
-                jobs.append(Job(id=needs[0], lens=SELECTION, folder=needs[0], stage=0,
-                                config=selection_config(selecting.experiment(study), study.grid.lr_grid,
-                                                        study.grid.max_epochs)))
-        jobs += [Job(id=f"{cell.id}/{name}", lens=name, folder=f"{cell.id}/{name}", config=cfg,
-                     stage=registry.get(name).stage, model=models[name],
-                     after=needs if cfg.get("recipe_from") else ())
-                 for name, cfg in configs.items()]
+                selection = RecipeSelection.of(needs[0], selecting.experiment(study), study.grid.lr_grid,
+                                               study.grid.max_epochs)
+                jobs.append(Job(id=needs[0], lens=selection.kind, folder=needs[0], stage=0, work=selection))
+        for name, cfg in models.items():
+            folder = f"{cell.id}/{name}"
+            jobs.append(Job(id=folder, lens=name, folder=folder, work=lens_work(registry.get(name), cfg, folder),
+                            stage=registry.get(name).stage, after=needs if getattr(cfg, "recipe_from", None) else ()))
     # A fair-arms cell none of whose lenses takes a recipe has nothing to run: it is no cell of the study.
     ran = {j.id.split("/", 1)[0] for j in jobs}
     cells = [c for c in cells if c.recipe != FAIR_ARMS or c.id in ran]
@@ -392,29 +397,11 @@ def index_doc(study: Study, cells: list[Cell], jobs: list[Job]) -> dict[str, Any
 # --- running ---------------------------------------------------------------------------
 
 
-def job_spec(job: Job, out: Path, progress: bool) -> dict[str, Any]:
-    """The spec :func:`run_job` receives (absolute paths, so any worker can run it): plain data, and the
-    lens's validated config (``model``, as :func:`plan` made it) that the job runs with."""
-    spec = {"id": job.id, "lens": job.lens, "config": job.config, "out": str(out / job.folder), "progress": progress,
-            "model": job.model}
-    if job.lens == SHARED:
-        spec.update(norm=job.config["norm"], seeds=job.config["seeds"], training=job.config["training"],
-                    targets=[{**t, "out": str(out / t["folder"])} for t in job.config["targets"]])
-    return spec
-
-
-def is_finished(spec: dict[str, Any]) -> bool:
-    """A lens job: its folder's DONE marker. A shared run: every target has its copy."""
-    if spec["lens"] == SHARED:
-        return is_shared_finished(spec)
-    return io.is_done(spec["out"])  # a recipe selection too
-
-
-def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
+def run_job(job: Job, executor: Any = None) -> dict[str, Any]:
     """Run one study job (module-level, so any executor can ship it).
 
     Args:
-        spec: plain data from :func:`job_spec`.
+        job: a job bound to its run directory (:meth:`Job.at`).
         executor: handed to the lens runner (lira trains its shadow models
             through it) when the job runs in the driver.
 
@@ -423,23 +410,15 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
         A failure does not raise (the other jobs go on); its traceback is in
         ``<out>/ERROR.txt`` and the job reruns next time.
     """
-    out = Path(spec["out"])
-    if is_finished(spec):
-        return {"id": spec["id"], "status": "skipped", "seconds": 0.0}
+    work = job.work
+    out = work.out
+    if work.finished():
+        return {"id": job.id, "status": "skipped", "seconds": 0.0}
     keep_freed_memory()  # fewer page faults in whichever process runs the job; same results
     t0 = time.perf_counter()
     try:
         io.ensure_dir(out)
-        if spec["lens"] == SHARED:
-            run_shared_training(spec)
-        elif spec["lens"] == SELECTION:
-            run_recipe_selection(spec)
-        else:
-            lens = registry.get(spec["lens"])
-            cfg = spec.get("model")
-            if cfg is None:  # a spec not made by plan(): plain data only
-                cfg = lens.config.model_validate(spec["config"])
-            lens.run(cfg, out, progress=spec["progress"], executor=executor)
+        work.run(progress=job.progress, executor=executor)
     except Exception as e:  # noqa: BLE001 - one failed job must not stop the others
         msg = str(e).splitlines()[0] if str(e) else ""
         error = msg if isinstance(e, BnmemError) else f"{type(e).__name__}: {msg}"
@@ -447,29 +426,17 @@ def run_job(spec: dict[str, Any], executor: Any = None) -> dict[str, Any]:
             io.write_text(out / ERROR, traceback.format_exc())
         except (OSError, BnmemError):
             pass
-        failed = {"id": spec["id"], "status": "failed", "seconds": time.perf_counter() - t0, "error": error,
+        failed = {"id": job.id, "status": "failed", "seconds": time.perf_counter() - t0, "error": error,
                   "traceback": str(out / ERROR)}
         if isinstance(e, DiskFullError):
             failed["disk_full"] = True  # the study starts no further job: they would fail too
         return failed
     seconds = time.perf_counter() - t0
-    if spec["lens"] == SHARED:
-        remove_empty(out, levels=2)  # the scratch runs are gone; their empty parents too
-        return {"id": spec["id"], "status": "done", "seconds": seconds}
-    (out / ERROR).unlink(missing_ok=True)
-    if not io.is_done(out):  # some runners mark their folder themselves; the others get it here, last
-        io.mark_done(out, {"lens": spec["lens"], "seconds": seconds})
-    return {"id": spec["id"], "status": "done", "seconds": seconds}
-
-
-def remove_empty(path: Path, levels: int) -> None:
-    for p in [path, *path.parents][:levels]:
-        if not p.exists():
-            continue
-        try:
-            p.rmdir()
-        except OSError:  # not empty: something else lives there
-            return
+    if work.marked:
+        (out / ERROR).unlink(missing_ok=True)
+        if not io.is_done(out):  # some runners mark their folder themselves; the others get it here, last
+            io.mark_done(out, {"lens": job.lens, "seconds": seconds})
+    return {"id": job.id, "status": "done", "seconds": seconds}
 
 
 def write_if_changed(path: Path, doc: Any) -> None:

@@ -3,7 +3,7 @@
 Every model rejects unknown keys, so a typo fails with its path
 (``grid.datasetz: Extra inputs are not permitted``). A per-cell lens's options
 are checked against that lens's own config when the study is planned (see
-:func:`bnmem.study.plan`). The schema with an example is in :mod:`bnmem.study`.
+:func:`bnmem.study.build_jobs`). The schema with an example is in :mod:`bnmem.study`.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class Lenses(RootModel[dict[str, dict[str, Any]]]):
             opts = {} if opts is None or opts is True else opts
             if not isinstance(opts, dict):
                 raise ValueError(f"{key}: options must be a mapping, got {type(opts).__name__}")
-            # Options are validated by plan(), with their full path.
+            # Options are validated by build_jobs(), with their full path.
             if name == "lira" and key != name:
                 # `rmia` stays listed under its own name (index.json points it at lira's folder).
                 if opts:

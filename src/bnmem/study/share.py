@@ -20,13 +20,16 @@ not trained again; an interrupted job retrains its unfinished seeds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bnmem import io
 from bnmem.lenses import registry
+from bnmem.lenses.registry import Training
 
 SHARED_DIR = "_shared"
 SHARED = "shared-training"
@@ -34,48 +37,141 @@ SHARED = "shared-training"
 TRAINING_KEYS = ("data", "arch", "train")
 
 
-def identity(config: dict[str, Any]) -> str:
-    """Canonical text of what determines a lens's training runs."""
-    return json.dumps({k: config[k] for k in TRAINING_KEYS}, sort_keys=True)
+def identity(config: Any) -> str:
+    """Canonical text of what determines a lens's training runs (``config``: its validated config)."""
+    return json.dumps(config.model_dump(mode="json", include=set(TRAINING_KEYS)), sort_keys=True)
 
 
-def shared_runs(cell_id: str, configs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The runs of one cell that two or more lenses would train identically, one entry per norm.
+@dataclass(frozen=True)
+class Target:
+    """A lens a shared training job serves: its name, validated config, folder and the seeds it takes."""
+
+    lens: str
+    cfg: Any
+    folder: Path
+    seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class SharedTraining:
+    """One cell's shared runs of one norm: the (norm, seed) runs two or more lenses would train identically,
+    trained once with every lens's hook (:class:`~bnmem.lenses.registry.CellWork`).
+
+    Attributes:
+        out: the scratch training folder (``<cell>/_shared/<norm>``).
+        norm: the norm.
+        seeds: the seeds two or more lenses take.
+        trains: the data, architecture and recipe every target trains with.
+        targets: the lenses it serves (folders relative to the run directory until :meth:`at` binds them).
+    """
+
+    out: Path
+    norm: str
+    seeds: tuple[int, ...]
+    trains: Training
+    targets: tuple[Target, ...]
+    kind = SHARED
+    lens_share = 1.0
+    step_factor = 1.5  # the targets' hooks on the side (a pilot run calibrates it)
+    fixed_seconds = 0.0
+    marked = False  # it leaves no folder: its runs end in the lenses' folders
+
+    def at(self, root: Path) -> "SharedTraining":
+        return dataclasses.replace(self, out=Path(root) / self.out,
+                                   targets=tuple(dataclasses.replace(t, folder=Path(root) / t.folder)
+                                                 for t in self.targets))
+
+    def dataset(self) -> Any:
+        from bnmem.data.loaded import load_once
+
+        return load_once(self.trains.data)
+
+    def training(self) -> Training:
+        return self.trains
+
+    def models(self) -> float:
+        return float(len(self.seeds))
+
+    def bytes(self, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
+        return {}  # its models end in each lens's folder and are counted there
+
+    def tasks(self, job_id: str, cost: float) -> list[Any]:
+        return []
+
+    def writes_into(self) -> tuple[Path, ...]:
+        return tuple(t.folder for t in self.targets)
+
+    def pending(self, seed: int) -> list[Target]:
+        """The targets that take ``seed`` and have no finished copy of it yet."""
+        rel = f"{self.norm}/seed{seed}"
+        return [t for t in self.targets if seed in t.seeds and not io.is_done(t.folder / rel)]
+
+    def finished(self) -> bool:
+        """Every target lens has its copy of every seed it takes."""
+        return not any(self.pending(s) for s in self.seeds)
+
+    def seconds_taken(self) -> float | None:
+        """The seconds its runs recorded: the sum over seeds of its first target's copies' DONE markers."""
+        t = self.targets[0]
+        each = [io.done_seconds(t.folder / self.norm / f"seed{s}") for s in t.seeds]
+        return None if None in each else sum(each)
+
+    def run(self, progress: bool = False, executor: Any = None) -> None:
+        run_shared_training(self, progress)
+
+    def tidy(self) -> None:
+        """Its lenses trained the runs themselves after it failed: drop the leftovers."""
+        if self.out.exists():
+            shutil.rmtree(self.out, ignore_errors=True)
+            remove_empty(self.out, levels=2)
+
+    def in_driver(self) -> bool:
+        return False
+
+
+def remove_empty(path: Path, levels: int) -> None:
+    """Remove ``path`` and its parents, ``levels`` folders in all, while they are empty."""
+    for p in [path, *path.parents][:levels]:
+        if not p.exists():
+            continue
+        try:
+            p.rmdir()
+        except OSError:  # not empty: something else lives there
+            return
+
+
+def shared_runs(cell_id: str, configs: dict[str, Any]) -> list[SharedTraining]:
+    """The runs of one cell that two or more lenses would train identically, one job per norm.
 
     Args:
         cell_id: the cell (folders are relative to the run directory).
-        configs: lens name -> validated lens config (plain data).
+        configs: lens name -> validated lens config.
 
     Returns:
-        One dict per (training, norm): ``id``, ``folder`` (scratch training folder), ``norm``, ``seeds`` (those
-        two or more lenses take), ``training`` (data/arch/train), ``targets`` (list of ``{"lens", "config",
-        "folder", "seeds"}``: folder = the lens's folder, seeds = those of ``seeds`` it takes).
+        One :class:`SharedTraining` per (training, norm) with the seeds two or more lenses take, serving each
+        lens that takes one of them.
     """
     groups: dict[str, list[str]] = {}
     for lens, cfg in configs.items():
         if registry.get(lens).trains_runs:
             groups.setdefault(identity(cfg), []).append(lens)
     runs = []
-    for key, lenses in groups.items():
+    for lenses in groups.values():
         if len(lenses) < 2:
             continue
-        norms = dict.fromkeys(n for lens in lenses for n in configs[lens]["norms"])
+        first = configs[lenses[0]]
+        norms = dict.fromkeys(n for lens in lenses for n in configs[lens].norms)
         for norm in norms:
-            takers = [lens for lens in lenses if norm in configs[lens]["norms"]]
-            seeds = [s for s in dict.fromkeys(s for lens in takers for s in configs[lens]["seeds"])
-                     if sum(s in configs[lens]["seeds"] for lens in takers) >= 2]
+            takers = [lens for lens in lenses if norm in configs[lens].norms]
+            seeds = [s for s in dict.fromkeys(s for lens in takers for s in configs[lens].seeds)
+                     if sum(s in configs[lens].seeds for lens in takers) >= 2]
             if not seeds:
                 continue
-            targets = [{"lens": lens, "config": configs[lens], "folder": f"{cell_id}/{lens}",
-                        "seeds": [s for s in seeds if s in configs[lens]["seeds"]]} for lens in takers]
-            runs.append({
-                "id": f"{cell_id}/{SHARED_DIR}/{norm}",
-                "folder": f"{cell_id}/{SHARED_DIR}/{norm}",
-                "norm": norm,
-                "seeds": seeds,
-                "training": json.loads(key),
-                "targets": [t for t in targets if t["seeds"]],
-            })
+            targets = [Target(lens, configs[lens], Path(f"{cell_id}/{lens}"),
+                              tuple(s for s in seeds if s in configs[lens].seeds)) for lens in takers]
+            runs.append(SharedTraining(out=Path(f"{cell_id}/{SHARED_DIR}/{norm}"), norm=norm, seeds=tuple(seeds),
+                                       trains=Training(first.data, first.arch, first.train),
+                                       targets=tuple(t for t in targets if t.seeds)))
     return runs
 
 
@@ -105,25 +201,13 @@ def give_run(scratch: Path, dst: Path, lens: str, history: list[dict[str, Any]])
     io.write_bytes(dst / io.DONE, (scratch / io.DONE).read_bytes())
 
 
-def _pending(spec: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    """The targets of ``spec`` that take ``seed`` and have no finished copy of it yet."""
-    rel = f"{spec['norm']}/seed{seed}"
-    return [t for t in spec["targets"] if seed in t["seeds"] and not io.is_done(Path(t["out"]) / rel)]
-
-
-def is_shared_finished(spec: dict[str, Any]) -> bool:
-    """A shared job is finished when every target lens has its copy of every seed it takes."""
-    return not any(_pending(spec, int(s)) for s in spec["seeds"])
-
-
-def _seed_hook(spec: dict[str, Any], ds: Any, seed: int) -> Any:
+def _seed_hook(job: SharedTraining, ds: Any, seed: int) -> Any:
     """One per-epoch hook calling every target lens's hook for ``seed`` (each output under its lens's key)."""
     hooks = {}
-    for t in spec["targets"]:
-        lens = registry.get(t["lens"])
-        if lens.hook is not None and seed in t["seeds"]:
-            cfg = lens.config.model_validate(t["config"])
-            hook = lens.hook(cfg, ds, Path(t["out"]) / f"{spec['norm']}/seed{seed}", seed)
+    for t in job.targets:
+        lens = registry.get(t.lens)
+        if lens.hook is not None and seed in t.seeds:
+            hook = lens.hook(t.cfg, ds, t.folder / f"{job.norm}/seed{seed}", seed)
             if hook is not None:
                 hooks[lens.name] = hook
 
@@ -134,35 +218,30 @@ def _seed_hook(spec: dict[str, Any], ds: Any, seed: int) -> Any:
     return on_epoch
 
 
-def run_shared_training(spec: dict[str, Any]) -> None:
-    """Train one cell's shared runs of one norm with every target lens's hook, seeds together, then hand them out.
-
-    Args:
-        spec: a :func:`shared_runs` entry with absolute ``out`` (scratch folder)
-            and each target's absolute ``out`` (lens folder), plus ``progress``.
-    """
-    from bnmem.config import DataConfig, ModelConfig, TrainConfig
-    from bnmem.data.loaded import load_once
+def run_shared_training(job: SharedTraining, progress: bool = False) -> None:
+    """Train one cell's shared runs of one norm with every target lens's hook, seeds together, then hand them out
+    (``job``'s folders absolute: :meth:`SharedTraining.at`)."""
+    from bnmem.config import ModelConfig
     from bnmem.lenses.runs import PendingRun, train_fresh_together, train_run
 
-    norm, scratch = spec["norm"], Path(spec["out"])
-    seeds = [int(s) for s in spec["seeds"] if _pending(spec, int(s))]
+    norm, scratch = job.norm, job.out
+    seeds = [int(s) for s in job.seeds if job.pending(int(s))]
     if seeds:
-        training = spec["training"]
-        ds = load_once(DataConfig.model_validate(training["data"]))
-        model_cfg = ModelConfig(arch=training["arch"], norm=norm)
-        train = TrainConfig.model_validate(training["train"])
-        runs = [PendingRun(s, train, scratch / f"seed{s}", lambda s=s: _seed_hook(spec, ds, s)) for s in seeds]
-        show = bool(spec.get("progress"))
-        fresh = train_fresh_together(model_cfg, ds, runs, progress=f"{norm} seeds {seeds} (shared)" if show else False)
+        ds = job.dataset()
+        model_cfg = ModelConfig(arch=job.trains.arch, norm=norm)
+        train = job.trains.train
+        runs = [PendingRun(s, train, scratch / f"seed{s}", lambda s=s: _seed_hook(job, ds, s)) for s in seeds]
+        fresh = train_fresh_together(model_cfg, ds, runs,
+                                     progress=f"{norm} seeds {seeds} (shared)" if progress else False)
         together = {r.seed for r in fresh}
         for r in runs:  # one by one what the engine does not take or resumes (a finished one is read back)
             if r.seed not in together:
                 train_run(model_cfg, ds, train, r.seed, r.job, r.make_hook,
-                          progress=f"{norm} seed {r.seed} (shared)" if show else False)
+                          progress=f"{norm} seed {r.seed} (shared)" if progress else False)
     for s in seeds:
         history = io.read_json(scratch / f"seed{s}" / "history.json")  # every hook's record: read once, not per lens
-        for t in _pending(spec, s):
-            give_run(scratch / f"seed{s}", Path(t["out"]) / f"{norm}/seed{s}", t["lens"], history)
-    # Every lens has its copy now; the scratch runs are only duplicates.
+        for t in job.pending(s):
+            give_run(scratch / f"seed{s}", t.folder / f"{norm}/seed{s}", t.lens, history)
+    # Every lens has its copy now; the scratch runs are only duplicates (their empty parents too).
     shutil.rmtree(scratch, ignore_errors=True)
+    remove_empty(scratch, levels=2)

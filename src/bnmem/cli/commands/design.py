@@ -79,14 +79,14 @@ def load_study_text(text: str, path: Path):
 
 def _cost_text(spec, pilot: Path | None) -> str:
     """Jobs and estimated time (calibrated on the pilot's measured job times when given)."""
-    from bnmem.study import plan
+    from bnmem.study import build_jobs
     from bnmem.study.cost import Calibration, calibrate, cost_lines, estimate_seconds
 
-    cells, jobs = plan(spec)
+    cells, jobs = build_jobs(spec)
     cal = Calibration()
     if pilot is not None:
         from bnmem.design import pilot_study
 
-        cal = calibrate(pilot, plan(pilot_study(pilot))[1])
+        cal = calibrate(pilot, build_jobs(pilot_study(pilot))[1])
     return "\n".join([f"cost: {len(cells)} cells, {len(jobs)} jobs", *cost_lines(jobs, estimate_seconds(jobs, cal),
                                                                                   cal.source)])

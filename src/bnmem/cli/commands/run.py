@@ -41,7 +41,7 @@ def run(
     """Run a study: its lenses on every (dataset, architecture, outlier) cell; resumable."""
     from bnmem.errors import BnmemError
     from bnmem.executors import get_executor
-    from bnmem.study import plan, read_study, run_study
+    from bnmem.study import build_jobs, read_study, run_study
     from bnmem.study.confirmatory import current_key
 
     if executor != "ray" and ray_address:
@@ -64,7 +64,7 @@ def run(
         spec = read_study(study, [*(set or []), *(["data.download=true"] if download else [])])
         # The one plan of this run: it validates every lens's options (before anything is written) and is what
         # the dry run prints, the preflight checks and the run runs.
-        planned = plan(spec, current_key(spec, study) if confirmatory else None)
+        planned = build_jobs(spec, current_key(spec, study) if confirmatory else None)
         if dry_run:
             _print_dry_run(spec, planned)
             return

@@ -42,17 +42,18 @@ from bnmem.formatting import fmt, interval, pct
 from bnmem.lenses.lira.config import LiraConfig
 from bnmem.lenses.lira.jackknife import attach_jackknife
 from bnmem.lenses.lira.matched_fit import (
-    epoch_query_bytes, matched_fit_block, matched_fit_table, study_train_job, train_job,
+    MATCHED_FIT_WORK, epoch_query_bytes, matched_fit_block, matched_fit_table, study_train_job, train_job,
 )
 from bnmem.lenses.lira.memorization import lens_memorization
 from bnmem.lenses.lira.shadow_gamma_sigma import shadow_gamma_sigma
 from bnmem.lenses.registry import Lens, register
+from bnmem.lenses.work import LensWork
 from bnmem.lenses.spec import SPECS
 from bnmem.names import LIRA
 from bnmem.lenses.conditions import conditions
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
-from bnmem.shadow.plan import PHASES, ShadowPlan, estimate
+from bnmem.shadow.work import LENS_SHARE_AFTER_PHASES, PHASES, ShadowWork, estimate
 from bnmem.shadow.recipe import norm_configs
 from bnmem.shadow.training import pending_specs
 # The one paired-difference implementation (the report computes the same interval).
@@ -241,20 +242,34 @@ def summary_table(result: dict[str, Any]) -> str:
     ])
 
 
-def lira_plan(cfg: LiraConfig, out: str | Path) -> ShadowPlan:
-    """The shadow engine's cell plan (:class:`bnmem.shadow.plan.ShadowPlan`), training with the per-epoch
-    queries when ``matched_fit`` is on (the same chunks; a job that also queries after every epoch)."""
-    return ShadowPlan.of(cfg, out, train=study_train_job(cfg))
+class LiraWork(LensWork):
+    """The lira lens's work in one cell: its shadow models (M per norm, with the per-epoch queries when
+    ``matched_fit`` is on) trained and queried as the shadow engine's tasks
+    (:class:`bnmem.shadow.work.ShadowWork`: recipe, training chunks, query chunks), then the lens job's attacks
+    and figures."""
+
+    lens_share = LENS_SHARE_AFTER_PHASES
+
+    def phases(self) -> ShadowWork:
+        """The shadow engine's plan of this cell, training with the per-epoch queries when ``matched_fit`` is
+        on (the same chunks; a job that also queries after every epoch)."""
+        return ShadowWork.of(self.cfg, self.out, train=study_train_job(self.cfg))
+
+    def tasks(self, job_id: str, cost: float) -> list[Any]:
+        return self.phases().tasks(job_id, cost)
+
+    def models(self) -> float:
+        # matched_fit (row 3c) queries and attacks every shadow model after every epoch as well
+        per_model = 1.0 + (MATCHED_FIT_WORK if getattr(self.cfg, MATCHED_FIT_OPTION, False) else 0.0)
+        return float(self.cfg.shadow_models) * len(self.cfg.norms) * per_model
+
+    def bytes(self, n_train: int, parameter_count: Any) -> dict[str, int]:
+        """The shadow engine's bytes (:func:`bnmem.shadow.work.estimate`), plus the per-epoch queries when
+        ``matched_fit`` is on."""
+        out = estimate(self.cfg, n_train, parameter_count)
+        extra = epoch_query_bytes(self.cfg, n_train)
+        return {**out, "per-epoch queries (matched_fit)": extra} if extra else out
 
 
-def lira_estimate(cfg: LiraConfig, n_train: int, parameter_count: Any) -> dict[str, int]:
-    """The shadow engine's bytes (:func:`bnmem.shadow.phases.estimate`), plus the per-epoch queries when
-    ``matched_fit`` is on."""
-    out = estimate(cfg, n_train, parameter_count)
-    extra = epoch_query_bytes(cfg, n_train)
-    return {**out, "per-epoch queries (matched_fit)": extra} if extra else out
-
-
-LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table,
-                        plan=lira_plan, estimate=lira_estimate))
+LENS = register(Lens.of(SPECS[LIRA], config=LiraConfig, run=run_lira, summary=summary_table, work=LiraWork))
 assert LENS.phases == PHASES, "the lira spec names the shadow engine's phases"

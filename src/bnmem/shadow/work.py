@@ -1,17 +1,18 @@
-"""One cell's shadow-model work, planned once: a :class:`ShadowPlan` and the tasks it gives a job graph.
+"""One cell's shadow-model work, planned once: a :class:`ShadowWork` and the tasks it gives a job graph.
 
 A study's lira cell is a chain of work: a per-norm cell's recipe selection, then every norm's training
 chunks, then their query chunks, then the lens itself (the attacks and figures over what the chunks
-wrote). :class:`ShadowPlan` holds the cell's validated config once (every chunk job receives the typed
+wrote). :class:`ShadowWork` holds the cell's validated config once (every chunk job receives the typed
 config, never a dict to validate again), resolves each norm's recipe (from the selection's cache: the
 driver loads no data to list jobs), lists what is pending from what is on disk (asking never trains), and
 gives these as bound :class:`~bnmem.executors.graph.Task` s to the job graph every executor runs
-(:meth:`ShadowPlan.tasks`). Its jobs get the dataset through :meth:`ShadowPlan.dataset`: loaded once per
+(:meth:`ShadowWork.tasks`). Its jobs get the dataset through :meth:`ShadowWork.dataset`: loaded once per
 process (:func:`bnmem.data.loaded.load_once`) and shared by every job of the cell that process runs.
 
 The jobs are the very functions the lens runs on its own (:func:`~bnmem.shadow.training.train_shadow_chunk`,
-:func:`~bnmem.shadow.query.query_shadow_chunk`), so the results are byte-identical either way. The lira lens
-registers :meth:`ShadowPlan.of` and :func:`estimate` as its ``plan`` and ``estimate``.
+:func:`~bnmem.shadow.query.query_shadow_chunk`), so the results are byte-identical either way. The lira lens's
+cell work (:class:`bnmem.lenses.lira.run.LiraWork`) gives these tasks to the study's graph and declares
+:func:`estimate`'s bytes.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def phase_task_id(job_id: str, phase: str) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class ShadowPlan:
+class ShadowWork:
     """A lira cell's shadow-model work: its config (validated once), folder, recipes, chunks and queries.
 
     Attributes:
@@ -55,13 +56,12 @@ class ShadowPlan:
     cfg: ShadowConfig
     out: Path
     train: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # the training job (default: train_chunk_job)
-    lens_share = LENS_SHARE_AFTER_PHASES
 
     @classmethod
     def of(cls, cfg: ShadowConfig, out: str | Path,
-           train: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> "ShadowPlan":
-        """The plan of ``cfg`` in ``out``; ``train`` replaces the training job (a module-level function: the
-        plan travels to workers), e.g. the lira lens's job that also queries after every epoch."""
+           train: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> "ShadowWork":
+        """The work of ``cfg`` in ``out``; ``train`` replaces the training job (a module-level function: the
+        work travels to workers), e.g. the lira lens's job that also queries after every epoch."""
         return cls(cfg, Path(out).resolve(), train)
 
     def dataset(self) -> OutlierDataset:
@@ -75,7 +75,7 @@ class ShadowPlan:
 
     def recipe_specs(self) -> list[dict[str, Any]]:
         """The recipe selection, when a per-norm cell has not selected yet (else nothing)."""
-        return [{"plan": self}] if self.norm_configs() is None else []
+        return [{"work": self}] if self.norm_configs() is None else []
 
     def train_specs(self) -> list[dict[str, Any]]:
         """The unfinished training chunks of every norm (none before a per-norm cell's recipe is selected:
@@ -123,7 +123,7 @@ class ShadowPlan:
         return tasks
 
 
-# The plan's jobs: a study job sets the process's malloc thresholds first (bnmem.allocator), whichever process
+# The work's jobs: a study job sets the process's malloc thresholds first (bnmem.allocator), whichever process
 # runs it; then the engine's own job function.
 
 
@@ -131,8 +131,8 @@ def select_recipe_job(spec: dict[str, Any]) -> dict[str, Any]:
     """Job: select each norm's recipe of a ``recipe: per-norm`` cell (cached in ``<out>/recipe``), as the lens
     would before training (:func:`~bnmem.shadow.recipe.norm_configs`)."""
     keep_freed_memory()
-    plan: ShadowPlan = spec["plan"]
-    _, selection = norm_configs(plan.cfg, plan.dataset(), plan.out)
+    work: ShadowWork = spec["work"]
+    _, selection = norm_configs(work.cfg, work.dataset(), work.out)
     return {"per_norm": {n: s["lr"] for n, s in selection["per_norm"].items()}}
 
 
