@@ -45,12 +45,12 @@ def test_every_study_job_sets_it(tmp_path, monkeypatch):
     from bnmem.lenses.work import LensWork
 
     work = LensWork("memorize", None, tmp_path / "x")  # unfinished; its lens fails to load
-    result = study_run.run_job(study_run.Job("x", "memorize", "x", plan=work))
+    result = study_run.run_job(study_run.Job("x", "memorize", "x", work=work))
     assert calls == [1] and result["status"] == "failed"
-    # a lira cell's plan: its recipe, training and query jobs (each the engine's function after the setting)
+    # a lira cell's work: its recipe, training and query jobs (each the engine's function after the setting)
     from bnmem.shadow import work as shadow_work
 
-    monkeypatch.setattr(shadow_plan, "keep_freed_memory", lambda: calls.append(2))
+    monkeypatch.setattr(shadow_work, "keep_freed_memory", lambda: calls.append(2))
     for fn in (shadow_work.select_recipe_job, shadow_work.train_chunk_job, shadow_work.query_chunk_job):
         with pytest.raises(KeyError):  # an empty spec: the engine's job fails after the setting
             fn({})
