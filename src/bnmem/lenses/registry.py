@@ -26,6 +26,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from bnmem import io
 from bnmem.config import validation_line
 from bnmem.errors import BnmemError
 from bnmem.lenses import spec as specs
@@ -135,6 +136,28 @@ HookFactory = Callable[[Any, Any, Path, int], Callable | None]
 # The static fields a Lens reads through from its spec (``lens.stage`` is ``lens.spec.stage``).
 _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(LensSpec))
 
+
+class FolderWork:
+    """The defaults a :class:`CellWork` that lives in one folder ``out`` shares (a lens's work, a recipe
+    selection): bound under a run directory by replacing ``out``, no tasks of its own, writing into no other
+    job's folder, finished when its folder is marked ``DONE`` and timed by that marker."""
+
+    out: Path
+
+    def at(self, root: Path) -> Any:
+        return dataclasses.replace(self, out=Path(root) / self.out)  # type: ignore[type-var]
+
+    def tasks(self, job_id: str, cost: float) -> list[Any]:
+        return []
+
+    def writes_into(self) -> tuple[Path, ...]:
+        return ()
+
+    def finished(self) -> bool:
+        return io.is_done(self.out)
+
+    def seconds_taken(self) -> float | None:
+        return io.done_seconds(self.out)
 
 @dataclass(frozen=True)
 class Lens:

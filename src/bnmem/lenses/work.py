@@ -12,20 +12,18 @@ report reads and which must import no torch.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from bnmem import io
 from bnmem.data.loaded import load_once
 from bnmem.lenses import registry
-from bnmem.lenses.registry import Lens, Training
+from bnmem.lenses.registry import FolderWork, Lens, Training
 from bnmem.lenses.spec import get as spec_of
 
 
 @dataclass(frozen=True, eq=False)
-class LensWork:
+class LensWork(FolderWork):
     """A lens's work in one folder (a cell's, or the study's for a once-per-study lens): the lens's
     :class:`~bnmem.lenses.registry.CellWork`. A lens whose work differs (the models it trains, the bytes it writes, tasks of its own)
     registers a subclass as its ``work``.
@@ -54,9 +52,6 @@ class LensWork:
     def fixed_seconds(self) -> float:
         return spec_of(self.kind).fixed_seconds
 
-    def at(self, root: Path) -> "LensWork":
-        return dataclasses.replace(self, out=Path(root) / self.out)
-
     def dataset(self) -> Any:
         return load_once(self.cfg.data)
 
@@ -75,18 +70,6 @@ class LensWork:
             return {}
         cfg = self.cfg
         return {"models": 4 * sum(parameter_count(cfg.arch, cfg.data.dataset, n) for n in cfg.norms) * len(cfg.seeds)}
-
-    def tasks(self, job_id: str, cost: float) -> list[Any]:
-        return []
-
-    def writes_into(self) -> tuple[Path, ...]:
-        return ()
-
-    def finished(self) -> bool:
-        return io.is_done(self.out)
-
-    def seconds_taken(self) -> float | None:
-        return io.done_seconds(self.out)
 
     def run(self, progress: bool = False, executor: Any = None) -> dict[str, Any]:
         """The lens's runner on its config and folder; its results."""

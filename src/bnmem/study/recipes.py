@@ -18,13 +18,12 @@ at the test split or an attack, so replicate 0's evaluation stays as independent
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from bnmem import io
-from bnmem.lenses.registry import Training
+from bnmem.lenses.registry import FolderWork, Training
 from bnmem.names import SELECTED_RECIPES_KEY
 
 SELECTION = "recipe-selection"  # the job kind (what a pilot's calibration is kept per)
@@ -38,7 +37,7 @@ def setting_key(cell: Any) -> tuple[str, str, str]:
 
 
 @dataclass(frozen=True, eq=False)
-class RecipeSelection:
+class RecipeSelection(FolderWork):
     """One setting's recipe selection (:class:`~bnmem.lenses.registry.CellWork`): every norm's recipe selected
     on the selecting cell's validation split, from its first model seed.
 
@@ -75,9 +74,6 @@ class RecipeSelection:
                    tuple(experiment["norms"]), (int(experiment["seeds"][0]),),
                    None if lr_grid is None else tuple(lr_grid), max_epochs)
 
-    def at(self, root: Path) -> "RecipeSelection":
-        return dataclasses.replace(self, out=Path(root) / self.out)
-
     def dataset(self) -> Any:
         from bnmem.data.loaded import load_once
 
@@ -97,18 +93,6 @@ class RecipeSelection:
 
     def bytes(self, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:
         return {}  # it keeps no model
-
-    def tasks(self, job_id: str, cost: float) -> list[Any]:
-        return []
-
-    def writes_into(self) -> tuple[Path, ...]:
-        return ()
-
-    def finished(self) -> bool:
-        return io.is_done(self.out)
-
-    def seconds_taken(self) -> float | None:
-        return io.done_seconds(self.out)
 
     def run(self, progress: bool = False, executor: Any = None) -> None:
         """Select every norm's recipe into ``out`` (``recipe.json``; the study's job runner marks the folder DONE
