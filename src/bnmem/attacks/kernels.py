@@ -5,6 +5,9 @@ each side's reference values once (three middle order statistics by selection, m
 the median and spread for every position a target can remove (its own value, the last model's, or none), so
 every target's fit is a look-up; the LiRA scores (online, offline, both fixed-variance forms) and RMIA's
 leave-one-out reference means follow in the same loop, with no [targets × block × views] temporaries.
+The metrics side is compiled too: :func:`roc_rows` walks each target's sorted row once per subset for its ROC
+metrics, ε point bound and rank counts, and :func:`pooled_curve` merges a subset's sorted member and
+non-member scores into its thinned pooled curve.
 
 Equal to the plain numpy path and the oracles to rounding, not bit for bit (libm's ``log``/``exp`` and
 Cody's erfcx instead of numpy's and SciPy's, sums in another order): the project's tolerance is scores within

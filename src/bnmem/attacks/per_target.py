@@ -46,13 +46,13 @@ def roc_summaries(scores: np.ndarray, members: np.ndarray, masks: Mapping[str, n
     masks = {name: np.asarray(mask, dtype=bool) for name, mask in masks.items()}
     n_in = np.stack([np.count_nonzero(members & mask, axis=1) for mask in masks.values()]).astype(np.int64)
     n_out = np.array([[int(mask.sum())] for mask in masks.values()], dtype=np.int64) - n_in
-    counts = [RankCounts.sized(i, o) for i, o in zip(n_in, n_out)]
     kern = kernels.compiled()
     if kern is None:
         return {name: (_metrics_of(scores[:, mask], members[:, mask]),
                        RankCounts.of(scores[:, mask], members[:, mask], deltas))
                 for name, mask in masks.items()}
-    levels = np.array(list(FPR_LEVELS.values()))
+    counts = [RankCounts.sized(i, o) for i, o in zip(n_in, n_out)]
+    levels = np.array(list(FPR_LEVELS.values()))  # stats' columns: METRIC_NAMES' order, then the point bound
     stats = np.empty((len(masks), scores.shape[0], levels.size + 3))
     base = np.cumsum([0] + [c.tp.size for c in counts])
     grids = np.concatenate([c.grids() for c in counts])
@@ -62,7 +62,7 @@ def roc_summaries(scores: np.ndarray, members: np.ndarray, masks: Mapping[str, n
         grid_at[k, :, 0], grid_at[k, :, 2] = base[k] + c.offsets[:-1], base[k] + c.offsets[1:]
         grid_at[k, :, 1] = grid_at[k, :, 0] + [rank_grid(o).size if i and o else 0
                                                for i, o in zip(c.n_in.tolist(), c.n_out.tolist())]
-    mask_rows = np.stack(list(masks.values())) if masks else np.zeros((0, scores.shape[1]), bool)
+    mask_rows = np.stack(list(masks.values()))
     deltas = np.asarray(deltas, dtype=np.float64)
     for r0 in range(0, scores.shape[0], ROWS_AT_ONCE):
         order = np.argsort(np.negative(scores[r0:r0 + ROWS_AT_ONCE]), axis=1)
