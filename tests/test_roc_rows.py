@@ -1,6 +1,7 @@
-"""roc_rows (every target's ROC from one sort) against the per-row oracle (sklearn's roc_curve through roc),
-and evaluation_result against the per-target loop it replaced: the same bits on random inputs with ties,
-infinities, tiny rows and rows without both classes."""
+"""roc_summaries (every target's metrics and ε inputs per subset: the compiled walk, or without numba the
+per-row oracles) against sklearn's roc_curve through roc and the class searches, and evaluation_result against
+the per-target loop it replaced: equal to rounding (1e-12) on random inputs with ties, infinities, tiny rows and
+rows without both classes."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from bnmem.attacks.epsilon import epsilon_summary
-from bnmem.attacks.metrics import metrics_from_roc, roc, roc_rows
+from bnmem.attacks import kernels
+from bnmem.attacks.epsilon import _point_bound, _rank_counts, _sorted_classes, epsilon_summary, rank_grid
+from bnmem.attacks.metrics import metrics_from_roc, roc
+from bnmem.attacks.per_target import roc_summaries
 from bnmem.attacks.result import evaluation_result, summarize
 from bnmem.errors import BnmemError
 
@@ -34,22 +37,45 @@ def _cases(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _same(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or a == b
+def _same(a: float, b: float, rel: float = 0.0) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= rel * max(abs(a), abs(b), 1.0)
+
+
+@pytest.fixture(params=[True, False], ids=["kernels", "numpy"])
+def kernels_on(request, monkeypatch):
+    """Each test twice: with the compiled kernels (skipped without numba) and with the plain numpy path."""
+    if request.param and kernels.compiled() is None:
+        pytest.skip("numba is not installed")
+    if not request.param:
+        monkeypatch.setattr(kernels, "compiled", lambda: None)
+    return request.param
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_roc_rows_is_roc_row_by_row_bit_for_bit(seed):
+def test_roc_summaries_are_the_per_row_oracles(seed, kernels_on):
+    """Per subset and row: the metrics of sklearn's curve of the row (to 1e-12), the counts above each rank
+    threshold as the class searches find them (exactly) and the point bound of every threshold (to 1e-12)."""
+    rng = np.random.default_rng(seed)
     for scores, members in _cases(seed):
-        rows = roc_rows(scores, members)
-        assert len(rows) == scores.shape[0]
-        for i, (fpr, tpr) in enumerate(rows):
-            ofpr, otpr = roc(scores[i], members[i])
-            assert fpr.dtype == ofpr.dtype == np.float64
-            np.testing.assert_array_equal(fpr, ofpr)
-            np.testing.assert_array_equal(tpr, otpr)
-            new, old = metrics_from_roc(fpr, tpr), metrics_from_roc(ofpr, otpr)
-            assert all(_same(new[k], old[k]) for k in old), (new, old)
+        n = scores.shape[1]
+        masks = {"all": np.ones(n, bool), "some": rng.uniform(size=n) < 0.4}
+        deltas = rng.choice([0.0, 1e-3, 0.1], scores.shape[0])
+        got = roc_summaries(scores, members, masks, deltas)
+        for sub, mask in masks.items():
+            per_row, counts = got[sub]
+            for i in range(scores.shape[0]):
+                want = metrics_from_roc(*roc(scores[i, mask], members[i, mask]))
+                assert all(_same(float(per_row[k][i]), want[k], 1e-12) for k in want), (sub, i, per_row, want)
+                s_in, s_out = _sorted_classes(scores[i, mask], members[i, mask])
+                assert (counts.n_in[i], counts.n_out[i]) == (s_in.size, s_out.size)
+                at = slice(counts.offsets[i], counts.offsets[i + 1])
+                if not (s_in.size and s_out.size):
+                    assert at.start == at.stop and math.isnan(counts.points[i])
+                    continue
+                tp, fp = _rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size))
+                np.testing.assert_array_equal(counts.tp[at], tp)
+                np.testing.assert_array_equal(counts.fp[at], fp)
+                assert _same(float(counts.points[i]), _point_bound(s_in, s_out, float(deltas[i])), 1e-12)
 
 
 def test_metrics_from_roc_still_integrates_a_falling_curve_as_sklearn_does():
@@ -57,15 +83,15 @@ def test_metrics_from_roc_still_integrates_a_falling_curve_as_sklearn_does():
     assert metrics_from_roc(fpr, tpr)["auc"] == pytest.approx(0.65)
 
 
-def test_roc_rows_refuses_what_roc_refuses():
+def test_roc_summaries_refuse_what_roc_refuses():
     with pytest.raises(BnmemError, match="NaN"):
-        roc_rows(np.array([[0.1, np.nan]]), np.array([[True, False]]))
+        roc_summaries(np.array([[0.1, np.nan]]), np.array([[True, False]]), {"all": np.ones(2, bool)}, np.ones(1))
     with pytest.raises(BnmemError, match="2-D"):
-        roc_rows(np.zeros(3), np.zeros(3, bool))
+        roc_summaries(np.zeros(3), np.zeros(3, bool), {}, np.ones(1))
 
 
 def _oracle(scores, members, targets, masks, per_target_curves=True):
-    """evaluation_result's metrics and curves as the per-target loop computed them before roc_rows."""
+    """evaluation_result's metrics and curves the per-target way: sklearn's curve of each row and of the pool."""
     metrics, curves = {}, {}
     deltas = 1.0 / np.maximum(members.sum(axis=1), 1)
     for name, s in scores.items():
@@ -96,13 +122,13 @@ def _assert_same(a, b):
         np.testing.assert_array_equal(a, b)
         assert a.dtype == b.dtype
     elif isinstance(a, float):
-        assert _same(a, b)
+        assert _same(a, b, 1e-12), (a, b)
     else:
         assert a == b
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_evaluation_result_matches_the_per_target_loop(seed):
+def test_evaluation_result_matches_the_per_target_loop(seed, kernels_on):
     rng = np.random.default_rng(seed)
     t, n = 5, 60
     members = rng.uniform(size=(t, n)) < 0.5

@@ -43,7 +43,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
-from bnmem.attacks.metrics import RankedRows, Thresholds, rank_rows
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
@@ -293,159 +292,85 @@ def _best_rows(tp: np.ndarray, fp: np.ndarray, tpr_low: np.ndarray, fpr_high: np
                 tpr_low[at].tolist(), fpr_high[at].tolist(), deltas.tolist(), sizes.tolist())]
 
 
-def chunk_point_bounds(part: RankedRows, th: Thresholds, deltas: np.ndarray) -> np.ndarray:
-    """The point bounds (:class:`EpsilonBound`'s ``eps_point``) of a chunk's rows from its raw ROC counts
-    ``th`` (:meth:`RankedRows.thresholds` with ``clip=False``); nan for a row lacking a class.
-
-    The thresholds of :func:`_point_bound` (every score of either class, and −inf) give the counts above
-    each distinct score: the ROC's points, (0, 0) and, unless a score is −inf, (n_in, n_out). Those two
-    give terms ≤ 0, so the maximum over every ROC point, floored at 0, is the same number. Both terms
-    grow with the TPR and fall with the FPR, so a point followed by members only (the next point is above
-    it) or reached by non-members only (the previous point is left of it) is never above the maximum:
-    only the staircase's upper-left corners are evaluated.
-    """
-    fp, tp = th.fps, th.tps
-    starts = th.starts
-    edge = np.zeros(fp.size, dtype=bool)  # each row's first entry (then: its last)
-    edge[starts] = True
-    later = np.empty(fp.size, dtype=bool)  # the next step adds non-members (or the row ends)
-    later[-1] = True
-    np.greater(fp[1:], fp[:-1], out=later[:-1])
-    earlier = np.empty(fp.size, dtype=bool)  # the step here added members (or the row starts)
-    earlier[0] = True
-    np.greater(tp[1:], tp[:-1], out=earlier[1:])
-    earlier |= edge
-    edge[starts] = False
-    edge[starts + th.sizes - 1] = True
-    later |= edge
-    corner = np.flatnonzero(later & earlier)  # every row has one: its first step that adds non-members
-    fp, tp = fp[corner], tp[corner]
-    k = part.values.shape[0]
-    cstarts = np.searchsorted(corner, starts)
-    rows = np.repeat(np.arange(k), np.diff(np.append(cstarts, corner.size)))
-    n_in, n_out = class_sizes(th)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a, b = _terms(tp / n_in[rows], fp / n_out[rows], deltas[rows])
-    best = np.maximum(np.maximum.reduceat(a, cstarts), np.maximum.reduceat(b, cstarts))
-    out = np.full(k, math.nan)
-    ok = (n_in > 0) & (n_out > 0)
-    out[ok] = np.maximum(best[ok], 0.0)
-    return out
-
-
 @dataclass
 class RankCounts:
-    """What the ε bounds of sorted rows need from their scores, gathered chunk by chunk from the ROC counts
-    (:meth:`bnmem.attacks.metrics.RankedRows.roc_passes`, the same pass as the curves).
+    """What the ε bounds of a set of rows (targets) read from their scores.
 
     Attributes:
-        points: [rows] each row's point bound (nan for a row lacking a class).
-        counts: row -> (n_in, n_out, tp, fp) at the rank thresholds, for the rows with both classes.
+        n_in, n_out: int64 [rows] each row's members and non-members.
+        points: float64 [rows] each row's point bound (:class:`EpsilonBound`'s ``eps_point``; nan for a row
+            lacking a class).
+        tp, fp: int64, flat: per row with both classes, the members and non-members scoring above each rank
+            threshold (:func:`_rank_counts` at its non-member ranks, then its member ranks); row r's from
+            ``offsets[r]`` to ``offsets[r + 1]``.
     """
 
+    n_in: np.ndarray
+    n_out: np.ndarray
     points: np.ndarray
-    counts: dict[int, tuple[int, int, np.ndarray, np.ndarray]]
+    tp: np.ndarray
+    fp: np.ndarray
+    offsets: np.ndarray
 
     @classmethod
-    def empty(cls, n_rows: int) -> "RankCounts":
-        return cls(np.full(n_rows, math.nan), {})
+    def sized(cls, n_in: np.ndarray, n_out: np.ndarray) -> "RankCounts":
+        """Room for rows of these class sizes (counts 0, points nan)."""
+        n_in, n_out = np.asarray(n_in, dtype=np.int64), np.asarray(n_out, dtype=np.int64)
+        sizes = [rank_grid(o).size + rank_grid(i).size if i and o else 0 for i, o in zip(n_in.tolist(), n_out.tolist())]
+        offsets = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        return cls(n_in, n_out, np.full(n_in.size, math.nan), np.zeros(offsets[-1], np.int64),
+                   np.zeros(offsets[-1], np.int64), offsets)
+
+    def grids(self) -> np.ndarray:
+        """The rank thresholds, flat like ``tp``: each row's non-member ranks, then its member ranks."""
+        parts = [np.concatenate([rank_grid(o), rank_grid(i)])
+                 for i, o in zip(self.n_in.tolist(), self.n_out.tolist()) if i and o]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     @classmethod
-    def of(cls, ranked: RankedRows, deltas: np.ndarray) -> "RankCounts":
-        """Gathered here, in a pass of their own."""
-        out = cls.empty(ranked.values.shape[0])
-        if ranked.values.shape[1]:
-            for at, part, _, raw in ranked.roc_passes():
-                out.add(at, part, raw, deltas[at:at + part.values.shape[0]])
+    def of(cls, scores: np.ndarray, members: np.ndarray, deltas: np.ndarray) -> "RankCounts":
+        """The slow, obvious way: each row's classes sorted and searched (:func:`_rank_counts`, :func:`_point_bound`)."""
+        n_in = members.sum(axis=1)
+        out = cls.sized(n_in, members.shape[1] - n_in)
+        for r in np.flatnonzero(np.diff(out.offsets)).tolist():
+            s_in, s_out = _sorted_classes(scores[r], members[r])
+            at = slice(out.offsets[r], out.offsets[r + 1])
+            out.tp[at], out.fp[at] = _rank_counts(s_in, s_out, rank_grid(s_out.size), rank_grid(s_in.size))
+            out.points[r] = _point_bound(s_in, s_out, float(deltas[r]))
         return out
 
-    def add(self, at: int, part: RankedRows, raw: Thresholds, deltas: np.ndarray) -> None:
-        """Add a chunk of rows starting at row ``at``, with its raw counts (``clip=False``) and δs."""
-        self.points[at:at + part.values.shape[0]] = chunk_point_bounds(part, raw, deltas)
-        for i, c in enumerate(chunk_rank_counts(part, raw)):
-            if c is not None:
-                self.counts[at + i] = c
 
-
-def chunk_rank_counts(part: RankedRows, th: Thresholds) -> list[tuple[int, int, np.ndarray, np.ndarray] | None]:
-    """Per row of a chunk, :func:`_rank_counts` at the rank grids (None for a row lacking a class), read off
-    the raw ROC counts ``th`` instead of searching each class's sorted scores.
-
-    Members (non-members) scoring above a threshold are those in the runs of equal scores before the run
-    holding it: the (k+1)-th largest non-member lies in the first run with more than k non-members at or
-    above it, the j-th smallest member in the first run with more than n_in − j members, and −inf (rank
-    n_out, or j = 0) above everything but a final −inf run.
-    """
-    k_rows = part.values.shape[0]
-    starts = th.starts
-    ends = starts + th.sizes
-    n_in, n_out = class_sizes(th)
-    ends_neg_inf = part.values[:, -1] == -np.inf
-    count = th.fps.dtype.type  # the counts' float type: whole numbers, exact (so are the searched ranks)
-    out: list[tuple[int, int, np.ndarray, np.ndarray] | None] = []
-    for r in range(k_rows):
-        ni, no = int(n_in[r]), int(n_out[r])
-        if not (ni and no):
-            out.append(None)
-            continue
-        # The row's own counts (increasing), searched for its ranks.
-        fps, tps = th.fps[starts[r]:ends[r]], th.tps[starts[r]:ends[r]]
-        gk, gj = rank_grid(no), rank_grid(ni)
-        above_neg_inf = fps.size - 1 if ends_neg_inf[r] else fps.size  # the run after those above −inf
-        run = np.concatenate([
-            np.where(gk < no, np.searchsorted(fps, gk.astype(count), side="right"), above_neg_inf),
-            np.where(gj >= 1, np.searchsorted(tps, (ni - gj).astype(count), side="right"), above_neg_inf),
-        ]) - 1  # the last run strictly above the threshold
-        inside = run >= 0
-        run = np.where(inside, run, 0)
-        out.append((ni, no, np.where(inside, tps[run], 0).astype(np.int64),
-                    np.where(inside, fps[run], 0).astype(np.int64)))
-    return out
-
-
-def class_sizes(th: Thresholds) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's members and non-members (int64): the counts at its last threshold, at or above every score."""
-    lasts = th.starts + th.sizes - 1
-    return th.tps[lasts].astype(np.int64), th.fps[lasts].astype(np.int64)
-
-
-def epsilon_ranked(ranked: RankedRows, deltas: np.ndarray, level: float = LEVEL,
-                   rank_counts: RankCounts | None = None, known: KnownQuantiles | None = None
-                   ) -> list[EpsilonBound]:
-    """:func:`epsilon_lower_bound` of every row of already sorted scores: the same numbers, without sorting
-    again, and the beta quantiles of all rows in one call per side.
+def epsilon_ranked(counts: RankCounts, deltas: np.ndarray, level: float = LEVEL,
+                   known: KnownQuantiles | None = None) -> list[EpsilonBound]:
+    """:func:`epsilon_lower_bound` of every row from what it reads of the scores (:class:`RankCounts`): the
+    same numbers, with the beta quantiles of all rows in one call per side.
 
     Args:
-        ranked: the targets' scores, one row each (:func:`bnmem.attacks.metrics.rank_rows`).
+        counts: the rows' class sizes, point bounds and counts at the rank thresholds.
         deltas: [rows] each target's δ.
         level: joint confidence per target.
-        rank_counts: what the bounds read from the scores when already gathered (:class:`RankCounts`, in
-            the same pass as the ROC curves); None: gathered here.
         known: the quantiles computed so far in this evaluation (:class:`KnownQuantiles`; None: none).
     """
     deltas = np.asarray(deltas, dtype=np.float64)
     for d in deltas:
         _check_delta_level(float(d), level)
-    if rank_counts is None:
-        rank_counts = RankCounts.of(ranked, deltas)
-    points, counts = rank_counts.points, rank_counts.counts
+    sizes = np.diff(counts.offsets)
+    rows = np.flatnonzero(sizes)
     done: dict[int, EpsilonBound] = {}
-    if counts:
-        sizes = [c[2].size for c in counts.values()]
-        tp, fp = (np.concatenate([c[j] for c in counts.values()]) for j in (2, 3))
-        n_in, n_out = (np.repeat([c[j] for c in counts.values()], sizes) for j in (0, 1))
-        alpha = np.repeat([(1.0 - level) / (2.0 * k) for k in sizes], sizes)
-        bounds = np.cumsum([0] + sizes)
-        row_deltas = np.repeat(deltas[list(counts)], sizes)
-        by_rank = np.repeat([rank_grid(c[1]).size for c in counts.values()], sizes)  # the non-member ranks first
-        by_rank = np.arange(tp.size) - np.repeat(bounds[:-1], sizes) < by_rank
-        tpr_low, fpr_high = _deciding_quantiles(tp, fp, n_in, n_out, alpha, row_deltas, bounds[:-1], by_rank, known)
-        rows = list(counts)
-        done = dict(zip(rows, _best_rows(tp, fp, tpr_low, fpr_high, bounds[:-1], np.array(sizes),
-                                         [c[0] for c in counts.values()], [c[1] for c in counts.values()],
-                                         deltas[rows], level, points[rows])))
-    return [done[i] if i in done else _empty_bound(ranked, i, float(deltas[i]), level)
-            for i in range(ranked.values.shape[0])]
+    if rows.size:
+        sizes, starts = sizes[rows], counts.offsets[rows]  # rows lacking a class hold no entries
+        n_in, n_out = np.repeat(counts.n_in[rows], sizes), np.repeat(counts.n_out[rows], sizes)
+        alpha = np.repeat((1.0 - level) / (2.0 * sizes), sizes)
+        n_k = np.array([rank_grid(o).size for o in counts.n_out[rows].tolist()])
+        by_rank = np.arange(counts.tp.size) - np.repeat(starts, sizes) < np.repeat(n_k, sizes)  # non-member ranks
+        tpr_low, fpr_high = _deciding_quantiles(counts.tp, counts.fp, n_in, n_out, alpha,
+                                                np.repeat(deltas[rows], sizes), starts, by_rank, known)
+        done = dict(zip(rows.tolist(), _best_rows(counts.tp, counts.fp, tpr_low, fpr_high, starts, sizes,
+                                                  counts.n_in[rows].tolist(), counts.n_out[rows].tolist(),
+                                                  deltas[rows], level, counts.points[rows])))
+    return [done[i] if i in done else
+            EpsilonBound(math.nan, math.nan, "none", 0, int(counts.n_in[i]), 0, int(counts.n_out[i]), math.nan,
+                         math.nan, float(deltas[i]), level, 0) for i in range(deltas.size)]
 
 
 # How far below a row's known term a threshold's bound from the point estimates may lie and still be
@@ -510,16 +435,9 @@ def _first_max(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.
     return np.minimum.reduceat(index, starts)
 
 
-def _empty_bound(ranked: RankedRows, i: int, delta: float, level: float) -> EpsilonBound:
-    """The nan bound of a row without members or without non-members (counts kept)."""
-    n_in = int(ranked.members[i].sum())
-    return EpsilonBound(math.nan, math.nan, "none", 0, n_in, 0, ranked.values.shape[1] - n_in, math.nan, math.nan,
-                        delta, level, 0)
-
-
 def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.ndarray | None = None,
-                    level: float = LEVEL, ranked: RankedRows | None = None,
-                    rank_counts: RankCounts | None = None, known: KnownQuantiles | None = None) -> dict[str, Any]:
+                    level: float = LEVEL, rank_counts: RankCounts | None = None,
+                    known: KnownQuantiles | None = None) -> dict[str, Any]:
     """ε lower bounds of every target, aggregated as the other attack metrics are (mean over targets).
 
     Args:
@@ -528,8 +446,8 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         delta: one δ, one per target, or None: 1/(number of examples the target trained on in
             ``members``), the δ = 1/N convention of the DP variants.
         level: joint confidence per target.
-        ranked: the same scores already sorted (:func:`bnmem.attacks.metrics.rank_rows`); None: sorted here.
-        rank_counts: what the bounds read from ``ranked``, already gathered (:class:`RankCounts`).
+        rank_counts: what the bounds read from the scores, already gathered (:class:`RankCounts`; None:
+            gathered here, row by row).
         known: the quantiles computed so far in this evaluation, shared by its calls (:class:`KnownQuantiles`).
 
     Returns:
@@ -543,11 +461,18 @@ def epsilon_summary(scores: np.ndarray, members: np.ndarray, delta: float | np.n
         raise BnmemError(f"scores {scores.shape} and members {members.shape} differ")
     t = scores.shape[0]
     if delta is None:
-        deltas = [1.0 / max(int(members[i].sum()), 1) for i in range(t)]
+        deltas = np.array([1.0 / max(int(members[i].sum()), 1) for i in range(t)])
     else:
-        deltas = list(np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)))
-    bounds = epsilon_ranked(rank_rows(scores, members) if ranked is None else ranked, np.array(deltas), level,
-                            rank_counts=rank_counts, known=known)
+        deltas = np.broadcast_to(np.asarray(delta, dtype=np.float64), (t,)).copy()
+    if rank_counts is None:
+        if np.isnan(scores).any():
+            raise BnmemError("attack scores contain NaN")
+        rank_counts = RankCounts.of(scores, members, deltas)
+    return summarize_bounds(epsilon_ranked(rank_counts, deltas, level, known=known), deltas, level)
+
+
+def summarize_bounds(bounds: list[EpsilonBound], deltas: np.ndarray, level: float) -> dict[str, Any]:
+    """:func:`epsilon_summary`'s entries from every target's bound."""
     vals = np.array([b.eps_lb for b in bounds])
     ok = vals[np.isfinite(vals)]
     keys = ("tp", "n_in", "fp", "n_out", "term", "tpr_low", "fpr_high", "eps_point")

@@ -5,6 +5,9 @@ each side's reference values once (three middle order statistics by selection, m
 the median and spread for every position a target can remove (its own value, the last model's, or none), so
 every target's fit is a look-up; the LiRA scores (online, offline, both fixed-variance forms) and RMIA's
 leave-one-out reference means follow in the same loop, with no [targets × block × views] temporaries.
+The metrics side is compiled too: :func:`roc_rows` walks each target's sorted row once per subset for its ROC
+metrics, ε point bound and rank counts, and :func:`pooled_curve` merges a subset's sorted member and
+non-member scores into its thinned pooled curve.
 
 Equal to the plain numpy path and the oracles to rounding, not bit for bit (libm's ``log``/``exp`` and
 Cody's erfcx instead of numpy's and SciPy's, sums in another order): the project's tolerance is scores within
@@ -502,42 +505,177 @@ def global_sums(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
                 sums[side, 1, t] += tot[side, 1] - (s2[drop] if drop >= 0 else 0.0)
 
 
-def row_positions(values: np.ndarray, members: np.ndarray, sig: np.ndarray, ge: np.ndarray, gt: np.ndarray,
-                  counts: np.ndarray) -> None:
-    """Per row of ``values`` [R, N] (descending) and splitter of ``sig`` [S] (distinct, descending): ge / gt
-    [R, S] the entries at or above / above it, and counts [4, S] += those entries and the members among them
-    (``members`` bool [R, N]), summed over rows. One walk of each row with the splitters: O(N + S)."""
-    rows, n = values.shape
-    for r in range(rows):
-        i = 0
-        above = 0  # members among values[r, :i]
-        for k in range(sig.size):
-            s = sig[k]
-            while i < n and values[r, i] > s:
-                above += members[r, i]
-                i += 1
-            j = i
-            at = above
-            while j < n and values[r, j] >= s:
-                at += members[r, j]
-                j += 1
-            gt[r, k] = i
-            ge[r, k] = j
-            counts[0, k] += j
-            counts[1, k] += i
-            counts[2, k] += at
-            counts[3, k] += above
-            i = j  # the next splitter is smaller: everything at or above this one is above it
-            above = at
+_BIG = 1.7976931348623157e308  # the largest float: a ROC curve sees ±inf clipped to ±_BIG
+
+
+def _eps_terms(t: int, f: int, n_in: int, n_out: int, delta: float) -> float:
+    """The larger of the ε bound's two terms at counts (t, f) from the point estimates TPR = t/n_in and
+    FPR = f/n_out (as :func:`bnmem.attacks.epsilon._terms`; −inf where neither is defined)."""
+    tpr, fpr = t / n_in, f / n_out
+    a = b = -np.inf
+    if tpr - delta > 0.0:
+        a = np.inf if fpr == 0.0 else math.log(max(tpr - delta, 1e-300)) - math.log(fpr)
+    if (1.0 - fpr) - delta > 0.0:
+        b = np.inf if tpr == 1.0 else math.log(max((1.0 - fpr) - delta, 1e-300)) - math.log(1.0 - tpr)
+    return max(a, b)
+
+
+def _roc_walk(values: np.ndarray, order: np.ndarray, members: np.ndarray, mask: np.ndarray, n_in: int,
+              n_out: int, levels: np.ndarray, gk: np.ndarray, gj: np.ndarray, delta: float, stats: np.ndarray,
+              tp: np.ndarray, fp: np.ndarray) -> None:
+    """One row and subset (see :func:`roc_rows`), walked once in descending score order."""
+    n_k = gk.size
+    f = t = 0  # non-members and members at or above the current score
+    started = False
+    raw = clip = 0.0  # the current score, and as the ROC curve sees it
+    rf = rt = 0  # the counts above the current score's run of equal (raw) scores
+    cand_f = cand_t = 0  # the last raw point, a corner of the staircase if the next step adds non-members
+    cand = False  # whether the step into it added members (or it is the first)
+    best = -np.inf
+    ik, ij = 0, gj.size - 1
+    n_pts = 0
+    f0 = t0 = f1 = t1 = 0  # the last two ROC points (clipped runs), for drop_intermediate
+    pf = pt = 0.0  # the last kept point's rates (the origin first)
+    auc, bal = 0.0, 0.5
+    for i in range(levels.size):
+        stats[2 + i] = 0.0
+    for i in range(order.size + 1):
+        last = i == order.size
+        if not last:
+            col = order[i]
+            if not mask[col]:
+                continue
+            v = values[col]
+            c = min(max(v, -_BIG), _BIG)
+        if started and (last or v != raw):  # a run of equal raw scores ends at (f, t): the ε side
+            if cand and f > cand_f:
+                best = max(best, _eps_terms(cand_t, cand_f, n_in, n_out, delta))
+            cand, cand_f, cand_t = t > rt or (rf == 0 and rt == 0), f, t
+            while ik < n_k and gk[ik] < f and gk[ik] < n_out:  # the (k+1)-th largest non-member is in this run
+                tp[ik], fp[ik] = rt, rf
+                ik += 1
+            while ij >= 0 and gj[ij] >= 1 and gj[ij] > n_in - t:  # so is the j-th smallest member
+                tp[n_k + ij], fp[n_k + ij] = rt, rf
+                ij -= 1
+            if not last:
+                rf, rt = f, t
+        if started and (last or c != clip):  # a run of equal clipped scores ends: a ROC point (f, t)
+            n_pts += 1
+            # sklearn's drop_intermediate: a point is kept where the step into it and the step out differ (the
+            # first and the last always); the previous point is decided now, the last at the end
+            keep_prev = n_pts == 2 or (n_pts > 2 and (f1 - f0 != f - f1 or t1 - t0 != t - t1))
+            for k_f, k_t, kept in ((f1, t1, keep_prev), (f, t, last)):
+                if kept:  # the trapezoid from the last kept point, the maxima, the FPR levels
+                    fpr, tpr = k_f / n_out, k_t / n_in
+                    auc += (fpr - pf) * (tpr + pt) / 2.0
+                    bal = max(bal, (tpr + 1.0 - fpr) / 2.0)
+                    for lv in range(levels.size):
+                        if fpr <= levels[lv]:
+                            stats[2 + lv] = tpr
+                    pf, pt = fpr, tpr
+            f0, t0, f1, t1 = f1, t1, f, t
+        if last:
+            break
+        started = True
+        raw, clip = v, c
+        if members[col]:
+            t += 1
+        else:
+            f += 1
+    if cand:  # the last point: no step follows
+        best = max(best, _eps_terms(cand_t, cand_f, n_in, n_out, delta))
+    above = (rf, rt) if raw == -np.inf else (f, t)  # the thresholds at −inf: everything above a final −inf run
+    while ik < n_k:
+        fp[ik], tp[ik] = above
+        ik += 1
+    while ij >= 0:
+        fp[n_k + ij], tp[n_k + ij] = above
+        ij -= 1
+    stats[0], stats[1], stats[2 + levels.size] = auc, bal, max(best, 0.0)
+
+
+def roc_rows(values: np.ndarray, order: np.ndarray, members: np.ndarray, masks: np.ndarray, r0: int,
+             n_in: np.ndarray, n_out: np.ndarray, levels: np.ndarray, grids: np.ndarray, grid_at: np.ndarray, deltas: np.ndarray,
+             stats: np.ndarray, tp: np.ndarray, fp: np.ndarray) -> None:
+    """Every row's ROC metrics and what its ε bound reads, per subset, from one walk of each row in descending
+    score order (:func:`bnmem.attacks.per_target.roc_summaries` documents the outputs).
+
+    Args:
+        values: float64 [R, N] scores (no NaN); order: int64 [K, N] the columns of rows r0..r0 + K by descending
+            score (the rows walked).
+        members: bool [R, N]; masks: bool [S, N] the subsets.
+        n_in, n_out: int64 [S, R] members and non-members of each row in each subset.
+        levels: float64 [L] the FPR levels.
+        grids: int64 flat rank grids; grid_at: int64 [S, R, 3] where row r's non-member ranks start in subset s,
+            where its member ranks start, and where they end (in ``grids``, ``tp`` and ``fp``).
+        deltas: float64 [R] each row's δ.
+        stats: float64 [S, R, L + 3] AUC, balanced accuracy, TPR at each level, the ε point bound (nan for a row
+            lacking a class); tp, fp: int64 flat, the counts above each rank threshold.
+    """
+    for s in range(masks.shape[0]):
+        for r in range(r0, r0 + order.shape[0]):
+            if n_in[s, r] == 0 or n_out[s, r] == 0:
+                stats[s, r, :] = np.nan
+                continue
+            a, b, e = grid_at[s, r]
+            _roc_walk(values[r], order[r - r0], members[r], masks[s], n_in[s, r], n_out[s, r], levels, grids[a:b],
+                      grids[b:e], deltas[r], stats[s, r], tp[a:e], fp[a:e])
+
+
+def pooled_curve(pos: np.ndarray, neg: np.ndarray, grid: np.ndarray, whole: np.ndarray, thin: np.ndarray
+                 ) -> tuple[int, int]:
+    """The ROC curve of member scores ``pos`` and non-member scores ``neg`` (each ascending, finite) with
+    sklearn's ``drop_intermediate``, and :func:`bnmem.attacks.pooled.thin_curve` of it, in one walk.
+
+    Writes (fpr, tpr) rows: the curve's first ``len(whole)`` points into ``whole``, and into ``thin``
+    [len(grid) + 2, 2] the origin, per level of ``grid`` (ascending) the last point at or below it, and the last
+    point, each once. Returns the curve's length and how many rows ``thin`` holds."""
+    n_in, n_out = pos.size, neg.size
+    i, j = n_in - 1, n_out - 1
+    f = t = n_pts = 0
+    f0 = t0 = f1 = t1 = 0  # the last two points, for drop_intermediate
+    idx = 0  # the last kept point's index on the curve (the origin is 0), and its rates
+    pf = pt = 0.0
+    whole[0, 0] = whole[0, 1] = thin[0, 0] = thin[0, 1] = 0.0
+    n_thin, thin_idx, g = 1, 0, 0
+    last = False
+    while not last:
+        v = max(pos[i] if i >= 0 else -np.inf, neg[j] if j >= 0 else -np.inf)
+        while i >= 0 and pos[i] == v:
+            t += 1
+            i -= 1
+        while j >= 0 and neg[j] == v:
+            f += 1
+            j -= 1
+        n_pts += 1
+        last = i < 0 and j < 0
+        keep_prev = n_pts == 2 or (n_pts > 2 and (f1 - f0 != f - f1 or t1 - t0 != t - t1))
+        for k_f, k_t, kept in ((f1, t1, keep_prev), (f, t, last)):
+            if not kept:
+                continue
+            fpr, tpr = k_f / n_out, k_t / n_in
+            while g < grid.size and grid[g] < fpr:  # the last point at or below the level: the previous one
+                if thin_idx != idx:
+                    thin[n_thin, 0], thin[n_thin, 1] = pf, pt
+                    n_thin, thin_idx = n_thin + 1, idx
+                g += 1
+            idx += 1
+            if idx < whole.shape[0]:
+                whole[idx, 0], whole[idx, 1] = fpr, tpr
+            pf, pt = fpr, tpr
+        f0, t0, f1, t1 = f1, t1, f, t
+    thin[n_thin, 0], thin[n_thin, 1] = pf, pt  # the last point (every level left reads it too)
+    return idx + 1, n_thin + 1
 
 
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
             "view_log_p", "_loo_log_means", "population_means", "_example_sides", "_rmia_reference_means",
-            "_add_view_terms", "score_block", "global_sums", "row_positions")
+            "_add_view_terms", "score_block", "global_sums", "_eps_terms", "_roc_walk", "roc_rows", "pooled_curve")
 
 
 # small helpers inlined into the kernels' loops
-_INLINED = ("log_ndtr", "_erf_small", "_erfcx", "_log1p", "_example_sides", "_rmia_reference_means", "_add_view_terms")
+_INLINED = ("log_ndtr", "_erf_small", "_erfcx", "_log1p", "_example_sides", "_rmia_reference_means", "_add_view_terms",
+            "_eps_terms")
 
 
 def _numba_wanted() -> bool:
@@ -569,7 +707,7 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
                 warnings.simplefilter("ignore")
                 module[name] = numba.njit(**options)(fn)
     return {name: module[name] for name in ("log_ndtr", "view_log_p", "population_means", "score_block",
-                                            "global_sums", "row_positions")}
+                                            "global_sums", "roc_rows", "pooled_curve")}
 
 
 def available() -> bool:

@@ -21,14 +21,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bnmem.attacks import spec as attack_spec
-from bnmem.attacks.epsilon import KnownQuantiles, RankCounts, epsilon_summary
-from bnmem.attacks.metrics import METRIC_NAMES, KeptPoints, RankedRows, rank_rows
-from bnmem.attacks.pooled import (  # noqa: F401 (re-exported)
-    POOLED_POINTS,
-    thin_curve,
-    thinned_pooled_curve,
-    thinned_pooled_curves,
-)
+from bnmem.attacks.epsilon import LEVEL, KnownQuantiles, epsilon_ranked, summarize_bounds
+from bnmem.attacks.metrics import METRIC_NAMES, roc
+from bnmem.attacks.per_target import roc_summaries
+from bnmem.attacks.pooled import POOLED_POINTS, pooled_curve, thin_curve  # noqa: F401 (thin_curve re-exported)
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
@@ -158,25 +154,6 @@ def settings(params: RMIAParams, population: str, shape: tuple[int, int, int], r
     return {**head, "rmia_population": population, "n_models": m, "n_examples": n, "n_views": v, **extra}
 
 
-def _curves_and_counts(view: RankedRows, deltas: np.ndarray, want_curves: bool
-                       ) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray], RankCounts]:
-    """Every target's ROC curve (when wanted), its metrics and what its ε bound reads, from one count of
-    each chunk's thresholds."""
-    rows = view.values.shape[0]
-    counts = RankCounts.empty(rows)
-    if view.values.shape[1] == 0:
-        return view.curves(), {name: np.full(rows, math.nan) for name in METRIC_NAMES}, counts
-    curves: list[tuple[np.ndarray, np.ndarray]] = []
-    parts: list[dict[str, np.ndarray]] = []
-    for at, part, clipped, raw in view.roc_passes():
-        kept = KeptPoints.of(clipped)
-        if want_curves:
-            curves += kept.curves()
-        parts.append(kept.metrics())
-        counts.add(at, part, raw, deltas[at:at + part.values.shape[0]])
-    return curves, {name: np.concatenate([p[name] for p in parts]) for name in METRIC_NAMES}, counts
-
-
 def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, targets: list[int],
                       masks: dict[str, np.ndarray], settings: dict[str, Any], *,
                       per_target_curves: bool = True, pooled_points: int | None = None) -> dict[str, Any]:
@@ -198,23 +175,14 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     known = KnownQuantiles()  # Clopper–Pearson bounds repeat across attacks (same class sizes and ranks)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
-        ranked = rank_rows(s, members)  # one sort per target serves every subset, the ε bounds and the pool
-        views = {sub: ranked.subset(mask) for sub, mask in masks.items()}
-        # The whole pooled curve needs the rows merged; a thinned one is found from counts (bnmem.attacks.pooled).
-        pool = ranked.merged() if pooled_points is None else None
-        thinned = None if pool is not None else thinned_pooled_curves(views, masks, pooled_points)
-        for sub, mask in masks.items():
-            view = views[sub]
-            per_roc, per_target, counts = _curves_and_counts(view, deltas, per_target_curves)
+        for sub, (per_target, counts) in roc_summaries(s, members, masks, deltas).items():
             metrics[name][sub] = summarize_rows(per_target)
-            metrics[name][sub].update(epsilon_summary(view.values, view.members, deltas, ranked=view,
-                                                      rank_counts=counts, known=known))
-            if pool is not None:
-                pooled = pool.subset(mask).curves()[0]
-            else:
-                pooled = thinned[sub]
-            curves[name][sub] = {"per_target": per_roc, "pooled": pooled} if per_target_curves else {"pooled": pooled}
-        del ranked, pool, view, views  # before the next attack's arrays exist
+            metrics[name][sub].update(summarize_bounds(epsilon_ranked(counts, deltas, known=known), deltas, LEVEL))
+            mask = masks[sub]
+            curves[name][sub] = {"pooled": pooled_curve(s, members, mask, pooled_points)}
+            if per_target_curves:
+                curves[name][sub] = {"per_target": [roc(row[mask], m[mask]) for row, m in zip(s, members)],
+                                     **curves[name][sub]}
     return {
         "metrics": metrics,
         "curves": curves,
