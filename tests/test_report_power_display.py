@@ -50,6 +50,8 @@ def test_mde_text_exact_and_singular_unit():
     ({"basis": "the paper's SD"}, "0.52 at 3 rep. (the paper's SD) · 80%: ~4"),
     ({"basis": ""}, "0.52 at 3 rep. · 80%: ~4"),
     ({"status": REPRODUCED}, "—"),
+    ({"mde": 0.12}, "0.52 at 3 rep. (observed SD) · 80%: ~4 · detects ≥ +0.120 at 80%"),
+    ({"mde": math.nan}, "0.52 at 3 rep. (observed SD) · 80%: ~4"),
 ])
 def test_short_text_exact(kw, expected):
     assert _cp(**kw).short_text() == expected
@@ -95,6 +97,36 @@ def test_min_detectable_is_none_where_it_does_not_apply():
     assert min_detectable("5b", [s]) is None  # a band
     assert min_detectable("6", [s]) is None  # two endpoints
     assert min_detectable("no such claim", [s]) is None
+
+
+def _layers_mde_scipy(n: int, sd: float, layers: int, alpha: float = 0.025, target: float = 0.8) -> float:
+    """Claim 4's minimum detectable mean log ratio, written out: u = ⌊L/2⌋ + 1 layers must pass a one-sided t-test
+    at α/(L − u + 1); with every layer at effect d each passes with the noncentral t's tail q(d), so the power is
+    P(Binomial(L, q(d)) ≥ u), solved for 0.8 by root finding."""
+    u = layers // 2 + 1
+    crit = sps.t.ppf(1 - alpha / (layers - u + 1), n - 1)
+
+    def f(d: float) -> float:
+        q = sps.nct.sf(crit, n - 1, d * math.sqrt(n) / sd)
+        return sps.binom.sf(u - 1, layers, q) - target
+
+    return spo.brentq(f, 1e-9, 1e3 * sd, xtol=1e-14 * sd)
+
+
+def test_min_detectable_of_claim_4_solves_the_partial_conjunction_power():
+    """Claim 4's row (the decisive study's ResNet-20 shape: 14 replicates, 12 layers, SD 0.06) states the smallest
+    common log |γ|/σ its partial-conjunction test detects at 80%, and shows it as the ratio its number is."""
+    s = SettingDesign(14, {"": 0.06}, layers=12)
+    expected = _layers_mde_scipy(14, 0.06, 12)
+    assert 0.03 < expected < 0.12
+    assert min_detectable("4", [s]) == pytest.approx(expected, rel=1e-7)
+    e = _e(n=14, sd=0.06, conditions={"replicates": list(range(14)), "n_layers": 12}, paper=None)
+    claim = SimpleNamespace(id="4", status=INCONCLUSIVE, fmt="{:.2f}".format, deciding=lambda: [e])
+    p = claim_power(claim)
+    assert p.mde == pytest.approx(math.exp(expected), rel=1e-7)
+    assert p.mde_text() == (f"80% power at 14 replicates only for an effect ≥ {math.exp(expected):.2f} |γ|/σ in "
+                            "every layer (observed spread)")
+    assert claim_power(SimpleNamespace(**{**vars(claim), "status": REPRODUCED})).mde is None
 
 
 # --- reading an evaluated claim ----------------------------------------------------------------------------

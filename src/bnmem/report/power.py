@@ -105,16 +105,19 @@ class ClaimPower:
                 f"{(self.fmt_effect or '{:+.3f}'.format)(self.mde)} ({self.basis})")
 
     def short_text(self) -> str:
-        """The headline's compact form of :meth:`text`: '0.52 at 3 rep. (observed SD) · 80%: ~4', or '—'
-        (a decided row: no power)."""
+        """The headline's compact form of :meth:`text`: '0.52 at 3 rep. (observed SD) · 80%: ~4', with
+        ' · detects ≥ +0.120 at 80%' where the row has a minimum detectable effect, or '—' (a decided row: no
+        power)."""
         if not self.shown:
             return "—"
         unit = "rep." if self.unit == "replicates" else self.unit
         basis = ("declared SD" if self.basis.startswith("declared") else
                  "observed SD" if self.basis.startswith("observed") else self.basis)
         need = f"~{self.needed}" if self.needed is not None else f"> {MAX_UNITS}"
+        mde = "" if self.mde is None or not math.isfinite(self.mde) else \
+            f" · detects ≥ {(self.fmt_effect or '{:+.3f}'.format)(self.mde)} at {POWER_TARGET:.0%}"
         return f"{self.power:.2f} at {self.n} {unit}" + (f" ({basis})" if basis else "") + \
-            f" · {POWER_TARGET:.0%}: {need}"
+            f" · {POWER_TARGET:.0%}: {need}" + mde
 
     def text(self) -> str:
         """An undecided row: the smallest effect its n could detect at 80% and the replicates the planning
@@ -237,11 +240,13 @@ def units_for(cid: str, settings: list[SettingDesign], target: float = POWER_TAR
 
 def min_detectable(cid: str, settings: list[SettingDesign], target: float = POWER_TARGET) -> float | None:
     """The smallest true effect (the same in every setting) at which claim ``cid``'s "reproduced" has
-    ``target`` power at the settings' own n and spreads: for a claim decided by one one-sided t-test on its
-    number (claims 1, 2, 3a, 3b, 7); None for the others (bands, discrete or two-endpoint rules) or where even
-    an effect of 1000 standard deviations does not reach it (fewer than 2 units)."""
+    ``target`` power at the settings' own n and spreads, in the endpoint's own scale: for a claim decided by one
+    one-sided t-test on its number (claims 1, 2, 3a, 3b, 7), and for claim 4's partial-conjunction test (the
+    mean log |γ|/σ of every layer; :func:`on_number_scale` turns it into the ratio the claim shows); None for
+    the others (bands, discrete or two-endpoint rules) or where even an effect of 1000 standard deviations does
+    not reach it (fewer than 2 units)."""
     eps = PLANNING.get(cid)
-    if not eps or len(eps) != 1 or eps[0].test != TEST_ABOVE or not settings:
+    if not eps or len(eps) != 1 or eps[0].test not in (TEST_ABOVE, TEST_LAYERS) or not settings:
         return None
     ep = eps[0]
     sds = [s.sds.get(ep.name) for s in settings]
@@ -258,6 +263,16 @@ def min_detectable(cid: str, settings: list[SettingDesign], target: float = POWE
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if power_at(mid) < target else (lo, mid)
     return hi
+
+
+def on_number_scale(cid: str, effect: float | None) -> float | None:
+    """An effect of claim ``cid``'s endpoint on the scale of the number the claim shows: claim 4's test reads the
+    mean log |γ|/σ of a layer and its row shows the ratio itself, so its effect is exponentiated; every other
+    claim's endpoint is its number."""
+    eps = PLANNING.get(cid) or ()
+    if effect is None or not eps or eps[0].test != TEST_LAYERS:
+        return effect
+    return math.exp(effect)
 
 
 def unit_of(e: Any) -> str:
@@ -292,8 +307,17 @@ def claim_power(claim: Claim) -> ClaimPower:
     undecided = status not in DECIDED
     return ClaimPower(claim.id, p, min(s.n for s in settings), units_for(claim.id, settings),
                       unit_of(ds[0]) if ds else "replicates", basis, len(settings), status=status,
-                      mde=min_detectable(claim.id, settings) if undecided else None,
-                      fmt_effect=claim.fmt)
+                      mde=on_number_scale(claim.id, min_detectable(claim.id, settings)) if undecided else None,
+                      fmt_effect=_effect_format(claim))
+
+
+def _effect_format(claim: Claim) -> Any:
+    """How an effect of this claim is written in its power text: as the claim shows its number; claim 4's, a
+    ratio, is said to hold in every layer (the simulated truth of its minimum detectable effect)."""
+    eps = PLANNING.get(claim.id) or ()
+    if eps and eps[0].test == TEST_LAYERS:
+        return lambda v: f"{claim.fmt(v)} |γ|/σ in every layer"
+    return claim.fmt
 
 
 def power_of(claim: Claim) -> ClaimPower:
