@@ -168,6 +168,7 @@ class FolderWork:
     def task_seconds(self) -> float | None:
         return 0.0
 
+
 @dataclass(frozen=True)
 class Lens:
     """A registered lens: its static :class:`LensSpec` and its runtime part.
