@@ -560,24 +560,35 @@ def _with_later_replicate(study_dir: Path, tmp_path: Path) -> tuple[Path, dict]:
     return run, later
 
 
-def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path, monkeypatch):
-    """A setting's per-cell figures are embedded for its first SHOWN_REPLICATES replicates; later replicates'
-    folders are named instead (the decisive study's 10 replicates made an 8.4 MB page). Read from the page."""
+def test_figures_of_later_replicates_are_named_not_embedded(study_dir, tmp_path):
+    """A setting's per-cell figures are embedded for its first N replicates (build_report's shown_replicates,
+    default SHOWN_REPLICATES); later replicates' folders are named instead (the decisive study's 10 replicates
+    made an 8.4 MB page). Pages built one after another in one process each show their own N, and the module's
+    default is left as it was. Read from the page."""
     import bnmem.report.results as results
 
     run, later = _with_later_replicate(study_dir, tmp_path)
+    default = results.SHOWN_REPLICATES
 
-    def memorize_section(n: int) -> str:
-        monkeypatch.setattr(results, "SHOWN_REPLICATES", n)
-        text = build_report(run, tmp_path / f"out{n}").html.read_text(encoding="utf-8")
+    def memorize_section(n: int | None) -> str:
+        out = tmp_path / f"out{n}"
+        rep = build_report(run, out) if n is None else build_report(run, out, shown_replicates=n)
+        text = rep.html.read_text(encoding="utf-8")
         start = text.index('<section id="memorization">')
         return text[start:text.index("</section>", start)]
 
-    shown = memorize_section(3)
+    shown = memorize_section(None)
     assert later["id"] in shown and "are not embedded" not in shown
+    embedded = shown.count("<h3>")
+    assert embedded >= 2  # the first cell's replicates 0 and 1 at least
     cut = memorize_section(1)
     assert "Figures of replicates 1 and later are not embedded" in cut
-    assert f"{later['id']}/memorize" in cut and "<h3>" in cut and f"· {later['id']}</h3>" not in cut
+    assert f"{later['id']}/memorize" in cut and f"· {later['id']}</h3>" not in cut
+    assert cut.count("<h3>") == embedded - 1  # replicate 1 only is left out
+    none = memorize_section(0)
+    assert "Figures of replicates 0 and later are not embedded" in none and "<h3>" not in none
+    assert memorize_section(2) == shown.replace(str(tmp_path / "outNone"), str(tmp_path / "out2"))
+    assert results.SHOWN_REPLICATES == default == 3
 
 
 def test_the_report_command_sets_how_many_replicates_are_shown(study_dir, tmp_path, capsys):
@@ -594,16 +605,13 @@ def test_the_report_command_sets_how_many_replicates_are_shown(study_dir, tmp_pa
     assert "--shown-replicates must be 0 or more" in capsys.readouterr().err
 
 
-def test_tables_and_conditions_of_later_replicates_are_left_out(study_dir, tmp_path, monkeypatch):
+def test_tables_and_conditions_of_later_replicates_are_left_out(study_dir, tmp_path):
     """Key tables and condition blocks, like figures, are shown for a setting's first replicates only (the
     decisive study's 240-replicate follow-up made a 7.3 MB page, 3.7 MB of it gradient-norm tables)."""
-    import bnmem.report.results as results
-
     run, later = _with_later_replicate(study_dir, tmp_path)
 
     def page(n: int) -> str:
-        monkeypatch.setattr(results, "SHOWN_REPLICATES", n)
-        return build_report(run, tmp_path / f"out{n}").html.read_text(encoding="utf-8")
+        return build_report(run, tmp_path / f"out{n}", shown_replicates=n).html.read_text(encoding="utf-8")
 
     every = page(3)
     assert f"{later['id']} / memorize" in every and "and later (1 cells) are not" not in every

@@ -244,3 +244,16 @@ def pilot_study(run_dir: str | Path) -> Any:
         raise BnmemError(f"{run_dir} has no readable {STUDY_FILE}: give a run directory of `bnmem run`") from None
     doc = {k: v for k, v in doc.items() if k not in (ap.RECORD_KEY, ap.CONFIRMATORY_KEY, SELECTED_RECIPES_KEY)}
     return Study.model_validate(doc)
+
+
+def pilot_jobs(run_dir: str | Path) -> list[Any]:
+    """The jobs a run directory ran, with the seeds it ran them with: a confirmatory run's derived from the key
+    its study.json records (:func:`bnmem.provenance.record_key`), so that its calibration finds the runs each
+    shared-training job wrote (``<norm>/seed<k>``) under their derived seeds."""
+    from bnmem import io
+    from bnmem.provenance import record_key
+    from bnmem.study.run import build_jobs
+
+    study = pilot_study(run_dir)  # a missing or unreadable study.json: one clear line
+    record = io.read_json(Path(run_dir) / STUDY_FILE).get(ap.CONFIRMATORY_KEY)
+    return build_jobs(study, record_key(record) if record else None)[1]

@@ -111,7 +111,13 @@ class CellWork(Protocol):
         ...
 
     def seconds_taken(self) -> float | None:
-        """The seconds its finished work recorded (None: not finished, or no seconds recorded)."""
+        """The seconds the job itself recorded when it finished (None: not finished, or no seconds recorded)."""
+        ...
+
+    def task_seconds(self) -> float | None:
+        """The seconds the tasks it gave the graph (:meth:`tasks`) recorded when they ran, summed (0.0: it gives
+        none; None: one is not finished or recorded none). A pilot's calibration counts a job as these plus
+        :meth:`seconds_taken`: the cell's whole work, as its estimate is."""
         ...
 
     def run(self, progress: bool = False, executor: Any = None) -> None:
@@ -140,7 +146,7 @@ _SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(LensSpec))
 class FolderWork:
     """The defaults a :class:`CellWork` that lives in one folder ``out`` shares (a lens's work, a recipe
     selection): bound under a run directory by replacing ``out``, no tasks of its own, writing into no other
-    job's folder, finished when its folder is marked ``DONE`` and timed by that marker."""
+    job's folder, finished when its folder is marked ``DONE`` and timed by that marker alone."""
 
     out: Path
 
@@ -158,6 +164,10 @@ class FolderWork:
 
     def seconds_taken(self) -> float | None:
         return io.done_seconds(self.out)
+
+    def task_seconds(self) -> float | None:
+        return 0.0
+
 
 @dataclass(frozen=True)
 class Lens:

@@ -14,6 +14,7 @@ from bnmem.names import REPORT_HTML, SUMMARY_CSV, SUMMARY_MD
 from bnmem.report.claims import Claim
 from bnmem.report.deciding import DECIDING_CSV, evaluate_traced
 from bnmem.report.html import render_html
+from bnmem.report.results import SHOWN_REPLICATES
 from bnmem.report.rundata import RunData, load_run
 from bnmem.report.summary import render_csv, render_markdown
 from bnmem.report.views import key_tables
@@ -33,12 +34,16 @@ class Report:
     deciding: Path | None = None
 
 
-def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Report:
+def build_report(run_dir: str | Path, out_dir: str | Path | None = None,
+                 shown_replicates: int = SHOWN_REPLICATES) -> Report:
     """Evaluate every claim and write the three report files and the deciding table (atomically).
 
     Args:
         run_dir: a study, lens, or folder-of-lenses run directory.
         out_dir: where to write (default: ``run_dir``).
+        shown_replicates: the page and summary.md show per-cell figures, key tables and conditions for each
+            setting's first this many replicates (``bnmem report --shown-replicates``); the claims, summary.csv
+            and the deciding table use every replicate.
 
     Returns:
         The :class:`Report` with the claims and the written paths.
@@ -49,10 +54,10 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Repo
     run = load_run(run_dir)
     # The claims, decided as evaluate_claims decides them, and every number they read (bnmem verify's input).
     claims, deciding = evaluate_traced(run)
-    tables = key_tables(run)
+    tables = key_tables(run, shown_replicates)
     out = io.ensure_dir(out_dir or run_dir)
     paths = out / REPORT_HTML, out / SUMMARY_MD, out / SUMMARY_CSV
-    io.write_text(paths[0], render_html(run, claims, tables))
+    io.write_text(paths[0], render_html(run, claims, tables, shown_replicates))
     io.write_text(paths[1], render_markdown(run, claims, tables))
     io.write_text(paths[2], render_csv(claims, run.plan.label, run.plan.sha256))
     return Report(run, claims, *paths, deciding=deciding.write(out / DECIDING_CSV))

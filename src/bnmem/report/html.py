@@ -19,8 +19,7 @@ from bnmem.analysis_plan import (
 from bnmem.names import FAIR_ARMS, GRADNORMS, LIRA, MEMORIZE, PAPER_PROTOCOL
 from bnmem.report.claims import Claim, conditions_text
 from bnmem.report.claims.core import direction
-from bnmem.report import results as report_results  # its SHOWN_REPLICATES, read at call time
-from bnmem.report.results import fmt, shown
+from bnmem.report.results import SHOWN_REPLICATES, fmt, shown
 from bnmem.report.rundata import LensOutput, RunData, lens_figures
 from bnmem.report.tables import Table, epochs_text
 from bnmem.report.views import LensView, outputs, sections
@@ -358,9 +357,11 @@ class Embedder:
                 w > WIDE_FIGURE_PX)
 
 
-def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | None = None) -> str:
-    """A lens's figure section (``view``: its report view): every cell's figure for this lens, or 'not run'.
-    Figures of one cell sit two per row; wide multi-panel figures span the row."""
+def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | None = None,
+                   shown_replicates: int = SHOWN_REPLICATES) -> str:
+    """A lens's figure section (``view``: its report view): the figures of each cell of a setting's first
+    ``shown_replicates`` replicates for this lens (the later ones named), or 'not run'. Figures of one cell sit
+    two per row; wide multi-panel figures span the row."""
     embed = embed or Embedder()
     sid = view.section
     out = [f'<section id="{esc(sid)}"><h2>{esc(view.heading)}</h2>']
@@ -372,8 +373,8 @@ def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | No
     out.append(f'<p class="caption">{esc(view.caption)}</p>')
     # A setting's first replicates only (bnmem.report.results.shown); the later ones are named below.
     cells = [cell for cell, _ in outputs(run, kind)]
-    later = [lens for cell, (_, lens) in zip(cells, pairs) if not shown(cell)]
-    pairs = [p for cell, p in zip(cells, pairs) if shown(cell)]
+    later = [lens for cell, (_, lens) in zip(cells, pairs) if not shown(cell, shown_replicates)]
+    pairs = [p for cell, p in zip(cells, pairs) if shown(cell, shown_replicates)]
     for i, (label, lens) in enumerate(pairs):
         figs = [f for k, n in enumerate(_figures_for(lens)) if (f := embed.figure(
             lens.figures[n], f"fig-{sid}-{i}-{k}", f"{kind}: {n}", n)) is not None]
@@ -387,7 +388,7 @@ def figure_section(run: RunData, kind: str, view: LensView, embed: Embedder | No
         out += [html_ for html_, _ in figs]
         out.append("</div>")
     if later:
-        out.append(f'<p class="note">Figures of replicates {report_results.SHOWN_REPLICATES} and later are not '
+        out.append(f'<p class="note">Figures of replicates {shown_replicates} and later are not '
                    f"embedded (the claims use every replicate); they are in their cell folders: "
                    + ", ".join(esc(lens.path) for lens in later) + "</p>")
     out.append("</section>")
@@ -461,13 +462,17 @@ def _fold(sid: str, summary: str, body: str, open_: bool = False) -> str:
             f"{body}</details>")
 
 
-def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]]) -> str:
+def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]],
+                shown_replicates: int = SHOWN_REPLICATES) -> str:
     """The whole report page: run line, headline, forest plot, lens figures, then the details folded.
 
     Args:
         run: the loaded run directory.
         claims: evaluated claims.
-        tables: section id -> key tables shown under that section's figures.
+        tables: section id -> key tables shown under that section's figures (:func:`bnmem.report.views.key_tables`
+            with the same ``shown_replicates``).
+        shown_replicates: per-cell figures, tables and conditions are shown for each setting's first this many
+            replicates (the notes under them say so); the claims use every replicate.
 
     Returns:
         The HTML document as a string.
@@ -506,11 +511,11 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
     parts += ['<section id="forest"><h2>Forest plot</h2>', forest_block(claims), "</section>"]
     embed = Embedder()
     for kind, view in page:
-        parts.append(figure_section(run, kind, view, embed))
+        parts.append(figure_section(run, kind, view, embed, shown_replicates))
         sid = view.section
         if tables.get(sid):  # the key tables of the section, folded under its figures
-            later = sum(1 for cell, _ in outputs(run, kind) if not shown(cell))
-            note = (f'<p class="note">Tables of replicates {report_results.SHOWN_REPLICATES} and later ({later} '
+            later = sum(1 for cell, _ in outputs(run, kind) if not shown(cell, shown_replicates))
+            note = (f'<p class="note">Tables of replicates {shown_replicates} and later ({later} '
                     "cells) are not shown (the claims use every replicate): summary.csv and each cell folder hold "
                     "them.</p>"
                     if later else "")
@@ -534,7 +539,7 @@ def render_html(run: RunData, claims: list[Claim], tables: dict[str, list[Table]
         _fold("claim-details", "Claim details: every evaluation", claim_details(claims)),
         _fold("plan", "Analysis plan", plan_block(plan.sha256)),
         _fold("method", "Method", method_text()),
-        full_conditions(run),
+        full_conditions(run, shown_replicates),
         "</section>",
         f"<footer>Generated by <code>bnmem report</code> {esc(__version__)} from {esc(run.root)}. "
         "Self-contained: figures are embedded; no external resources.</footer>",
@@ -567,14 +572,16 @@ def method_text() -> str:
     )
 
 
-def full_conditions(run: RunData) -> str:
-    """Each lens's complete conditions block, folded, for the reader who needs every setting."""
+def full_conditions(run: RunData, shown_replicates: int = SHOWN_REPLICATES) -> str:
+    """Each lens's complete conditions block, folded, for the reader who needs every setting (the cells of each
+    setting's first ``shown_replicates`` replicates; the later ones differ only in their seeds)."""
     out = ['<details id="all-conditions"><summary>All conditions: every lens\'s complete conditions</summary>']
-    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells if shown(cell)
+    lenses: Iterable[tuple[str, LensOutput]] = [(f"{cell.id} / {kind}", lens) for cell in run.cells
+                                                if shown(cell, shown_replicates)
                                                 for kind, lens in cell.lenses.items()]
-    later = [cell.id for cell in run.cells if not shown(cell)]
+    later = [cell.id for cell in run.cells if not shown(cell, shown_replicates)]
     if later:  # the same conditions but their seeds (study.json lists every replicate's seeds)
-        out.append(f'<p class="note">Conditions of replicates {report_results.SHOWN_REPLICATES} and later '
+        out.append(f'<p class="note">Conditions of replicates {shown_replicates} and later '
                    f"({len(later)} cells) are not repeated here: they differ from their setting's first replicates "
                    "only in their seeds (study.json lists every replicate's), and each cell folder holds its own "
                    "config.json.</p>")

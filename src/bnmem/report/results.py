@@ -76,16 +76,18 @@ class Setting:
 
 
 # Per-cell figures, key tables and condition blocks are shown for each setting's first SHOWN_REPLICATES
-# replicates only; the others are named with their folders. The claims use every replicate; what is shown is
-# what a replicate looks like, and a study with many replicates would otherwise embed every one of them (the
-# decisive study's 10 replicates: 8.4 MB of figures; its claim-2 follow-up's 240: 3.7 MB of gradient-norm
-# tables, against the page's 5 MB budget).
+# replicates only, by default (`bnmem report --shown-replicates N`: build_report's ``shown_replicates``, passed
+# down to every part of the page); the others are named with their folders. The claims use every replicate; what
+# is shown is what a replicate looks like, and a study with many replicates would otherwise embed every one of
+# them (the decisive study's 10 replicates: 8.4 MB of figures; its claim-2 follow-up's 240: 3.7 MB of
+# gradient-norm tables, against the page's 5 MB budget).
 SHOWN_REPLICATES = 3
 
 
-def shown(cell: CellOutput | None) -> bool:
-    """Whether a cell's own figures and tables are shown: a study-wide output, or one of the first replicates."""
-    return cell is None or replicate_of(cell) < SHOWN_REPLICATES
+def shown(cell: CellOutput | None, shown_replicates: int) -> bool:
+    """Whether a cell's own figures and tables are shown on a page showing each setting's first
+    ``shown_replicates`` replicates: a study-wide output, or one of those replicates."""
+    return cell is None or replicate_of(cell) < shown_replicates
 
 
 def setting_key(cell: CellOutput) -> str:

@@ -23,7 +23,7 @@ from bnmem.names import THEORY
 from bnmem.report.claims.claim4 import layer_tables
 from bnmem.report.claims.claim7 import push_tables
 from bnmem.report.memeps import epsilon_tables, memorization_score_tables
-from bnmem.report.results import shown
+from bnmem.report.results import SHOWN_REPLICATES, shown
 from bnmem.report.rundata import CellOutput, LensOutput, RunData
 from bnmem.report.tables import (
     Table, gamma_sigma_table, gradnorms_table, lens_summary_table, lira_tables, memorization_table, mitigation_table,
@@ -32,8 +32,10 @@ from bnmem.report.tables import (
 from bnmem.report import readers
 
 Row = dict[str, Any]
-# tables(run, kind) -> the section's key tables; rows(lens) -> the lens's tidy rows.
+# tables(run, kind) -> the section's key tables beyond the per-cell ones; cell_tables(cell, lens) -> one cell's;
+# rows(lens) -> the lens's tidy rows.
 TablesFn = Callable[[RunData, str], list[Table]]
+CellTablesFn = Callable[[CellOutput, LensOutput], "Table | list[Table]"]
 RowsFn = Callable[[LensOutput], Iterator[Row]]
 
 # Sections of views without a position (generic ones) come after the positioned ones, in the run's order.
@@ -48,12 +50,15 @@ class LensView:
         section: id of its HTML section (also the key of its tables in :func:`key_tables`).
         heading: the section's heading.
         caption: what its figures show (the caption under the heading).
-        tables: ``tables(run, kind)``: the key tables shown folded under its figures and in summary.md.
+        tables: ``tables(run, kind)``: the key tables shown folded under its figures and in summary.md, beyond
+            the per-cell ones (per setting, study-wide), after them.
         rows: ``rows(lens)``: its tidy rows (None: :func:`bnmem.report.readers.generic_rows`, every number);
             a lens whose spec says ``tidy=False`` contributes none whatever its view says.
         nav: the short word of the page's navigation line (default: the heading).
         always: its section is on the page also when the run lacks the lens (it then says "not run").
         position: sections are ordered by it (then by first appearance in the run).
+        cell_tables: ``cell_tables(cell, lens)``: the key tables of one cell (a table or a list of them), for the
+            cells of the replicates the page shows (:meth:`key_tables`); None: none per cell.
     """
 
     section: str
@@ -64,21 +69,19 @@ class LensView:
     nav: str = ""
     always: bool = False
     position: int = LAST
+    cell_tables: CellTablesFn | None = None
 
-
-def per_cell(table: Callable[[CellOutput, LensOutput], Table | list[Table]]) -> TablesFn:
-    """``tables`` of a view whose builder takes one (cell, lens) and returns a table or a list of them."""
-
-    def build(run: RunData, kind: str) -> list[Table]:
+    def key_tables(self, run: RunData, kind: str, shown_replicates: int = SHOWN_REPLICATES) -> list[Table]:
+        """The section's key tables: each shown cell's (:attr:`cell_tables`, for a setting's first
+        ``shown_replicates`` replicates: the claims use every replicate, the page shows the first), then
+        :attr:`tables`."""
         out: list[Table] = []
-        for cell, lens in run.lenses(kind):
-            if not shown(cell):  # a setting's later replicates: the claims use them, the page shows the first
-                continue
-            t = table(cell, lens)
-            out += t if isinstance(t, list) else [t]
-        return out
-
-    return build
+        if self.cell_tables is not None:
+            for cell, lens in run.lenses(kind):
+                if shown(cell, shown_replicates):
+                    t = self.cell_tables(cell, lens)
+                    out += t if isinstance(t, list) else [t]
+        return out + self.tables(run, kind)
 
 
 def outputs(run: RunData, kind: str) -> list[tuple[CellOutput | None, LensOutput]]:
@@ -137,9 +140,10 @@ def sections(run: RunData) -> list[tuple[str, LensView]]:
     return sorted(views, key=lambda kv: (kv[1].position, order[kv[0]]))
 
 
-def key_tables(run: RunData) -> dict[str, list[Table]]:
-    """Section id -> the key tables shown under that section's figures (sections without tables left out)."""
-    out = {view.section: view.tables(run, kind) for kind, view in sections(run)}
+def key_tables(run: RunData, shown_replicates: int = SHOWN_REPLICATES) -> dict[str, list[Table]]:
+    """Section id -> the key tables shown under that section's figures (sections without tables left out), the
+    per-cell ones for each setting's first ``shown_replicates`` replicates."""
+    out = {view.section: view.key_tables(run, kind, shown_replicates) for kind, view in sections(run)}
     return {k: v for k, v in out.items() if v}
 
 
@@ -166,7 +170,7 @@ MEMORIZE = LensView(
     "Left: accuracy on the corrupted subset (flipped labels solid, OOD dashed), which is pure memorization: "
     "nothing generalizable links those inputs to their labels. Right: clean train (dotted) and test (solid) "
     "accuracy. On clean data (no corrupted subset) only the right panel is drawn.",
-    per_cell(memorization_table), readers.memorize_rows, nav="Memorization", always=True, position=0)
+    rows=readers.memorize_rows, nav="Memorization", always=True, position=0, cell_tables=memorization_table)
 
 GRADNORMS = LensView(
     "gradnorms", "Per-sample gradient norms",
@@ -174,12 +178,12 @@ GRADNORMS = LensView(
     "the example's own loss term in a training-mode batch), a column per checkpoint epoch. Each panel: "
     "empirical CDFs of per-sample gradient norms (log axis); colour = norm, line style = subset (clean solid, "
     "noisy dashed, OOD dotted); seeds pooled. A curve further right = larger gradients.",
-    per_cell(gradnorms_table), readers.gradnorms_rows, nav="Gradient norms", always=True, position=1)
+    rows=readers.gradnorms_rows, nav="Gradient norms", always=True, position=1, cell_tables=gradnorms_table)
 
 
 def _lira_tables(run: RunData, kind: str) -> list[Table]:
-    """Per cell the attack tables, then per setting the memorization-score and ε_lb tables."""
-    return per_cell(lira_tables)(run, kind) + memorization_score_tables(run) + epsilon_tables(run)
+    """Per setting the memorization-score and ε_lb tables (after each cell's attack tables)."""
+    return memorization_score_tables(run) + epsilon_tables(run)
 
 
 LIRA = LensView(
@@ -188,12 +192,12 @@ LIRA = LensView(
     "matter), pooled over target models, per norm for all examples and for the outlier subset (on clean data: "
     "all examples only); dashed diagonal = random guessing. Further panels, where present: the memorization "
     "scores' distributions and the examples each norm memorizes most.",
-    _lira_tables, readers.lira_rows, nav="Membership inference", always=True, position=2)
+    _lira_tables, readers.lira_rows, nav="Membership inference", always=True, position=2, cell_tables=lira_tables)
 
 
 def _gamma_sigma_tables(run: RunData, kind: str) -> list[Table]:
-    """Per cell the per-layer table, then claim 7's own-loss push tables."""
-    return per_cell(gamma_sigma_table)(run, kind) + layer_tables(run) + push_tables(run)
+    """Claim 4's layer tables and claim 7's own-loss push tables (after each cell's per-layer table)."""
+    return layer_tables(run) + push_tables(run)
 
 
 GAMMA_SIGMA = LensView(
@@ -202,7 +206,8 @@ GAMMA_SIGMA = LensView(
     "channels per epoch (running σ solid, batch σ dashed; grey line = 1). Middle: the fraction of channels "
     "above 1 per epoch. Right: every channel's ratio at the final epoch (running σ, all seeds). A ratio above "
     "1 amplifies the per-step margin growth of the samples that channel carries (claim 4).",
-    _gamma_sigma_tables, readers.gamma_sigma_rows, nav="γ/σ", always=True, position=3)
+    _gamma_sigma_tables, readers.gamma_sigma_rows, nav="γ/σ", always=True, position=3,
+    cell_tables=gamma_sigma_table)
 
 
 def _theory_tables(run: RunData, kind: str) -> list[Table]:
@@ -228,4 +233,4 @@ MITIGATE = LensView(
     "the fixed epoch, hollow at the last, bars = seed min–max. Middle: memorization over training. Right, "
     "where measured: LiRA (o) and RMIA (s) AUC against test accuracy. On clean data (no corrupted subset) "
     "the two memorization panels are left out.",
-    per_cell(mitigation_table), readers.mitigate_rows, nav="Regularizer", always=True, position=5)
+    rows=readers.mitigate_rows, nav="Regularizer", always=True, position=5, cell_tables=mitigation_table)

@@ -12,6 +12,10 @@ Its seconds are ``work × step(arch) × factor`` plus its fixed seconds:
   uncalibrated); with a finished pilot run (:func:`calibrate`), per job kind, the ratio of the seconds its
   DONE markers recorded to the work of its jobs.
 
+A job's estimate covers its whole work: the tasks its cell plan gives the study's graph before it (a lira
+cell's shadow-model chunks) as well as the job itself (:mod:`bnmem.study.graph` splits it among them), and
+the calibration counts the seconds of both.
+
 Estimates are for the local executor with one worker: a study's jobs run one after another.
 """
 
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from bnmem.lenses.registry import CellWork
 from bnmem.study.dryrun import human_seconds, n_train
 from bnmem.study.run import Job
 
@@ -107,13 +112,23 @@ def estimate_seconds(jobs: list[Job], cal: Calibration | None = None) -> dict[st
     return out
 
 
+def recorded_seconds(work: CellWork) -> float | None:
+    """The seconds a finished job's whole work recorded: the job's own and those of every task it gave the graph
+    (a lira cell's training chunks), as :func:`estimate_seconds` counts it. None: not finished, or some part
+    recorded no seconds."""
+    own, tasks = work.seconds_taken(), work.task_seconds()
+    return None if own is None or tasks is None else own + tasks
+
+
 def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     """Per-kind factors from a finished pilot run: measured seconds (DONE markers) / (work × step time now).
 
-    ``jobs`` are the pilot's own planned jobs. A shared-training job's seconds are the sum of those its runs
-    recorded (each ``<norm>/seed<k>/DONE`` of its first target lens). Kinds the pilot did not finish, and
-    finished ones whose DONE recorded no seconds (runs from before it did), keep what their plans declare; the
-    source line names each kind.
+    ``jobs`` are the pilot's own planned jobs, with its seeds (:func:`bnmem.design.pilot_jobs`). A job's
+    seconds are :func:`recorded_seconds`: its own ``DONE`` marker's and its tasks' (:meth:`CellWork.task_seconds`;
+    a lira cell's shadow-model training chunks run as tasks of their own before the lens job). A shared-training
+    job's are the sum of those its runs recorded (each ``<norm>/seed<k>/DONE`` of its first target lens). Kinds
+    the pilot did not finish, and finished ones whose DONE recorded no seconds (runs from before it did), keep
+    what their plans declare; the source line names each kind.
     """
     root = Path(run_dir)
     folders = shared_folders(jobs)
@@ -123,7 +138,7 @@ def calibrate(run_dir: str | Path, jobs: list[Job]) -> Calibration:
     unclocked: set[str] = set()  # finished, but its DONE recorded no seconds (a run from before it did)
     for j in jobs:
         work_here = j.work.at(root)
-        secs = work_here.seconds_taken()
+        secs = recorded_seconds(work_here)
         if secs is None:
             if work_here.marked and work_here.finished():
                 unclocked.add(j.lens)

@@ -85,8 +85,8 @@ def _cost_text(spec, pilot: Path | None) -> str:
     cells, jobs = build_jobs(spec)
     cal = Calibration()
     if pilot is not None:
-        from bnmem.design import pilot_study
+        from bnmem.design import pilot_jobs
 
-        cal = calibrate(pilot, build_jobs(pilot_study(pilot))[1])
+        cal = calibrate(pilot, pilot_jobs(pilot))
     return "\n".join([f"cost: {len(cells)} cells, {len(jobs)} jobs", *cost_lines(jobs, estimate_seconds(jobs, cal),
                                                                                   cal.source)])

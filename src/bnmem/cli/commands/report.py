@@ -26,8 +26,8 @@ def report(run_dir: RunDir, out: ReportOut = None, shown_replicates: Shown = Non
     """
     from bnmem.auditing.html import is_audit_dir, write_audit_report
     from bnmem.errors import BnmemError
-    from bnmem.report import results as report_results
     from bnmem.report.build import build_report
+    from bnmem.report.results import SHOWN_REPLICATES
 
     if shown_replicates is not None and shown_replicates < 0:
         raise BnmemError(f"--shown-replicates must be 0 or more, got {shown_replicates}")
@@ -36,13 +36,7 @@ def report(run_dir: RunDir, out: ReportOut = None, shown_replicates: Shown = Non
         typer.echo(f"audit report: {write_audit_report(run_dir, out)}")
         return
 
-    default = report_results.SHOWN_REPLICATES
-    if shown_replicates is not None:
-        report_results.SHOWN_REPLICATES = shown_replicates  # read at call time by the page's builders
-    try:
-        rep = build_report(run_dir, out)
-    finally:
-        report_results.SHOWN_REPLICATES = default
+    rep = build_report(run_dir, out, SHOWN_REPLICATES if shown_replicates is None else shown_replicates)
     typer.echo(rep.run.plan.headline())  # the plan check the report was built with (made once per run)
     width = max(len(c.id) for c in rep.claims)
     for c in rep.claims:

@@ -55,7 +55,7 @@ from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
 from bnmem.shadow.work import LENS_SHARE_AFTER_PHASES, PHASES, ShadowWork, estimate
 from bnmem.shadow.recipe import norm_configs
-from bnmem.shadow.training import pending_specs
+from bnmem.shadow.training import chunk_dir, pending_specs
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, paired_summary as paired_differences
 from bnmem.texttable import table
@@ -257,6 +257,13 @@ class LiraWork(LensWork):
 
     def tasks(self, job_id: str, cost: float) -> list[Any]:
         return self.phases().tasks(job_id, cost)
+
+    def task_seconds(self) -> float | None:
+        """The seconds every norm's training chunks recorded in their ``DONE`` markers (with ``matched_fit``, their
+        per-epoch queries too: the same job). The query chunks and a per-norm cell's own recipe selection record
+        none and are not counted (a study's per-norm cells read their setting's selection, a job of its own)."""
+        each = [io.done_seconds(chunk_dir(self.out / norm, c)) for norm in self.cfg.norms for c in self.cfg.chunks()]
+        return None if None in each else float(sum(each))
 
     def models(self) -> float:
         # matched_fit (row 3c) queries and attacks every shadow model after every epoch as well
