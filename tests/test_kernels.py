@@ -10,6 +10,7 @@ from scipy.special import log_ndtr, logsumexp
 
 from bnmem.attacks import AttackInputs, evaluate_inputs, evaluate_stream, keep_matrix, lira_statistic
 from bnmem.attacks import kernels
+from bnmem.attacks.keep import first_k_references
 from test_attacks import synthetic
 from test_streaming import EVERY, assert_same
 
@@ -41,8 +42,9 @@ def vector_log_ndtr():
 @needs_numba
 def test_log_ndtr_is_scipys_to_rounding_over_the_whole_line(vector_log_ndtr):
     """Every region (the erfcx lower tail, erf near 0, the e^{−t²}·erfcx upper side) and far in both tails:
-    1e-12 relative wherever SciPy's value is a normal float; where it is subnormal or 0 (x > 37.5) both are
-    within 1e-300 of 0."""
+    1e-12 relative wherever SciPy's value is a normal float; where it is subnormal (37.5 < x ≤ 37.677) both
+    are within 1e-300 of 0, and 0 exactly where SciPy's is (its erfc underflows; a subnormal would break
+    SciPy's ties of saturated offline scores)."""
     rng = np.random.default_rng(0)
     x = np.concatenate([np.linspace(-40, 40, 40001), rng.normal(0, 3, 20000), -np.logspace(0, 300, 2000),
                         np.logspace(-300, 1.6, 2000), -np.logspace(-300, 0, 1000),
@@ -52,6 +54,10 @@ def test_log_ndtr_is_scipys_to_rounding_over_the_whole_line(vector_log_ndtr):
     normal = np.abs(want) >= np.finfo(float).tiny
     np.testing.assert_allclose(got[normal], want[normal], rtol=1e-12, atol=0)
     assert np.all(np.abs(got[~normal]) <= 1e-300)
+    edge = np.nextafter(37.67712072049518, np.inf)  # the first x where SciPy's value is 0
+    x = np.concatenate([x, np.nextafter(edge, -np.inf) - np.arange(5) * 1e-15, edge + np.arange(5) * 1e-15])
+    got, want = vector_log_ndtr(x), log_ndtr(x)
+    np.testing.assert_array_equal(got == 0, want == 0)
     assert vector_log_ndtr(np.array([-np.inf]))[0] == -np.inf
 
 
@@ -169,6 +175,32 @@ def test_kernels_see_a_diverged_model_and_ties_as_the_oracle_does():
     attacks = [a for a in EVERY if "fixed" not in a]
     oracle = evaluate_inputs(AttackInputs.from_phi(phi, keep), None, attacks, {})
     assert_same(oracle, evaluate_stream(phi, keep, None, attacks, {}, block=17), attacks)
+
+
+@pytest.mark.parametrize("kernels_on", [True, False])
+def test_offline_scores_saturate_and_tie_as_scipys_do(kernels_on, monkeypatch):
+    """φ so far below the OUT Gaussian that Pr[Z > φ] is 1 but for a subnormal: SciPy's log_ndtr is 0 from
+    38σ on, so members 38.1σ below tie with non-members 40σ below (offline score 0). A kernel that scored the
+    members 1e-318 ranked them above those non-members and moved the AUC by whole pairs (the demo's
+    digits-lenet-flip0.05-r1 cell, no norm: 6e-6, one pair)."""
+    if kernels_on and compiled is None:
+        pytest.skip("numba is not installed")
+    if not kernels_on:
+        monkeypatch.setattr(kernels, "compiled", lambda: None)
+    m, n = 8, 40
+    keep = keep_matrix(m, n, 5)
+    phi = np.random.default_rng(5).normal(0, 1, (m, n, 1))
+    out = first_k_references(~keep[1:], m // 2 - 1) + 1  # target 0's OUT references, as the oracle takes them
+    ref = phi[out, np.arange(n), 0]
+    member = keep[0]
+    y = np.where(member, -38.1, -40.0)
+    y[::4] = np.random.default_rng(6).normal(0, 2, n)[::4]  # the rest ranked by finite scores
+    phi[0, :, 0] = np.median(ref, axis=0) + y * np.std(ref, axis=0)
+    oracle = evaluate_inputs(AttackInputs.from_phi(phi, keep), None, ["offline"], {}, targets=[0])
+    assert (oracle["scores"]["offline"][0][y < -38] == 0).sum() >= 20  # the ties at 0 the test is about
+    stream = evaluate_stream(phi, keep, None, ["offline"], {}, targets=[0], block=13)
+    assert ("compiled kernels" in stream["settings"]["evaluator"]) == kernels_on
+    assert_same(oracle, stream, ["offline"])
 
 
 def test_no_numba_switch_turns_the_kernels_off(monkeypatch):

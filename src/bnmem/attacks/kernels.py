@@ -35,6 +35,8 @@ STD_EPS = 1e-30  # as bnmem.attacks.lira.STD_EPS (not imported: this module comp
 EXACT_BELOW = 1.0 / 16
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _SQRT1_2 = math.sqrt(0.5)
+# log of the largest float: beyond t² = this SciPy's erfc(t) (Cephes) underflows to 0, and so does log_ndtr's
+_MAXLOG = math.log(1.7976931348623157e308)
 
 
 # W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969) 631-637: the
@@ -100,7 +102,10 @@ def log_ndtr(x: float) -> float:
     With t = x/√2: x < −1: log(erfcx(−t)/2) − t² (the lower tail: erfcx is Cody's rational form, which for
     large −t is the asymptotic series 1/(√π y)·(1 − 1/(2y²) + …) summed as a rational function of 1/y², so
     nothing underflows however far out); x ≥ −1: log1p(−erfc(t)/2), Φ near 1, with erfc(t) = 1 − erf(t)
-    near 0 and e^{−t²}·erfcx(|t|) (or 2 minus that for t < 0) beyond.
+    near 0 and e^{−t²}·erfcx(|t|) (or 2 minus that for t < 0) beyond. Where t² > log(largest float)
+    (x > 37.677) erfc is 0, as SciPy's underflows: log Φ(x) = −Φ(−x) is subnormal there, and −0 (SciPy's
+    value) keeps the ties SciPy makes (offline LiRA scores 0 for every φ that far below the OUT Gaussian),
+    so a member scored 1e-318 does not outrank non-members scored 0 and move the AUC by one pair.
     """
     t = x * _SQRT1_2
     if x < -1.0:
@@ -109,6 +114,8 @@ def log_ndtr(x: float) -> float:
         erfc = 1.0 - _erf_small(t)
     elif t < 0.0:
         erfc = 2.0 - math.exp(-t * t) * _erfcx(-t)
+    elif t * t > _MAXLOG:
+        erfc = 0.0
     else:
         erfc = math.exp(-t * t) * _erfcx(t)
     return _log1p(-0.5 * erfc)
