@@ -55,7 +55,7 @@ from bnmem.data import OutlierDataset, augment
 from bnmem.data.views import View, make_views
 from bnmem.attacks.phi import phi_from_logits_block
 from bnmem.errors import BnmemError
-from bnmem.shadow.query import ModelQuery, QueryPlan, device_inputs, query_logits, query_model
+from bnmem.shadow.query import ModelQuery, QueryOptions, device_inputs, query_logits, query_model
 from bnmem.formatting import count_text
 from bnmem.version import __version__
 
@@ -367,7 +367,7 @@ class CopyQueries:
 
 def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig | CopyTraining,
                  out: Path | None = None, executor: Any = None, progress: bool = False,
-                 plan: QueryPlan = QueryPlan(), copies: CopySet | None = None,
+                 options: QueryOptions = QueryOptions(), copies: CopySet | None = None,
                  held_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> CopyQueries:
     """Train (or load) the M = ``keep.shape[0]`` shadow copies of ``model`` and query each on ``ds``.
 
@@ -382,7 +382,7 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
         executor: train the unfinished copies through it first (needs ``out``); None trains them here,
             one after another. The copies are the same either way.
         progress: progress bars.
-        plan: BN mode at query time (eval by default) and batch-mode batches.
+        options: BN mode at query time (eval by default) and batch-mode batches.
         copies: the copies' keys (:meth:`CopySet.of`), when the caller has them already.
         held_out: ``(x, y)`` of examples no copy trains on, also queried on every copy (the target-model audit).
 
@@ -401,13 +401,13 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
     for m in range(keep.shape[0]):
         net, *reset, took, now = trained_copy(model, ds, keep, training, m, out, progress, copies)
         seconds, trained = seconds + took, trained + now
-        q: ModelQuery = query_model(net.to(device), ds, views, plan, inputs)
+        q: ModelQuery = query_model(net.to(device), ds, views, options, inputs)
         phi.append(q.phi)  # φ only: a copy's full logits are C times larger
         population_phi.append(q.population_phi)
         pred.append(q.view_pred)
         accuracy.append(q.accuracy(ds, keep[m]))
         if held_out is not None:
-            held_phi.append(phi_from_logits_block(query_logits(net, held_out[0], views, plan), held_out[1].numpy()))
+            held_phi.append(phi_from_logits_block(query_logits(net, held_out[0], views, options), held_out[1].numpy()))
     return CopyQueries(views=[name for name, _ in views], phi=np.stack(phi), population_phi=np.stack(population_phi),
                        accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred), seconds=seconds,
                        trained=trained, held_out_phi=np.stack(held_phi) if held_out is not None else None)

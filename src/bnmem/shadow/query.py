@@ -87,7 +87,7 @@ EVAL_BATCH = 1024
 
 class QuerySettings(Protocol):
     """How models are queried besides the views: what :func:`query_logits` reads
-    (a :class:`~bnmem.shadow.config.ShadowConfig` is one, :class:`QueryPlan` another)."""
+    (a :class:`~bnmem.shadow.config.ShadowConfig` is one, :class:`QueryOptions` another)."""
 
     query_bn_mode: Literal["eval", "batch"]
     query_seed: int
@@ -96,7 +96,7 @@ class QuerySettings(Protocol):
 
 
 @dataclass(frozen=True)
-class QueryPlan:
+class QueryOptions:
     """Query settings without a ShadowConfig (e.g. shadow copies of a user's model).
 
     Attributes:
@@ -236,7 +236,7 @@ def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, Vie
         model: the model, on the device its queries should run on.
         ds: the dataset (training examples with the labels the models trained on, test split).
         views: ``[(name, fn)]``, one of them ``identity``.
-        settings: BN mode and batches (a :class:`~bnmem.shadow.config.ShadowConfig` or :class:`QueryPlan`).
+        settings: BN mode and batches (a :class:`~bnmem.shadow.config.ShadowConfig` or :class:`QueryOptions`).
         inputs: ``(x_train, x_test)`` already on the model's device, from :func:`device_inputs` (a caller
             querying many models moves the data once); None: moved here.
     """
