@@ -223,25 +223,48 @@ class CopySet:
         return [m for m, k in enumerate(self.keys) if out is None or not io.is_done(copy_dir(out, k))]
 
 
-def train_copy(spec: dict[str, Any]) -> dict[str, Any]:
-    """Executor job: train shadow copy ``spec["m"]`` from the architecture and data saved in ``spec["inputs"]``.
+@dataclass(frozen=True)
+class CopyJob:
+    """One shadow copy to train in an executor job (:func:`train_copy`): what any executor can ship (paths as
+    strings, the recipe typed, the user's training function by name, imported in the worker).
 
-    Plain-data spec (paths as strings), so any executor can ship it; the copy is the one
-    :func:`query_copies` would train in-process (same seed, keep row and trainer), written
-    atomically with its ``DONE`` marker last. The user's training function is imported by name.
+    Attributes:
+        m: the copy's index and seed.
+        run_dir: its folder (:func:`copy_dir`).
+        inputs: the saved model and data (``shadow/inputs.pt``).
+        train: the copies' recipe.
+        train_fn: the user's training function as 'module:function' (None: bnmem's trainer).
+        train_fn_sha256: what identifies its code (:func:`function_identity`).
+        identity: what determines the copy (``copy.json``, :func:`copy_key`).
+        train_idx: the examples it trains on (its keep row's members).
     """
-    run_dir = Path(spec["run_dir"])
+
+    m: int
+    run_dir: str
+    inputs: str
+    train: TrainConfig
+    train_fn: str | None
+    train_fn_sha256: str | None
+    identity: dict[str, Any]
+    train_idx: tuple[int, ...]
+
+
+def train_copy(job: CopyJob) -> dict[str, Any]:
+    """Executor job: train shadow copy ``job.m`` from the architecture and data saved in ``job.inputs``.
+
+    The copy is the one :func:`query_copies` would train in-process (same seed, keep row and trainer), written
+    atomically with its ``DONE`` marker last.
+    """
+    run_dir = Path(job.run_dir)
     if io.is_done(run_dir):
-        return {"m": spec["m"], "skipped": True}
+        return {"m": job.m, "skipped": True}
     # The user's own pickled module, saved from the model already loaded (trusted).
-    inputs = torch.load(spec["inputs"], weights_only=False)
-    train = TrainConfig.model_validate(spec["train"])
-    fn = import_function(spec["train_fn"]) if spec.get("train_fn") else None
-    training = CopyTraining(train, fn, spec.get("train_fn"), spec.get("train_fn_sha256"))
-    net, _, _ = fresh_copy(inputs["model"], seed=int(spec["m"]))
-    train_one(net, inputs["ds"], np.asarray(spec["train_idx"]), int(spec["m"]), training, run_dir,
-              spec["identity"], progress=False)
-    return {"m": spec["m"], "skipped": False}
+    inputs = torch.load(job.inputs, weights_only=False)
+    fn = import_function(job.train_fn) if job.train_fn else None
+    training = CopyTraining(job.train, fn, job.train_fn, job.train_fn_sha256)
+    net, _, _ = fresh_copy(inputs["model"], seed=job.m)
+    train_one(net, inputs["ds"], np.asarray(job.train_idx), job.m, training, run_dir, job.identity, progress=False)
+    return {"m": job.m, "skipped": False}
 
 
 def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, training: CopyTraining, out: Path,
@@ -252,11 +275,10 @@ def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, trainin
         return
     inputs = Path(out) / "shadow" / SHADOW_INPUTS
     io.save_torch(inputs, {"model": copy.deepcopy(model).cpu(), "ds": ds})
-    specs = [{"m": m, "run_dir": str(copy_dir(out, copies.keys[m])), "inputs": str(inputs),
-              "train": training.train.model_dump(mode="json"), "train_fn": training.fn_name,
-              "train_fn_sha256": training.fn_sha256, "identity": copies.identities[m],
-              "train_idx": np.flatnonzero(keep[m]).tolist()} for m in pending]
-    executor.map(train_copy, specs, desc="shadow copies", resources={"num_cpus": training.train.threads})
+    jobs = [CopyJob(m, str(copy_dir(out, copies.keys[m])), str(inputs), training.train, training.fn_name,
+                    training.fn_sha256, copies.identities[m], tuple(np.flatnonzero(keep[m]).tolist()))
+            for m in pending]
+    executor.map(train_copy, jobs, desc="shadow copies", resources={"num_cpus": training.train.threads})
 
 
 def train_one(net: nn.Module, ds: OutlierDataset, idx: np.ndarray, m: int, training: CopyTraining,
