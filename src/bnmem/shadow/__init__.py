@@ -46,7 +46,7 @@ Modules: :mod:`~bnmem.shadow.config` (``ShadowConfig``: the protocol of
 (layout, keep matrix, chunk jobs, loading), :mod:`~bnmem.shadow.dp` (DP-SGD chunks),
 :mod:`~bnmem.shadow.query` (views, BN mode, φ), :mod:`~bnmem.shadow.evaluate`
 (attacks over a queried directory), :mod:`~bnmem.shadow.recipe` (per-norm recipe),
-:mod:`~bnmem.shadow.work` (a cell's work planned once, as a study's graph tasks).
+:mod:`~bnmem.shadow.work` (a cell's work built once, as a study's graph tasks).
 """
 
 from bnmem.shadow.config import ShadowConfig

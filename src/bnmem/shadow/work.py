@@ -1,4 +1,4 @@
-"""One cell's shadow-model work, planned once: a :class:`ShadowWork` and the tasks it gives a job graph.
+"""One cell's shadow-model work, built once: a :class:`ShadowWork` and the tasks it gives a job graph.
 
 A study's lira cell is a chain of work: a per-norm cell's recipe selection, then every norm's training
 chunks, then their query chunks, then the lens itself (the attacks and figures over what the chunks

@@ -118,7 +118,7 @@ def train_matched_chunk(chunk: ShadowChunk) -> dict[str, Any]:
     return train_shadow_chunk(chunk, on_epoch=hook)
 
 
-# The per-epoch queries and attacks as a multiple of the lens's training (its cell plan's declared work): measured
+# The per-epoch queries and attacks as a multiple of the lens's training (what its cell work declares): measured
 # on one demo lira cell (digits LeNet, 8 shadow models per norm, 20 epochs, one thread), two pairs of runs at a
 # load of ~14 on 2 cores: 5.4 / 4.3 s of CPU without the option, 12.3 / 14.1 s with it (of which 3.2 / 3.8 s the
 # attacks at every epoch): (13.2 − 4.85) / 4.85 ≈ 1.7.
@@ -137,7 +137,7 @@ def train_matched_chunk_job(chunk: ShadowChunk) -> dict[str, Any]:
 
 
 def study_train_job(cfg: Any) -> Callable[[ShadowChunk], dict[str, Any]] | None:
-    """The cell plan's training job when the option is on (None: the shadow engine's own)."""
+    """The cell work's training job when the option is on (None: the shadow engine's own)."""
     return train_matched_chunk_job if getattr(cfg, MATCHED_FIT_OPTION, False) else None
 
 

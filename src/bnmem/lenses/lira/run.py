@@ -251,7 +251,7 @@ class LiraWork(LensWork):
     lens_share = LENS_SHARE_AFTER_PHASES
 
     def phases(self) -> ShadowWork:
-        """The shadow engine's plan of this cell, training with the per-epoch queries when ``matched_fit`` is
+        """The shadow engine's work in this cell, training with the per-epoch queries when ``matched_fit`` is
         on (the same chunks; a job that also queries after every epoch)."""
         return ShadowWork.of(self.cfg, self.out, train=study_train_job(self.cfg))
 
