@@ -255,7 +255,7 @@ def test_selection_through_the_ensemble_equals_one_by_one(ds64, tmp_path):
 
 
 def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
-    """Asking for pending work never trains: the cell plan's recipe job selects, then its training chunks use
+    """Asking for pending work never trains: the cell work's recipe job selects, then its training chunks use
     it (each a norm's typed config with the selected learning rate)."""
     from bnmem.lenses.lira import LiraConfig
     from bnmem.shadow.work import ShadowWork

@@ -7,7 +7,7 @@ so a job's result does not depend on ``workers``.
 
 Worker processes are spawned (a fresh interpreter each), or, on Linux when the caller names modules to ``preload``,
 forked from a fork server that imported those modules once: two workers then pay one import of torch
-instead of two, and the server, started when the executor is made, imports while the caller still plans.
+instead of two, and the server, started when the executor is made, imports while the caller still builds its jobs.
 A fork is safe only from a process without threads that a fork would break (torch's intra-op pool, a
 jemalloc background thread); the server runs no job and imports only what it is given, which is why the
 preloaded modules must start no thread besides the BLAS pools (their at-fork handlers stop them):
