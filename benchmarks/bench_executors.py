@@ -39,7 +39,7 @@ import torch  # noqa: E402
 
 from bnmem.executors import Executor, get_executor  # noqa: E402
 from bnmem.lenses.lira.config import LiraConfig  # noqa: E402
-from bnmem.shadow.training import pending_specs, train_shadow_chunk  # noqa: E402
+from bnmem.shadow.training import pending_chunks, train_shadow_chunk  # noqa: E402
 
 
 def _config(chunks: int, chunk_size: int, epochs: int) -> LiraConfig:
@@ -53,7 +53,7 @@ def _config(chunks: int, chunk_size: int, epochs: int) -> LiraConfig:
 
 def _run(ex: Executor, cfg: LiraConfig, root: Path, tag: str) -> float:
     """Seconds for one map over every chunk, into a fresh directory."""
-    specs = pending_specs(cfg, "batch", root / tag)
+    specs = pending_chunks(cfg, "batch", root / tag)
     t0 = time.perf_counter()
     ex.map(train_shadow_chunk, specs, desc=tag, resources={"num_cpus": cfg.train.threads})
     return time.perf_counter() - t0

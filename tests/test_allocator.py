@@ -52,6 +52,6 @@ def test_every_study_job_sets_it(tmp_path, monkeypatch):
 
     monkeypatch.setattr(shadow_work, "keep_freed_memory", lambda: calls.append(2))
     for fn in (shadow_work.select_recipe_job, shadow_work.train_chunk_job, shadow_work.query_chunk_job):
-        with pytest.raises(KeyError):  # an empty spec: the engine's job fails after the setting
-            fn({})
+        with pytest.raises(AttributeError):  # no chunk (or work): the engine's job fails after the setting
+            fn(None)
     assert calls == [1, 2, 2, 2]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import pickle
 from functools import partial
 from pathlib import Path
 
@@ -81,29 +82,29 @@ def test_a_finished_cell_loads_nothing_and_lists_nothing(counted_run, monkeypatc
     cfg = _config()
     loaded.forget()
     monkeypatch.setattr(loaded, "load_dataset", lambda cfg: pytest.fail("a finished chunk loaded the data"))
-    spec = training.chunk_spec(cfg, "batch", out / "batch", cfg.chunks()[0])
-    assert query.query_shadow_chunk(spec)["skipped"] is True
-    assert training.train_shadow_chunk(spec)["skipped"] is True
-    plan = ShadowWork.of(cfg, out)
-    assert plan.recipe_specs() == plan.train_specs() == plan.query_specs() == []
+    chunk = training.ShadowChunk.of(cfg, "batch", out / "batch", cfg.chunks()[0])
+    assert query.query_shadow_chunk(chunk)["skipped"] is True
+    assert training.train_shadow_chunk(chunk)["skipped"] is True
+    work = ShadowWork.of(cfg, out)
+    assert work.recipe_specs() == work.train_specs() == work.query_specs() == []
 
 
 def test_chunk_jobs_receive_the_typed_config_and_never_validate_it(tmp_path, monkeypatch):
-    """The plan validated the config once; its chunk specs carry that object, and a job does not validate."""
+    """The work validated the config once; its chunks carry that object, and a job does not validate."""
     from bnmem.shadow.config import ShadowConfig
 
     cfg = _config()
-    plan = ShadowWork.of(cfg, tmp_path)
-    specs = plan.train_specs()
-    assert len(specs) == 4 and all(s["config"] is cfg for s in specs)
+    work = ShadowWork.of(cfg, tmp_path)
+    chunks = work.train_specs()
+    assert len(chunks) == 4 and all(c.config is cfg for c in chunks)
 
     def refuse(*a, **k):
         raise AssertionError("a chunk job validated its config again")
 
     monkeypatch.setattr(ShadowConfig, "model_validate", classmethod(refuse))
     monkeypatch.setattr(LiraConfig, "model_validate", classmethod(refuse))
-    assert training.train_shadow_chunk(specs[0])["skipped"] is False
-    assert query.query_shadow_chunk({**specs[0]})["skipped"] is False
+    assert training.train_shadow_chunk(chunks[0])["skipped"] is False
+    assert query.query_shadow_chunk(pickle.loads(pickle.dumps(chunks[0])))["skipped"] is False  # as a worker gets it
 
 
 # --- worker processes ----------------------------------------------------------------------------

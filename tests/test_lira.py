@@ -338,7 +338,7 @@ class RecordingExecutor(Executor):
 
     def __init__(self, fail_after: int | None = None):
         self.fail_after = fail_after
-        self.specs: list[dict] = []
+        self.specs: list = []
 
     def map(self, fn, specs, desc="jobs", resources=None):
         results = []
@@ -362,7 +362,7 @@ def test_resume_after_crash_trains_only_missing_chunks(reference_run, tmp_path):
     before = {p: p.stat().st_mtime_ns for c in done for p in chunk_dir(out / "batch", c).iterdir()}
     again = RecordingExecutor()
     train_and_query(cfg, out, again)
-    assert [s["models"] for s in again.specs] == cfg.chunks()[2:]
+    assert [list(s.models) for s in again.specs] == cfg.chunks()[2:]
     assert {p: p.stat().st_mtime_ns for p in before} == before  # finished chunks untouched
     for name in ("phi", "population_phi", "keep", "labels"):
         a, b = np.load(reference_run / "batch" / f"{name}.npy"), np.load(out / "batch" / f"{name}.npy")

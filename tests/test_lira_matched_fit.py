@@ -21,7 +21,7 @@ from bnmem.lenses.lira import LiraConfig, run_lira
 from bnmem.lenses.lira.matched_fit import MATCHED_DIR, train_matched_chunk
 from bnmem.names import LIRA
 from bnmem.report.claims import claim3c, evaluate_rule
-from bnmem.shadow.training import chunk_spec
+from bnmem.shadow.training import ShadowChunk
 from bnmem.train.ensemble import train_models
 
 from synthetic_runs import make_cell, make_run
@@ -184,10 +184,10 @@ def test_matched_fit_needs_six_models_and_refuses_chunks_trained_without_it(tmp_
     out = tmp_path / "lira"
     run_lira(cfg.model_copy(update={"norms": ["none"], "train": cfg.train.model_copy(update={"epochs": 1})}),
              out, progress=False)
-    spec = chunk_spec(cfg.model_copy(update={"train": cfg.train.model_copy(update={"epochs": 1})}), "none",
-                      out / "none", [0, 1, 2, 3])
+    chunk = ShadowChunk.of(cfg.model_copy(update={"train": cfg.train.model_copy(update={"epochs": 1})}), "none",
+                           out / "none", [0, 1, 2, 3])
     with pytest.raises(BnmemError, match="trained without the per-epoch queries"):
-        train_matched_chunk(spec)
+        train_matched_chunk(chunk)
     assert not (out / "none" / MATCHED_DIR).exists()
 
 

@@ -1,5 +1,6 @@
 """The local executor: in-process and with worker processes give the same bits."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -43,17 +44,32 @@ def test_bad_worker_count():
         get_executor("local", workers=0)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Job:
+    i: int
+    progress: bool = True
+
+
 def _progress_of(spec):
-    return {"progress": spec.get("progress")}
+    return {"progress": spec.progress if isinstance(spec, _Job) else spec.get("progress")}
 
 
 def test_worker_children_are_quiet():
     """With worker processes the children draw no per-model bars (they would overwrite the job bar and each
-    other): their specs arrive with progress off; in-process jobs keep what they were given."""
-    specs = [{"progress": True, "i": i} for i in range(3)]
+    other): their specs (dicts or dataclasses, as a shadow chunk) arrive with progress off; in-process jobs
+    keep what they were given."""
+    specs = [{"progress": True, "i": 0}, _Job(1), {"progress": True, "i": 2}]
     assert get_executor("local", progress=False, workers=2).map(_progress_of, specs) == [{"progress": False}] * 3
     assert get_executor("local", progress=False, workers=1).map(_progress_of, specs) == [{"progress": True}] * 3
-    assert specs[0]["progress"] is True  # the caller's specs are not modified
+    assert specs[0]["progress"] is True and specs[1].progress is True  # the caller's specs are not modified
+
+
+def test_quiet_leaves_a_spec_without_progress_alone():
+    from bnmem.executors.base import quiet
+
+    assert quiet(_Job(0)) == _Job(0, progress=False) and type(quiet(_Job(0))) is _Job
+    no_bar = {"i": 1}
+    assert quiet(no_bar) is no_bar and quiet(dataclasses.replace) is dataclasses.replace
 
 
 def _pid(spec):

@@ -255,7 +255,7 @@ def test_selection_through_the_ensemble_equals_one_by_one(ds64, tmp_path):
 
 
 def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
-    """Asking for pending work never trains: the cell plan's recipe job selects, then its training chunks use
+    """Asking for pending work never trains: the cell work's recipe job selects, then its training chunks use
     it (each a norm's typed config with the selected learning rate)."""
     from bnmem.lenses.lira import LiraConfig
     from bnmem.shadow.work import ShadowWork
@@ -263,26 +263,26 @@ def test_study_phases_train_each_norm_with_its_selected_recipe(tmp_path):
     data = DataConfig(dataset="digits", label_noise=0.05, train_size=200, val_fraction=0.2, seed=0)
     cfg = LiraConfig(data=data, shadow_models=4, chunk_size=4, recipe="per-norm", lr_grid=[0.01, 0.1],
                      train=TrainConfig(epochs=1, batch_size=32))
-    plan = ShadowWork.of(cfg, tmp_path)
-    assert plan.train_specs() == [] and plan.query_specs() == []  # before the selection: nothing pending
+    work = ShadowWork.of(cfg, tmp_path)
+    assert work.train_specs() == [] and work.query_specs() == []  # before the selection: nothing pending
     assert not (tmp_path / "recipe").exists()
-    select, _, _ = plan.tasks("cell/lira", 1.0)
-    jobs = plan.recipe_specs()
+    select, _, _ = work.tasks("cell/lira", 1.0)
+    jobs = work.recipe_specs()
     assert len(jobs) == 1 and not (tmp_path / "recipe").exists()
     select.fn(jobs[0])
-    assert plan.recipe_specs() == []  # selected: nothing left in this phase
-    specs = plan.train_specs()
+    assert work.recipe_specs() == []  # selected: nothing left in this phase
+    chunks = work.train_specs()
     import json
 
     sel = json.loads((tmp_path / "recipe" / recipe.RECIPE_FILE).read_text())  # the recipe job's selection
-    assert sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]" and len(specs) == 2
-    for spec in specs:
-        assert spec["config"].train.lr == sel["per_norm"][spec["norm"]]["lr"]
+    assert sel["trained_on"] == "the IN halves of shadow models [0, 1, 2]" and len(chunks) == 2
+    for chunk in chunks:
+        assert chunk.config.train.lr == sel["per_norm"][chunk.norm]["lr"]
     # the selection the lens makes with the data loaded resolves each norm's config the same way
     from bnmem.data import load_dataset
     from bnmem.shadow.recipe import norm_configs
 
-    assert {s["norm"]: s["config"] for s in specs} == norm_configs(cfg, load_dataset(data), tmp_path)[0]
+    assert {c.norm: c.config for c in chunks} == norm_configs(cfg, load_dataset(data), tmp_path)[0]
 
 
 def test_a_lens_spec_says_whether_it_takes_a_recipe_as_its_config_does():

@@ -14,7 +14,7 @@ from bnmem.attacks import keep_matrix
 from bnmem.config import DataConfig, TrainConfig
 from bnmem.data import load_dataset
 from bnmem.shadow.copies import copy_views, fresh_copy, query_copies
-from bnmem.shadow.query import QueryPlan, query_model
+from bnmem.shadow.query import QueryOptions, query_model
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_query_model_matches_a_plain_forward_pass(ds):
     net = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 10))
     net(ds.x_train)  # training-mode pass: running statistics move away from their initial values
     views = [("identity", lambda x: x), ("negated", lambda x: -x)]
-    q = query_model(net, ds, views, QueryPlan())
+    q = query_model(net, ds, views, QueryOptions())
     net.eval()
     with torch.no_grad():
         expect = torch.stack([net(fn(ds.x_train)) for _, fn in views], dim=1).numpy()

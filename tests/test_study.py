@@ -323,6 +323,7 @@ def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
     """One worker runs the study's graph level by level: each chunk phase is one map over every cell's pending
     chunks (what puts them all in flight on a cluster); the lens jobs then find them finished."""
     from bnmem.executors.local import LocalExecutor
+    from bnmem.shadow.training import ShadowChunk
     from bnmem.study import run_study
 
     study = Study.model_validate({**TINY, "lenses": {"lira": {"shadow_models": 4, "chunk_size": 2}}})
@@ -331,8 +332,8 @@ def test_phases_are_submitted_for_all_cells_at_once(tmp_path):
     class Recording(LocalExecutor):
         def map(self, fn, specs, desc="jobs", resources=None):
             job = fn.args[0]  # the graph's guarded(job, spec)
-            # a chunk's spec names its norm's folder; a study job is bound to the run directory
-            cells = sorted({s["run_dir"].split("/")[-3] if isinstance(s, dict) else s.work.out.parts[-2]
+            # a chunk names its norm's folder; a study job is bound to the run directory
+            cells = sorted({s.run_dir.split("/")[-3] if isinstance(s, ShadowChunk) else s.work.out.parts[-2]
                             for s in specs})
             calls.append((job.__name__, cells, len(specs)))
             return super().map(fn, specs, desc, resources)

@@ -96,8 +96,10 @@ def _block_moments(k: np.ndarray, mean: np.ndarray, m2: np.ndarray) -> tuple[np.
     return k * b * v, bmean, bm2
 
 
-class _Plan:
-    """Per-target reference counts and, for each block, the removed positions per side."""
+class _LeaveOneOutIndex:
+    """The leave-one-out index tables of one evaluation: the targets and the keep matrix, and per target its
+    smallest reference counts once it is removed (``k_in``, ``k_out``, over examples); for a balanced keep
+    (every example IN for the same number of models) the column counts ``c_in``, ``c_out``."""
 
     def __init__(self, keep: np.ndarray, targets: np.ndarray):
         self.keep = keep
@@ -171,8 +173,8 @@ def evaluate_stream(
     params, attacks, masks = check_request(rmia_params, attacks, subsets, n)
     targets = check_targets(targets, m)
     tgt = np.asarray(targets, dtype=np.intp)
-    plan = _Plan(keep, tgt)
-    check_references(attacks, plan.k_in, plan.k_out, m - 1)
+    loo = _LeaveOneOutIndex(keep, tgt)
+    check_references(attacks, loo.k_in, loo.k_out, m - 1)
     pop_source = _population_source(population_phi, population_ids, m, n, v)
     if block is None:
         block = max(1, WORK_ELEMENTS // max(1, len(tgt) * v))
@@ -182,7 +184,7 @@ def evaluate_stream(
     onlines = {name: params.online if name == "rmia" else False for name in attacks
                if attack_spec.get(name).family == "rmia"}
     ratios = None if any(not o and params.a is None for o in onlines.values()) else onlines
-    scores, rmia_refs = _block_scores(source, plan, attacks, block, ratios, params.a)
+    scores, rmia_refs = _block_scores(source, loo, attacks, block, ratios, params.a)
 
     chosen = _rmia_into(scores, rmia_refs, onlines, ratios is not None, keep, tgt, pop_source, params)
     del rmia_refs  # [M, N] and 2 × [T, N]: not held while the metrics are computed
@@ -194,8 +196,8 @@ def evaluate_stream(
     run_settings = settings(
         params, population, (m, n, v),
         rmia_a="selected per target on a stand-in reference model" if params.a is None else "fixed",
-        evaluator="streaming leave-one-out" + (", compiled kernels" if plan.balanced and kernels.available()
-                                               else " (unbalanced keep: per-target gather)" if not plan.balanced
+        evaluator="streaming leave-one-out" + (", compiled kernels" if loo.balanced and kernels.available()
+                                               else " (unbalanced keep: per-target gather)" if not loo.balanced
                                                else ", numpy (per-target gather)"),
         **chosen)
     return evaluation_result({a: scores[a] for a in attacks}, keep[tgt], targets, masks, run_settings,
@@ -235,7 +237,7 @@ def _population_source(population_phi: PhiSource | np.ndarray | None, population
     return pop_source
 
 
-def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int,
+def _block_scores(source: PhiSource, loo: _LeaveOneOutIndex, attacks: list[str], block: int,
                   ratios: dict[str, bool] | None = None, rmia_a: float | None = None
                   ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
     """One pass over the blocks of examples (after the fixed-variance pass, when needed).
@@ -253,11 +255,11 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     wanted = set(attacks)
     _, _, fixed, rmia = _kinds(wanted)
     starts = list(range(0, n, block))
-    kern = kernels.compiled() if plan.balanced else None
-    t_count = len(plan.targets)
+    kern = kernels.compiled() if loo.balanced else None
+    t_count = len(loo.targets)
     sd_in = sd_out = None
     if fixed and n:
-        sd_in, sd_out = _global_spreads(source, plan, starts, block, n, kern)
+        sd_in, sd_out = _global_spreads(source, loo, starts, block, n, kern)
     fused = [a for a in attacks if a in kernels.KERNEL_ATTACKS] if kern is not None else []
     packed = np.empty((len(fused), t_count, n))
     scores = {a: packed[i] for i, a in enumerate(fused)}
@@ -274,7 +276,7 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
     for a0 in starts:
         chunk = source.read(a0, min(n, a0 + block))
         b = a0 + chunk.shape[1]
-        keep_blk = np.ascontiguousarray(plan.keep[:, a0:b])  # contiguous: one compiled signature
+        keep_blk = np.ascontiguousarray(loo.keep[:, a0:b])  # contiguous: one compiled signature
         lp_blk = means = None
         if kern is not None:
             loss = loss_from_phi(chunk) if rmia or shared_loss else None
@@ -284,13 +286,13 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
                 kern["view_log_p"](loss, np.exp(p, out=p), lp_blk)
                 del p
             means = np.empty((t_count, b - a0)), np.empty((t_count, b - a0))
-            kern["score_block"](chunk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
-                                plan.k_out.astype(np.int64), zeros if sd_in is None else sd_in,
+            kern["score_block"](chunk, keep_blk, loo.targets.astype(np.int64), loo.k_in.astype(np.int64),
+                                loo.k_out.astype(np.int64), zeros if sd_in is None else sd_in,
                                 zeros if sd_out is None else sd_out, slots, packed, a0, lp_blk, *means)
             if shared_loss:
-                np.negative(plan.targets_of(loss).mean(axis=2), out=scores["loss"][:, a0:b])  # −mean: exactly
+                np.negative(loo.targets_of(loss).mean(axis=2), out=scores["loss"][:, a0:b])  # −mean: exactly
         if others or (rmia and kern is None):
-            lp_np, means_np = _numpy_block(chunk, keep_blk, plan, others, sd_in, sd_out, scores, a0, b,
+            lp_np, means_np = _numpy_block(chunk, keep_blk, loo, others, sd_in, sd_out, scores, a0, b,
                                            bool(rmia) and kern is None)
             if kern is None:
                 lp_blk, means = lp_np, means_np
@@ -298,26 +300,26 @@ def _block_scores(source: PhiSource, plan: _Plan, attacks: list[str], block: int
             continue
         if ratios is not None:
             for name, online in ratios.items():
-                np.subtract(plan.targets_of(lp_blk), _rmia_marginal(*means, online, rmia_a), out=scores[name][:, a0:b])
+                np.subtract(loo.targets_of(lp_blk), _rmia_marginal(*means, online, rmia_a), out=scores[name][:, a0:b])
         else:
             lp_all, lmean_in, lmean_out = rmia_refs
             lp_all[:, a0:b], lmean_in[:, a0:b], lmean_out[:, a0:b] = lp_blk, means[0], means[1]
     return scores, rmia_refs
 
 
-def _numpy_block(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, names: list[str],
+def _numpy_block(phi_blk: np.ndarray, keep_blk: np.ndarray, loo: _LeaveOneOutIndex, names: list[str],
                  sd_in: np.ndarray | None, sd_out: np.ndarray | None, scores: dict[str, np.ndarray], a: int, b: int,
                  rmia: bool) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray] | None]:
     """The plain numpy path on one block: the ``names`` attacks' scores into columns a..b of ``scores``, and
     (``rmia``) the block's view-averaged log p_y [M, B] and the targets' reference means ([T, B] each)."""
     if names:
-        view = Block(plan.targets_of(phi_blk), _fits(phi_blk, keep_blk, plan, set(names)), sd_in, sd_out)
+        view = Block(loo.targets_of(phi_blk), _fits(phi_blk, keep_blk, loo, set(names)), sd_in, sd_out)
         for name in names:
             scores[name][:, a:b] = attack_spec.get(name).stream(view).mean(axis=2)
     if not rmia:
         return None, None
     lp_blk = view_log_mean(-loss_from_phi(phi_blk))
-    return lp_blk, (_gathered(lp_blk, keep_blk, plan, True, _log_mean), _gathered(lp_blk, keep_blk, plan, False,
+    return lp_blk, (_gathered(lp_blk, keep_blk, loo, True, _log_mean), _gathered(lp_blk, keep_blk, loo, False,
                                                                                   _log_mean))
 
 
@@ -354,27 +356,27 @@ def _log_mean(log_vals: np.ndarray) -> np.ndarray:
     return logsumexp(log_vals, axis=0) - np.log(log_vals.shape[0])
 
 
-def _fits(phi_blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, wanted: set[str]) -> dict[str, np.ndarray]:
+def _fits(phi_blk: np.ndarray, keep_blk: np.ndarray, loo: _LeaveOneOutIndex, wanted: set[str]) -> dict[str, np.ndarray]:
     """Each target's leave-one-out medians and spreads [T, B, V] per side, as the wanted attacks need them."""
     fitted, per_example, _, _ = _kinds(wanted)
     out = {}
     for member, tag in ((True, "in"), (False, "out")):
         needs = wanted & attack_spec.needing(tag) & fitted
         if needs:
-            out[f"med_{tag}"] = _gathered(phi_blk, keep_blk, plan, member, lambda vals: np.median(vals, axis=0))
+            out[f"med_{tag}"] = _gathered(phi_blk, keep_blk, loo, member, lambda vals: np.median(vals, axis=0))
         if needs & per_example:  # fixed-variance attacks use the global spread
-            out[f"sd_{tag}"] = _gathered(phi_blk, keep_blk, plan, member, lambda vals: np.std(vals, axis=0))
+            out[f"sd_{tag}"] = _gathered(phi_blk, keep_blk, loo, member, lambda vals: np.std(vals, axis=0))
     return out
 
 
-def _gathered(blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool, reduce) -> np.ndarray:
+def _gathered(blk: np.ndarray, keep_blk: np.ndarray, loo: _LeaveOneOutIndex, member: bool, reduce) -> np.ndarray:
     """``reduce`` over each target's references on a side, gathered the oracle's way (every model but the
     target, each example's first k on the side in model order): [T, B, ...] (−inf where it has none, for
     RMIA's log means; never read by a LiRA attack, which needs at least one)."""
     cols = np.arange(blk.shape[1])
-    ks = plan.k_in if member else plan.k_out
-    out = np.full((len(plan.targets),) + blk.shape[1:], -np.inf)
-    for i, target in enumerate(plan.targets):
+    ks = loo.k_in if member else loo.k_out
+    out = np.full((len(loo.targets),) + blk.shape[1:], -np.inf)
+    for i, target in enumerate(loo.targets):
         if ks[i] < 1:
             continue
         refs = np.array([r for r in range(blk.shape[0]) if r != target], dtype=np.intp)
@@ -383,31 +385,31 @@ def _gathered(blk: np.ndarray, keep_blk: np.ndarray, plan: _Plan, member: bool, 
     return out
 
 
-def _global_spreads(source: PhiSource, plan: _Plan, starts: list[int], block: int, n: int,
+def _global_spreads(source: PhiSource, loo: _LeaveOneOutIndex, starts: list[int], block: int, n: int,
                     kern: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
     """Each target's std over all its IN (OUT) reference values, examples and views (first pass): from sums
     of the values shifted by one constant (the first block's mean, so the variance does not cancel) in the
     kernel, or merged block by block from the gathered references' moments (Chan et al.)."""
-    t = len(plan.targets)
+    t = len(loo.targets)
     sums = np.zeros((2, 2, t))  # [IN / OUT, Σ / Σ², target]
     acc = {True: _Moments(t), False: _Moments(t)}
     shift = None
     for a in starts:
         b = min(n, a + block)
-        phi_blk, keep_blk = source.read(a, b), np.ascontiguousarray(plan.keep[:, a:b])
+        phi_blk, keep_blk = source.read(a, b), np.ascontiguousarray(loo.keep[:, a:b])
         if kern is None:
             for member in (True, False):
-                mean = _gathered(phi_blk, keep_blk, plan, member, lambda vals: vals.mean(axis=0))
-                m2 = _gathered(phi_blk, keep_blk, plan, member, lambda vals: ((vals - vals.mean(axis=0)) ** 2).sum(0))
-                acc[member].add(*_block_moments(np.asarray(plan.k_in if member else plan.k_out, float), mean, m2))
+                mean = _gathered(phi_blk, keep_blk, loo, member, lambda vals: vals.mean(axis=0))
+                m2 = _gathered(phi_blk, keep_blk, loo, member, lambda vals: ((vals - vals.mean(axis=0)) ** 2).sum(0))
+                acc[member].add(*_block_moments(np.asarray(loo.k_in if member else loo.k_out, float), mean, m2))
             continue
         shift = float(phi_blk.mean()) if shift is None else shift
-        kern["global_sums"](phi_blk, keep_blk, plan.targets.astype(np.int64), plan.k_in.astype(np.int64),
-                            plan.k_out.astype(np.int64), shift, sums)
+        kern["global_sums"](phi_blk, keep_blk, loo.targets.astype(np.int64), loo.k_in.astype(np.int64),
+                            loo.k_out.astype(np.int64), shift, sums)
     if kern is None:
         return acc[True].std(), acc[False].std()
     spreads = []
-    for side, k in ((0, plan.k_in), (1, plan.k_out)):
+    for side, k in ((0, loo.k_in), (1, loo.k_out)):
         count = n * source.shape[2] * k.astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
             m2 = sums[side, 1] - sums[side, 0] * sums[side, 0] / count

@@ -149,11 +149,11 @@ def probe_accuracy(model: nn.Module, ds: OutlierDataset, train: TrainConfig, sha
     membership section trains first (same seed, same keep row, same query)."""
     from bnmem.attacks import paired_keep_matrix
     from bnmem.shadow.copies import copy_views, trained_copy
-    from bnmem.shadow.query import QueryPlan, query_model
+    from bnmem.shadow.query import QueryOptions, query_model
 
     keep = paired_keep_matrix(shadow_models, ds.n_train, 0)
     net = trained_copy(model, ds, keep, train, 0, None)[0].to(train.device)
-    return float(query_model(net, ds, copy_views(train, ds), QueryPlan()).accuracy(ds, keep[0])["train_in"])
+    return float(query_model(net, ds, copy_views(train, ds), QueryOptions()).accuracy(ds, keep[0])["train_in"])
 
 
 def match_epochs(model: nn.Module, ds: OutlierDataset, train: TrainConfig, target: float, shadow_models: int,

@@ -179,12 +179,12 @@ class TargetQuery:
 def query_target(model: Any, ds: Any, held: HeldOut | None, views: list[tuple[str, Any]]) -> TargetQuery:
     """Query the shipped model (eval mode) as the copies are queried: the same views, φ in float64."""
     from bnmem.attacks.phi import phi_from_logits_block
-    from bnmem.shadow.query import QueryPlan, query_logits
+    from bnmem.shadow.query import QueryOptions, query_logits
 
-    plan, ident = QueryPlan(), [name for name, _ in views].index("identity")
+    options, ident = QueryOptions(), [name for name, _ in views].index("identity")
 
     def ask(x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        logits = query_logits(model, x, views, plan)
+        logits = query_logits(model, x, views, options)
         return phi_from_logits_block(logits, y.numpy()), logits[:, ident].argmax(-1)
 
     phi_train, pred_train = ask(ds.x_train, ds.y_train)

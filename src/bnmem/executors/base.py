@@ -1,9 +1,9 @@
 """The executor interface: run many independent jobs, wherever.
 
 A job is a pure, module-level function ``fn(spec) -> summary`` where ``spec`` is a
-small dict that pickles (plain data, paths as strings, and typed configs validated
-once where the job was planned: a worker receives them pickled, not as data to
-validate again) and the function writes its
+small object that pickles: a frozen dataclass (e.g. :class:`bnmem.shadow.training.ShadowChunk`) or a dict, of
+plain data, paths as strings, and typed configs validated once where the job was made (a worker receives them
+pickled, not as data to validate again), and the function writes its
 results into the run directory (shared storage) itself, atomically, ending with
 a completion marker, and returns only a small summary dict. Jobs fix their own
 torch thread count, so results do not depend on which executor ran them.
@@ -11,13 +11,24 @@ torch thread count, so results do not depend on which executor ran them.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
     from bnmem.executors.graph import Task
 
-JobFn = Callable[[dict[str, Any]], dict[str, Any]]
+JobFn = Callable[[Any], dict[str, Any]]
+
+
+def quiet(spec: Any) -> Any:
+    """``spec`` with its per-job progress bars off (a ``progress`` key or dataclass field), for a job run in a
+    worker process: its bars would overwrite the executor's job bar and each other."""
+    if isinstance(spec, dict):
+        return {**spec, "progress": False} if "progress" in spec else spec
+    if dataclasses.is_dataclass(spec) and any(f.name == "progress" for f in dataclasses.fields(spec)):
+        return dataclasses.replace(spec, progress=False)
+    return spec
 
 
 class Executor(ABC):
@@ -26,13 +37,13 @@ class Executor(ABC):
     name: str = "base"
 
     @abstractmethod
-    def map(self, fn: JobFn, specs: Sequence[dict[str, Any]], desc: str = "jobs",
+    def map(self, fn: JobFn, specs: Sequence[Any], desc: str = "jobs",
             resources: dict[str, float] | None = None) -> list[dict[str, Any]]:
         """Run every job and return their summaries in order.
 
         Args:
             fn: the job function (module-level, importable by workers).
-            specs: one dict per job (plain data and typed configs; it pickles).
+            specs: one spec per job (a frozen dataclass or a dict; plain data and typed configs; it pickles).
             desc: progress-bar label.
             resources: per-job resource request, e.g. ``{"num_cpus": 1, "num_gpus": 0.25}``
                 (ignored by the local executor).
@@ -68,7 +79,7 @@ class Executor(ABC):
                 ready.append(job)
             if not ready:
                 return graph.results
-            by_fn: dict[Any, list[tuple[str, int, dict[str, Any]]]] = {}
+            by_fn: dict[Any, list[tuple[str, int, Any]]] = {}
             for tid, i, fn, spec in ready:
                 by_fn.setdefault(fn, []).append((tid, i, spec))
             halted = False

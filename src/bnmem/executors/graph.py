@@ -19,9 +19,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-# A job function, as bnmem.executors.base.JobFn (not imported: base imports this module).
-JobFn = Callable[[dict[str, Any]], dict[str, Any]]
-Specs = list[dict[str, Any]] | Callable[[], list[dict[str, Any]]]
+# A job function, as bnmem.executors.base.JobFn (not imported: base imports this module); a spec is a frozen
+# dataclass or a dict (bnmem.executors.base).
+JobFn = Callable[[Any], dict[str, Any]]
+Specs = list[Any] | Callable[[], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def job_failed(summary: dict[str, Any]) -> bool:
     return summary.get("status") == "failed" or bool(summary.get("failed"))
 
 
-def guarded(fn: JobFn, spec: dict[str, Any]) -> dict[str, Any]:
+def guarded(fn: JobFn, spec: Any) -> dict[str, Any]:
     """Run ``fn(spec)``; an exception becomes a failed summary, so one job's failure stops only its dependents.
 
     Module-level (a ``functools.partial`` of it pickles), so any executor can ship it.
@@ -88,7 +89,7 @@ class JobGraph:
         self._partial: dict[str, list[dict[str, Any]]] = {}  # started tasks: their jobs' summaries so far
         self.failed: set[str] = set()
         self._left: dict[str, int] = {}  # started task -> its jobs not finished yet
-        self._heap: list[tuple[float, int, str, int, dict[str, Any]]] = []
+        self._heap: list[tuple[float, int, str, int, Any]] = []
         self._seq = itertools.count()
         self.known_jobs = sum(len(t.specs) if isinstance(t.specs, list) else 1 for t in tasks)
         for tid in [t for t, w in self.waiting_for.items() if not w]:
@@ -144,7 +145,7 @@ class JobGraph:
             if not self.waiting_for[d]:
                 self._start(d)
 
-    def pop(self) -> tuple[str, int, JobFn, dict[str, Any]] | None:
+    def pop(self) -> tuple[str, int, JobFn, Any] | None:
         """The ready job of the highest rank (``(task id, index, fn, spec)``), or None when none is ready."""
         if not self._heap:
             return None

@@ -7,7 +7,7 @@ so a job's result does not depend on ``workers``.
 
 Worker processes are spawned (a fresh interpreter each), or, on Linux when the caller names modules to ``preload``,
 forked from a fork server that imported those modules once: two workers then pay one import of torch
-instead of two, and the server, started when the executor is made, imports while the caller still plans.
+instead of two, and the server, started when the executor is made, imports while the caller still builds its jobs.
 A fork is safe only from a process without threads that a fork would break (torch's intra-op pool, a
 jemalloc background thread); the server runs no job and imports only what it is given, which is why the
 preloaded modules must start no thread besides the BLAS pools (their at-fork handlers stop them):
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from tqdm.auto import tqdm
 
 from bnmem.errors import BnmemError
-from bnmem.executors.base import Executor, JobFn
+from bnmem.executors.base import Executor, JobFn, quiet
 
 if TYPE_CHECKING:
     from bnmem.executors.graph import Task
@@ -58,14 +58,14 @@ class LocalExecutor(Executor):
         if workers > 1 and self.preload:
             self._context = start_context(self.preload)
 
-    def map(self, fn: JobFn, specs: Sequence[dict[str, Any]], desc: str = "jobs",
+    def map(self, fn: JobFn, specs: Sequence[Any], desc: str = "jobs",
             resources: dict[str, float] | None = None) -> list[dict[str, Any]]:
         show = self.progress and len(specs) > 1
         if self.workers == 1 or len(specs) < 2:
             return [fn(spec) for spec in tqdm(specs, desc=desc, disable=not show, leave=False)]
         results: list[dict[str, Any] | None] = [None] * len(specs)
         # Children stay quiet: their per-model bars would overwrite the job bar and each other.
-        specs = [{**s, "progress": False} if isinstance(s, dict) and "progress" in s else s for s in specs]
+        specs = [quiet(s) for s in specs]
         check_main_guard()
         pool = self._workers()
         futures = {pool.submit(fn, spec): i for i, spec in enumerate(specs)}
@@ -102,8 +102,7 @@ class LocalExecutor(Executor):
             while True:
                 while not halted and len(running) < self.workers and (job := graph.pop()) is not None:
                     tid, i, fn, spec = job
-                    quiet = {**spec, "progress": False} if isinstance(spec, dict) and "progress" in spec else spec  # as in map
-                    running[pool.submit(guarded, fn, quiet)] = (tid, i)
+                    running[pool.submit(guarded, fn, quiet(spec))] = (tid, i)  # quiet: as in map
                     bar.set_postfix_str(tid, refresh=False)
                 if not running:
                     return graph.results

@@ -19,6 +19,7 @@ only when the ``ray`` executor is asked for, never by ``import bnmem``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -47,7 +48,7 @@ RAY_MISSING = "ray is not installed; pip install 'bnmem[ray]'"
 _TASK_OPTION_KEYS = ("num_cpus", "num_gpus", "memory")
 
 
-def _call(fn: JobFn, spec: dict[str, Any]) -> dict[str, Any]:
+def _call(fn: JobFn, spec: Any) -> dict[str, Any]:
     """A Ray task running a job callable that is not a plain function (a ``functools.partial``)."""
     return fn(spec)
 
@@ -70,15 +71,17 @@ class JobFailedError(BnmemError):
         remote_traceback: the worker-side traceback, when the job raised.
     """
 
-    def __init__(self, message: str, index: int, spec: dict[str, Any], remote_traceback: str | None = None) -> None:
+    def __init__(self, message: str, index: int, spec: Any, remote_traceback: str | None = None) -> None:
         super().__init__(message)
         self.index = index
         self.spec = spec
         self.remote_traceback = remote_traceback
 
 
-def _short_spec(spec: dict[str, Any], limit: int = 160) -> str:
-    """A one-line, length-capped rendering of a spec for error messages."""
+def _short_spec(spec: Any, limit: int = 160) -> str:
+    """A one-line, length-capped rendering of a spec (a dataclass's fields, or a dict) for error messages."""
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        spec = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
     try:
         text = json.dumps(spec, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -254,14 +257,14 @@ class RayExecutor(Executor):
         if missing:
             raise BnmemError("the Ray cluster cannot run a single job: it lacks " + ", ".join(missing))
 
-    def map(self, fn: JobFn, specs: Sequence[dict[str, Any]], desc: str = "jobs",
+    def map(self, fn: JobFn, specs: Sequence[Any], desc: str = "jobs",
             resources: dict[str, float] | None = None) -> list[dict[str, Any]]:
         """Run ``fn`` over ``specs`` as Ray tasks; summaries come back in spec order.
 
         Args:
             fn: module-level job function, importable on every worker (bnmem is
                 installed in the workers' environment).
-            specs: one dict per job (plain data and typed configs; it pickles).
+            specs: one spec per job (a frozen dataclass or a dict; plain data and typed configs; it pickles).
             desc: progress-bar label, also used in task names and errors.
             resources: per-call override of ``num_cpus``/``num_gpus``/``memory``;
                 other keys are custom Ray resources.
@@ -311,7 +314,7 @@ class RayExecutor(Executor):
             bar.close()
         return results  # type: ignore[return-value]
 
-    def _job_error(self, err: Exception, i: int, spec: dict[str, Any], n: int, desc: str) -> JobFailedError:
+    def _job_error(self, err: Exception, i: int, spec: Any, n: int, desc: str) -> JobFailedError:
         """One clear error for job ``i``; prints the worker traceback when there is one."""
         where = f"job {i + 1}/{n} of {desc!r} (spec {_short_spec(spec)})"
         if isinstance(err, ray_exceptions.RayTaskError):

@@ -69,12 +69,12 @@ from bnmem.lenses.conditions import conditions
 from bnmem.lenses.defenses_text import audit_text, summary, summary_table
 from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.config import SEED_STRIDE, ShadowConfig
-from bnmem.shadow.dp import dp_accounting, pending_dp_specs, train_chunk
+from bnmem.shadow.dp import dp_accounting, pending_dp_chunks, train_chunk
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm
 from bnmem.shadow.work import estimate as shadow_estimate
 from bnmem.shadow.memscores import mem_summary, norm_mem_scores
 from bnmem.shadow.query import QUERY_FILE, query_models, query_shadow_chunk
-from bnmem.shadow.training import chunk_dir, chunk_spec, pending_specs
+from bnmem.shadow.training import ShadowChunk, chunk_dir, pending_chunks
 from bnmem.stats import t_interval
 from bnmem.train.dp import (  # imports Opacus only when a DP model trains
     DP_NORMS,
@@ -220,11 +220,11 @@ class DefensesConfig(ExperimentConfig):
                           views=self.views, query_bn_mode=self.query_bn_mode, keep_seed=self.keep_seed + replicate)
 
 
-def _pending(cfg: DefensesConfig, v: Variant, r: int, out: Path, progress: bool) -> list[dict[str, Any]]:
+def _pending(cfg: DefensesConfig, v: Variant, r: int, out: Path, progress: bool) -> list[ShadowChunk]:
     lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
     if v.private:
-        return pending_dp_specs(lcfg, v.norm, cfg.dp_config(v.epsilon), vdir, progress)
-    return pending_specs(lcfg, v.norm, vdir, progress)
+        return pending_dp_chunks(lcfg, v.norm, cfg.dp_config(v.epsilon), vdir, progress)
+    return pending_chunks(lcfg, v.norm, vdir, progress)
 
 
 def _seconds_per_model(lcfg: ShadowConfig, vdir: Path) -> tuple[float, str]:
@@ -244,14 +244,14 @@ def query_all(cfg: DefensesConfig, out: Path, executor: Executor) -> None:
     workers once. Each chunk job leaves its own marker, so :func:`_replicate_entry`'s
     ``query_models`` then only assembles (in-process).
     """
-    specs = []
+    chunks = []
     for r in range(cfg.replicates):
         for v in cfg.variants():
             lcfg, vdir = cfg.lira_config(v, r), out / f"rep{r}" / v.folder
             if not (vdir / QUERY_FILE).exists():  # an assembled query is checked (settings) by query_models
-                specs += [chunk_spec(lcfg, v.norm, vdir, c) for c in lcfg.chunks()]
-    if specs:
-        executor.map(query_shadow_chunk, specs, desc="defense queries", resources={"num_cpus": cfg.train.threads})
+                chunks += [ShadowChunk.of(lcfg, v.norm, vdir, c) for c in lcfg.chunks()]
+    if chunks:
+        executor.map(query_shadow_chunk, chunks, desc="defense queries", resources={"num_cpus": cfg.train.threads})
 
 
 def _replicate_entry(cfg: DefensesConfig, v: Variant, r: int, out: Path) -> dict[str, Any]:
@@ -363,9 +363,9 @@ def run_defenses(cfg: DefensesConfig, out: str | Path, *, progress: bool = True,
     # One map over every unfinished chunk: DP chunks (the slowest, one model at a time) first,
     # so a parallel executor does not end on them.
     order = sorted(variants, key=lambda v: not v.private)
-    specs = [s for r in range(cfg.replicates) for v in order for s in _pending(cfg, v, r, out, progress)]
-    if specs:
-        executor.map(train_chunk, specs, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
+    chunks = [c for r in range(cfg.replicates) for v in order for c in _pending(cfg, v, r, out, progress)]
+    if chunks:
+        executor.map(train_chunk, chunks, desc="defense shadow chunks", resources={"num_cpus": cfg.train.threads})
     query_all(cfg, out, executor)
     entries = {v.name: [_replicate_entry(cfg, v, r, out) for r in range(cfg.replicates)] for v in variants}
     ds = load_once(cfg.data)

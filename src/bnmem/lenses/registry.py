@@ -53,7 +53,7 @@ class Training(NamedTuple):
 
 
 class CellWork(Protocol):
-    """One job of a study, typed and planned once: a lens's work in one cell (:class:`~bnmem.lenses.work.LensWork`; the lira
+    """One job of a study, typed and built once: a lens's work in one cell (:class:`~bnmem.lenses.work.LensWork`; the lira
     lens's adds its shadow-model tasks), a norm's shared training runs (:class:`bnmem.study.share.SharedTraining`)
     or a setting's recipe selection (:class:`bnmem.study.recipes.RecipeSelection`). The study's task graph,
     its cost and disk estimates, its preflight and its job runner read these alone.
@@ -61,7 +61,7 @@ class CellWork(Protocol):
     Attributes:
         kind: the job's kind (a lens's name, ``shared-training``, ``recipe-selection``): what a pilot run's
             calibration is kept per.
-        out: its folder (relative to the run directory while planning; absolute once :meth:`at` binds it).
+        out: its folder (relative to the run directory while the jobs are built; absolute once :meth:`at` binds it).
         lens_share: the share of the job's estimated seconds left to the job itself after its :meth:`tasks`
             (the order only).
         step_factor: its seconds per example-epoch of the models it trains, relative to plain training.

@@ -59,14 +59,14 @@ class LensSpec:
             model's seed from one base seed).
         bn_only: measures BatchNorm layers only (its cell norms become ``[batch]``).
         uses_executor: spreads its own work over the executor it is given (shadow-model
-            chunks); on a cluster a study runs such a lens without a cell plan in the driver.
-        phases: names of the tasks of its cell plan (the runtime ``plan``), which a study
+            chunks); on a cluster a study runs such a lens without its cell work's tasks, in the driver.
+        phases: names of the tasks of its cell work (the runtime ``work``), which a study
             runs for every cell before calling ``run`` (which then finds that work finished).
         takes_recipe: its config mixes in the recipe options (:class:`bnmem.train.recipe.RecipeOptions`):
             under fair arms it trains each norm's selected recipe; a study runs it in its per-norm cells
             (registering checks the config agrees).
         step_factor: its seconds per example-epoch of the models it trains, relative to plain training (its
-            per-epoch hooks, per-sample gradients, queries...): what its cell plan declares for
+            per-epoch hooks, per-sample gradients, queries...): what its cell work declares for
             :mod:`bnmem.study.cost` before a pilot run calibrates it.
         fixed_seconds: its seconds per job besides training (summaries, figures; all of theory's).
     """

@@ -1,4 +1,4 @@
-"""A lens's work in one cell, typed and planned once: :class:`LensWork`, the lens's
+"""A lens's work in one cell, typed and built once: :class:`LensWork`, the lens's
 :class:`~bnmem.lenses.registry.CellWork` in a study.
 
 A study builds every job once (:func:`bnmem.study.run.build_jobs`): each lens job holds its lens's work, made by
@@ -30,7 +30,7 @@ class LensWork(FolderWork):
 
     Attributes:
         kind: the lens's name.
-        cfg: its config, validated once when the study was planned; the job runs with it.
+        cfg: its config, validated once when the study's jobs were built; the job runs with it.
         out: its folder.
     """
 

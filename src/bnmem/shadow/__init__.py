@@ -46,15 +46,15 @@ Modules: :mod:`~bnmem.shadow.config` (``ShadowConfig``: the protocol of
 (layout, keep matrix, chunk jobs, loading), :mod:`~bnmem.shadow.dp` (DP-SGD chunks),
 :mod:`~bnmem.shadow.query` (views, BN mode, φ), :mod:`~bnmem.shadow.evaluate`
 (attacks over a queried directory), :mod:`~bnmem.shadow.recipe` (per-norm recipe),
-:mod:`~bnmem.shadow.work` (a cell's work planned once, as a study's graph tasks).
+:mod:`~bnmem.shadow.work` (a cell's work built once, as a study's graph tasks).
 """
 
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.copies import CopyQueries, fresh_copy, query_copies
 from bnmem.shadow.evaluate import accuracy_summary, attack_norm, query_and_attack, run_shadow_norm
-from bnmem.shadow.query import ModelQuery, QueryPlan, load_attack_inputs, query_logits, query_model, query_models
+from bnmem.shadow.query import ModelQuery, QueryOptions, load_attack_inputs, query_logits, query_model, query_models
 from bnmem.shadow.training import load_shadow_models, shadow_keep, train_shadow_models
 
-__all__ = ["CopyQueries", "ModelQuery", "QueryPlan", "ShadowConfig", "accuracy_summary", "attack_norm",
+__all__ = ["CopyQueries", "ModelQuery", "QueryOptions", "ShadowConfig", "accuracy_summary", "attack_norm",
            "fresh_copy", "load_attack_inputs", "load_shadow_models", "query_and_attack", "query_copies",
            "query_logits", "query_model", "query_models", "run_shadow_norm", "shadow_keep", "train_shadow_models"]

@@ -55,7 +55,7 @@ from bnmem.data import OutlierDataset, augment
 from bnmem.data.views import View, make_views
 from bnmem.attacks.phi import phi_from_logits_block
 from bnmem.errors import BnmemError
-from bnmem.shadow.query import ModelQuery, QueryPlan, device_inputs, query_logits, query_model
+from bnmem.shadow.query import ModelQuery, QueryOptions, device_inputs, query_logits, query_model
 from bnmem.formatting import count_text
 from bnmem.version import __version__
 
@@ -223,25 +223,48 @@ class CopySet:
         return [m for m, k in enumerate(self.keys) if out is None or not io.is_done(copy_dir(out, k))]
 
 
-def train_copy(spec: dict[str, Any]) -> dict[str, Any]:
-    """Executor job: train shadow copy ``spec["m"]`` from the architecture and data saved in ``spec["inputs"]``.
+@dataclass(frozen=True)
+class CopyJob:
+    """One shadow copy to train in an executor job (:func:`train_copy`): what any executor can ship (paths as
+    strings, the recipe typed, the user's training function by name, imported in the worker).
 
-    Plain-data spec (paths as strings), so any executor can ship it; the copy is the one
-    :func:`query_copies` would train in-process (same seed, keep row and trainer), written
-    atomically with its ``DONE`` marker last. The user's training function is imported by name.
+    Attributes:
+        m: the copy's index and seed.
+        run_dir: its folder (:func:`copy_dir`).
+        inputs: the saved model and data (``shadow/inputs.pt``).
+        train: the copies' recipe.
+        train_fn: the user's training function as 'module:function' (None: bnmem's trainer).
+        train_fn_sha256: what identifies its code (:func:`function_identity`).
+        identity: what determines the copy (``copy.json``, :func:`copy_key`).
+        train_idx: the examples it trains on (its keep row's members).
     """
-    run_dir = Path(spec["run_dir"])
+
+    m: int
+    run_dir: str
+    inputs: str
+    train: TrainConfig
+    train_fn: str | None
+    train_fn_sha256: str | None
+    identity: dict[str, Any]
+    train_idx: tuple[int, ...]
+
+
+def train_copy(job: CopyJob) -> dict[str, Any]:
+    """Executor job: train shadow copy ``job.m`` from the architecture and data saved in ``job.inputs``.
+
+    The copy is the one :func:`query_copies` would train in-process (same seed, keep row and trainer), written
+    atomically with its ``DONE`` marker last.
+    """
+    run_dir = Path(job.run_dir)
     if io.is_done(run_dir):
-        return {"m": spec["m"], "skipped": True}
+        return {"m": job.m, "skipped": True}
     # The user's own pickled module, saved from the model already loaded (trusted).
-    inputs = torch.load(spec["inputs"], weights_only=False)
-    train = TrainConfig.model_validate(spec["train"])
-    fn = import_function(spec["train_fn"]) if spec.get("train_fn") else None
-    training = CopyTraining(train, fn, spec.get("train_fn"), spec.get("train_fn_sha256"))
-    net, _, _ = fresh_copy(inputs["model"], seed=int(spec["m"]))
-    train_one(net, inputs["ds"], np.asarray(spec["train_idx"]), int(spec["m"]), training, run_dir,
-              spec["identity"], progress=False)
-    return {"m": spec["m"], "skipped": False}
+    inputs = torch.load(job.inputs, weights_only=False)
+    fn = import_function(job.train_fn) if job.train_fn else None
+    training = CopyTraining(job.train, fn, job.train_fn, job.train_fn_sha256)
+    net, _, _ = fresh_copy(inputs["model"], seed=job.m)
+    train_one(net, inputs["ds"], np.asarray(job.train_idx), job.m, training, run_dir, job.identity, progress=False)
+    return {"m": job.m, "skipped": False}
 
 
 def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, training: CopyTraining, out: Path,
@@ -252,11 +275,10 @@ def train_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, trainin
         return
     inputs = Path(out) / "shadow" / SHADOW_INPUTS
     io.save_torch(inputs, {"model": copy.deepcopy(model).cpu(), "ds": ds})
-    specs = [{"m": m, "run_dir": str(copy_dir(out, copies.keys[m])), "inputs": str(inputs),
-              "train": training.train.model_dump(mode="json"), "train_fn": training.fn_name,
-              "train_fn_sha256": training.fn_sha256, "identity": copies.identities[m],
-              "train_idx": np.flatnonzero(keep[m]).tolist()} for m in pending]
-    executor.map(train_copy, specs, desc="shadow copies", resources={"num_cpus": training.train.threads})
+    jobs = [CopyJob(m, str(copy_dir(out, copies.keys[m])), str(inputs), training.train, training.fn_name,
+                    training.fn_sha256, copies.identities[m], tuple(np.flatnonzero(keep[m]).tolist()))
+            for m in pending]
+    executor.map(train_copy, jobs, desc="shadow copies", resources={"num_cpus": training.train.threads})
 
 
 def train_one(net: nn.Module, ds: OutlierDataset, idx: np.ndarray, m: int, training: CopyTraining,
@@ -367,7 +389,7 @@ class CopyQueries:
 
 def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: TrainConfig | CopyTraining,
                  out: Path | None = None, executor: Any = None, progress: bool = False,
-                 plan: QueryPlan = QueryPlan(), copies: CopySet | None = None,
+                 options: QueryOptions = QueryOptions(), copies: CopySet | None = None,
                  held_out: tuple[torch.Tensor, torch.Tensor] | None = None) -> CopyQueries:
     """Train (or load) the M = ``keep.shape[0]`` shadow copies of ``model`` and query each on ``ds``.
 
@@ -382,7 +404,7 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
         executor: train the unfinished copies through it first (needs ``out``); None trains them here,
             one after another. The copies are the same either way.
         progress: progress bars.
-        plan: BN mode at query time (eval by default) and batch-mode batches.
+        options: BN mode at query time (eval by default) and batch-mode batches.
         copies: the copies' keys (:meth:`CopySet.of`), when the caller has them already.
         held_out: ``(x, y)`` of examples no copy trains on, also queried on every copy (the target-model audit).
 
@@ -401,13 +423,13 @@ def query_copies(model: nn.Module, ds: OutlierDataset, keep: np.ndarray, train: 
     for m in range(keep.shape[0]):
         net, *reset, took, now = trained_copy(model, ds, keep, training, m, out, progress, copies)
         seconds, trained = seconds + took, trained + now
-        q: ModelQuery = query_model(net.to(device), ds, views, plan, inputs)
+        q: ModelQuery = query_model(net.to(device), ds, views, options, inputs)
         phi.append(q.phi)  # φ only: a copy's full logits are C times larger
         population_phi.append(q.population_phi)
         pred.append(q.view_pred)
         accuracy.append(q.accuracy(ds, keep[m]))
         if held_out is not None:
-            held_phi.append(phi_from_logits_block(query_logits(net, held_out[0], views, plan), held_out[1].numpy()))
+            held_phi.append(phi_from_logits_block(query_logits(net, held_out[0], views, options), held_out[1].numpy()))
     return CopyQueries(views=[name for name, _ in views], phi=np.stack(phi), population_phi=np.stack(population_phi),
                        accuracy=accuracy, reset=(reset[0], reset[1]), pred=np.stack(pred), seconds=seconds,
                        trained=trained, held_out_phi=np.stack(held_phi) if held_out is not None else None)

@@ -16,6 +16,7 @@ without that file, and a finished chunk is skipped.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,8 @@ from bnmem.data.loaded import load_once
 from bnmem.executors import Executor
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.training import (
+    ShadowChunk,
     chunk_dir,
-    chunk_spec,
     model_file,
     prepare_norm_dir,
     shadow_keep,
@@ -44,12 +45,23 @@ def accounting_file(norm_dir: str | Path, models: list[int], m: int) -> Path:
     return model_file(norm_dir, models, m).with_suffix(".dp.json")
 
 
-def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class DPShadowChunk(ShadowChunk):
+    """A chunk of shadow models trained with DP-SGD: a :class:`~bnmem.shadow.training.ShadowChunk` and its
+    DP settings (typed, validated once where the chunk was made, as its config is).
+
+    Attributes:
+        dp: the DP-SGD settings.
+    """
+
+    dp: DPConfig
+
+
+def train_dp_shadow_chunk(chunk: DPShadowChunk) -> dict[str, Any]:
     """Executor job: train one chunk of shadow models with DP-SGD, one model at a time.
 
     Args:
-        spec: a chunk spec (``run_dir``, ``config``, ``norm``, ``models``,
-            ``progress``) plus ``dp`` (a :class:`DPConfig` dict).
+        chunk: the models to train and their DP settings.
 
     Returns:
         ``norm``, ``models``, ``seeds``, ``seconds`` (of the models trained in
@@ -59,9 +71,8 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BnmemError: BN norm, Opacus missing, or an unreachable budget.
     """
-    cfg: ShadowConfig = spec["config"]
-    dp = DPConfig.model_validate(spec["dp"])
-    norm, models, run_dir = spec["norm"], [int(m) for m in spec["models"]], spec["run_dir"]
+    cfg, dp = chunk.config, chunk.dp
+    norm, models, run_dir = chunk.norm, list(chunk.models), chunk.run_dir
     check_dp_norm(norm)
     out = chunk_dir(run_dir, models)
     if io.is_done(out):
@@ -76,7 +87,7 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
         seed = cfg.model_seed(m)
         res = train_dp_model(seeded_model(cfg.model(norm), ds, seed), ds, cfg.train, dp, seed,
                              train_idx=np.flatnonzero(keep[m]),
-                             progress=f"dp {norm} model {m}" if spec.get("progress") else False)
+                             progress=f"dp {norm} model {m}" if chunk.progress else False)
         state = {k: v.detach().cpu().contiguous() for k, v in res.model.state_dict().items()}
         io.save_torch(model_file(run_dir, models, m), state)
         io.write_json(acc_path, {**res.accounting.to_dict(), "seconds": res.seconds, "history": res.history})
@@ -93,17 +104,17 @@ def train_dp_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     return {**summary, "skipped": False}
 
 
-def train_chunk(spec: dict[str, Any]) -> dict[str, Any]:
-    """Executor job: one chunk of shadow models, with DP-SGD when the spec carries ``dp``.
+def train_chunk(chunk: ShadowChunk) -> dict[str, Any]:
+    """Executor job: one chunk of shadow models, with DP-SGD when it is a :class:`DPShadowChunk`.
 
     Lets one executor map hold plain (ensemble) and DP chunks together.
     """
-    return train_dp_shadow_chunk(spec) if "dp" in spec else train_shadow_chunk(spec)
+    return train_dp_shadow_chunk(chunk) if isinstance(chunk, DPShadowChunk) else train_shadow_chunk(chunk)
 
 
-def pending_dp_specs(cfg: ShadowConfig, norm: str, dp: DPConfig, norm_dir: str | Path,
-                     progress: bool = False) -> list[dict[str, Any]]:
-    """Specs of the unfinished DP chunks of ``norm`` (records or checks the DP identity first).
+def pending_dp_chunks(cfg: ShadowConfig, norm: str, dp: DPConfig, norm_dir: str | Path,
+                      progress: bool = False) -> list[DPShadowChunk]:
+    """The unfinished DP chunks of ``norm`` (records or checks the DP identity first).
 
     Raises:
         BnmemError: BN norm, or another configuration lives in ``norm_dir``.
@@ -111,18 +122,17 @@ def pending_dp_specs(cfg: ShadowConfig, norm: str, dp: DPConfig, norm_dir: str |
     check_dp_norm(norm)
     norm_dir = prepare_norm_dir(cfg, norm, norm_dir)
     prepare_run_dir(norm_dir, {"dp": dp.model_dump(mode="json"), "trainer": "opacus dp-sgd"}, name=DP_IDENTITY)
-    dp_spec = dp.model_dump(mode="json")
-    return [{**chunk_spec(cfg, norm, norm_dir, c, progress), "dp": dp_spec}
+    return [DPShadowChunk.of(cfg, norm, norm_dir, c, progress, dp=dp)
             for c in cfg.chunks() if not io.is_done(chunk_dir(norm_dir, c))]
 
 
 def train_dp_shadow_models(cfg: ShadowConfig, norm: str, dp: DPConfig, norm_dir: str | Path, executor: Executor,
                            progress: bool = False) -> list[dict[str, Any]]:
     """Train (or finish) the M DP shadow models of ``norm`` into ``norm_dir`` through ``executor``."""
-    specs = pending_dp_specs(cfg, norm, dp, norm_dir, progress)
-    if not specs:
+    chunks = pending_dp_chunks(cfg, norm, dp, norm_dir, progress)
+    if not chunks:
         return []
-    return executor.map(train_dp_shadow_chunk, specs, desc=f"dp {norm} shadow chunks",
+    return executor.map(train_dp_shadow_chunk, chunks, desc=f"dp {norm} shadow chunks",
                         resources={"num_cpus": cfg.train.threads})
 
 

@@ -64,8 +64,8 @@ from bnmem.executors import Executor
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.training import (
     all_trained,
+    ShadowChunk,
     chunk_name,
-    chunk_spec,
     load_shadow_model,
     prepare_norm_dir,
     shadow_keep,
@@ -87,7 +87,7 @@ EVAL_BATCH = 1024
 
 class QuerySettings(Protocol):
     """How models are queried besides the views: what :func:`query_logits` reads
-    (a :class:`~bnmem.shadow.config.ShadowConfig` is one, :class:`QueryPlan` another)."""
+    (a :class:`~bnmem.shadow.config.ShadowConfig` is one, :class:`QueryOptions` another)."""
 
     query_bn_mode: Literal["eval", "batch"]
     query_seed: int
@@ -96,7 +96,7 @@ class QuerySettings(Protocol):
 
 
 @dataclass(frozen=True)
-class QueryPlan:
+class QueryOptions:
     """Query settings without a ShadowConfig (e.g. shadow copies of a user's model).
 
     Attributes:
@@ -236,7 +236,7 @@ def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, Vie
         model: the model, on the device its queries should run on.
         ds: the dataset (training examples with the labels the models trained on, test split).
         views: ``[(name, fn)]``, one of them ``identity``.
-        settings: BN mode and batches (a :class:`~bnmem.shadow.config.ShadowConfig` or :class:`QueryPlan`).
+        settings: BN mode and batches (a :class:`~bnmem.shadow.config.ShadowConfig` or :class:`QueryOptions`).
         inputs: ``(x_train, x_test)`` already on the model's device, from :func:`device_inputs` (a caller
             querying many models moves the data once); None: moved here.
     """
@@ -252,7 +252,7 @@ def query_model(model: nn.Module, ds: OutlierDataset, views: list[tuple[str, Vie
                       view_pred=logits.argmax(-1).astype(PRED_DTYPE))
 
 
-def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+def query_shadow_chunk(chunk: ShadowChunk) -> dict[str, Any]:
     """Executor job: query one chunk of trained shadow models on every training example.
 
     Writes ``query/<chunk>.phi.npy`` (float32 [n_chunk, n_examples, n_views]),
@@ -263,13 +263,13 @@ def query_shadow_chunk(spec: dict[str, Any]) -> dict[str, Any]:
     per-model accuracies) as the marker.
 
     Args:
-        spec: as for :func:`~bnmem.shadow.training.train_shadow_chunk`.
+        chunk: the trained models to query (:class:`~bnmem.shadow.training.ShadowChunk`).
 
     Returns:
         The chunk's json content plus ``skipped``.
     """
-    cfg: ShadowConfig = spec["config"]
-    norm, models, norm_dir = spec["norm"], [int(m) for m in spec["models"]], Path(spec["run_dir"])
+    cfg = chunk.config
+    norm, models, norm_dir = chunk.norm, list(chunk.models), Path(chunk.run_dir)
     settings = query_settings(cfg)
     marker = norm_dir / QUERY_DIR / f"{chunk_name(models)}.json"
     if marker.exists() and io.read_json(marker).get("settings") == settings:
@@ -373,8 +373,8 @@ def query_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: E
     final = norm_dir / QUERY_FILE
     if final.exists() and io.read_json(final).get("settings") == settings:
         return io.read_json(final)
-    specs = [chunk_spec(cfg, norm, norm_dir, c) for c in cfg.chunks()]
-    summaries = executor.map(query_shadow_chunk, specs, desc=f"{norm} queries", resources={"num_cpus": cfg.train.threads})
+    chunks = [ShadowChunk.of(cfg, norm, norm_dir, c) for c in cfg.chunks()]
+    summaries = executor.map(query_shadow_chunk, chunks, desc=f"{norm} queries", resources={"num_cpus": cfg.train.threads})
     return assemble(cfg, norm, norm_dir, ds, settings, summaries)
 
 

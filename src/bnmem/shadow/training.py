@@ -8,7 +8,7 @@ part of the population being attacked. Model m's seed and the keep matrix are
 the same for every norm, so norms are compared model by model.
 
 Training runs through an :class:`~bnmem.executors.Executor`: one job per chunk
-of ``chunk_size`` consecutive models (:func:`train_shadow_chunk`). A job saves
+of ``chunk_size`` consecutive models (a :class:`ShadowChunk`, :func:`train_shadow_chunk`). A job saves
 each model's state dict atomically and then its ``DONE`` marker, so after any
 interruption (even SIGKILL) a rerun trains only the chunks without a marker,
 and — the job fixing its own thread count — ends with the same bits as an
@@ -23,8 +23,9 @@ Layout of a norm's directory::
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self, Sequence
 
 import numpy as np
 from torch import nn
@@ -61,26 +62,39 @@ def shadow_keep(cfg: ShadowConfig, n_train: int) -> np.ndarray:
     return keep_matrix(cfg.shadow_models, n_train, cfg.keep_seed)
 
 
-def chunk_spec(cfg: ShadowConfig, norm: str, norm_dir: str | Path, models: Sequence[int],
-               progress: bool = False) -> dict[str, Any]:
-    """The spec of one training (or query) job: the typed config, validated once where it was made (a worker
-    receives it pickled, not as a dict to validate again), and plain data."""
-    return {
-        "run_dir": str(Path(norm_dir).resolve()),
-        "config": cfg,
-        "norm": norm,
-        "models": [int(m) for m in models],
-        "progress": bool(progress),
-    }
+@dataclass(frozen=True)
+class ShadowChunk:
+    """One training (or query) job: a chunk of consecutive shadow models of one norm.
+
+    It travels to worker processes and Ray pickled: the typed config, validated once where the chunk was
+    made (a worker does not validate it again), and plain data.
+
+    Attributes:
+        run_dir: the norm's directory (resolved, a string).
+        config: the models' :class:`ShadowConfig`, its recipe resolved.
+        norm: their norm.
+        models: the chunk's model indices (consecutive).
+        progress: per-model progress bars inside the job (an executor's worker processes turn them off).
+    """
+
+    run_dir: str
+    config: ShadowConfig
+    norm: str
+    models: tuple[int, ...]
+    progress: bool = False
+
+    @classmethod
+    def of(cls, cfg: ShadowConfig, norm: str, norm_dir: str | Path, models: Sequence[int],
+           progress: bool = False, **extra: Any) -> Self:
+        """The chunk ``models`` of ``norm`` in ``norm_dir``; ``extra``: a subclass's own fields."""
+        return cls(str(Path(norm_dir).resolve()), cfg, norm, tuple(int(m) for m in models), bool(progress), **extra)
 
 
-def train_shadow_chunk(spec: dict[str, Any], on_epoch: StatesHook | None = None) -> dict[str, Any]:
+def train_shadow_chunk(chunk: ShadowChunk, on_epoch: StatesHook | None = None) -> dict[str, Any]:
     """Executor job: train one chunk of shadow models and save them atomically.
 
     Args:
-        spec: ``run_dir`` (the norm's directory, a string), ``config`` (the
-            :class:`ShadowConfig`, its recipe resolved), ``norm``, ``models`` (indices),
-            optional ``progress`` (:func:`chunk_spec`).
+        chunk: the models to train (:class:`ShadowChunk`).
         on_epoch: handed to :func:`~bnmem.train.ensemble.train_models` (the models' states after every
             epoch, indexed by position in ``models``); a lens's own job wraps this one to pass it
             (the lira lens's matched-fit queries). It runs before the models are saved and marked done.
@@ -92,9 +106,9 @@ def train_shadow_chunk(spec: dict[str, Any], on_epoch: StatesHook | None = None)
     Raises:
         BnmemError: bad config or data problems.
     """
-    cfg: ShadowConfig = spec["config"]
-    norm, models = spec["norm"], [int(m) for m in spec["models"]]
-    out = chunk_dir(spec["run_dir"], models)
+    cfg = chunk.config
+    norm, models = chunk.norm, list(chunk.models)
+    out = chunk_dir(chunk.run_dir, models)
     if io.is_done(out):
         return {**io.read_json(out / io.DONE), "skipped": True}
     t0 = time.perf_counter()
@@ -102,10 +116,10 @@ def train_shadow_chunk(spec: dict[str, Any], on_epoch: StatesHook | None = None)
     keep = shadow_keep(cfg, ds.n_train)
     seeds = [cfg.model_seed(m) for m in models]
     nets = train_models(cfg.model(norm), ds, cfg.train, seeds, [np.flatnonzero(keep[m]) for m in models],
-                        progress=bool(spec.get("progress", False)), on_epoch=on_epoch)
+                        progress=chunk.progress, on_epoch=on_epoch)
     for m, net in zip(models, nets):
         state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
-        io.save_torch(model_file(spec["run_dir"], models, m), state)
+        io.save_torch(model_file(chunk.run_dir, models, m), state)
     summary = {"norm": norm, "models": models, "seeds": seeds, "seconds": time.perf_counter() - t0,
                "threads": cfg.train.threads, "trainer": f"{train_models.__module__}.{train_models.__name__}"}
     io.mark_done(out, summary)  # last: the chunk counts as finished only now
@@ -122,10 +136,11 @@ def prepare_norm_dir(cfg: ShadowConfig, norm: str, norm_dir: str | Path) -> Path
     return prepare_run_dir(norm_dir, cfg.training_identity(norm), name=IDENTITY_FILE)
 
 
-def pending_specs(cfg: ShadowConfig, norm: str, norm_dir: str | Path, progress: bool = False) -> list[dict[str, Any]]:
-    """Specs of the chunks of ``norm`` that have no ``DONE`` marker yet."""
+def pending_chunks(cfg: ShadowConfig, norm: str, norm_dir: str | Path, progress: bool = False) -> list[ShadowChunk]:
+    """The chunks of ``norm`` that have no ``DONE`` marker yet."""
     norm_dir = prepare_norm_dir(cfg, norm, norm_dir)
-    return [chunk_spec(cfg, norm, norm_dir, c, progress) for c in cfg.chunks() if not io.is_done(chunk_dir(norm_dir, c))]
+    return [ShadowChunk.of(cfg, norm, norm_dir, c, progress) for c in cfg.chunks()
+            if not io.is_done(chunk_dir(norm_dir, c))]
 
 
 def train_shadow_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, executor: Executor,
@@ -147,10 +162,10 @@ def train_shadow_models(cfg: ShadowConfig, norm: str, norm_dir: str | Path, exec
     Raises:
         BnmemError: a different configuration already lives in ``norm_dir``, or bad config/data.
     """
-    specs = pending_specs(cfg, norm, norm_dir, progress)
-    if not specs:
+    chunks = pending_chunks(cfg, norm, norm_dir, progress)
+    if not chunks:
         return []
-    return executor.map(train_shadow_chunk, specs, desc=f"{norm} shadow chunks", resources={"num_cpus": cfg.train.threads})
+    return executor.map(train_shadow_chunk, chunks, desc=f"{norm} shadow chunks", resources={"num_cpus": cfg.train.threads})
 
 
 def all_trained(cfg: ShadowConfig, norm_dir: str | Path) -> bool:

@@ -1,4 +1,4 @@
-"""One cell's shadow-model work, planned once: a :class:`ShadowWork` and the tasks it gives a job graph.
+"""One cell's shadow-model work, built once: a :class:`ShadowWork` and the tasks it gives a job graph.
 
 A study's lira cell is a chain of work: a per-norm cell's recipe selection, then every norm's training
 chunks, then their query chunks, then the lens itself (the attacks and figures over what the chunks
@@ -29,7 +29,7 @@ from bnmem.executors.graph import Task
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.query import QUERY_DIR, QUERY_FILE, query_settings, query_shadow_chunk
 from bnmem.shadow.recipe import norm_configs, selected_configs
-from bnmem.shadow.training import chunk_name, chunk_spec, pending_specs, train_shadow_chunk
+from bnmem.shadow.training import ShadowChunk, chunk_name, pending_chunks, train_shadow_chunk
 
 # The tasks of a cell, in order (each needs the one before), and the share of the cell's estimated seconds
 # each takes (what matters is only the order: a chain's rank is the sum of its parts); the lens job after
@@ -55,11 +55,11 @@ class ShadowWork:
 
     cfg: ShadowConfig
     out: Path
-    train: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # the training job (default: train_chunk_job)
+    train: Callable[[ShadowChunk], dict[str, Any]] | None = None  # the training job (default: train_chunk_job)
 
     @classmethod
     def of(cls, cfg: ShadowConfig, out: str | Path,
-           train: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> "ShadowWork":
+           train: Callable[[ShadowChunk], dict[str, Any]] | None = None) -> "ShadowWork":
         """The work of ``cfg`` in ``out``; ``train`` replaces the training job (a module-level function: the
         work travels to workers), e.g. the lira lens's job that also queries after every epoch."""
         return cls(cfg, Path(out).resolve(), train)
@@ -73,25 +73,26 @@ class ShadowWork:
         Reads the selection's cache: no data is loaded."""
         return selected_configs(self.cfg, self.out)
 
-    def recipe_specs(self) -> list[dict[str, Any]]:
-        """The recipe selection, when a per-norm cell has not selected yet (else nothing)."""
-        return [{"work": self}] if self.norm_configs() is None else []
+    def recipe_specs(self) -> list["ShadowWork"]:
+        """The recipe selection (its job's spec is this work), when a per-norm cell has not selected yet (else
+        nothing)."""
+        return [self] if self.norm_configs() is None else []
 
-    def train_specs(self) -> list[dict[str, Any]]:
+    def train_specs(self) -> list[ShadowChunk]:
         """The unfinished training chunks of every norm (none before a per-norm cell's recipe is selected:
         the lens then selects and trains itself)."""
         cfgs = self.norm_configs()
         if cfgs is None:
             return []
-        return [s for norm in self.cfg.norms for s in pending_specs(cfgs[norm], norm, self.out / norm)]
+        return [c for norm in self.cfg.norms for c in pending_chunks(cfgs[norm], norm, self.out / norm)]
 
-    def query_specs(self) -> list[dict[str, Any]]:
+    def query_specs(self) -> list[ShadowChunk]:
         """The query chunks not finished with the current settings (a norm whose assembled query has them:
         none)."""
         cfgs = self.norm_configs()
         if cfgs is None:
             return []
-        specs = []
+        chunks = []
         for norm in self.cfg.norms:
             settings = query_settings(cfgs[norm])  # the input shape from the config: no data loaded
             final = self.out / norm / QUERY_FILE
@@ -100,13 +101,13 @@ class ShadowWork:
             for c in self.cfg.chunks():
                 marker = self.out / norm / QUERY_DIR / f"{chunk_name(c)}.json"
                 if not (marker.exists() and io.read_json(marker).get("settings") == settings):
-                    specs.append(chunk_spec(cfgs[norm], norm, self.out / norm, c))
-        return specs
+                    chunks.append(ShadowChunk.of(cfgs[norm], norm, self.out / norm, c))
+        return chunks
 
     def tasks(self, job_id: str, cost: float) -> list[Task]:
         """The cell's recipe, training and query tasks for a job graph, each listed when it is ready (in the
         driver) and needing the one before; ``cost`` is the whole lens job's estimated seconds."""
-        listings: dict[str, tuple[Callable[[dict[str, Any]], dict[str, Any]], Callable[[], list]]] = {
+        listings: dict[str, tuple[Callable[[Any], dict[str, Any]], Callable[[], list]]] = {
             "recipe": (select_recipe_job, self.recipe_specs),
             "train": (self.train or train_chunk_job, self.train_specs),
             "query": (query_chunk_job, self.query_specs),
@@ -127,25 +128,24 @@ class ShadowWork:
 # runs it; then the engine's own job function.
 
 
-def select_recipe_job(spec: dict[str, Any]) -> dict[str, Any]:
+def select_recipe_job(work: ShadowWork) -> dict[str, Any]:
     """Job: select each norm's recipe of a ``recipe: per-norm`` cell (cached in ``<out>/recipe``), as the lens
     would before training (:func:`~bnmem.shadow.recipe.norm_configs`)."""
     keep_freed_memory()
-    work: ShadowWork = spec["work"]
     _, selection = norm_configs(work.cfg, work.dataset(), work.out)
     return {"per_norm": {n: s["lr"] for n, s in selection["per_norm"].items()}}
 
 
-def train_chunk_job(spec: dict[str, Any]) -> dict[str, Any]:
+def train_chunk_job(chunk: ShadowChunk) -> dict[str, Any]:
     """Job: :func:`~bnmem.shadow.training.train_shadow_chunk` in a study."""
     keep_freed_memory()
-    return train_shadow_chunk(spec)
+    return train_shadow_chunk(chunk)
 
 
-def query_chunk_job(spec: dict[str, Any]) -> dict[str, Any]:
+def query_chunk_job(chunk: ShadowChunk) -> dict[str, Any]:
     """Job: :func:`~bnmem.shadow.query.query_shadow_chunk` in a study."""
     keep_freed_memory()
-    return query_shadow_chunk(spec)
+    return query_shadow_chunk(chunk)
 
 
 def estimate(cfg: ShadowConfig, n_train: int, parameter_count: Callable[[str, str, str], int]) -> dict[str, int]:

@@ -2,7 +2,7 @@
 
 Sizes are estimates from the configs alone (dataset sizes from the dataset
 table, parameter counts from building each architecture once on the CPU), as
-each job's cell plan declares them (:meth:`~bnmem.lenses.registry.CellWork.bytes`):
+each job's cell work declares them (:meth:`~bnmem.lenses.registry.CellWork.bytes`):
 model files are float32 weights; lira adds its arrays (the attack statistic φ
 per model, example and view). Logs, JSON files and figures are small and not counted.
 """
@@ -39,7 +39,7 @@ def n_train(data: Any) -> int:
 
 
 def job_bytes(job: Job) -> dict[str, int]:
-    """Estimated bytes a job leaves on disk, by kind (what its cell plan declares)."""
+    """Estimated bytes a job leaves on disk, by kind (what its cell work declares)."""
     training = job.work.training()
     return {k: int(v) for k, v in job.work.bytes(n_train(training.data) if training else 0, parameter_count).items()}
 
@@ -62,7 +62,7 @@ def human_seconds(s: float) -> str:
 
 def dry_run_text(name: str, cells: list[Cell], jobs: list[Job], seconds: dict[str, float] | None = None,
                  time_lines: list[str] | None = None) -> str:
-    """The plan, printed by ``bnmem run --dry-run``: every job with its estimated disk (and time, when
+    """The study's jobs, printed by ``bnmem run --dry-run``: every job with its estimated disk (and time, when
     ``seconds`` gives job id -> estimated seconds), then the totals (``time_lines``: the time per stage)."""
     lines = [f"study {name}: {len(cells)} cells, {len(jobs)} jobs (nothing is written in a dry run)"]
     totals: Counter[str] = Counter()

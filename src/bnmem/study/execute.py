@@ -76,7 +76,7 @@ def record_selected_recipes(out: Path, jobs: list[Job]) -> None:
 
 def run_study(study: Study, out: str | Path, executor: Any = None, progress: bool = True,
               confirmatory: bool = False, graph: bool = True, study_file: str | Path | None = None,
-              planned: tuple[list[Cell], list[Job]] | None = None) -> StudyResult:
+              study_jobs: tuple[list[Cell], list[Job]] | None = None) -> StudyResult:
     """Run every job of ``study`` into ``out`` (resumable: finished jobs are skipped).
 
     Args:
@@ -94,7 +94,7 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
             do anyway). The results are the same bytes.
         study_file: the study's YAML file, whose hash a confirmatory run's seeds derive from (without one, the
             resolved study's hash stands in for it).
-        planned: the study's ``build_jobs(study, seeds)`` when the caller has built them (``bnmem run`` builds them once);
+        study_jobs: the study's ``build_jobs(study, seeds)`` when the caller has built them (``bnmem run`` builds them once);
             its seeds must be those of this run (the confirmatory key's exactly when ``confirmatory`` is set).
 
     Returns:
@@ -114,16 +114,16 @@ def run_study(study: Study, out: str | Path, executor: Any = None, progress: boo
     state = require_clean_checkout() if confirmatory else None
     key = current_key(study, study_file) if confirmatory else None
     grid = {c.id: c.derived for c in expand_grid(study, key)}  # build_jobs() leaves out fair-arms cells with no lens
-    if planned is not None and any(c.id not in grid or grid[c.id] != c.derived for c in planned[0]):
-        raise ValueError("run_study: the plan given was made with other seeds than this run's")
-    cells, jobs = planned if planned is not None else build_jobs(study, key)
+    if study_jobs is not None and any(c.id not in grid or grid[c.id] != c.derived for c in study_jobs[0]):
+        raise ValueError("run_study: the study jobs given were built with other seeds than this run's")
+    cells, jobs = study_jobs if study_jobs is not None else build_jobs(study, key)
     resumed = (out / STUDY_FILE).exists()
     prepare(out, study, confirmatory, commit=state.commit if state else None, study_file=study_file)
     if state is None:
-        return _run_planned(study, out, executor, cells, jobs, graph, progress)
+        return _run_jobs(study, out, executor, cells, jobs, graph, progress)
     began = log_attempt(state, io.read_json(out / STUDY_FILE)[CONFIRMATORY_KEY], resumed, study.name, out,
                         study_file, executor, sorted(study.lenses.enabled()))
-    return _logged(state, began, lambda: _run_planned(study, out, executor, cells, jobs, graph, progress))
+    return _logged(state, began, lambda: _run_jobs(study, out, executor, cells, jobs, graph, progress))
 
 
 class Terminated(BaseException):
@@ -165,9 +165,9 @@ def _logged(state: Any, began: dict[str, Any], body: Any) -> StudyResult:
     return result
 
 
-def _run_planned(study: Study, out: Path, executor: Any, cells: list[Cell], jobs: list[Job], graph: bool,
-                 progress: bool) -> StudyResult:
-    """Run the planned jobs of ``study`` into ``out`` (after study.json is written and any start logged)."""
+def _run_jobs(study: Study, out: Path, executor: Any, cells: list[Cell], jobs: list[Job], graph: bool,
+              progress: bool) -> StudyResult:
+    """Run the built jobs of ``study`` into ``out`` (after study.json is written and any start logged)."""
     from bnmem.executors import get_executor
 
     index = index_doc(study, cells, jobs)

@@ -7,7 +7,7 @@ Each job starts as soon as what it reads has been written, the costliest chain f
 * a shared-training job (``<cell>/_shared/<norm>``) writes finished ``<norm>/seed<k>`` runs into the
   folders of the lenses it serves (memorize, gradnorms, gamma-sigma, mitigate of its cell): each of those
   lens jobs runs after it. Only after: if it failed, the lens trains the run itself;
-* a lens with a cell plan (lira: :class:`~bnmem.shadow.work.ShadowWork`, built once per cell from the
+* a lens whose cell work has tasks (lira: :class:`~bnmem.shadow.work.ShadowWork`, built once per cell from the
   config :func:`~bnmem.study.run.build_jobs` validated) gives its own tasks: a per-norm cell's recipe selection,
   training chunks, query chunks, each needing the one before and listed from what is on disk when it is
   ready; the lens job itself runs after the last (failed or not: it retries what is missing and reports the
@@ -47,8 +47,8 @@ WORKER_PRELOAD = (
 
 
 def study_tasks(jobs: list[Job], todo: list[Job], estimate: bool = True) -> list[Task]:
-    """The graph of the unfinished jobs ``todo`` (of ``jobs``, bound to the run directory): their cell plans'
-    tasks and their order, read from the plans alone.
+    """The graph of the unfinished jobs ``todo`` (of ``jobs``, bound to the run directory): their cell works'
+    tasks and their order, read from the works alone.
 
     A finished job has no task; what waits for it may start at once. ``estimate``: rank the tasks by the jobs'
     estimated seconds (:func:`bnmem.study.cost.estimate_seconds`, which times a few training steps: ~6 CPU

@@ -36,7 +36,7 @@ Run directory::
     <out>/theory/                  the toy-model simulation (once per study)
     <out>/DONE                     written when every job has finished
 
-This module plans the jobs and runs one job (:func:`run_job`); :mod:`bnmem.study.execute` runs a whole
+This module builds the jobs and runs one job (:func:`run_job`); :mod:`bnmem.study.execute` runs a whole
 study (:func:`~bnmem.study.execute.run_study`) as one dependency graph (:mod:`bnmem.study.graph`).
 """
 
@@ -334,7 +334,7 @@ def build_jobs(study: Study, seeds_from: str | None = None) -> tuple[list[Cell],
     cells = expand_grid(study, seeds_from)
     enabled = [registry.get(n) for n in study.lenses.enabled()]
     jobs: list[Job] = []
-    selections: set[str] = set()  # the settings' recipe-selection jobs planned so far
+    selections: set[str] = set()  # the settings' recipe-selection jobs built so far
     for lens in enabled:
         if not lens.per_cell:
             opts = dict(study.lenses.options(lens.name) or {})

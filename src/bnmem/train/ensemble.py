@@ -238,8 +238,8 @@ def _max_chunk(device: torch.device, model: nn.Module, input_shape: tuple[int, .
     return sizing.chunk_size(per_model, sizing.free_bytes(device), most, m)
 
 
-def _epoch_plan(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
-                aug: augment.AugmentSpec = augment.NO_AUGMENT
+def _epoch_selection(idx: list[torch.Tensor], seeds: list[int], batch_size: int, epoch: int,
+                     aug: augment.AugmentSpec = augment.NO_AUGMENT
                 ) -> tuple[torch.Tensor, torch.Tensor, list[int], torch.Tensor | None]:
     """Every model's batches of one epoch as one tensor.
 
@@ -288,7 +288,7 @@ def _fit(engine: Engine, opt: StackedOptimizer, idx: list[torch.Tensor], seeds: 
     for epoch in range(cfg.epochs):
         lr = lr_at(cfg, epoch) if cfgs is None else torch.tensor([lr_at(c, epoch) for c in cfgs],
                                                                  dtype=torch.float64)
-        sel, active, counts, params = _epoch_plan(idx, seeds, cfg.batch_size, epoch, aug)
+        sel, active, counts, params = _epoch_selection(idx, seeds, cfg.batch_size, epoch, aug)
         sel = sel.to(device)
         loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
         pen_sum = torch.zeros(k, dtype=torch.float64, device=device)

@@ -62,11 +62,11 @@ def run(
         raise BnmemError("--workers is for the local executor; Ray schedules by the study's resources")
     try:
         spec = read_study(study, [*(set or []), *(["data.download=true"] if download else [])])
-        # The one plan of this run: it validates every lens's options (before anything is written) and is what
-        # the dry run prints, the preflight checks and the run runs.
-        planned = build_jobs(spec, current_key(spec, study) if confirmatory else None)
+        # The study's jobs, built once: building validates every lens's options (before anything is written),
+        # and they are what the dry run prints, the preflight checks and the run runs.
+        study_jobs = build_jobs(spec, current_key(spec, study) if confirmatory else None)
         if dry_run:
-            _print_dry_run(spec, planned)
+            _print_dry_run(spec, study_jobs)
             return
         if executor != "ray":  # Ray's workers may see devices this process does not
             from bnmem.train.device import check_device_here
@@ -81,10 +81,10 @@ def run(
         from bnmem.study.preflight import preflight
 
         # Data and disk, before the executor starts and before anything is written into --out.
-        preflight(planned[1], out.expanduser().resolve(), disk=not skip_disk_check)
+        preflight(study_jobs[1], out.expanduser().resolve(), disk=not skip_disk_check)
         ex = ex or get_executor(executor, **kwargs)
         result = run_study(spec, out, executor=ex, progress=not quiet, confirmatory=confirmatory, study_file=study,
-                           planned=planned)
+                           study_jobs=study_jobs)
     finally:
         if ex is not None:
             ex.close()
@@ -100,12 +100,12 @@ def run(
     typer.echo(f"results in {result.out}/ (index.json lists every cell and lens folder)")
 
 
-def _print_dry_run(spec: Any, planned: tuple[list[Any], list[Any]]) -> None:
-    """The planned jobs, their disk and their estimated seconds (``--dry-run``)."""
+def _print_dry_run(spec: Any, study_jobs: tuple[list[Any], list[Any]]) -> None:
+    """The study's jobs, their disk and their estimated seconds (``--dry-run``)."""
     from bnmem.study.cost import Calibration, cost_lines, estimate_seconds
     from bnmem.study.dryrun import dry_run_text
 
-    cells, jobs = planned
+    cells, jobs = study_jobs
     cal = Calibration()
     seconds = estimate_seconds(jobs, cal)
     typer.echo(dry_run_text(spec.name, cells, jobs, seconds, cost_lines(jobs, seconds, cal.source)))

@@ -35,7 +35,7 @@ from bnmem.data.loaded import load_once
 from bnmem.errors import BnmemError
 from bnmem.shadow.config import ShadowConfig
 from bnmem.shadow.query import device_inputs, query_model, query_settings
-from bnmem.shadow.training import chunk_dir, chunk_name, shadow_keep, train_shadow_chunk
+from bnmem.shadow.training import ShadowChunk, chunk_dir, chunk_name, shadow_keep, train_shadow_chunk
 from bnmem.texttable import table
 from bnmem.train.trainer import seeded_model
 
@@ -101,44 +101,43 @@ class EpochQueries:
                          for k, a in self.acc.items()}})
 
 
-def train_matched_chunk(spec: dict[str, Any]) -> dict[str, Any]:
+def train_matched_chunk(chunk: ShadowChunk) -> dict[str, Any]:
     """Executor job: :func:`~bnmem.shadow.training.train_shadow_chunk` with the per-epoch queries.
 
     Raises:
         BnmemError: the chunk was trained without them (the option was off when it ran).
     """
-    cfg = spec["config"] if isinstance(spec["config"], ShadowConfig) else ShadowConfig.model_validate(spec["config"])
-    models = [int(m) for m in spec["models"]]
-    if io.is_done(chunk_dir(spec["run_dir"], models)):
-        if not marker_path(spec["run_dir"], models).exists():
-            raise BnmemError(f"shadow models {models[0]}-{models[-1]} in {spec['run_dir']} were trained without "
+    cfg, models = chunk.config, list(chunk.models)
+    if io.is_done(chunk_dir(chunk.run_dir, models)):
+        if not marker_path(chunk.run_dir, models).exists():
+            raise BnmemError(f"shadow models {models[0]}-{models[-1]} in {chunk.run_dir} were trained without "
                              f"the per-epoch queries of {MATCHED_FIT_OPTION}; delete "
-                             f"{chunk_dir(spec['run_dir'], models)} to train them again with them")
-        return train_shadow_chunk(spec)  # finished: skipped
-    hook = EpochQueries(cfg, spec["norm"], spec["run_dir"], models, load_once(cfg.data))
-    return train_shadow_chunk(spec, on_epoch=hook)
+                             f"{chunk_dir(chunk.run_dir, models)} to train them again with them")
+        return train_shadow_chunk(chunk)  # finished: skipped
+    hook = EpochQueries(cfg, chunk.norm, chunk.run_dir, models, load_once(cfg.data))
+    return train_shadow_chunk(chunk, on_epoch=hook)
 
 
-# The per-epoch queries and attacks as a multiple of the lens's training (its cell plan's declared work): measured
+# The per-epoch queries and attacks as a multiple of the lens's training (what its cell work declares): measured
 # on one demo lira cell (digits LeNet, 8 shadow models per norm, 20 epochs, one thread), two pairs of runs at a
 # load of ~14 on 2 cores: 5.4 / 4.3 s of CPU without the option, 12.3 / 14.1 s with it (of which 3.2 / 3.8 s the
 # attacks at every epoch): (13.2 − 4.85) / 4.85 ≈ 1.7.
 MATCHED_FIT_WORK = 1.7
 
 
-def train_job(cfg: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def train_job(cfg: Any) -> Callable[[ShadowChunk], dict[str, Any]]:
     """The training job of the lira lens's config: with the per-epoch queries when the option is on."""
     return train_matched_chunk if getattr(cfg, MATCHED_FIT_OPTION, False) else train_shadow_chunk
 
 
-def train_matched_chunk_job(spec: dict[str, Any]) -> dict[str, Any]:
+def train_matched_chunk_job(chunk: ShadowChunk) -> dict[str, Any]:
     """Job: :func:`train_matched_chunk` in a study (the process's malloc thresholds first, as every study job)."""
     keep_freed_memory()
-    return train_matched_chunk(spec)
+    return train_matched_chunk(chunk)
 
 
-def study_train_job(cfg: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
-    """The cell plan's training job when the option is on (None: the shadow engine's own)."""
+def study_train_job(cfg: Any) -> Callable[[ShadowChunk], dict[str, Any]] | None:
+    """The cell work's training job when the option is on (None: the shadow engine's own)."""
     return train_matched_chunk_job if getattr(cfg, MATCHED_FIT_OPTION, False) else None
 
 

@@ -55,7 +55,7 @@ from bnmem.rundir import prepare_run_dir
 from bnmem.shadow.evaluate import attack_norm, query_and_attack
 from bnmem.shadow.work import LENS_SHARE_AFTER_PHASES, PHASES, ShadowWork, estimate
 from bnmem.shadow.recipe import norm_configs
-from bnmem.shadow.training import chunk_dir, pending_specs
+from bnmem.shadow.training import chunk_dir, pending_chunks
 # The one paired-difference implementation (the report computes the same interval).
 from bnmem.stats import N_RESAMPLES, SEED, paired_summary as paired_differences
 from bnmem.texttable import table
@@ -119,9 +119,9 @@ def run_lira(cfg: LiraConfig, out: str | Path, executor: Executor | None = None,
     ds = load_once(cfg.data)  # the cell's one copy in this process (its chunk jobs here share it)
     cfgs, selection = norm_configs(cfg, ds, out)
     # One map over every norm's unfinished chunks: a parallel executor overlaps norms.
-    specs = [s for norm in cfg.norms for s in pending_specs(cfgs[norm], norm, out / norm, progress=progress)]
-    if specs:
-        executor.map(train_job(cfg), specs, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
+    chunks = [c for norm in cfg.norms for c in pending_chunks(cfgs[norm], norm, out / norm, progress=progress)]
+    if chunks:
+        executor.map(train_job(cfg), chunks, desc="shadow chunks", resources={"num_cpus": cfg.train.threads})
     entries = {norm: query_and_attack(cfgs[norm], norm, out / norm, executor, ds) for norm in cfg.norms}
     result = _metrics(cfg, cfgs, selection, entries, ds.summary(), ds.n_val)
     reference, others = _reference(cfg)
@@ -251,7 +251,7 @@ class LiraWork(LensWork):
     lens_share = LENS_SHARE_AFTER_PHASES
 
     def phases(self) -> ShadowWork:
-        """The shadow engine's plan of this cell, training with the per-epoch queries when ``matched_fit`` is
+        """The shadow engine's work in this cell, training with the per-epoch queries when ``matched_fit`` is
         on (the same chunks; a job that also queries after every epoch)."""
         return ShadowWork.of(self.cfg, self.out, train=study_train_job(self.cfg))
 
