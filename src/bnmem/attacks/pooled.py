@@ -2,7 +2,8 @@
 
 The pooled curve is only drawn, so the streaming evaluator keeps it thinned (:func:`thin_curve`: per FPR level
 of a log and a linear grid, the last point of the full curve at or below that level). With numba, the members'
-and the non-members' scores are each sorted (numpy) and merged in one walk by the compiled
+and the non-members' scores are gathered straight from the 2-D arrays by the compiled
+:func:`bnmem.attacks.kernels.pooled_split`, each sorted (numpy) and merged in one walk by the compiled
 :func:`bnmem.attacks.kernels.pooled_curve`, which finds sklearn's curve (``drop_intermediate``) and thins it as
 it goes; without numba, sklearn's ROC of all the scores is thinned (the slow, obvious way, and the oracle).
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from bnmem.attacks import kernels
-from bnmem.attacks.metrics import _finite_scores, roc
+from bnmem.attacks.metrics import roc
+from bnmem.errors import BnmemError
 
 # Pooled ROC curves (all targets' scores together) are only drawn; the streaming evaluator thins them.
 POOLED_POINTS = 4000
@@ -49,20 +51,23 @@ def pooled_curve(scores: np.ndarray, members: np.ndarray, mask: np.ndarray, max_
         ``(fpr, tpr)`` float64, the points of ``thin_curve(*roc(pooled scores, pooled members), max_points)``;
         two empty arrays when the pooled scores lack a class.
     """
+    scores, members = np.asarray(scores, dtype=np.float64), np.asarray(members, dtype=bool)
+    mask = np.asarray(mask, dtype=bool)
+    kern = kernels.compiled()
+    usable = scores.ndim == 2 and scores.shape == members.shape and scores.shape[1:] == mask.shape
+    if kern is not None and max_points is not None and usable:
+        pos, neg, ok = kern["pooled_split"](scores, members, mask)
+        if not ok:
+            raise BnmemError("attack scores contain NaN")
+        if pos.size and neg.size:
+            pos.sort()
+            neg.sort()
+            grid = np.sort(fpr_grid(max_points))
+            whole, thin = np.empty((max_points, 2)), np.empty((grid.size + 2, 2))
+            length, kept = kern["pooled_curve"](pos, neg, grid, whole, thin)
+            points = whole[:length] if length <= max_points else thin[:kept]
+            return points[:, 0].copy(), points[:, 1].copy()
     if not mask.all():
         scores, members = scores[:, mask], members[:, mask]
-    n_in = int(np.count_nonzero(members))
-    kern = kernels.compiled()
-    if kern is None or max_points is None or n_in in (0, members.size):
-        fpr, tpr = roc(scores.ravel(), members.ravel())
-        return (fpr, tpr) if max_points is None else thin_curve(fpr, tpr, max_points)
-    values = _finite_scores(scores).ravel()  # ±inf clipped, as roc sees them
-    flags = members.ravel()
-    pos, neg = np.compress(flags, values), np.compress(~flags, values)
-    pos.sort()
-    neg.sort()
-    grid = np.sort(fpr_grid(max_points))
-    whole, thin = np.empty((max_points, 2)), np.empty((grid.size + 2, 2))
-    length, kept = kern["pooled_curve"](pos, neg, grid, whole, thin)
-    points = whole[:length] if length <= max_points else thin[:kept]
-    return points[:, 0].copy(), points[:, 1].copy()
+    fpr, tpr = roc(scores.ravel(), members.ravel())
+    return (fpr, tpr) if max_points is None else thin_curve(fpr, tpr, max_points)
