@@ -531,15 +531,16 @@ def global_sums(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
 _BIG = 1.7976931348623157e308  # the largest float: a ROC curve sees ±inf clipped to ±_BIG
 
 
-def _eps_terms(t: int, f: int, n_in: int, n_out: int, delta: float) -> float:
-    """The larger of the ε bound's two terms at counts (t, f) from the point estimates TPR = t/n_in and
-    FPR = f/n_out (as :func:`bnmem.attacks.epsilon._terms`; −inf where neither is defined)."""
+def _eps_ratio(t: int, f: int, n_in: int, n_out: int, delta: float) -> float:
+    """e to the larger of the ε bound's two terms at counts (t, f) from the point estimates TPR = t/n_in and
+    FPR = f/n_out (:func:`bnmem.attacks.epsilon._terms` takes the logs of these ratios; 0 where neither is
+    defined): the walk keeps the largest ratio and takes one log of it, not two per corner."""
     tpr, fpr = t / n_in, f / n_out
-    a = b = -np.inf
+    a = b = 0.0
     if tpr - delta > 0.0:
-        a = np.inf if fpr == 0.0 else math.log(max(tpr - delta, 1e-300)) - math.log(fpr)
+        a = np.inf if fpr == 0.0 else max(tpr - delta, 1e-300) / fpr
     if (1.0 - fpr) - delta > 0.0:
-        b = np.inf if tpr == 1.0 else math.log(max((1.0 - fpr) - delta, 1e-300)) - math.log(1.0 - tpr)
+        b = np.inf if tpr == 1.0 else max((1.0 - fpr) - delta, 1e-300) / (1.0 - tpr)
     return max(a, b)
 
 
@@ -554,7 +555,7 @@ def _roc_walk(values: np.ndarray, members: np.ndarray, n_in: int, n_out: int, le
     rf = rt = 0  # the counts above the current score's run of equal (raw) scores
     cand_f = cand_t = 0  # the last raw point, a corner of the staircase if the next step adds non-members
     cand = False  # whether the step into it added members (or it is the first)
-    best = -np.inf
+    best = 0.0  # the largest e^ε term so far
     ik, ij = 0, gj.size - 1
     n_pts = 0
     f0 = t0 = f1 = t1 = 0  # the last two ROC points (clipped runs), for drop_intermediate
@@ -569,7 +570,7 @@ def _roc_walk(values: np.ndarray, members: np.ndarray, n_in: int, n_out: int, le
             c = min(max(v, -_BIG), _BIG)
         if started and (last or v != raw):  # a run of equal raw scores ends at (f, t): the ε side
             if cand and f > cand_f:
-                best = max(best, _eps_terms(cand_t, cand_f, n_in, n_out, delta))
+                best = max(best, _eps_ratio(cand_t, cand_f, n_in, n_out, delta))
             cand, cand_f, cand_t = t > rt or (rf == 0 and rt == 0), f, t
             while ik < n_k and gk[ik] < f and gk[ik] < n_out:  # the (k+1)-th largest non-member is in this run
                 tp[ik], fp[ik] = rt, rf
@@ -603,7 +604,7 @@ def _roc_walk(values: np.ndarray, members: np.ndarray, n_in: int, n_out: int, le
         else:
             f += 1
     if cand:  # the last point: no step follows
-        best = max(best, _eps_terms(cand_t, cand_f, n_in, n_out, delta))
+        best = max(best, _eps_ratio(cand_t, cand_f, n_in, n_out, delta))
     above = (rf, rt) if raw == -np.inf else (f, t)  # the thresholds at −inf: everything above a final −inf run
     while ik < n_k:
         fp[ik], tp[ik] = above
@@ -611,7 +612,7 @@ def _roc_walk(values: np.ndarray, members: np.ndarray, n_in: int, n_out: int, le
     while ij >= 0:
         fp[n_k + ij], tp[n_k + ij] = above
         ij -= 1
-    stats[0], stats[1], stats[2 + levels.size] = auc, bal, max(best, 0.0)
+    stats[0], stats[1], stats[2 + levels.size] = auc, bal, math.log(max(best, 1.0))
 
 
 def roc_rows(values: np.ndarray, order: np.ndarray, members: np.ndarray, masks: np.ndarray, r0: int,
@@ -733,13 +734,13 @@ def pooled_curve(pos: np.ndarray, neg: np.ndarray, grid: np.ndarray, whole: np.n
 
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
             "view_log_p", "_loo_log_means", "population_means", "_example_sides", "_rmia_reference_means",
-            "_add_view_terms", "score_block", "global_sums", "_eps_terms", "_roc_walk", "roc_rows", "pooled_split",
+            "_add_view_terms", "score_block", "global_sums", "_eps_ratio", "_roc_walk", "roc_rows", "pooled_split",
             "pooled_curve")
 
 
 # small helpers inlined into the kernels' loops
 _INLINED = ("log_ndtr", "_erf_small", "_erfcx", "_log1p", "_example_sides", "_rmia_reference_means", "_add_view_terms",
-            "_eps_terms")
+            "_eps_ratio")
 
 
 def _numba_wanted() -> bool:
