@@ -686,6 +686,21 @@ def pooled_split(scores: np.ndarray, members: np.ndarray, mask: np.ndarray) -> t
     return pos[:n_in], neg[:n_out], True
 
 
+def merge_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values of the ascending arrays a and b in one ascending array (two subsets' sorted scores into
+    their union's)."""
+    out = np.empty(a.size + b.size)
+    i = j = 0
+    for k in range(out.size):
+        if j >= b.size or (i < a.size and a[i] <= b[j]):
+            out[k] = a[i]
+            i += 1
+        else:
+            out[k] = b[j]
+            j += 1
+    return out
+
+
 def pooled_curve(pos: np.ndarray, neg: np.ndarray, grid: np.ndarray, whole: np.ndarray, thin: np.ndarray
                  ) -> tuple[int, int]:
     """The ROC curve of member scores ``pos`` and non-member scores ``neg`` (each ascending, finite) with
@@ -735,7 +750,7 @@ def pooled_curve(pos: np.ndarray, neg: np.ndarray, grid: np.ndarray, whole: np.n
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
             "view_log_p", "_loo_log_means", "population_means", "_example_sides", "_rmia_reference_means",
             "_add_view_terms", "score_block", "global_sums", "_eps_ratio", "_roc_walk", "roc_rows", "pooled_split",
-            "pooled_curve")
+            "merge_sorted", "pooled_curve")
 
 
 # small helpers inlined into the kernels' loops
@@ -772,7 +787,8 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
                 warnings.simplefilter("ignore")
                 module[name] = numba.njit(**options)(fn)
     return {name: module[name] for name in ("log_ndtr", "view_log_p", "population_means", "score_block",
-                                            "global_sums", "roc_rows", "pooled_split", "pooled_curve")}
+                                            "global_sums", "roc_rows", "pooled_split", "merge_sorted",
+                                            "pooled_curve")}
 
 
 def available() -> bool:
