@@ -599,10 +599,9 @@ def _roc_walk(values: np.ndarray, members: np.ndarray, n_in: int, n_out: int, le
             break
         started = True
         raw, clip = v, c
-        if members[i]:
-            t += 1
-        else:
-            f += 1
+        member = 1 if members[i] else 0  # a count advanced, not a branch: which class comes next is a coin flip
+        t += member
+        f += 1 - member
     if cand:  # the last point: no step follows
         best = max(best, _eps_ratio(cand_t, cand_f, n_in, n_out, delta))
     above = (rf, rt) if raw == -np.inf else (f, t)  # the thresholds at −inf: everything above a final −inf run
