@@ -137,10 +137,10 @@ def attacks_numbers(path: Path) -> dict[str, str]:
     """The CIFAR-scale attack evaluation's CPU seconds and peak RSS, this tree's and (when measured side by
     side) the reference's, from benchmarks/bench_attacks.py --json."""
     b = json.loads(path.read_text(encoding="utf-8"))
-    out = {"attacks.after_cpu_s": f"{b['after_cpu_s']:.0f}", "attacks.after_gb": f"{b['after_rss_gb']:.2f}",
+    out = {"attacks.after_cpu_s": f"{b['after_cpu_s']:.1f}", "attacks.after_gb": f"{b['after_rss_gb']:.2f}",
            "attacks.load": f"{b['load_avg'][0]:.1f}–{b['load_avg'][1]:.1f}"}
     if "before_cpu_s" in b:
-        out.update({"attacks.before_cpu_s": f"{b['before_cpu_s']:.0f}",
+        out.update({"attacks.before_cpu_s": f"{b['before_cpu_s']:.1f}",
                     "attacks.before_gb": f"{b['before_rss_gb']:.2f}",
                     "attacks.cpu_ratio": f"{b['cpu_ratio']:.1f}"})
     if "equal_to_rounding" in b:  # since the compiled kernels: equal to rounding, not bit for bit
@@ -168,7 +168,7 @@ SOURCES: dict[str, tuple[Callable[[Path], dict[str, str]], str]] = {
     "report_bench": (report_numbers, "python benchmarks/bench_report.py runs/demo --json FILE"),
     "lira": (lira_disk_numbers, "bnmem lira --dataset digits --shadow-models 16 --views identity,shift --epochs 1"),
     "demo_bench": (demo_numbers, "python benchmarks/bench_demo.py --json FILE (a fresh clone, make demo)"),
-    "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 nice -n 10 python benchmarks/bench_attacks.py --ref REF "
+    "attacks_bench": (attacks_numbers, "OMP_NUM_THREADS=1 python benchmarks/bench_attacks.py --ref REF --phi-dir DIR "
                                        "--json FILE (M=256 N=50000 V=18 P=10000, REF side by side)"),
     "gpu_cell": (gpu_cell_numbers, "python benchmarks/gpu_check.py --device cuda --only d --json FILE (one NVIDIA "
                                    "H200 lent through the device tool, 2026-12-04)"),

@@ -18,6 +18,7 @@ from bnmem.attacks.lira import STD_EPS
 from bnmem.attacks.metrics import FPR_LEVELS, metrics_from_roc, roc
 from bnmem.attacks.result import evaluation_result, thin_curve
 from bnmem.attacks.scores import loss_from_phi
+from bnmem.errors import BnmemError
 from test_attacks import synthetic
 from test_streaming import assert_same
 
@@ -119,6 +120,32 @@ def test_pooled_curve_is_thin_curve_of_sklearns_roc_of_all_scores(seed, kernels_
                 whole = _oracle_thinned(scores[:, cols], members[:, cols], scores.size + 1)[0]
                 thinned += want[0].size < whole.size
     assert thinned > 100  # the thinning itself was compared, not only whole curves
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pooled_curves_of_a_subset_and_its_complement_are_each_subsets_own(seed, kernels_on):
+    """``all`` is the disjoint union of a subset and its complement (its sorted scores merged from theirs with
+    the kernels): every curve bit for bit sklearn's ROC of its own pooled scores, thinned."""
+    for scores, members, mask in _pooled_cases(seed):
+        masks = {"all": np.ones(scores.shape[1], bool), "part": mask, "rest": ~mask, "again": mask}
+        for max_points in (10, 4000):
+            got = pooled.pooled_curves(scores, members, masks, max_points)
+            for name, cols in masks.items():
+                want = _oracle_thinned(scores[:, cols], members[:, cols], max_points)
+                for g, w in zip(got[name], want):
+                    assert g.dtype == w.dtype and g.tobytes() == w.tobytes(), (name, max_points)
+
+
+def test_pooled_curve_refuses_nan_scores_as_roc_does(kernels_on):
+    """A NaN score in the subset is one clear error on either path (a NaN outside the subset is not read)."""
+    scores = np.random.default_rng(0).normal(size=(3, 50))
+    members = np.arange(150).reshape(3, 50) % 2 == 0
+    scores[1, 7] = np.nan
+    mask = np.ones(50, bool)
+    with pytest.raises(BnmemError, match="NaN"):
+        pooled.pooled_curve(scores, members, mask, 40)
+    mask[7] = False
+    assert pooled.pooled_curve(scores, members, mask, 40)[0].size > 0
 
 
 def test_distinct_clopper_pearson_is_clopper_pearson_bit_for_bit():

@@ -223,3 +223,17 @@ def test_kernels_score_a_subset_of_targets_as_the_oracle_does():
     stream = evaluate_stream(phi, keep, None, EVERY, {}, targets=[5, 0, 3], block=29)
     assert "compiled kernels" in stream["settings"]["evaluator"]
     assert_same(oracle, stream)
+
+
+@needs_numba
+def test_online_spread_ratios_over_many_views_neither_overflow_nor_underflow():
+    """Online LiRA's log(scale_out / scale_in) is summed over views as the log of a product of the ratios: here
+    each ratio is about 1e38 (IN references all equal: spread 0; OUT spread 1e8), so 20 views would overflow an
+    unguarded product to inf (and its inverse, for the OUT side's removal, underflow to 0)."""
+    m, n, v = 8, 40, 20
+    keep = keep_matrix(m, n, 5)
+    phi = np.where(keep[:, :, None], 0.0, np.random.default_rng(5).normal(0, 1e8, (m, n, v)))
+    oracle = evaluate_inputs(AttackInputs.from_phi(phi, keep), None, ["online"], {})
+    stream = evaluate_stream(phi, keep, None, ["online"], {}, block=13)
+    assert np.isfinite(stream["scores"]["online"]).all()
+    assert_same(oracle, stream, ["online"])

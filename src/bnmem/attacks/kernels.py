@@ -5,9 +5,9 @@ each side's reference values once (three middle order statistics by selection, m
 the median and spread for every position a target can remove (its own value, the last model's, or none), so
 every target's fit is a look-up; the LiRA scores (online, offline, both fixed-variance forms) and RMIA's
 leave-one-out reference means follow in the same loop, with no [targets × block × views] temporaries.
-The metrics side is compiled too: :func:`roc_rows` walks each target's sorted row once per subset for its ROC
-metrics, ε point bound and rank counts, and :func:`pooled_curve` merges a subset's sorted member and
-non-member scores into its thinned pooled curve.
+The metrics side is compiled too: :func:`roc_rows` splits each target's sorted row into its subsets' in one pass
+and walks each for its ROC metrics, ε point bound and rank counts; :func:`pooled_split` gathers a subset's
+member and non-member scores and :func:`pooled_curve` merges them, sorted, into its thinned pooled curve.
 
 Equal to the plain numpy path and the oracles to rounding, not bit for bit (libm's ``log``/``exp`` and
 Cody's erfcx instead of numpy's and SciPy's, sums in another order): the project's tolerance is scores within
@@ -372,30 +372,42 @@ def _rmia_reference_means(lp: np.ndarray, j: int, idx: np.ndarray, c: int, ks: n
 
 
 def _add_view_terms(x_view: np.ndarray, targets: np.ndarray, pos_in: np.ndarray, pos_out: np.ndarray,
-                    med_in: np.ndarray, scale_in: np.ndarray, med_out: np.ndarray, scale_out: np.ndarray,
-                    fixed_in: np.ndarray, fixed_out: np.ndarray, log_fixed: np.ndarray, slots: np.ndarray,
-                    acc: np.ndarray) -> None:
+                    med_in: np.ndarray, inv_in: np.ndarray, med_out: np.ndarray, scale_out: np.ndarray,
+                    inv_out: np.ndarray, inv_fixed_in: np.ndarray, inv_fixed_out: np.ndarray, log_fixed: np.ndarray,
+                    slots: np.ndarray, acc: np.ndarray, ratio: np.ndarray) -> None:
     """Add one view's LiRA terms to every target's sums ``acc`` [4, T] (the order of :data:`KERNEL_ATTACKS`:
-    online, online fixed variance, offline, offline fixed variance; only the wanted ones, ``slots`` ≥ 0)."""
+    online, online fixed variance, offline, offline fixed variance; only the wanted ones, ``slots`` ≥ 0).
+
+    Spreads enter as reciprocals (``inv_*``: a multiplication, not a division, per target). The online
+    attack's log(scale_out / scale_in) is summed over views as the log of the product of the ratios:
+    ``ratio`` [T] carries each target's product, moved into ``acc`` by one log where it leaves
+    [1e-150, 1e150] (so it never overflows nor underflows: a ratio beyond 1e158 would need a spread beyond
+    1e128) and at the example's end (:func:`score_block`)."""
     want_on, want_onf = slots[0] >= 0, slots[1] >= 0
     want_off, want_offf = slots[2] >= 0, slots[3] >= 0
     for t in range(targets.shape[0]):
         x = x_view[targets[t]]
-        d_out = x - med_out[pos_out[t]]
+        po = pos_out[t]
+        d_out = x - med_out[po]
         if want_off or want_on:
-            y_out = d_out / scale_out[pos_out[t]]
+            y_out = d_out * inv_out[po]
             if want_off:
                 acc[2, t] -= log_ndtr(-y_out)
             if want_on:
                 p = pos_in[t]
-                y_in = (x - med_in[p]) / scale_in[p]
-                acc[0, t] += 0.5 * (y_out * y_out - y_in * y_in) + math.log(scale_out[pos_out[t]] / scale_in[p])
+                y_in = (x - med_in[p]) * inv_in[p]
+                acc[0, t] += 0.5 * (y_out * y_out - y_in * y_in)
+                r = ratio[t] * (scale_out[po] * inv_in[p])
+                if not (r >= 1e-150 and r <= 1e150):
+                    acc[0, t] += math.log(r)
+                    r = 1.0
+                ratio[t] = r
         if want_offf or want_onf:
-            y_out = d_out / fixed_out[t]
+            y_out = d_out * inv_fixed_out[t]
             if want_offf:
                 acc[3, t] -= log_ndtr(-y_out)
             if want_onf:
-                y_in = (x - med_in[pos_in[t]]) / fixed_in[t]
+                y_in = (x - med_in[pos_in[t]]) * inv_fixed_in[t]
                 acc[1, t] += 0.5 * (y_out * y_out - y_in * y_in) + log_fixed[t]
 
 
@@ -433,16 +445,19 @@ def score_block(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
     ranks = np.empty(3)
     med_in, med_out = np.empty(m_count + 1), np.empty(m_count + 1)
     scale_in, scale_out = np.empty(m_count + 1), np.empty(m_count + 1)
+    inv_in, inv_out = np.empty(m_count + 1), np.empty(m_count + 1)
+    ratio = np.ones(t_count)  # the online attack's product of spread ratios (:func:`_add_view_terms`)
     acc = np.zeros((4, t_count))
     table = np.empty(m_count + 1)
     pre = np.empty(m_count + 1)
     suf = np.empty(m_count + 2)
     slab = np.empty((v_count, m_count))  # the example's φ, views first: each view's values contiguous
-    fixed_in, fixed_out = np.empty(t_count), np.empty(t_count)
+    inv_fixed_in, inv_fixed_out = np.empty(t_count), np.empty(t_count)
     log_fixed = np.empty(t_count)  # log(scale_out) − log(scale_in) of the fixed-variance Gaussians
     for t in range(t_count):
-        fixed_in[t], fixed_out[t] = sd_in[t] + STD_EPS, sd_out[t] + STD_EPS
-        log_fixed[t] = math.log(fixed_out[t]) - math.log(fixed_in[t])
+        fixed_in, fixed_out = sd_in[t] + STD_EPS, sd_out[t] + STD_EPS
+        inv_fixed_in[t], inv_fixed_out[t] = 1.0 / fixed_in, 1.0 / fixed_out
+        log_fixed[t] = math.log(fixed_out) - math.log(fixed_in)
     for j in range(b_count):
         c_in, c_out = _example_sides(keep, j, targets, k_in, k_out, idx_in, idx_out, where, pos_in, pos_out)
         if rmia:
@@ -459,12 +474,20 @@ def score_block(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
                 for c in range(c_in):
                     vin[c] = slab[v, idx_in[c]]
                 _side_table(vin, c_in, buf, ranks, med_in, scale_in)
+                for c in range(c_in + 1):
+                    inv_in[c] = 1.0 / scale_in[c]
             if fit_out:
                 for c in range(c_out):
                     vout[c] = slab[v, idx_out[c]]
                 _side_table(vout, c_out, buf, ranks, med_out, scale_out)
-            _add_view_terms(slab[v], targets, pos_in, pos_out, med_in, scale_in, med_out, scale_out, fixed_in,
-                            fixed_out, log_fixed, slots, acc)
+                for c in range(c_out + 1):
+                    inv_out[c] = 1.0 / scale_out[c]
+            _add_view_terms(slab[v], targets, pos_in, pos_out, med_in, inv_in, med_out, scale_out, inv_out,
+                            inv_fixed_in, inv_fixed_out, log_fixed, slots, acc, ratio)
+        if want_on:
+            for t in range(t_count):
+                acc[0, t] += math.log(ratio[t])
+                ratio[t] = 1.0
         for a in range(4):
             if slots[a] >= 0:
                 for t in range(t_count):
@@ -515,22 +538,23 @@ def global_sums(phi: np.ndarray, keep: np.ndarray, targets: np.ndarray, k_in: np
 _BIG = 1.7976931348623157e308  # the largest float: a ROC curve sees ±inf clipped to ±_BIG
 
 
-def _eps_terms(t: int, f: int, n_in: int, n_out: int, delta: float) -> float:
-    """The larger of the ε bound's two terms at counts (t, f) from the point estimates TPR = t/n_in and
-    FPR = f/n_out (as :func:`bnmem.attacks.epsilon._terms`; −inf where neither is defined)."""
+def _eps_ratio(t: int, f: int, n_in: int, n_out: int, delta: float) -> float:
+    """e to the larger of the ε bound's two terms at counts (t, f) from the point estimates TPR = t/n_in and
+    FPR = f/n_out (:func:`bnmem.attacks.epsilon._terms` takes the logs of these ratios; 0 where neither is
+    defined): the walk keeps the largest ratio and takes one log of it, not two per corner."""
     tpr, fpr = t / n_in, f / n_out
-    a = b = -np.inf
+    a = b = 0.0
     if tpr - delta > 0.0:
-        a = np.inf if fpr == 0.0 else math.log(max(tpr - delta, 1e-300)) - math.log(fpr)
+        a = np.inf if fpr == 0.0 else max(tpr - delta, 1e-300) / fpr
     if (1.0 - fpr) - delta > 0.0:
-        b = np.inf if tpr == 1.0 else math.log(max((1.0 - fpr) - delta, 1e-300)) - math.log(1.0 - tpr)
+        b = np.inf if tpr == 1.0 else max((1.0 - fpr) - delta, 1e-300) / (1.0 - tpr)
     return max(a, b)
 
 
-def _roc_walk(values: np.ndarray, order: np.ndarray, members: np.ndarray, mask: np.ndarray, n_in: int,
-              n_out: int, levels: np.ndarray, gk: np.ndarray, gj: np.ndarray, delta: float, stats: np.ndarray,
-              tp: np.ndarray, fp: np.ndarray) -> None:
-    """One row and subset (see :func:`roc_rows`), walked once in descending score order."""
+def _roc_walk(values: np.ndarray, members: np.ndarray, n_in: int, n_out: int, levels: np.ndarray, gk: np.ndarray,
+              gj: np.ndarray, delta: float, stats: np.ndarray, tp: np.ndarray, fp: np.ndarray) -> None:
+    """One row and subset (see :func:`roc_rows`): its scores ``values`` in descending order and their
+    ``members`` flags, walked once."""
     n_k = gk.size
     f = t = 0  # non-members and members at or above the current score
     started = False
@@ -538,7 +562,7 @@ def _roc_walk(values: np.ndarray, order: np.ndarray, members: np.ndarray, mask: 
     rf = rt = 0  # the counts above the current score's run of equal (raw) scores
     cand_f = cand_t = 0  # the last raw point, a corner of the staircase if the next step adds non-members
     cand = False  # whether the step into it added members (or it is the first)
-    best = -np.inf
+    best = 0.0  # the largest e^ε term so far
     ik, ij = 0, gj.size - 1
     n_pts = 0
     f0 = t0 = f1 = t1 = 0  # the last two ROC points (clipped runs), for drop_intermediate
@@ -546,17 +570,14 @@ def _roc_walk(values: np.ndarray, order: np.ndarray, members: np.ndarray, mask: 
     auc, bal = 0.0, 0.5
     for i in range(levels.size):
         stats[2 + i] = 0.0
-    for i in range(order.size + 1):
-        last = i == order.size
+    for i in range(values.size + 1):
+        last = i == values.size
         if not last:
-            col = order[i]
-            if not mask[col]:
-                continue
-            v = values[col]
+            v = values[i]
             c = min(max(v, -_BIG), _BIG)
         if started and (last or v != raw):  # a run of equal raw scores ends at (f, t): the ε side
             if cand and f > cand_f:
-                best = max(best, _eps_terms(cand_t, cand_f, n_in, n_out, delta))
+                best = max(best, _eps_ratio(cand_t, cand_f, n_in, n_out, delta))
             cand, cand_f, cand_t = t > rt or (rf == 0 and rt == 0), f, t
             while ik < n_k and gk[ik] < f and gk[ik] < n_out:  # the (k+1)-th largest non-member is in this run
                 tp[ik], fp[ik] = rt, rf
@@ -585,12 +606,11 @@ def _roc_walk(values: np.ndarray, order: np.ndarray, members: np.ndarray, mask: 
             break
         started = True
         raw, clip = v, c
-        if members[col]:
-            t += 1
-        else:
-            f += 1
+        member = 1 if members[i] else 0  # a count advanced, not a branch: which class comes next is a coin flip
+        t += member
+        f += 1 - member
     if cand:  # the last point: no step follows
-        best = max(best, _eps_terms(cand_t, cand_f, n_in, n_out, delta))
+        best = max(best, _eps_ratio(cand_t, cand_f, n_in, n_out, delta))
     above = (rf, rt) if raw == -np.inf else (f, t)  # the thresholds at −inf: everything above a final −inf run
     while ik < n_k:
         fp[ik], tp[ik] = above
@@ -598,14 +618,14 @@ def _roc_walk(values: np.ndarray, order: np.ndarray, members: np.ndarray, mask: 
     while ij >= 0:
         fp[n_k + ij], tp[n_k + ij] = above
         ij -= 1
-    stats[0], stats[1], stats[2 + levels.size] = auc, bal, max(best, 0.0)
+    stats[0], stats[1], stats[2 + levels.size] = auc, bal, math.log(max(best, 1.0))
 
 
 def roc_rows(values: np.ndarray, order: np.ndarray, members: np.ndarray, masks: np.ndarray, r0: int,
              n_in: np.ndarray, n_out: np.ndarray, levels: np.ndarray, grids: np.ndarray, grid_at: np.ndarray, deltas: np.ndarray,
              stats: np.ndarray, tp: np.ndarray, fp: np.ndarray) -> None:
-    """Every row's ROC metrics and what its ε bound reads, per subset, from one walk of each row in descending
-    score order (:func:`bnmem.attacks.per_target.roc_summaries` documents the outputs).
+    """Every row's ROC metrics and what its ε bound reads, per subset, from one walk of the row's scores in the
+    subset in descending order (:func:`bnmem.attacks.per_target.roc_summaries` documents the outputs).
 
     Args:
         values: float64 [R, N] scores (no NaN); order: int64 [K, N] the columns of rows r0..r0 + K by descending
@@ -619,14 +639,72 @@ def roc_rows(values: np.ndarray, order: np.ndarray, members: np.ndarray, masks: 
         stats: float64 [S, R, L + 3] AUC, balanced accuracy, TPR at each level, the ε point bound (nan for a row
             lacking a class); tp, fp: int64 flat, the counts above each rank threshold.
     """
-    for s in range(masks.shape[0]):
-        for r in range(r0, r0 + order.shape[0]):
+    s_count, n = masks.shape
+    # each subset's scores of the row in descending order, and their member flags: gathered in one pass over
+    # the row's order (each value written to every subset, its count advanced where the column is in it), so
+    # every walk reads only its own values, contiguous
+    sub_v, sub_m = np.empty((s_count, n + 1)), np.empty((s_count, n + 1), np.bool_)
+    count = np.empty(s_count, np.int64)
+    masks_t = np.ascontiguousarray(masks.T)
+    for r in range(r0, r0 + order.shape[0]):
+        row_order = order[r - r0]
+        count[:] = 0
+        for i in range(n):
+            col = row_order[i]
+            v, m = values[r, col], members[r, col]
+            for s in range(s_count):
+                k = count[s]
+                sub_v[s, k], sub_m[s, k] = v, m
+                count[s] = k + (1 if masks_t[col, s] else 0)
+        for s in range(s_count):
             if n_in[s, r] == 0 or n_out[s, r] == 0:
                 stats[s, r, :] = np.nan
                 continue
             a, b, e = grid_at[s, r]
-            _roc_walk(values[r], order[r - r0], members[r], masks[s], n_in[s, r], n_out[s, r], levels, grids[a:b],
+            _roc_walk(sub_v[s, :count[s]], sub_m[s, :count[s]], n_in[s, r], n_out[s, r], levels, grids[a:b],
                       grids[b:e], deltas[r], stats[s, r], tp[a:e], fp[a:e])
+
+
+def pooled_split(scores: np.ndarray, members: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The member and the non-member scores of every row in the columns of ``mask``, ±inf clipped to ±the
+    largest float (as :func:`bnmem.attacks.metrics.roc` sees them), unsorted: ``(pos, neg, ok)``, ok False
+    where a score is NaN. Straight from the 2-D arrays in one pass (each value written to both, the count of
+    its class advanced), so no masked, flattened or compressed copy is made."""
+    cols = np.flatnonzero(mask)
+    n_in = 0
+    for r in range(scores.shape[0]):
+        for c in cols:
+            n_in += 1 if members[r, c] else 0
+    n_out = scores.shape[0] * cols.size - n_in
+    pos, neg = np.empty(n_in + 1), np.empty(n_out + 1)  # one spare: the last value is written to both
+    i = o = 0
+    for r in range(scores.shape[0]):
+        for c in cols:
+            v = scores[r, c]
+            if v != v:
+                return pos[:0], neg[:0], False
+            v = min(max(v, -_BIG), _BIG)
+            pos[i] = v
+            neg[o] = v
+            m = 1 if members[r, c] else 0
+            i += m
+            o += 1 - m
+    return pos[:n_in], neg[:n_out], True
+
+
+def merge_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values of the ascending arrays a and b in one ascending array (two subsets' sorted scores into
+    their union's)."""
+    out = np.empty(a.size + b.size)
+    i = j = 0
+    for k in range(out.size):
+        if j >= b.size or (i < a.size and a[i] <= b[j]):
+            out[k] = a[i]
+            i += 1
+        else:
+            out[k] = b[j]
+            j += 1
+    return out
 
 
 def pooled_curve(pos: np.ndarray, neg: np.ndarray, grid: np.ndarray, whole: np.ndarray, thin: np.ndarray
@@ -677,12 +755,13 @@ def pooled_curve(pos: np.ndarray, neg: np.ndarray, grid: np.ndarray, whole: np.n
 
 _KERNELS = ("_erf_small", "_erfcx", "_log1p", "log_ndtr", "_select", "_middle", "_side_table", "_exact_m2",
             "view_log_p", "_loo_log_means", "population_means", "_example_sides", "_rmia_reference_means",
-            "_add_view_terms", "score_block", "global_sums", "_eps_terms", "_roc_walk", "roc_rows", "pooled_curve")
+            "_add_view_terms", "score_block", "global_sums", "_eps_ratio", "_roc_walk", "roc_rows", "pooled_split",
+            "merge_sorted", "pooled_curve")
 
 
 # small helpers inlined into the kernels' loops
 _INLINED = ("log_ndtr", "_erf_small", "_erfcx", "_log1p", "_example_sides", "_rmia_reference_means", "_add_view_terms",
-            "_eps_terms")
+            "_eps_ratio")
 
 
 def _numba_wanted() -> bool:
@@ -714,7 +793,8 @@ def compiled() -> dict[str, Callable[..., Any]] | None:
                 warnings.simplefilter("ignore")
                 module[name] = numba.njit(**options)(fn)
     return {name: module[name] for name in ("log_ndtr", "view_log_p", "population_means", "score_block",
-                                            "global_sums", "roc_rows", "pooled_curve")}
+                                            "global_sums", "roc_rows", "pooled_split", "merge_sorted",
+                                            "pooled_curve")}
 
 
 def available() -> bool:

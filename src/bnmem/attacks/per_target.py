@@ -1,11 +1,11 @@
 """Every target's ROC metrics and what its ε bound reads, per subset of the examples.
 
-With numba (:mod:`bnmem.attacks.kernels`) each target's row of scores is sorted once (numpy's argsort) and
-walked once for every subset by the compiled :func:`~bnmem.attacks.kernels.roc_rows`: the ROC points (runs of
-equal scores, ±inf clipped as :func:`~bnmem.attacks.metrics.roc` sees them) with sklearn's
-``drop_intermediate``, their trapezoid AUC, balanced accuracy and TPR at each FPR level; the ε point bound at the
-staircase's upper-left corners (raw scores); and the counts above each rank threshold of the ε bound. Without
-numba each row and subset goes through the slow, obvious oracles: sklearn's ROC and
+With numba (:mod:`bnmem.attacks.kernels`) each target's row of scores is sorted once (numpy's argsort), split
+into its subsets' in one pass and walked once per subset by the compiled :func:`~bnmem.attacks.kernels.roc_rows`:
+the ROC points (runs of equal scores, ±inf clipped as :func:`~bnmem.attacks.metrics.roc` sees them) with
+sklearn's ``drop_intermediate``, their trapezoid AUC, balanced accuracy and TPR at each FPR level; the ε point
+bound at the staircase's upper-left corners (raw scores); and the counts above each rank threshold of the ε
+bound. Without numba each row and subset goes through the slow, obvious oracles: sklearn's ROC and
 :func:`~bnmem.attacks.metrics.metrics_from_roc`, and :class:`~bnmem.attacks.epsilon.RankCounts`'s class
 searches. The two agree to rounding (the AUC is summed in another order; tests/test_kernels.py).
 """

@@ -2,17 +2,23 @@
 
 The pooled curve is only drawn, so the streaming evaluator keeps it thinned (:func:`thin_curve`: per FPR level
 of a log and a linear grid, the last point of the full curve at or below that level). With numba, the members'
-and the non-members' scores are each sorted (numpy) and merged in one walk by the compiled
+and the non-members' scores are gathered straight from the 2-D arrays by the compiled
+:func:`bnmem.attacks.kernels.pooled_split`, each sorted (numpy) and merged in one walk by the compiled
 :func:`bnmem.attacks.kernels.pooled_curve`, which finds sklearn's curve (``drop_intermediate``) and thins it as
-it goes; without numba, sklearn's ROC of all the scores is thinned (the slow, obvious way, and the oracle).
+it goes (a subset that is the disjoint union of two others, ``all`` of outliers and inliers, merges their sorted
+scores instead: :func:`pooled_curves`); without numba, sklearn's ROC of all the scores is thinned (the slow,
+obvious way, and the oracle).
 """
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from bnmem.attacks import kernels
-from bnmem.attacks.metrics import _finite_scores, roc
+from bnmem.attacks.metrics import roc
+from bnmem.errors import BnmemError
 
 # Pooled ROC curves (all targets' scores together) are only drawn; the streaming evaluator thins them.
 POOLED_POINTS = 4000
@@ -49,20 +55,65 @@ def pooled_curve(scores: np.ndarray, members: np.ndarray, mask: np.ndarray, max_
         ``(fpr, tpr)`` float64, the points of ``thin_curve(*roc(pooled scores, pooled members), max_points)``;
         two empty arrays when the pooled scores lack a class.
     """
+    return pooled_curves(scores, members, {"": mask}, max_points)[""]
+
+
+def pooled_curves(scores: np.ndarray, members: np.ndarray, masks: Mapping[str, np.ndarray],
+                  max_points: int | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`pooled_curve` of each subset of ``masks`` (name -> bool [n]), by name.
+
+    With the compiled kernels, a subset that is the disjoint union of two others (``all`` of outliers and
+    inliers) merges their sorted member and non-member scores instead of gathering and sorting its own."""
+    scores, members = np.asarray(scores, dtype=np.float64), np.asarray(members, dtype=bool)
+    masks = {name: np.asarray(mask, dtype=bool) for name, mask in masks.items()}
+    kern = kernels.compiled()
+    usable = scores.ndim == 2 and scores.shape == members.shape and all(m.shape == scores.shape[1:]
+                                                                        for m in masks.values())
+    if kern is None or max_points is None or not usable:
+        return {name: _oracle_curve(scores, members, mask, max_points) for name, mask in masks.items()}
+    halves = {name: _halves(name, masks) for name in masks}
+    classes: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name in sorted(masks, key=lambda name: halves[name] is not None):  # the halves first
+        parts = halves[name]
+        if parts is not None and all(part in classes for part in parts):
+            (pos_a, neg_a), (pos_b, neg_b) = classes[parts[0]], classes[parts[1]]
+            classes[name] = kern["merge_sorted"](pos_a, pos_b), kern["merge_sorted"](neg_a, neg_b)
+            continue
+        pos, neg, ok = kern["pooled_split"](scores, members, masks[name])
+        if not ok:
+            raise BnmemError("attack scores contain NaN")
+        pos.sort()
+        neg.sort()
+        classes[name] = pos, neg
+    grid = np.sort(fpr_grid(max_points))
+    out = {}
+    for name, mask in masks.items():
+        pos, neg = classes[name]
+        if not (pos.size and neg.size):
+            out[name] = np.zeros(0), np.zeros(0)
+            continue
+        whole, thin = np.empty((max_points, 2)), np.empty((grid.size + 2, 2))
+        length, kept = kern["pooled_curve"](pos, neg, grid, whole, thin)
+        points = whole[:length] if length <= max_points else thin[:kept]
+        out[name] = points[:, 0].copy(), points[:, 1].copy()
+    return out
+
+
+def _halves(name: str, masks: Mapping[str, np.ndarray]) -> tuple[str, str] | None:
+    """Two other subsets whose disjoint union is subset ``name``, if there are."""
+    mask = masks[name]
+    others = [other for other in masks if other != name]
+    for i, a in enumerate(others):
+        for b in others[i + 1:]:
+            if not (masks[a] & masks[b]).any() and np.array_equal(masks[a] | masks[b], mask):
+                return a, b
+    return None
+
+
+def _oracle_curve(scores: np.ndarray, members: np.ndarray, mask: np.ndarray, max_points: int | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """sklearn's ROC of every row's scores in the columns of ``mask`` together, thinned (the slow, obvious way)."""
     if not mask.all():
         scores, members = scores[:, mask], members[:, mask]
-    n_in = int(np.count_nonzero(members))
-    kern = kernels.compiled()
-    if kern is None or max_points is None or n_in in (0, members.size):
-        fpr, tpr = roc(scores.ravel(), members.ravel())
-        return (fpr, tpr) if max_points is None else thin_curve(fpr, tpr, max_points)
-    values = _finite_scores(scores).ravel()  # ±inf clipped, as roc sees them
-    flags = members.ravel()
-    pos, neg = np.compress(flags, values), np.compress(~flags, values)
-    pos.sort()
-    neg.sort()
-    grid = np.sort(fpr_grid(max_points))
-    whole, thin = np.empty((max_points, 2)), np.empty((grid.size + 2, 2))
-    length, kept = kern["pooled_curve"](pos, neg, grid, whole, thin)
-    points = whole[:length] if length <= max_points else thin[:kept]
-    return points[:, 0].copy(), points[:, 1].copy()
+    fpr, tpr = roc(scores.ravel(), members.ravel())
+    return (fpr, tpr) if max_points is None else thin_curve(fpr, tpr, max_points)

