@@ -38,3 +38,10 @@ def test_rooms_arrows_wide_functions_and_long_modules_of_a_small_tree():
     assert got.wide_functions == 1
     assert [p for p, _ in got.long_modules] == ["report/__init__.py"]
     assert got.lines == sum(t.count("\n") for t in files.values())
+
+
+def test_no_module_of_the_package_is_over_700_lines():
+    """Issue 50's bound: a module past 700 lines holds more than one idea; split it by what it holds."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "src" / "bnmem").rglob("*.py")
+            if (n := p.read_text(encoding="utf-8").count("\n")) > 700}
+    assert not long, f"modules over 700 lines: {long}"

@@ -1,7 +1,7 @@
 """Every target's ROC metrics and what its ε bound reads, per subset of the examples.
 
 With numba (:mod:`bnmem.attacks.kernels`) each target's row of scores is sorted once (numpy's argsort), split
-into its subsets' in one pass and walked once per subset by the compiled :func:`~bnmem.attacks.kernels.roc_rows`:
+into its subsets' in one pass and walked once per subset by the compiled :func:`~bnmem.attacks.roc_kernels.roc_rows`:
 the ROC points (runs of equal scores, ±inf clipped as :func:`~bnmem.attacks.metrics.roc` sees them) with
 sklearn's ``drop_intermediate``, their trapezoid AUC, balanced accuracy and TPR at each FPR level; the ε point
 bound at the staircase's upper-left corners (raw scores); and the counts above each rank threshold of the ε

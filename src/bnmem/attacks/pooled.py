@@ -3,8 +3,8 @@
 The pooled curve is only drawn, so the streaming evaluator keeps it thinned (:func:`thin_curve`: per FPR level
 of a log and a linear grid, the last point of the full curve at or below that level). With numba, the members'
 and the non-members' scores are gathered straight from the 2-D arrays by the compiled
-:func:`bnmem.attacks.kernels.pooled_split`, each sorted (numpy) and merged in one walk by the compiled
-:func:`bnmem.attacks.kernels.pooled_curve`, which finds sklearn's curve (``drop_intermediate``) and thins it as
+:func:`bnmem.attacks.roc_kernels.pooled_split`, each sorted (numpy) and merged in one walk by the compiled
+:func:`bnmem.attacks.roc_kernels.pooled_curve`, which finds sklearn's curve (``drop_intermediate``) and thins it as
 it goes (a subset that is the disjoint union of two others, ``all`` of outliers and inliers, merges their sorted
 scores instead: :func:`pooled_curves`); without numba, sklearn's ROC of all the scores is thinned (the slow,
 obvious way, and the oracle).
