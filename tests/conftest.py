@@ -65,3 +65,15 @@ def ds64(ds):
     from digits_data import as_float64
 
     return as_float64(ds)
+
+
+@pytest.fixture(params=[True, False], ids=["kernels", "numpy"])
+def kernels_on(request, monkeypatch):
+    """Each test twice: with the compiled attack kernels (skipped without numba) and with the plain numpy path."""
+    from bnmem.attacks import kernels
+
+    if request.param and kernels.compiled() is None:
+        pytest.skip("numba is not installed")
+    if not request.param:
+        monkeypatch.setattr(kernels, "compiled", lambda: None)
+    return request.param

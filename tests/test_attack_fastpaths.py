@@ -48,16 +48,6 @@ def _rows(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-@pytest.fixture(params=[True, False], ids=["kernels", "numpy"])
-def kernels_on(request, monkeypatch):
-    """Each test twice: with the compiled kernels (skipped without numba) and with the plain numpy path."""
-    if request.param and kernels.compiled() is None:
-        pytest.skip("numba is not installed")
-    if not request.param:
-        monkeypatch.setattr(kernels, "compiled", lambda: None)
-    return request.param
-
-
 def _bounds(scores: np.ndarray, members: np.ndarray, deltas: np.ndarray, known=None) -> list:
     """Every row's ε bound as the evaluation finds it: the walked rank counts, then epsilon_ranked."""
     counts = per_target.roc_summaries(scores, members, {"all": np.ones(scores.shape[1], bool)}, deltas)["all"][1]

@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pytest
 
-from bnmem.attacks import kernels
 from bnmem.attacks.epsilon import _point_bound, _rank_counts, _sorted_classes, epsilon_summary, rank_grid
 from bnmem.attacks.metrics import metrics_from_roc, roc
 from bnmem.attacks.per_target import roc_summaries
@@ -39,16 +38,6 @@ def _cases(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _same(a: float, b: float, rel: float = 0.0) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= rel * max(abs(a), abs(b), 1.0)
-
-
-@pytest.fixture(params=[True, False], ids=["kernels", "numpy"])
-def kernels_on(request, monkeypatch):
-    """Each test twice: with the compiled kernels (skipped without numba) and with the plain numpy path."""
-    if request.param and kernels.compiled() is None:
-        pytest.skip("numba is not installed")
-    if not request.param:
-        monkeypatch.setattr(kernels, "compiled", lambda: None)
-    return request.param
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
