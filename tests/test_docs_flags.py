@@ -19,7 +19,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 # Segments that start with another program (its flags are its own).
 OTHER_TOOLS = re.compile(r"^\s*(?:\$\s*)?(?:#|head_ip=|(?:ray|srun|sbatch|pytest|python -m pytest|python3? -m pip|pip|"
-                         r"make|git|chromium|hostname|apt-get|lint-imports|mutmut|mkdocs|jupyter|python3? (?:benchmarks|tools)/)\b)")  # '#': a shell comment
+                         r"make|git|chromium|hostname|apt-get|lint-imports|mutmut|mkdocs|jupyter|python3? (?:benchmarks|tools|tests)/)\b)")  # '#': a shell comment
 
 # Other tools' flags the docs name on their own in prose, with the tool.
 FOREIGN = {"--dist": "pytest-xdist"}
