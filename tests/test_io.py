@@ -117,6 +117,20 @@ def test_done_marker(tmp_path):
     assert io.read_json(tmp_path / "job" / io.DONE) == {"epochs": 3} and io.DONE == "DONE"
 
 
+
+def test_done_seconds_total_sums_every_marker_or_says_none(tmp_path):
+    """A job's work in several folders: their DONE seconds summed; None where one folder is unfinished or its
+    marker recorded no seconds (a total without it would under-count the job)."""
+    for name, secs in (("a", 2.5), ("b", 4.0)):
+        io.mark_done(tmp_path / name, {"seconds": secs})
+    io.mark_done(tmp_path / "untimed")
+    assert io.done_seconds_total([tmp_path / "a", tmp_path / "b"]) == 6.5
+    assert io.done_seconds_total(p for p in (tmp_path / "a",)) == 2.5
+    assert io.done_seconds_total([tmp_path / "a", tmp_path / "missing"]) is None
+    assert io.done_seconds_total([tmp_path / "a", tmp_path / "untimed"]) is None
+    assert io.done_seconds_total([]) == 0.0
+
+
 def test_prepare_run_dir_writes_config_and_environment(tmp_path):
     out = rundir.prepare_run_dir(tmp_path / "run", {"a": 1, "p": Path("/x"), "t": (1, 2)})
     assert out == tmp_path / "run"

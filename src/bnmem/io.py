@@ -18,7 +18,7 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -224,3 +224,10 @@ def done_seconds(directory: str | Path) -> float | None:
         return None
     s = doc.get("seconds") if isinstance(doc, dict) else None
     return float(s) if isinstance(s, (int, float)) else None
+
+
+def done_seconds_total(directories: Iterable[str | Path]) -> float | None:
+    """The seconds the completion markers of ``directories`` recorded, summed (None: one has no marker, or
+    recorded none): a job's work that ran in several folders (its runs, its chunks)."""
+    each = [done_seconds(d) for d in directories]
+    return None if None in each else float(sum(each))

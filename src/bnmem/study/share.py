@@ -113,8 +113,7 @@ class SharedTraining:
     def seconds_taken(self) -> float | None:
         """The seconds its runs recorded: the sum over seeds of its first target's copies' DONE markers."""
         t = self.targets[0]
-        each = [io.done_seconds(t.folder / self.norm / f"seed{s}") for s in t.seeds]
-        return None if None in each else sum(each)
+        return io.done_seconds_total(t.folder / self.norm / f"seed{s}" for s in t.seeds)
 
     def task_seconds(self) -> float | None:
         return 0.0  # it gives the graph no tasks

@@ -262,8 +262,8 @@ class LiraWork(LensWork):
         """The seconds every norm's training chunks recorded in their ``DONE`` markers (with ``matched_fit``, their
         per-epoch queries too: the same job). The query chunks and a per-norm cell's own recipe selection record
         none and are not counted (a study's per-norm cells read their setting's selection, a job of its own)."""
-        each = [io.done_seconds(chunk_dir(self.out / norm, c)) for norm in self.cfg.norms for c in self.cfg.chunks()]
-        return None if None in each else float(sum(each))
+        chunks = self.cfg.chunks()
+        return io.done_seconds_total(chunk_dir(self.out / norm, c) for norm in self.cfg.norms for c in chunks)
 
     def models(self) -> float:
         # matched_fit (row 3c) queries and attacks every shadow model after every epoch as well
