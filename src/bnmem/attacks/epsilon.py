@@ -43,6 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy.special import betaincinv  # the beta quantile, Beta⁻¹(q; a, b) = betaincinv(a, b, q)
 
+from bnmem.attacks.metrics import checked_scores
 from bnmem.errors import BnmemError
 
 LEVEL = 0.95
@@ -189,12 +190,7 @@ class EpsilonBound:
 
 
 def _sorted_classes(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    scores = np.asarray(scores, dtype=np.float64)
-    members = np.asarray(members, dtype=bool)
-    if scores.shape != members.shape or scores.ndim != 1:
-        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 1-D shapes")
-    if np.isnan(scores).any():
-        raise BnmemError("attack scores contain NaN")
+    scores, members = checked_scores(scores, members, 1)
     return np.sort(scores[members]), np.sort(scores[~members])
 
 

@@ -34,6 +34,21 @@ def _finite_scores(scores: np.ndarray) -> np.ndarray:
     return np.clip(scores, -big, big)
 
 
+def checked_scores(scores: np.ndarray, members: np.ndarray, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``scores`` as C-contiguous float64 and ``members`` as C-contiguous bool, once checked: equal ``ndim``-D
+    shapes and no NaN score (±inf is allowed: a ROC curve clips it).
+
+    Raises:
+        BnmemError: the shapes differ or are not ``ndim``-D, or a score is NaN.
+    """
+    scores, members = np.asarray(scores, dtype=np.float64), np.asarray(members, dtype=bool)
+    if scores.shape != members.shape or scores.ndim != ndim:
+        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal {ndim}-D shapes")
+    if np.isnan(scores).any():
+        raise BnmemError("attack scores contain NaN")
+    return np.ascontiguousarray(scores), np.ascontiguousarray(members)
+
+
 def roc(scores: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ROC curve of ``scores`` against membership.
 

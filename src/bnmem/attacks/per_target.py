@@ -18,8 +18,7 @@ import numpy as np
 
 from bnmem.attacks import kernels
 from bnmem.attacks.epsilon import RankCounts, rank_grid
-from bnmem.attacks.metrics import FPR_LEVELS, METRIC_NAMES, metrics_from_roc, roc
-from bnmem.errors import BnmemError
+from bnmem.attacks.metrics import FPR_LEVELS, METRIC_NAMES, checked_scores, metrics_from_roc, roc
 
 # Rows sorted at a time (their order array stays small).
 ROWS_AT_ONCE = 32
@@ -37,12 +36,7 @@ def roc_summaries(scores: np.ndarray, members: np.ndarray, masks: Mapping[str, n
     Raises:
         BnmemError: shapes differ or scores contain NaN.
     """
-    scores = np.ascontiguousarray(scores, dtype=np.float64)
-    members = np.ascontiguousarray(members, dtype=bool)
-    if scores.shape != members.shape or scores.ndim != 2:
-        raise BnmemError(f"scores {scores.shape} and members {members.shape} must be equal 2-D shapes")
-    if np.isnan(scores).any():
-        raise BnmemError("attack scores contain NaN")
+    scores, members = checked_scores(scores, members, 2)
     masks = {name: np.asarray(mask, dtype=bool) for name, mask in masks.items()}
     n_in = np.stack([np.count_nonzero(members & mask, axis=1) for mask in masks.values()]).astype(np.int64)
     n_out = np.array([[int(mask.sum())] for mask in masks.values()], dtype=np.int64) - n_in
