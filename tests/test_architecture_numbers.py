@@ -45,3 +45,18 @@ def test_no_module_of_the_package_is_over_700_lines():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "src" / "bnmem").rglob("*.py")
             if (n := p.read_text(encoding="utf-8").count("\n")) > 700}
     assert not long, f"modules over 700 lines: {long}"
+
+
+def test_wide_functions_are_listed_with_their_parameter_count():
+    got = _tool().measure({"a.py": "def f(a, b, c, d, e, g, h):\n    pass\n\ndef g(self, a):\n    pass\n"})
+    assert got.wide_list == [("a.py", "f", 7)]
+
+
+def test_a_ref_that_is_not_a_commit_is_one_line_and_a_non_zero_exit():
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "architecture_numbers.py"), "no-such-ref-here"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "cannot read src/bnmem at 'no-such-ref-here'" in done.stderr

@@ -11,7 +11,8 @@ The numbers issue 50 reports before and after a restructuring, measured one way:
 
 Run from the repository root (standard library only)::
 
-    python tools/architecture_numbers.py [REF ...]      # default HEAD
+    python tools/architecture_numbers.py [REF ...]          # default HEAD
+    python tools/architecture_numbers.py --wide [REF ...]   # also list the wide functions, one per line
 
 It reads each ref with ``git archive``, so the working tree is not needed. (The issue's own table came from an
 unpublished walk; on its refs this gives the same rooms, wide functions, long modules and lines, and 1–3 more
@@ -25,7 +26,7 @@ import io
 import subprocess
 import sys
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 LONG, WIDE = 600, 6
 
@@ -37,6 +38,7 @@ class Numbers:
     wide_functions: int
     long_modules: list[tuple[str, int]]
     lines: int
+    wide_list: list[tuple[str, str, int]] = field(default_factory=list)  # (path, function, parameters)
 
     def text(self, ref: str) -> str:
         longs = ", ".join(f"{p} {n}" for p, n in self.long_modules)
@@ -46,8 +48,13 @@ class Numbers:
 
 
 def sources(ref: str) -> dict[str, str]:
-    """Every .py file under src/bnmem at ``ref``, by its path below src/bnmem."""
-    blob = subprocess.run(["git", "archive", ref, "src/bnmem"], capture_output=True, check=True).stdout
+    """Every .py file under src/bnmem at ``ref``, by its path below src/bnmem (SystemExit with one line when
+    ``ref`` is not a commit of this repository)."""
+    done = subprocess.run(["git", "archive", ref, "src/bnmem"], capture_output=True)
+    if done.returncode:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["git archive failed"])[-1]
+        raise SystemExit(f"architecture_numbers: cannot read src/bnmem at {ref!r}: {why}")
+    blob = done.stdout
     with tarfile.open(fileobj=io.BytesIO(blob)) as tf:
         return {m.name.split("src/bnmem/", 1)[1]: tf.extractfile(m).read().decode("utf-8")
                 for m in tf.getmembers() if m.isfile() and m.name.endswith(".py")}
@@ -77,7 +84,8 @@ def measure(files: dict[str, str]) -> Numbers:
 
     rooms = {room(p) for p in files} - {"__init__"}
     arrows: set[tuple[str, str]] = set()
-    wide, long_modules, lines = 0, [], 0
+    wide: list[tuple[str, str, int]] = []
+    long_modules, lines = [], 0
     for path, text in files.items():
         n = text.count("\n")
         lines += n
@@ -87,7 +95,7 @@ def measure(files: dict[str, str]) -> Numbers:
         package = path.rsplit("/", 1)[0].split("/") if "/" in path else []
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _params(node) > WIDE:
-                wide += 1
+                wide.append((path, node.name, _params(node)))
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name[len("bnmem."):] for a in node.names if a.name.startswith("bnmem.")]
@@ -103,12 +111,21 @@ def measure(files: dict[str, str]) -> Numbers:
                 nested = t.startswith(here + "/") or here.startswith(t + "/")
                 if t in rooms and here in rooms and t != here and not nested:
                     arrows.add((here, t))
-    return Numbers(len(rooms), len(arrows), wide, sorted(long_modules, key=lambda x: -x[1]), lines)
+    return Numbers(len(rooms), len(arrows), len(wide), sorted(long_modules, key=lambda x: -x[1]), lines,
+                   sorted(wide))
 
 
 def main(argv: list[str]) -> None:
-    for ref in argv or ["HEAD"]:
-        print(measure(sources(ref)).text(ref))
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return
+    listing = "--wide" in argv
+    for ref in [a for a in argv if a != "--wide"] or ["HEAD"]:
+        numbers = measure(sources(ref))
+        print(numbers.text(ref))
+        if listing:
+            for path, name, n in numbers.wide_list:
+                print(f"  {path} {name} {n}")
 
 
 if __name__ == "__main__":
