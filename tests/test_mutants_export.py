@@ -387,3 +387,13 @@ def test_require_clean_checkout_and_log_attempt(monkeypatch, tmp_path):
     c.log_attempt(state, record, True, "conf", "out", executor=object())  # an executor that names neither
     assert (logged[-1][1]["executor"], logged[-1][1]["workers"]) == (None, None)
     assert prov.START != prov.RESUME
+
+
+def test_derivation_2_seed_key_and_the_resolved_study_hash_are_canonical_text():
+    """The published seeds hang on these exact texts: the name as JSON with non-ASCII kept, and the resolved
+    study as JSON with sorted keys, no spaces and non-ASCII kept (hashed here from hand-written text)."""
+    from bnmem.provenance import resolved_sha256, seed_key
+
+    assert seed_key("p", "s", "étude", "f", "r") == 'v2:p:s:f:r:"étude"'
+    text = '{"a":[1,"é"],"b":{"c":null}}'
+    assert resolved_sha256({"b": {"c": None}, "a": [1, "é"]}) == hashlib.sha256(text.encode("utf-8")).hexdigest()

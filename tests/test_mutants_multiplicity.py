@@ -466,3 +466,16 @@ def test_combine_with_a_shorter_family_pass_keeps_the_95_verdicts_as_they_are():
     cfam = _claim(Evaluation("s0", 0.5, -0.1, 1.1, INCONCLUSIVE))
     out = combine(c95, cfam, family_level(2))
     assert [(e.status, e.level) for e in out.evaluations] == [(REPRODUCED, 0.95), (LARGER, 0.95)]
+
+
+def test_a_co_verdict_aggregated_over_settings_is_its_weakest_run_and_valid_only_if_valid_everywhere():
+    """Over the deciding settings, a co-verdict is the least supportive of the settings where it ran (one where it
+    did not run does not pull it to "not run"), and it counts only if it is valid in every setting."""
+    absent = Analysis("online", None, None, None, NOT_RUN, valid=False)
+    ran = Analysis("online", 0.5, 0.1, 0.9, REPRODUCED)
+    fine = Analysis("offline", 0.4, 0.1, 0.8, REPRODUCED)
+    c = _claim(Evaluation("s0", 0.5, 0.1, 0.9, REPRODUCED, coverdicts=[absent, fine]),
+               Evaluation("s1", 0.5, 0.1, 0.9, REPRODUCED, coverdicts=[ran, fine]))
+    online, offline = c.coverdicts()
+    assert (online.name, online.status, online.value, online.valid) == ("online", REPRODUCED, 0.5, False)
+    assert offline == fine and offline.valid is True

@@ -190,3 +190,41 @@ def test_claim_4_study_draw_is_one_binomial_call_per_replicate(between):
             slow = [slow_rng.binomial(layers, pi, size=seeds) / layers for pi in p]
             np.testing.assert_array_equal(fast, np.array(slow))
         assert fast_rng.random() == slow_rng.random()
+
+
+def test_the_sd_check_skips_one_replicate_intervals_reads_every_setting_and_keeps_quiet_within_the_bound():
+    """Plan 6.0's observed-SD check, setting by setting: an interval over one replicate's seeds is not the
+    replicate spread the design's SD stands for (skipped, and the settings after it still read); a setting within
+    its bound adds nothing; no setting above its bound gives no line at all."""
+    from bnmem.analysis_plan import PLANNING as PLAN
+    from bnmem.report.claims.core import Evaluation, new_claim
+    from bnmem.report.power import power_check
+
+    bound = PLAN["1"][0].sd
+
+    def claim(*settings):
+        c = new_claim("1", "x")
+        for where, sd, reps in settings:
+            c.evaluations.append(Evaluation(where, 0.02, -0.01, 0.05, INCONCLUSIVE, "t", "", n=len(reps), sd=sd,
+                                            conditions={"replicates": list(reps)}))
+        return c
+
+    text = power_check(claim(("one", 3 * bound, (0,)), ("calm", 0.5 * bound, (0, 1, 2)),
+                             ("wide", 3 * bound, (0, 1, 2))))
+    assert text.startswith("observed SD above the design's bound (wide: SD ")
+    assert "one:" not in text and "calm:" not in text
+    assert "power at the observed SD " in text and " the declared SD gives at the same n" in text
+    assert power_check(claim(("calm", 0.5 * bound, (0, 1, 2)), ("one", 3 * bound, (0,)))) == ""
+
+
+def test_only_claim_4s_effects_are_ratios_said_of_every_layer():
+    """Claim 4's test reads the mean log |γ|/σ: its effect is shown as the ratio, in every layer; every other
+    claim's effect is its own number in its own format, and a claim without a minimum detectable effect has none."""
+    from bnmem.report.claims.core import new_claim
+    from bnmem.report.power import _effect_format, on_number_scale
+
+    assert on_number_scale("4", math.log(1.25)) == pytest.approx(1.25) and on_number_scale("4", None) is None
+    assert on_number_scale("1", 0.02) == 0.02
+    one, four = new_claim("1", "x"), new_claim("4", "x")
+    assert _effect_format(one)(0.02) == one.fmt(0.02) and "|γ|/σ" not in _effect_format(one)(0.02)
+    assert _effect_format(four)(1.25) == f"{four.fmt(1.25)} |γ|/σ in every layer"
