@@ -479,3 +479,31 @@ def test_a_co_verdict_aggregated_over_settings_is_its_weakest_run_and_valid_only
     online, offline = c.coverdicts()
     assert (online.name, online.status, online.value, online.valid) == ("online", REPRODUCED, 0.5, False)
     assert offline == fine and offline.valid is True
+
+
+def _claim_2_setting(where: str, coverdicts: tuple[str, ...] = ()) -> Evaluation:
+    """One setting of claim 2 whose alternatives disagree: the primary and the matched fit below 0 (each
+    interval excluding it), the same-epoch window above."""
+    from bnmem.report.claims import claim2
+
+    def an(name, value, low, high, status):
+        return Analysis(name, value, low, high, status, "t", "", True, n=6, sd=0.5)
+
+    primary = (-0.25, -0.6, -0.1, CONTRADICTED)
+    return Evaluation.from_analysis(
+        where, an("plan", *primary), {"label_noise": 0.0, "ood": 0.05}, True,
+        [an("eval definition", *primary)] + [an(n, 0.3, 0.1, 0.5, REPRODUCED) for n in coverdicts],
+        [an(f"eval: {claim2.EARLY_V4}", 2.04, 1.2, 2.9, REPRODUCED),
+         an("eval: matched fit level (50% ± 0.15)", -0.42, -0.8, -0.05, CONTRADICTED)])
+
+
+def test_what_is_held_fixed_names_every_estimand_on_each_side_in_every_setting():
+    from bnmem.analysis_plan import CLEAN_PROGRESS, CORRUPTED_FIT, DEPENDS, SAME_EPOCH
+
+    c = Claim("2", "t", "m", "r", "s")
+    c.evaluations = [_claim_2_setting("A"), _claim_2_setting("B")]
+    side = f"{SAME_EPOCH} (+) vs {CLEAN_PROGRESS}, eval definition, {CORRUPTED_FIT} (−)"
+    assert c.held_fixed() == f"{DEPENDS}: A: {side}; B: {side}"
+    assert c.agreement_text() == "2 of 3 analyses agree on direction · agree: eval definition contradicted"
+    c.evaluations = [_claim_2_setting("A", coverdicts=("other",))]
+    assert c.agreement_text().endswith(" · disagree: eval definition contradicted; other reproduced")
