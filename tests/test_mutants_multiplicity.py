@@ -507,3 +507,19 @@ def test_what_is_held_fixed_names_every_estimand_on_each_side_in_every_setting()
     assert c.agreement_text() == "2 of 3 analyses agree on direction · agree: eval definition contradicted"
     c.evaluations = [_claim_2_setting("A", coverdicts=("other",))]
     assert c.agreement_text().endswith(" · disagree: eval definition contradicted; other reproduced")
+
+
+def test_a_claims_numbers_as_text_with_and_without_a_unit_and_when_missing():
+    """The display the report, CSV and checklist share: the unit said once, never after a dash, no trailing space
+    without a unit; an interval missing either end is a dash; a not-run claim says why, or that its lens is absent."""
+    from bnmem.report.claims.core import new_claim, not_run
+
+    points, plain = new_claim("3a", "x"), new_claim("1", "x")
+    assert points.fmt(0.034) == "+3.4 points" and points.fmt(None) == "—" and points.fmt(float("nan")) == "—"
+    assert plain.fmt(0.02) == "+0.020"
+    assert points.ci_text(0.01, 0.05) == "[+1.0, +5.0] points" and plain.ci_text(0.01, 0.05) == "[+0.010, +0.050]"
+    assert points.ci_text(None, 0.05) == points.ci_text(0.01, None) == "—"
+    assert plain.not_run_reason() == "the lens that measures it is not in this run"
+    plain.evaluations = [not_run("A", "no outliers"), not_run("B", ""), not_run("C", "no outliers"),
+                         Evaluation("D", 0.5, 0.1, 0.9, REPRODUCED, note="ran")]
+    assert plain.not_run_reason() == "no outliers"
