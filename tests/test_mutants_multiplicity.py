@@ -523,3 +523,29 @@ def test_a_claims_numbers_as_text_with_and_without_a_unit_and_when_missing():
     plain.evaluations = [not_run("A", "no outliers"), not_run("B", ""), not_run("C", "no outliers"),
                          Evaluation("D", 0.5, 0.1, 0.9, REPRODUCED, note="ran")]
     assert plain.not_run_reason() == "no outliers"
+
+
+def test_an_estimate_as_a_panel_row_and_against_the_papers_range():
+    """`Analysis.of` keeps the estimate's numbers, method, notes (its own and the estimate's, joined) and the
+    comparison with the paper's range, which touches at its ends ("within"); no estimate keeps only the status."""
+    from bnmem.report.claims.core import first_sentence, vs_paper
+    from bnmem.stats import PairedDiff
+
+    def est(low, high, mean=0.5, note="few pairs"):
+        return PairedDiff(mean, low, high, 6, "replicates", "t-interval", note=note, sd=0.2)
+
+    assert vs_paper(est(0.1, 0.2), None) == "" and vs_paper(None, (0.3, 0.5)) == ""
+    assert vs_paper(est(None, 0.2), (0.3, 0.5)) == vs_paper(est(0.1, None), (0.3, 0.5)) == ""
+    assert vs_paper(est(0.1, 0.2), (0.3, 0.5)) == "below" and vs_paper(est(0.6, 0.9), (0.3, 0.5)) == "above"
+    assert vs_paper(est(0.1, 0.3), (0.3, 0.5)) == vs_paper(est(0.5, 0.9), (0.3, 0.5)) == "within"
+    a = Analysis.of("x", est(0.1, 0.2), REPRODUCED, note="mine", paper=(0.3, 0.5))
+    assert (a.name, a.value, a.ci_low, a.ci_high, a.status, a.method, a.note, a.valid, a.vs_paper, a.n, a.sd) == (
+        "x", 0.5, 0.1, 0.2, REPRODUCED, "t-interval", "mine; few pairs", True, "below", 6, 0.2)
+    assert Analysis.of("x", est(0.1, 0.2, mean=float("nan"), note=""), REPRODUCED).value is None
+    assert Analysis.of("x", est(0.1, 0.2, note=""), REPRODUCED).note == ""
+    empty = Analysis.of("y", None, NOT_RUN, note="why")
+    assert (empty.name, empty.value, empty.ci_low, empty.status, empty.method, empty.note, empty.valid) == (
+        "y", None, None, NOT_RUN, "", "why", True)
+    assert first_sentence("Alpha is 1 − 0.05/k. Then more.") == "Alpha is 1 − 0.05/k"
+    assert first_sentence("One. Two. Three") == "One" and first_sentence("No end.") == "No end"
+    assert first_sentence("Plain") == "Plain" and first_sentence(". Lead") == ""
