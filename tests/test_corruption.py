@@ -124,3 +124,13 @@ def test_append_ood_labels_cover_every_class_and_keep_the_image_dtype():
     assert x_all.dtype == np.float32 and x_all.shape == (403, 1, 2, 2) and y_all.dtype == np.int64
     assert is_ood.tolist() == [False] * 3 + [True] * 400
     assert sorted(set(y_all[3:].tolist())) == [0, 1, 2, 3]  # uniform over all classes, 0 included
+
+
+def test_a_validation_split_of_one_example_is_allowed_and_one_of_every_example_refused():
+    from bnmem.data.corruption import validation_positions
+    from bnmem.errors import BnmemError
+
+    got = validation_positions(4, 0.25, np.random.default_rng(0))
+    assert got.dtype == np.int64 and got.size == 1 and 0 <= got[0] < 4
+    with pytest.raises(BnmemError, match="empty split"):
+        validation_positions(3, 1.0, np.random.default_rng(0))

@@ -163,3 +163,40 @@ def test_pair_by_key_orders_names_and_leaves_look_alikes_as_names():
     names = {k: 1.0 for k in ("delta", "alpha", "echo", "charlie", "bravo", "foxtrot", "X1", "-")}
     keys, _, _ = pair_by_key(names, names)
     assert keys == ["-", "X1", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+
+
+def test_replicated_difference_over_replicates_one_replicate_and_none():
+    """Replicates are the unit from two on (level and bootstrap passed on, the sizes said in the method); one
+    replicate gives an interval over its pairs only when they are independent (said in the note), else none; no
+    replicate is the empty estimate."""
+    rd = stats.replicated_difference
+    groups = [[0.1, 0.3], [0.2, 0.4, float("nan"), 0.6], [0.5, 0.7, 0.9]]
+    means = [float(np.mean(g)) for g in ([0.1, 0.3], [0.2, 0.4, 0.6], [0.5, 0.7, 0.9])]
+    got = rd(groups, "seeds", True, level=0.9, bootstrap_from=2)
+    want = difference_stats(means, unit="replicates", level=0.9, bootstrap_from=2)
+    assert {**got.to_dict(), "method": ""} == {**want.to_dict(), "method": ""}
+    assert got.unit == "replicates" and got.n == 3 and got.sd is not None
+    assert got.method == f"{want.method}; each replicate the mean over its seeds (2–3)"
+    two = rd([[0.1, 0.3], [0.5, 0.7]], "targets", False)
+    assert two.n == 2 and two.ci_low is not None and two.method.endswith("; each replicate the mean over its 2 targets")
+    assert rd([[], [float("nan")]], "seeds", True).to_dict() == difference_stats([], unit="replicates").to_dict()
+
+    one = rd([[], [0.1, 0.2, 0.6]], "seeds", True, level=0.9, bootstrap_from=2)
+    inner = difference_stats([0.1, 0.2, 0.6], unit="seeds", level=0.9, bootstrap_from=2)
+    assert {**one.to_dict(), "note": ""} == {**inner.to_dict(), "note": ""}
+    assert one.note == "; ".join(x for x in (inner.note, "one replicate: the interval is over its seeds and "
+                                             "conditional on its data-corruption draw") if x)
+    shared = rd([[0.1, 0.2, 0.6]], "targets", False)
+    why = ("one replicate whose targets share reference models, so they are not independent and no interval over "
+           "them is valid")
+    assert (shared.mean, shared.ci_low, shared.ci_high, shared.n, shared.unit) == (pytest.approx(0.3), None, None, 1,
+                                                                                  "replicates")
+    assert shared.method == shared.note == f"no interval: {why}"
+    assert (shared.min, shared.max) == (0.1, 0.6)
+    single = rd([[0.4]], "seeds", True)
+    assert single.ci_low is None and single.note == "no interval: a single pair (seeds)" and single.n == 1
+
+
+def test_difference_stats_has_an_sd_from_two_units():
+    assert difference_stats([0.1, 0.3]).sd == pytest.approx(math.sqrt(0.02))
+    assert difference_stats([0.1]).sd is None
