@@ -101,3 +101,18 @@ def test_loss_from_phi_is_float64_for_float32_input():
     got = loss_from_phi(phi)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, np.logaddexp(0.0, -phi.astype(np.float64)))
+
+
+def test_checked_scores_makes_float64_and_bool_and_refuses_unequal_shapes():
+    from bnmem.attacks.metrics import checked_scores
+    from bnmem.errors import BnmemError
+
+    s, m = checked_scores(np.array([1, 2, 3], dtype=np.int32), np.array([0, 1, 2]), 1)
+    assert s.dtype == np.float64 and m.dtype == np.bool_ and m.tolist() == [False, True, True]
+    assert s.flags.c_contiguous and m.flags.c_contiguous
+    with pytest.raises(BnmemError, match="must be equal 1-D shapes"):
+        checked_scores(np.zeros(3), np.zeros(4, dtype=bool), 1)
+    with pytest.raises(BnmemError, match="must be equal 2-D shapes"):
+        checked_scores(np.zeros(3), np.zeros(3, dtype=bool), 2)
+    with pytest.raises(BnmemError, match="NaN"):
+        checked_scores(np.array([0.0, np.nan]), np.zeros(2, dtype=bool), 1)
