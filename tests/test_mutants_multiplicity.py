@@ -549,3 +549,26 @@ def test_an_estimate_as_a_panel_row_and_against_the_papers_range():
     assert first_sentence("Alpha is 1 − 0.05/k. Then more.") == "Alpha is 1 − 0.05/k"
     assert first_sentence("One. Two. Three") == "One" and first_sentence("No end.") == "No end"
     assert first_sentence("Plain") == "Plain" and first_sentence(". Lead") == ""
+
+
+def test_claim_4_without_the_identifiable_flag_decides_on_every_layer_and_shows_its_other_rows():
+    """A run from before plan 6.0's flag: decided on every BN layer, and it says so; its panel rows (Anderson's
+    bound, plan 3.0's t and plan 2.0's median, both invalid), its conditions, and a setting with no per-layer
+    γ/σ not run with its reason."""
+    claim = evaluate_rule(claim4, gs_exact_run([("lenet", UP), ("vgg", [])]))[0]
+    assert claim.section == "gamma_sigma"
+    e, absent = claim.evaluations
+    assert absent.status == NOT_RUN and absent.note == "no per-layer γ/σ in gamma_sigma.json"
+    assert {k: e.conditions[k] for k in ("sigma", "layers", "n_layers", "n_seeds")} == {
+        "sigma": "running", "layers": "every BN layer", "n_layers": 4, "n_seeds": 1}
+    assert "BN layers with median |γ|/σ > 1 per replicate (mean over seeds): 4.0 of 4, 4.0 of 4, 4.0 of 4; " in e.note
+    assert e.note.endswith("; this run recorded no identifiable-layer flag (a gamma-sigma lens from before plan 6.0): "
+                           "decided on every BN layer (plan 5.0's set)")
+    rows = {a.name: a for a in e.analyses}
+    every = rows[claim4.EVERY_LAYER_ANALYSIS + " (the primary here)"]
+    assert every.status == REPRODUCED and every.valid and every.value == e.value
+    assert rows[claim4.PLAN4_ANDERSON].value is not None
+    v3 = rows["plan 3.0: t-interval over replicates (invalid on a fraction of a few layers)"]
+    assert (v3.status, v3.valid, v3.value) == (REPRODUCED, False, pytest.approx(1.0))
+    v2 = rows["plan 2.0: median convolutional-channel fraction over models"]
+    assert v2.valid is False and v2.note == "only 3 models: too few for a 95% distribution-free interval"
