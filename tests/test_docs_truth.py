@@ -141,3 +141,13 @@ def test_a_renamed_column_fails_naming_the_doc_and_line():
     bad += column_problems(dataframe_columns_read(), tidy, "the tidy table", complete=False)
     assert any(re.fullmatch(r"docs/results\.md:\d+: unit_id is not a column of the tidy table", b) for b in bad)
     assert any(re.fullmatch(r"README\.md:\d+: unit_id is not a column of the tidy table", b) for b in bad), bad
+
+
+def test_the_mutation_section_counts_the_modules_make_mutate_mutates():
+    """docs/testing.md says how many modules `make mutate` mutates: the length of `[tool.mutmut] only_mutate`."""
+    import tomllib
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]["only_mutate"]
+    said = re.search(r"over the (\d+) modules that `only_mutate` lists", (ROOT / "docs" / "testing.md").read_text(
+        encoding="utf-8"))
+    assert said is not None and int(said[1]) == len(listed), (said and said[1], len(listed))
