@@ -200,3 +200,43 @@ def test_replicated_difference_over_replicates_one_replicate_and_none():
 def test_difference_stats_has_an_sd_from_two_units():
     assert difference_stats([0.1, 0.3]).sd == pytest.approx(math.sqrt(0.02))
     assert difference_stats([0.1]).sd is None
+
+
+def test_jackknife_of_the_mean_is_the_t_interval_of_the_units():
+    """For the mean, the delete-one jackknife se is sd/√n, so the interval is the units' Student t-interval."""
+    y = np.array([0.9, 0.2, 0.5, 0.7, 0.1])
+    n = y.size
+    loo = [(y.sum() - v) / (n - 1) for v in y]
+    pd = stats.jackknife_interval(float(y.mean()), loo)
+    se = y.std(ddof=1) / math.sqrt(n)
+    half = 2.7764451051977987 * se  # t_{0.975, 4}
+    assert (pd.mean, pd.ci_low, pd.ci_high) == (pytest.approx(0.48), pytest.approx(0.48 - half),
+                                                 pytest.approx(0.48 + half))
+    assert (pd.ci_low, pd.ci_high) == tuple(pytest.approx(v) for v in t_interval(y))
+    assert (pd.n, pd.unit, pd.min, pd.max) == (5, "models", pytest.approx(min(loo)), pytest.approx(max(loo)))
+    assert pd.method == f"95% delete-one-model jackknife over 5 models (t with 4 df, se {se:.3g})"
+
+
+def test_jackknife_hand_computed_se_level_and_unit_text():
+    """se² = (n − 1)/n · Σ(θ_i − θ̄)² with t_{n−1} at the asked level; the method names the unit (singular)."""
+    loo = [1.0, 2.0, 3.0, 4.0]  # mean 2.5, Σ squares 5
+    se = math.sqrt(3 / 4 * 5)
+    pd = stats.jackknife_interval(10.0, loo, unit="replicates", level=0.9)
+    half = 2.3533634348018264 * se  # t_{0.95, 3}
+    assert (pd.mean, pd.ci_low, pd.ci_high) == (10.0, pytest.approx(10 - half), pytest.approx(10 + half))
+    assert (pd.n, pd.unit, pd.min, pd.max) == (4, "replicates", 1.0, 4.0)
+    assert pd.method == f"90% delete-one-replicate jackknife over 4 replicates (t with 3 df, se {se:.3g})"
+    two = stats.jackknife_interval(0.0, [1.0, 3.0], unit="data")  # smallest n with an interval; unit without s
+    half2 = 12.706204736174698 * math.sqrt(1 / 2 * 2)  # t_{0.975, 1}
+    assert (two.ci_low, two.ci_high) == (pytest.approx(-half2), pytest.approx(half2))
+    assert two.method.startswith("95% delete-one-data jackknife over 2 data (t with 1 df, se 1)")
+
+
+def test_jackknife_without_two_values_or_a_finite_statistic_has_no_interval():
+    """Fewer than 2 finite leave-one-out values, or a non-finite full statistic: the estimate without interval."""
+    for full, loo, n in ((0.4, [0.3, np.nan], 1), (0.4, [], 0), (np.nan, [0.1, 0.2, 0.3], 3)):
+        pd = stats.jackknife_interval(full, loo)
+        assert pd.mean == full or (math.isnan(pd.mean) and math.isnan(full))
+        assert (pd.ci_low, pd.ci_high, pd.n, pd.unit) == (None, None, n, "models")
+        assert pd.method == "jackknife: fewer than 2 leave-one-out values" and pd.note == "no interval"
+    assert stats.jackknife_interval(0.4, [0.3], unit="targets").unit == "targets"
