@@ -240,3 +240,95 @@ def test_jackknife_without_two_values_or_a_finite_statistic_has_no_interval():
         assert (pd.ci_low, pd.ci_high, pd.n, pd.unit) == (None, None, n, "models")
         assert pd.method == "jackknife: fewer than 2 leave-one-out values" and pd.note == "no interval"
     assert stats.jackknife_interval(0.4, [0.3], unit="targets").unit == "targets"
+
+
+def _anderson(values, level):
+    """Anderson's bound written out: Σ (x_(i+1) − x_(i))·max(0, 1 − i/n − ε), x_(0) = 0, and the same on 1 − x."""
+    from scipy import stats as sps
+
+    n = len(values)
+    eps = float(sps.ksone.ppf(0.5 + level / 2, n))
+
+    def low(v):
+        total, prev = 0.0, 0.0
+        for i, xi in enumerate(sorted(v)):
+            total += (xi - prev) * max(0.0, 1.0 - i / n - eps)
+            prev = xi
+        return total
+
+    return low(values), 1.0 - low([1.0 - v for v in values])
+
+
+def test_bounded_mean_intervals_rows_match_the_written_out_bound():
+    """Each row's interval is Anderson's bound on it (lower end and the mirrored upper end), rows independent."""
+    rows = np.array([[0.25, 1.0, 0.5, 0.0, 0.75], [0.1, 0.9, 0.2, 0.3, 0.6], [1.0, 1.0, 0.0, 0.5, 0.25]])
+    for level in (0.95, 0.8):
+        lo, hi = stats.bounded_mean_intervals(rows, level)
+        for r, row in enumerate(rows):
+            want = _anderson(list(row), level)
+            assert (lo[r], hi[r]) == (pytest.approx(want[0], abs=1e-12), pytest.approx(want[1], abs=1e-12))
+            assert 0.0 <= lo[r] <= row.mean() <= hi[r] <= 1.0
+    lo, hi = stats.bounded_mean_intervals(np.ones((2, 3)))
+    assert lo == pytest.approx([0.29, 0.29], abs=0.005) and hi == pytest.approx([1.0, 1.0])  # the docstring's case
+    lo, hi = stats.bounded_mean_intervals(np.zeros((1, 3)))
+    assert lo == pytest.approx([0.0]) and hi == pytest.approx([1 - 0.2924], abs=0.001)  # mirrored
+
+
+def test_bounded_mean_intervals_of_low_precision_input_are_float64():
+    """float16 fractions give the interval of their float64 values (1 − x is not rounded to float16)."""
+    x16 = np.array([[1 / 3, 0.1, 0.7, 0.9]], dtype=np.float16)
+    lo, hi = stats.bounded_mean_intervals(x16)
+    want = _anderson([float(v) for v in x16[0]], 0.95)
+    assert (lo[0], hi[0]) == (pytest.approx(want[0], abs=1e-12), pytest.approx(want[1], abs=1e-12))
+
+
+def test_bounded_mean_fields_and_level():
+    """bounded_mean: the sample mean, Anderson's interval at the asked level, n, unit, min/max, sd (ddof 1)."""
+    x = [0.2, 0.9, 0.4, 0.5]
+    pd = stats.bounded_mean(x, "seeds", level=0.9)
+    lo, hi = _anderson(x, 0.9)
+    assert (pd.mean, pd.ci_low, pd.ci_high) == (pytest.approx(0.5), pytest.approx(lo, abs=1e-12),
+                                                 pytest.approx(hi, abs=1e-12))
+    assert (pd.n, pd.unit, pd.min, pd.max) == (4, "seeds", 0.2, 0.9)
+    assert pd.sd == pytest.approx(math.sqrt(((0.3 ** 2) + 0.4 ** 2 + 0.1 ** 2 + 0) / 3))
+    assert pd.method == ("90% distribution-free interval for a mean in [0, 1] over 4 seeds "
+                         "(Anderson's bound: one-sided Kolmogorov–Smirnov band)")
+    two = stats.bounded_mean([0.0, 1.0], "layers")
+    assert two.sd == pytest.approx(math.sqrt(0.5)) and two.n == 2
+
+
+def test_bounded_mean_of_one_value_and_of_none():
+    """One value: an interval (valid at every n ≥ 1) and no sd; no finite value: nan and no interval."""
+    one = stats.bounded_mean([1.0, np.nan], "seeds")
+    assert (one.mean, one.n, one.sd, one.min, one.max) == (1.0, 1, None, 1.0, 1.0)
+    assert (one.ci_low, one.ci_high) == (pytest.approx(1 - 0.975), pytest.approx(1.0))  # ε = 0.975 at n = 1
+    none = stats.bounded_mean([np.nan], "seeds")
+    assert math.isnan(none.mean) and (none.ci_low, none.ci_high, none.n, none.unit, none.method) == (
+        None, None, 0, "seeds", "no values")
+    assert none.note == "" and none.sd is None
+
+
+def test_replicated_bounded_mean_over_replicates_one_replicate_and_none():
+    """Two or more replicates: bounded_mean over replicate means; one: over its units (said in the note); none: empty."""
+    rbm = stats.replicated_bounded_mean
+    got = rbm([[0.0, 0.5], [1.0, np.nan], [0.25, 0.25, 1.0]], "seeds", level=0.9)
+    means = [0.25, 1.0, 0.5]
+    lo, hi = _anderson(means, 0.9)
+    assert (got.mean, got.ci_low, got.ci_high) == (pytest.approx(0.5833333333333334), pytest.approx(lo, abs=1e-12),
+                                                   pytest.approx(hi, abs=1e-12))
+    assert (got.n, got.unit, got.note) == (3, "replicates", "")
+    assert got.method == ("90% distribution-free interval for a mean in [0, 1] over 3 replicates (Anderson's bound: "
+                          "one-sided Kolmogorov–Smirnov band); each replicate the mean over its seeds")
+    two = rbm([[0.2], [0.6, 0.8]], "layers")
+    assert (two.n, two.unit, two.mean) == (2, "replicates", pytest.approx(0.45))
+
+    one = rbm([[np.nan], [0.2, 0.9, 0.4]], "layers", level=0.9)
+    lo, hi = _anderson([0.2, 0.9, 0.4], 0.9)
+    assert (one.mean, one.ci_low, one.ci_high) == (pytest.approx(0.5), pytest.approx(lo, abs=1e-12),
+                                                   pytest.approx(hi, abs=1e-12))
+    assert (one.n, one.unit) == (3, "layers") and one.method.startswith("90% distribution-free") and "3 layers" in one.method
+    assert one.note == "one replicate: the interval is over its layers and conditional on its data-corruption draw"
+
+    none = rbm([[], [np.nan]], "seeds", level=0.9)
+    assert math.isnan(none.mean) and (none.n, none.unit, none.method, none.ci_low) == (0, "replicates", "no values",
+                                                                                       None)
