@@ -332,3 +332,23 @@ def test_replicated_bounded_mean_over_replicates_one_replicate_and_none():
     none = rbm([[], [np.nan]], "seeds", level=0.9)
     assert math.isnan(none.mean) and (none.n, none.unit, none.method, none.ci_low) == (0, "replicates", "no values",
                                                                                        None)
+
+
+def _sign_test_k(n, level):
+    """The largest k with 1 − 2·P(Bin(n, ½) ≤ k − 1) ≥ level, from exact binomial sums (None if no k)."""
+    best = None
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * sum(math.comb(n, j) for j in range(k)) / 2 ** n >= level:
+            best = k
+    return best
+
+
+@pytest.mark.parametrize(("n", "level", "k"), [(5, 0.95, None), (6, 0.95, 1), (9, 0.95, 2), (10, 0.95, 2),
+                                               (20, 0.95, 6), (30, 0.95, 10), (10, 0.2, 5), (9, 0.4, 4),
+                                               (6, 0.96875, 1), (3, 0.7, 1)])
+def test_median_interval_is_the_sign_test_order_statistics(n, level, k):
+    """[x_(k), x_(n−k+1)] with k the largest whose coverage 1 − 2·P(Bin(n, ½) ≤ k − 1) reaches the level."""
+    assert _sign_test_k(n, level) == k  # the table is the rule (6 at 0.96875: coverage exactly the level)
+    x = np.random.default_rng(n).permutation(np.arange(1.0, n + 1))  # x_(i) = i
+    got = stats.median_interval(np.append(x, np.nan), level)
+    assert got == (None if k is None else (float(k), float(n - k + 1)))
