@@ -276,7 +276,7 @@ def test_bounded_mean_intervals_rows_match_the_written_out_bound():
 
 def test_bounded_mean_intervals_of_low_precision_input_are_float64():
     """float16 fractions give the interval of their float64 values (1 − x is not rounded to float16)."""
-    x16 = np.array([[1 / 3, 0.1, 0.7, 0.9]], dtype=np.float16)
+    x16 = np.array([[0.1, 0.2, 0.3, 0.15, 0.05, 0.33, 0.41, 0.27, 0.12, 0.09]], dtype=np.float16)  # 1 − x > ½
     lo, hi = stats.bounded_mean_intervals(x16)
     want = _anderson([float(v) for v in x16[0]], 0.95)
     assert (lo[0], hi[0]) == (pytest.approx(want[0], abs=1e-12), pytest.approx(want[1], abs=1e-12))
@@ -352,3 +352,27 @@ def test_median_interval_is_the_sign_test_order_statistics(n, level, k):
     x = np.random.default_rng(n).permutation(np.arange(1.0, n + 1))  # x_(i) = i
     got = stats.median_interval(np.append(x, np.nan), level)
     assert got == (None if k is None else (float(k), float(n - k + 1)))
+
+
+def test_paired_summary_is_paired_difference_in_the_lens_shape():
+    """per-target a − b, and mean, deciding interval, n, method and note as paired_difference over targets."""
+    a, b = [0.9, 0.7, 0.8, 0.6], [0.5, 0.6, 0.4, 0.6]
+    got = stats.paired_summary(a, b, level=0.8)
+    assert set(got) == {"per_target", "mean", "ci", "level", "n", "method", "note"}
+    assert got["per_target"] == pytest.approx([0.4, 0.1, 0.4, 0.0])
+    d = np.array([0.4, 0.1, 0.4, 0.0])
+    half = 1.6377443536962102 * d.std(ddof=1) / 2  # t_{0.9, 3}: the 80% Student t-interval
+    assert got["mean"] == pytest.approx(0.225) and got["ci"] == [pytest.approx(0.225 - half),
+                                                               pytest.approx(0.225 + half)]
+    assert (got["level"], got["n"]) == (0.8, 4)
+    assert got["method"] == "80% Student t-interval over 4 paired targets" and got["note"] == ""
+    one = stats.paired_summary([0.9, np.nan], [0.5, 0.5])
+    assert one["n"] == 1 and all(math.isnan(v) for v in one["ci"])  # fewer than 2 pairs: [nan, nan]
+    assert one["note"] == ("1 pair(s) without a finite value on both sides dropped; "
+                           "1 pair (target) only: no interval; decided on the point estimate")
+
+
+def test_paired_summary_treats_a_missing_value_as_no_pair():
+    """None (a target without a value) is nan after float64 conversion: its pair is dropped, not an error."""
+    got = stats.paired_summary([0.9, None, 0.8], [0.5, 0.5, None])
+    assert got["n"] == 1 and got["mean"] == pytest.approx(0.4) and math.isnan(got["per_target"][1])
