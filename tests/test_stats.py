@@ -218,7 +218,7 @@ def test_jackknife_of_the_mean_is_the_t_interval_of_the_units():
 
 
 def test_jackknife_hand_computed_se_level_and_unit_text():
-    """se² = (n − 1)/n · Σ(θ_i − θ̄)² with t_{n−1} at the asked level; the method names the unit (singular)."""
+    """se² = (n − 1)/n · Σ(θ_i − θ̄)², t_{n−1} at the asked level; the method names the unit (singular)."""
     loo = [1.0, 2.0, 3.0, 4.0]  # mean 2.5, Σ squares 5
     se = math.sqrt(3 / 4 * 5)
     pd = stats.jackknife_interval(10.0, loo, unit="replicates", level=0.9)
@@ -243,7 +243,7 @@ def test_jackknife_without_two_values_or_a_finite_statistic_has_no_interval():
 
 
 def _anderson(values, level):
-    """Anderson's bound written out: Σ (x_(i+1) − x_(i))·max(0, 1 − i/n − ε), x_(0) = 0, and the same on 1 − x."""
+    """Anderson's bound written out: Σ (x_(i+1) − x_(i))·max(0, 1 − i/n − ε), x_(0) = 0; mirrored on 1 − x."""
     from scipy import stats as sps
 
     n = len(values)
@@ -309,7 +309,7 @@ def test_bounded_mean_of_one_value_and_of_none():
 
 
 def test_replicated_bounded_mean_over_replicates_one_replicate_and_none():
-    """Two or more replicates: bounded_mean over replicate means; one: over its units (said in the note); none: empty."""
+    """From 2 replicates: bounded_mean over replicate means; one: over its units (said in the note); none: empty."""
     rbm = stats.replicated_bounded_mean
     got = rbm([[0.0, 0.5], [1.0, np.nan], [0.25, 0.25, 1.0]], "seeds", level=0.9)
     means = [0.25, 1.0, 0.5]
@@ -326,7 +326,8 @@ def test_replicated_bounded_mean_over_replicates_one_replicate_and_none():
     lo, hi = _anderson([0.2, 0.9, 0.4], 0.9)
     assert (one.mean, one.ci_low, one.ci_high) == (pytest.approx(0.5), pytest.approx(lo, abs=1e-12),
                                                    pytest.approx(hi, abs=1e-12))
-    assert (one.n, one.unit) == (3, "layers") and one.method.startswith("90% distribution-free") and "3 layers" in one.method
+    assert (one.n, one.unit) == (3, "layers")
+    assert one.method.startswith("90% distribution-free") and "over 3 layers" in one.method
     assert one.note == "one replicate: the interval is over its layers and conditional on its data-corruption draw"
 
     none = rbm([[], [np.nan]], "seeds", level=0.9)
