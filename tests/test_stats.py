@@ -377,3 +377,15 @@ def test_paired_summary_treats_a_missing_value_as_no_pair():
     """None (a target without a value) is nan after float64 conversion: its pair is dropped, not an error."""
     got = stats.paired_summary([0.9, None, 0.8], [0.5, 0.5, None])
     assert got["n"] == 1 and got["mean"] == pytest.approx(0.4) and math.isnan(got["per_target"][1])
+
+
+def test_one_replicate_at_exactly_two_pairs_and_one_shared_target():
+    """Two independent pairs already give an interval; two shared targets give none (they are not independent),
+    one shared target is 'a single pair'; no replicate at another level is the empty estimate at that level."""
+    rd = stats.replicated_difference
+    pair = rd([[0.1, 0.3]], "seeds", True, level=0.9)
+    assert pair.ci_low is not None and pair.unit == "seeds" and pair.n == 2
+    shared = rd([[0.1, 0.3]], "targets", False)
+    assert shared.ci_low is None and shared.note.startswith("no interval: one replicate whose targets share")
+    assert rd([[0.4]], "targets", False).note == "no interval: a single pair (targets)"
+    assert rd([], "seeds", True, level=0.9).to_dict() == difference_stats([], unit="replicates", level=0.9).to_dict()
