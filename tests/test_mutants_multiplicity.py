@@ -692,6 +692,8 @@ def test_same_numbers_means_equal_value_and_interval_to_rounding():
     assert Analysis("n", None, None, None, NOT_RUN).same_numbers(Analysis("m", None, None, None, NOT_RUN))
     assert not same(0.6, 0.1, 0.9) and not same(0.5, 0.2, 0.9) and not same(0.5, 0.1, 1.0)
     assert not same(0.5 * (1 + 1e-10), 0.1, 0.9)  # beyond rounding: another number
+    zero = Analysis("z", 0.0, -0.2, 0.2, REPRODUCED)
+    assert zero.same_numbers(Analysis("y", 1e-16, -0.2, 0.2, REPRODUCED))  # zero to rounding
     assert not same(None, 0.1, 0.9) and not same(0.5, None, 0.9) and not same(0.5, 0.1, None)
     assert not Analysis("n", None, 0.1, 0.9, REPRODUCED).same_numbers(base)
 
