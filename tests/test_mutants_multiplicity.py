@@ -12,6 +12,7 @@ each test takes well under a second.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -572,3 +573,173 @@ def test_claim_4_without_the_identifiable_flag_decides_on_every_layer_and_shows_
     assert (v3.status, v3.valid, v3.value) == (REPRODUCED, False, pytest.approx(1.0))
     v2 = rows["plan 2.0: median convolutional-channel fraction over models"]
     assert v2.valid is False and v2.note == "only 3 models: too few for a 95% distribution-free interval"
+
+
+# ---------------------------------------------------------------- the robustness panel by estimand (plan 6.0)
+
+
+def _claim_2_panel(*extra: Evaluation, same_fit: bool = False) -> Claim:
+    """Claim 2 in one setting (:func:`_claim_2_setting`): the plan's row merged with its eval-definition co-verdict,
+    the same-epoch window, the matched fit (with the same-epoch window's numbers when ``same_fit``)."""
+    e = _claim_2_setting("A")
+    if same_fit:
+        early = e.analyses[0]
+        e.analyses[1] = replace(early, name="eval: matched fit level (50% ± 0.15)")
+    c = Claim("2", "t", "m", "r", "s")
+    c.evaluations = [e, *extra]
+    return c
+
+
+def test_the_panel_names_each_row_by_the_estimand_claim_2s_plan_declares():
+    """Primary under its estimand, alternatives under theirs, '=' as the primary's numbers, the rest not run."""
+    from bnmem.analysis_plan import (
+        CLEAN_PROGRESS, CONVERGENCE, CORRUPTED_FIT, PAPERS_PROTOCOL, SAME_EPOCH, TEST_ACCURACY,
+    )
+
+    rows = _claim_2_panel().panel()
+    assert [lab for lab, _ in rows] == [CLEAN_PROGRESS, SAME_EPOCH, CORRUPTED_FIT, TEST_ACCURACY, CONVERGENCE,
+                                        PAPERS_PROTOCOL]
+    by = dict(rows)
+    assert by[CLEAN_PROGRESS].name == "plan = eval definition"
+    assert (by[SAME_EPOCH].value, by[SAME_EPOCH].status) == (2.04, REPRODUCED)
+    assert (by[CORRUPTED_FIT].value, by[CORRUPTED_FIT].status) == (-0.42, CONTRADICTED)
+    for lab in (TEST_ACCURACY, CONVERGENCE):  # declared, not measured by this run
+        a = by[lab]
+        assert (a.name, a.value, a.ci_low, a.ci_high, a.status, a.note) == (
+            lab, None, None, None, NOT_RUN, "not measured by this run")
+    paper = by[PAPERS_PROTOCOL]  # '=': the primary's own number in this run
+    assert (paper.name, paper.value, paper.ci_low, paper.ci_high, paper.status, paper.note) == (
+        PAPERS_PROTOCOL, -0.25, -0.6, -0.1, CONTRADICTED, "the primary's own number in this run")
+
+
+def test_a_declared_estimand_merged_into_another_row_is_shown_with_that_rows_numbers():
+    """The matched fit with the same-epoch numbers: merged into that row, and its estimand says so."""
+    from bnmem.analysis_plan import CORRUPTED_FIT, SAME_EPOCH
+
+    rows = _claim_2_panel(same_fit=True).panel()
+    by = dict(rows)
+    assert by[SAME_EPOCH].name == f"eval: {claim2_early()} = eval: matched fit level (50% ± 0.15)"
+    fit = by[CORRUPTED_FIT]
+    assert (fit.name, fit.value, fit.ci_low, fit.ci_high, fit.status, fit.note) == (
+        CORRUPTED_FIT, 2.04, 1.2, 2.9, REPRODUCED, f"the same numbers as '{SAME_EPOCH}'")
+    assert [lab for lab, _ in rows].count(CORRUPTED_FIT) == 1
+
+
+def claim2_early() -> str:
+    from bnmem.report.claims import claim2
+
+    return claim2.EARLY_V4
+
+
+def test_a_recipe_variant_of_a_declared_estimand_is_that_estimands_row():
+    """'recipe paper's protocol' is the paper's-protocol row (not the primary's number); an undeclared recipe
+    variant keeps its own name."""
+    from bnmem.analysis_plan import PAPERS_PROTOCOL
+
+    paper = Evaluation("A", 0.7, 0.4, 1.0, REPRODUCED, variant="recipe " + PAPERS_PROTOCOL, deciding=False)
+    other = Evaluation("A", 0.9, 0.6, 1.2, REPRODUCED, variant="recipe per-norm", deciding=False)
+    rows = _claim_2_panel(paper, other).panel()
+    labels = [lab for lab, _ in rows]
+    assert labels.count(PAPERS_PROTOCOL) == 1 and "recipe per-norm" in labels
+    by = dict(rows)
+    assert (by[PAPERS_PROTOCOL].value, by[PAPERS_PROTOCOL].name) == (0.7, "recipe " + PAPERS_PROTOCOL)
+    assert by["recipe per-norm"].value == 0.9
+
+
+def test_a_claim_without_a_plan_entry_shows_its_primary_as_primary_and_the_rest_by_name():
+    """No plan entry: the primary is 'primary', every other analysis its own name, nothing declared to add."""
+    alt = Analysis("alt", 0.2, -0.1, 0.5, INCONCLUSIVE)
+    c = _claim(Evaluation("A", 0.5, 0.1, 0.9, REPRODUCED, analyses=[alt]), cid="no such claim")
+    assert [(lab, a.name) for lab, a in c.panel()] == [("primary", "plan"), ("alt", "alt")]
+    assert c.estimand_of(Analysis("plan = x", 0.5, 0.1, 0.9, REPRODUCED)) == "primary"
+
+
+def test_the_estimand_of_an_analysis_by_claim_2s_plan_entry():
+    """The primary (alone or merged) is the declared estimand; an alternative takes the label whose text its name
+    contains; an undeclared one keeps its name."""
+    from bnmem.analysis_plan import CLEAN_PROGRESS, CORRUPTED_FIT, SAME_EPOCH
+
+    c = _claim_2_panel()
+    of = lambda name: c.estimand_of(Analysis(name, 0.1, 0.0, 0.2, REPRODUCED))  # noqa: E731
+    assert of("plan") == of("plan = eval definition") == CLEAN_PROGRESS
+    assert of("eval: matched fit level (50% ± 0.15)") == CORRUPTED_FIT
+    assert of(f"eval: {claim2_early()}") == SAME_EPOCH
+    assert of("eval definition") == "eval definition" and of("planned") == "planned"
+
+
+def test_an_analysis_label_for_display():
+    """The plan's own row is 'plan 6.0 (<primary co-verdict>)' (its merged names kept); others their name, marked
+    when invalid."""
+    from bnmem.analysis_plan import PLAN_VERSION
+
+    c = _claim_2_panel()
+    c.evaluations[0].primary = "eval definition"
+    row = lambda name, valid=True: Analysis(name, 0.1, 0.0, 0.2, REPRODUCED, valid=valid)  # noqa: E731
+    assert PLAN_VERSION == "6.0"
+    assert c.label(row("plan")) == "plan 6.0 (eval definition)"
+    assert c.label(row("plan = eval definition")) == "plan 6.0 (eval definition) = eval definition"
+    assert c.label(row("alt")) == "alt" and c.label(row("planned")) == "planned"
+    assert c.label(row("alt", valid=False)) == "alt (invalid: shown, not counted)"
+    bare = _claim(Evaluation("A", 0.5, 0.1, 0.9, REPRODUCED))  # no co-verdict is the primary
+    assert bare.label(row("plan")) == "plan 6.0" and bare.label(row("plan = x")) == "plan 6.0 = x"
+
+
+def test_same_numbers_means_equal_value_and_interval_to_rounding():
+    """Equal (or both missing) value, lower and upper end; any one differing, or missing on one side only, is not."""
+    base = Analysis("a", 0.5, 0.1, 0.9, REPRODUCED)
+    same = lambda v, lo, hi: base.same_numbers(Analysis("b", v, lo, hi, INCONCLUSIVE))  # noqa: E731
+    assert same(0.5, 0.1, 0.9) and same(0.5 * (1 + 1e-13), 0.1, 0.9)
+    assert Analysis("n", None, None, None, NOT_RUN).same_numbers(Analysis("m", None, None, None, NOT_RUN))
+    assert not same(0.6, 0.1, 0.9) and not same(0.5, 0.2, 0.9) and not same(0.5, 0.1, 1.0)
+    assert not same(0.5 * (1 + 1e-10), 0.1, 0.9)  # beyond rounding: another number
+    zero = Analysis("z", 0.0, -0.2, 0.2, REPRODUCED)
+    assert zero.same_numbers(Analysis("y", 1e-16, -0.2, 0.2, REPRODUCED))  # zero to rounding
+    assert not same(None, 0.1, 0.9) and not same(0.5, None, 0.9) and not same(0.5, 0.1, None)
+    assert not Analysis("n", None, 0.1, 0.9, REPRODUCED).same_numbers(base)
+
+
+def test_an_evaluation_as_a_panel_row_keeps_every_number():
+    """`as_analysis`: the evaluation's numbers, status, method, note, validity, paper comparison, n and sd."""
+    e = Evaluation("A", 0.5, 0.1, 0.9, REPRODUCED, "t-interval", "few", False, "above", 7, 0.3)
+    assert e.as_analysis() == Analysis("plan", 0.5, 0.1, 0.9, REPRODUCED, "t-interval", "few", False, "above", 7, 0.3)
+    assert e.as_analysis("v").name == "v"
+
+
+def test_effect_text_is_value_interval_and_the_unit_once():
+    """'value [low, high] unit'; the value alone (with its unit) when either end is missing; '—' for no value."""
+    from bnmem.report.claims.core import new_claim
+
+    points, plain = new_claim("3a", "x"), new_claim("1", "x")
+    assert points.effect_text(0.034, 0.01, 0.05) == "+3.4 [+1.0, +5.0] points"
+    assert plain.effect_text(0.02, 0.01, 0.05) == "+0.020 [+0.010, +0.050]"
+    assert points.effect_text(0.034, None, 0.05) == points.effect_text(0.034, 0.01, None) == "+3.4 points"
+    assert points.effect_text(None, 0.01, 0.05) == points.effect_text(math.nan, 0.01, 0.05) == "—"
+    assert points.effect_text(None, None, None) == "—"
+
+
+def test_direction_of_each_status():
+    """'+' for the paper's side, '−' against it, '0' undecided, None not run."""
+    from bnmem.analysis_plan import CHECK_FAILED, CHECK_PASSED
+    from bnmem.report.claims.core import direction
+
+    for s in (REPRODUCED, LARGER, DIRECTION_ONLY, SMALLER, CHECK_PASSED):
+        assert direction(s) == "+", s
+    assert direction(CONTRADICTED) == direction(CHECK_FAILED) == "−"
+    assert direction(INCONCLUSIVE) == "0" and direction(NOT_RUN) is None
+
+
+def test_magnitude_grade_at_the_edges_of_the_papers_range():
+    """Larger only with the lower end above the range; smaller only wholly below the minimum; touching or
+    straddling the minimum stays direction only."""
+    from bnmem.report.claims.core import grade_magnitude
+    from bnmem.stats import PairedDiff
+
+    def est(lo, hi):
+        return PairedDiff((lo + hi) / 2, lo, hi, 6, "replicates", "t")
+
+    paper = (0.03, 0.10)
+    assert grade_magnitude(est(0.10, 0.2), paper) == REPRODUCED  # lower end at the top of the range
+    assert grade_magnitude(est(0.11, 0.2), paper) == LARGER
+    assert grade_magnitude(est(0.01, 0.02), paper) == SMALLER
+    assert grade_magnitude(est(0.01, 0.03), paper) == DIRECTION_ONLY  # touching the minimum
+    assert grade_magnitude(est(0.01, 0.04), paper) == DIRECTION_ONLY  # straddling it
