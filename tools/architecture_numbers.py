@@ -26,7 +26,7 @@ import io
 import subprocess
 import sys
 import tarfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 LONG, WIDE = 600, 6
 
@@ -35,10 +35,13 @@ LONG, WIDE = 600, 6
 class Numbers:
     rooms: int
     arrows: int
-    wide_functions: int
+    wide_list: list[tuple[str, str, int]]  # (path, function, parameters) of each function with more than WIDE
     long_modules: list[tuple[str, int]]
     lines: int
-    wide_list: list[tuple[str, str, int]] = field(default_factory=list)  # (path, function, parameters)
+
+    @property
+    def wide_functions(self) -> int:
+        return len(self.wide_list)
 
     def text(self, ref: str) -> str:
         longs = ", ".join(f"{p} {n}" for p, n in self.long_modules)
@@ -94,8 +97,8 @@ def measure(files: dict[str, str]) -> Numbers:
         here = room(path)
         package = path.rsplit("/", 1)[0].split("/") if "/" in path else []
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _params(node) > WIDE:
-                wide.append((path, node.name, _params(node)))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (k := _params(node)) > WIDE:
+                wide.append((path, node.name, k))
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name[len("bnmem."):] for a in node.names if a.name.startswith("bnmem.")]
@@ -111,8 +114,7 @@ def measure(files: dict[str, str]) -> Numbers:
                 nested = t.startswith(here + "/") or here.startswith(t + "/")
                 if t in rooms and here in rooms and t != here and not nested:
                     arrows.add((here, t))
-    return Numbers(len(rooms), len(arrows), len(wide), sorted(long_modules, key=lambda x: -x[1]), lines,
-                   sorted(wide))
+    return Numbers(len(rooms), len(arrows), sorted(wide), sorted(long_modules, key=lambda x: -x[1]), lines)
 
 
 def main(argv: list[str]) -> None:
