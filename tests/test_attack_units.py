@@ -13,7 +13,7 @@ import pytest
 
 from bnmem.attacks.keep import first_k_references, split_references
 from bnmem.attacks.lira import Gaussian, fit_gaussian, global_threshold
-from bnmem.attacks.metrics import roc, tpr_at_fpr
+from bnmem.attacks.metrics import checked_scores, roc, tpr_at_fpr
 from bnmem.errors import BnmemError
 
 
@@ -104,9 +104,6 @@ def test_loss_from_phi_is_float64_for_float32_input():
 
 
 def test_checked_scores_makes_float64_and_bool_and_refuses_unequal_shapes():
-    from bnmem.attacks.metrics import checked_scores
-    from bnmem.errors import BnmemError
-
     s, m = checked_scores(np.array([1, 2, 3], dtype=np.int32), np.array([0, 1, 2]), 1)
     assert s.dtype == np.float64 and m.dtype == np.bool_ and m.tolist() == [False, True, True]
     assert s.flags.c_contiguous and m.flags.c_contiguous

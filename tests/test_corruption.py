@@ -21,6 +21,7 @@ from bnmem.data.corruption import (
     ood_count,
     pick_ood,
     subsample_indices,
+    validation_positions,
 )
 from bnmem.errors import BnmemError
 
@@ -127,9 +128,6 @@ def test_append_ood_labels_cover_every_class_and_keep_the_image_dtype():
 
 
 def test_a_validation_split_of_one_example_is_allowed_and_one_of_every_example_refused():
-    from bnmem.data.corruption import validation_positions
-    from bnmem.errors import BnmemError
-
     got = validation_positions(4, 0.25, np.random.default_rng(0))
     assert got.dtype == np.int64 and got.size == 1 and 0 <= got[0] < 4
     with pytest.raises(BnmemError, match="empty split"):

@@ -19,14 +19,18 @@ import pytest
 from scipy import stats as sps
 
 from bnmem.analysis_plan import (
-    CONTRADICTED, DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, REPRODUCED, SMALLER, family_level,
+    CHECK_FAILED, CHECK_PASSED, CLEAN_PROGRESS, CONTRADICTED, CONVERGENCE, CORRUPTED_FIT, DEPENDS,
+    DIRECTION_ONLY, INCONCLUSIVE, LARGER, NOT_RUN, PAPERS_PROTOCOL, PLAN_VERSION, REPRODUCED,
+    SAME_EPOCH, SMALLER, TEST_ACCURACY, family_level,
 )
 from bnmem.names import GAMMA_SIGMA
-from bnmem.report.claims import claim4, evaluate_rule
+from bnmem.report.claims import claim2, claim4, evaluate_rule
 from bnmem.report.claims import layer_test as lt
 from bnmem.report.claims.core import (
-    Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, level, weakest,
+    Analysis, Claim, Evaluation, PreviousVerdict, at_level, combine, direction, first_sentence,
+    grade_magnitude, level, new_claim, not_run, vs_paper, weakest,
 )
+from bnmem.stats import PairedDiff
 
 from synthetic_runs import make_cell, make_run
 
@@ -485,8 +489,6 @@ def test_a_co_verdict_aggregated_over_settings_is_its_weakest_run_and_valid_only
 def _claim_2_setting(where: str, coverdicts: tuple[str, ...] = ()) -> Evaluation:
     """One setting of claim 2 whose alternatives disagree: the primary and the matched fit below 0 (each
     interval excluding it), the same-epoch window above."""
-    from bnmem.report.claims import claim2
-
     def an(name, value, low, high, status):
         return Analysis(name, value, low, high, status, "t", "", True, n=6, sd=0.5)
 
@@ -499,8 +501,6 @@ def _claim_2_setting(where: str, coverdicts: tuple[str, ...] = ()) -> Evaluation
 
 
 def test_what_is_held_fixed_names_every_estimand_on_each_side_in_every_setting():
-    from bnmem.analysis_plan import CLEAN_PROGRESS, CORRUPTED_FIT, DEPENDS, SAME_EPOCH
-
     c = Claim("2", "t", "m", "r", "s")
     c.evaluations = [_claim_2_setting("A"), _claim_2_setting("B")]
     side = f"{SAME_EPOCH} (+) vs {CLEAN_PROGRESS}, eval definition, {CORRUPTED_FIT} (−)"
@@ -513,8 +513,6 @@ def test_what_is_held_fixed_names_every_estimand_on_each_side_in_every_setting()
 def test_a_claims_numbers_as_text_with_and_without_a_unit_and_when_missing():
     """The display the report, CSV and checklist share: the unit said once, never after a dash, no trailing space
     without a unit; an interval missing either end is a dash; a not-run claim says why, or that its lens is absent."""
-    from bnmem.report.claims.core import new_claim, not_run
-
     points, plain = new_claim("3a", "x"), new_claim("1", "x")
     assert points.fmt(0.034) == "+3.4 points" and points.fmt(None) == "—" and points.fmt(float("nan")) == "—"
     assert plain.fmt(0.02) == "+0.020"
@@ -529,9 +527,6 @@ def test_a_claims_numbers_as_text_with_and_without_a_unit_and_when_missing():
 def test_an_estimate_as_a_panel_row_and_against_the_papers_range():
     """`Analysis.of` keeps the estimate's numbers, method, notes (its own and the estimate's, joined) and the
     comparison with the paper's range, which touches at its ends ("within"); no estimate keeps only the status."""
-    from bnmem.report.claims.core import first_sentence, vs_paper
-    from bnmem.stats import PairedDiff
-
     def est(low, high, mean=0.5, note="few pairs"):
         return PairedDiff(mean, low, high, 6, "replicates", "t-interval", note=note, sd=0.2)
 
@@ -592,10 +587,6 @@ def _claim_2_panel(*extra: Evaluation, same_fit: bool = False) -> Claim:
 
 def test_the_panel_names_each_row_by_the_estimand_claim_2s_plan_declares():
     """Primary under its estimand, alternatives under theirs, '=' as the primary's numbers, the rest not run."""
-    from bnmem.analysis_plan import (
-        CLEAN_PROGRESS, CONVERGENCE, CORRUPTED_FIT, PAPERS_PROTOCOL, SAME_EPOCH, TEST_ACCURACY,
-    )
-
     rows = _claim_2_panel().panel()
     assert [lab for lab, _ in rows] == [CLEAN_PROGRESS, SAME_EPOCH, CORRUPTED_FIT, TEST_ACCURACY, CONVERGENCE,
                                         PAPERS_PROTOCOL]
@@ -614,28 +605,18 @@ def test_the_panel_names_each_row_by_the_estimand_claim_2s_plan_declares():
 
 def test_a_declared_estimand_merged_into_another_row_is_shown_with_that_rows_numbers():
     """The matched fit with the same-epoch numbers: merged into that row, and its estimand says so."""
-    from bnmem.analysis_plan import CORRUPTED_FIT, SAME_EPOCH
-
     rows = _claim_2_panel(same_fit=True).panel()
     by = dict(rows)
-    assert by[SAME_EPOCH].name == f"eval: {claim2_early()} = eval: matched fit level (50% ± 0.15)"
+    assert by[SAME_EPOCH].name == f"eval: {claim2.EARLY_V4} = eval: matched fit level (50% ± 0.15)"
     fit = by[CORRUPTED_FIT]
     assert (fit.name, fit.value, fit.ci_low, fit.ci_high, fit.status, fit.note) == (
         CORRUPTED_FIT, 2.04, 1.2, 2.9, REPRODUCED, f"the same numbers as '{SAME_EPOCH}'")
     assert [lab for lab, _ in rows].count(CORRUPTED_FIT) == 1
 
 
-def claim2_early() -> str:
-    from bnmem.report.claims import claim2
-
-    return claim2.EARLY_V4
-
-
 def test_a_recipe_variant_of_a_declared_estimand_is_that_estimands_row():
     """'recipe paper's protocol' is the paper's-protocol row (not the primary's number); an undeclared recipe
     variant keeps its own name."""
-    from bnmem.analysis_plan import PAPERS_PROTOCOL
-
     paper = Evaluation("A", 0.7, 0.4, 1.0, REPRODUCED, variant="recipe " + PAPERS_PROTOCOL, deciding=False)
     other = Evaluation("A", 0.9, 0.6, 1.2, REPRODUCED, variant="recipe per-norm", deciding=False)
     rows = _claim_2_panel(paper, other).panel()
@@ -657,21 +638,17 @@ def test_a_claim_without_a_plan_entry_shows_its_primary_as_primary_and_the_rest_
 def test_the_estimand_of_an_analysis_by_claim_2s_plan_entry():
     """The primary (alone or merged) is the declared estimand; an alternative takes the label whose text its name
     contains; an undeclared one keeps its name."""
-    from bnmem.analysis_plan import CLEAN_PROGRESS, CORRUPTED_FIT, SAME_EPOCH
-
     c = _claim_2_panel()
     of = lambda name: c.estimand_of(Analysis(name, 0.1, 0.0, 0.2, REPRODUCED))  # noqa: E731
     assert of("plan") == of("plan = eval definition") == CLEAN_PROGRESS
     assert of("eval: matched fit level (50% ± 0.15)") == CORRUPTED_FIT
-    assert of(f"eval: {claim2_early()}") == SAME_EPOCH
+    assert of(f"eval: {claim2.EARLY_V4}") == SAME_EPOCH
     assert of("eval definition") == "eval definition" and of("planned") == "planned"
 
 
 def test_an_analysis_label_for_display():
     """The plan's own row is 'plan 6.0 (<primary co-verdict>)' (its merged names kept); others their name, marked
     when invalid."""
-    from bnmem.analysis_plan import PLAN_VERSION
-
     c = _claim_2_panel()
     c.evaluations[0].primary = "eval definition"
     row = lambda name, valid=True: Analysis(name, 0.1, 0.0, 0.2, REPRODUCED, valid=valid)  # noqa: E731
@@ -707,8 +684,6 @@ def test_an_evaluation_as_a_panel_row_keeps_every_number():
 
 def test_effect_text_is_value_interval_and_the_unit_once():
     """'value [low, high] unit'; the value alone (with its unit) when either end is missing; '—' for no value."""
-    from bnmem.report.claims.core import new_claim
-
     points, plain = new_claim("3a", "x"), new_claim("1", "x")
     assert points.effect_text(0.034, 0.01, 0.05) == "+3.4 [+1.0, +5.0] points"
     assert plain.effect_text(0.02, 0.01, 0.05) == "+0.020 [+0.010, +0.050]"
@@ -719,9 +694,6 @@ def test_effect_text_is_value_interval_and_the_unit_once():
 
 def test_direction_of_each_status():
     """'+' for the paper's side, '−' against it, '0' undecided, None not run."""
-    from bnmem.analysis_plan import CHECK_FAILED, CHECK_PASSED
-    from bnmem.report.claims.core import direction
-
     for s in (REPRODUCED, LARGER, DIRECTION_ONLY, SMALLER, CHECK_PASSED):
         assert direction(s) == "+", s
     assert direction(CONTRADICTED) == direction(CHECK_FAILED) == "−"
@@ -731,9 +703,6 @@ def test_direction_of_each_status():
 def test_magnitude_grade_at_the_edges_of_the_papers_range():
     """Larger only with the lower end above the range; smaller only wholly below the minimum; touching or
     straddling the minimum stays direction only."""
-    from bnmem.report.claims.core import grade_magnitude
-    from bnmem.stats import PairedDiff
-
     def est(lo, hi):
         return PairedDiff((lo + hi) / 2, lo, hi, 6, "replicates", "t")
 

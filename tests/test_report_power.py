@@ -196,11 +196,10 @@ def test_the_sd_check_skips_one_replicate_intervals_reads_every_setting_and_keep
     """Plan 6.0's observed-SD check, setting by setting: an interval over one replicate's seeds is not the
     replicate spread the design's SD stands for (skipped, and the settings after it still read); a setting within
     its bound adds nothing; no setting above its bound gives no line at all."""
-    from bnmem.analysis_plan import PLANNING as PLAN
     from bnmem.report.claims.core import Evaluation, new_claim
     from bnmem.report.power import power_check
 
-    bound = PLAN["1"][0].sd
+    bound = PLANNING["1"][0].sd
 
     def claim(*settings):
         c = new_claim("1", "x")
